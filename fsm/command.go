@@ -1,0 +1,175 @@
+// Package fsm is raftlock's deterministic lock state machine: the replicated commands, their
+// results, the compact versioned encoding of both in the raft log, and the lock table with its
+// snapshot and restore.
+//
+// It imports nothing of raftlock's and reads no clock, no randomness and does no I/O besides the
+// io.Writer/io.Reader it is handed, so every node that applies the same log computes the same
+// table and the same results. Time enters only as relative lease lengths chosen by the leader.
+package fsm
+
+import "fmt"
+
+// Token is a fencing token: the raft log index of the entry that granted the lock. It is the same
+// on every node, survives snapshots and leader changes, and grows with every grant of any key.
+type Token uint64
+
+// Kind names a replicated command.
+type Kind uint8
+
+// The replicated commands (DESIGN.md §3). Values are part of the log encoding: never renumber.
+const (
+	KindNoop    Kind = 1
+	KindGrant   Kind = 2
+	KindRelease Kind = 3
+	KindRenew   Kind = 4
+	KindExpire  Kind = 5
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindNoop:
+		return "noop"
+	case KindGrant:
+		return "grant"
+	case KindRelease:
+		return "release"
+	case KindRenew:
+		return "renew"
+	case KindExpire:
+		return "expire"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// MatchKind says which state of a key a command requires before it applies.
+type MatchKind uint8
+
+// Match kinds. Values are part of the log encoding: never renumber.
+const (
+	// MatchAny applies whatever the key holds (plain SET, admin DEL).
+	MatchAny MatchKind = 1
+	// MatchAbsent applies only to a free key (LOCK, SET NX).
+	MatchAbsent MatchKind = 2
+	// MatchToken applies only while the holder's token is Match.Token: the proposer saw that
+	// holder, so the command can never apply to a state it did not see.
+	MatchToken MatchKind = 3
+	// MatchOwner applies only while the holder's owner value is Match.Owner.
+	MatchOwner MatchKind = 4
+)
+
+// Match is the guard a Grant, Release or Renew carries. The FSM checks it again at apply time, so
+// a late, duplicated or reordered command is a no-op with a clear result.
+type Match struct {
+	Kind  MatchKind
+	Token Token  // MatchToken
+	Owner []byte // MatchOwner
+}
+
+// Command is one replicated lock-table change. Which fields matter depends on Kind:
+//
+//	Grant:   Key, Owner, LeaseMs, KeepLease, Match (Any, Absent or Token)
+//	Release: Key, Match (Any, Token or Owner)
+//	Renew:   Key, Match (Any, Token or Owner), LeaseMs (> 0)
+//	Expire:  Key, Token, LeaseRev
+//	Noop:    nothing
+type Command struct {
+	Kind Kind
+	Key  []byte
+	// Owner is the value a client set for the lock (SET's value, LOCK's OWNER).
+	Owner []byte
+	// LeaseMs is the lease length, relative to the time each node applies the entry. 0 = no lease.
+	LeaseMs uint64
+	// KeepLease keeps the holder's current lease on a Grant (SET ... KEEPTTL).
+	KeepLease bool
+	Match     Match
+	// Token and LeaseRev identify the exact lease an Expire ends: without LeaseRev, a Renew that
+	// committed just before a late Expire would be acknowledged and then wiped out.
+	Token    Token
+	LeaseRev uint64
+}
+
+// Validate reports whether c is a well-formed command. Apply only sees validated commands; a
+// proposer validates before it proposes, and Decode validates what it decodes.
+func (c Command) Validate() error {
+	switch c.Kind {
+	case KindNoop:
+		return nil
+	case KindGrant:
+		switch c.Match.Kind {
+		case MatchAny, MatchAbsent, MatchToken:
+		default:
+			return fmt.Errorf("fsm: grant with match %d", c.Match.Kind)
+		}
+	case KindRelease, KindRenew:
+		switch c.Match.Kind {
+		case MatchAny, MatchToken, MatchOwner:
+		default:
+			return fmt.Errorf("fsm: %s with match %d", c.Kind, c.Match.Kind)
+		}
+		if c.Kind == KindRenew && c.LeaseMs == 0 {
+			return fmt.Errorf("fsm: renew without a lease")
+		}
+	case KindExpire:
+		if c.Token == 0 {
+			return fmt.Errorf("fsm: expire without a token")
+		}
+	default:
+		return fmt.Errorf("fsm: unknown command kind %d", uint8(c.Kind))
+	}
+	if len(c.Key) == 0 {
+		return fmt.Errorf("fsm: %s with an empty key", c.Kind)
+	}
+	return nil
+}
+
+// Status is the outcome of applying a command.
+type Status uint8
+
+// Statuses. Values are part of the result encoding: never renumber.
+const (
+	StatusNoop          Status = 1
+	StatusGranted       Status = 2
+	StatusGrantRejected Status = 3
+	StatusReleased      Status = 4
+	StatusNotFound      Status = 5
+	StatusRenewed       Status = 6
+	StatusExpired       Status = 7
+)
+
+func (s Status) String() string {
+	switch s {
+	case StatusNoop:
+		return "noop"
+	case StatusGranted:
+		return "granted"
+	case StatusGrantRejected:
+		return "grant-rejected"
+	case StatusReleased:
+		return "released"
+	case StatusNotFound:
+		return "not-found"
+	case StatusRenewed:
+		return "renewed"
+	case StatusExpired:
+		return "expired"
+	}
+	return fmt.Sprintf("status(%d)", uint8(s))
+}
+
+// Result is what applying a command produced.
+type Result struct {
+	Status Status
+	// Token: Granted -> the holder's token (new, or kept when the same owner set it again);
+	// GrantRejected -> the current holder's token (0 when the key is free); Released/Renewed ->
+	// the token of the lock concerned.
+	Token Token
+	// LeaseRev is the log index that set the lease now in force (Granted, Renewed), so every node
+	// arms its timer for the same lease.
+	LeaseRev uint64
+	// LeaseMs is the lease now in force (Granted, Renewed); 0 = none.
+	LeaseMs uint64
+	// Existed: Expired -> a lock was removed. Granted -> the key was held before (SET ... GET).
+	Existed bool
+	// PrevOwner is the owner before a Grant replaced it (SET ... GET), nil when it was free.
+	PrevOwner []byte
+}

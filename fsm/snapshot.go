@@ -1,0 +1,176 @@
+package fsm
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+
+	"github.com/tidwall/btree"
+)
+
+// snapshotMagic and snapshotVersion open every snapshot stream.
+const (
+	snapshotMagic   = "RLSN"
+	snapshotVersion = 1
+)
+
+// maxSnapshotField bounds a key or owner read from a snapshot, so a corrupt length cannot make
+// Restore allocate gigabytes. Far above any limit the server accepts.
+const maxSnapshotField = 64 << 20
+
+// Snapshot is a point-in-time copy of the table. Taking it is O(1) (the B-tree is copy-on-write)
+// and it stays valid and consistent while the Machine keeps applying.
+type Snapshot struct {
+	table   *btree.Map[string, Lock]
+	applied uint64
+}
+
+// Snapshot returns a copy of the table for Persist to serialize concurrently with Apply.
+func (m *Machine) Snapshot() *Snapshot {
+	return &Snapshot{table: m.table.Copy(), applied: m.applied}
+}
+
+// Len is the number of locks in the snapshot.
+func (s *Snapshot) Len() int { return s.table.Len() }
+
+// WriteTo serializes the snapshot: magic, version, applied index, count, then each lock in key
+// order, then a CRC-32C of everything before it. Key order makes the bytes a pure function of the
+// table, so two nodes' tables can be compared byte for byte.
+func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
+	cw := &countingWriter{w: w, crc: crc32.New(crc32.MakeTable(crc32.Castagnoli))}
+	bw := bufio.NewWriterSize(cw, 64<<10)
+	buf := append([]byte(snapshotMagic), snapshotVersion)
+	buf = binary.AppendUvarint(buf, s.applied)
+	buf = binary.AppendUvarint(buf, uint64(s.table.Len()))
+	if _, err := bw.Write(buf); err != nil {
+		return cw.n, err
+	}
+	var werr error
+	s.table.Scan(func(key string, l Lock) bool {
+		buf = buf[:0]
+		buf = binary.AppendUvarint(buf, uint64(len(key)))
+		buf = append(buf, key...)
+		buf = appendBytes(buf, l.Owner)
+		buf = binary.AppendUvarint(buf, uint64(l.Token))
+		buf = binary.AppendUvarint(buf, l.LeaseRev)
+		buf = binary.AppendUvarint(buf, l.LeaseMs)
+		_, werr = bw.Write(buf)
+		return werr == nil
+	})
+	if werr != nil {
+		return cw.n, werr
+	}
+	if err := bw.Flush(); err != nil {
+		return cw.n, err
+	}
+	sum := binary.BigEndian.AppendUint32(nil, cw.crc.Sum32())
+	_, err := w.Write(sum)
+	cw.n += int64(len(sum))
+	return cw.n, err
+}
+
+type countingWriter struct {
+	w   io.Writer
+	crc hash.Hash32
+	n   int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.crc.Write(p[:n])
+	c.n += int64(n)
+	return n, err
+}
+
+// Restore reads a snapshot written by Snapshot.WriteTo into a new Machine. It checks the
+// checksum and every length, so a torn or corrupt snapshot is an error, never a wrong table.
+func Restore(r io.Reader) (*Machine, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	rd := &streamDecoder{r: br, crc: crc32.New(crc32.MakeTable(crc32.Castagnoli))}
+	head := rd.read(len(snapshotMagic) + 1)
+	if rd.err != nil || string(head[:len(snapshotMagic)]) != snapshotMagic || head[len(snapshotMagic)] != snapshotVersion {
+		return nil, fmt.Errorf("%w: snapshot header %q", ErrCorrupt, head)
+	}
+	m := New()
+	m.applied = rd.uvarint()
+	count := rd.uvarint()
+	var prev string
+	for i := uint64(0); i < count && rd.err == nil; i++ {
+		key := string(rd.bytes())
+		l := Lock{Owner: rd.bytes(), Token: Token(rd.uvarint()), LeaseRev: rd.uvarint(), LeaseMs: rd.uvarint()}
+		if rd.err != nil {
+			break
+		}
+		if key == "" || i > 0 && key <= prev || l.Token == 0 {
+			return nil, fmt.Errorf("%w: snapshot record %d out of order or empty", ErrCorrupt, i)
+		}
+		prev = key
+		m.table.Load(key, l)
+	}
+	if rd.err != nil {
+		return nil, rd.err
+	}
+	want := rd.crc.Sum32()
+	var sum [4]byte
+	if _, err := io.ReadFull(br, sum[:]); err != nil {
+		return nil, fmt.Errorf("%w: snapshot checksum: %v", ErrCorrupt, err)
+	}
+	if got := binary.BigEndian.Uint32(sum[:]); got != want {
+		return nil, fmt.Errorf("%w: snapshot checksum %08x, want %08x", ErrCorrupt, got, want)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		return nil, fmt.Errorf("%w: snapshot has bytes after its checksum", ErrCorrupt)
+	}
+	return m, nil
+}
+
+// streamDecoder reads snapshot fields from a stream, hashing every byte it consumes and keeping
+// the first error.
+type streamDecoder struct {
+	r   *bufio.Reader
+	crc hash.Hash32
+	err error
+}
+
+func (d *streamDecoder) ReadByte() (byte, error) {
+	b, err := d.r.ReadByte()
+	if err == nil {
+		d.crc.Write([]byte{b})
+	}
+	return b, err
+}
+
+func (d *streamDecoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, err := binary.ReadUvarint(d)
+	if err != nil {
+		d.err = fmt.Errorf("%w: snapshot varint: %v", ErrCorrupt, err)
+	}
+	return v
+}
+
+func (d *streamDecoder) read(n int) []byte {
+	if d.err != nil {
+		return nil
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(d.r, b); err != nil {
+		d.err = fmt.Errorf("%w: snapshot truncated: %v", ErrCorrupt, err)
+		return nil
+	}
+	d.crc.Write(b)
+	return b
+}
+
+func (d *streamDecoder) bytes() []byte {
+	n := d.uvarint()
+	if d.err == nil && n > maxSnapshotField {
+		d.err = fmt.Errorf("%w: snapshot field of %d bytes", ErrCorrupt, n)
+	}
+	return d.read(int(n))
+}
