@@ -67,8 +67,8 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 		return cw.n, err
 	}
 	sum := binary.BigEndian.AppendUint32(nil, cw.crc.Sum32())
-	_, err := w.Write(sum)
-	cw.n += int64(len(sum))
+	n, err := w.Write(sum)
+	cw.n += int64(n)
 	return cw.n, err
 }
 

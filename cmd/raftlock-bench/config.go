@@ -1,0 +1,206 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"time"
+)
+
+// Mode selects the commands that take and release a lock.
+type Mode string
+
+// The lock protocols the benchmark can drive.
+const (
+	// ModeNative is raftlock's own LOCK key ttl OWNER id / UNLOCK key token.
+	ModeNative Mode = "native"
+	// ModeSetNX is SET key value NX PX ttl / DEL key.
+	ModeSetNX Mode = "setnx"
+	// ModeSetNXEval is SET key value NX PX ttl / EVAL of the
+	// compare-and-delete script.
+	ModeSetNXEval Mode = "setnx-eval"
+)
+
+// Workload selects which keys the workers lock.
+type Workload string
+
+// The workloads.
+const (
+	// WorkloadDistinct gives every cycle a key of its own: no lock is ever
+	// refused, so it measures the raw cost of acquire and release.
+	WorkloadDistinct Workload = "distinct"
+	// WorkloadContended has all workers fight for one key, retrying at once
+	// when refused: it measures handoffs.
+	WorkloadContended Workload = "contended"
+)
+
+// Limits that keep a typo from exhausting memory or file descriptors.
+const (
+	maxConns    = 4096
+	maxPipeline = 10000
+)
+
+// hardTimeoutGrace is how long the whole run may overrun warmup plus
+// duration before it is abandoned.
+const hardTimeoutGrace = 30 * time.Second
+
+// Config describes one benchmark run.
+type Config struct {
+	// Addr is the server's host:port.
+	Addr string
+	// Conns is the number of workers, each with its own connection.
+	Conns int
+	// Pipeline is the number of acquire+release cycles a worker sends as one
+	// pipeline (distinct workload only; 1 is request/response).
+	Pipeline int
+	// Duration is the measured time, after Warmup. It always bounds the run.
+	Duration time.Duration
+	// Ops, if positive, stops the run once this many measured cycles
+	// (contended: acquire attempts) have been started, over all workers; a
+	// failed cycle uses up its share too. 0 means no limit.
+	Ops int64
+	// Mode selects the lock commands.
+	Mode Mode
+	// Workload selects the keys.
+	Workload Workload
+	// TTL is the lease given to every lock; it is sent in whole milliseconds.
+	TTL time.Duration
+	// KeysPrefix starts every key the benchmark touches.
+	KeysPrefix string
+	// Warmup runs the workload before measuring; nothing done during warmup
+	// counts in the figures, except errors.
+	Warmup time.Duration
+}
+
+// DefaultConfig returns the defaults of the command-line flags.
+func DefaultConfig() Config {
+	return Config{
+		Addr:       "127.0.0.1:6379",
+		Conns:      16,
+		Pipeline:   1,
+		Duration:   10 * time.Second,
+		Mode:       ModeNative,
+		Workload:   WorkloadDistinct,
+		TTL:        10 * time.Second,
+		KeysPrefix: "bench:",
+		Warmup:     time.Second,
+	}
+}
+
+// Validate reports the first invalid field. Unlike the servers' configs, a
+// zero field is not replaced by a default: a benchmark must run exactly what
+// it was asked to.
+func (c Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return fmt.Errorf("addr %q: want host:port: %w", c.Addr, err)
+	}
+	switch {
+	case c.Conns < 1 || c.Conns > maxConns:
+		return fmt.Errorf("conns must be in [1, %d], got %d", maxConns, c.Conns)
+	case c.Pipeline < 1 || c.Pipeline > maxPipeline:
+		return fmt.Errorf("pipeline must be in [1, %d], got %d", maxPipeline, c.Pipeline)
+	case c.Duration <= 0:
+		return fmt.Errorf("duration must be positive, got %v", c.Duration)
+	case c.Ops < 0:
+		return fmt.Errorf("ops must be >= 0 (0 = until duration), got %d", c.Ops)
+	case c.Warmup < 0:
+		return fmt.Errorf("warmup must be >= 0, got %v", c.Warmup)
+	case c.TTL < time.Millisecond:
+		return fmt.Errorf("ttl must be at least 1 ms, got %v", c.TTL)
+	case c.TTL%time.Millisecond != 0:
+		return fmt.Errorf("ttl must be whole milliseconds, got %v", c.TTL)
+	}
+	switch c.Mode {
+	case ModeNative, ModeSetNX, ModeSetNXEval:
+	default:
+		return fmt.Errorf("mode must be %s, %s or %s, got %q", ModeNative, ModeSetNX, ModeSetNXEval, c.Mode)
+	}
+	switch c.Workload {
+	case WorkloadDistinct:
+	case WorkloadContended:
+		// The release depends on the acquire's reply (and, natively, its
+		// token), so a worker cannot batch several attempts on the one key.
+		if c.Pipeline != 1 {
+			return fmt.Errorf("pipeline must be 1 with workload %s, got %d", WorkloadContended, c.Pipeline)
+		}
+	default:
+		return fmt.Errorf("workload must be %s or %s, got %q", WorkloadDistinct, WorkloadContended, c.Workload)
+	}
+	return nil
+}
+
+// HardTimeout is the deadline of the whole run: warmup plus duration plus
+// a 30 s grace for connecting, draining and slow replies.
+func (c Config) HardTimeout() time.Duration {
+	return c.Warmup + c.Duration + hardTimeoutGrace
+}
+
+// options are the command line: the run's Config plus how to print it.
+type options struct {
+	Config
+	JSON bool
+}
+
+// errUsage marks a command line that cannot be run; the message has been
+// printed with the usage already.
+var errUsage = errors.New("invalid command line")
+
+// parseArgs parses and validates the command line. Usage and problems go to
+// stderr. It returns flag.ErrHelp for -h, and an error wrapping errUsage for
+// a bad command line.
+func parseArgs(args []string, stderr io.Writer) (options, error) {
+	def := DefaultConfig()
+	var (
+		o     options
+		mode  string
+		wl    string
+		ttlMS int64
+		fs    = flag.NewFlagSet("raftlock-bench", flag.ContinueOnError)
+	)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: raftlock-bench [flags]\n\n"+
+			"Load generator for raftlock (or any Redis-protocol lock server): N workers,\n"+
+			"each on its own connection, run acquire+release cycles and report\n"+
+			"throughput and latency percentiles.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.Addr, "addr", def.Addr, "server `host:port`")
+	fs.IntVar(&o.Conns, "conns", def.Conns, "workers, one connection each")
+	fs.IntVar(&o.Pipeline, "pipeline", def.Pipeline, "acquire+release cycles per pipeline (distinct workload; 1 = request/response)")
+	fs.DurationVar(&o.Duration, "duration", def.Duration, "measured time, after warmup")
+	fs.Int64Var(&o.Ops, "ops", def.Ops, "stop after this many measured cycles in total (contended: attempts); 0 = until duration")
+	fs.StringVar(&mode, "mode", string(def.Mode), "lock commands: native (LOCK/UNLOCK), setnx (SET NX PX/DEL) or setnx-eval (SET NX PX/EVAL compare-and-delete)")
+	fs.StringVar(&wl, "workload", string(def.Workload), "distinct (a new key per cycle) or contended (all workers on one key)")
+	fs.Int64Var(&ttlMS, "ttl", def.TTL.Milliseconds(), "lock lease in milliseconds")
+	fs.StringVar(&o.KeysPrefix, "keys-prefix", def.KeysPrefix, "prefix of every key")
+	fs.DurationVar(&o.Warmup, "warmup", def.Warmup, "unmeasured run before measuring")
+	fs.BoolVar(&o.JSON, "json", false, "print one JSON object on stdout (the table goes to stderr)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return options{}, err
+		}
+		return options{}, fmt.Errorf("%w: %w", errUsage, err) // flag printed it
+	}
+	if fs.NArg() > 0 {
+		err := fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+		fmt.Fprintln(stderr, err)
+		fs.Usage()
+		return options{}, err
+	}
+	if ttlMS < 1 || ttlMS > int64(math.MaxInt64/time.Millisecond) {
+		err := fmt.Errorf("%w: ttl must be in [1, %d] ms, got %d", errUsage, int64(math.MaxInt64/time.Millisecond), ttlMS)
+		fmt.Fprintln(stderr, err)
+		return options{}, err
+	}
+	o.Mode, o.Workload, o.TTL = Mode(mode), Workload(wl), time.Duration(ttlMS)*time.Millisecond
+	if err := o.Validate(); err != nil {
+		err = fmt.Errorf("%w: %w", errUsage, err)
+		fmt.Fprintln(stderr, err)
+		return options{}, err
+	}
+	return o, nil
+}
