@@ -1,0 +1,319 @@
+// Package store owns raftlock's durable state for Raft: the log (raft.LogStore), the small
+// stable key/value set (raft.StableStore: current term, last vote) and the snapshots
+// (raft.SnapshotStore), all in one pebble database in one directory. One engine means one
+// fsync domain: a synced write makes every earlier write durable too. It knows nothing about
+// locks; the bytes it keeps are Raft's.
+//
+// Key layout (one byte of prefix per family, so each family is a contiguous key range and
+// every scan is bounded by LowerBound/UpperBound):
+//
+//	'l' + big-endian uint64 index           -> encoded raft.Log (see codec.go)
+//	's' + raft's key                        -> stable value
+//	'm' + snapshot ID                       -> version byte + JSON snapshot metadata
+//	'd' + snapshot ID + '/' + big-endian n  -> chunk n of the snapshot's data
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Key family prefixes. Big-endian indexes after the prefix make pebble's byte order the
+// numeric order, so First/Last of a bounded iterator are the lowest and highest index.
+const (
+	prefixLog      byte = 'l'
+	prefixStable   byte = 's'
+	prefixSnapMeta byte = 'm'
+	prefixSnapData byte = 'd'
+)
+
+// Defaults. Pebble's own defaults are tuned for CockroachDB-sized machines; raftlock keeps a
+// short raft log and a small lock table, so a few MiB of memory is plenty and leaves room
+// when several nodes share one small host (tests, containers).
+const (
+	// DefaultCacheSize is the pebble block cache. Hot reads (the log tail that followers are
+	// catching up on) are served from the memtable, so the cache only helps cold reads.
+	DefaultCacheSize int64 = 8 << 20
+	// DefaultMemTableSize bounds each memtable; pebble holds at most two before it stalls
+	// writes, so memtables cost at most 2x this.
+	DefaultMemTableSize uint64 = 4 << 20
+	// DefaultSnapshotChunkSize is the size of one snapshot value: large enough that a
+	// snapshot is a few keys, small enough that a sink buffers only this much.
+	DefaultSnapshotChunkSize = 1 << 20
+	// DefaultSnapshotRetain is how many complete snapshots Snapshots keeps (DESIGN §6).
+	DefaultSnapshotRetain = 2
+
+	// maxOpenFiles caps pebble's table cache file descriptors (pebble's default is 1000);
+	// a store this size has a handful of sstables.
+	maxOpenFiles = 256
+	// maxChunkSize keeps one chunk well under a memtable, so it never becomes a
+	// "flushable batch" of its own.
+	maxChunkSize = 64 << 20
+)
+
+var (
+	// ErrClosed is returned by every method called after Close.
+	ErrClosed = errors.New("store: closed")
+
+	// ErrKeyNotFound is returned by Get and GetUint64 for a key that was never set. Its text
+	// is exactly "not found" on purpose, not a style slip: hashicorp/raft compares
+	// err.Error() == "not found" (api.go HasExistingState, raft.go NewRaft and
+	// requestVote) instead of using errors.Is. raft-boltdb uses the same text.
+	ErrKeyNotFound = errors.New("not found")
+
+	// ErrSnapshotNotFound is returned by SnapshotStore.Open for an unknown or deleted ID.
+	ErrSnapshotNotFound = errors.New("store: snapshot not found")
+)
+
+// Config configures a Store. A zero field means the documented default.
+type Config struct {
+	// Dir is the pebble directory. Required.
+	Dir string
+	// Logger receives the store's and pebble's log lines; nil means slog.Default().
+	Logger *slog.Logger
+	// FS is the filesystem pebble runs on; nil means the OS filesystem (with pebble's disk
+	// health checks). Tests pass vfs.NewCrashableMem() to simulate power loss.
+	FS vfs.FS
+	// CacheSize is pebble's block cache in bytes; 0 means DefaultCacheSize.
+	CacheSize int64
+	// MemTableSize is the size of one pebble memtable in bytes; 0 means DefaultMemTableSize.
+	MemTableSize uint64
+	// SnapshotChunkSize is the size of one stored snapshot value in bytes, and so the most
+	// a snapshot sink buffers; 0 means DefaultSnapshotChunkSize.
+	SnapshotChunkSize int
+}
+
+// DefaultConfig returns a Config with every default spelled out; the caller sets Dir.
+func DefaultConfig() Config {
+	return Config{
+		CacheSize:         DefaultCacheSize,
+		MemTableSize:      DefaultMemTableSize,
+		SnapshotChunkSize: DefaultSnapshotChunkSize,
+	}
+}
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	switch {
+	case c.Dir == "":
+		return errors.New("store: Dir is required")
+	case c.CacheSize < 0:
+		return fmt.Errorf("store: CacheSize must not be negative, got %d", c.CacheSize)
+	case c.MemTableSize > 1<<30:
+		return fmt.Errorf("store: MemTableSize must be at most 1 GiB, got %d", c.MemTableSize)
+	case c.SnapshotChunkSize < 0 || c.SnapshotChunkSize > maxChunkSize:
+		return fmt.Errorf("store: SnapshotChunkSize must be in [0, %d], got %d",
+			maxChunkSize, c.SnapshotChunkSize)
+	}
+	return nil
+}
+
+// withDefaults fills zero fields.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.CacheSize == 0 {
+		c.CacheSize = d.CacheSize
+	}
+	if c.MemTableSize == 0 {
+		c.MemTableSize = d.MemTableSize
+	}
+	if c.SnapshotChunkSize == 0 {
+		c.SnapshotChunkSize = d.SnapshotChunkSize
+	}
+	return c
+}
+
+// Store is a pebble database holding Raft's log, stable store and snapshots. It is safe for
+// concurrent use, as raft requires (replication goroutines read the log while the main loop
+// appends and the snapshot goroutine compacts).
+type Store struct {
+	db  *pebble.DB
+	log *slog.Logger
+	cfg Config
+
+	// life guards closing. Every call that touches db holds the read side, so Close (the
+	// write side) never closes pebble under a running call: pebble panics on use after
+	// Close, and we would rather return ErrClosed.
+	life struct {
+		sync.RWMutex
+		closed bool
+	}
+
+	// readers are the open snapshot readers; each pins a pebble iterator, which must be
+	// closed before pebble is, so Close closes the ones the caller forgot.
+	readers struct {
+		sync.Mutex
+		m map[*snapshotReader]struct{}
+	}
+
+	// logMu serializes log mutations (StoreLogs, DeleteRange) together with the update of
+	// the cached bounds, so the cache changes in the same order as the disk. raft calls
+	// DeleteRange from its snapshot goroutine while the main loop calls StoreLogs. Readers of
+	// the bounds never take it.
+	logMu sync.Mutex
+	// first and last are the cached lowest and highest stored log index; 0, 0 when the log
+	// is empty (raft's indexes start at 1).
+	first, last atomic.Uint64
+
+	// lastSnapMillis makes snapshot IDs unique within this process (see snapshotID).
+	lastSnapMillis atomic.Int64
+}
+
+// Open opens (creating if needed) the pebble database in cfg.Dir, recovers the cached log
+// bounds and deletes the leftovers of snapshots that were being written when the process
+// stopped.
+func Open(cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	opts := &pebble.Options{
+		FS:                 cfg.FS,
+		CacheSize:          cfg.CacheSize,
+		MemTableSize:       cfg.MemTableSize,
+		MaxOpenFiles:       maxOpenFiles,
+		FormatMajorVersion: pebble.FormatNewest, // a new store needs no old on-disk formats
+		Logger:             pebbleLogger{log: cfg.Logger.With("component", "pebble")},
+	}
+	db, err := pebble.Open(cfg.Dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("open pebble %s: %w", cfg.Dir, err)
+	}
+	s := &Store{db: db, log: cfg.Logger, cfg: cfg}
+	s.readers.m = make(map[*snapshotReader]struct{})
+
+	first, last, err := logBounds(db)
+	if err == nil {
+		err = reapPartialSnapshots(db, s.log)
+	}
+	if err != nil {
+		_ = db.Close() // the first error is the one worth reporting
+		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
+	}
+	s.first.Store(first)
+	s.last.Store(last)
+	s.log.Info("store opened", "dir", cfg.Dir, "first_index", first, "last_index", last)
+	return s, nil
+}
+
+// Close closes open snapshot readers and the database. It is idempotent; every other method
+// returns ErrClosed afterwards.
+func (s *Store) Close() error {
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.life.closed {
+		return nil
+	}
+	s.life.closed = true
+
+	var errs []error
+	s.readers.Lock()
+	for r := range s.readers.m {
+		errs = append(errs, r.it.Close())
+	}
+	clear(s.readers.m)
+	s.readers.Unlock()
+
+	errs = append(errs, s.db.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	return nil
+}
+
+// use runs fn with the database unless the store is closed (see Store.life).
+func (s *Store) use(fn func(db *pebble.DB) error) error {
+	s.life.RLock()
+	defer s.life.RUnlock()
+	if s.life.closed {
+		return ErrClosed
+	}
+	return fn(s.db)
+}
+
+// Stats is a point-in-time summary of the store, for INFO and metrics.
+type Stats struct {
+	// FirstIndex and LastIndex are the stored log bounds; both 0 when the log is empty.
+	FirstIndex, LastIndex uint64
+	// LogEntries is LastIndex-FirstIndex+1, or 0 (raft keeps the log contiguous).
+	LogEntries uint64
+	// LogBytes approximates the log's size on disk. It counts sstables only, so entries
+	// still in the memtable (the recent tail) are not included.
+	LogBytes uint64
+	// Snapshots is the number of complete snapshots; LatestSnapshot is the newest one's ID.
+	Snapshots      int
+	LatestSnapshot string
+	// DiskBytes is everything pebble holds on disk: sstables, WAL, manifest.
+	DiskBytes uint64
+	// OpenSnapshotReaders counts snapshot readers not yet closed.
+	OpenSnapshotReaders int
+	// Closed reports whether Close was called; then only the log bounds are filled.
+	Closed bool
+}
+
+// Stats returns a snapshot of the store's counters. Errors reading the on-disk estimates
+// are logged and leave the field zero: stats are best effort.
+func (s *Store) Stats() Stats {
+	st := Stats{FirstIndex: s.first.Load(), LastIndex: s.last.Load()}
+	if st.FirstIndex != 0 && st.LastIndex >= st.FirstIndex {
+		st.LogEntries = st.LastIndex - st.FirstIndex + 1
+	}
+	err := s.use(func(db *pebble.DB) error {
+		lo, hi := familyBounds(prefixLog)
+		n, err := db.EstimateDiskUsage(lo, hi)
+		if err != nil {
+			return fmt.Errorf("estimate log size: %w", err)
+		}
+		st.LogBytes = n
+		st.DiskBytes = db.Metrics().DiskSpaceUsage()
+		metas, err := listSnapshots(db)
+		if err != nil {
+			return err
+		}
+		st.Snapshots = len(metas)
+		if len(metas) > 0 {
+			st.LatestSnapshot = metas[0].Meta.ID
+		}
+		return nil
+	})
+	if errors.Is(err, ErrClosed) {
+		st.Closed = true
+	} else if err != nil {
+		s.log.Warn("store stats incomplete", "error", err)
+	}
+	s.readers.Lock()
+	st.OpenSnapshotReaders = len(s.readers.m)
+	s.readers.Unlock()
+	return st
+}
+
+// familyBounds returns the [lower, upper) key range of one key family.
+func familyBounds(prefix byte) (lower, upper []byte) {
+	return []byte{prefix}, []byte{prefix + 1}
+}
+
+// logKey is prefixLog followed by the big-endian index.
+func logKey(index uint64) []byte {
+	k := make([]byte, 9)
+	k[0] = prefixLog
+	binary.BigEndian.PutUint64(k[1:], index)
+	return k
+}
+
+// logIndex parses a key made by logKey.
+func logIndex(key []byte) (uint64, error) {
+	if len(key) != 9 || key[0] != prefixLog {
+		return 0, fmt.Errorf("malformed log key %x", key)
+	}
+	return binary.BigEndian.Uint64(key[1:]), nil
+}
