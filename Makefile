@@ -1,0 +1,39 @@
+# raftlock — make run starts one node on 127.0.0.1:6379 (data in ./raftlock-data); make test runs
+# every test. See README.md.
+GO        ?= go
+BIN       := bin
+FUZZTIME  ?= 10s
+BENCHTIME ?= 5s
+
+.PHONY: all build run test unit fuzz vet bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/raftlock ./cmd/raftlock
+	$(GO) build -o $(BIN)/raftlock-bench ./cmd/raftlock-bench
+
+run: build
+	$(BIN)/raftlock --dir ./raftlock-data --addr 127.0.0.1:6379 --raft-addr 127.0.0.1:7379
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+# Each fuzz target runs for FUZZTIME on top of its seed corpus (the seeds also run in `unit`).
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./server/resp/
+	$(GO) test -run '^$$' -fuzz '^FuzzRequests$$' -fuzztime $(FUZZTIME) ./server/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./fsm/
+	$(GO) test -run '^$$' -fuzz '^FuzzRestore$$' -fuzztime $(FUZZTIME) ./fsm/
+
+test: vet unit fuzz
+
+bench: build
+	scripts/bench.sh $(BENCHTIME)
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/raftlock/raftlock/raftnode"
+)
+
+// options are the node's settings. Each comes from, in order of precedence: a flag, the
+// environment (RAFTLOCK_<NAME>, dashes as underscores), the --config file (name = value lines),
+// the default.
+type options struct {
+	id            string
+	dir           string
+	addr          string
+	advertise     string
+	raftAddr      string
+	raftAdvertise string
+	peers         []raftnode.Peer
+	logLevel      string
+	logFormat     string
+}
+
+func parseOptions(args []string, getenv func(string) string) (options, error) {
+	fs := flag.NewFlagSet("raftlock", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	vals := map[string]*string{
+		"id":             fs.String("id", "", "node id (default: derived from --raft-addr)"),
+		"dir":            fs.String("dir", "./raftlock-data", "data directory"),
+		"addr":           fs.String("addr", "127.0.0.1:6379", "client (RESP) listen address"),
+		"advertise":      fs.String("advertise", "", "client address other nodes and clients should dial (default --addr)"),
+		"raft-addr":      fs.String("raft-addr", "127.0.0.1:7379", "raft transport listen address"),
+		"raft-advertise": fs.String("raft-advertise", "", "raft address other nodes should dial (default --raft-addr)"),
+		"peers":          fs.String("peers", "", "initial voters of a new multi-node cluster: ID=RAFTADDR,... (the same on every node)"),
+		"log-level":      fs.String("log-level", "info", "debug, info, warn or error"),
+		"log-format":     fs.String("log-format", "text", "text or json"),
+	}
+	config := fs.String("config", "", "config file of name = value lines")
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			var b strings.Builder
+			fs.SetOutput(&b)
+			fs.PrintDefaults()
+			return options{}, fmt.Errorf("usage:\n%s", b.String())
+		}
+		return options{}, err
+	}
+	if fs.NArg() > 0 {
+		return options{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *config != "" {
+		file, err := readConfig(*config)
+		if err != nil {
+			return options{}, err
+		}
+		for name, v := range file {
+			p, ok := vals[name]
+			if !ok {
+				return options{}, fmt.Errorf("config %s: unknown setting %q", *config, name)
+			}
+			if !set[name] {
+				*p = v
+			}
+		}
+	}
+	for name, p := range vals {
+		env := "RAFTLOCK_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+		if v := getenv(env); v != "" && !set[name] {
+			*p = v
+		}
+	}
+	o := options{
+		id: *vals["id"], dir: *vals["dir"], addr: *vals["addr"], advertise: *vals["advertise"],
+		raftAddr: *vals["raft-addr"], raftAdvertise: *vals["raft-advertise"],
+		logLevel: *vals["log-level"], logFormat: *vals["log-format"],
+	}
+	if o.id == "" {
+		o.id = "node-" + strings.NewReplacer(":", "-", "[", "", "]", "").Replace(o.raftAddr)
+	}
+	if o.advertise == "" {
+		o.advertise = o.addr
+	}
+	if s := *vals["peers"]; s != "" {
+		for _, item := range strings.Split(s, ",") {
+			id, addr, ok := strings.Cut(strings.TrimSpace(item), "=")
+			if !ok || id == "" || addr == "" {
+				return options{}, fmt.Errorf("--peers: %q is not ID=RAFTADDR", item)
+			}
+			o.peers = append(o.peers, raftnode.Peer{ID: id, RaftAddr: addr})
+		}
+	}
+	return o, nil
+}
+
+// readConfig reads "name = value" lines; blank lines and lines starting with # are skipped.
+func readConfig(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, val, ok := strings.Cut(line, "=")
+		if !ok {
+			return nil, fmt.Errorf("config %s:%d: want name = value", path, n)
+		}
+		out[strings.TrimSpace(name)] = strings.Trim(strings.TrimSpace(val), `"`)
+	}
+	return out, sc.Err()
+}

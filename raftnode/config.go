@@ -1,0 +1,153 @@
+// Package raftnode owns raft for one raftlock node: bootstrap and membership, the leader's view
+// of the lock table (applied state plus pending proposals, DESIGN.md §4), proposals and their
+// replies, linearizable reads, and the lease timers that make the leader propose Expire (§5).
+package raftnode
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Config configures a Node. A zero field means the documented default.
+type Config struct {
+	// ID is this node's raft server ID. Required.
+	ID string
+	// RaftAddr is the address other nodes dial for raft traffic (the transport's advertised
+	// address). Required when Bootstrap is set.
+	RaftAddr string
+	// Bootstrap forms a new cluster of Peers on a node without state. A node with state ignores it.
+	Bootstrap bool
+	// Peers are the initial voters when bootstrapping; empty means this node alone.
+	Peers []Peer
+
+	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout tune failure detection. The
+	// defaults suit a LAN: a dead leader is replaced in about a second.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	// CommitTimeout bounds how long a follower waits before it applies newly committed entries
+	// when no other message arrives (raft's default is 50 ms; we want replies sooner).
+	CommitTimeout time.Duration
+	// MaxAppendEntries caps how many entries go in one append and one fsync: the group commit.
+	MaxAppendEntries int
+	// SnapshotThreshold is how many new log entries trigger a snapshot; SnapshotInterval is how
+	// often raft checks; TrailingLogs is how many entries stay behind a snapshot for slow
+	// followers.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
+	// ApplyTimeout bounds how long a proposal may wait to be enqueued into raft.
+	ApplyTimeout time.Duration
+	// Now is the clock for lease timers. Tests inject skew and jumps through it. Default
+	// time.Now.
+	Now func() time.Time
+	// Logger receives structured logs, raft's included. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Peer is one initial voter.
+type Peer struct {
+	ID       string
+	RaftAddr string
+}
+
+// DefaultConfig returns the defaults for a node on a LAN.
+func DefaultConfig() Config {
+	return Config{
+		HeartbeatTimeout:   500 * time.Millisecond,
+		ElectionTimeout:    500 * time.Millisecond,
+		LeaderLeaseTimeout: 250 * time.Millisecond,
+		CommitTimeout:      5 * time.Millisecond,
+		MaxAppendEntries:   512,
+		SnapshotThreshold:  16384,
+		SnapshotInterval:   10 * time.Second,
+		TrailingLogs:       10240,
+		ApplyTimeout:       5 * time.Second,
+		Now:                time.Now,
+		Logger:             slog.Default(),
+	}
+}
+
+// withDefaults fills the zero fields of c from DefaultConfig.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.HeartbeatTimeout == 0 {
+		c.HeartbeatTimeout = d.HeartbeatTimeout
+	}
+	if c.ElectionTimeout == 0 {
+		c.ElectionTimeout = d.ElectionTimeout
+	}
+	if c.LeaderLeaseTimeout == 0 {
+		c.LeaderLeaseTimeout = d.LeaderLeaseTimeout
+	}
+	if c.CommitTimeout == 0 {
+		c.CommitTimeout = d.CommitTimeout
+	}
+	if c.MaxAppendEntries == 0 {
+		c.MaxAppendEntries = d.MaxAppendEntries
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = d.SnapshotThreshold
+	}
+	if c.SnapshotInterval == 0 {
+		c.SnapshotInterval = d.SnapshotInterval
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = d.TrailingLogs
+	}
+	if c.ApplyTimeout == 0 {
+		c.ApplyTimeout = d.ApplyTimeout
+	}
+	if c.Now == nil {
+		c.Now = d.Now
+	}
+	if c.Logger == nil {
+		c.Logger = d.Logger
+	}
+	return c
+}
+
+// Validate reports the first invalid field by name.
+func (c Config) Validate() error {
+	if c.ID == "" {
+		return errors.New("raftnode: Config.ID is required")
+	}
+	if c.Bootstrap && c.RaftAddr == "" && len(c.Peers) == 0 {
+		return errors.New("raftnode: Config.RaftAddr is required to bootstrap")
+	}
+	for i, p := range c.Peers {
+		if p.ID == "" || p.RaftAddr == "" {
+			return fmt.Errorf("raftnode: Config.Peers[%d] needs an ID and a RaftAddr", i)
+		}
+	}
+	if c.MaxAppendEntries < 0 || c.MaxAppendEntries > 1024 {
+		return fmt.Errorf("raftnode: Config.MaxAppendEntries %d out of range 1..1024", c.MaxAppendEntries)
+	}
+	if c.LeaderLeaseTimeout > c.HeartbeatTimeout && c.HeartbeatTimeout != 0 {
+		return errors.New("raftnode: Config.LeaderLeaseTimeout must not exceed HeartbeatTimeout")
+	}
+	return nil
+}
+
+// raftConfig maps c onto hashicorp/raft's config.
+func (c Config) raftConfig() *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(c.ID)
+	rc.HeartbeatTimeout = c.HeartbeatTimeout
+	rc.ElectionTimeout = c.ElectionTimeout
+	rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
+	rc.CommitTimeout = c.CommitTimeout
+	rc.MaxAppendEntries = c.MaxAppendEntries
+	// BatchApplyCh lets raft take up to MaxAppendEntries queued proposals into one append and
+	// one fsync: the group commit that makes many concurrent clients cheap.
+	rc.BatchApplyCh = true
+	rc.SnapshotThreshold = c.SnapshotThreshold
+	rc.SnapshotInterval = c.SnapshotInterval
+	rc.TrailingLogs = c.TrailingLogs
+	rc.Logger = newHCLogger(c.Logger.With("component", "raft"))
+	return rc
+}

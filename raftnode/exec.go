@@ -1,0 +1,261 @@
+package raftnode
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// Eval turns a request into the commands to replicate, looking at the leader's view. Returning
+// none makes the request a read or a refusal. Eval runs under the view lock: it must be quick,
+// must not block, and may run more than once (it runs again after waiting on pending keys), so
+// it must reset whatever it records each time.
+type Eval func(v fsm.View) []fsm.Command
+
+// Exec evaluates a request on the leader and replicates what it yields.
+//
+// keys are the keys eval will look at. If any has a proposal in flight, Exec waits for it to
+// apply and evaluates again, so eval always sees the applied outcome of every earlier request on
+// its keys (DESIGN.md §4: a refusal or read that looked at a pending effect waits for it).
+// A request that yields commands gets their applied results, in order, after they commit and
+// apply. A request that yields none is answered only after leadership is confirmed, so a
+// deposed leader cannot give a stale answer.
+//
+// ctx is the client's: when it is cancelled before anything is proposed, Exec returns ctx.Err()
+// and nothing happens. Once proposed, Exec waits for the outcome regardless, and if the client
+// is gone by then, a lock granted to it is released at once (ghost-lock cleanup).
+func (n *Node) Exec(ctx context.Context, keys [][]byte, eval func(fsm.View) []fsm.Command) ([]fsm.Result, error) {
+	for {
+		if !n.ready.Load() {
+			return nil, n.notLeader()
+		}
+		n.mu.Lock()
+		if wait := n.pendingOnLocked(keys); wait != nil {
+			n.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-n.stop:
+				return nil, ErrShutdown
+			}
+		}
+		cmds := eval(viewReader{n: n, now: n.cfg.Now()})
+		if len(cmds) == 0 {
+			n.mu.Unlock()
+			n.stats.reads.Add(1)
+			return nil, n.verifyLeader(ctx)
+		}
+		for _, c := range cmds {
+			if err := c.Validate(); err != nil {
+				n.mu.Unlock()
+				return nil, err
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			n.mu.Unlock()
+			return nil, err
+		}
+		futures := n.proposeLocked(cmds)
+		n.mu.Unlock()
+		results, err := n.await(cmds, futures)
+		if ctx.Err() != nil {
+			n.releaseGhosts(cmds, results)
+		}
+		return results, err
+	}
+}
+
+// pendingOnLocked returns a channel closed when the proposals in flight on one of keys have
+// applied, or nil when none is in flight.
+func (n *Node) pendingOnLocked(keys [][]byte) <-chan struct{} {
+	for _, k := range keys {
+		if p, ok := n.pending[string(k)]; ok {
+			return p.done
+		}
+	}
+	return nil
+}
+
+// proposeLocked registers cmds as pending on their keys and hands them to raft. Raft batches
+// concurrent proposals into one append (BatchApplyCh), so this does no I/O of its own.
+func (n *Node) proposeLocked(cmds []fsm.Command) []raft.ApplyFuture {
+	futures := make([]raft.ApplyFuture, len(cmds))
+	for i, c := range cmds {
+		key := string(c.Key)
+		p, ok := n.pending[key]
+		if !ok {
+			p = &pendingKey{done: make(chan struct{})}
+			n.pending[key] = p
+		}
+		p.n++
+		futures[i] = n.raft.Apply(c.Encode(nil), n.cfg.ApplyTimeout)
+	}
+	n.stats.proposals.Add(uint64(len(cmds)))
+	return futures
+}
+
+// await collects the outcome of every proposal, then clears their pending marks. The marks stay
+// until the future has returned, which is after the entry applied (or failed): a request that
+// waited on them sees the applied table.
+func (n *Node) await(cmds []fsm.Command, futures []raft.ApplyFuture) ([]fsm.Result, error) {
+	results := make([]fsm.Result, len(futures))
+	var firstErr error
+	for i, f := range futures {
+		err := f.Error()
+		if err == nil {
+			if r, ok := f.Response().(fsm.Result); ok {
+				results[i] = r
+			} else {
+				err = ErrUncertain
+			}
+		}
+		if err != nil && firstErr == nil {
+			firstErr = n.applyError(err)
+		}
+	}
+	n.mu.Lock()
+	for _, c := range cmds {
+		key := string(c.Key)
+		if p := n.pending[key]; p != nil {
+			p.n--
+			if p.n == 0 {
+				close(p.done)
+				delete(n.pending, key)
+			}
+		}
+	}
+	n.mu.Unlock()
+	if firstErr != nil {
+		n.stats.failedProposals.Add(1)
+		return nil, firstErr
+	}
+	return results, nil
+}
+
+// applyError maps raft's errors to ours. Only errors raised before the entry reached the log
+// are certain; anything after that may still commit.
+func (n *Node) applyError(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout):
+		return n.notLeader()
+	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown),
+		errors.Is(err, raft.ErrAbortedByRestore), errors.Is(err, ErrUncertain):
+		return ErrUncertain
+	}
+	n.log.Warn("proposal failed", "err", err)
+	return ErrUncertain
+}
+
+// releaseGhosts proposes a Release for each lock granted to a client that hung up before its
+// reply: nobody would ever release it otherwise until its lease ran out (or never, without one).
+// It releases only a new holder's grant, guarded by its token, so it can never touch a lock
+// granted to anyone else meanwhile.
+func (n *Node) releaseGhosts(cmds []fsm.Command, results []fsm.Result) {
+	for i, r := range results {
+		c := cmds[i]
+		if c.Kind != fsm.KindGrant || r.Status != fsm.StatusGranted {
+			continue
+		}
+		if r.Existed && bytes.Equal(r.PrevOwner, c.Owner) {
+			continue // the same owner set its lock again: it held it before this request
+		}
+		key, token := c.Key, r.Token
+		n.stats.ghostReleases.Add(1)
+		n.goFunc(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+			defer cancel()
+			_, err := n.Exec(ctx, [][]byte{key}, func(v fsm.View) []fsm.Command {
+				if l, _, held := v.Lookup(key); !held || l.Token != token {
+					return nil
+				}
+				return []fsm.Command{{Kind: fsm.KindRelease, Key: key, Match: fsm.Match{Kind: fsm.MatchToken, Token: token}}}
+			})
+			if err != nil {
+				// The lease still ends it; a lock without a lease stays until someone DELs it.
+				n.log.Warn("ghost lock release failed", "key", key, "token", token, "err", err)
+			}
+		})
+	}
+}
+
+// viewReader is the fsm.View a request sees while Node.mu is held.
+type viewReader struct {
+	n   *Node
+	now time.Time
+}
+
+func (v viewReader) Lookup(key []byte) (fsm.Lock, time.Duration, bool) {
+	l, ok := v.n.machine.Get(key)
+	if !ok {
+		return fsm.Lock{}, 0, false
+	}
+	if l.LeaseMs == 0 {
+		return l, 0, true
+	}
+	rem, ok := v.n.leases.remaining(string(key), v.now)
+	if !ok {
+		rem = msDuration(l.LeaseMs)
+	}
+	return l, rem, true
+}
+
+func (v viewReader) Len() int { return v.n.machine.Len() }
+
+// verifyLeader confirms this node is still the leader after the caller read the table. Checks
+// are batched: one raft VerifyLeader round answers every request that asked before it started.
+func (n *Node) verifyLeader(ctx context.Context) error {
+	ch := make(chan error, 1)
+	select {
+	case n.verifyReqs <- ch:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.stop:
+		return ErrShutdown
+	}
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.stop:
+		return ErrShutdown
+	}
+}
+
+func (n *Node) runVerifier() {
+	var batch []chan error
+	for {
+		batch = batch[:0]
+		select {
+		case <-n.stop:
+			return
+		case ch := <-n.verifyReqs:
+			batch = append(batch, ch)
+		}
+	drain:
+		for {
+			select {
+			case ch := <-n.verifyReqs:
+				batch = append(batch, ch)
+			default:
+				break drain
+			}
+		}
+		err := n.raft.VerifyLeader().Error()
+		if err == nil && !n.ready.Load() {
+			err = n.notLeader()
+		} else if err != nil {
+			err = n.notLeader()
+		}
+		n.stats.verifyRounds.Add(1)
+		for _, ch := range batch {
+			ch <- err
+		}
+	}
+}

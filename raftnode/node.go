@@ -1,0 +1,259 @@
+package raftnode
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// Stores are the raft storage a Node runs on: store.Store in production, raft's in-memory
+// stores in fast tests.
+type Stores struct {
+	Log       raft.LogStore
+	Stable    raft.StableStore
+	Snapshots raft.SnapshotStore
+}
+
+// Node is one raftlock node: raft, the lock table it applies to, and the leader's view.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	raft  *raft.Raft
+	trans raft.Transport
+
+	// mu guards the view: the applied table, its lease timers and the pending proposals.
+	// Requests are evaluated and registered under it, and raft applies under it, so a request
+	// never sees a half-applied batch and never races an apply on the key it evaluates.
+	mu      sync.Mutex
+	machine *fsm.Machine
+	leases  leases
+	pending map[string]*pendingKey
+
+	// ready is true while this node is the leader and has applied everything committed before
+	// its term (the barrier after each election). Only then may it evaluate requests.
+	ready      atomic.Bool
+	leaderGen  atomic.Uint64
+	leaseWake  chan struct{}
+	verifyReqs chan chan error
+
+	stats counters
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// pendingKey counts the proposals in flight on one key. Requests on the key wait for done.
+type pendingKey struct {
+	n    int
+	done chan struct{}
+}
+
+// New starts a node on the given stores and transport. It bootstraps a new cluster when
+// cfg.Bootstrap is set and the stores hold no state; otherwise it resumes from them.
+func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:     cfg,
+		log:     cfg.Logger.With("component", "raftnode", "id", cfg.ID),
+		trans:   trans,
+		machine: fsm.New(),
+		leases:  newLeases(),
+		pending: make(map[string]*pendingKey),
+		// One buffered wake-up is enough: the lease loop rereads the queue when it runs.
+		leaseWake: make(chan struct{}, 1),
+		// Buffered so many requests can queue for one batched leadership check.
+		verifyReqs: make(chan chan error, 1024),
+		stop:       make(chan struct{}),
+	}
+	existing, err := raft.HasExistingState(st.Log, st.Stable, st.Snapshots)
+	if err != nil {
+		return nil, fmt.Errorf("inspect raft state: %w", err)
+	}
+	r, err := raft.NewRaft(cfg.raftConfig(), machineFSM{n}, st.Log, st.Stable, st.Snapshots, trans)
+	if err != nil {
+		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	n.raft = r
+	if cfg.Bootstrap && !existing {
+		if err := n.bootstrap(); err != nil {
+			r.Shutdown()
+			return nil, err
+		}
+	}
+	n.goFunc(n.watchLeadership)
+	n.goFunc(n.runLeases)
+	n.goFunc(n.runVerifier)
+	return n, nil
+}
+
+func (n *Node) bootstrap() error {
+	var servers []raft.Server
+	peers := n.cfg.Peers
+	if len(peers) == 0 {
+		peers = []Peer{{ID: n.cfg.ID, RaftAddr: n.cfg.RaftAddr}}
+	}
+	for _, p := range peers {
+		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+	}
+	n.log.Info("bootstrapping cluster", "voters", len(servers))
+	if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	return nil
+}
+
+func (n *Node) goFunc(f func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+}
+
+// Close hands leadership to another voter if there is one, stops raft and every goroutine the
+// node started, and closes the transport. It is idempotent.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		n.ready.Store(false)
+		if n.raft.State() == raft.Leader && n.voters() > 1 {
+			if err := n.raft.LeadershipTransfer().Error(); err != nil {
+				n.log.Warn("leadership transfer before shutdown failed", "err", err)
+			}
+		}
+		n.closeErr = n.raft.Shutdown().Error()
+		close(n.stop)
+		n.wg.Wait()
+		if c, ok := n.trans.(io.Closer); ok {
+			if err := c.Close(); err != nil && n.closeErr == nil {
+				n.closeErr = err
+			}
+		}
+	})
+	return n.closeErr
+}
+
+func (n *Node) voters() int {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	c := 0
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			c++
+		}
+	}
+	return c
+}
+
+// watchLeadership follows raft's leadership changes. On gaining it, the node first waits for a
+// barrier (every entry of earlier terms applied) before it serves: no answer may come from a
+// table that misses a committed write.
+func (n *Node) watchLeadership() {
+	ch := n.raft.LeaderCh()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case isLeader := <-ch:
+			gen := n.leaderGen.Add(1)
+			n.ready.Store(false)
+			if !isLeader {
+				n.log.Info("lost leadership")
+				continue
+			}
+			n.goFunc(func() { n.becomeReady(gen) })
+		}
+	}
+}
+
+func (n *Node) becomeReady(gen uint64) {
+	for n.leaderGen.Load() == gen {
+		err := n.raft.Barrier(n.cfg.ApplyTimeout).Error()
+		if err == nil {
+			break
+		}
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) {
+			return
+		}
+		n.log.Warn("barrier after election failed; retrying", "err", err)
+		select {
+		case <-n.stop:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	n.mu.Lock()
+	if n.leaderGen.Load() != gen {
+		n.mu.Unlock()
+		return
+	}
+	// Timers armed as a follower keep running: a new leader neither resets leases to their full
+	// length nor ends them early.
+	n.leases.rebuild()
+	n.ready.Store(true)
+	n.mu.Unlock()
+	n.wakeLeases()
+	n.log.Info("leader ready", "term", n.raft.CurrentTerm(), "applied", n.raft.AppliedIndex())
+}
+
+func (n *Node) notLeader() error {
+	select {
+	case <-n.stop:
+		return ErrShutdown
+	default:
+	}
+	addr, id := n.raft.LeaderWithID()
+	if id == raft.ServerID(n.cfg.ID) {
+		// We are the leader but not ready yet (barrier pending): say there is none for now.
+		return &NotLeaderError{}
+	}
+	return &NotLeaderError{LeaderID: string(id), LeaderAddr: string(addr)}
+}
+
+// IsLeader reports whether this node is the leader and ready to serve.
+func (n *Node) IsLeader() bool { return n.ready.Load() }
+
+// Leader returns the ID and raft address of the leader this node knows of.
+func (n *Node) Leader() (id, raftAddr string) {
+	addr, sid := n.raft.LeaderWithID()
+	return string(sid), string(addr)
+}
+
+// Snapshot asks raft for a snapshot now (and the log compaction that follows it).
+func (n *Node) Snapshot() error {
+	if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	return nil
+}
+
+// TableDump writes this node's applied table in the snapshot encoding (key order, so equal
+// tables give equal bytes). Tests compare nodes with it; it reads local state, possibly stale.
+func (n *Node) TableDump(w io.Writer) error {
+	n.mu.Lock()
+	snap := n.machine.Snapshot()
+	n.mu.Unlock()
+	_, err := snap.WriteTo(w)
+	return err
+}
+
+// LocalLookup reads key from this node's applied table without any leadership check: stale on
+// a follower, for READONLY connections and tests.
+func (n *Node) LocalLookup(key []byte) (fsm.Lock, time.Duration, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return viewReader{n: n, now: n.cfg.Now()}.Lookup(key)
+}

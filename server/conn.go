@@ -1,0 +1,151 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/server/resp"
+)
+
+// conn is one client connection. A reader goroutine parses commands ahead (up to
+// Config.Pipeline) while serve executes them in order and writes their replies, flushing when
+// no more are waiting: pipelined clients get their replies in few writes, and a client that hangs
+// up is noticed even while one of its commands waits on raft.
+type conn struct {
+	s  *Server
+	nc net.Conn
+	id int64
+	r  *resp.Reader
+	w  *resp.Writer
+
+	// ctx ends when the client is gone (read EOF or error) or the server closes. Node.Exec uses
+	// it to release a lock granted to a client that can no longer hear about it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	name    string
+	libName string
+	libVer  string
+	// tokens remembers the locks this connection acquired, so it may UNLOCK and RENEW them
+	// without repeating the token (DESIGN.md §7).
+	tokens map[string]fsm.Token
+	// lockSeq numbers this connection's LOCKs without OWNER, to give each a distinct owner.
+	lockSeq uint64
+	quit    bool
+}
+
+// request is one parsed command, or the error that ended the stream.
+type request struct {
+	args [][]byte
+	err  error
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{
+		s:      s,
+		nc:     nc,
+		id:     s.nextID.Add(1),
+		r:      resp.NewReader(nc, s.cfg.Limits),
+		w:      resp.NewWriter(nc),
+		tokens: make(map[string]fsm.Token),
+	}
+	c.ctx, c.cancel = context.WithCancel(s.ctx)
+	return c
+}
+
+func (c *conn) serve() {
+	reqs := make(chan request, c.s.cfg.Pipeline)
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		c.readLoop(reqs)
+	}()
+	defer func() {
+		c.cancel()
+		c.nc.Close()
+		<-readerDone
+	}()
+	for req := range reqs {
+		if req.err != nil {
+			var pe *resp.ProtocolError
+			if errors.As(req.err, &pe) {
+				// As Redis does: say what was wrong, then close.
+				c.w.Error("ERR " + pe.Error())
+				c.w.Flush()
+			}
+			return
+		}
+		c.dispatch(req.args)
+		if c.quit || len(reqs) == 0 {
+			if err := c.w.Flush(); err != nil {
+				return
+			}
+		}
+		if c.quit {
+			return
+		}
+	}
+}
+
+// readLoop parses commands into reqs until the stream ends. End of stream means the client is
+// gone: cancelling ctx at once is what lets in-flight grants be released as ghost locks.
+func (c *conn) readLoop(reqs chan<- request) {
+	defer close(reqs)
+	for {
+		args, err := c.r.ReadCommand()
+		if err != nil {
+			var pe *resp.ProtocolError
+			if !errors.As(err, &pe) {
+				c.cancel()
+			}
+			select {
+			case reqs <- request{err: err}:
+			case <-c.ctx.Done():
+			}
+			return
+		}
+		select {
+		case reqs <- request{args: copyArgs(args)}:
+		case <-c.ctx.Done():
+			return
+		}
+	}
+}
+
+// copyArgs copies the reader's arguments (which alias its buffer) into one allocation.
+func copyArgs(args [][]byte) [][]byte {
+	n := 0
+	for _, a := range args {
+		n += len(a)
+	}
+	buf := make([]byte, 0, n)
+	out := make([][]byte, len(args))
+	for i, a := range args {
+		start := len(buf)
+		buf = append(buf, a...)
+		out[i] = buf[start:len(buf):len(buf)]
+	}
+	return out
+}
+
+// clientGone reports whether the connection's context ended: nothing should be written.
+func (c *conn) clientGone(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, io.EOF)
+}
+
+// defaultOwner is the owner value of a LOCK without OWNER: unique to this request, so no other
+// request ever counts as "the same owner" retrying.
+func (c *conn) defaultOwner() []byte {
+	c.lockSeq++
+	b := make([]byte, 0, 48)
+	b = append(b, c.s.cfg.NodeID...)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, c.id, 10)
+	b = append(b, ':')
+	b = strconv.AppendUint(b, c.lockSeq, 10)
+	return b
+}

@@ -1,0 +1,264 @@
+package server
+
+import (
+	"bytes"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// exec runs one request through the node with the connection's context.
+func (c *conn) exec(keys [][]byte, eval func(fsm.View) []fsm.Command) ([]fsm.Result, error) {
+	return c.s.node.Exec(c.ctx, keys, eval)
+}
+
+// checkKey replies with an error and returns false when key breaks the size limit.
+func (c *conn) checkKey(key []byte) bool {
+	if len(key) > c.s.cfg.MaxKeyBytes {
+		c.w.Error("ERR key is too long: raftlock keys are at most " + itoa(int64(c.s.cfg.MaxKeyBytes)) + " bytes")
+		return false
+	}
+	return true
+}
+
+func (c *conn) checkValue(v []byte) bool {
+	if len(v) > c.s.cfg.MaxValueBytes {
+		c.w.Error("ERR value is too long: raftlock values are at most " + itoa(int64(c.s.cfg.MaxValueBytes)) + " bytes")
+		return false
+	}
+	return true
+}
+
+// leaseArg parses a relative lease in milliseconds for the named command.
+func (c *conn) leaseArg(arg []byte, cmd string) (uint64, bool) {
+	ms, ok := parseInt(arg)
+	if !ok {
+		c.w.Error(errNotInt)
+		return 0, false
+	}
+	if ms <= 0 || ms > c.s.cfg.MaxLeaseMs {
+		c.w.Error("ERR invalid expire time in '" + cmd + "' command")
+		return 0, false
+	}
+	return uint64(ms), true
+}
+
+func grant(key, owner []byte, leaseMs uint64, m fsm.Match) fsm.Command {
+	return fsm.Command{Kind: fsm.KindGrant, Key: key, Owner: owner, LeaseMs: leaseMs, Match: m}
+}
+
+func byToken(t fsm.Token) fsm.Match { return fsm.Match{Kind: fsm.MatchToken, Token: t} }
+
+// LOCK key ttl_ms [OWNER id] -> :token, or nil while another owner holds key.
+func cmdLock(c *conn, args [][]byte) {
+	key := args[1]
+	if !c.checkKey(key) {
+		return
+	}
+	var owner []byte
+	explicit := false
+	for i := 3; i < len(args); i++ {
+		if is(args[i], "owner") && i+1 < len(args) && !explicit {
+			owner, explicit = args[i+1], true
+			i++
+			continue
+		}
+		c.w.Error(errSyntax)
+		return
+	}
+	ttl, ok := c.leaseArg(args[2], "lock")
+	if !ok || explicit && !c.checkValue(owner) {
+		return
+	}
+	if !explicit {
+		owner = c.defaultOwner()
+	}
+	refused := false
+	res, err := c.exec(args[1:2], func(v fsm.View) []fsm.Command {
+		refused = false
+		l, _, held := v.Lookup(key)
+		if !held {
+			return []fsm.Command{grant(key, owner, ttl, fsm.Match{Kind: fsm.MatchAbsent})}
+		}
+		if explicit && bytes.Equal(l.Owner, owner) {
+			// The same owner asking again (a retry): renew and return the same token.
+			return []fsm.Command{{Kind: fsm.KindRenew, Key: key, LeaseMs: ttl, Match: byToken(l.Token)}}
+		}
+		refused = true
+		return nil
+	})
+	if err != nil {
+		c.replyError(err)
+		return
+	}
+	if refused {
+		c.s.stats.refusals.Add(1)
+		c.w.Null()
+		return
+	}
+	switch r := res[0]; r.Status {
+	case fsm.StatusGranted, fsm.StatusRenewed:
+		c.s.stats.grants.Add(1)
+		c.tokens[string(key)] = r.Token
+		c.w.Int(int64(r.Token))
+	default:
+		c.s.stats.refusals.Add(1)
+		c.w.Null()
+	}
+}
+
+// tokenArg returns the token a token-less UNLOCK/RENEW means: the one this connection holds.
+func (c *conn) tokenArg(key []byte, arg []byte, cmd string) (fsm.Token, bool) {
+	if arg != nil {
+		t, ok := parseToken(arg)
+		if !ok {
+			c.w.Error("ERR invalid token: a fencing token is a positive integer")
+			return 0, false
+		}
+		return fsm.Token(t), true
+	}
+	t, ok := c.tokens[string(key)]
+	if !ok {
+		c.w.Error("ERR this connection holds no lock on '" + string(key) + "': use " + cmd + " with the token")
+		return 0, false
+	}
+	return t, true
+}
+
+// UNLOCK key [token] -> :1 released, :0 not held with that token.
+func cmdUnlock(c *conn, args [][]byte) {
+	if len(args) > 3 {
+		c.w.Error("ERR wrong number of arguments for 'unlock' command")
+		return
+	}
+	key := args[1]
+	var tokArg []byte
+	if len(args) == 3 {
+		tokArg = args[2]
+	}
+	token, ok := c.tokenArg(key, tokArg, "UNLOCK key token")
+	if !ok {
+		return
+	}
+	res, err := c.exec(args[1:2], func(v fsm.View) []fsm.Command {
+		if l, _, held := v.Lookup(key); !held || l.Token != token {
+			return nil
+		}
+		return []fsm.Command{{Kind: fsm.KindRelease, Key: key, Match: byToken(token)}}
+	})
+	if err != nil {
+		c.replyError(err)
+		return
+	}
+	if t, ok := c.tokens[string(key)]; ok && t == token {
+		delete(c.tokens, string(key))
+	}
+	if len(res) == 1 && res[0].Status == fsm.StatusReleased {
+		c.s.stats.releases.Add(1)
+		c.w.Int(1)
+		return
+	}
+	c.w.Int(0)
+}
+
+// RENEW key [token] ttl_ms -> :1 renewed, :0 not held with that token.
+func cmdRenew(c *conn, args [][]byte) {
+	if len(args) > 4 {
+		c.w.Error("ERR wrong number of arguments for 'renew' command")
+		return
+	}
+	key := args[1]
+	var tokArg []byte
+	if len(args) == 4 {
+		tokArg = args[2]
+	}
+	token, ok := c.tokenArg(key, tokArg, "RENEW key token ttl_ms")
+	if !ok {
+		return
+	}
+	ttl, ok := c.leaseArg(args[len(args)-1], "renew")
+	if !ok {
+		return
+	}
+	res, err := c.exec(args[1:2], func(v fsm.View) []fsm.Command {
+		if l, _, held := v.Lookup(key); !held || l.Token != token {
+			return nil
+		}
+		return []fsm.Command{{Kind: fsm.KindRenew, Key: key, LeaseMs: ttl, Match: byToken(token)}}
+	})
+	if err != nil {
+		c.replyError(err)
+		return
+	}
+	if len(res) == 1 && res[0].Status == fsm.StatusRenewed {
+		c.w.Int(1)
+		return
+	}
+	c.w.Int(0)
+}
+
+// LOCKINFO key -> {owner, token, pttl} or nil. pttl is -1 for a lock without a lease.
+func cmdLockInfo(c *conn, args [][]byte) {
+	var (
+		l    fsm.Lock
+		pttl int64
+		held bool
+	)
+	_, err := c.exec(args[1:2], func(v fsm.View) []fsm.Command {
+		l, pttl, held = lookupTTL(v, args[1])
+		return nil
+	})
+	if err != nil {
+		c.replyError(err)
+		return
+	}
+	if !held {
+		c.w.Null()
+		return
+	}
+	c.w.Map(3)
+	c.w.BulkString("owner")
+	c.w.Bulk(l.Owner)
+	c.w.BulkString("token")
+	c.w.Int(int64(l.Token))
+	c.w.BulkString("pttl")
+	c.w.Int(pttl)
+}
+
+// lookupTTL returns the lock on key and its remaining lease in ms (-1 without a lease).
+func lookupTTL(v fsm.View, key []byte) (fsm.Lock, int64, bool) {
+	l, rem, held := v.Lookup(key)
+	if !held {
+		return l, -2, false
+	}
+	if l.LeaseMs == 0 {
+		return l, -1, true
+	}
+	return l, rem.Milliseconds(), true
+}
+
+// VALIDATE key token -> :1 while token is the holder's, else :0.
+func cmdValidate(c *conn, args [][]byte) {
+	t, ok := parseToken(args[2])
+	if !ok {
+		c.w.Error("ERR invalid token: a fencing token is a positive integer")
+		return
+	}
+	valid := false
+	_, err := c.exec(args[1:2], func(v fsm.View) []fsm.Command {
+		l, _, held := v.Lookup(args[1])
+		valid = held && l.Token == fsm.Token(t)
+		return nil
+	})
+	if err != nil {
+		c.replyError(err)
+		return
+	}
+	c.w.Int(b2i(valid))
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}

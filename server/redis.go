@@ -1,0 +1,380 @@
+package server
+
+import (
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// expiry is a parsed Redis expiry option.
+type expiry struct {
+	set      bool
+	keep     bool  // KEEPTTL
+	relative bool  // EX/PX: relative; EXAT/PXAT: absolute
+	ms       int64 // milliseconds (relative) or a Unix time in ms (absolute)
+}
+
+// leaseFor turns an expiry into a lease length from now. An absolute time is converted here, on
+// the leader, so the log only ever holds relative leases (DESIGN.md §5). ok is false when the
+// value is invalid; past is true when an absolute time has already passed.
+func (c *conn) leaseFor(e expiry, cmd string) (lease uint64, past, ok bool) {
+	if !e.set {
+		return 0, false, true
+	}
+	ms := e.ms
+	if !e.relative {
+		ms -= c.s.cfg.Now().UnixMilli()
+		if ms <= 0 {
+			return 0, true, true
+		}
+	}
+	if ms > c.s.cfg.MaxLeaseMs {
+		c.w.Error("ERR invalid expire time in '" + cmd + "' command")
+		return 0, false, false
+	}
+	return uint64(ms), false, true
+}
+
+// expireValue parses the number after EX/PX/EXAT/PXAT the way Redis 7 does.
+func (c *conn) expireValue(arg []byte, seconds bool, cmd string) (int64, bool) {
+	v, ok := parseInt(arg)
+	if !ok {
+		c.w.Error(errNotInt)
+		return 0, false
+	}
+	if v <= 0 || seconds && v > (1<<63-1)/1000 {
+		c.w.Error("ERR invalid expire time in '" + cmd + "' command")
+		return 0, false
+	}
+	if seconds {
+		v *= 1000
+	}
+	return v, true
+}
+
+// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT ts|PXAT ms-ts|KEEPTTL]
+func cmdSet(c *conn, args [][]byte) {
+	key, value := args[1], args[2]
+	var (
+		nx, xx, get bool
+		exp         expiry
+		expArg      []byte
+		expSeconds  bool
+	)
+	for j := 3; j < len(args); j++ {
+		a := args[j]
+		hasNext := j+1 < len(args)
+		switch {
+		case is(a, "nx") && !xx:
+			nx = true
+		case is(a, "xx") && !nx:
+			xx = true
+		case is(a, "get"):
+			get = true
+		case is(a, "keepttl") && !exp.set:
+			exp = expiry{set: true, keep: true}
+		case (is(a, "ex") || is(a, "px") || is(a, "exat") || is(a, "pxat")) && !exp.set && hasNext:
+			exp = expiry{set: true, relative: len(a) == 2}
+			expSeconds = a[0] == 'e' || a[0] == 'E'
+			expArg = args[j+1]
+			j++
+		default:
+			c.w.Error(errSyntax)
+			return
+		}
+	}
+	if !c.checkKey(key) || !c.checkValue(value) {
+		return
+	}
+	if expArg != nil {
+		ms, ok := c.expireValue(expArg, expSeconds, "set")
+		if !ok {
+			return
+		}
+		exp.ms = ms
+	}
+	var lease uint64
+	past := false
+	if exp.set && !exp.keep {
+		var ok bool
+		if lease, past, ok = c.leaseFor(exp, "set"); !ok {
+			return
+		}
+	}
+	var (
+		prev    []byte
+		hadPrev bool
+		refused bool
+	)
+	res, err := c.exec(args[1:2], func(v fsm.View) []fsm.Command {
+		l, _, held := v.Lookup(key)
+		prev, hadPrev, refused = l.Owner, held, nx && held || xx && !held
+		if refused {
+			return nil
+		}
+		if past {
+			// An expiry time already gone: Redis sets and drops the key at once.
+			if !held {
+				return nil
+			}
+			return []fsm.Command{{Kind: fsm.KindRelease, Key: key, Match: byToken(l.Token)}}
+		}
+		m := fsm.Match{Kind: fsm.MatchAny}
+		switch {
+		case nx:
+			m.Kind = fsm.MatchAbsent
+		case held:
+			m = byToken(l.Token)
+		}
+		cmd := grant(key, value, lease, m)
+		cmd.KeepLease = exp.keep
+		return []fsm.Command{cmd}
+	})
+	if err != nil {
+		c.replyError(err)
+		return
+	}
+	if len(res) == 1 && res[0].Status == fsm.StatusGranted {
+		c.s.stats.grants.Add(1)
+		c.tokens[string(key)] = res[0].Token
+	} else if refused || len(res) == 1 && res[0].Status == fsm.StatusGrantRejected {
+		c.s.stats.refusals.Add(1)
+		refused = true
+	}
+	switch {
+	case get && hadPrev:
+		c.w.Bulk(prev)
+	case get:
+		c.w.Null()
+	case refused:
+		c.w.Null()
+	default:
+		c.w.SimpleString("OK")
+	}
+}
+
+// GET key
+func cmdGet(c *conn, args [][]byte) {
+	var (
+		owner []byte
+		held  bool
+	)
+	_, err := c.exec(args[1:2], func(v fsm.View) []fsm.Command {
+		var l fsm.Lock
+		l, _, held = v.Lookup(args[1])
+		owner = l.Owner
+		return nil
+	})
+	if err != nil {
+		c.replyError(err)
+		return
+	}
+	if !held {
+		c.w.Null()
+		return
+	}
+	c.w.Bulk(owner)
+}
+
+// GETRANGE key start end
+func cmdGetRange(c *conn, args [][]byte) {
+	start, ok1 := parseInt(args[2])
+	end, ok2 := parseInt(args[3])
+	if !ok1 || !ok2 {
+		c.w.Error(errNotInt)
+		return
+	}
+	var owner []byte
+	_, err := c.exec(args[1:2], func(v fsm.View) []fsm.Command {
+		l, _, _ := v.Lookup(args[1])
+		owner = l.Owner
+		return nil
+	})
+	if err != nil {
+		c.replyError(err)
+		return
+	}
+	// Redis's getrangeCommand, index for index.
+	n := int64(len(owner))
+	if start < 0 && end < 0 && start > end {
+		c.w.BulkString("")
+		return
+	}
+	if start < 0 {
+		start = max(n+start, 0)
+	}
+	if end < 0 {
+		end = max(n+end, 0)
+	}
+	end = min(end, n-1)
+	if n == 0 || start > end {
+		c.w.BulkString("")
+		return
+	}
+	c.w.Bulk(owner[start : end+1])
+}
+
+// DEL key [key ...] -> the number of keys removed.
+func cmdDel(c *conn, args [][]byte) {
+	keys := args[1:]
+	res, err := c.exec(keys, func(v fsm.View) []fsm.Command {
+		var cmds []fsm.Command
+		seen := make(map[string]bool, len(keys))
+		for _, k := range keys {
+			if seen[string(k)] {
+				continue
+			}
+			seen[string(k)] = true
+			if l, _, held := v.Lookup(k); held {
+				cmds = append(cmds, fsm.Command{Kind: fsm.KindRelease, Key: k, Match: byToken(l.Token)})
+			}
+		}
+		return cmds
+	})
+	if err != nil {
+		c.replyError(err)
+		return
+	}
+	n := int64(0)
+	for _, r := range res {
+		if r.Status == fsm.StatusReleased {
+			n++
+		}
+	}
+	c.s.stats.releases.Add(uint64(n))
+	c.w.Int(n)
+}
+
+// EXISTS key [key ...] -> how many of the keys (repeats counted) are held.
+func cmdExists(c *conn, args [][]byte) {
+	n := int64(0)
+	_, err := c.exec(args[1:], func(v fsm.View) []fsm.Command {
+		n = 0
+		for _, k := range args[1:] {
+			if _, _, held := v.Lookup(k); held {
+				n++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		c.replyError(err)
+		return
+	}
+	c.w.Int(n)
+}
+
+// PTTL key and TTL key.
+func cmdPTTL(c *conn, args [][]byte) { replyTTL(c, args, false) }
+func cmdTTL(c *conn, args [][]byte)  { replyTTL(c, args, true) }
+
+func replyTTL(c *conn, args [][]byte, seconds bool) {
+	var ttl int64
+	_, err := c.exec(args[1:2], func(v fsm.View) []fsm.Command {
+		_, ttl, _ = lookupTTL(v, args[1])
+		return nil
+	})
+	if err != nil {
+		c.replyError(err)
+		return
+	}
+	if seconds && ttl > 0 {
+		ttl = (ttl + 500) / 1000
+	}
+	c.w.Int(ttl)
+}
+
+// PEXPIRE/EXPIRE/PEXPIREAT/EXPIREAT key time [NX|XX|GT|LT]
+func cmdPExpire(c *conn, args [][]byte)   { expireGeneric(c, args, "pexpire", false, true) }
+func cmdExpire(c *conn, args [][]byte)    { expireGeneric(c, args, "expire", true, true) }
+func cmdPExpireAt(c *conn, args [][]byte) { expireGeneric(c, args, "pexpireat", false, false) }
+func cmdExpireAt(c *conn, args [][]byte)  { expireGeneric(c, args, "expireat", true, false) }
+
+func expireGeneric(c *conn, args [][]byte, name string, seconds, relative bool) {
+	key := args[1]
+	var nx, xx, gt, lt bool
+	for _, a := range args[3:] {
+		switch {
+		case is(a, "nx"):
+			nx = true
+		case is(a, "xx"):
+			xx = true
+		case is(a, "gt"):
+			gt = true
+		case is(a, "lt"):
+			lt = true
+		default:
+			c.w.Error("ERR Unsupported option " + string(a))
+			return
+		}
+	}
+	if nx && (xx || gt || lt) {
+		c.w.Error("ERR NX and XX, GT or LT options at the same time are not compatible")
+		return
+	}
+	if gt && lt {
+		c.w.Error("ERR GT and LT options at the same time are not compatible")
+		return
+	}
+	when, ok := parseInt(args[2])
+	if !ok {
+		c.w.Error(errNotInt)
+		return
+	}
+	invalid := func() { c.w.Error("ERR invalid expire time in '" + name + "' command") }
+	if seconds {
+		if when > (1<<63-1)/1000 || when < -(1<<63-1)/1000 {
+			invalid()
+			return
+		}
+		when *= 1000
+	}
+	var lease int64
+	if relative {
+		lease = when
+	} else {
+		lease = when - c.s.cfg.Now().UnixMilli()
+	}
+	if lease > c.s.cfg.MaxLeaseMs {
+		invalid()
+		return
+	}
+	res, err := c.exec(args[1:2], func(v fsm.View) []fsm.Command {
+		l, cur, held := lookupTTL(v, key)
+		if !held {
+			return nil
+		}
+		switch {
+		case nx && cur != -1, xx && cur == -1,
+			gt && (cur == -1 || lease <= cur),
+			lt && cur != -1 && lease >= cur:
+			return nil
+		}
+		if lease <= 0 {
+			// A time already passed deletes the key, as in Redis.
+			return []fsm.Command{{Kind: fsm.KindRelease, Key: key, Match: byToken(l.Token)}}
+		}
+		return []fsm.Command{{Kind: fsm.KindRenew, Key: key, LeaseMs: uint64(lease), Match: byToken(l.Token)}}
+	})
+	if err != nil {
+		c.replyError(err)
+		return
+	}
+	if len(res) == 1 && (res[0].Status == fsm.StatusRenewed || res[0].Status == fsm.StatusReleased) {
+		c.w.Int(1)
+		return
+	}
+	c.w.Int(0)
+}
+
+// DBSIZE -> the number of held locks.
+func cmdDBSize(c *conn, args [][]byte) {
+	n := 0
+	_, err := c.exec(nil, func(v fsm.View) []fsm.Command {
+		n = v.Len()
+		return nil
+	})
+	if err != nil {
+		c.replyError(err)
+		return
+	}
+	c.w.Int(int64(n))
+}

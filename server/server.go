@@ -1,0 +1,262 @@
+// Package server is raftlock's client face: it accepts RESP connections, parses and validates
+// commands, evaluates them through the node (the small Node interface below), and writes Redis's
+// replies in RESP2 or RESP3. It keeps one table from node errors to replies (errors.go).
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/server/resp"
+)
+
+// Node is what the server needs from the replicated lock table (raftnode.Node satisfies it).
+type Node interface {
+	// Exec evaluates a request against the leader's view of keys and replicates the commands
+	// eval returns, giving back their applied results in order. eval runs under the view lock,
+	// may run more than once, and must not block. With no commands, Exec confirms leadership.
+	Exec(ctx context.Context, keys [][]byte, eval func(fsm.View) []fsm.Command) ([]fsm.Result, error)
+}
+
+// Config configures a Server. A zero field means the documented default.
+type Config struct {
+	// Addr is the client listen address. Default 127.0.0.1:6379.
+	Addr string
+	// NodeID names this node in replies and default lock owners.
+	NodeID string
+	// MaxClients bounds open connections; one more is told so and closed. Default 10000.
+	MaxClients int
+	// MaxKeyBytes and MaxValueBytes bound a lock's key and owner value. Default 4096 each: a lock
+	// name and an owner token need no more, and the bound keeps a million locks in memory.
+	MaxKeyBytes   int
+	MaxValueBytes int
+	// MaxLeaseMs bounds a lease. Default ten years.
+	MaxLeaseMs int64
+	// Pipeline bounds the commands read ahead of execution on one connection. Default 128.
+	Pipeline int
+	// Limits bound the RESP parser.
+	Limits resp.Limits
+	// Now is the clock for absolute expiry times (PXAT, EXAT, PEXPIREAT). Default time.Now.
+	Now func() time.Time
+	// Info supplies extra INFO sections (raft, for instance), rendered as "name:value" lines.
+	Info func(section string) []InfoField
+	// Logger receives structured logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// InfoField is one "name:value" line of INFO.
+type InfoField struct{ Name, Value string }
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		Addr:          "127.0.0.1:6379",
+		NodeID:        "raftlock",
+		MaxClients:    10000,
+		MaxKeyBytes:   4096,
+		MaxValueBytes: 4096,
+		MaxLeaseMs:    10 * 365 * 24 * 3600 * 1000,
+		Pipeline:      128,
+		Limits:        resp.DefaultLimits(),
+		Now:           time.Now,
+		Logger:        slog.Default(),
+	}
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Addr == "" {
+		c.Addr = d.Addr
+	}
+	if c.NodeID == "" {
+		c.NodeID = d.NodeID
+	}
+	if c.MaxClients == 0 {
+		c.MaxClients = d.MaxClients
+	}
+	if c.MaxKeyBytes == 0 {
+		c.MaxKeyBytes = d.MaxKeyBytes
+	}
+	if c.MaxValueBytes == 0 {
+		c.MaxValueBytes = d.MaxValueBytes
+	}
+	if c.MaxLeaseMs == 0 {
+		c.MaxLeaseMs = d.MaxLeaseMs
+	}
+	if c.Pipeline == 0 {
+		c.Pipeline = d.Pipeline
+	}
+	if c.Limits == (resp.Limits{}) {
+		c.Limits = d.Limits
+	}
+	if c.Now == nil {
+		c.Now = d.Now
+	}
+	if c.Logger == nil {
+		c.Logger = d.Logger
+	}
+	return c
+}
+
+// Validate reports the first invalid field by name.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxClients < 0:
+		return errors.New("server: Config.MaxClients must not be negative")
+	case c.MaxKeyBytes < 0 || c.MaxKeyBytes > c.Limits.MaxBulk && c.Limits.MaxBulk > 0:
+		return errors.New("server: Config.MaxKeyBytes must be within Limits.MaxBulk")
+	case c.MaxValueBytes < 0 || c.MaxValueBytes > c.Limits.MaxBulk && c.Limits.MaxBulk > 0:
+		return errors.New("server: Config.MaxValueBytes must be within Limits.MaxBulk")
+	case c.MaxLeaseMs < 0:
+		return errors.New("server: Config.MaxLeaseMs must not be negative")
+	case c.Pipeline < 0 || c.Pipeline > 1<<16:
+		return errors.New("server: Config.Pipeline out of range 1..65536")
+	}
+	return c.Limits.Validate()
+}
+
+// Server serves RESP clients.
+type Server struct {
+	cfg   Config
+	node  Node
+	log   *slog.Logger
+	start time.Time
+
+	ctx    context.Context // cancelled by Close: every connection's context derives from it
+	cancel context.CancelFunc
+
+	mu struct {
+		sync.Mutex
+		ln    net.Listener
+		conns map[*conn]struct{}
+	}
+	nextID atomic.Int64
+	wg     sync.WaitGroup
+	stats  serverStats
+	closed atomic.Bool
+}
+
+type serverStats struct {
+	connsTotal    atomic.Uint64
+	connsRejected atomic.Uint64
+	commands      atomic.Uint64
+	errors        atomic.Uint64
+	grants        atomic.Uint64
+	refusals      atomic.Uint64
+	releases      atomic.Uint64
+}
+
+// New returns a server for node.
+func New(cfg Config, node Node) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, node: node, log: cfg.Logger.With("component", "server"), start: time.Now()}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.mu.conns = make(map[*conn]struct{})
+	return s, nil
+}
+
+// Listen binds cfg.Addr. Serve then accepts on it.
+func (s *Server) Listen() (net.Listener, error) {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", s.cfg.Addr, err)
+	}
+	return ln, nil
+}
+
+// Serve accepts connections on ln until Close. It returns nil after Close.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.mu.ln = ln
+	s.mu.Unlock()
+	s.log.Info("serving clients", "addr", ln.Addr().String())
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.closed.Load() {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTooManyFiles) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; backing off", "err", err, "backoff", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("accept: %w", err)
+		}
+		backoff = 0
+		s.accept(nc)
+	}
+}
+
+func (s *Server) accept(nc net.Conn) {
+	s.stats.connsTotal.Add(1)
+	c := newConn(s, nc)
+	s.mu.Lock()
+	if s.closed.Load() || len(s.mu.conns) >= s.cfg.MaxClients {
+		s.mu.Unlock()
+		s.stats.connsRejected.Add(1)
+		c.w.Error("ERR max number of clients reached")
+		c.w.Flush()
+		nc.Close()
+		return
+	}
+	s.mu.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		c.serve()
+		s.mu.Lock()
+		delete(s.mu.conns, c)
+		s.mu.Unlock()
+	}()
+}
+
+// Close stops accepting, closes every connection and waits for their goroutines. Requests
+// already proposed finish first (their outcome still matters for ghost-lock cleanup).
+func (s *Server) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.mu.Lock()
+	var err error
+	if s.mu.ln != nil {
+		err = s.mu.ln.Close()
+	}
+	for c := range s.mu.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	return err
+}
+
+// Clients is the number of open connections.
+func (s *Server) Clients() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.mu.conns)
+}
+
+// errTooManyFiles is accept's error when the process is out of descriptors: wait, don't quit.
+var errTooManyFiles = syscall.EMFILE
