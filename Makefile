@@ -5,7 +5,7 @@ BIN       := bin
 FUZZTIME  ?= 10s
 BENCHTIME ?= 5s
 
-.PHONY: all build run test unit fuzz vet bench clean
+.PHONY: all build run test unit fuzz vet bench cluster clean
 
 all: build
 
@@ -34,6 +34,10 @@ test: vet unit fuzz
 
 bench: build
 	scripts/bench.sh $(BENCHTIME)
+
+# Three nodes on 127.0.0.1:6379-6381 (raft 7379-7381), data in ./cluster-data; Ctrl-C stops them.
+cluster: build
+	scripts/cluster.sh 6379
 
 clean:
 	rm -rf $(BIN)

@@ -23,6 +23,11 @@ const (
 	KindRelease Kind = 3
 	KindRenew   Kind = 4
 	KindExpire  Kind = 5
+	// KindSetMember records a cluster member's client address (Key = node ID, Owner = address),
+	// so every node knows where to forward and redirect clients. Not a lock.
+	KindSetMember Kind = 6
+	// KindRemoveMember forgets a member's client address (Key = node ID).
+	KindRemoveMember Kind = 7
 )
 
 func (k Kind) String() string {
@@ -37,6 +42,10 @@ func (k Kind) String() string {
 		return "renew"
 	case KindExpire:
 		return "expire"
+	case KindSetMember:
+		return "set-member"
+	case KindRemoveMember:
+		return "remove-member"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -71,6 +80,7 @@ type Match struct {
 //	Release: Key, Match (Any, Token or Owner)
 //	Renew:   Key, Match (Any, Token or Owner), LeaseMs (> 0)
 //	Expire:  Key, Token, LeaseRev
+//	SetMember: Key (node ID), Owner (client address); RemoveMember: Key
 //	Noop:    nothing
 type Command struct {
 	Kind Kind
@@ -113,6 +123,11 @@ func (c Command) Validate() error {
 		if c.Token == 0 {
 			return fmt.Errorf("fsm: expire without a token")
 		}
+	case KindSetMember:
+		if len(c.Owner) == 0 {
+			return fmt.Errorf("fsm: set-member without an address")
+		}
+	case KindRemoveMember:
 	default:
 		return fmt.Errorf("fsm: unknown command kind %d", uint8(c.Kind))
 	}
@@ -134,6 +149,7 @@ const (
 	StatusNotFound      Status = 5
 	StatusRenewed       Status = 6
 	StatusExpired       Status = 7
+	StatusMember        Status = 8
 )
 
 func (s Status) String() string {
@@ -152,6 +168,8 @@ func (s Status) String() string {
 		return "renewed"
 	case StatusExpired:
 		return "expired"
+	case StatusMember:
+		return "member"
 	}
 	return fmt.Sprintf("status(%d)", uint8(s))
 }

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"maps"
 
 	"github.com/tidwall/btree"
 )
@@ -21,6 +22,8 @@ type Lock struct {
 // Apply with its reads. Snapshot returns a copy that may be used concurrently with Apply.
 type Machine struct {
 	table *btree.Map[string, Lock]
+	// members maps node IDs to the client addresses they advertise.
+	members map[string]string
 	// applied is the index of the last entry given to Apply; restored from snapshots.
 	applied uint64
 }
@@ -30,8 +33,17 @@ const btreeDegree = 32
 
 // New returns an empty table.
 func New() *Machine {
-	return &Machine{table: btree.NewMap[string, Lock](btreeDegree)}
+	return &Machine{table: btree.NewMap[string, Lock](btreeDegree), members: map[string]string{}}
 }
+
+// Member returns the client address node id advertised.
+func (m *Machine) Member(id string) (string, bool) {
+	a, ok := m.members[id]
+	return a, ok
+}
+
+// Members returns a copy of the member address table.
+func (m *Machine) Members() map[string]string { return maps.Clone(m.members) }
 
 // Applied is the index of the last entry applied (or restored).
 func (m *Machine) Applied() uint64 { return m.applied }
@@ -71,6 +83,13 @@ func (m *Machine) Apply(index uint64, cmd Command) Result {
 		return m.renew(index, cmd)
 	case KindExpire:
 		return m.expire(cmd)
+	case KindSetMember:
+		m.members[string(cmd.Key)] = string(cmd.Owner)
+		return Result{Status: StatusMember}
+	case KindRemoveMember:
+		_, existed := m.members[string(cmd.Key)]
+		delete(m.members, string(cmd.Key))
+		return Result{Status: StatusMember, Existed: existed}
 	}
 	return Result{Status: StatusNoop}
 }

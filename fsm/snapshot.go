@@ -7,6 +7,8 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"maps"
+	"slices"
 
 	"github.com/tidwall/btree"
 )
@@ -25,19 +27,20 @@ const maxSnapshotField = 64 << 20
 // and it stays valid and consistent while the Machine keeps applying.
 type Snapshot struct {
 	table   *btree.Map[string, Lock]
+	members map[string]string
 	applied uint64
 }
 
 // Snapshot returns a copy of the table for Persist to serialize concurrently with Apply.
 func (m *Machine) Snapshot() *Snapshot {
-	return &Snapshot{table: m.table.Copy(), applied: m.applied}
+	return &Snapshot{table: m.table.Copy(), members: maps.Clone(m.members), applied: m.applied}
 }
 
 // Len is the number of locks in the snapshot.
 func (s *Snapshot) Len() int { return s.table.Len() }
 
 // WriteTo serializes the snapshot: magic, version, applied index, count, then each lock in key
-// order, then a CRC-32C of everything before it. Key order makes the bytes a pure function of the
+// order, then the member addresses in ID order, then a CRC-32C of everything before it. Key order makes the bytes a pure function of the
 // table, so two nodes' tables can be compared byte for byte.
 func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	cw := &countingWriter{w: w, crc: crc32.New(crc32.MakeTable(crc32.Castagnoli))}
@@ -62,6 +65,14 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	})
 	if werr != nil {
 		return cw.n, werr
+	}
+	buf = binary.AppendUvarint(buf[:0], uint64(len(s.members)))
+	for _, id := range slices.Sorted(maps.Keys(s.members)) {
+		buf = appendBytes(buf, []byte(id))
+		buf = appendBytes(buf, []byte(s.members[id]))
+	}
+	if _, err := bw.Write(buf); err != nil {
+		return cw.n, err
 	}
 	if err := bw.Flush(); err != nil {
 		return cw.n, err
@@ -109,6 +120,17 @@ func Restore(r io.Reader) (*Machine, error) {
 		}
 		prev = key
 		m.table.Load(key, l)
+	}
+	if rd.err != nil {
+		return nil, rd.err
+	}
+	nm := rd.uvarint()
+	for i := uint64(0); i < nm && rd.err == nil; i++ {
+		id, addr := string(rd.bytes()), string(rd.bytes())
+		if rd.err == nil && (id == "" || addr == "") {
+			return nil, fmt.Errorf("%w: snapshot member %d empty", ErrCorrupt, i)
+		}
+		m.members[id] = addr
 	}
 	if rd.err != nil {
 		return nil, rd.err
@@ -173,4 +195,12 @@ func (d *streamDecoder) bytes() []byte {
 		d.err = fmt.Errorf("%w: snapshot field of %d bytes", ErrCorrupt, n)
 	}
 	return d.read(int(n))
+}
+
+// WriteTableTo writes the snapshot encoding with the applied index left at zero: the bytes
+// depend on the table and member addresses alone, so nodes can compare tables by digest.
+func (s *Snapshot) WriteTableTo(w io.Writer) (int64, error) {
+	c := *s
+	c.applied = 0
+	return c.WriteTo(w)
 }

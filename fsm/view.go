@@ -11,3 +11,14 @@ type View interface {
 	// Len is the number of held keys.
 	Len() int
 }
+
+// Member is one server of the cluster as a node reports it: its raft configuration entry plus
+// the client address replicated through SetMember. It lives here, with View, because it is the
+// vocabulary raftnode and the server share.
+type Member struct {
+	ID         string
+	RaftAddr   string
+	ClientAddr string // empty until the member has announced itself
+	Voter      bool
+	Leader     bool
+}

@@ -19,6 +19,9 @@ type Config struct {
 	// RaftAddr is the address other nodes dial for raft traffic (the transport's advertised
 	// address). Required when Bootstrap is set.
 	RaftAddr string
+	// ClientAddr is the client (RESP) address this node advertises; the leader records its own
+	// in the replicated member table so followers can forward to it.
+	ClientAddr string
 	// Bootstrap forms a new cluster of Peers on a node without state. A node with state ignores it.
 	Bootstrap bool
 	// Peers are the initial voters when bootstrapping; empty means this node alone.

@@ -1,6 +1,9 @@
 package raftnode
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -45,6 +48,8 @@ type Node struct {
 
 	stats counters
 
+	removed   chan struct{}
+	closing   atomic.Bool
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -76,6 +81,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 		// Buffered so many requests can queue for one batched leadership check.
 		verifyReqs: make(chan chan error, 1024),
 		stop:       make(chan struct{}),
+		removed:    make(chan struct{}),
 	}
 	existing, err := raft.HasExistingState(st.Log, st.Stable, st.Snapshots)
 	if err != nil {
@@ -95,6 +101,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 	n.goFunc(n.watchLeadership)
 	n.goFunc(n.runLeases)
 	n.goFunc(n.runVerifier)
+	n.goFunc(n.watchRemoval)
 	return n, nil
 }
 
@@ -126,6 +133,7 @@ func (n *Node) goFunc(f func()) {
 // node started, and closes the transport. It is idempotent.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
+		n.closing.Store(true)
 		n.ready.Store(false)
 		if n.raft.State() == raft.Leader && n.voters() > 1 {
 			if err := n.raft.LeadershipTransfer().Error(); err != nil {
@@ -207,6 +215,14 @@ func (n *Node) becomeReady(gen uint64) {
 	n.mu.Unlock()
 	n.wakeLeases()
 	n.log.Info("leader ready", "term", n.raft.CurrentTerm(), "applied", n.raft.AppliedIndex())
+	if n.cfg.ClientAddr != "" {
+		// Let every node know where the leader serves clients (forwarding, redirects).
+		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+		defer cancel()
+		if err := n.SetMemberAddr(ctx, n.cfg.ID, n.cfg.ClientAddr); err != nil {
+			n.log.Warn("recording own client address failed", "err", err)
+		}
+	}
 }
 
 func (n *Node) notLeader() error {
@@ -256,4 +272,26 @@ func (n *Node) LocalLookup(key []byte) (fsm.Lock, time.Duration, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return viewReader{n: n, now: n.cfg.Now()}.Lookup(key)
+}
+
+// ExecLocal evaluates a read against this node's applied table without any leadership check:
+// stale on a follower. eval must not block.
+func (n *Node) ExecLocal(eval func(fsm.View)) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	eval(viewReader{n: n, now: n.cfg.Now()})
+}
+
+// Digest returns this node's applied index and a SHA-256 of its lock table and member
+// addresses (the snapshot encoding without the applied index): equal tables, equal digests.
+func (n *Node) Digest() (applied uint64, sum string) {
+	n.mu.Lock()
+	snap := n.machine.Snapshot()
+	applied = n.machine.Applied()
+	n.mu.Unlock()
+	h := sha256.New()
+	if _, err := snap.WriteTableTo(h); err != nil {
+		return applied, ""
+	}
+	return applied, hex.EncodeToString(h.Sum(nil))
 }

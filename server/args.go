@@ -3,47 +3,12 @@ package server
 import (
 	"bytes"
 	"strconv"
+
+	"github.com/raftlock/raftlock/server/resp"
 )
 
-// parseInt parses a decimal int64 the way Redis's string2ll does: optional '-', digits, no
-// spaces, no '+', no leading zeros, nothing that overflows.
-func parseInt(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 20 {
-		return 0, false
-	}
-	if len(b) == 1 && b[0] == '0' {
-		return 0, true
-	}
-	neg := b[0] == '-'
-	digits := b
-	if neg {
-		digits = b[1:]
-	}
-	if len(digits) == 0 || digits[0] < '1' || digits[0] > '9' {
-		return 0, false
-	}
-	var v uint64
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		d := uint64(c - '0')
-		if v > (1<<64-1-d)/10 {
-			return 0, false
-		}
-		v = v*10 + d
-	}
-	if neg {
-		if v > 1<<63 {
-			return 0, false
-		}
-		return -int64(v), true
-	}
-	if v > 1<<63-1 {
-		return 0, false
-	}
-	return int64(v), true
-}
+// parseInt parses a decimal int64 the way Redis's string2ll does.
+func parseInt(b []byte) (int64, bool) { return resp.ParseInt(b) }
 
 // parseToken parses a fencing token: a positive integer.
 func parseToken(b []byte) (fsm64 uint64, ok bool) {

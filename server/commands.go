@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"sort"
 )
 
@@ -14,6 +15,11 @@ type command struct {
 	step    int
 	summary string
 	run     func(c *conn, args [][]byte)
+
+	// write and leader are derived from flags: a command that reads or writes locks must run on
+	// the leader; a follower forwards it (or redirects, or serves a READONLY read itself).
+	write  bool
+	leader bool
 }
 
 // commands is the command table, keyed by lowercase name.
@@ -49,14 +55,18 @@ func init() {
 		{name: "config", arity: -2, summary: "Read configuration parameters (GET only)", run: cmdConfig},
 		{name: "quit", arity: -1, flags: []string{"fast"}, summary: "Close the connection", run: cmdQuit},
 		{name: "reset", arity: 1, flags: []string{"fast"}, summary: "Reset the connection", run: cmdReset},
-		{name: "readonly", arity: 1, flags: []string{"fast"}, summary: "Accepted for cluster clients", run: cmdOK},
-		{name: "readwrite", arity: 1, flags: []string{"fast"}, summary: "Accepted for cluster clients", run: cmdOK},
+		{name: "readonly", arity: 1, flags: []string{"fast"}, summary: "Serve this connection's reads from a follower's own table (possibly stale)", run: cmdReadonly},
+		{name: "readwrite", arity: 1, flags: []string{"fast"}, summary: "Back to linearizable reads through the leader", run: cmdReadwrite},
 		{name: "eval", arity: -3, flags: []string{"noscript"}, summary: "Not supported yet", run: cmdNoScripts},
 		{name: "evalsha", arity: -3, flags: []string{"noscript"}, summary: "Not supported yet", run: cmdNoScripts},
 		{name: "eval_ro", arity: -3, flags: []string{"noscript"}, summary: "Not supported yet", run: cmdNoScripts},
 		{name: "evalsha_ro", arity: -3, flags: []string{"noscript"}, summary: "Not supported yet", run: cmdNoScripts},
 		{name: "script", arity: -2, flags: []string{"noscript"}, summary: "Not supported yet", run: cmdNoScripts},
+		{name: "cluster", arity: -2, summary: "Cluster topology for cluster-mode clients: SLOTS, SHARDS, NODES, INFO, MYID", run: cmdCluster},
+		{name: "raft", arity: -2, summary: "Cluster administration: MEMBERS, ADD, PROMOTE, REMOVE, TRANSFER, SNAPSHOT, STATS, DIGEST", run: cmdRaft},
 	} {
+		cmd.write = slices.Contains(cmd.flags, "write")
+		cmd.leader = cmd.write || slices.Contains(cmd.flags, "readonly")
 		commands[cmd.name] = cmd
 	}
 }
@@ -99,7 +109,13 @@ func (c *conn) dispatch(args [][]byte) {
 		c.w.Error("ERR wrong number of arguments for '" + cmd.name + "' command")
 		return
 	}
+	if cmd.leader && !c.s.node.IsLeader() && !(c.readonly && !cmd.write) {
+		c.route(cmd, args)
+		return
+	}
+	c.cmd = cmd
 	cmd.run(c, args)
+	c.cmd = nil
 }
 
 // unknownCommand is Redis's exact text (processCommand): the name cut at 128 bytes, then the

@@ -36,6 +36,16 @@ type conn struct {
 	// lockSeq numbers this connection's LOCKs without OWNER, to give each a distinct owner.
 	lockSeq uint64
 	quit    bool
+
+	// cmd is the command being executed.
+	cmd *command
+	// up is the connection to the leader that requests are forwarded over (followers only).
+	up *upstream
+	// forwarded marks a connection from a follower forwarding its client's requests: it is never
+	// forwarded again, so a stale view of the leader cannot make a loop.
+	forwarded bool
+	// readonly (READONLY) lets reads be served from a follower's own table.
+	readonly bool
 }
 
 // request is one parsed command, or the error that ended the stream.
@@ -66,6 +76,7 @@ func (c *conn) serve() {
 	}()
 	defer func() {
 		c.cancel()
+		c.closeUpstream()
 		c.nc.Close()
 		<-readerDone
 	}()
@@ -143,6 +154,8 @@ func (c *conn) defaultOwner() []byte {
 	c.lockSeq++
 	b := make([]byte, 0, 48)
 	b = append(b, c.s.cfg.NodeID...)
+	b = append(b, ':')
+	b = append(b, c.s.bootID...)
 	b = append(b, ':')
 	b = strconv.AppendInt(b, c.id, 10)
 	b = append(b, ':')

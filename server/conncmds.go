@@ -15,7 +15,15 @@ const redisVersion = "7.2.0"
 // Version is raftlock's own version, reported by INFO.
 var Version = "0.1.0"
 
-func cmdOK(c *conn, args [][]byte) { c.w.SimpleString("OK") }
+func cmdReadonly(c *conn, args [][]byte) {
+	c.readonly = true
+	c.w.SimpleString("OK")
+}
+
+func cmdReadwrite(c *conn, args [][]byte) {
+	c.readonly = false
+	c.w.SimpleString("OK")
+}
 
 func cmdPing(c *conn, args [][]byte) {
 	switch len(args) {
@@ -87,6 +95,9 @@ func cmdHello(c *conn, args [][]byte) {
 			return
 		}
 		c.name = string(name)
+	}
+	if proto != c.w.Protocol() {
+		c.closeUpstream() // its replies would come in the old protocol
 	}
 	c.w.SetProtocol(proto)
 	c.w.Map(7)
@@ -174,6 +185,8 @@ func cmdQuit(c *conn, args [][]byte) {
 // RESET returns the connection to its state after connect: RESP2, no name. The locks it holds
 // stay held (they are replicated state), but it forgets their tokens.
 func cmdReset(c *conn, args [][]byte) {
+	c.closeUpstream()
+	c.readonly = false
 	c.w.SetProtocol(2)
 	c.name, c.libName, c.libVer = "", "", ""
 	clear(c.tokens)

@@ -6,8 +6,13 @@ import (
 	"github.com/raftlock/raftlock/fsm"
 )
 
-// exec runs one request through the node with the connection's context.
+// exec runs one request through the node with the connection's context. On a follower, a
+// READONLY connection's reads are answered from the local applied table (possibly stale).
 func (c *conn) exec(keys [][]byte, eval func(fsm.View) []fsm.Command) ([]fsm.Result, error) {
+	if c.readonly && c.cmd != nil && !c.cmd.write && !c.s.node.IsLeader() {
+		c.s.node.ExecLocal(func(v fsm.View) { eval(v) })
+		return nil, nil
+	}
 	return c.s.node.Exec(c.ctx, keys, eval)
 }
 
@@ -118,7 +123,7 @@ func (c *conn) tokenArg(key []byte, arg []byte, cmd string) (fsm.Token, bool) {
 	}
 	t, ok := c.tokens[string(key)]
 	if !ok {
-		c.w.Error("ERR this connection holds no lock on '" + string(key) + "': use " + cmd + " with the token")
+		c.w.Error("ERR this connection holds no lock on '" + string(key) + "': use " + cmd)
 		return 0, false
 	}
 	return t, true
@@ -135,7 +140,7 @@ func cmdUnlock(c *conn, args [][]byte) {
 	if len(args) == 3 {
 		tokArg = args[2]
 	}
-	token, ok := c.tokenArg(key, tokArg, "UNLOCK key token")
+	token, ok := c.tokenArg(key, tokArg, "UNLOCK with the token")
 	if !ok {
 		return
 	}
@@ -171,7 +176,7 @@ func cmdRenew(c *conn, args [][]byte) {
 	if len(args) == 4 {
 		tokArg = args[2]
 	}
-	token, ok := c.tokenArg(key, tokArg, "RENEW key token ttl_ms")
+	token, ok := c.tokenArg(key, tokArg, "RENEW with the token")
 	if !ok {
 		return
 	}

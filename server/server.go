@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -18,12 +20,30 @@ import (
 	"github.com/raftlock/raftlock/server/resp"
 )
 
-// Node is what the server needs from the replicated lock table (raftnode.Node satisfies it).
+// Node is what the server needs from the replicated lock table and its cluster.
 type Node interface {
 	// Exec evaluates a request against the leader's view of keys and replicates the commands
 	// eval returns, giving back their applied results in order. eval runs under the view lock,
 	// may run more than once, and must not block. With no commands, Exec confirms leadership.
 	Exec(ctx context.Context, keys [][]byte, eval func(fsm.View) []fsm.Command) ([]fsm.Result, error)
+	// ExecLocal evaluates a read against this node's applied table, with no leadership check:
+	// possibly stale, for READONLY connections on followers.
+	ExecLocal(eval func(fsm.View))
+	// IsLeader reports whether this node is the leader, ready to serve.
+	IsLeader() bool
+	// LeaderClient returns the leader's ID and client address, empty when unknown.
+	LeaderClient() (id, clientAddr string)
+	// Members lists the cluster with client addresses.
+	Members() ([]fsm.Member, error)
+	// AddServer, Promote, RemoveServer, Transfer, SetMemberAddr and Snapshot administer the
+	// cluster (RAFT ...). Digest summarizes this node's applied table (RAFT DIGEST).
+	AddServer(ctx context.Context, id, raftAddr, clientAddr string, voter bool) (uint64, error)
+	Promote(ctx context.Context, id string) error
+	RemoveServer(ctx context.Context, id string) error
+	Transfer(id string) error
+	SetMemberAddr(ctx context.Context, id, addr string) error
+	Snapshot() error
+	Digest() (applied uint64, sum string)
 }
 
 // Config configures a Server. A zero field means the documented default.
@@ -40,6 +60,11 @@ type Config struct {
 	MaxValueBytes int
 	// MaxLeaseMs bounds a lease. Default ten years.
 	MaxLeaseMs int64
+	// Redirect makes a follower answer -MOVED <slot> <leader> instead of forwarding requests.
+	Redirect bool
+	// ForwardTimeout bounds how long a follower waits for the leader's reply to a forwarded
+	// request. Default 15 s.
+	ForwardTimeout time.Duration
 	// Pipeline bounds the commands read ahead of execution on one connection. Default 128.
 	Pipeline int
 	// Limits bound the RESP parser.
@@ -58,16 +83,17 @@ type InfoField struct{ Name, Value string }
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Addr:          "127.0.0.1:6379",
-		NodeID:        "raftlock",
-		MaxClients:    10000,
-		MaxKeyBytes:   4096,
-		MaxValueBytes: 4096,
-		MaxLeaseMs:    10 * 365 * 24 * 3600 * 1000,
-		Pipeline:      128,
-		Limits:        resp.DefaultLimits(),
-		Now:           time.Now,
-		Logger:        slog.Default(),
+		Addr:           "127.0.0.1:6379",
+		NodeID:         "raftlock",
+		MaxClients:     10000,
+		MaxKeyBytes:    4096,
+		MaxValueBytes:  4096,
+		MaxLeaseMs:     10 * 365 * 24 * 3600 * 1000,
+		Pipeline:       128,
+		ForwardTimeout: 15 * time.Second,
+		Limits:         resp.DefaultLimits(),
+		Now:            time.Now,
+		Logger:         slog.Default(),
 	}
 }
 
@@ -93,6 +119,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Pipeline == 0 {
 		c.Pipeline = d.Pipeline
+	}
+	if c.ForwardTimeout == 0 {
+		c.ForwardTimeout = d.ForwardTimeout
 	}
 	if c.Limits == (resp.Limits{}) {
 		c.Limits = d.Limits
@@ -129,6 +158,8 @@ type Server struct {
 	node  Node
 	log   *slog.Logger
 	start time.Time
+	// bootID makes the default owners of this process's LOCKs unlike any earlier process's.
+	bootID string
 
 	ctx    context.Context // cancelled by Close: every connection's context derives from it
 	cancel context.CancelFunc
@@ -152,6 +183,7 @@ type serverStats struct {
 	grants        atomic.Uint64
 	refusals      atomic.Uint64
 	releases      atomic.Uint64
+	forwarded     atomic.Uint64
 }
 
 // New returns a server for node.
@@ -160,7 +192,8 @@ func New(cfg Config, node Node) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, node: node, log: cfg.Logger.With("component", "server"), start: time.Now()}
+	s := &Server{cfg: cfg, node: node, log: cfg.Logger.With("component", "server"), start: time.Now(),
+		bootID: strconv.FormatUint(rand.Uint64()>>16, 36)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.conns = make(map[*conn]struct{})
 	return s, nil

@@ -201,7 +201,7 @@ func TestNativeLockFlow(t *testing.T) {
 			if got, _ := b.Do(ctx, "VALIDATE", key, tok+1).Int(); got != 0 {
 				t.Errorf("VALIDATE other token = %d, want 0", got)
 			}
-			if _, err := b.Do(ctx, "UNLOCK", key).Result(); err == nil || !strings.Contains(err.Error(), "use UNLOCK key token") {
+			if _, err := b.Do(ctx, "UNLOCK", key).Result(); err == nil || !strings.Contains(err.Error(), "use UNLOCK with the token") {
 				t.Errorf("token-less UNLOCK on another connection = %v, want an error asking for the token", err)
 			}
 			if got, _ := b.Do(ctx, "UNLOCK", key, tok+1).Int(); got != 0 {

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -56,13 +57,22 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	snaps := st.Snapshots(2)
+	existing, err := raft.HasExistingState(st, st, snaps)
+	if err != nil {
+		trans.Close()
+		return fmt.Errorf("inspect data dir: %w", err)
+	}
 	ncfg := raftnode.DefaultConfig()
 	ncfg.ID = opts.id
 	ncfg.RaftAddr = string(trans.LocalAddr())
-	ncfg.Bootstrap = true
+	ncfg.ClientAddr = opts.advertise
+	// A new node bootstraps a cluster (alone, or with --peers) unless it joins one; a node
+	// with data resumes and ignores both.
+	ncfg.Bootstrap = opts.join == ""
 	ncfg.Peers = opts.peers
 	ncfg.Logger = logger
-	node, err := raftnode.New(ncfg, raftnode.Stores{Log: st, Stable: st, Snapshots: st.Snapshots(2)}, trans)
+	node, err := raftnode.New(ncfg, raftnode.Stores{Log: st, Stable: st, Snapshots: snaps}, trans)
 	if err != nil {
 		trans.Close()
 		return err
@@ -72,6 +82,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	scfg := server.DefaultConfig()
 	scfg.Addr = opts.addr
 	scfg.NodeID = opts.id
+	scfg.Redirect = opts.redirect
 	scfg.Logger = logger
 	scfg.Info = func(section string) []server.InfoField { return infoSection(section, node, st) }
 	srv, err := server.New(scfg, node)
@@ -82,16 +93,31 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("raftlock started", "id", opts.id, "addr", ln.Addr().String(), "raft", ncfg.RaftAddr, "dir", opts.dir)
+	logger.Info("raftlock started", "id", opts.id, "addr", ln.Addr().String(), "raft", ncfg.RaftAddr, "dir", opts.dir,
+		"resumed", existing)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	bg, stopBG := context.WithCancel(ctx)
+	var bgDone sync.WaitGroup
+	bgDone.Add(1)
+	go func() {
+		defer bgDone.Done()
+		if opts.join != "" && !existing {
+			joinCluster(bg, node, opts, logger)
+		}
+		announce(bg, node, opts, logger)
+	}()
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down")
+	case <-node.Removed():
+		logger.Warn("removed from the cluster; shutting down")
 	case err = <-served:
 		logger.Error("client listener failed", "err", err)
 	}
+	stopBG()
+	bgDone.Wait()
 	if cerr := srv.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) {
 		logger.Warn("closing client listener", "err", cerr)
 	}

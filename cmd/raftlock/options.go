@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/raftlock/raftlock/raftnode"
@@ -22,6 +23,8 @@ type options struct {
 	raftAddr      string
 	raftAdvertise string
 	peers         []raftnode.Peer
+	join          string
+	redirect      bool
 	logLevel      string
 	logFormat     string
 }
@@ -37,6 +40,8 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"raft-addr":      fs.String("raft-addr", "127.0.0.1:7379", "raft transport listen address"),
 		"raft-advertise": fs.String("raft-advertise", "", "raft address other nodes should dial (default --raft-addr)"),
 		"peers":          fs.String("peers", "", "initial voters of a new multi-node cluster: ID=RAFTADDR,... (the same on every node)"),
+		"join":           fs.String("join", "", "client address of any member of an existing cluster to join through"),
+		"redirect":       fs.String("redirect", "false", "followers answer -MOVED with the leader's address instead of forwarding (true/false)"),
 		"log-level":      fs.String("log-level", "info", "debug, info, warn or error"),
 		"log-format":     fs.String("log-format", "text", "text or json"),
 	}
@@ -88,6 +93,14 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	if o.advertise == "" {
 		o.advertise = o.addr
 	}
+	o.join = *vals["join"]
+	switch *vals["redirect"] {
+	case "true", "1", "yes":
+		o.redirect = true
+	case "false", "0", "no", "":
+	default:
+		return options{}, fmt.Errorf("--redirect: want true or false, got %q", *vals["redirect"])
+	}
 	if s := *vals["peers"]; s != "" {
 		for _, item := range strings.Split(s, ",") {
 			id, addr, ok := strings.Cut(strings.TrimSpace(item), "=")
@@ -95,6 +108,12 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 				return options{}, fmt.Errorf("--peers: %q is not ID=RAFTADDR", item)
 			}
 			o.peers = append(o.peers, raftnode.Peer{ID: id, RaftAddr: addr})
+		}
+		if !slices.ContainsFunc(o.peers, func(p raftnode.Peer) bool { return p.ID == o.id }) {
+			return options{}, fmt.Errorf("--peers does not name this node's --id %q", o.id)
+		}
+		if o.join != "" {
+			return options{}, fmt.Errorf("--peers and --join exclude each other: bootstrap a new cluster or join one")
 		}
 	}
 	return o, nil

@@ -462,6 +462,10 @@ func expectedDollar(c byte) *ProtocolError {
 	return &ProtocolError{Msg: msgExpectedDollar + string([]byte{c}) + "'"}
 }
 
+// ParseInt parses a decimal integer exactly as Redis's string2ll does; servers use it for
+// numeric arguments so they accept and refuse the same spellings Redis does.
+func ParseInt(b []byte) (int64, bool) { return parseInt(b) }
+
 // parseInt parses a decimal integer exactly as Redis's string2ll does: an optional '-', then no
 // leading zeros (only "0" itself), no '+', no spaces, at most 20 bytes, and no overflow.
 func parseInt(b []byte) (int64, bool) {

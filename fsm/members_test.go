@@ -1,0 +1,43 @@
+package fsm_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/raftlock/raftlock/fsm"
+)
+
+func TestMembers(t *testing.T) {
+	m := fsm.New()
+	set := func(id, addr string) fsm.Command {
+		return fsm.Command{Kind: fsm.KindSetMember, Key: []byte(id), Owner: []byte(addr)}
+	}
+	steps := []struct {
+		cmd  fsm.Command
+		want fsm.Result
+	}{
+		{set("n1", "127.0.0.1:6379"), fsm.Result{Status: fsm.StatusMember}},
+		{set("n2", "127.0.0.1:6380"), fsm.Result{Status: fsm.StatusMember}},
+		{set("n1", "127.0.0.1:7000"), fsm.Result{Status: fsm.StatusMember}},
+		{fsm.Command{Kind: fsm.KindRemoveMember, Key: []byte("n2")}, fsm.Result{Status: fsm.StatusMember, Existed: true}},
+		{fsm.Command{Kind: fsm.KindRemoveMember, Key: []byte("n2")}, fsm.Result{Status: fsm.StatusMember}},
+		// Invalid: no address. Changes nothing.
+		{set("n3", ""), fsm.Result{Status: fsm.StatusNoop}},
+	}
+	for i, s := range steps {
+		if got := m.Apply(uint64(i+1), s.cmd); !cmp.Equal(got, s.want) {
+			t.Errorf("step %d %v: got %+v, want %+v", i, s.cmd.Kind, got, s.want)
+		}
+	}
+	if diff := cmp.Diff(m.Members(), map[string]string{"n1": "127.0.0.1:7000"}); diff != "" {
+		t.Errorf("members (-got +want):\n%s", diff)
+	}
+	if m.Len() != 0 {
+		t.Errorf("member commands touched the lock table: %d locks", m.Len())
+	}
+	// Members survive the codec and a snapshot.
+	enc := set("n9", "h:1").Encode(nil)
+	if c, err := fsm.Decode(enc); err != nil || string(c.Owner) != "h:1" {
+		t.Errorf("Decode(set-member) = %+v, %v", c, err)
+	}
+}

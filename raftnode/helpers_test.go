@@ -1,0 +1,382 @@
+package raftnode
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/hashicorp/raft"
+	"go.uber.org/goleak"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// Every node a test starts is closed by its t.Cleanup, and Close waits for raft's goroutines and
+// the node's own, so nothing may be left running when the package's tests end. No goroutine needs
+// ignoring: hashicorp/raft's InmemTransport pipelines stop when the transport is closed.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// Timings for in-memory clusters: elections in a few hundred milliseconds, replies in about one.
+const (
+	testHeartbeat = 50 * time.Millisecond
+	testElection  = 100 * time.Millisecond
+	testLease     = 50 * time.Millisecond
+	testCommit    = time.Millisecond
+)
+
+// testLogger discards logs unless RAFTNODE_TEST_LOG is set: raft is chatty, and a goroutine
+// logging through t.Log after its test ended would panic.
+func testLogger() *slog.Logger {
+	if os.Getenv("RAFTNODE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// testConfig is a Config for an in-memory node with fast timings.
+func testConfig(id string) Config {
+	return Config{
+		ID:                 id,
+		RaftAddr:           addrOf(id),
+		HeartbeatTimeout:   testHeartbeat,
+		ElectionTimeout:    testElection,
+		LeaderLeaseTimeout: testLease,
+		CommitTimeout:      testCommit,
+		ApplyTimeout:       2 * time.Second,
+		Logger:             testLogger(),
+	}
+}
+
+func addrOf(id string) string { return "inmem-" + id }
+
+func newStores() Stores {
+	s := raft.NewInmemStore()
+	return Stores{Log: s, Stable: s, Snapshots: raft.NewInmemSnapshotStore()}
+}
+
+// testNode is a Node with what a test needs to partition, restart and inspect it.
+type testNode struct {
+	*Node
+	id     string
+	addr   raft.ServerAddress
+	cfg    Config
+	stores Stores
+	trans  *raft.InmemTransport
+}
+
+// startNode starts a node on stores with a fresh in-memory transport and closes it when the test
+// ends. The transport is connected to no one: see connectAll.
+func startNode(t *testing.T, cfg Config, st Stores) *testNode {
+	t.Helper()
+	addr, trans := raft.NewInmemTransport(raft.ServerAddress(cfg.RaftAddr))
+	n, err := New(cfg, st, trans)
+	if err != nil {
+		t.Fatalf("New(%s): %v", cfg.ID, err)
+	}
+	tn := &testNode{Node: n, id: cfg.ID, addr: addr, cfg: cfg, stores: st, trans: trans}
+	t.Cleanup(func() { closeNode(t, tn) })
+	return tn
+}
+
+func closeNode(t *testing.T, n *testNode) {
+	t.Helper()
+	if err := n.Close(); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
+		t.Errorf("Close(%s): %v", n.id, err)
+	}
+}
+
+// newNode starts a single node that bootstraps a cluster of itself, and waits until it serves.
+func newNode(t *testing.T, mod ...func(*Config)) *testNode {
+	t.Helper()
+	cfg := testConfig("n1")
+	cfg.Bootstrap = true
+	for _, f := range mod {
+		f(&cfg)
+	}
+	n := startNode(t, cfg, newStores())
+	leader(t, []*testNode{n})
+	return n
+}
+
+// restart closes n and starts it again on the same stores with a new transport, as after a
+// crash or a process restart. mod may change the config (e.g. the clock).
+func restart(t *testing.T, n *testNode, mod ...func(*Config)) *testNode {
+	t.Helper()
+	closeNode(t, n)
+	cfg := n.cfg
+	for _, f := range mod {
+		f(&cfg)
+	}
+	return startNode(t, cfg, n.stores)
+}
+
+// newCluster starts n nodes that bootstrap one cluster, all connected, and waits for a ready
+// leader.
+func newCluster(t *testing.T, size int, mod ...func(*Config)) []*testNode {
+	t.Helper()
+	var peers []Peer
+	for i := 1; i <= size; i++ {
+		id := fmt.Sprintf("n%d", i)
+		peers = append(peers, Peer{ID: id, RaftAddr: addrOf(id)})
+	}
+	nodes := make([]*testNode, 0, size)
+	for _, p := range peers {
+		cfg := testConfig(p.ID)
+		cfg.Bootstrap = true
+		cfg.Peers = peers
+		for _, f := range mod {
+			f(&cfg)
+		}
+		nodes = append(nodes, startNode(t, cfg, newStores()))
+	}
+	connectAll(nodes)
+	// Registered after the nodes' own cleanups, so it runs first: cut every link, then close.
+	// A leader's Close hands leadership over; raft sends the TimeoutNow from a goroutine it
+	// does not wait for, which over a live InmemTransport to an already closed peer blocks for
+	// the transport's 500 ms timeout and outlives the test. Disconnected, it fails at once.
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			n.trans.DisconnectAll()
+		}
+		for _, n := range nodes {
+			closeNode(t, n)
+		}
+	})
+	leader(t, nodes)
+	return nodes
+}
+
+// connectAll connects every transport to every other one (heals every partition).
+func connectAll(nodes []*testNode) {
+	for _, a := range nodes {
+		for _, b := range nodes {
+			if a != b {
+				a.trans.Connect(b.addr, b.trans)
+			}
+		}
+	}
+}
+
+// isolate cuts n off from every other node, in both directions.
+func isolate(n *testNode, nodes []*testNode) {
+	n.trans.DisconnectAll()
+	for _, o := range nodes {
+		if o != n {
+			o.trans.Disconnect(n.addr)
+		}
+	}
+}
+
+// others returns nodes without n.
+func others(n *testNode, nodes []*testNode) []*testNode {
+	var out []*testNode
+	for _, o := range nodes {
+		if o != n {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// waitFor polls cond until it returns nil, and fails the test with cond's last error when
+// timeout passes first (nats-server's checkFor).
+func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %v", timeout, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// leader waits until exactly one of nodes is a ready leader and returns it.
+func leader(t *testing.T, nodes []*testNode) *testNode {
+	t.Helper()
+	var l *testNode
+	waitFor(t, 5*time.Second, func() error {
+		l = nil
+		var ready []string
+		for _, n := range nodes {
+			if n.IsLeader() {
+				l = n
+				ready = append(ready, n.id)
+			}
+		}
+		if len(ready) != 1 {
+			return fmt.Errorf("ready leaders %v, want exactly one", ready)
+		}
+		return nil
+	})
+	return l
+}
+
+// fakeClock is an injectable Config.Now that moves only when told.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// Requests, as the server will build them.
+
+// lockEval is LOCK key owner lease: grant a free key, refuse a held one. It records what it saw
+// in *saw, reset on every run (eval may run more than once).
+func lockEval(key, owner string, leaseMs uint64, saw *fsm.Lock) Eval {
+	return func(v fsm.View) []fsm.Command {
+		*saw = fsm.Lock{}
+		if l, _, held := v.Lookup([]byte(key)); held {
+			*saw = l
+			return nil
+		}
+		return []fsm.Command{{Kind: fsm.KindGrant, Key: []byte(key), Owner: []byte(owner), LeaseMs: leaseMs, Match: fsm.Match{Kind: fsm.MatchAbsent}}}
+	}
+}
+
+// lockOutcome is what one LOCK request got.
+type lockOutcome struct {
+	granted bool
+	token   fsm.Token // ours when granted, the holder's when refused
+	res     []fsm.Result
+}
+
+// tryLock runs LOCK through Exec.
+func tryLock(ctx context.Context, n *testNode, key, owner string, leaseMs uint64) (lockOutcome, error) {
+	var saw fsm.Lock
+	res, err := n.Exec(ctx, [][]byte{[]byte(key)}, lockEval(key, owner, leaseMs, &saw))
+	if err != nil {
+		return lockOutcome{}, err
+	}
+	if len(res) == 0 {
+		return lockOutcome{token: saw.Token}, nil
+	}
+	if len(res) != 1 {
+		return lockOutcome{}, fmt.Errorf("LOCK %s: %d results, want 1", key, len(res))
+	}
+	return lockOutcome{granted: res[0].Status == fsm.StatusGranted, token: res[0].Token, res: res}, nil
+}
+
+// mustLock grants key to owner or fails the test.
+func mustLock(t *testing.T, n *testNode, key, owner string, leaseMs uint64) fsm.Result {
+	t.Helper()
+	out, err := tryLock(t.Context(), n, key, owner, leaseMs)
+	if err != nil {
+		t.Fatalf("LOCK %s on %s: %v", key, n.id, err)
+	}
+	if !out.granted {
+		t.Fatalf("LOCK %s on %s: not granted (holder token %d, results %+v)", key, n.id, out.token, out.res)
+	}
+	return out.res[0]
+}
+
+// propose runs one command through Exec unconditionally (the FSM checks its guard).
+func propose(ctx context.Context, n *testNode, c fsm.Command) (fsm.Result, error) {
+	res, err := n.Exec(ctx, [][]byte{c.Key}, func(fsm.View) []fsm.Command { return []fsm.Command{c} })
+	if err != nil {
+		return fsm.Result{}, err
+	}
+	if len(res) != 1 {
+		return fsm.Result{}, fmt.Errorf("%s %s: %d results, want 1", c.Kind, c.Key, len(res))
+	}
+	return res[0], nil
+}
+
+func releaseCmd(key string, tok fsm.Token) fsm.Command {
+	return fsm.Command{Kind: fsm.KindRelease, Key: []byte(key), Match: fsm.Match{Kind: fsm.MatchToken, Token: tok}}
+}
+
+func renewCmd(key string, tok fsm.Token, leaseMs uint64) fsm.Command {
+	return fsm.Command{Kind: fsm.KindRenew, Key: []byte(key), Match: fsm.Match{Kind: fsm.MatchToken, Token: tok}, LeaseMs: leaseMs}
+}
+
+// read runs a request that only looks at key: it must answer only after leadership is confirmed.
+func read(ctx context.Context, n *testNode, key string) (fsm.Lock, bool, error) {
+	var l fsm.Lock
+	var held bool
+	_, err := n.Exec(ctx, [][]byte{[]byte(key)}, func(v fsm.View) []fsm.Command {
+		l, _, held = v.Lookup([]byte(key))
+		return nil
+	})
+	return l, held, err
+}
+
+// table decodes n's applied table (TableDump) into a map, leaving out the applied index so
+// tables of nodes at different indexes compare equal when their locks do.
+func table(t *testing.T, n *testNode) map[string]fsm.Lock {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := n.TableDump(&buf); err != nil {
+		t.Fatalf("TableDump(%s): %v", n.id, err)
+	}
+	m, err := fsm.Restore(&buf)
+	if err != nil {
+		t.Fatalf("decode TableDump(%s): %v", n.id, err)
+	}
+	out := map[string]fsm.Lock{}
+	m.Scan(func(key string, l fsm.Lock) bool {
+		out[key] = l
+		return true
+	})
+	return out
+}
+
+func diffTables(got, want map[string]fsm.Lock) string {
+	return cmp.Diff(want, got, cmpopts.EquateEmpty())
+}
+
+// held reports whether key is in n's applied table.
+func held(n *testNode, key string) bool {
+	_, _, ok := n.LocalLookup([]byte(key))
+	return ok
+}
+
+// waitExpired waits until n counted want committed Expires that removed a lock. The count is
+// taken after the proposal returns, a moment after the table changed.
+func waitExpired(t *testing.T, n *testNode, want uint64) {
+	t.Helper()
+	waitFor(t, time.Second, func() error {
+		if got := n.Stats().Expired; got != want {
+			return fmt.Errorf("%s expired %d locks, want %d", n.id, got, want)
+		}
+		return nil
+	})
+}
+
+// notLeaderErr returns the *NotLeaderError in err, or nil.
+func notLeaderErr(err error) *NotLeaderError {
+	var nl *NotLeaderError
+	if errors.As(err, &nl) {
+		return nl
+	}
+	return nil
+}

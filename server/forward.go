@@ -1,0 +1,225 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/server/resp"
+)
+
+// maxRelayedReply bounds one reply relayed from the leader.
+const maxRelayedReply = 16 << 20
+
+// upstream is a follower's connection to the leader on behalf of one client connection. Each
+// client gets its own, so replies can never mix, the leader sees one client per client (its
+// token-less UNLOCK and ghost-lock cleanup work), and a client hang-up closes it.
+type upstream struct {
+	addr  string
+	proto int
+	nc    net.Conn
+	br    *bufio.Reader
+	w     *resp.Writer
+	stop  func() bool // unregisters the close-on-hang-up hook
+}
+
+func (u *upstream) close() {
+	u.stop()
+	u.nc.Close()
+}
+
+// dialUpstream connects to the leader at addr, marks the connection as a forwarding hop (so the
+// leader never forwards it again) and matches the client's protocol.
+func (c *conn) dialUpstream(addr string) (*upstream, error) {
+	d := net.Dialer{Timeout: 2 * time.Second}
+	nc, err := d.DialContext(c.ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	u := &upstream{addr: addr, proto: c.w.Protocol(), nc: nc, br: bufio.NewReader(nc), w: resp.NewWriter(nc)}
+	// The client is gone: drop the leader connection at once, so the leader releases any lock
+	// it grants this client from now on (ghost-lock cleanup happens there).
+	u.stop = context.AfterFunc(c.ctx, func() { nc.Close() })
+	writeCommand(u.w, [][]byte{[]byte("RAFT"), []byte("FORWARDED")})
+	n := 1
+	if u.proto == 3 {
+		writeCommand(u.w, [][]byte{[]byte("HELLO"), []byte("3")})
+		n++
+	}
+	nc.SetDeadline(time.Now().Add(c.s.cfg.ForwardTimeout))
+	if err := u.w.Flush(); err != nil {
+		u.close()
+		return nil, err
+	}
+	for i := 0; i < n; i++ {
+		reply, err := resp.ReadReply(u.br, maxRelayedReply)
+		if err != nil {
+			u.close()
+			return nil, err
+		}
+		if reply[0] == '-' {
+			u.close()
+			return nil, errors.New(string(reply[1 : len(reply)-2]))
+		}
+	}
+	return u, nil
+}
+
+func writeCommand(w *resp.Writer, args [][]byte) {
+	w.Array(len(args))
+	for _, a := range args {
+		w.Bulk(a)
+	}
+}
+
+// closeUpstream drops the leader connection (leader change, protocol change, client gone).
+func (c *conn) closeUpstream() {
+	if c.up != nil {
+		c.up.close()
+		c.up = nil
+	}
+}
+
+// route sends a command that needs the leader to it: forwarded over this connection's
+// upstream, or answered with -MOVED in redirect mode, or with a clear error when there is no
+// leader to send it to.
+func (c *conn) route(cmd *command, args [][]byte) {
+	id, addr := c.s.node.LeaderClient()
+	switch {
+	case id == "" || id == c.s.cfg.NodeID:
+		// No leader, or it is us but not ready yet (catching up after the election).
+		c.w.Error(errNoLeader)
+		return
+	case addr == "":
+		c.w.Error("CLUSTERDOWN the leader " + id + " has not announced its client address yet; retry shortly")
+		return
+	case c.s.cfg.Redirect:
+		slot := 0
+		if cmd.first > 0 && len(args) > cmd.first {
+			slot = keySlot(args[cmd.first])
+		}
+		c.w.Error("MOVED " + strconv.Itoa(slot) + " " + addr)
+		return
+	case c.forwarded:
+		// The leader we forwarded to thinks someone else leads: do not start a chain.
+		c.w.Error("TRYAGAIN leadership is moving; the leader is " + id + " at " + addr)
+		return
+	}
+	args, ok := c.rewriteTokenless(cmd, args)
+	if !ok {
+		return
+	}
+	if c.up != nil && (c.up.addr != addr || c.up.proto != c.w.Protocol()) {
+		c.closeUpstream()
+	}
+	if c.up == nil {
+		up, err := c.dialUpstream(addr)
+		if err != nil {
+			if c.ctx.Err() == nil {
+				c.w.Error("TRYAGAIN cannot reach the leader " + id + " at " + addr + ": " + err.Error())
+			}
+			return
+		}
+		c.up = up
+	}
+	c.up.nc.SetDeadline(time.Now().Add(c.s.cfg.ForwardTimeout))
+	writeCommand(c.up.w, args)
+	var reply []byte
+	err := c.up.w.Flush()
+	if err == nil {
+		reply, err = resp.ReadReply(c.up.br, maxRelayedReply)
+	}
+	if err != nil {
+		c.closeUpstream()
+		switch {
+		case c.ctx.Err() != nil:
+			// The client is gone; nothing to tell it.
+		case cmd.write:
+			// The leader may have applied it: say so rather than guess.
+			c.w.Error(errUncertain)
+		default:
+			c.w.Error("TRYAGAIN lost the connection to the leader " + id + ": " + err.Error())
+		}
+		return
+	}
+	c.s.stats.forwarded.Add(1)
+	c.w.Raw(reply)
+	c.noteForwardedReply(cmd, args, reply)
+}
+
+// rewriteTokenless fills in the token of a token-less UNLOCK or RENEW from the locks this
+// connection acquired, so the forms work the same through a follower even after its upstream
+// connection changed.
+func (c *conn) rewriteTokenless(cmd *command, args [][]byte) ([][]byte, bool) {
+	var tokenAt int
+	switch {
+	case cmd.name == "unlock" && len(args) == 2:
+		tokenAt = 2
+	case cmd.name == "renew" && len(args) == 3:
+		tokenAt = 2
+	default:
+		return args, true
+	}
+	t, ok := c.tokenArg(args[1], nil, strings.ToUpper(cmd.name)+" with the token")
+	if !ok {
+		return nil, false
+	}
+	out := append([][]byte{}, args[:tokenAt]...)
+	out = append(out, strconv.AppendUint(nil, uint64(t), 10))
+	return append(out, args[tokenAt:]...), true
+}
+
+// noteForwardedReply keeps the connection's own token memory in step with forwarded replies.
+func (c *conn) noteForwardedReply(cmd *command, args [][]byte, reply []byte) {
+	switch cmd.name {
+	case "lock":
+		if reply[0] == ':' {
+			if t, ok := parseToken(reply[1 : len(reply)-2]); ok {
+				c.tokens[string(args[1])] = fsm.Token(t)
+			}
+		}
+	case "unlock":
+		if string(reply) == ":1\r\n" {
+			delete(c.tokens, string(args[1]))
+		}
+	}
+}
+
+// keySlot is Redis Cluster's hash slot of key: CRC16 (XMODEM) of the key, or of its {hash tag}.
+func keySlot(key []byte) int {
+	if s := indexByte(key, '{'); s >= 0 {
+		if e := indexByte(key[s+1:], '}'); e > 0 {
+			key = key[s+1 : s+1+e]
+		}
+	}
+	return int(crc16(key) & 16383)
+}
+
+func indexByte(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return -1
+}
+
+func crc16(b []byte) uint16 {
+	var crc uint16
+	for _, x := range b {
+		crc ^= uint16(x) << 8
+		for i := 0; i < 8; i++ {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
