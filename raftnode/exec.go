@@ -61,9 +61,9 @@ func (n *Node) Exec(ctx context.Context, keys [][]byte, eval func(fsm.View) []fs
 			n.mu.Unlock()
 			return nil, err
 		}
-		futures := n.proposeLocked(cmds)
+		n.markPendingLocked(cmds)
 		n.mu.Unlock()
-		results, err := n.await(cmds, futures)
+		results, err := n.await(cmds, n.propose(cmds))
 		if ctx.Err() != nil {
 			n.releaseGhosts(cmds, results)
 		}
@@ -82,11 +82,10 @@ func (n *Node) pendingOnLocked(keys [][]byte) <-chan struct{} {
 	return nil
 }
 
-// proposeLocked registers cmds as pending on their keys and hands them to raft. Raft batches
-// concurrent proposals into one append (BatchApplyCh), so this does no I/O of its own.
-func (n *Node) proposeLocked(cmds []fsm.Command) []raft.ApplyFuture {
-	futures := make([]raft.ApplyFuture, len(cmds))
-	for i, c := range cmds {
+// markPendingLocked registers cmds as in flight on their keys: requests on those keys now wait
+// for their outcome (await clears the marks).
+func (n *Node) markPendingLocked(cmds []fsm.Command) {
+	for _, c := range cmds {
 		key := string(c.Key)
 		p, ok := n.pending[key]
 		if !ok {
@@ -94,6 +93,16 @@ func (n *Node) proposeLocked(cmds []fsm.Command) []raft.ApplyFuture {
 			n.pending[key] = p
 		}
 		p.n++
+	}
+}
+
+// propose hands cmds to raft. It runs without Node.mu: raft.Apply can block while raft's queue
+// is full, and draining that queue needs the apply path, which takes Node.mu. Raft batches
+// concurrent proposals into one append and one fsync (BatchApplyCh). Order across keys does not
+// matter, and on one key the pending marks already keep requests in order.
+func (n *Node) propose(cmds []fsm.Command) []raft.ApplyFuture {
+	futures := make([]raft.ApplyFuture, len(cmds))
+	for i, c := range cmds {
 		futures[i] = n.raft.Apply(c.Encode(nil), n.cfg.ApplyTimeout)
 	}
 	n.stats.proposals.Add(uint64(len(cmds)))

@@ -60,12 +60,12 @@ func (n *Node) expireDue() time.Duration {
 	for _, e := range due {
 		cmds = append(cmds, fsm.Command{Kind: fsm.KindExpire, Key: []byte(e.key), Token: e.token, LeaseRev: e.rev})
 	}
-	var futures = n.proposeLocked(cmds)
+	n.markPendingLocked(cmds)
 	next, ok := n.leases.next()
 	n.mu.Unlock()
 
 	if len(cmds) > 0 {
-		results, err := n.await(cmds, futures)
+		results, err := n.await(cmds, n.propose(cmds))
 		expired := 0
 		for _, r := range results {
 			if r.Existed {
