@@ -1,31 +1,95 @@
 #!/usr/bin/env bash
-# bench.sh DURATION — start a fresh single raftlock node (durable: fsync before every reply) in
-# a temporary data dir and measure it with raftlock-bench: acquire+release cycles on distinct
-# keys at 1, 16 and 64 connections, pipelined, and one key contended by 16 clients. Stops the
-# node it started by PID, whatever happens.
+# bench.sh DURATION — measure raftlock with raftlock-bench, one node and three, in one run.
+#
+# Starts a fresh single node, then a fresh 3-node cluster (loopback, durable: every reply waits
+# for fsync on a majority), each in a temporary data dir, and runs the same scenarios against
+# each: acquire+release cycles on distinct keys at 1, 16 and 64 connections, 16 connections
+# pipelining 16 cycles, SET NX PX + DEL at 50 connections, and one key contended by 16 clients.
+# On the cluster it also runs 16 connections through a follower (forwarding). Prints one table.
+# Stops every node it started, by PID, whatever happens.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${1:-5s}
-port=${BENCH_PORT:-16479}
-raftport=$((port + 1000))
-dir=$(mktemp -d /tmp/raftlock-bench.XXXXXX)
-bin/raftlock --dir "$dir" --addr 127.0.0.1:$port --raft-addr 127.0.0.1:$raftport --log-level warn \
-  2>"$dir/node.log" &
-pid=$!
-cleanup() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$dir"; }
-trap cleanup EXIT
-for _ in $(seq 100); do
-  redis-cli -p $port DBSIZE 2>/dev/null | grep -qE "^[0-9]+$" && break  # leader ready
-  sleep 0.1
-done
-run() {
-  echo
-  echo "== $*"
-  bin/raftlock-bench -addr 127.0.0.1:$port -duration "$duration" -warmup 1s "$@"
+base=${BENCH_PORT:-16479}
+work=$(mktemp -d /tmp/raftlock-bench.XXXXXX)
+results="$work/results.jsonl"
+pids=()
+stop_nodes() {
+  if [ ${#pids[@]} -gt 0 ]; then
+    kill "${pids[@]}" 2>/dev/null || true
+    wait "${pids[@]}" 2>/dev/null || true
+  fi
+  pids=()
 }
-run -conns 1 -mode native
-run -conns 16 -mode native
-run -conns 64 -mode native
-run -conns 16 -pipeline 16 -mode native
-run -conns 50 -mode setnx
-run -conns 16 -mode native -workload contended
+trap 'stop_nodes; rm -rf "$work"' EXIT
+
+start_nodes() { # count
+  local n=$1 peers="" i
+  for i in $(seq "$n"); do peers+="${peers:+,}n$i=127.0.0.1:$((base + 1000 + i))"; done
+  for i in $(seq "$n"); do
+    mkdir -p "$work/$n/n$i"
+    bin/raftlock --id "n$i" --dir "$work/$n/n$i" --addr 127.0.0.1:$((base + i)) \
+      --raft-addr 127.0.0.1:$((base + 1000 + i)) --peers "$peers" --log-level warn 2>"$work/$n/n$i.log" &
+    pids+=($!)
+  done
+  for _ in $(seq 200); do
+    redis-cli -p $((base + 1)) DBSIZE 2>/dev/null | grep -qE '^[0-9]+$' && return 0
+    sleep 0.05
+  done
+  echo "cluster of $n did not become ready" >&2
+  return 1
+}
+
+# leader_port prints the client port of the node that leads.
+leader_port() {
+  local i
+  for i in 1 2 3; do
+    if redis-cli -p $((base + i)) INFO raft 2>/dev/null | grep -q "raft_state:Leader"; then
+      echo $((base + i))
+      return
+    fi
+  done
+}
+
+run() { # label port args...
+  local label=$1 port=$2
+  shift 2
+  echo "== $label: $*" >&2
+  bin/raftlock-bench -addr 127.0.0.1:"$port" -duration "$duration" -warmup 1s -json "$@" 2>/dev/null |
+    sed "s/^{/{\"label\":\"$label\",\"args\":\"$*\",/" >>"$results" || echo "   (errors: see above)" >&2
+}
+
+scenarios() { # label port
+  run "$1" "$2" -conns 1 -mode native
+  run "$1" "$2" -conns 16 -mode native
+  run "$1" "$2" -conns 64 -mode native
+  run "$1" "$2" -conns 16 -pipeline 16 -mode native
+  run "$1" "$2" -conns 50 -mode setnx
+  run "$1" "$2" -conns 16 -mode native -workload contended
+}
+
+start_nodes 1
+scenarios "1 node" $((base + 1))
+stop_nodes
+
+start_nodes 3
+leader=$(leader_port)
+follower=$((base + 1))
+[ "$follower" = "$leader" ] && follower=$((base + 2))
+scenarios "3 nodes" "$leader"
+run "3 nodes via follower" "$follower" -conns 16 -mode native
+stop_nodes
+
+python3 - "$results" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print(f"{'setup':<22} {'scenario':<44} {'cycles/s':>9} {'acq p50':>8} {'acq p99':>8} {'acq p999':>9} {'errors':>6}  load")
+for r in rows:
+    lat = {l["op"]: l for l in r["latency"]}
+    acq = lat.get("acquire", {})
+    rate = r["handoffs_per_sec"] if "contended" in r["args"] else r["cycles_per_sec"]
+    ms = lambda ns: f"{ns/1e6:.2f}ms"
+    print(f"{r['label']:<22} {r['args']:<44} {rate:>9.0f} {ms(acq.get('p50_ns',0)):>8} {ms(acq.get('p99_ns',0)):>8} "
+          f"{ms(acq.get('p999_ns',0)):>9} {r['errors']:>6}  {r['settings']['loadavg_start'].split()[0]}")
+print("cycles/s = acquire+release pairs per second (handoffs/s for the contended key); acq = acquire latency")
+PY
