@@ -71,6 +71,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	// with data resumes and ignores both.
 	ncfg.Bootstrap = opts.join == ""
 	ncfg.Peers = opts.peers
+	ncfg.SnapshotThreshold = opts.snapshotThreshold
+	ncfg.TrailingLogs = opts.trailingLogs
+	ncfg.SnapshotInterval = opts.snapshotInterval
 	ncfg.Logger = logger
 	node, err := raftnode.New(ncfg, raftnode.Stores{Log: st, Stable: st, Snapshots: snaps}, trans)
 	if err != nil {

@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/raftlock/raftlock/raftnode"
 )
@@ -25,25 +27,33 @@ type options struct {
 	peers         []raftnode.Peer
 	join          string
 	redirect      bool
-	logLevel      string
-	logFormat     string
+	// Snapshot tuning; zero keeps raftnode's defaults. Tests lower them to force log
+	// compaction and snapshot installs.
+	snapshotThreshold uint64
+	trailingLogs      uint64
+	snapshotInterval  time.Duration
+	logLevel          string
+	logFormat         string
 }
 
 func parseOptions(args []string, getenv func(string) string) (options, error) {
 	fs := flag.NewFlagSet("raftlock", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	vals := map[string]*string{
-		"id":             fs.String("id", "", "node id (default: derived from --raft-addr)"),
-		"dir":            fs.String("dir", "./raftlock-data", "data directory"),
-		"addr":           fs.String("addr", "127.0.0.1:6379", "client (RESP) listen address"),
-		"advertise":      fs.String("advertise", "", "client address other nodes and clients should dial (default --addr)"),
-		"raft-addr":      fs.String("raft-addr", "127.0.0.1:7379", "raft transport listen address"),
-		"raft-advertise": fs.String("raft-advertise", "", "raft address other nodes should dial (default --raft-addr)"),
-		"peers":          fs.String("peers", "", "initial voters of a new multi-node cluster: ID=RAFTADDR,... (the same on every node)"),
-		"join":           fs.String("join", "", "client address of any member of an existing cluster to join through"),
-		"redirect":       fs.String("redirect", "false", "followers answer -MOVED with the leader's address instead of forwarding (true/false)"),
-		"log-level":      fs.String("log-level", "info", "debug, info, warn or error"),
-		"log-format":     fs.String("log-format", "text", "text or json"),
+		"id":                 fs.String("id", "", "node id (default: derived from --raft-addr)"),
+		"dir":                fs.String("dir", "./raftlock-data", "data directory"),
+		"addr":               fs.String("addr", "127.0.0.1:6379", "client (RESP) listen address"),
+		"advertise":          fs.String("advertise", "", "client address other nodes and clients should dial (default --addr)"),
+		"raft-addr":          fs.String("raft-addr", "127.0.0.1:7379", "raft transport listen address"),
+		"raft-advertise":     fs.String("raft-advertise", "", "raft address other nodes should dial (default --raft-addr)"),
+		"peers":              fs.String("peers", "", "initial voters of a new multi-node cluster: ID=RAFTADDR,... (the same on every node)"),
+		"join":               fs.String("join", "", "client address of any member of an existing cluster to join through"),
+		"redirect":           fs.String("redirect", "false", "followers answer -MOVED with the leader's address instead of forwarding (true/false)"),
+		"snapshot-threshold": fs.String("snapshot-threshold", "0", "log entries between snapshots (0: default 16384)"),
+		"trailing-logs":      fs.String("trailing-logs", "0", "log entries kept behind a snapshot for slow followers (0: default 10240)"),
+		"snapshot-interval":  fs.String("snapshot-interval", "0", "how often to check whether to snapshot (0: default 10s)"),
+		"log-level":          fs.String("log-level", "info", "debug, info, warn or error"),
+		"log-format":         fs.String("log-format", "text", "text or json"),
 	}
 	config := fs.String("config", "", "config file of name = value lines")
 	fs.Usage = func() {}
@@ -94,6 +104,18 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		o.advertise = o.addr
 	}
 	o.join = *vals["join"]
+	var err error
+	if o.snapshotThreshold, err = strconv.ParseUint(*vals["snapshot-threshold"], 10, 64); err != nil {
+		return options{}, fmt.Errorf("--snapshot-threshold: %w", err)
+	}
+	if o.trailingLogs, err = strconv.ParseUint(*vals["trailing-logs"], 10, 64); err != nil {
+		return options{}, fmt.Errorf("--trailing-logs: %w", err)
+	}
+	if v := *vals["snapshot-interval"]; v != "0" {
+		if o.snapshotInterval, err = time.ParseDuration(v); err != nil || o.snapshotInterval <= 0 {
+			return options{}, fmt.Errorf("--snapshot-interval: want a positive duration such as 5s, got %q", v)
+		}
+	}
 	switch *vals["redirect"] {
 	case "true", "1", "yes":
 		o.redirect = true

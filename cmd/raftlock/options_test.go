@@ -1,0 +1,58 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/raftlock/raftlock/raftnode"
+)
+
+func TestParseOptions(t *testing.T) {
+	env := map[string]string{}
+	getenv := func(k string) string { return env[k] }
+
+	o, err := parseOptions(nil, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.addr != "127.0.0.1:6379" || o.raftAddr != "127.0.0.1:7379" || o.dir != "./raftlock-data" || o.id != "node-127.0.0.1-7379" || o.advertise != o.addr {
+		t.Errorf("defaults: %+v", o)
+	}
+
+	env["RAFTLOCK_ADDR"] = "127.0.0.1:7000"
+	env["RAFTLOCK_RAFT_ADDR"] = "127.0.0.1:8000"
+	o, err = parseOptions([]string{"--addr", "127.0.0.1:9000", "--id", "n1", "--peers", "n1=h:1,n2=h:2",
+		"--snapshot-threshold", "64", "--snapshot-interval", "1s", "--redirect", "true"}, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.addr != "127.0.0.1:9000" || o.raftAddr != "127.0.0.1:8000" {
+		t.Errorf("flag over env over default: addr %s raft %s", o.addr, o.raftAddr)
+	}
+	if diff := cmp.Diff(o.peers, []raftnode.Peer{{ID: "n1", RaftAddr: "h:1"}, {ID: "n2", RaftAddr: "h:2"}}); diff != "" {
+		t.Errorf("peers (-got +want):\n%s", diff)
+	}
+	if o.snapshotThreshold != 64 || o.snapshotInterval != time.Second || !o.redirect {
+		t.Errorf("tuning: %+v", o)
+	}
+
+	for _, bad := range [][]string{
+		{"--peers", "n1"},
+		{"--id", "n9", "--peers", "n1=h:1"},
+		{"--id", "n1", "--peers", "n1=h:1", "--join", "h:6379"},
+		{"--snapshot-threshold", "-1"},
+		{"--snapshot-interval", "soon"},
+		{"--redirect", "maybe"},
+		{"--bogus"},
+		{"extra"},
+	} {
+		if _, err := parseOptions(bad, getenv); err == nil {
+			t.Errorf("parseOptions(%q) accepted it", bad)
+		}
+	}
+	if _, err := parseOptions([]string{"--config", "/nonexistent"}, getenv); err == nil || !strings.Contains(err.Error(), "config") {
+		t.Errorf("missing config file: %v", err)
+	}
+}
