@@ -96,9 +96,11 @@ func TestClusterReplicates(t *testing.T) {
 	}
 }
 
-// TestClusterFailover partitions the leader away. The old leader must not answer a read or a
-// refusal; the new leader serves every acknowledged grant with its token, and hands out larger
-// tokens; after healing, all tables converge and the old leader's unacknowledged write is gone.
+// TestClusterFailover partitions the leader away. The old leader's write cannot commit; the new
+// leader serves every acknowledged grant with its token and hands out larger tokens; once the new
+// leader changed a key, the old leader must not answer a read or a refusal from its stale table,
+// even while it still takes itself for the ready leader; after healing, all tables converge and
+// the old leader's unacknowledged write is gone.
 func TestClusterFailover(t *testing.T) {
 	nodes := newCluster(t, 3)
 	old := leader(t, nodes)
@@ -107,20 +109,11 @@ func TestClusterFailover(t *testing.T) {
 	isolate(old, nodes)
 	partitioned := time.Now()
 
-	// A refusal on the old leader: it saw "held" in its table but may no longer lead, so it must
-	// fail rather than answer.
+	// A write on the partitioned leader cannot commit: uncertain (it was proposed) or not
+	// leader (it was not). Never a success.
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel()
-	out, err := tryLock(ctx, old, "held", "bob", 0)
-	if notLeaderErr(err) == nil {
-		t.Fatalf("refusal on the partitioned leader = %+v, %v; want NotLeaderError", out, err)
-	}
-	_, _, err = read(ctx, old, "held")
-	if notLeaderErr(err) == nil {
-		t.Fatalf("read on the partitioned leader = %v; want NotLeaderError", err)
-	}
-	// A write on it cannot commit: uncertain (it was proposed) or not leader (it was not).
-	out, err = tryLock(ctx, old, "lost", "bob", 0)
+	out, err := tryLock(ctx, old, "lost", "bob", 0)
 	if err == nil || (!errors.Is(err, ErrUncertain) && notLeaderErr(err) == nil) {
 		t.Fatalf("write on the partitioned leader = %+v, %v; want ErrUncertain or NotLeaderError", out, err)
 	}
@@ -131,9 +124,6 @@ func TestClusterFailover(t *testing.T) {
 	t.Logf("new leader %s ready %v after the partition", nl.id, took)
 	if took > 20*testElection {
 		t.Fatalf("new leader took %v, want a few election timeouts", took)
-	}
-	if old.IsLeader() {
-		t.Fatal("old leader still ready after a new one was elected")
 	}
 
 	l, isHeld, err := read(t.Context(), nl, "held")
@@ -146,23 +136,55 @@ func TestClusterFailover(t *testing.T) {
 	if r := mustLock(t, nl, "new", "carol", 0); r.Token <= acked.Token {
 		t.Fatalf("new leader's token %d, want > %d", r.Token, acked.Token)
 	}
+	// Alice unlocks, Bob locks: the old leader's table is now stale on "held".
+	if r, err := propose(t.Context(), nl, releaseCmd("held", acked.Token)); err != nil || r.Status != fsm.StatusReleased {
+		t.Fatalf("release on new leader = %+v, %v", r, err)
+	}
+	bob := mustLock(t, nl, "held", "bob", 0)
+
+	waitFor(t, 2*time.Second, func() error {
+		if old.IsLeader() {
+			return errors.New("partitioned old leader still ready")
+		}
+		return nil
+	})
+	checkStale := func(when string) {
+		t.Helper()
+		out, err := tryLock(ctx, old, "held", "carol", 0)
+		if notLeaderErr(err) == nil {
+			t.Fatalf("%s: refusal on the old leader = %+v, %v; want NotLeaderError (bob holds %d now)", when, out, err, bob.Token)
+		}
+		l, isHeld, err := read(ctx, old, "held")
+		if notLeaderErr(err) == nil {
+			t.Fatalf("%s: read on the old leader = %+v, %v, %v; want NotLeaderError", when, l, isHeld, err)
+		}
+	}
+	checkStale("after stepping down")
+	// The window before the old leader hears it lost leadership (raft's LeaderCh not yet read):
+	// it still takes itself for ready, and only the leadership check stands between its stale
+	// table and the client.
+	old.ready.Store(true)
+	checkStale("while still marked ready")
+	out, err = tryLock(ctx, old, "lost2", "carol", 0)
+	old.ready.Store(false)
+	if err == nil || (!errors.Is(err, ErrUncertain) && notLeaderErr(err) == nil) {
+		t.Fatalf("write on the old leader while marked ready = %+v, %v; want NotLeaderError or ErrUncertain", out, err)
+	}
 
 	connectAll(nodes)
 	waitConverged(t, nl, nodes)
 	for _, n := range nodes {
-		if held(n, "lost") {
-			t.Fatalf("%s holds the write the partitioned leader never committed", n.id)
+		if held(n, "lost") || held(n, "lost2") {
+			t.Fatalf("%s holds a write the old leader never committed", n.id)
 		}
 	}
+	now := leader(t, nodes)
 	waitFor(t, 2*time.Second, func() error {
-		if id, _ := old.Leader(); id != nl.id {
-			return fmt.Errorf("old leader knows leader %q, want %q", id, nl.id)
+		if id, _ := old.Leader(); id != now.id {
+			return fmt.Errorf("old leader knows leader %q, want %q", id, now.id)
 		}
 		return nil
 	})
-	if nl2 := leader(t, nodes); nl2 != nl {
-		t.Logf("leadership moved to %s after healing", nl2.id)
-	}
 }
 
 // TestClusterLeaseSurvivesFailover: a new leader keeps the timers it armed as a follower. The
@@ -172,7 +194,7 @@ func TestClusterLeaseSurvivesFailover(t *testing.T) {
 	nodes := newCluster(t, 3)
 	old := leader(t, nodes)
 	sent := time.Now()
-	r := mustLock(t, old, "k", "o", uint64(lease/time.Millisecond))
+	mustLock(t, old, "k", "o", uint64(lease/time.Millisecond))
 	acked := time.Now()
 	// applied[id] bounds from above when each follower armed its timer.
 	applied := map[string]time.Time{}
@@ -213,14 +235,14 @@ func TestClusterLeaseSurvivesFailover(t *testing.T) {
 		t.Fatalf("lease ended %v after the new leader's timer (armed at apply): want the kept timer, not a reset one", late)
 	}
 	t.Logf("lease ended %v after the grant (%v after failover)", gone.Sub(sent), gone.Sub(readyAt))
-	waitExpired(t, nl, 1)
+	// Nothing but a committed Expire removes a lock here. (Stats().Expired is not checked: if
+	// leadership moves again in the two-node half, the Expire may be counted nowhere.)
 
 	connectAll(nodes)
 	waitConverged(t, nl, nodes)
 	if held(old, "k") {
 		t.Fatal("old leader still holds the expired lock after healing")
 	}
-	_ = r
 }
 
 // TestSnapshotInstallOnLaggingFollower: a follower that missed entries the leader compacted away
@@ -296,5 +318,62 @@ func TestLeaseQueueBounded(t *testing.T) {
 		if queued > 2*armed+64 {
 			t.Errorf("%s %s: %d queued timers for %d armed leases after 300 renews; want O(armed)", role, n.id, queued, armed)
 		}
+	}
+}
+
+// TestClusterLeaderCloseHandsOver: a leader's Close hands leadership to a follower, so service
+// resumes without waiting for an election timeout, and nothing acknowledged is lost.
+func TestClusterLeaderCloseHandsOver(t *testing.T) {
+	nodes := newCluster(t, 3)
+	old := leader(t, nodes)
+	acked := mustLock(t, old, "k", "o", 0)
+	start := time.Now()
+	closeNode(t, old)
+	isolate(old, nodes) // a closed process: RPCs to it fail at once
+	nl := leader(t, others(old, nodes))
+	t.Logf("Close plus handover took %v", time.Since(start))
+	if l, isHeld, err := read(t.Context(), nl, "k"); err != nil || !isHeld || l.Token != acked.Token {
+		t.Fatalf("read after handover = %+v, %v, %v; want token %d", l, isHeld, err, acked.Token)
+	}
+	if r := mustLock(t, nl, "k2", "o", 0); r.Token <= acked.Token {
+		t.Fatalf("token %d after handover, want > %d", r.Token, acked.Token)
+	}
+	if _, err := tryLock(t.Context(), old, "k3", "o", 0); !errors.Is(err, ErrShutdown) {
+		t.Fatalf("Exec on the closed node = %v, want ErrShutdown", err)
+	}
+}
+
+// TestClusterFollowerRestart: a follower that restarts on its stores catches up with the grants it
+// missed and converges; its lease timers start from its own apply, never earlier.
+func TestClusterFollowerRestart(t *testing.T) {
+	clock := newFakeClock()
+	nodes := newCluster(t, 3, func(c *Config) { c.Now = clock.Now })
+	l := leader(t, nodes)
+	idx := 0
+	for i, n := range nodes {
+		if n != l {
+			idx = i
+			break
+		}
+	}
+	mustLock(t, l, "before", "o", 5000)
+	waitConverged(t, l, nodes)
+	closeNode(t, nodes[idx])
+	isolate(nodes[idx], nodes)
+	mustLock(t, l, "during", "o", 5000)
+	clock.Advance(4 * time.Second)
+	// Replace it in place: the cluster's cleanup closes what nodes holds when the test ends.
+	nodes[idx] = restart(t, nodes[idx])
+	connectAll(nodes)
+	waitConverged(t, l, nodes)
+	f := nodes[idx]
+	for _, key := range []string{"before", "during"} {
+		if _, rem, ok := f.LocalLookup([]byte(key)); !ok || rem != 5*time.Second {
+			t.Fatalf("%s on the restarted follower: held %v, %v left; want a full 5s from its replay", key, ok, rem)
+		}
+	}
+	// The leader's own timers were not reset: "before" and "during" have 1s left there.
+	if _, rem, _ := l.LocalLookup([]byte("before")); rem != time.Second {
+		t.Fatalf("leader's timer: %v left, want 1s", rem)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -45,11 +46,24 @@ func (n *Node) Exec(ctx context.Context, keys [][]byte, eval func(fsm.View) []fs
 				return nil, ErrShutdown
 			}
 		}
-		cmds := eval(viewReader{n: n, now: n.cfg.Now()})
+		gen := n.leaderGen.Load()
+		cmds, err := safeEval(eval, viewReader{n: n, now: n.cfg.Now()})
+		if err != nil {
+			n.mu.Unlock()
+			return nil, err
+		}
 		if len(cmds) == 0 {
 			n.mu.Unlock()
 			n.stats.reads.Add(1)
-			return nil, n.verifyLeader(ctx)
+			if err := n.verifyLeader(ctx); err != nil {
+				return nil, err
+			}
+			if n.leaderGen.Load() != gen {
+				// Leadership was lost and regained between the read and its confirmation: a
+				// leader of a term in between may have committed writes the read missed.
+				continue
+			}
+			return nil, nil
 		}
 		for _, c := range cmds {
 			if err := c.Validate(); err != nil {
@@ -67,8 +81,22 @@ func (n *Node) Exec(ctx context.Context, keys [][]byte, eval func(fsm.View) []fs
 		if ctx.Err() != nil {
 			n.releaseGhosts(cmds, results)
 		}
-		return results, err
+		if err != nil {
+			return nil, err
+		}
+		return results, nil
 	}
+}
+
+// safeEval runs eval, turning a panic into an error: a bug in one request's evaluation must not
+// leave the view lock held and the node wedged.
+func safeEval(eval func(fsm.View) []fsm.Command, v fsm.View) (cmds []fsm.Command, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("raftnode: evaluating the request panicked: %v", r)
+		}
+	}()
+	return eval(v), nil
 }
 
 // pendingOnLocked returns a channel closed when the proposals in flight on one of keys have
@@ -111,21 +139,24 @@ func (n *Node) propose(cmds []fsm.Command) []raft.ApplyFuture {
 
 // await collects the outcome of every proposal, then clears their pending marks. The marks stay
 // until the future has returned, which is after the entry applied (or failed): a request that
-// waited on them sees the applied table.
-func (n *Node) await(cmds []fsm.Command, futures []raft.ApplyFuture) ([]fsm.Result, error) {
-	results := make([]fsm.Result, len(futures))
-	var firstErr error
+// waited on them sees the applied table. results always has one entry per command (zero for
+// one that failed); err is the request's error: a certain one (nothing was proposed) only when
+// no command took effect and the first failure was certain, otherwise ErrUncertain.
+func (n *Node) await(cmds []fsm.Command, futures []raft.ApplyFuture) (results []fsm.Result, err error) {
+	results = make([]fsm.Result, len(futures))
+	applied := 0
 	for i, f := range futures {
-		err := f.Error()
-		if err == nil {
+		ferr := f.Error()
+		if ferr == nil {
 			if r, ok := f.Response().(fsm.Result); ok {
 				results[i] = r
-			} else {
-				err = ErrUncertain
+				applied++
+				continue
 			}
+			ferr = ErrUncertain
 		}
-		if err != nil && firstErr == nil {
-			firstErr = n.applyError(err)
+		if err == nil {
+			err = n.applyError(ferr)
 		}
 	}
 	n.mu.Lock()
@@ -140,11 +171,13 @@ func (n *Node) await(cmds []fsm.Command, futures []raft.ApplyFuture) ([]fsm.Resu
 		}
 	}
 	n.mu.Unlock()
-	if firstErr != nil {
+	if err != nil {
 		n.stats.failedProposals.Add(1)
-		return nil, firstErr
+		if applied > 0 {
+			err = ErrUncertain // part of the request took effect
+		}
 	}
-	return results, nil
+	return results, err
 }
 
 // applyError maps raft's errors to ours. Only errors raised before the entry reached the log

@@ -31,6 +31,12 @@ func newLeases() leases {
 func (ls *leases) arm(key string, l lease) {
 	ls.byKey[key] = l
 	heap.Push(&ls.queue, queued{deadline: l.deadline, key: key, rev: l.rev})
+	// Renewals and re-grants leave stale entries behind, and only the leader pops due ones: on
+	// a follower the queue would grow with every write. Compacting when stale entries outnumber
+	// live ones keeps it within twice the live leases, at O(1) amortized per arm.
+	if len(ls.queue) > 2*len(ls.byKey)+64 {
+		ls.rebuild()
+	}
 }
 
 // retoken moves key's timer to a new holder without changing its deadline (SET ... KEEPTTL).

@@ -50,6 +50,8 @@ type Node struct {
 
 	removed   chan struct{}
 	closing   atomic.Bool
+	goMu      sync.Mutex
+	goClosed  bool // under goMu: goFunc starts nothing more
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -121,7 +123,14 @@ func (n *Node) bootstrap() error {
 	return nil
 }
 
+// goFunc runs f on a goroutine Close waits for. Once Close has begun it starts nothing: a
+// late start would race Close's Wait (ghost-lock releases come from request goroutines).
 func (n *Node) goFunc(f func()) {
+	n.goMu.Lock()
+	defer n.goMu.Unlock()
+	if n.goClosed {
+		return
+	}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -142,6 +151,9 @@ func (n *Node) Close() error {
 		}
 		n.closeErr = n.raft.Shutdown().Error()
 		close(n.stop)
+		n.goMu.Lock()
+		n.goClosed = true
+		n.goMu.Unlock()
 		n.wg.Wait()
 		if c, ok := n.trans.(io.Closer); ok {
 			if err := c.Close(); err != nil && n.closeErr == nil {

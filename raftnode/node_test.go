@@ -298,20 +298,26 @@ func TestTokensIncreaseAcrossKeys(t *testing.T) {
 	}
 }
 
-// ctxCancelledAfter is a context whose Err turns non-nil after it was asked `calls` times: a
+// ctxCancelledAfter is a context whose Err turns non-nil after it was asked `after` times: a
 // client hanging up at a chosen point inside Exec. Done never closes, as for a client whose
-// disconnect was noticed only by a later check.
+// disconnect was noticed only by a later check. onCancel, if set, runs once, on the first call
+// that reports the cancellation, before it returns.
 type ctxCancelledAfter struct {
 	context.Context
-	calls atomic.Int32
-	after int32
+	calls    atomic.Int32
+	after    int32
+	onCancel func()
 }
 
 func (c *ctxCancelledAfter) Err() error {
-	if c.calls.Add(1) > c.after {
-		return context.Canceled
+	n := c.calls.Add(1)
+	if n <= c.after {
+		return nil
 	}
-	return nil
+	if n == c.after+1 && c.onCancel != nil {
+		c.onCancel()
+	}
+	return context.Canceled
 }
 
 func TestGhostLock(t *testing.T) {
@@ -356,28 +362,30 @@ func TestGhostLock(t *testing.T) {
 
 	t.Run("ghost release never touches a later holder", func(t *testing.T) {
 		n := newNode(t)
-		ctx := &ctxCancelledAfter{Context: t.Context(), after: 1}
-		// The ghost's grant applies, then before its cleanup runs an admin replaces the holder.
-		// Cleanup is guarded by the ghost's token, so the new holder keeps the lock.
+		// The ghost's grant applies; then, at the moment its Exec finds the client gone (its
+		// second Err call, before the cleanup starts), an admin replaces the holder. The cleanup
+		// is guarded by the ghost's token, so the new holder keeps the lock.
 		var replaced fsm.Result
+		var replaceErr error
+		ctx := &ctxCancelledAfter{Context: t.Context(), after: 1, onCancel: func() {
+			replaced, replaceErr = propose(context.Background(), n, fsm.Command{Kind: fsm.KindGrant, Key: []byte("k"), Owner: []byte("admin"), Match: fsm.Match{Kind: fsm.MatchAny}})
+		}}
+		reads := n.Stats().Reads
 		out, err := tryLock(ctx, n, "k", "ghost", 0)
 		if err != nil || !out.granted {
 			t.Fatalf("LOCK = %+v, %v", out, err)
 		}
-		replaced, err = propose(t.Context(), n, fsm.Command{Kind: fsm.KindGrant, Key: []byte("k"), Owner: []byte("admin"), Match: fsm.Match{Kind: fsm.MatchAny}})
-		if err != nil {
-			t.Fatal(err)
+		if replaceErr != nil || replaced.Status != fsm.StatusGranted || replaced.Token <= out.token {
+			t.Fatalf("admin SET = %+v, %v; want granted with a newer token than %d", replaced, replaceErr, out.token)
 		}
+		// The cleanup saw another holder: it proposes nothing and ends as a read.
 		waitFor(t, 2*time.Second, func() error {
-			if n.Stats().GhostReleases != 1 || n.Stats().PendingKeys != 0 {
+			if s := n.Stats(); s.GhostReleases != 1 || s.Reads != reads+1 || s.PendingKeys != 0 {
 				return errors.New(n.statsLine())
 			}
 			return nil
 		})
-		if _, _, err := read(t.Context(), n, "k"); err != nil {
-			t.Fatal(err)
-		}
-		if l, _, ok := n.LocalLookup([]byte("k")); replaced.Status == fsm.StatusGranted && (!ok || l.Token != replaced.Token) {
+		if l, _, ok := n.LocalLookup([]byte("k")); !ok || l.Token != replaced.Token {
 			t.Fatalf("after ghost cleanup: %+v, %v; want admin's lock %d to stay", l, ok, replaced.Token)
 		}
 	})
@@ -506,4 +514,31 @@ func (n *testNode) statsLine() string {
 	s := n.Stats()
 	return fmt.Sprintf("%s %s ready=%v locks=%d leases=%d pending=%d expired=%d ghost=%d applied=%d",
 		s.ID, s.State, s.Ready, s.Locks, s.Leases, s.PendingKeys, s.Expired, s.GhostReleases, s.AppliedIndex)
+}
+
+// TestEvalPanicLeavesNodeUsable: an eval that panics (a script runner bug, say) must not leave
+// the view lock held: the node must keep serving, or nothing else on it ever runs again (the
+// FSM, the lease loop and Close all need that lock).
+func TestEvalPanicLeavesNodeUsable(t *testing.T) {
+	n := newNode(t)
+	func() {
+		defer func() { _ = recover() }()
+		_, err := n.Exec(t.Context(), [][]byte{[]byte("k")}, func(fsm.View) []fsm.Command { panic("script bug") })
+		if err == nil {
+			t.Error("Exec with a panicking eval returned no error")
+		}
+	}()
+	done := make(chan error, 1)
+	go func() {
+		_, err := tryLock(t.Context(), n, "k", "o", 0)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("LOCK after a panicking eval = %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("LOCK after a panicking eval still blocked after 2s: the view lock was never released")
+	}
 }
