@@ -28,6 +28,11 @@ const (
 	KindSetMember Kind = 6
 	// KindRemoveMember forgets a member's client address (Key = node ID).
 	KindRemoveMember Kind = 7
+	// KindStoreScript keeps a Lua script (Key = its SHA1 in hex, Owner = its source) so EVALSHA
+	// finds it on every node, also after a failover.
+	KindStoreScript Kind = 8
+	// KindFlushScripts forgets every stored script (SCRIPT FLUSH).
+	KindFlushScripts Kind = 9
 )
 
 func (k Kind) String() string {
@@ -46,6 +51,10 @@ func (k Kind) String() string {
 		return "set-member"
 	case KindRemoveMember:
 		return "remove-member"
+	case KindStoreScript:
+		return "store-script"
+	case KindFlushScripts:
+		return "flush-scripts"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -81,6 +90,7 @@ type Match struct {
 //	Renew:   Key, Match (Any, Token or Owner), LeaseMs (> 0)
 //	Expire:  Key, Token, LeaseRev
 //	SetMember: Key (node ID), Owner (client address); RemoveMember: Key
+//	StoreScript: Key (SHA1 hex), Owner (source); FlushScripts: nothing
 //	Noop:    nothing
 type Command struct {
 	Kind Kind
@@ -128,6 +138,12 @@ func (c Command) Validate() error {
 			return fmt.Errorf("fsm: set-member without an address")
 		}
 	case KindRemoveMember:
+	case KindStoreScript:
+		if len(c.Owner) == 0 {
+			return fmt.Errorf("fsm: store-script without a source")
+		}
+	case KindFlushScripts:
+		return nil
 	default:
 		return fmt.Errorf("fsm: unknown command kind %d", uint8(c.Kind))
 	}
@@ -150,6 +166,7 @@ const (
 	StatusRenewed       Status = 6
 	StatusExpired       Status = 7
 	StatusMember        Status = 8
+	StatusScript        Status = 9
 )
 
 func (s Status) String() string {
@@ -170,6 +187,8 @@ func (s Status) String() string {
 		return "expired"
 	case StatusMember:
 		return "member"
+	case StatusScript:
+		return "script"
 	}
 	return fmt.Sprintf("status(%d)", uint8(s))
 }

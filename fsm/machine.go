@@ -24,6 +24,8 @@ type Machine struct {
 	table *btree.Map[string, Lock]
 	// members maps node IDs to the client addresses they advertise.
 	members map[string]string
+	// scripts maps SHA1 hex digests to Lua sources.
+	scripts map[string]string
 	// applied is the index of the last entry given to Apply; restored from snapshots.
 	applied uint64
 }
@@ -33,8 +35,21 @@ const btreeDegree = 32
 
 // New returns an empty table.
 func New() *Machine {
-	return &Machine{table: btree.NewMap[string, Lock](btreeDegree), members: map[string]string{}}
+	return &Machine{table: btree.NewMap[string, Lock](btreeDegree), members: map[string]string{}, scripts: map[string]string{}}
 }
+
+// Script returns the stored source of the script with this SHA1 hex digest.
+func (m *Machine) Script(sha string) (string, bool) {
+	src, ok := m.scripts[sha]
+	return src, ok
+}
+
+// Scripts is the number of stored scripts.
+func (m *Machine) Scripts() int { return len(m.scripts) }
+
+// Put stores a lock directly, bypassing the log. Only for scratch tables (a script's predicted
+// effects, tests); a replicated Machine changes only through Apply.
+func (m *Machine) Put(key []byte, l Lock) { m.table.Set(string(key), l) }
 
 // Member returns the client address node id advertised.
 func (m *Machine) Member(id string) (string, bool) {
@@ -90,6 +105,13 @@ func (m *Machine) Apply(index uint64, cmd Command) Result {
 		_, existed := m.members[string(cmd.Key)]
 		delete(m.members, string(cmd.Key))
 		return Result{Status: StatusMember, Existed: existed}
+	case KindStoreScript:
+		_, existed := m.scripts[string(cmd.Key)]
+		m.scripts[string(cmd.Key)] = string(cmd.Owner)
+		return Result{Status: StatusScript, Existed: existed}
+	case KindFlushScripts:
+		clear(m.scripts)
+		return Result{Status: StatusScript}
 	}
 	return Result{Status: StatusNoop}
 }

@@ -28,19 +28,21 @@ const maxSnapshotField = 64 << 20
 type Snapshot struct {
 	table   *btree.Map[string, Lock]
 	members map[string]string
+	scripts map[string]string
 	applied uint64
 }
 
 // Snapshot returns a copy of the table for Persist to serialize concurrently with Apply.
 func (m *Machine) Snapshot() *Snapshot {
-	return &Snapshot{table: m.table.Copy(), members: maps.Clone(m.members), applied: m.applied}
+	return &Snapshot{table: m.table.Copy(), members: maps.Clone(m.members), scripts: maps.Clone(m.scripts), applied: m.applied}
 }
 
 // Len is the number of locks in the snapshot.
 func (s *Snapshot) Len() int { return s.table.Len() }
 
 // WriteTo serializes the snapshot: magic, version, applied index, count, then each lock in key
-// order, then the member addresses in ID order, then a CRC-32C of everything before it. Key order makes the bytes a pure function of the
+// order, then the member addresses in ID order, then the stored scripts in digest order, then a
+// CRC-32C of everything before it. Key order makes the bytes a pure function of the
 // table, so two nodes' tables can be compared byte for byte.
 func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	cw := &countingWriter{w: w, crc: crc32.New(crc32.MakeTable(crc32.Castagnoli))}
@@ -66,11 +68,8 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	if werr != nil {
 		return cw.n, werr
 	}
-	buf = binary.AppendUvarint(buf[:0], uint64(len(s.members)))
-	for _, id := range slices.Sorted(maps.Keys(s.members)) {
-		buf = appendBytes(buf, []byte(id))
-		buf = appendBytes(buf, []byte(s.members[id]))
-	}
+	buf = appendStringMap(buf[:0], s.members)
+	buf = appendStringMap(buf, s.scripts)
 	if _, err := bw.Write(buf); err != nil {
 		return cw.n, err
 	}
@@ -124,16 +123,11 @@ func Restore(r io.Reader) (*Machine, error) {
 	if rd.err != nil {
 		return nil, rd.err
 	}
-	nm := rd.uvarint()
-	for i := uint64(0); i < nm && rd.err == nil; i++ {
-		id, addr := string(rd.bytes()), string(rd.bytes())
-		if rd.err == nil && (id == "" || addr == "") {
-			return nil, fmt.Errorf("%w: snapshot member %d empty", ErrCorrupt, i)
-		}
-		m.members[id] = addr
+	if err := rd.stringMap(m.members, "member"); err != nil {
+		return nil, err
 	}
-	if rd.err != nil {
-		return nil, rd.err
+	if err := rd.stringMap(m.scripts, "script"); err != nil {
+		return nil, err
 	}
 	want := rd.crc.Sum32()
 	var sum [4]byte
@@ -203,4 +197,27 @@ func (s *Snapshot) WriteTableTo(w io.Writer) (int64, error) {
 	c := *s
 	c.applied = 0
 	return c.WriteTo(w)
+}
+
+// appendStringMap appends a count and the (key, value) pairs in key order.
+func appendStringMap(buf []byte, m map[string]string) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(m)))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		buf = appendBytes(buf, []byte(k))
+		buf = appendBytes(buf, []byte(m[k]))
+	}
+	return buf
+}
+
+// stringMap reads what appendStringMap wrote into into; keys and values must not be empty.
+func (d *streamDecoder) stringMap(into map[string]string, what string) error {
+	n := d.uvarint()
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		k, v := string(d.bytes()), string(d.bytes())
+		if d.err == nil && (k == "" || v == "") {
+			return fmt.Errorf("%w: snapshot %s %d empty", ErrCorrupt, what, i)
+		}
+		into[k] = v
+	}
+	return d.err
 }

@@ -374,6 +374,7 @@ func (r rawSnapshot) bytes() []byte {
 		b = binary.AppendUvarint(b, uint64(len(m[1])))
 		b = append(b, m[1]...)
 	}
+	b = binary.AppendUvarint(b, 0) // no scripts
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
 }
 

@@ -10,6 +10,8 @@ type View interface {
 	Lookup(key []byte) (l Lock, remaining time.Duration, held bool)
 	// Len is the number of held keys.
 	Len() int
+	// Script returns the stored source of a script by its SHA1 hex digest.
+	Script(sha string) (string, bool)
 }
 
 // Member is one server of the cluster as a node reports it: its raft configuration entry plus

@@ -301,3 +301,5 @@ func (n *Node) runVerifier() {
 		}
 	}
 }
+
+func (v viewReader) Script(sha string) (string, bool) { return v.n.machine.Script(sha) }

@@ -50,12 +50,24 @@ func cmdSelect(c *conn, args [][]byte) {
 	}
 }
 
+// errWrongPass is Redis's reply to a user other than "default" when no users are configured.
+const errWrongPass = "WRONGPASS invalid username-password pair or user is disabled."
+
+// authUser reports whether AUTH/HELLO AUTH names a user that exists: with no users configured,
+// Redis accepts any password for "default" (case-sensitive) and refuses everyone else.
+func authUser(user []byte) bool { return string(user) == "default" }
+
 func cmdAuth(c *conn, args [][]byte) {
-	if len(args) > 3 {
+	switch {
+	case len(args) > 3:
 		c.w.Error(errSyntax)
-		return
+	case len(args) == 2:
+		c.w.Error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+	case authUser(args[1]):
+		c.w.SimpleString("OK")
+	default:
+		c.w.Error(errWrongPass)
 	}
-	c.w.Error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
 }
 
 // HELLO [protover [AUTH username password] [SETNAME clientname]]
@@ -73,15 +85,20 @@ func cmdHello(c *conn, args [][]byte) {
 		}
 		proto = int(v)
 	}
-	var name []byte
-	setName := false
+	var name, user []byte
+	setName, auth := false, false
 	for j := 2; j < len(args); j++ {
 		more := len(args) - j - 1
 		switch {
 		case is(args[j], "auth") && more >= 2:
-			c.w.Error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
-			return
+			user, auth = args[j+1], true
+			j += 2
 		case is(args[j], "setname") && more >= 1:
+			if !validClientName(args[j+1]) {
+				// Redis checks the name as it parses, before later options.
+				c.w.Error("ERR Client names cannot contain spaces, newlines or special characters.")
+				return
+			}
 			name, setName = args[j+1], true
 			j++
 		default:
@@ -89,11 +106,11 @@ func cmdHello(c *conn, args [][]byte) {
 			return
 		}
 	}
+	if auth && !authUser(user) {
+		c.w.Error(errWrongPass)
+		return
+	}
 	if setName {
-		if !validClientName(name) {
-			c.w.Error("ERR Client names cannot contain spaces, newlines or special characters.")
-			return
-		}
 		c.name = string(name)
 	}
 	if proto != c.w.Protocol() {

@@ -1,0 +1,68 @@
+package tests
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/raftlock/raftlock"
+
+// goList runs go list with args and returns its output lines.
+func goList(t *testing.T, args ...string) []string {
+	t.Helper()
+	out, err := exec.CommandContext(t.Context(), "go", append([]string{"list"}, args...)...).Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			t.Fatalf("go list %s: %v\n%s", strings.Join(args, " "), err, ee.Stderr)
+		}
+		t.Fatalf("go list %s: %v", strings.Join(args, " "), err)
+	}
+	return strings.Fields(string(out))
+}
+
+// TestLayout enforces DESIGN.md §1's arrows: which of our packages each package may depend on,
+// directly or not. A package not listed here may depend on anything (cmd/..., tests).
+func TestLayout(t *testing.T) {
+	for _, tc := range []struct {
+		pkg  string
+		want []string
+	}{
+		{"fsm", nil},
+		{"store", nil},
+		{"server/resp", nil},
+		{"server", []string{"fsm", "server/resp"}},
+		{"raftnode", []string{"fsm", "store"}},
+	} {
+		pkg, want := tc.pkg, tc.want
+		t.Run(pkg, func(t *testing.T) {
+			path := module + "/" + pkg
+			for _, dep := range goList(t, "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", path) {
+				ours, ok := strings.CutPrefix(dep, module+"/")
+				if !ok || dep == path {
+					continue
+				}
+				if !slices.Contains(want, ours) {
+					t.Errorf("%s depends on %s; it may depend only on %v of ours", pkg, ours, want)
+				}
+			}
+		})
+	}
+}
+
+// TestNoTestingInProduction checks that no non-test file of ours imports "testing" (STYLE.md).
+func TestNoTestingInProduction(t *testing.T) {
+	lines := goList(t, "-f", "{{.ImportPath}}|{{join .Imports \",\"}}", module+"/...")
+	if len(lines) < 5 {
+		t.Fatalf("go list found only %d packages: %q", len(lines), lines)
+	}
+	for _, line := range lines {
+		pkg, imports, _ := strings.Cut(line, "|")
+		for imp := range strings.SplitSeq(imports, ",") {
+			if imp == "testing" || strings.HasPrefix(imp, "testing/") {
+				t.Errorf("%s imports %q outside its tests", pkg, imp)
+			}
+		}
+	}
+}
