@@ -56,7 +56,6 @@ func invalidCommands() []fsm.Command {
 		{Kind: 6, Key: []byte("a"), Match: matchAny},
 		{Kind: 255, Key: []byte("a"), Match: matchAny},
 		grant("", "o", 1, matchAny),
-		grant("a", "o", 1, byOwner("o")),
 		grant("a", "o", 1, fsm.Match{}),
 		release("", matchAny),
 		release("a", matchAbsent),

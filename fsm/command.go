@@ -85,7 +85,7 @@ type Match struct {
 
 // Command is one replicated lock-table change. Which fields matter depends on Kind:
 //
-//	Grant:   Key, Owner, LeaseMs, KeepLease, Match (Any, Absent or Token)
+//	Grant:   Key, Owner, LeaseMs, KeepLease, Match (Any, Absent, Token or Owner)
 //	Release: Key, Match (Any, Token or Owner)
 //	Renew:   Key, Match (Any, Token or Owner), LeaseMs (> 0)
 //	Expire:  Key, Token, LeaseRev
@@ -116,7 +116,7 @@ func (c Command) Validate() error {
 		return nil
 	case KindGrant:
 		switch c.Match.Kind {
-		case MatchAny, MatchAbsent, MatchToken:
+		case MatchAny, MatchAbsent, MatchToken, MatchOwner:
 		default:
 			return fmt.Errorf("fsm: grant with match %d", c.Match.Kind)
 		}

@@ -128,6 +128,11 @@ func (m *Machine) grant(index uint64, cmd Command) Result {
 		if !held || cur.Token != cmd.Match.Token {
 			return Result{Status: StatusGrantRejected, Token: cur.Token}
 		}
+	case MatchOwner:
+		// A script replacing a lock it set itself earlier: it cannot know that grant's token.
+		if !held || !bytes.Equal(cur.Owner, cmd.Match.Owner) {
+			return Result{Status: StatusGrantRejected, Token: cur.Token}
+		}
 	}
 	next := Lock{
 		Owner:    bytes.Clone(cmd.Owner),

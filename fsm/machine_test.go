@@ -411,7 +411,6 @@ func TestApplyInvalid(t *testing.T) {
 		{"kind 6", fsm.Command{Kind: 6, Key: []byte("a"), Match: matchAny}},
 		{"kind 255", fsm.Command{Kind: 255, Key: []byte("a"), Match: matchAny}},
 		{"renew without a lease", renew("a", byToken(1), 0)},
-		{"grant match owner", grant("a", "o2", 1000, byOwner("o1"))},
 		{"grant match 0", grant("a", "o2", 1000, fsm.Match{})},
 		{"grant match 5", grant("a", "o2", 1000, fsm.Match{Kind: 5})},
 		{"release match absent", release("a", matchAbsent)},

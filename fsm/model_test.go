@@ -39,8 +39,8 @@ func modelValid(c fsm.Command) bool {
 	case fsm.KindNoop:
 		return true
 	case fsm.KindGrant:
-		// A grant requires the key free, any state, or the holder it saw; never an owner.
-		ok := c.Match.Kind == fsm.MatchAny || c.Match.Kind == fsm.MatchAbsent || c.Match.Kind == fsm.MatchToken
+		// A grant requires the key free, any state, the holder it saw, or an owner.
+		ok := c.Match.Kind == fsm.MatchAny || c.Match.Kind == fsm.MatchAbsent || c.Match.Kind == fsm.MatchToken || c.Match.Kind == fsm.MatchOwner
 		return ok && len(c.Key) > 0
 	case fsm.KindRelease:
 		ok := c.Match.Kind == fsm.MatchAny || c.Match.Kind == fsm.MatchToken || c.Match.Kind == fsm.MatchOwner
@@ -91,6 +91,8 @@ func (m *model) apply(index uint64, c fsm.Command) fsm.Result {
 			allowed = !held
 		case fsm.MatchToken:
 			allowed = held && cur.token == uint64(c.Match.Token)
+		case fsm.MatchOwner:
+			allowed = held && cur.owner == string(c.Match.Owner)
 		}
 		if !allowed {
 			// Rejected: report who holds the key (0: nobody).

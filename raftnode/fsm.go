@@ -43,6 +43,9 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		res := n.machine.Apply(l.Index, cmd)
 		n.trackLeaseLocked(string(cmd.Key), res, now)
+		if fn := n.changed.Load(); fn != nil && changesLock(res) {
+			(*fn)(cmd.Key)
+		}
 		out[i] = res
 	}
 	return out
@@ -76,6 +79,9 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 		return true
 	})
 	n.wakeLeases()
+	if fn := n.changed.Load(); fn != nil {
+		(*fn)(nil) // any key may have changed
+	}
 	n.log.Info("restored snapshot", "locks", m.Len(), "applied", m.Applied())
 	return nil
 }
@@ -91,3 +97,14 @@ func (s *tableSnapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (s *tableSnapshot) Release() {}
+
+// changesLock reports whether an applied result changed a lock (its holder, value or lease).
+func changesLock(r fsm.Result) bool {
+	switch r.Status {
+	case fsm.StatusGranted, fsm.StatusReleased, fsm.StatusRenewed:
+		return true
+	case fsm.StatusExpired:
+		return r.Existed
+	}
+	return false
+}

@@ -47,6 +47,9 @@ type Node struct {
 	verifyReqs chan chan error
 
 	stats counters
+	// changed, when set, is told the key of every applied change to the lock table (client-side
+	// caching invalidations). It runs in the apply path under mu: it must not block.
+	changed atomic.Pointer[func(key []byte)]
 
 	removed   chan struct{}
 	closing   atomic.Bool
@@ -307,3 +310,9 @@ func (n *Node) Digest() (applied uint64, sum string) {
 	}
 	return applied, hex.EncodeToString(h.Sum(nil))
 }
+
+// OnChange registers fn to be called with the key of every change this node applies to the lock
+// table (grant, release, renew, expiry), on every node, leader or not; a nil key after a snapshot
+// was restored means any key may have changed. fn runs in the apply path and must not block,
+// and key is only valid during the call.
+func (n *Node) OnChange(fn func(key []byte)) { n.changed.Store(&fn) }

@@ -57,11 +57,11 @@ func init() {
 		{name: "reset", arity: 1, flags: []string{"fast"}, summary: "Reset the connection", run: cmdReset},
 		{name: "readonly", arity: 1, flags: []string{"fast"}, summary: "Serve this connection's reads from a follower's own table (possibly stale)", run: cmdReadonly},
 		{name: "readwrite", arity: 1, flags: []string{"fast"}, summary: "Back to linearizable reads through the leader", run: cmdReadwrite},
-		{name: "eval", arity: -3, flags: []string{"noscript"}, summary: "Not supported yet", run: cmdNoScripts},
-		{name: "evalsha", arity: -3, flags: []string{"noscript"}, summary: "Not supported yet", run: cmdNoScripts},
-		{name: "eval_ro", arity: -3, flags: []string{"noscript"}, summary: "Not supported yet", run: cmdNoScripts},
-		{name: "evalsha_ro", arity: -3, flags: []string{"noscript"}, summary: "Not supported yet", run: cmdNoScripts},
-		{name: "script", arity: -2, flags: []string{"noscript"}, summary: "Not supported yet", run: cmdNoScripts},
+		{name: "eval", arity: -3, flags: []string{"write", "noscript", "movablekeys"}, first: 3, last: 3, step: 1, summary: "Run a Lua script on the leader; its effects are replicated", run: cmdEval},
+		{name: "evalsha", arity: -3, flags: []string{"write", "noscript", "movablekeys"}, first: 3, last: 3, step: 1, summary: "Run a stored Lua script by its SHA1", run: cmdEvalSHA},
+		{name: "eval_ro", arity: -3, flags: []string{"readonly", "noscript", "movablekeys"}, first: 3, last: 3, step: 1, summary: "Run a read-only Lua script", run: cmdEvalRO},
+		{name: "evalsha_ro", arity: -3, flags: []string{"readonly", "noscript", "movablekeys"}, first: 3, last: 3, step: 1, summary: "Run a stored read-only Lua script by its SHA1", run: cmdEvalSHARO},
+		{name: "script", arity: -2, flags: []string{"write", "noscript"}, summary: "SCRIPT LOAD, EXISTS, FLUSH, KILL", run: cmdScript},
 		{name: "cluster", arity: -2, summary: "Cluster topology for cluster-mode clients: SLOTS, SHARDS, NODES, INFO, MYID", run: cmdCluster},
 		{name: "raft", arity: -2, summary: "Cluster administration: MEMBERS, ADD, PROMOTE, REMOVE, TRANSFER, SNAPSHOT, STATS, DIGEST", run: cmdRaft},
 	} {
@@ -108,6 +108,11 @@ func (c *conn) dispatch(args [][]byte) {
 		c.s.stats.errors.Add(1)
 		c.w.Error("ERR wrong number of arguments for '" + cmd.name + "' command")
 		return
+	}
+	if c.tracking != trackOff && c.tracking != trackBcast {
+		// Before the read runs or is forwarded: a change racing it costs a spurious
+		// invalidation, never a missed one.
+		c.trackRead(cmd, args)
 	}
 	if cmd.leader && !c.s.node.IsLeader() && !(c.readonly && !cmd.write) {
 		c.route(cmd, args)

@@ -46,6 +46,15 @@ type conn struct {
 	forwarded bool
 	// readonly (READONLY) lets reads be served from a follower's own table.
 	readonly bool
+	// script is set while a script runs on this connection (inside Node.Exec's evaluation).
+	script *scriptRun
+
+	// tracking is the CLIENT TRACKING mode; caching is CLIENT CACHING's one-shot yes (1) or
+	// no (-1). pushes carries invalidations from the node's apply path to this connection's
+	// writer (bounded: a client that does not read them is disconnected).
+	tracking trackMode
+	caching  int8
+	pushes   chan invalidation
 }
 
 // request is one parsed command, or the error that ended the stream.
@@ -62,6 +71,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		r:      resp.NewReader(nc, s.cfg.Limits),
 		w:      resp.NewWriter(nc),
 		tokens: make(map[string]fsm.Token),
+		pushes: make(chan invalidation, pushQueue),
 	}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	return c
@@ -76,28 +86,41 @@ func (c *conn) serve() {
 	}()
 	defer func() {
 		c.cancel()
+		c.s.tracker.forget(c)
 		c.closeUpstream()
 		c.nc.Close()
 		<-readerDone
 	}()
-	for req := range reqs {
-		if req.err != nil {
-			var pe *resp.ProtocolError
-			if errors.As(req.err, &pe) {
-				// As Redis does: say what was wrong, then close.
-				c.w.Error("ERR " + pe.Error())
-				c.w.Flush()
+	for {
+		select {
+		case req, ok := <-reqs:
+			if !ok {
+				return
 			}
+			if req.err != nil {
+				var pe *resp.ProtocolError
+				if errors.As(req.err, &pe) {
+					// As Redis does: say what was wrong, then close.
+					c.w.Error("ERR " + pe.Error())
+					c.w.Flush()
+				}
+				return
+			}
+			c.dispatch(req.args)
+			if c.quit {
+				c.w.Flush()
+				return
+			}
+		case inv := <-c.pushes:
+			// Between two replies, never inside one: pushes and replies stay whole.
+			c.writePush(inv)
+		case <-c.ctx.Done():
 			return
 		}
-		c.dispatch(req.args)
-		if c.quit || len(reqs) == 0 {
+		if len(reqs) == 0 && len(c.pushes) == 0 {
 			if err := c.w.Flush(); err != nil {
 				return
 			}
-		}
-		if c.quit {
-			return
 		}
 	}
 }

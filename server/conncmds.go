@@ -144,7 +144,7 @@ func validClientName(b []byte) bool {
 	return true
 }
 
-// CLIENT SETNAME|GETNAME|ID|SETINFO|INFO|LIST
+// CLIENT SETNAME|GETNAME|ID|SETINFO|INFO|LIST|TRACKING|CACHING|GETREDIR|TRACKINGINFO
 func cmdClient(c *conn, args [][]byte) {
 	sub := args[1]
 	switch {
@@ -179,6 +179,14 @@ func cmdClient(c *conn, args [][]byte) {
 			return
 		}
 		c.w.SimpleString("OK")
+	case is(sub, "tracking"):
+		c.clientTracking(args)
+	case is(sub, "caching"):
+		c.clientCaching(args)
+	case is(sub, "getredir") && len(args) == 2:
+		c.w.Int(map[bool]int64{true: 0, false: -1}[c.tracking != trackOff])
+	case is(sub, "trackinginfo") && len(args) == 2:
+		c.trackingInfo()
 	case (is(sub, "info") || is(sub, "list")) && len(args) == 2:
 		c.w.Verbatim("txt", c.infoLine()+"\n")
 	case is(sub, "setname"), is(sub, "getname"), is(sub, "id"), is(sub, "setinfo"), is(sub, "info"), is(sub, "list"):
@@ -203,15 +211,13 @@ func cmdQuit(c *conn, args [][]byte) {
 // stay held (they are replicated state), but it forgets their tokens.
 func cmdReset(c *conn, args [][]byte) {
 	c.closeUpstream()
+	c.s.tracker.forget(c)
+	c.tracking, c.caching = trackOff, 0
 	c.readonly = false
 	c.w.SetProtocol(2)
 	c.name, c.libName, c.libVer = "", "", ""
 	clear(c.tokens)
 	c.w.SimpleString("RESET")
-}
-
-func cmdNoScripts(c *conn, args [][]byte) {
-	c.w.Error("ERR raftlock does not run scripts yet: use LOCK/UNLOCK/RENEW, or SET key value NX PX ms to lock and DEL to unlock")
 }
 
 // configParams answers CONFIG GET with what clients and redis-benchmark ask about.

@@ -9,6 +9,11 @@ import (
 // exec runs one request through the node with the connection's context. On a follower, a
 // READONLY connection's reads are answered from the local applied table (possibly stale).
 func (c *conn) exec(keys [][]byte, eval func(fsm.View) []fsm.Command) ([]fsm.Result, error) {
+	if c.script != nil {
+		// Inside a script (redis.call): evaluate on the script's overlay; the script's
+		// commands replicate together when it ends.
+		return c.script.ov.apply(eval(c.script.ov)), nil
+	}
 	if c.readonly && c.cmd != nil && !c.cmd.write && !c.s.node.IsLeader() {
 		c.s.node.ExecLocal(func(v fsm.View) { eval(v) })
 		return nil, nil

@@ -134,7 +134,9 @@ func cmdSet(c *conn, args [][]byte) {
 	}
 	if len(res) == 1 && res[0].Status == fsm.StatusGranted {
 		c.s.stats.grants.Add(1)
-		c.tokens[string(key)] = res[0].Token
+		if c.script == nil { // inside a script the token is only a prediction
+			c.tokens[string(key)] = res[0].Token
+		}
 	} else if refused || len(res) == 1 && res[0].Status == fsm.StatusGrantRejected {
 		c.s.stats.refusals.Add(1)
 		refused = true

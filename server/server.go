@@ -44,6 +44,9 @@ type Node interface {
 	SetMemberAddr(ctx context.Context, id, addr string) error
 	Snapshot() error
 	Digest() (applied uint64, sum string)
+	// OnChange registers the hook told of every key the node's apply path changes (nil key:
+	// any may have); it must not block. Client-side caching invalidations come from it.
+	OnChange(fn func(key []byte))
 }
 
 // Config configures a Server. A zero field means the documented default.
@@ -67,6 +70,9 @@ type Config struct {
 	ForwardTimeout time.Duration
 	// Pipeline bounds the commands read ahead of execution on one connection. Default 128.
 	Pipeline int
+	// ScriptTimeout bounds how long a Lua script may run: it holds the leader's view (and so
+	// every apply) while it runs. Default 1 s, shorter than Redis's 5 s busy limit.
+	ScriptTimeout time.Duration
 	// Limits bound the RESP parser.
 	Limits resp.Limits
 	// Now is the clock for absolute expiry times (PXAT, EXAT, PEXPIREAT). Default time.Now.
@@ -123,6 +129,9 @@ func (c Config) withDefaults() Config {
 	if c.ForwardTimeout == 0 {
 		c.ForwardTimeout = d.ForwardTimeout
 	}
+	if c.ScriptTimeout == 0 {
+		c.ScriptTimeout = d.ScriptTimeout
+	}
 	if c.Limits == (resp.Limits{}) {
 		c.Limits = d.Limits
 	}
@@ -154,10 +163,12 @@ func (c Config) Validate() error {
 
 // Server serves RESP clients.
 type Server struct {
-	cfg   Config
-	node  Node
-	log   *slog.Logger
-	start time.Time
+	cfg     Config
+	node    Node
+	scripts scriptEngine
+	tracker *tracker
+	log     *slog.Logger
+	start   time.Time
 	// bootID makes the default owners of this process's LOCKs unlike any earlier process's.
 	bootID string
 
@@ -195,6 +206,9 @@ func New(cfg Config, node Node) (*Server, error) {
 	s := &Server{cfg: cfg, node: node, log: cfg.Logger.With("component", "server"), start: time.Now(),
 		bootID: strconv.FormatUint(rand.Uint64()>>16, 36)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.scripts = newScriptEngine(cfg)
+	s.tracker = newTracker()
+	node.OnChange(s.tracker.changed)
 	s.mu.conns = make(map[*conn]struct{})
 	return s, nil
 }
@@ -281,8 +295,10 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
+	s.scripts.Close()
 	return err
 }
+
 
 // Clients is the number of open connections.
 func (s *Server) Clients() int {

@@ -420,9 +420,6 @@ func TestHelloAndConnectionCommands(t *testing.T) {
 	if got := r.do("GET", "nope"); got != "$-1\r\n" {
 		t.Errorf("RESP2 null after RESET = %q", got)
 	}
-	if got := r.do("EVAL", "return 1", "0"); !strings.HasPrefix(got, "-ERR raftlock does not run scripts yet") {
-		t.Errorf("EVAL = %q", got)
-	}
 	if got := r.do("QUIT"); got != "+OK\r\n" {
 		t.Errorf("QUIT = %q", got)
 	}

@@ -1,0 +1,87 @@
+package server
+
+import (
+	"time"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// fakeIndexBase numbers the entries a script's effects are predicted at. Real log indexes never
+// get near it, so a lock whose LeaseRev or Token is at or above it was set by the script itself.
+const fakeIndexBase = 1 << 62
+
+// overlay is the view a running script sees: the leader's view with the script's own effects
+// applied on top, as they will apply through the log. It collects the commands to replicate and
+// the results it predicted for them, so the server can check the prediction once they applied.
+type overlay struct {
+	base    fsm.View
+	scratch *fsm.Machine
+	loaded  map[string]bool // keys copied from base into scratch (present or absent)
+	next    uint64
+	delta   int // change in the number of held keys
+	cmds    []fsm.Command
+	want    []fsm.Result
+}
+
+func newOverlay(base fsm.View) *overlay {
+	return &overlay{base: base, scratch: fsm.New(), loaded: map[string]bool{}, next: fakeIndexBase}
+}
+
+func (o *overlay) load(key []byte) {
+	if o.loaded[string(key)] {
+		return
+	}
+	o.loaded[string(key)] = true
+	if l, _, held := o.base.Lookup(key); held {
+		o.scratch.Put(key, l)
+	}
+}
+
+func (o *overlay) Lookup(key []byte) (fsm.Lock, time.Duration, bool) {
+	if !o.loaded[string(key)] {
+		return o.base.Lookup(key)
+	}
+	l, held := o.scratch.Get(key)
+	switch {
+	case !held:
+		return fsm.Lock{}, 0, false
+	case l.LeaseMs == 0:
+		return l, 0, true
+	case l.LeaseRev >= fakeIndexBase:
+		return l, time.Duration(l.LeaseMs) * time.Millisecond, true // set by this script: full
+	}
+	_, rem, _ := o.base.Lookup(key)
+	return l, rem, true
+}
+
+func (o *overlay) Len() int { return o.base.Len() + o.delta }
+
+func (o *overlay) Script(sha string) (string, bool) { return o.base.Script(sha) }
+
+// apply records cmds as the script's effects and returns the results they will have if nothing
+// else changes their keys first (the keys' pending marks see to that on a stable leader).
+func (o *overlay) apply(cmds []fsm.Command) []fsm.Result {
+	out := make([]fsm.Result, len(cmds))
+	for i, c := range cmds {
+		o.load(c.Key)
+		if c.Match.Kind == fsm.MatchToken && c.Match.Token >= fakeIndexBase {
+			// The holder is a lock this script set: its real token is not known until it
+			// applies, so guard by its owner instead.
+			l, _ := o.scratch.Get(c.Key)
+			c.Match = fsm.Match{Kind: fsm.MatchOwner, Owner: l.Owner}
+		}
+		_, before := o.scratch.Get(c.Key)
+		o.next++
+		out[i] = o.scratch.Apply(o.next, c)
+		_, after := o.scratch.Get(c.Key)
+		switch {
+		case before && !after:
+			o.delta--
+		case !before && after:
+			o.delta++
+		}
+		o.cmds = append(o.cmds, c)
+		o.want = append(o.want, out[i])
+	}
+	return out
+}
