@@ -299,7 +299,6 @@ func (s *Server) Close() error {
 	return err
 }
 
-
 // Clients is the number of open connections.
 func (s *Server) Clients() int {
 	s.mu.Lock()

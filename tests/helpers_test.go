@@ -99,6 +99,7 @@ type proc struct {
 	exited  chan struct{} // closed once the process has been waited for
 	waitErr error         // its exit status; read only after exited is closed
 	stopped atomic.Bool   // kill9 or stop was called: an exit is expected
+	paused  atomic.Bool   // sigstop was called and sigcont not yet
 }
 
 // node is a raftlock process, with what restarting it on the same directory takes.
@@ -108,6 +109,7 @@ type node struct {
 	raftAddr string
 	id       string
 	starts   int
+	args     []string // more flags, passed again at every restart (--peers, --join, tuning)
 }
 
 var logSeq atomic.Int64
@@ -173,6 +175,45 @@ func (p *proc) kill9() {
 	}
 }
 
+// signal sends sig to the process, failing the test if it has exited.
+func (p *proc) signal(sig syscall.Signal) {
+	p.t.Helper()
+	if !p.running() {
+		p.t.Fatalf("%s: %v: already exited: %v", p.name, sig, p.waitErr)
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatalf("%s: %v: %v", p.name, sig, err)
+	}
+}
+
+// sigstop pauses the process (SIGSTOP); sigcont resumes it. A paused process keeps its sockets:
+// its peers and clients see a node that stopped answering, not one that went away.
+func (p *proc) sigstop() {
+	p.t.Helper()
+	p.signal(syscall.SIGSTOP)
+	p.paused.Store(true)
+}
+
+func (p *proc) sigcont() {
+	p.t.Helper()
+	p.signal(syscall.SIGCONT)
+	p.paused.Store(false)
+}
+
+// expectExit tells the cleanup that the process is about to exit on its own (it was removed
+// from the cluster, say): that exit is not a failure.
+func (p *proc) expectExit() { p.stopped.Store(true) }
+
+// waitExit waits up to timeout for the process to exit on its own.
+func (p *proc) waitExit(timeout time.Duration) error {
+	select {
+	case <-p.exited:
+		return nil
+	case <-time.After(timeout):
+		return fmt.Errorf("%s still running after %v", p.name, timeout)
+	}
+}
+
 // stop sends SIGTERM and waits for a clean exit (SIGKILL after 15 s). It is idempotent, returns
 // nil for a process already stopped by kill9, and an error for one that exited on its own.
 func (p *proc) stop() error {
@@ -194,6 +235,8 @@ func (p *proc) stop() error {
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		return fmt.Errorf("SIGTERM: %w", err)
 	}
+	// A process a test paused with SIGSTOP acts on the SIGTERM only once it runs again.
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
 	select {
 	case <-p.exited:
 	case <-time.After(15 * time.Second):
@@ -261,30 +304,42 @@ func (n *node) restart(t testing.TB) *node {
 	if n.running() {
 		t.Fatalf("%s: restart while still running", n.name)
 	}
-	m := &node{dir: n.dir, raftAddr: n.raftAddr, id: n.id, starts: n.starts}
+	m := &node{dir: n.dir, raftAddr: n.raftAddr, id: n.id, starts: n.starts, args: n.args}
 	if err := m.launch(t, n.addr); err != nil {
 		t.Fatalf("restart raftlock: %v", err)
 	}
 	return m
 }
 
+// launch starts the node's process on addr and waits until it serves requests (waitReady).
 func (n *node) launch(t testing.TB, addr string) error {
 	t.Helper()
+	if err := n.start(t, addr); err != nil {
+		return err
+	}
+	return n.waitReady(20 * time.Second)
+}
+
+// start starts the node's process on addr without waiting for it: the nodes of a new cluster
+// must all be running before any of them can elect a leader.
+func (n *node) start(t testing.TB, addr string) error {
+	t.Helper()
 	n.starts++
-	p, err := launch(t, fmt.Sprintf("raftlock-%s-start%d", n.id, n.starts), raftlockBin, addr,
-		"--dir", n.dir, "--addr", addr, "--raft-addr", n.raftAddr, "--id", n.id)
+	args := append([]string{"--dir", n.dir, "--addr", addr, "--raft-addr", n.raftAddr, "--id", n.id}, n.args...)
+	p, err := launch(t, fmt.Sprintf("raftlock-%s-start%d", n.id, n.starts), raftlockBin, addr, args...)
 	if err != nil {
 		return err
 	}
 	n.proc = p
-	return n.waitReady(20 * time.Second)
+	return nil
 }
 
 // waitReady waits until the node answers PING, then until it answers a request that needs the
-// leader (DBSIZE) with an integer.
+// leader (DBSIZE) with an integer, or with a redirect to the leader (a follower started with
+// --redirect true).
 func (n *node) waitReady(timeout time.Duration) error {
 	return n.waitServing(timeout, func(c *respConn) error {
-		if r, err := c.do("DBSIZE"); err != nil || r[0] != ':' {
+		if r, err := c.do("DBSIZE"); err != nil || r[0] != ':' && !bytes.HasPrefix(r, []byte("-MOVED ")) {
 			return fmt.Errorf("DBSIZE: %q, %v", r, err)
 		}
 		return nil
