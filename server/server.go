@@ -98,6 +98,7 @@ func DefaultConfig() Config {
 		Pipeline:       128,
 		ForwardTimeout: 15 * time.Second,
 		Limits:         resp.DefaultLimits(),
+		ScriptTimeout:  time.Second,
 		Now:            time.Now,
 		Logger:         slog.Default(),
 	}

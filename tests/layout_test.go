@@ -32,7 +32,8 @@ func TestLayout(t *testing.T) {
 		{"fsm", nil},
 		{"store", nil},
 		{"server/resp", nil},
-		{"server", []string{"fsm", "server/resp"}},
+		{"script", nil},
+		{"server", []string{"fsm", "server/resp", "script"}},
 		{"raftnode", []string{"fsm", "store"}},
 	} {
 		pkg, want := tc.pkg, tc.want

@@ -1,0 +1,270 @@
+// Package script runs raftlock's Lua scripts (EVAL, EVALSHA) as Redis 7.0 does, on gopher-lua
+// (Lua 5.1, as Redis): the sandboxed VM, KEYS and ARGV, the redis.* API, Redis's conversions
+// between Lua values and RESP replies, its error texts, a time limit, and the SHA1 identity of
+// a script. It knows nothing of locks: every redis.call goes to a Caller that the server
+// supplies, which runs the command against the leader's view and collects what to replicate.
+//
+// Where this differs from Redis 7.0 (compat_test.go pins each difference next to Redis's reply):
+//   - A script running longer than Config.Timeout is stopped with an error (Redis keeps it
+//     running, answers BUSY to everyone else, and waits for SCRIPT KILL).
+//   - redis.setresp(3) is refused; set_repl, breakpoint, debug, acl_check_cmd,
+//     REDIS_VERSION, gcinfo, string.dump and the bit, cjson, cmsgpack, struct and coroutine
+//     libraries are absent; collectgarbage does nothing.
+//   - math.random starts from the same state every run (Redis 7.0 carries it over).
+//   - Calls nest 2000 deep, not 20000.
+//   - gopher-lua words runtime errors its own way ("attempt to index a non-table
+//     object(nil) with key 'b'" where Lua says "attempt to index local 'a' (a nil value)"),
+//     reports grammar errors as "unexpected symbol" where Lua may say "'end' expected",
+//     accepts goto, and prints non-integers in ".." and string.format with Go's shortest form
+//     rather than %.14g (tostring is fixed). The texts this package writes itself (redis.*
+//     errors, compile error prefixes, positions and the " script: <sha>, on
+//     @user_script:<line>." suffix) are Redis's.
+//   - Memory: the VM's stacks are bounded and string.rep is capped (vm.go); other allocations
+//     are bounded only by the time limit, and a loop doubling a string can exhaust memory
+//     faster than that (Redis has no bound either).
+package script
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config configures an Engine. A zero field means the documented default.
+type Config struct {
+	// Timeout bounds one run: a script still running then is stopped, and Run returns an
+	// *Error wrapping ErrTimeout. Default 5s, Redis's busy-reply-threshold.
+	Timeout time.Duration
+	// Pool is how many idle VMs are kept for reuse. Default GOMAXPROCS.
+	Pool int
+	// Cache is how many compiled scripts are kept, least recently used out first.
+	// Default 1000.
+	Cache int
+	// Logger receives redis.log's lines. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the default configuration.
+func DefaultConfig() Config {
+	return Config{
+		Timeout: 5 * time.Second,
+		Pool:    runtime.GOMAXPROCS(0),
+		Cache:   1000,
+		Logger:  slog.Default(),
+	}
+}
+
+// Validate reports the first field that is out of range.
+func (c Config) Validate() error {
+	switch {
+	case c.Timeout < 0:
+		return errors.New("script: Config.Timeout must not be negative")
+	case c.Pool < 0:
+		return errors.New("script: Config.Pool must not be negative")
+	case c.Cache < 0:
+		return errors.New("script: Config.Cache must not be negative")
+	}
+	return nil
+}
+
+// withDefaults fills the zero (or invalid) fields of c from DefaultConfig.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Timeout <= 0 {
+		c.Timeout = d.Timeout
+	}
+	if c.Pool <= 0 {
+		c.Pool = d.Pool
+	}
+	if c.Cache <= 0 {
+		c.Cache = d.Cache
+	}
+	if c.Logger == nil {
+		c.Logger = d.Logger
+	}
+	return c
+}
+
+// Caller executes one Redis command from inside a script (redis.call, redis.pcall) and returns
+// its reply. args[0] is the command name; args and the slices in it are the callee's to keep.
+// A Redis error reply is a Value of KindError, not a Go error: redis.call raises it in the
+// script, redis.pcall returns it. A Go error aborts the script, whatever it does (pcall cannot
+// catch it), and Run returns an *Error that wraps it, with its text (CR and LF made spaces)
+// as the reply. The reply is read before Call is called again, so it may share memory with
+// the callee.
+type Caller interface {
+	Call(args [][]byte) (Value, error)
+}
+
+// Engine runs scripts. It is safe for concurrent use: each run takes a VM from a pool (or
+// makes one), and compiled scripts are shared by all VMs.
+type Engine struct {
+	cfg   Config
+	now   func() time.Time // the clock of the time limit; tests replace it
+	cache *protoCache
+	mu    struct {
+		sync.Mutex
+		closed bool
+		idle   []*vm
+	}
+	stats struct {
+		runs, failed, timeouts, aborts, compiles, hits, vms atomic.Uint64
+	}
+}
+
+// New returns an Engine for cfg, which should be valid (see Validate): fields out of range
+// take their defaults.
+func New(cfg Config) *Engine {
+	cfg = cfg.withDefaults()
+	e := &Engine{cfg: cfg, now: time.Now, cache: newProtoCache(cfg.Cache)}
+	e.mu.idle = make([]*vm, 0, cfg.Pool)
+	return e
+}
+
+// Run runs src with KEYS and ARGV set from keys and argv; call executes its redis.call and
+// redis.pcall (a nil call answers every command with Redis's unknown-command error). ctx
+// bounds the run as well as Config.Timeout.
+//
+// A script that does not compile, raises an error, runs out of time or is aborted by call
+// returns an *Error whose Error() is Redis's reply without its leading '-'. A script that
+// returns an error table ({err=...}, redis.error_reply) returns a Value of KindError.
+func (e *Engine) Run(ctx context.Context, src []byte, keys, argv [][]byte, call Caller) (Value, error) {
+	e.stats.runs.Add(1)
+	v, err := e.run(ctx, src, keys, argv, call)
+	if err != nil {
+		e.stats.failed.Add(1)
+		switch {
+		case errors.Is(err, ErrTimeout):
+			e.stats.timeouts.Add(1)
+		case errors.Unwrap(err) != nil && !errors.Is(err, ErrCompile) && !errors.Is(err, ErrClosed):
+			e.stats.aborts.Add(1)
+		}
+	}
+	return v, err
+}
+
+func (e *Engine) run(ctx context.Context, src []byte, keys, argv [][]byte, call Caller) (Value, error) {
+	script, err := e.load(src)
+	if err != nil {
+		return Value{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Value{}, &Error{Msg: "ERR Script killed: " + err.Error(), Err: err}
+	}
+	m, err := e.acquire()
+	if err != nil {
+		return Value{}, err
+	}
+	v, err := m.run(ctx, script.proto, script.sha, keys, argv, call)
+	// A stopped run unwound cleanly, but it is rare: start the next one on a fresh VM.
+	e.release(m, m.rc.stop == nil && !m.broken)
+	return v, err
+}
+
+// Compile compiles src and keeps it for Run, as SCRIPT LOAD does. Its error is an *Error with
+// Redis's text ("ERR Error compiling script (new function): user_script:1: ...").
+func (e *Engine) Compile(src []byte) error {
+	if e.isClosed() {
+		return errEngineClosed
+	}
+	_, err := e.load(src)
+	return err
+}
+
+// load returns src compiled, from the cache or compiled now.
+func (e *Engine) load(src []byte) (*cached, error) {
+	if c, ok := e.cache.get(src); ok {
+		e.stats.hits.Add(1)
+		return c, nil
+	}
+	proto, err := compile(src)
+	if err != nil {
+		return nil, err
+	}
+	e.stats.compiles.Add(1)
+	c := &cached{src: string(src), sha: SHA1Hex(src), proto: proto}
+	e.cache.put(c)
+	return c, nil
+}
+
+func (e *Engine) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.mu.closed
+}
+
+func (e *Engine) acquire() (*vm, error) {
+	e.mu.Lock()
+	if e.mu.closed {
+		e.mu.Unlock()
+		return nil, errEngineClosed
+	}
+	if n := len(e.mu.idle); n > 0 {
+		m := e.mu.idle[n-1]
+		e.mu.idle = e.mu.idle[:n-1]
+		e.mu.Unlock()
+		return m, nil
+	}
+	e.mu.Unlock()
+	e.stats.vms.Add(1)
+	return newVM(e), nil
+}
+
+func (e *Engine) release(m *vm, reuse bool) {
+	e.mu.Lock()
+	if reuse && !e.mu.closed && len(e.mu.idle) < e.cfg.Pool {
+		e.mu.idle = append(e.mu.idle, m)
+		m = nil
+	}
+	e.mu.Unlock()
+	if m != nil {
+		m.L.Close()
+	}
+}
+
+// Close releases the idle VMs. Runs in progress finish; later ones fail with ErrClosed.
+// Close is idempotent.
+func (e *Engine) Close() {
+	e.mu.Lock()
+	idle := e.mu.idle
+	e.mu.idle, e.mu.closed = nil, true
+	e.mu.Unlock()
+	for _, m := range idle {
+		m.L.Close()
+	}
+}
+
+// Stats is a snapshot of an Engine's counters.
+type Stats struct {
+	Runs     uint64 // Run calls
+	Failed   uint64 // runs that returned an *Error (a compile error, a raised error, a stop)
+	Timeouts uint64 // runs stopped by Config.Timeout
+	Aborts   uint64 // runs stopped by their ctx or their Caller
+	Compiles uint64 // scripts compiled (each compiled script not found in the cache)
+	Hits     uint64 // scripts found compiled in the cache
+	Cached   int    // compiled scripts in the cache
+	VMs      uint64 // VMs created
+	IdleVMs  int    // VMs waiting in the pool
+}
+
+// Stats returns a snapshot of e's counters.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	idle := len(e.mu.idle)
+	e.mu.Unlock()
+	return Stats{
+		Runs:     e.stats.runs.Load(),
+		Failed:   e.stats.failed.Load(),
+		Timeouts: e.stats.timeouts.Load(),
+		Aborts:   e.stats.aborts.Load(),
+		Compiles: e.stats.compiles.Load(),
+		Hits:     e.stats.hits.Load(),
+		Cached:   e.cache.len(),
+		VMs:      e.stats.vms.Load(),
+		IdleVMs:  idle,
+	}
+}

@@ -1,0 +1,137 @@
+package server
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// The scripts lock libraries send, verbatim.
+const (
+	// redsync v4 and redislock: delete only if we still own it.
+	releaseScript = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`
+	// redsync v4: extend only if we still own it.
+	extendScript = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) else return 0 end`
+	// redis-py Lock.extend (additive).
+	pyExtendScript = `local token = redis.call('get', KEYS[1])
+if not token or token ~= ARGV[1] then return 0 end
+local expiration = redis.call('pttl', KEYS[1])
+if not expiration then expiration = 0 end
+if expiration < 0 then return 0 end
+local newttl = ARGV[2]
+if ARGV[3] == "0" then newttl = ARGV[2] + expiration end
+redis.call('pexpire', KEYS[1], newttl)
+return 1`
+)
+
+func TestEvalLockScripts(t *testing.T) {
+	addr, _ := startServer(t, nil)
+	r := dialRaw(t, addr)
+	steps := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"SET", "res", "me", "NX", "PX", "10000"}, "+OK\r\n"},
+		{[]string{"EVAL", extendScript, "1", "res", "someone-else", "30000"}, ":0\r\n"},
+		{[]string{"EVAL", extendScript, "1", "res", "me", "30000"}, ":1\r\n"},
+		{[]string{"EVAL", pyExtendScript, "1", "res", "me", "5000", "0"}, ":1\r\n"},
+		{[]string{"EVAL", releaseScript, "1", "res", "someone-else"}, ":0\r\n"},
+		{[]string{"GET", "res"}, "$2\r\nme\r\n"},
+		{[]string{"EVAL", releaseScript, "1", "res", "me"}, ":1\r\n"},
+		{[]string{"EXISTS", "res"}, ":0\r\n"},
+		// A script sees its own writes, and they replicate together.
+		{[]string{"EVAL", `redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', 5000)
+			redis.call('set', KEYS[1], 'second', 'XX', 'KEEPTTL')
+			return {redis.call('get', KEYS[1]), redis.call('exists', KEYS[1]), redis.call('dbsize')}`, "1", "s", "first"},
+			"*3\r\n$6\r\nsecond\r\n:1\r\n:1\r\n"},
+		{[]string{"GET", "s"}, "$6\r\nsecond\r\n"},
+		{[]string{"EVAL", `redis.call('del', KEYS[1]); return redis.call('get', KEYS[1])`, "1", "s"}, "$-1\r\n"},
+		{[]string{"EXISTS", "s"}, ":0\r\n"},
+		// Conversions.
+		{[]string{"EVAL", `return {1, 'two', false, {ok='fine'}}`, "0"}, "*4\r\n:1\r\n$3\r\ntwo\r\n$-1\r\n+fine\r\n"},
+		{[]string{"EVAL", `return redis.status_reply('FINE')`, "0"}, "+FINE\r\n"},
+		{[]string{"EVAL", `return redis.error_reply('MYERR custom')`, "0"}, "-MYERR custom\r\n"},
+	}
+	for _, s := range steps {
+		if got := r.do(s.args...); got != s.want {
+			t.Errorf("%.60q: got %q, want %q", s.args, got, s.want)
+		}
+	}
+	// PTTL after the additive extend: 30000 + ~5000.
+	r.do("SET", "p", "me", "PX", "10000")
+	r.do("EVAL", pyExtendScript, "1", "p", "me", "5000", "0")
+	if got := r.do("PTTL", "p"); got < ":14000" || got > ":15000" {
+		t.Errorf("PTTL after additive extend = %q, want about 15000", got)
+	}
+}
+
+func TestEvalSHAAndScriptCommands(t *testing.T) {
+	addr, _ := startServer(t, nil)
+	r := dialRaw(t, addr)
+	sha := "e0e1f9fabfc9d4800c877a703b823ac0578ff8db" // sha1("return 1"), as redis-cli SCRIPT LOAD prints
+	if got := r.do("EVALSHA", sha, "0"); got != "-NOSCRIPT No matching script. Please use EVAL.\r\n" {
+		t.Errorf("EVALSHA unknown = %q", got)
+	}
+	if got := r.do("SCRIPT", "LOAD", "return 1"); got != "$40\r\n"+sha+"\r\n" {
+		t.Fatalf("SCRIPT LOAD = %q", got)
+	}
+	if got := r.do("EVALSHA", strings.ToUpper(sha), "0"); got != ":1\r\n" {
+		t.Errorf("EVALSHA = %q", got)
+	}
+	if got := r.do("SCRIPT", "EXISTS", sha, "0000000000000000000000000000000000000000"); got != "*2\r\n:1\r\n:0\r\n" {
+		t.Errorf("SCRIPT EXISTS = %q", got)
+	}
+	// EVAL caches what it ran, so EVALSHA of it works afterwards (what redsync relies on).
+	r.do("EVAL", "return 2", "0")
+	if got := r.do("EVALSHA", "7f923f79fe76194c868d7e1d0820de36700eb649", "0"); got != ":2\r\n" {
+		t.Errorf("EVALSHA of a script run by EVAL = %q", got)
+	}
+	if got := r.do("SCRIPT", "FLUSH"); got != "+OK\r\n" {
+		t.Errorf("SCRIPT FLUSH = %q", got)
+	}
+	if got := r.do("EVALSHA", sha, "0"); !strings.HasPrefix(got, "-NOSCRIPT") {
+		t.Errorf("EVALSHA after FLUSH = %q", got)
+	}
+	if got := r.do("SCRIPT", "KILL"); got != "-NOTBUSY No scripts in execution right now.\r\n" {
+		t.Errorf("SCRIPT KILL = %q", got)
+	}
+	if got := r.do("SCRIPT", "LOAD", "return +"); !strings.HasPrefix(got, "-ERR Error compiling script") {
+		t.Errorf("SCRIPT LOAD of bad Lua = %q", got)
+	}
+}
+
+func TestEvalRefusals(t *testing.T) {
+	addr, _ := startServer(t, nil)
+	r := dialRaw(t, addr)
+	for _, s := range []struct {
+		args   []string
+		prefix string
+	}{
+		{[]string{"EVAL", "return 1", "x"}, "-ERR value is not an integer or out of range"},
+		{[]string{"EVAL", "return 1", "-1"}, "-ERR Number of keys can't be negative"},
+		{[]string{"EVAL", "return 1", "2", "a"}, "-ERR Number of keys can't be greater than number of args"},
+		{[]string{"EVAL", "return redis.call('lock', KEYS[1], 1000)", "1", "k"}, "-ERR LOCK is not allowed from scripts"},
+		{[]string{"EVAL", "return redis.call('client', 'id')", "0"}, "-ERR This Redis command is not allowed from script"},
+		{[]string{"EVAL", "return redis.call('nosuch')", "0"}, "-ERR Unknown Redis command called from script"},
+		{[]string{"EVAL_RO", "return redis.call('set', KEYS[1], 'v')", "1", "k"}, "-ERR Write commands are not allowed from read-only scripts."},
+		{[]string{"EVAL", "return redis.pcall('get')", "0"}, "-ERR Wrong number of args calling Redis command from script"},
+	} {
+		if got := r.do(s.args...); !strings.HasPrefix(got, s.prefix) {
+			t.Errorf("%q: got %q, want prefix %q", s.args, got, s.prefix)
+		}
+	}
+	if got := r.do("EXISTS", "k"); got != ":0\r\n" {
+		t.Errorf("refused scripts changed the table: EXISTS k = %q", got)
+	}
+	// A script that never ends is stopped, and the node keeps serving.
+	start := time.Now()
+	if got := r.do("EVAL", "while true do end", "0"); !strings.HasPrefix(got, "-") {
+		t.Errorf("endless script = %q, want an error", got)
+	}
+	if d := time.Since(start); d > 4*time.Second {
+		t.Errorf("endless script took %v to stop", d)
+	}
+	if got := r.do("SET", "after", "v", "NX"); got != "+OK\r\n" {
+		t.Errorf("SET after an endless script = %q", got)
+	}
+}
