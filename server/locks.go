@@ -149,25 +149,17 @@ func cmdUnlock(c *conn, args [][]byte) {
 	if !ok {
 		return
 	}
-	res, err := c.exec(args[1:2], func(v fsm.View) []fsm.Command {
-		if l, _, held := v.Lookup(key); !held || l.Token != token {
-			return nil
-		}
-		return []fsm.Command{{Kind: fsm.KindRelease, Key: key, Match: byToken(token)}}
-	})
-	if err != nil {
-		c.replyError(err)
+	released, ok := c.applyIfHolder(key, token, fsm.Command{Kind: fsm.KindRelease, Key: key, Match: byToken(token)}, fsm.StatusReleased)
+	if !ok {
 		return
 	}
 	if t, ok := c.tokens[string(key)]; ok && t == token {
 		delete(c.tokens, string(key))
 	}
-	if len(res) == 1 && res[0].Status == fsm.StatusReleased {
+	if released {
 		c.s.stats.releases.Add(1)
-		c.w.Int(1)
-		return
 	}
-	c.w.Int(0)
+	c.w.Int(b2i(released))
 }
 
 // RENEW key [token] ttl_ms -> :1 renewed, :0 not held with that token.
@@ -189,36 +181,16 @@ func cmdRenew(c *conn, args [][]byte) {
 	if !ok {
 		return
 	}
-	res, err := c.exec(args[1:2], func(v fsm.View) []fsm.Command {
-		if l, _, held := v.Lookup(key); !held || l.Token != token {
-			return nil
-		}
-		return []fsm.Command{{Kind: fsm.KindRenew, Key: key, LeaseMs: ttl, Match: byToken(token)}}
-	})
-	if err != nil {
-		c.replyError(err)
-		return
+	renewed, ok := c.applyIfHolder(key, token, fsm.Command{Kind: fsm.KindRenew, Key: key, LeaseMs: ttl, Match: byToken(token)}, fsm.StatusRenewed)
+	if ok {
+		c.w.Int(b2i(renewed))
 	}
-	if len(res) == 1 && res[0].Status == fsm.StatusRenewed {
-		c.w.Int(1)
-		return
-	}
-	c.w.Int(0)
 }
 
 // LOCKINFO key -> {owner, token, pttl} or nil. pttl is -1 for a lock without a lease.
 func cmdLockInfo(c *conn, args [][]byte) {
-	var (
-		l    fsm.Lock
-		pttl int64
-		held bool
-	)
-	_, err := c.exec(args[1:2], func(v fsm.View) []fsm.Command {
-		l, pttl, held = lookupTTL(v, args[1])
-		return nil
-	})
-	if err != nil {
-		c.replyError(err)
+	l, pttl, held, ok := c.readKey(args[1])
+	if !ok {
 		return
 	}
 	if !held {
@@ -232,6 +204,37 @@ func cmdLockInfo(c *conn, args [][]byte) {
 	c.w.Int(int64(l.Token))
 	c.w.BulkString("pttl")
 	c.w.Int(pttl)
+}
+
+// readKey reads one key linearizably (or from the local table on a READONLY follower
+// connection): the lock, its remaining lease in ms (-1 without one, -2 when free). On an error it
+// has replied already and returns ok false.
+func (c *conn) readKey(key []byte) (l fsm.Lock, pttl int64, held, ok bool) {
+	_, err := c.exec([][]byte{key}, func(v fsm.View) []fsm.Command {
+		l, pttl, held = lookupTTL(v, key)
+		return nil
+	})
+	if err != nil {
+		c.replyError(err)
+		return l, pttl, held, false
+	}
+	return l, pttl, held, true
+}
+
+// applyIfHolder replicates cmd if key is held with token, and reports whether it applied with
+// the status want. On an error it has replied already and returns ok false.
+func (c *conn) applyIfHolder(key []byte, token fsm.Token, cmd fsm.Command, want fsm.Status) (applied, ok bool) {
+	res, err := c.exec([][]byte{key}, func(v fsm.View) []fsm.Command {
+		if l, _, held := v.Lookup(key); !held || l.Token != token {
+			return nil
+		}
+		return []fsm.Command{cmd}
+	})
+	if err != nil {
+		c.replyError(err)
+		return false, false
+	}
+	return len(res) == 1 && res[0].Status == want, true
 }
 
 // lookupTTL returns the lock on key and its remaining lease in ms (-1 without a lease).
@@ -253,16 +256,11 @@ func cmdValidate(c *conn, args [][]byte) {
 		c.w.Error("ERR invalid token: a fencing token is a positive integer")
 		return
 	}
-	valid := false
-	_, err := c.exec(args[1:2], func(v fsm.View) []fsm.Command {
-		l, _, held := v.Lookup(args[1])
-		valid = held && l.Token == fsm.Token(t)
-		return nil
-	})
-	if err != nil {
-		c.replyError(err)
+	l, _, held, ok := c.readKey(args[1])
+	if !ok {
 		return
 	}
+	valid := held && l.Token == fsm.Token(t)
 	c.w.Int(b2i(valid))
 }
 

@@ -155,25 +155,14 @@ func cmdSet(c *conn, args [][]byte) {
 
 // GET key
 func cmdGet(c *conn, args [][]byte) {
-	var (
-		owner []byte
-		held  bool
-	)
-	_, err := c.exec(args[1:2], func(v fsm.View) []fsm.Command {
-		var l fsm.Lock
-		l, _, held = v.Lookup(args[1])
-		owner = l.Owner
-		return nil
-	})
-	if err != nil {
-		c.replyError(err)
-		return
-	}
-	if !held {
+	l, _, held, ok := c.readKey(args[1])
+	switch {
+	case !ok:
+	case !held:
 		c.w.Null()
-		return
+	default:
+		c.w.Bulk(l.Owner)
 	}
-	c.w.Bulk(owner)
 }
 
 // GETRANGE key start end
@@ -184,16 +173,11 @@ func cmdGetRange(c *conn, args [][]byte) {
 		c.w.Error(errNotInt)
 		return
 	}
-	var owner []byte
-	_, err := c.exec(args[1:2], func(v fsm.View) []fsm.Command {
-		l, _, _ := v.Lookup(args[1])
-		owner = l.Owner
-		return nil
-	})
-	if err != nil {
-		c.replyError(err)
+	l, _, _, ok := c.readKey(args[1])
+	if !ok {
 		return
 	}
+	owner := l.Owner
 	// Redis's getrangeCommand, index for index.
 	n := int64(len(owner))
 	if start < 0 && end < 0 && start > end {
@@ -269,13 +253,8 @@ func cmdPTTL(c *conn, args [][]byte) { replyTTL(c, args, false) }
 func cmdTTL(c *conn, args [][]byte)  { replyTTL(c, args, true) }
 
 func replyTTL(c *conn, args [][]byte, seconds bool) {
-	var ttl int64
-	_, err := c.exec(args[1:2], func(v fsm.View) []fsm.Command {
-		_, ttl, _ = lookupTTL(v, args[1])
-		return nil
-	})
-	if err != nil {
-		c.replyError(err)
+	_, ttl, _, ok := c.readKey(args[1])
+	if !ok {
 		return
 	}
 	if seconds && ttl > 0 {

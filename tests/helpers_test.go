@@ -385,8 +385,9 @@ func (p *proc) waitServing(timeout time.Duration, check func(*respConn) error) e
 // respConn is a raw RESP connection: it writes commands as multibulk arrays (or raw bytes) and
 // reads back each reply's exact bytes, RESP2 or RESP3.
 type respConn struct {
-	nc net.Conn
-	br *bufio.Reader
+	nc      net.Conn
+	br      *bufio.Reader
+	timeout time.Duration // bounds each read and write
 }
 
 // ioTimeout bounds every raw read and write.
@@ -397,7 +398,7 @@ func dialRESP(addr string) (*respConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &respConn{nc: nc, br: bufio.NewReader(nc)}, nil
+	return &respConn{nc: nc, br: bufio.NewReader(nc), timeout: ioTimeout}, nil
 }
 
 func (c *respConn) Close() error { return c.nc.Close() }
@@ -413,7 +414,7 @@ func encodeCommand(args ...string) []byte {
 }
 
 func (c *respConn) writeRaw(b []byte) error {
-	if err := c.nc.SetWriteDeadline(time.Now().Add(ioTimeout)); err != nil {
+	if err := c.nc.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil {
 		return err
 	}
 	_, err := c.nc.Write(b)
@@ -430,7 +431,7 @@ func (c *respConn) do(args ...string) ([]byte, error) {
 
 // readReply returns the bytes of one complete reply.
 func (c *respConn) readReply() ([]byte, error) {
-	if err := c.nc.SetReadDeadline(time.Now().Add(ioTimeout)); err != nil {
+	if err := c.nc.SetReadDeadline(time.Now().Add(c.timeout)); err != nil {
 		return nil, err
 	}
 	var out []byte
@@ -493,7 +494,7 @@ func (c *respConn) readValue(out *[]byte, depth int) error {
 
 // readEOF reports whether the peer closes the connection without sending anything more.
 func (c *respConn) readEOF() error {
-	if err := c.nc.SetReadDeadline(time.Now().Add(ioTimeout)); err != nil {
+	if err := c.nc.SetReadDeadline(time.Now().Add(c.timeout)); err != nil {
 		return err
 	}
 	b, err := c.br.ReadByte()
@@ -520,12 +521,13 @@ func testContext(t *testing.T, timeout time.Duration) context.Context {
 func newClient(t testing.TB, addr string, proto int) *redis.Client {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{
-		Addr:         addr,
-		Protocol:     proto,
-		MaxRetries:   -1,
-		DialTimeout:  2 * time.Second,
-		ReadTimeout:  5 * time.Second,
-		WriteTimeout: 5 * time.Second,
+		Addr:          addr,
+		Protocol:      proto,
+		MaxRetries:    -1,
+		DialerRetries: 1, // a node that is down fails the request at once
+		DialTimeout:   2 * time.Second,
+		ReadTimeout:   5 * time.Second,
+		WriteTimeout:  5 * time.Second,
 	})
 	t.Cleanup(func() { rdb.Close() })
 	return rdb
