@@ -60,7 +60,7 @@ func invalidCommands() []fsm.Command {
 		release("", matchAny),
 		release("a", matchAbsent),
 		renew("a", matchAny, 0),
-		renew("a", fsm.Match{Kind: 5}, 1),
+		renew("a", fsm.Match{Kind: 6}, 1),
 		expire("a", 0, 1),
 		expire("", 1, 1),
 	}

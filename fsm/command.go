@@ -73,6 +73,10 @@ const (
 	MatchToken MatchKind = 3
 	// MatchOwner applies only while the holder's owner value is Match.Owner.
 	MatchOwner MatchKind = 4
+	// MatchLease applies only while the holder's token is Match.Token and its lease was set by
+	// the entry at Command.LeaseRev: not after a renewal or a same-owner re-grant (a release of a
+	// ghost lock must spare the lock a retrying owner was just told it holds).
+	MatchLease MatchKind = 5
 )
 
 // Match is the guard a Grant, Release or Renew carries. The FSM checks it again at apply time, so
@@ -86,8 +90,8 @@ type Match struct {
 // Command is one replicated lock-table change. Which fields matter depends on Kind:
 //
 //	Grant:   Key, Owner, LeaseMs, KeepLease, Match (Any, Absent, Token or Owner)
-//	Release: Key, Match (Any, Token or Owner)
-//	Renew:   Key, Match (Any, Token or Owner), LeaseMs (> 0)
+//	Release: Key, Match (Any, Token, Owner, or Lease with LeaseRev)
+//	Renew:   Key, Match (Any, Token, Owner, or Lease with LeaseRev), LeaseMs (> 0)
 //	Expire:  Key, Token, LeaseRev
 //	SetMember: Key (node ID), Owner (client address); RemoveMember: Key
 //	StoreScript: Key (SHA1 hex), Owner (source); FlushScripts: nothing
@@ -122,7 +126,7 @@ func (c Command) Validate() error {
 		}
 	case KindRelease, KindRenew:
 		switch c.Match.Kind {
-		case MatchAny, MatchToken, MatchOwner:
+		case MatchAny, MatchToken, MatchOwner, MatchLease:
 		default:
 			return fmt.Errorf("fsm: %s with match %d", c.Kind, c.Match.Kind)
 		}

@@ -164,7 +164,8 @@ func (m *Machine) grant(index uint64, cmd Command) Result {
 }
 
 // matches reports whether the lock l satisfies the guard of a Release or Renew.
-func matches(l Lock, mt Match) bool {
+func matches(l Lock, cmd Command) bool {
+	mt := cmd.Match
 	switch mt.Kind {
 	case MatchAny:
 		return true
@@ -172,6 +173,8 @@ func matches(l Lock, mt Match) bool {
 		return l.Token == mt.Token
 	case MatchOwner:
 		return bytes.Equal(l.Owner, mt.Owner)
+	case MatchLease:
+		return l.Token == mt.Token && l.LeaseRev == cmd.LeaseRev
 	}
 	return false
 }
@@ -179,7 +182,7 @@ func matches(l Lock, mt Match) bool {
 func (m *Machine) release(cmd Command) Result {
 	key := string(cmd.Key)
 	cur, held := m.table.Get(key)
-	if !held || !matches(cur, cmd.Match) {
+	if !held || !matches(cur, cmd) {
 		return Result{Status: StatusNotFound}
 	}
 	m.table.Delete(key)
@@ -189,7 +192,7 @@ func (m *Machine) release(cmd Command) Result {
 func (m *Machine) renew(index uint64, cmd Command) Result {
 	key := string(cmd.Key)
 	cur, held := m.table.Get(key)
-	if !held || !matches(cur, cmd.Match) {
+	if !held || !matches(cur, cmd) {
 		return Result{Status: StatusNotFound}
 	}
 	next := cur

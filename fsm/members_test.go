@@ -41,3 +41,19 @@ func TestMembers(t *testing.T) {
 		t.Errorf("Decode(set-member) = %+v, %v", c, err)
 	}
 }
+
+// TestReleaseByLease: the guard of a ghost-lock release spares a lock its owner renewed after
+// the grant (a retry told it holds the lock), even though the token is unchanged.
+func TestReleaseByLease(t *testing.T) {
+	m := fsm.New()
+	m.Apply(1, fsm.Command{Kind: fsm.KindGrant, Key: []byte("k"), Owner: []byte("o"), LeaseMs: 100, Match: fsm.Match{Kind: fsm.MatchAbsent}})
+	ghost := fsm.Command{Kind: fsm.KindRelease, Key: []byte("k"), LeaseRev: 1, Match: fsm.Match{Kind: fsm.MatchLease, Token: 1}}
+	m.Apply(2, fsm.Command{Kind: fsm.KindRenew, Key: []byte("k"), LeaseMs: 100, Match: fsm.Match{Kind: fsm.MatchOwner, Owner: []byte("o")}})
+	if r := m.Apply(3, ghost); r.Status != fsm.StatusNotFound {
+		t.Errorf("release by a stale lease revision = %v, want not-found", r.Status)
+	}
+	ghost.LeaseRev = 2
+	if r := m.Apply(4, ghost); r.Status != fsm.StatusReleased || m.Len() != 0 {
+		t.Errorf("release by the current lease = %v (locks %d), want released", r.Status, m.Len())
+	}
+}

@@ -43,10 +43,10 @@ func modelValid(c fsm.Command) bool {
 		ok := c.Match.Kind == fsm.MatchAny || c.Match.Kind == fsm.MatchAbsent || c.Match.Kind == fsm.MatchToken || c.Match.Kind == fsm.MatchOwner
 		return ok && len(c.Key) > 0
 	case fsm.KindRelease:
-		ok := c.Match.Kind == fsm.MatchAny || c.Match.Kind == fsm.MatchToken || c.Match.Kind == fsm.MatchOwner
+		ok := c.Match.Kind == fsm.MatchAny || c.Match.Kind == fsm.MatchToken || c.Match.Kind == fsm.MatchOwner || c.Match.Kind == fsm.MatchLease
 		return ok && len(c.Key) > 0
 	case fsm.KindRenew:
-		ok := c.Match.Kind == fsm.MatchAny || c.Match.Kind == fsm.MatchToken || c.Match.Kind == fsm.MatchOwner
+		ok := c.Match.Kind == fsm.MatchAny || c.Match.Kind == fsm.MatchToken || c.Match.Kind == fsm.MatchOwner || c.Match.Kind == fsm.MatchLease
 		return ok && len(c.Key) > 0 && c.LeaseMs > 0
 	case fsm.KindExpire:
 		return len(c.Key) > 0 && c.Token != 0
@@ -56,7 +56,7 @@ func modelValid(c fsm.Command) bool {
 }
 
 // guard: does a Release or Renew apply to the key's state?
-func (m *model) guard(key string, mt fsm.Match) (modelLock, bool) {
+func (m *model) guard(key string, mt fsm.Match, leaseRev uint64) (modelLock, bool) {
 	cur, held := m.locks[key]
 	if !held {
 		return cur, false
@@ -68,6 +68,8 @@ func (m *model) guard(key string, mt fsm.Match) (modelLock, bool) {
 		return cur, cur.token == uint64(mt.Token)
 	case fsm.MatchOwner:
 		return cur, cur.owner == string(mt.Owner)
+	case fsm.MatchLease:
+		return cur, cur.token == uint64(mt.Token) && cur.leaseRev == leaseRev
 	}
 	return cur, false
 }
@@ -118,14 +120,14 @@ func (m *model) apply(index uint64, c fsm.Command) fsm.Result {
 		}
 		return r
 	case fsm.KindRelease:
-		cur, ok := m.guard(key, c.Match)
+		cur, ok := m.guard(key, c.Match, c.LeaseRev)
 		if !ok {
 			return fsm.Result{Status: fsm.StatusNotFound}
 		}
 		delete(m.locks, key)
 		return fsm.Result{Status: fsm.StatusReleased, Token: fsm.Token(cur.token)}
 	case fsm.KindRenew:
-		cur, ok := m.guard(key, c.Match)
+		cur, ok := m.guard(key, c.Match, c.LeaseRev)
 		if !ok {
 			return fsm.Result{Status: fsm.StatusNotFound}
 		}

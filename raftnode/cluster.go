@@ -182,12 +182,25 @@ func (n *Node) Removed() <-chan struct{} { return n.removed }
 func (n *Node) watchRemoval() {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
+	// member: this node has been in a configuration. A joining node replays older ones without
+	// itself, so only a node that was a member can find itself removed. A node that restarts
+	// with state was a member (or crashed mid-join, before it was added: it then exits too and
+	// must be started afresh with --join).
+	member := n.hadState
 	for {
 		select {
 		case <-n.stop:
 			return
 		case <-t.C:
-			if n.raft.State() == raft.Shutdown && !n.closing.Load() {
+			removed := false
+			if f := n.raft.GetConfiguration(); f.Error() == nil {
+				in := slices.ContainsFunc(f.Configuration().Servers, func(s raft.Server) bool { return s.ID == raft.ServerID(n.cfg.ID) })
+				member = member || in
+				// Only a committed (here: applied) configuration counts: a removal the next
+				// leader truncates must not stop us.
+				removed = member && !in && f.Index() <= n.raft.AppliedIndex()
+			}
+			if (removed || n.raft.State() == raft.Shutdown) && !n.closing.Load() {
 				n.ready.Store(false)
 				n.log.Warn("raft stopped: this node was removed from the cluster")
 				close(n.removed)

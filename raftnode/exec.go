@@ -196,8 +196,10 @@ func (n *Node) applyError(err error) error {
 
 // releaseGhosts proposes a Release for each lock granted to a client that hung up before its
 // reply: nobody would ever release it otherwise until its lease ran out (or never, without one).
-// It releases only a new holder's grant, guarded by its token, so it can never touch a lock
-// granted to anyone else meanwhile.
+// It releases only a new holder's grant, guarded by its token and lease revision, so it can
+// never touch a lock granted to anyone else meanwhile, nor one a retrying owner renewed (LOCK
+// with the same OWNER) after the grant. A same-owner SET ... KEEPTTL keeps the revision: that
+// retry is not told apart.
 func (n *Node) releaseGhosts(cmds []fsm.Command, results []fsm.Result) {
 	for i, r := range results {
 		c := cmds[i]
@@ -207,16 +209,16 @@ func (n *Node) releaseGhosts(cmds []fsm.Command, results []fsm.Result) {
 		if r.Existed && bytes.Equal(r.PrevOwner, c.Owner) {
 			continue // the same owner set its lock again: it held it before this request
 		}
-		key, token := c.Key, r.Token
+		key, token, rev := c.Key, r.Token, r.LeaseRev
 		n.stats.ghostReleases.Add(1)
 		n.goFunc(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
 			defer cancel()
 			_, err := n.Exec(ctx, [][]byte{key}, func(v fsm.View) []fsm.Command {
-				if l, _, held := v.Lookup(key); !held || l.Token != token {
-					return nil
+				if l, _, held := v.Lookup(key); !held || l.Token != token || l.LeaseRev != rev {
+					return nil // released, re-granted, or renewed by a retrying owner since
 				}
-				return []fsm.Command{{Kind: fsm.KindRelease, Key: key, Match: fsm.Match{Kind: fsm.MatchToken, Token: token}}}
+				return []fsm.Command{{Kind: fsm.KindRelease, Key: key, LeaseRev: rev, Match: fsm.Match{Kind: fsm.MatchLease, Token: token}}}
 			})
 			if err != nil {
 				// The lease still ends it; a lock without a lease stays until someone DELs it.

@@ -2,6 +2,7 @@ package raftnode
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/hashicorp/go-hclog"
@@ -31,6 +32,13 @@ func (h *hcLogger) Log(level hclog.Level, msg string, args ...interface{}) {
 	lv, ok := hcLevels[level]
 	if !ok {
 		lv = slog.LevelInfo
+	}
+	for i, a := range args {
+		if f, ok := a.(hclog.Format); ok && len(f) > 0 {
+			if format, ok := f[0].(string); ok {
+				args[i] = fmt.Sprintf(format, f[1:]...) // hclog.Fmt("%+v", x): format it as hclog would
+			}
+		}
 	}
 	h.log.Log(context.Background(), lv, msg, args...)
 }

@@ -52,6 +52,7 @@ type Node struct {
 	changed atomic.Pointer[func(key []byte)]
 
 	removed   chan struct{}
+	hadState  bool // the stores held raft state when the node started
 	closing   atomic.Bool
 	goMu      sync.Mutex
 	goClosed  bool // under goMu: goFunc starts nothing more
@@ -97,6 +98,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
+	n.hadState = existing
 	if cfg.Bootstrap && !existing {
 		if err := n.bootstrap(); err != nil {
 			r.Shutdown()

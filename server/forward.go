@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -128,12 +129,14 @@ func (c *conn) route(cmd *command, args [][]byte) {
 		c.up = up
 	}
 	c.up.nc.SetDeadline(time.Now().Add(c.s.cfg.ForwardTimeout))
+	stopWatch := c.watchLeader(id, c.up.nc)
 	writeCommand(c.up.w, args)
 	var reply []byte
 	err := c.up.w.Flush()
 	if err == nil {
 		reply, err = resp.ReadReply(c.up.br, maxRelayedReply)
 	}
+	stopWatch()
 	if err != nil {
 		c.closeUpstream()
 		switch {
@@ -150,6 +153,36 @@ func (c *conn) route(cmd *command, args [][]byte) {
 	c.s.stats.forwarded.Add(1)
 	c.w.Raw(reply)
 	c.noteForwardedReply(cmd, args, reply)
+}
+
+// leaderCheckEvery is how often a forwarded request checks that the leader it waits on still
+// leads: a paused or partitioned leader would otherwise hold it for the whole ForwardTimeout.
+const leaderCheckEvery = 200 * time.Millisecond
+
+// watchLeader cuts the wait on nc short (its deadline moves to now) as soon as this node sees a
+// leader other than id. The returned func stops watching.
+func (c *conn) watchLeader(id string, nc net.Conn) (stop func()) {
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	t = time.AfterFunc(leaderCheckEvery, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		if now, _ := c.s.node.LeaderClient(); now != id {
+			nc.SetDeadline(time.Now())
+			return
+		}
+		t.Reset(leaderCheckEvery)
+	})
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
 }
 
 // rewriteTokenless fills in the token of a token-less UNLOCK or RENEW from the locks this

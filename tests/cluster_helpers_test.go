@@ -1,0 +1,432 @@
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cluster is a raftlock cluster of real processes on 127.0.0.1.
+type cluster struct {
+	t     *testing.T
+	nodes []*node  // every node ever started, in the order started; restart replaces an entry
+	extra []string // flags every node gets (snapshot tuning, --redirect)
+}
+
+// Cluster timing bounds. A dead leader is replaced in about a second (500 ms election timeout);
+// the bounds leave room for the race detector on two cores.
+const (
+	clusterReadyTimeout = 30 * time.Second
+	settleTimeout       = 15 * time.Second // a leader all live nodes agree on
+	convergeTimeout     = 20 * time.Second // equal digests
+)
+
+// newCluster starts size nodes n1..nsize bootstrapped together with --peers, each with the
+// extra flags, and returns once every node serves requests (through the leader) and every
+// member's client address is in the member table.
+func newCluster(t *testing.T, size int, extra ...string) *cluster {
+	t.Helper()
+	var lastErr error
+	for range 3 { // a port picked free may be taken before the node binds it
+		c := &cluster{t: t, extra: extra}
+		if lastErr = c.start(size); lastErr == nil {
+			c.waitAnnounced(size)
+			return c
+		}
+		for _, n := range c.nodes {
+			if n.proc != nil && n.running() {
+				n.kill9()
+			}
+		}
+		if !strings.Contains(lastErr.Error(), "address already in use") {
+			break
+		}
+	}
+	t.Fatalf("start a %d-node cluster: %v", size, lastErr)
+	return nil
+}
+
+func (c *cluster) start(size int) error {
+	ports := uniquePorts(c.t, 2*size)
+	var peers []string
+	for i := range size {
+		n := &node{
+			id:       fmt.Sprintf("n%d", i+1),
+			dir:      c.t.TempDir(),
+			raftAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[size+i])),
+		}
+		peers = append(peers, n.id+"="+n.raftAddr)
+		c.nodes = append(c.nodes, n)
+	}
+	for i, n := range c.nodes {
+		n.args = append([]string{"--peers", strings.Join(peers, ",")}, c.extra...)
+		if err := n.start(c.t, net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i]))); err != nil {
+			return err
+		}
+	}
+	for _, n := range c.nodes {
+		if err := n.waitReady(clusterReadyTimeout); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// uniquePorts returns n distinct ports that were free a moment ago.
+func uniquePorts(t testing.TB, n int) []int {
+	var ports []int
+	for len(ports) < n {
+		if p := freePort(t); !slices.Contains(ports, p) {
+			ports = append(ports, p)
+		}
+	}
+	return ports
+}
+
+// waitAnnounced waits until the member table holds a client address for want members: the
+// announce loop records them about a second after start.
+func (c *cluster) waitAnnounced(want int) {
+	c.t.Helper()
+	waitFor(c.t, settleTimeout, func() error {
+		ms, err := members(c.leader().addr)
+		if err != nil {
+			return err
+		}
+		known := 0
+		for _, m := range ms {
+			if m["client_addr"] != "" {
+				known++
+			}
+		}
+		if known != want {
+			return fmt.Errorf("%d of %d members announced a client address: %v", known, want, ms)
+		}
+		return nil
+	})
+}
+
+// live returns the nodes running and not paused.
+func (c *cluster) live() []*node {
+	var out []*node
+	for _, n := range c.nodes {
+		if n.running() && !n.paused.Load() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// others returns the live nodes other than n.
+func (c *cluster) others(n *node) []*node {
+	return slices.DeleteFunc(c.live(), func(m *node) bool { return m == n })
+}
+
+// addrs returns the client addresses of nodes.
+func addrs(nodes []*node) []string {
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.addr
+	}
+	return out
+}
+
+// restart restarts a stopped or killed node on its directory and addresses, and puts the new
+// process in its place.
+func (c *cluster) restart(n *node) *node {
+	c.t.Helper()
+	i := slices.Index(c.nodes, n)
+	if i < 0 {
+		c.t.Fatalf("restart: %s is not in the cluster", n.id)
+	}
+	c.nodes[i] = n.restart(c.t)
+	return c.nodes[i]
+}
+
+// join starts a new node with --join through via's client address and returns once it serves
+// requests. It may not be a voter yet: it is promoted once it has caught up.
+func (c *cluster) join(via *node) *node {
+	c.t.Helper()
+	id := fmt.Sprintf("n%d", len(c.nodes)+1)
+	var lastErr error
+	for range 3 {
+		ports := uniquePorts(c.t, 2)
+		n := &node{
+			id:       id,
+			dir:      c.t.TempDir(),
+			raftAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1])),
+			args:     append([]string{"--join", via.addr}, c.extra...),
+		}
+		if lastErr = n.launch(c.t, net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))); lastErr == nil {
+			c.nodes = append(c.nodes, n)
+			return n
+		}
+		if !strings.Contains(lastErr.Error(), "address already in use") {
+			break
+		}
+	}
+	c.t.Fatalf("join %s through %s: %v", id, via.id, lastErr)
+	return nil
+}
+
+// leader waits until exactly one live node is the leader, ready to serve, and every other live
+// node names it as the leader; it returns that node.
+func (c *cluster) leader() *node {
+	c.t.Helper()
+	var found *node
+	waitFor(c.t, settleTimeout, func() error {
+		var err error
+		found, err = c.findLeader()
+		return err
+	})
+	return found
+}
+
+// findLeader is one try of leader.
+func (c *cluster) findLeader() (*node, error) {
+	var leaders []*node
+	leaderIDs := map[string]string{}
+	live := c.live()
+	if len(live) == 0 {
+		return nil, errors.New("no live node")
+	}
+	for _, n := range live {
+		info, err := infoRaft(n.addr)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", n.id, err)
+		}
+		if info["raft_state"] == "Leader" && info["raft_ready"] == "true" {
+			leaders = append(leaders, n)
+		}
+		leaderIDs[n.id] = info["raft_leader_id"]
+	}
+	if len(leaders) != 1 {
+		return nil, fmt.Errorf("%d ready leaders; each node's leader: %v", len(leaders), leaderIDs)
+	}
+	for id, l := range leaderIDs {
+		if l != leaders[0].id {
+			return nil, fmt.Errorf("%s names %q as the leader, not %s", id, l, leaders[0].id)
+		}
+	}
+	return leaders[0], nil
+}
+
+// followers returns the live nodes other than the leader.
+func (c *cluster) followers() []*node { return c.others(c.leader()) }
+
+// digest is a node's RAFT DIGEST: its applied index and a hash of its table.
+type digest struct {
+	applied int64
+	sum     string
+}
+
+// digests checks that every live node ends up with the same table. It first writes a
+// barrier through the leader (a LOCK and its UNLOCK, which leave the table as it was), then
+// waits until every live node has applied it and they all report the same applied index and
+// the same digest. It returns that digest.
+func (c *cluster) digests() digest {
+	c.t.Helper()
+	l := c.leader()
+	tok, err := callInt(l.addr, "LOCK", "digest-barrier", "60000")
+	if err != nil {
+		c.t.Fatalf("digest barrier: LOCK on the leader %s: %v", l.id, err)
+	}
+	if r, err := callInt(l.addr, "UNLOCK", "digest-barrier", strconv.FormatInt(tok, 10)); err != nil || r != 1 {
+		c.t.Fatalf("digest barrier: UNLOCK on the leader %s: %d, %v", l.id, r, err)
+	}
+	var common digest
+	waitFor(c.t, convergeTimeout, func() error {
+		got := map[string]digest{}
+		for _, n := range c.live() {
+			d, err := nodeDigest(n.addr)
+			if err != nil {
+				return fmt.Errorf("%s: RAFT DIGEST: %w", n.id, err)
+			}
+			got[n.id] = d
+		}
+		first := true
+		for id, d := range got {
+			if d.applied <= tok {
+				return fmt.Errorf("%s has applied up to %d, not yet the barrier at %d; digests %v", id, d.applied, tok+1, got)
+			}
+			if first {
+				common, first = d, false
+			} else if d != common {
+				return fmt.Errorf("digests differ: %v", got)
+			}
+		}
+		return nil
+	})
+	return common
+}
+
+// nodeDigest runs RAFT DIGEST on addr.
+func nodeDigest(addr string) (digest, error) {
+	v, err := call(addr, "RAFT", "DIGEST")
+	if err != nil {
+		return digest{}, err
+	}
+	a, ok := v.([]any)
+	if !ok || len(a) != 2 {
+		return digest{}, fmt.Errorf("RAFT DIGEST: unexpected reply %#v", v)
+	}
+	applied, ok1 := a[0].(int64)
+	sum, ok2 := a[1].(string)
+	if !ok1 || !ok2 || len(sum) != 64 {
+		return digest{}, fmt.Errorf("RAFT DIGEST: unexpected reply %#v", v)
+	}
+	return digest{applied: applied, sum: sum}, nil
+}
+
+// infoRaft returns the fields of INFO raft on addr.
+func infoRaft(addr string) (map[string]string, error) {
+	v, err := call(addr, "INFO", "raft")
+	if err != nil {
+		return nil, err
+	}
+	s, ok := v.(string)
+	if !ok {
+		return nil, fmt.Errorf("INFO raft: unexpected reply %#v", v)
+	}
+	out := map[string]string{}
+	for line := range strings.SplitSeq(s, "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// members returns RAFT MEMBERS on addr, one map per member (leader is "0" or "1").
+func members(addr string) ([]map[string]string, error) {
+	v, err := call(addr, "RAFT", "MEMBERS")
+	if err != nil {
+		return nil, err
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("RAFT MEMBERS: unexpected reply %#v", v)
+	}
+	var out []map[string]string
+	for _, item := range list {
+		kv, ok := item.([]any)
+		if !ok || len(kv)%2 != 0 {
+			return nil, fmt.Errorf("RAFT MEMBERS: unexpected member %#v", item)
+		}
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[fmt.Sprint(kv[i])] = fmt.Sprint(kv[i+1])
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// respError is an error reply.
+type respError string
+
+func (e respError) Error() string { return string(e) }
+
+// call sends one command to addr on a fresh RESP2 connection and returns the decoded reply:
+// string, int64, nil, []any, or a respError.
+func call(addr string, args ...string) (any, error) {
+	return callWithin(ioTimeout, addr, args...)
+}
+
+// callWithin is call with each read and write bounded by timeout.
+func callWithin(timeout time.Duration, addr string, args ...string) (any, error) {
+	c, err := dialRESP(addr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	c.timeout = timeout
+	raw, err := c.do(args...)
+	if err != nil {
+		return nil, err
+	}
+	v, err := parseRESP2(raw)
+	if err != nil {
+		return nil, err
+	}
+	if e, ok := v.(respError); ok {
+		return nil, e
+	}
+	return v, nil
+}
+
+// callInt is call for an integer reply.
+func callInt(addr string, args ...string) (int64, error) {
+	v, err := call(addr, args...)
+	if err != nil {
+		return 0, err
+	}
+	i, ok := v.(int64)
+	if !ok {
+		return 0, fmt.Errorf("%s: %#v, want an integer", strings.Join(args, " "), v)
+	}
+	return i, nil
+}
+
+// parseRESP2 decodes one complete RESP2 reply.
+func parseRESP2(raw []byte) (any, error) {
+	br := bufio.NewReader(bytes.NewReader(raw))
+	v, err := readRESP2(br, 0)
+	if err != nil {
+		return nil, fmt.Errorf("parse %q: %w", raw, err)
+	}
+	return v, nil
+}
+
+func readRESP2(br *bufio.Reader, depth int) (any, error) {
+	if depth > 8 {
+		return nil, errors.New("nested too deep")
+	}
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if line == "" {
+		return nil, errors.New("empty line")
+	}
+	body := line[1:]
+	switch line[0] {
+	case '+':
+		return body, nil
+	case '-':
+		return respError(body), nil
+	case ':':
+		return strconv.ParseInt(body, 10, 64)
+	case '$':
+		n, err := strconv.Atoi(body)
+		if err != nil || n < 0 {
+			return nil, err
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return nil, err
+		}
+		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(body)
+		if err != nil || n < 0 {
+			return nil, err
+		}
+		out := make([]any, n)
+		for i := range out {
+			if out[i], err = readRESP2(br, depth+1); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("unknown type %q", line[0])
+}
