@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/raftnode"
@@ -53,7 +52,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer st.Close()
 
-	trans, err := newTransport(opts.raftAddr, opts.raftAdvertise, logger)
+	trans, err := raftnode.NewTCPTransport(opts.raftAddr, opts.raftAdvertise, logger)
 	if err != nil {
 		return err
 	}
@@ -132,22 +131,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	logger.Info("stopped")
 	return err
-}
-
-// newTransport starts raft's TCP transport on bind, advertising advertise (default: bind).
-func newTransport(bind, advertise string, logger *slog.Logger) (*raft.NetworkTransport, error) {
-	if advertise == "" {
-		advertise = bind
-	}
-	adv, err := net.ResolveTCPAddr("tcp", advertise)
-	if err != nil {
-		return nil, fmt.Errorf("raft advertise address %q: %w", advertise, err)
-	}
-	trans, err := raft.NewTCPTransportWithLogger(bind, adv, 3, 10*time.Second, raftnode.HCLogger(logger))
-	if err != nil {
-		return nil, fmt.Errorf("raft transport on %s: %w", bind, err)
-	}
-	return trans, nil
 }
 
 func newLogger(w io.Writer, level, format string) *slog.Logger {

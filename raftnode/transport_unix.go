@@ -1,0 +1,6 @@
+package raftnode
+
+import "syscall"
+
+// errAddrNotAvail is what dialing from a source address that cannot reach the peer returns.
+var errAddrNotAvail = syscall.EADDRNOTAVAIL
