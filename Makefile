@@ -5,7 +5,7 @@ BIN       := bin
 FUZZTIME  ?= 10s
 BENCHTIME ?= 5s
 
-.PHONY: all build run test unit fuzz vet bench cluster clean
+.PHONY: all build run test unit fuzz vet bench cluster chaos clean
 
 all: build
 
@@ -38,6 +38,14 @@ bench: build
 # Three nodes on 127.0.0.1:6379-6381 (raft 7379-7381), data in ./cluster-data; Ctrl-C stops them.
 cluster: build
 	scripts/cluster.sh 6379
+
+# The fault harness (tests/chaos): a 3-node cluster behind per-link proxies, faults from a
+# seeded RNG, porcupine and fencing checkers. SEEDS=1,2,3 CHAOS_DURATION=40s by default. The
+# long mode: go run ./cmd/raftlock-chaos -duration 30m -seeds 1,2,3 -nodes 5
+SEEDS          ?= 1,2,3
+CHAOS_DURATION ?= 40s
+chaos:
+	$(GO) test -count=1 -timeout 30m -run TestChaosShort -v ./tests/chaos/ -args -chaos.seeds=$(SEEDS) -chaos.duration=$(CHAOS_DURATION) | grep -E '^(chaos:|---|ok|FAIL|PASS)'
 
 clean:
 	rm -rf $(BIN)
