@@ -5,7 +5,7 @@ BIN       := bin
 FUZZTIME  ?= 10s
 BENCHTIME ?= 5s
 
-.PHONY: all build run test unit fuzz vet bench cluster chaos clean
+.PHONY: all build run test unit fuzz vet bench cluster chaos clients clean
 
 all: build
 
@@ -19,6 +19,7 @@ run: build
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	cd tests/clients && $(GO) vet ./...
 
 unit:
 	$(GO) test -race -count=1 -timeout 15m ./...
@@ -30,7 +31,13 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./fsm/
 	$(GO) test -run '^$$' -fuzz '^FuzzRestore$$' -fuzztime $(FUZZTIME) ./fsm/
 
-test: vet unit fuzz
+# The lock libraries people use (Go: go-redis, redsync, redislock, rueidislock; Node: ioredis +
+# redlock v4/v5, node-redis; Python: redis-py Lock) against redis-server and raftlock (1 node;
+# 3 nodes through the leader and through a follower). Prints the matrix and "N passed, M failed".
+clients:
+	tests/clients/run.sh
+
+test: vet unit fuzz clients
 
 bench: build
 	scripts/bench.sh $(BENCHTIME)

@@ -109,10 +109,17 @@ func (c *conn) dispatch(args [][]byte) {
 		c.w.Error("ERR wrong number of arguments for '" + cmd.name + "' command")
 		return
 	}
+	c.trackScript = false
 	if c.tracking != trackOff && c.tracking != trackBcast {
 		// Before the read runs or is forwarded: a change racing it costs a spurious
 		// invalidation, never a missed one.
 		c.trackRead(cmd, args)
+	}
+	if cmd.write && c.noloop && c.tracking != trackOff {
+		// NOLOOP: this connection must not hear of the changes its own command makes.
+		keys := writtenKeys(cmd, args)
+		c.s.tracker.beginWrite(c, keys)
+		defer c.s.tracker.endWrite(c, keys)
 	}
 	if cmd.leader && !c.s.node.IsLeader() && !(c.readonly && !cmd.write) {
 		c.route(cmd, args)

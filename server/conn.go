@@ -54,7 +54,11 @@ type conn struct {
 	// writer (bounded: a client that does not read them is disconnected).
 	tracking trackMode
 	caching  int8
-	pushes   chan invalidation
+	// trackScript: the script being run or forwarded was sent in a tracking mode that tracks its
+	// reads.
+	trackScript bool
+	noloop      bool // CLIENT TRACKING ... NOLOOP
+	pushes      chan invalidation
 }
 
 // request is one parsed command, or the error that ended the stream.

@@ -151,6 +151,14 @@ func (c *conn) route(cmd *command, args [][]byte) {
 		return
 	}
 	c.s.stats.forwarded.Add(1)
+	if isScriptCmd(cmd) {
+		// The leader ran it: this node cannot see what it read, so it tracks the keys the
+		// script declares (a superset: at worst a spurious invalidation).
+		if n, ok := parseInt(args[2]); ok && n >= 0 && int(n) <= len(args)-3 {
+			c.trackScriptKeys(args[3 : 3+n])
+		}
+	}
+	c.trackScript = false
 	c.w.Raw(reply)
 	c.noteForwardedReply(cmd, args, reply)
 }

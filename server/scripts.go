@@ -30,6 +30,7 @@ type scriptRun struct {
 	ov       *overlay
 	readOnly bool
 	capture  bytes.Buffer
+	reads    [][]byte // keys read by the script's read commands (tracked for the caller)
 }
 
 // scriptCaller lets the script engine call commands on the connection running the script.
@@ -57,6 +58,15 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 		return errValue("ERR Write commands are not allowed from read-only scripts."), nil
 	case cmd.arity > 0 && len(args) != cmd.arity || cmd.arity < 0 && len(args) < -cmd.arity:
 		return errValue("ERR Wrong number of args calling Redis command from script"), nil
+	}
+	if !cmd.write && cmd.first > 0 {
+		last := cmd.last
+		if last < 0 {
+			last = len(args) + last
+		}
+		for i := cmd.first; i <= last && i < len(args); i += max(cmd.step, 1) {
+			run.reads = append(run.reads, append([]byte(nil), args[i]...))
+		}
 	}
 	saved, savedCmd := c.w, c.cmd
 	run.capture.Reset()
@@ -182,8 +192,11 @@ func evalGeneric(c *conn, args [][]byte, bySHA, readOnly bool) {
 		noscript bool
 		ov       *overlay
 	)
+	var reads [][]byte
+	defer func() { c.trackScriptKeys(reads) }() // after the effects applied (or failed)
 	res, err := c.exec(keys, func(v fsm.View) []fsm.Command {
 		val, runErr, noscript, ov = script.Value{}, nil, false, nil
+		reads = nil
 		code := src
 		_, known := v.Script(sha)
 		if bySHA {
@@ -197,6 +210,7 @@ func evalGeneric(c *conn, args [][]byte, bySHA, readOnly bool) {
 		ov = newOverlay(v)
 		c.script = &scriptRun{ov: ov, readOnly: readOnly}
 		val, runErr = c.s.scripts.Run(c.ctx, code, keys, argv, scriptCaller{c})
+		reads = c.script.reads
 		c.script = nil
 		// As in Redis, effects made before a runtime error stay: scripts are not rolled back.
 		cmds := ov.cmds

@@ -33,6 +33,8 @@ type tracker struct {
 	byKey  map[string]map[*conn]struct{}
 	perCon map[*conn]map[string]struct{}
 	bcast  map[*conn][]string // prefixes; an empty list matches every key
+	// writing: keys a NOLOOP connection's command in flight is changing (not to be pushed to it)
+	writing map[*conn]map[string]int
 }
 
 func newTracker() *tracker {
@@ -77,6 +79,7 @@ func (t *tracker) forget(c *conn) {
 	defer t.mu.Unlock()
 	t.dropLocked(c)
 	delete(t.bcast, c)
+	delete(t.writing, c)
 }
 
 func (t *tracker) dropLocked(c *conn) {
@@ -109,14 +112,16 @@ func (t *tracker) changed(key []byte) {
 	}
 	k := string(key)
 	for c := range t.byKey[k] {
-		c.push(key)
+		if t.writing[c][k] == 0 {
+			c.push(key)
+		}
 		if keys := t.perCon[c]; keys != nil {
 			delete(keys, k)
 		}
 	}
 	delete(t.byKey, k)
 	for c, prefixes := range t.bcast {
-		if matchesPrefix(k, prefixes) {
+		if matchesPrefix(k, prefixes) && t.writing[c][k] == 0 {
 			c.push(key)
 		}
 	}
@@ -178,6 +183,12 @@ func (c *conn) trackRead(cmd *command, args [][]byte) {
 	default:
 		return
 	}
+	if isScriptCmd(cmd) {
+		// A script's reads are tracked once it ran (trackScriptKeys): as in Redis, the keys its
+		// read commands touched are remembered for the caller.
+		c.trackScript = true
+		return
+	}
 	if cmd.write || !cmd.leader || cmd.first <= 0 {
 		return
 	}
@@ -205,7 +216,7 @@ func (c *conn) clientTracking(args [][]byte) {
 		c.w.Error(errSyntax)
 		return
 	}
-	var bcast, optin, optout bool
+	var bcast, optin, optout, noloop bool
 	var prefixes []string
 	for j := 3; j < len(args); j++ {
 		switch {
@@ -216,7 +227,7 @@ func (c *conn) clientTracking(args [][]byte) {
 		case is(args[j], "optout"):
 			optout = true
 		case is(args[j], "noloop"):
-			// Accepted: a client may also hear of its own writes, which only costs a refetch.
+			noloop = true
 		case is(args[j], "prefix") && j+1 < len(args):
 			prefixes = append(prefixes, string(args[j+1]))
 			j++
@@ -243,8 +254,9 @@ func (c *conn) clientTracking(args [][]byte) {
 		return
 	}
 	c.s.tracker.forget(c)
-	c.tracking, c.caching = trackOff, 0
+	c.tracking, c.caching, c.noloop = trackOff, 0, false
 	if on {
+		c.noloop = noloop
 		switch {
 		case bcast:
 			c.tracking = trackBcast
@@ -302,4 +314,76 @@ func (c *conn) trackingInfo() {
 	for _, p := range prefixes {
 		c.w.BulkString(p)
 	}
+}
+
+func isScriptCmd(cmd *command) bool {
+	switch cmd.name {
+	case "eval", "evalsha", "eval_ro", "evalsha_ro":
+		return true
+	}
+	return false
+}
+
+// trackScriptKeys remembers keys for a connection whose script just ran (its effects applied),
+// if its tracking mode said so when the script was sent.
+func (c *conn) trackScriptKeys(keys [][]byte) {
+	if !c.trackScript {
+		return
+	}
+	c.trackScript = false
+	for _, k := range keys {
+		c.s.tracker.read(c, k)
+	}
+}
+
+func (t *tracker) beginWrite(c *conn, keys [][]byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.writing == nil {
+		t.writing = map[*conn]map[string]int{}
+	}
+	m := t.writing[c]
+	if m == nil {
+		m = map[string]int{}
+		t.writing[c] = m
+	}
+	for _, k := range keys {
+		m[string(k)]++
+	}
+}
+
+func (t *tracker) endWrite(c *conn, keys [][]byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.writing[c]
+	for _, k := range keys {
+		if m[string(k)]--; m[string(k)] <= 0 {
+			delete(m, string(k))
+		}
+	}
+	if len(m) == 0 {
+		delete(t.writing, c)
+	}
+}
+
+// writtenKeys: the keys a write command names (a script's declared keys).
+func writtenKeys(cmd *command, args [][]byte) [][]byte {
+	if isScriptCmd(cmd) {
+		if n, ok := parseInt(args[2]); ok && n >= 0 && int(n) <= len(args)-3 {
+			return args[3 : 3+n]
+		}
+		return nil
+	}
+	if cmd.first <= 0 {
+		return nil
+	}
+	last := cmd.last
+	if last < 0 {
+		last = len(args) + last
+	}
+	var keys [][]byte
+	for i := cmd.first; i <= last && i < len(args); i += max(cmd.step, 1) {
+		keys = append(keys, args[i])
+	}
+	return keys
 }

@@ -59,3 +59,29 @@ func TestClientTrackingInvalidates(t *testing.T) {
 		t.Errorf("TRACKING OFF = %q", got)
 	}
 }
+
+// TestTrackingScriptsAndNoloop: keys a script reads are tracked for its caller (rueidislock
+// waits on exactly that), and NOLOOP spares a client the pushes for its own writes.
+func TestTrackingScriptsAndNoloop(t *testing.T) {
+	addr, _ := startServer(t, nil)
+	reader, writer := dialRaw(t, addr), dialRaw(t, addr)
+	reader.do("HELLO", "3")
+	if got := reader.do("CLIENT", "TRACKING", "ON", "NOLOOP"); got != "+OK\r\n" {
+		t.Fatalf("TRACKING ON NOLOOP = %q", got)
+	}
+	if got := reader.do("EVAL", "return redis.call('GET', KEYS[1])", "1", "sk"); got != "_\r\n" {
+		t.Fatalf("EVAL GET = %q", got)
+	}
+	// Its own write to a key it tracks: no push (NOLOOP).
+	reader.do("GET", "own")
+	if got := reader.do("SET", "own", "v"); got != "+OK\r\n" {
+		t.Fatalf("SET own = %q", got)
+	}
+	// Another client's write to the key the script read: pushed.
+	writer.do("SET", "sk", "v")
+	reader.nc.SetDeadline(time.Now().Add(5 * time.Second))
+	want := ">2\r\n$10\r\ninvalidate\r\n*1\r\n$2\r\nsk\r\n"
+	if got, err := readReply(reader.br); err != nil || got != want {
+		t.Fatalf("push = %q, %v; want %q (and none for its own SET)", got, err, want)
+	}
+}

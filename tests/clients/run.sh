@@ -1,0 +1,394 @@
+#!/usr/bin/env bash
+# tests/clients/run.sh — raftlock's client-library compatibility matrix.
+#
+# Builds raftlock, then for each setup starts the servers on free loopback ports and runs every
+# client suite against them:
+#   redis       a real redis-server (plus a one-node cluster-enabled one for cluster clients):
+#               the baseline, proving the tests themselves
+#   1-node      one raftlock node
+#   3-leader    a 3-node raftlock cluster, clients on the leader (the second owner on a follower)
+#   3-follower  the same cluster, clients on a follower (the second owner on the other follower)
+# Suites: go (tests/clients: go-redis, redsync, redislock, rueidislock), node (tests/node:
+# ioredis+redlock v4/v5, node-redis), python (tests/python: redis-py Lock). The suites of one
+# setup run side by side (each library on keys of its own); setups run one after the other.
+# Prints a library x scenario x setup matrix and, last, "N passed, M failed"; exits non-zero on
+# any failure. Every process it starts is stopped by PID on exit, whatever happens.
+#
+# Needs: go, redis-server + redis-cli (Debian: redis-server, redis-tools), node + npm (it runs
+# `npm ci` in tests/node when node_modules is missing), python3 with redis-py (Debian:
+# python3-redis; Debian's /usr/bin/python3 is preferred). Installs nothing else.
+#
+# Environment:
+#   CLIENTS_SETUPS   setups to run (default "redis 1-node 3-leader 3-follower")
+#   CLIENTS_SUITES   suites to run (default "go node python")
+#   RAFTLOCK_BIN     test this raftlock binary instead of building one
+#   RAFTLOCK_TAGS    build tags for `go build ./cmd/raftlock`
+#   CLIENTS_KEEP=1   keep the work directory (logs, data) even when everything passed
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+setups=${CLIENTS_SETUPS:-"redis 1-node 3-leader 3-follower"}
+suites=${CLIENTS_SUITES:-"go node python"}
+suite_timeout=150 # seconds, per suite and setup; each takes 5-30 s
+start_time=$SECONDS
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/raftlock-clients.XXXXXX")
+pids=()   # servers of the current setup
+builds=() # background builds
+suite_jobs=() # background suite runners (subshells)
+
+stop_all() {
+  local p
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  for p in "${pids[@]}"; do
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null
+    wait "$p" 2>/dev/null
+  done
+  pids=()
+}
+
+keep_work=1
+cleanup() {
+  trap - EXIT INT TERM
+  local p
+  for p in "${builds[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  for p in "${suite_jobs[@]}"; do
+    pkill -TERM -P "$p" 2>/dev/null # its `timeout`, which passes the signal to the suite
+    kill -TERM "$p" 2>/dev/null
+  done
+  stop_all
+  if [[ $keep_work == 0 ]]; then
+    rm -rf "$work"
+  elif [[ $keep_work == 1 ]]; then
+    echo "logs and data: $work" >&2
+  fi
+}
+trap cleanup EXIT
+trap 'echo "interrupted" >&2; exit 130' INT TERM
+
+log() { printf '[%3ds] %s\n' $((SECONDS - start_time)) "$*" >&2; }
+have() { command -v "$1" >/dev/null 2>&1; }
+
+# free_port prints a port nothing listens on, below the ephemeral range, not handed out before.
+used_ports=" "
+free_port() {
+  local p
+  while :; do
+    p=$((20000 + RANDOM % 12000))
+    [[ $used_ports == *" $p "* ]] && continue
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      used_ports+="$p "
+      echo "$p"
+      return
+    fi
+  done
+}
+
+# Rows: library<TAB>scenario<TAB>pass|fail|skip<TAB>detail. The suites write
+# rows-SETUP-SUITE.tsv; this script's own rows (servers, runners) go to rows-SETUP.tsv.
+add_row() { printf '%s\t%s\t%s\t%s\n' "$2" "$3" "$4" "$5" >>"$work/rows-$1.tsv"; }
+
+# --- builds (in the background: the Redis baseline's Node and Python suites run meanwhile) -------
+have redis-cli || { echo "redis-cli is needed (apt-get install redis-tools)" >&2; echo "0 passed, 1 failed"; exit 1; }
+if [[ -z ${RAFTLOCK_BIN:-} ]]; then
+  bin=$work/raftlock
+  log "building raftlock${RAFTLOCK_TAGS:+ (tags: $RAFTLOCK_TAGS)} and the Go client tests"
+  go -C "$root" build ${RAFTLOCK_TAGS:+-tags "$RAFTLOCK_TAGS"} -o "$bin" ./cmd/raftlock >"$work/build.log" 2>&1 &
+  build_raftlock=$!
+  builds+=($!)
+else
+  bin=$RAFTLOCK_BIN build_raftlock=""
+fi
+build_go=""
+if [[ " $suites " == *" go "* ]]; then
+  go -C "$root/tests/clients" test -c -o "$work/clients.test" . >"$work/build-go.log" 2>&1 &
+  build_go=$!
+  builds+=($!)
+fi
+
+suite_problem=() # "suite: why it cannot run"
+for s in $suites; do
+  case $s in
+  go) ;;
+  node)
+    if ! have node || ! have npm; then
+      suite_problem+=("node: node/npm not installed")
+    elif [[ ! -d $root/tests/node/node_modules ]]; then
+      log "npm ci in tests/node"
+      if ! (cd "$root/tests/node" && npm ci --no-audit --no-fund) >"$work/npm-ci.log" 2>&1; then
+        suite_problem+=("node: npm ci failed: $(tail -3 "$work/npm-ci.log" | tr '\n' ' ')")
+      fi
+    fi
+    ;;
+  python)
+    python=
+    for py in /usr/bin/python3 python3; do
+      if have "$py" && "$py" -c 'import redis' 2>/dev/null; then python=$py && break; fi
+    done
+    [[ -n $python ]] || suite_problem+=("python: no python3 with redis-py (apt-get install python3-redis)")
+    ;;
+  *) suite_problem+=("$s: unknown suite") ;;
+  esac
+done
+
+go_ready="" raftlock_ready=""
+wait_go_build() {
+  [[ -n $go_ready || -z $build_go ]] && return
+  wait "$build_go"
+  local rc=$?
+  go_ready=1
+  if ((rc != 0)); then
+    suite_problem+=("go: go test -c failed: $(tail -5 "$work/build-go.log" | tr '\n' ' ')")
+    cat "$work/build-go.log" >&2
+  fi
+}
+wait_raftlock_build() { # -> 0 when the binary is there
+  if [[ -z $raftlock_ready && -n $build_raftlock ]]; then
+    wait "$build_raftlock"
+    raftlock_ready=$?
+    ((raftlock_ready == 0)) || cat "$work/build.log" >&2
+  fi
+  [[ -x $bin && ${raftlock_ready:-0} == 0 ]]
+}
+
+# --- servers ------------------------------------------------------------------------------------
+# wait_info PORT SECTION PATTERN: until `INFO SECTION` on PORT matches PATTERN (10 s at most).
+wait_info() {
+  local i
+  for i in $(seq 100); do
+    redis-cli -p "$1" INFO "$2" 2>/dev/null | grep -q "$3" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+start_redis() { # -> addrs, cluster_addrs
+  have redis-server || return 1
+  local p1 p2 i
+  p1=$(free_port) p2=$(free_port)
+  mkdir -p "$work/redis"
+  redis-server --port "$p1" --bind 127.0.0.1 --save '' --appendonly no --dir "$work/redis" \
+    >"$work/redis/plain.log" 2>&1 &
+  pids+=($!)
+  redis-server --port "$p2" --bind 127.0.0.1 --save '' --appendonly no --dir "$work/redis" \
+    --cluster-enabled yes --cluster-config-file "$work/redis/nodes-$p2.conf" \
+    >"$work/redis/cluster.log" 2>&1 &
+  pids+=($!)
+  wait_info "$p1" server redis_version || return 1
+  wait_info "$p2" server redis_version || return 1
+  redis-cli -p "$p2" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null || return 1
+  for i in $(seq 100); do
+    redis-cli -p "$p2" CLUSTER INFO | grep -q 'cluster_state:ok' && break
+    sleep 0.1
+  done
+  addrs=127.0.0.1:$p1 cluster_addrs=127.0.0.1:$p2
+}
+
+node_ports=()
+start_raftlock() { # N -> node_ports (client ports), leader, followers
+  local n=$1 i peers="" raft=()
+  node_ports=()
+  for ((i = 1; i <= n; i++)); do
+    node_ports+=("$(free_port)")
+    raft+=("$(free_port)")
+    peers+="${peers:+,}n$i=127.0.0.1:${raft[i - 1]}"
+  done
+  for ((i = 1; i <= n; i++)); do
+    local args=(--id "n$i" --dir "$work/raftlock-$n/n$i" --addr "127.0.0.1:${node_ports[i - 1]}"
+      --raft-addr "127.0.0.1:${raft[i - 1]}")
+    ((n > 1)) && args+=(--peers "$peers")
+    mkdir -p "$work/raftlock-$n/n$i"
+    "$bin" "${args[@]}" >"$work/raftlock-$n/n$i.log" 2>&1 &
+    pids+=($!)
+  done
+  find_leader
+}
+
+find_leader() { # -> leader (port), followers (ports); 15 s at most
+  local i p
+  for i in $(seq 150); do
+    leader="" followers=()
+    for p in "${node_ports[@]}"; do
+      if redis-cli -p "$p" INFO raft 2>/dev/null | grep -q '^raft_state:Leader'; then
+        leader=$p
+      else
+        followers+=("$p")
+      fi
+    done
+    if [[ -n $leader ]] && redis-cli -p "$leader" INFO raft | grep -q '^raft_ready:true'; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  return 1
+}
+
+# --- suites ---------------------------------------------------------------------------------------
+# run_suite SETUP SUITE: one suite against $addrs / $cluster_addrs, rows into rows-SETUP-SUITE.tsv.
+run_suite() {
+  local setup=$1 s=$2 rows=$work/rows-$1-$2.tsv logf=$work/$1-$2.log rc
+  : >"$rows"
+  local env=(RAFTLOCK_ADDRS="$addrs" RAFTLOCK_CLUSTER_ADDRS="$cluster_addrs" RAFTLOCK_MATRIX="$rows")
+  case $s in
+  go)
+    env "${env[@]}" timeout -k 5 "$suite_timeout" "$work/clients.test" -test.count=1 -test.v \
+      -test.timeout "$((suite_timeout - 10))s" >"$logf" 2>&1
+    ;;
+  node)
+    (cd "$root/tests/node" && env "${env[@]}" timeout -k 5 "$suite_timeout" \
+      node --test --test-concurrency=2 --test-reporter=spec) >"$logf" 2>&1
+    ;;
+  python)
+    (cd "$root/tests/python" && env "${env[@]}" timeout -k 5 "$suite_timeout" \
+      "$python" -m unittest -v test_redis_lock) >"$logf" 2>&1
+    ;;
+  esac
+  rc=$?
+  if ((rc != 0)) && ! grep -q $'\tfail\t' "$rows"; then
+    # The runner failed without a failed scenario (a crash, a timeout, a test outside the matrix).
+    printf '%s\t%s\t%s\t%s\n' "$s-suite" runner fail "exit status $rc; see $logf" >>"$rows"
+  elif [[ ! -s $rows ]]; then
+    printf '%s\t%s\t%s\t%s\n' "$s-suite" runner fail "ran no scenario; see $logf" >>"$rows"
+  fi
+}
+
+# run_setup SETUP: the suites side by side (the Go suite last to start: it may still be building).
+run_setup() {
+  local setup=$1 s p why bg=()
+  log "$setup: clients -> $addrs${cluster_addrs:+ (cluster clients -> $cluster_addrs)}"
+  for s in $(printf '%s\n' $suites | grep -vx go) $(printf '%s\n' $suites | grep -x go); do
+    [[ $s == go ]] && wait_go_build
+    why=""
+    for p in "${suite_problem[@]}"; do [[ $p == "$s: "* ]] && why=${p#"$s: "}; done
+    if [[ -n $why ]]; then
+      add_row "$setup" "$s-suite" runner fail "$why"
+      continue
+    fi
+    run_suite "$setup" "$s" &
+    bg+=($!)
+    suite_jobs+=($!)
+  done
+  for p in "${bg[@]}"; do wait "$p"; done
+  suite_jobs=()
+  log "$setup: done ($(cat "$work"/rows-"$setup"-*.tsv 2>/dev/null | grep -c $'\tpass\t') passed," \
+    "$(cat "$work"/rows-"$setup"*.tsv 2>/dev/null | grep -c $'\tfail\t') failed)"
+}
+
+setup_failed() { add_row "$1" servers start fail "$2"; log "$1: $2"; }
+
+for setup in $setups; do
+  : >"$work/rows-$setup.tsv"
+  case $setup in
+  redis)
+    if start_redis; then
+      run_setup redis
+    else
+      setup_failed redis "could not start redis-server (apt-get install redis-server)"
+    fi
+    stop_all
+    ;;
+  1-node)
+    stop_all
+    if ! wait_raftlock_build; then
+      setup_failed 1-node "no raftlock binary (build failed: see $work/build.log)"
+    elif start_raftlock 1; then
+      addrs=127.0.0.1:$leader cluster_addrs=""
+      run_setup 1-node
+    else
+      setup_failed 1-node "no leader after 15 s; see $work/raftlock-1"
+    fi
+    stop_all
+    node_ports=()
+    ;;
+  3-leader | 3-follower)
+    if ! wait_raftlock_build; then
+      setup_failed "$setup" "no raftlock binary (build failed: see $work/build.log)"
+      continue
+    fi
+    if [[ ${#node_ports[@]} -ne 3 ]] || ! find_leader; then
+      stop_all
+      start_raftlock 3 || { setup_failed "$setup" "no leader after 15 s; see $work/raftlock-3"; continue; }
+    fi
+    if [[ $setup == 3-leader ]]; then
+      addrs=127.0.0.1:$leader,127.0.0.1:${followers[0]},127.0.0.1:${followers[1]}
+    else
+      addrs=127.0.0.1:${followers[0]},127.0.0.1:${followers[1]},127.0.0.1:$leader
+    fi
+    cluster_addrs="" before=$leader
+    run_setup "$setup"
+    if ! find_leader || [[ $leader != "$before" ]]; then
+      add_row "$setup" raftlock stable-leader fail "the leader changed during the run ($before -> ${leader:-none}): the setup was not what it says"
+    else
+      add_row "$setup" raftlock stable-leader pass ""
+    fi
+    ;;
+  *) setup_failed "$setup" "unknown setup" ;;
+  esac
+done
+stop_all
+
+# --- the matrix -----------------------------------------------------------------------------------
+# Rows of every setup, ordered by suite, library, then scenario in flow order.
+for setup in $setups; do
+  for s in $suites runner; do
+    f=$work/rows-$setup-$s.tsv
+    [[ $s == runner ]] && f=$work/rows-$setup.tsv
+    [[ -f $f ]] || continue
+    awk -F'\t' -v OFS='\t' -v setup="$setup" -v suite="$s" -v suites="$suites runner" '
+      BEGIN {
+        n = split(suites, S, " "); for (i = 1; i <= n; i++) rank[S[i]] = i
+        m = split("connect acquire contend extend reacquire wrong-owner release wait expiry", C, " ")
+        for (i = 1; i <= m; i++) sc[C[i]] = i
+      }
+      { print rank[suite], $1, ($2 in sc) ? sc[$2] : 99, $2, setup, $3, $4 }' "$f"
+  done
+done | sort -t$'\t' -s -k1,1n -k2,2 -k3,3n >"$work/matrix.tsv"
+
+set -- $setups
+matrix=$(awk -F'\t' -v setups="$*" '
+BEGIN { ns = split(setups, S, " ") }
+{
+  k = $2 SUBSEP $4
+  if (!(k in seen)) { seen[k] = 1; order[++n] = k; lib[n] = $2; sc[n] = $4 }
+  # a scenario recorded twice in one setup (it should not be): the worse result wins
+  if (!((k, $5) in cell) || $6 == "fail") cell[k, $5] = $6
+  if ($6 == "fail") fails[++nf] = sprintf("%-11s %-22s %-13s %s", $5, $2, $4, $7)
+}
+END {
+  wl = 7; for (j = 1; j <= n; j++) if (length(lib[j]) > wl) wl = length(lib[j])
+  printf "\n%-*s  %-14s", wl, "library", "scenario"
+  for (i = 1; i <= ns; i++) printf "  %-10s", S[i]
+  printf "\n"
+  for (j = 1; j <= n; j++) {
+    k = order[j]
+    printf "%-*s  %-14s", wl, lib[j], sc[j]
+    for (i = 1; i <= ns; i++) {
+      r = ((k, S[i]) in cell) ? cell[k, S[i]] : "-"
+      if (r == "fail") r = "FAIL"
+      printf "  %-10s", r
+      if (r == "pass") np++
+      else if (r == "FAIL") nfail++
+      else if (r == "skip") nskip++
+    }
+    printf "\n"
+  }
+  if (nf) {
+    printf "\nfailures (setup, library, scenario, first error):\n"
+    for (i = 1; i <= nf; i++) print "  " fails[i]
+  }
+  printf "\n%d skipped (a scenario they need did not pass); - = not applicable\n", nskip
+  printf "%d passed, %d failed\n", np + 0, nfail + 0
+  exit (nfail > 0 || np == 0)
+}' "$work/matrix.tsv")
+rc=$?
+log "finished"
+if ((rc != 0)) || [[ -n ${CLIENTS_KEEP:-} ]]; then
+  echo "logs and data: $work" >&2
+  keep_work=2
+else
+  keep_work=0
+fi
+# The last line of output is the matrix's "N passed, M failed" (CI reads it).
+printf '%s\n' "$matrix"
+exit "$rc"
