@@ -165,14 +165,16 @@ wait_info() {
 
 start_redis() { # -> addrs, cluster_addrs
   have redis-server || return 1
-  local p1 p2 i
-  p1=$(free_port) p2=$(free_port)
+  local p1 p2 p3 i
+  # The cluster bus port is given explicitly: by default it is the client port + 10000, which
+  # free_port did not check (a collision there once made the baseline fail to start).
+  p1=$(free_port) p2=$(free_port) p3=$(free_port)
   mkdir -p "$work/redis"
   redis-server --port "$p1" --bind 127.0.0.1 --save '' --appendonly no --dir "$work/redis" \
     >"$work/redis/plain.log" 2>&1 &
   pids+=($!)
   redis-server --port "$p2" --bind 127.0.0.1 --save '' --appendonly no --dir "$work/redis" \
-    --cluster-enabled yes --cluster-config-file "$work/redis/nodes-$p2.conf" \
+    --cluster-enabled yes --cluster-port "$p3" --cluster-config-file "$work/redis/nodes-$p2.conf" \
     >"$work/redis/cluster.log" 2>&1 &
   pids+=($!)
   wait_info "$p1" server redis_version || return 1
