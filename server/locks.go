@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"strings"
 
 	"github.com/raftlock/raftlock/fsm"
 )
@@ -134,18 +135,24 @@ func (c *conn) tokenArg(key []byte, arg []byte, cmd string) (fsm.Token, bool) {
 	return t, true
 }
 
-// UNLOCK key [token] -> :1 released, :0 not held with that token.
-func cmdUnlock(c *conn, args [][]byte) {
-	if len(args) > 3 {
-		c.w.Error("ERR wrong number of arguments for 'unlock' command")
-		return
+// holderToken reads the token of UNLOCK key [token] and RENEW key [token] ttl_ms: args[2] when
+// args has all n entries, else the one this connection remembers for the key.
+func (c *conn) holderToken(args [][]byte, n int, name string) (fsm.Token, bool) {
+	if len(args) > n {
+		c.w.Error("ERR wrong number of arguments for '" + name + "' command")
+		return 0, false
 	}
-	key := args[1]
 	var tokArg []byte
-	if len(args) == 3 {
+	if len(args) == n {
 		tokArg = args[2]
 	}
-	token, ok := c.tokenArg(key, tokArg, "UNLOCK with the token")
+	return c.tokenArg(args[1], tokArg, strings.ToUpper(name)+" with the token")
+}
+
+// UNLOCK key [token] -> :1 released, :0 not held with that token.
+func cmdUnlock(c *conn, args [][]byte) {
+	key := args[1]
+	token, ok := c.holderToken(args, 3, "unlock")
 	if !ok {
 		return
 	}
@@ -164,16 +171,8 @@ func cmdUnlock(c *conn, args [][]byte) {
 
 // RENEW key [token] ttl_ms -> :1 renewed, :0 not held with that token.
 func cmdRenew(c *conn, args [][]byte) {
-	if len(args) > 4 {
-		c.w.Error("ERR wrong number of arguments for 'renew' command")
-		return
-	}
 	key := args[1]
-	var tokArg []byte
-	if len(args) == 4 {
-		tokArg = args[2]
-	}
-	token, ok := c.tokenArg(key, tokArg, "RENEW with the token")
+	token, ok := c.holderToken(args, 4, "renew")
 	if !ok {
 		return
 	}
