@@ -30,7 +30,6 @@ type scriptRun struct {
 	ov       *overlay
 	readOnly bool
 	capture  bytes.Buffer
-	reads    [][]byte // keys read by the script's read commands (tracked for the caller)
 }
 
 // scriptCaller lets the script engine call commands on the connection running the script.
@@ -59,13 +58,16 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 	case cmd.arity > 0 && len(args) != cmd.arity || cmd.arity < 0 && len(args) < -cmd.arity:
 		return errValue("ERR Wrong number of args calling Redis command from script"), nil
 	}
-	if !cmd.write && cmd.first > 0 {
+	if c.trackScript && !cmd.write && cmd.first > 0 {
+		// Track the keys the script reads for its caller now, while the script still holds the
+		// view: a change applied right after the script is then pushed, never missed. (A script
+		// that writes a key after reading it hears of its own write unless NOLOOP, as on Redis.)
 		last := cmd.last
 		if last < 0 {
 			last = len(args) + last
 		}
 		for i := cmd.first; i <= last && i < len(args); i += max(cmd.step, 1) {
-			run.reads = append(run.reads, append([]byte(nil), args[i]...))
+			c.s.tracker.read(c, args[i])
 		}
 	}
 	saved, savedCmd := c.w, c.cmd
@@ -192,11 +194,8 @@ func evalGeneric(c *conn, args [][]byte, bySHA, readOnly bool) {
 		noscript bool
 		ov       *overlay
 	)
-	var reads [][]byte
-	defer func() { c.trackScriptKeys(reads) }() // after the effects applied (or failed)
 	res, err := c.exec(keys, func(v fsm.View) []fsm.Command {
 		val, runErr, noscript, ov = script.Value{}, nil, false, nil
-		reads = nil
 		code := src
 		_, known := v.Script(sha)
 		if bySHA {
@@ -210,7 +209,6 @@ func evalGeneric(c *conn, args [][]byte, bySHA, readOnly bool) {
 		ov = newOverlay(v)
 		c.script = &scriptRun{ov: ov, readOnly: readOnly}
 		val, runErr = c.s.scripts.Run(c.ctx, code, keys, argv, scriptCaller{c})
-		reads = c.script.reads
 		c.script = nil
 		// As in Redis, effects made before a runtime error stay: scripts are not rolled back.
 		cmds := ov.cmds

@@ -184,8 +184,8 @@ func (c *conn) trackRead(cmd *command, args [][]byte) {
 		return
 	}
 	if isScriptCmd(cmd) {
-		// A script's reads are tracked once it ran (trackScriptKeys): as in Redis, the keys its
-		// read commands touched are remembered for the caller.
+		// A script's reads are tracked as its read commands run (scriptCaller.Call), or, when
+		// a follower forwards it, its declared keys once the leader replied (trackScriptKeys).
 		c.trackScript = true
 		return
 	}
@@ -324,8 +324,8 @@ func isScriptCmd(cmd *command) bool {
 	return false
 }
 
-// trackScriptKeys remembers keys for a connection whose script just ran (its effects applied),
-// if its tracking mode said so when the script was sent.
+// trackScriptKeys remembers keys for a connection whose script a follower forwarded and the
+// leader ran, if its tracking mode said so when the script was sent.
 func (c *conn) trackScriptKeys(keys [][]byte) {
 	if !c.trackScript {
 		return
