@@ -128,7 +128,7 @@ func (c *conn) route(cmd *command, args [][]byte) {
 		}
 		c.up = up
 	}
-	c.up.nc.SetDeadline(time.Now().Add(c.s.cfg.ForwardTimeout))
+	c.up.nc.SetDeadline(time.Now().Add(c.s.cfg.ForwardTimeout + lockWaitOf(cmd, args)))
 	stopWatch := c.watchLeader(id, c.up.nc)
 	writeCommand(c.up.w, args)
 	var reply []byte
@@ -191,6 +191,21 @@ func (c *conn) watchLeader(id string, nc net.Conn) (stop func()) {
 		stopped = true
 		t.Stop()
 	}
+}
+
+// lockWaitOf is how long a LOCK ... WAIT ms may legitimately wait on the leader.
+func lockWaitOf(cmd *command, args [][]byte) time.Duration {
+	if cmd.name != "lock" {
+		return 0
+	}
+	for i := 3; i+1 < len(args); i++ {
+		if is(args[i], "wait") {
+			if ms, ok := parseInt(args[i+1]); ok && ms > 0 && ms <= maxLockWait {
+				return time.Duration(ms) * time.Millisecond
+			}
+		}
+	}
+	return 0
 }
 
 // rewriteTokenless fills in the token of a token-less UNLOCK or RENEW from the locks this

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"strings"
+	"time"
 
 	"github.com/raftlock/raftlock/fsm"
 )
@@ -59,32 +60,83 @@ func grant(key, owner []byte, leaseMs uint64, m fsm.Match) fsm.Command {
 
 func byToken(t fsm.Token) fsm.Match { return fsm.Match{Kind: fsm.MatchToken, Token: t} }
 
-// LOCK key ttl_ms [OWNER id] -> :token, or nil while another owner holds key.
+// maxLockWait bounds LOCK ... WAIT: a waiting LOCK holds its connection.
+const maxLockWait = 60 * 1000
+
+// LOCK key ttl_ms [OWNER id] [WAIT ms] -> :token, or nil while another owner holds key (after
+// waiting up to WAIT ms for it to be released or to expire).
 func cmdLock(c *conn, args [][]byte) {
 	key := args[1]
 	if !c.checkKey(key) {
 		return
 	}
-	var owner []byte
+	var owner, waitArg []byte
 	explicit := false
 	for i := 3; i < len(args); i++ {
-		if is(args[i], "owner") && i+1 < len(args) && !explicit {
+		switch {
+		case is(args[i], "owner") && i+1 < len(args) && !explicit:
 			owner, explicit = args[i+1], true
-			i++
-			continue
+		case is(args[i], "wait") && i+1 < len(args) && waitArg == nil:
+			waitArg = args[i+1]
+		default:
+			c.w.Error(errSyntax)
+			return
 		}
-		c.w.Error(errSyntax)
-		return
+		i++
 	}
 	ttl, ok := c.leaseArg(args[2], "lock")
 	if !ok || explicit && !c.checkValue(owner) {
 		return
 	}
+	var wait int64
+	if waitArg != nil {
+		if wait, ok = parseInt(waitArg); !ok || wait < 0 || wait > maxLockWait {
+			c.w.Error("ERR invalid WAIT: milliseconds from 0 to " + itoa(maxLockWait))
+			return
+		}
+	}
 	if !explicit {
 		owner = c.defaultOwner()
 	}
+	var deadline *time.Timer
+	for {
+		// Watch the key before trying, so a release between the refusal and the wait is seen.
+		changed, unwatch := c.s.waiters.watch(key)
+		token, granted, err := c.tryLock(key, owner, ttl, explicit)
+		if err != nil || granted || wait == 0 {
+			unwatch()
+			switch {
+			case err != nil:
+				c.replyError(err)
+			case granted:
+				c.w.Int(int64(token))
+			default:
+				c.w.Null()
+			}
+			return
+		}
+		if deadline == nil {
+			deadline = time.NewTimer(time.Duration(wait) * time.Millisecond)
+			defer deadline.Stop()
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			unwatch()
+			c.w.Null()
+			return
+		case <-c.ctx.Done():
+			unwatch()
+			return
+		}
+	}
+}
+
+// tryLock makes one LOCK attempt: a grant on a free key, a renewal when the same explicit owner
+// holds it (a retry gets its token back), a refusal otherwise.
+func (c *conn) tryLock(key, owner []byte, ttl uint64, explicit bool) (fsm.Token, bool, error) {
 	refused := false
-	res, err := c.exec(args[1:2], func(v fsm.View) []fsm.Command {
+	res, err := c.exec([][]byte{key}, func(v fsm.View) []fsm.Command {
 		refused = false
 		l, _, held := v.Lookup(key)
 		if !held {
@@ -98,23 +150,18 @@ func cmdLock(c *conn, args [][]byte) {
 		return nil
 	})
 	if err != nil {
-		c.replyError(err)
-		return
+		return 0, false, err
 	}
-	if refused {
-		c.s.stats.refusals.Add(1)
-		c.w.Null()
-		return
+	if !refused {
+		switch r := res[0]; r.Status {
+		case fsm.StatusGranted, fsm.StatusRenewed:
+			c.s.stats.grants.Add(1)
+			c.tokens[string(key)] = r.Token
+			return r.Token, true, nil
+		}
 	}
-	switch r := res[0]; r.Status {
-	case fsm.StatusGranted, fsm.StatusRenewed:
-		c.s.stats.grants.Add(1)
-		c.tokens[string(key)] = r.Token
-		c.w.Int(int64(r.Token))
-	default:
-		c.s.stats.refusals.Add(1)
-		c.w.Null()
-	}
+	c.s.stats.refusals.Add(1)
+	return 0, false, nil
 }
 
 // tokenArg returns the token a token-less UNLOCK/RENEW means: the one this connection holds.

@@ -168,6 +168,7 @@ type Server struct {
 	node    Node
 	scripts scriptEngine
 	tracker *tracker
+	waiters *waiters
 	log     *slog.Logger
 	start   time.Time
 	// bootID makes the default owners of this process's LOCKs unlike any earlier process's.
@@ -209,7 +210,11 @@ func New(cfg Config, node Node) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.scripts = newScriptEngine(cfg)
 	s.tracker = newTracker()
-	node.OnChange(s.tracker.changed)
+	s.waiters = newWaiters()
+	node.OnChange(func(key []byte) {
+		s.tracker.changed(key)
+		s.waiters.changed(key)
+	})
 	s.mu.conns = make(map[*conn]struct{})
 	return s, nil
 }

@@ -492,3 +492,45 @@ func TestHangupCancelsTheRequest(t *testing.T) {
 		t.Fatal("the request's context was not cancelled when the client hung up")
 	}
 }
+
+func TestLockWait(t *testing.T) {
+	addr, _ := startServer(t, nil)
+	holder, waiter := dialRaw(t, addr), dialRaw(t, addr)
+	tok := holder.do("LOCK", "w", "10000")
+	if !strings.HasPrefix(tok, ":") {
+		t.Fatalf("LOCK = %q", tok)
+	}
+	// Released while waiting: granted promptly.
+	got := make(chan string, 1)
+	start := time.Now()
+	go func() { got <- waiter.do("LOCK", "w", "10000", "WAIT", "5000") }()
+	time.Sleep(100 * time.Millisecond) // let the waiter wait; the assertion below does not depend on it
+	holder.do("UNLOCK", "w")
+	select {
+	case r := <-got:
+		if !strings.HasPrefix(r, ":") || r == tok {
+			t.Errorf("LOCK WAIT after the release = %q, want a new token", r)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("LOCK WAIT took %v after the release", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("LOCK WAIT not granted after the release")
+	}
+	// Ended by the lease: granted once it expires.
+	holder.do("LOCK", "e", "200")
+	if r := waiter.do("LOCK", "e", "1000", "WAIT", "3000"); !strings.HasPrefix(r, ":") {
+		t.Errorf("LOCK WAIT across an expiry = %q, want a token", r)
+	}
+	// Never released: nil after the wait.
+	start = time.Now()
+	if r := waiter.do("LOCK", "w", "1000", "WAIT", "300"); r != "$-1\r\n" {
+		t.Errorf("LOCK WAIT on a held lock = %q, want nil", r)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("LOCK WAIT 300 gave up after %v", d)
+	}
+	if r := waiter.do("LOCK", "w", "1000", "WAIT", "-1"); !strings.HasPrefix(r, "-ERR invalid WAIT") {
+		t.Errorf("LOCK WAIT -1 = %q", r)
+	}
+}
