@@ -62,6 +62,7 @@ func init() {
 		{name: "eval_ro", arity: -3, flags: []string{"readonly", "noscript", "movablekeys"}, first: 3, last: 3, step: 1, summary: "Run a read-only Lua script", run: cmdEvalRO},
 		{name: "evalsha_ro", arity: -3, flags: []string{"readonly", "noscript", "movablekeys"}, first: 3, last: 3, step: 1, summary: "Run a stored read-only Lua script by its SHA1", run: cmdEvalSHARO},
 		{name: "script", arity: -2, flags: []string{"write", "noscript"}, summary: "SCRIPT LOAD, EXISTS, FLUSH, KILL", run: cmdScript},
+		{name: "debug", arity: -2, flags: []string{"noscript"}, summary: "DEBUG CLOCK-SHIFT ms (only on a node started with --test-clock)", run: cmdDebug},
 		{name: "cluster", arity: -2, summary: "Cluster topology for cluster-mode clients: SLOTS, SHARDS, NODES, INFO, MYID", run: cmdCluster},
 		{name: "raft", arity: -2, summary: "Cluster administration: MEMBERS, ADD, PROMOTE, REMOVE, TRANSFER, SNAPSHOT, STATS, DIGEST", run: cmdRaft},
 	} {

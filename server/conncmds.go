@@ -420,3 +420,23 @@ func portOf(addr string) string {
 	}
 	return addr
 }
+
+// DEBUG CLOCK-SHIFT ms: move this node's lease clock by ms (negative: back), for fault tests.
+// Only a node started with --test-clock accepts it.
+func cmdDebug(c *conn, args [][]byte) {
+	if c.s.cfg.ShiftClock == nil {
+		c.w.Error("ERR DEBUG is disabled: start the node with --test-clock to use DEBUG CLOCK-SHIFT (tests only)")
+		return
+	}
+	if !is(args[1], "clock-shift") || len(args) != 3 {
+		c.w.Error("ERR the only DEBUG subcommand is CLOCK-SHIFT ms")
+		return
+	}
+	ms, ok := parseInt(args[2])
+	if !ok || ms > 365*24*3600*1000 || ms < -365*24*3600*1000 {
+		c.w.Error(errNotInt)
+		return
+	}
+	total := c.s.cfg.ShiftClock(time.Duration(ms) * time.Millisecond)
+	c.w.Int(total.Milliseconds())
+}

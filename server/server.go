@@ -77,6 +77,9 @@ type Config struct {
 	Limits resp.Limits
 	// Now is the clock for absolute expiry times (PXAT, EXAT, PEXPIREAT). Default time.Now.
 	Now func() time.Time
+	// ShiftClock, when set (tests only), lets DEBUG CLOCK-SHIFT ms move the node's lease clock
+	// to inject skew and jumps. It returns the clock's total offset.
+	ShiftClock func(d time.Duration) time.Duration
 	// Info supplies extra INFO sections (raft, for instance), rendered as "name:value" lines.
 	Info func(section string) []InfoField
 	// Logger receives structured logs. Default slog.Default().

@@ -62,7 +62,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		trans.Close()
 		return fmt.Errorf("inspect data dir: %w", err)
 	}
+	clock := &testClock{}
 	ncfg := raftnode.DefaultConfig()
+	ncfg.Now = clock.Now
 	ncfg.ID = opts.id
 	ncfg.RaftAddr = string(trans.LocalAddr())
 	ncfg.ClientAddr = opts.advertise
@@ -85,6 +87,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	scfg.Addr = opts.addr
 	scfg.NodeID = opts.id
 	scfg.Redirect = opts.redirect
+	scfg.Now = clock.Now
+	if opts.testClock {
+		logger.Warn("--test-clock: DEBUG CLOCK-SHIFT can move this node's lease clock; for tests only")
+		scfg.ShiftClock = clock.Shift
+	}
 	scfg.Logger = logger
 	scfg.Info = func(section string) []server.InfoField { return infoSection(section, node, st) }
 	srv, err := server.New(scfg, node)

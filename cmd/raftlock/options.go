@@ -27,6 +27,7 @@ type options struct {
 	peers         []raftnode.Peer
 	join          string
 	redirect      bool
+	testClock     bool
 	// Snapshot tuning; zero keeps raftnode's defaults. Tests lower them to force log
 	// compaction and snapshot installs.
 	snapshotThreshold uint64
@@ -49,6 +50,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"peers":              fs.String("peers", "", "initial voters of a new multi-node cluster: ID=RAFTADDR,... (the same on every node)"),
 		"join":               fs.String("join", "", "client address of any member of an existing cluster to join through"),
 		"redirect":           fs.String("redirect", "false", "followers answer -MOVED with the leader's address instead of forwarding (true/false)"),
+		"test-clock":         fs.String("test-clock", "false", "TESTS ONLY: allow DEBUG CLOCK-SHIFT ms to skew or jump this node's lease clock (true/false)"),
 		"snapshot-threshold": fs.String("snapshot-threshold", "0", "log entries between snapshots (0: default 16384)"),
 		"trailing-logs":      fs.String("trailing-logs", "0", "log entries kept behind a snapshot for slow followers (0: default 10240)"),
 		"snapshot-interval":  fs.String("snapshot-interval", "0", "how often to check whether to snapshot (0: default 10s)"),
@@ -116,12 +118,14 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 			return options{}, fmt.Errorf("--snapshot-interval: want a positive duration such as 5s, got %q", v)
 		}
 	}
-	switch *vals["redirect"] {
-	case "true", "1", "yes":
-		o.redirect = true
-	case "false", "0", "no", "":
-	default:
-		return options{}, fmt.Errorf("--redirect: want true or false, got %q", *vals["redirect"])
+	for name, dst := range map[string]*bool{"redirect": &o.redirect, "test-clock": &o.testClock} {
+		switch *vals[name] {
+		case "true", "1", "yes":
+			*dst = true
+		case "false", "0", "no", "":
+		default:
+			return options{}, fmt.Errorf("--%s: want true or false, got %q", name, *vals[name])
+		}
 	}
 	if s := *vals["peers"]; s != "" {
 		for _, item := range strings.Split(s, ",") {
