@@ -20,6 +20,47 @@ type command struct {
 	// the leader; a follower forwards it (or redirects, or serves a READONLY read itself).
 	write  bool
 	leader bool
+	// movable: the keys are KEYS of a script (EVAL script numkeys key ...), not fixed positions.
+	movable bool
+}
+
+// keyArgs returns the keys a command names in args (a script's declared keys for EVAL and
+// friends). It shares args' memory; our fixed positions are contiguous (step 1).
+func (cmd *command) keyArgs(args [][]byte) [][]byte {
+	if cmd.movable {
+		if n, ok := parseInt(args[2]); ok && n >= 0 && int(n) <= len(args)-3 {
+			return args[3 : 3+n]
+		}
+		return nil
+	}
+	if cmd.first <= 0 || cmd.first >= len(args) {
+		return nil
+	}
+	last := cmd.last
+	if last < 0 {
+		last = len(args) + last
+	}
+	return args[cmd.first:min(last+1, len(args))]
+}
+
+// arityOK applies Redis's arity convention: n = exactly n args with the name, -n = at least n.
+func (cmd *command) arityOK(nargs int) bool {
+	return cmd.arity > 0 && nargs == cmd.arity || cmd.arity < 0 && nargs >= -cmd.arity
+}
+
+// lookupCommand finds a command by name, ignoring ASCII case, without allocating.
+func lookupCommand(name []byte) *command {
+	if len(name) > maxCommandName {
+		return nil
+	}
+	var buf [maxCommandName]byte
+	for i, ch := range name {
+		if 'A' <= ch && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		buf[i] = ch
+	}
+	return commands[string(buf[:len(name)])] // no allocation: the compiler sees the lookup
 }
 
 // commands is the command table, keyed by lowercase name.
@@ -68,6 +109,7 @@ func init() {
 	} {
 		cmd.write = slices.Contains(cmd.flags, "write")
 		cmd.leader = cmd.write || slices.Contains(cmd.flags, "readonly")
+		cmd.movable = slices.Contains(cmd.flags, "movablekeys")
 		commands[cmd.name] = cmd
 	}
 }
@@ -88,24 +130,13 @@ const maxCommandName = 32
 // dispatch runs one command and writes its reply.
 func (c *conn) dispatch(args [][]byte) {
 	c.s.stats.commands.Add(1)
-	var buf [maxCommandName]byte
-	name := args[0]
-	var cmd *command
-	if len(name) <= maxCommandName {
-		for i, ch := range name {
-			if 'A' <= ch && ch <= 'Z' {
-				ch += 'a' - 'A'
-			}
-			buf[i] = ch
-		}
-		cmd = commands[string(buf[:len(name)])] // no allocation: the compiler sees the lookup
-	}
+	cmd := lookupCommand(args[0])
 	if cmd == nil {
 		c.s.stats.errors.Add(1)
 		c.w.Error(unknownCommand(args))
 		return
 	}
-	if cmd.arity > 0 && len(args) != cmd.arity || cmd.arity < 0 && len(args) < -cmd.arity {
+	if !cmd.arityOK(len(args)) {
 		c.s.stats.errors.Add(1)
 		c.w.Error("ERR wrong number of arguments for '" + cmd.name + "' command")
 		return
@@ -118,7 +149,7 @@ func (c *conn) dispatch(args [][]byte) {
 	}
 	if cmd.write && c.noloop && c.tracking != trackOff {
 		// NOLOOP: this connection must not hear of the changes its own command makes.
-		keys := writtenKeys(cmd, args)
+		keys := cmd.keyArgs(args)
 		c.s.tracker.beginWrite(c, keys)
 		defer c.s.tracker.endWrite(c, keys)
 	}

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"strconv"
 
@@ -168,11 +167,6 @@ func copyArgs(args [][]byte) [][]byte {
 		out[i] = buf[start:len(buf):len(buf)]
 	}
 	return out
-}
-
-// clientGone reports whether the connection's context ended: nothing should be written.
-func (c *conn) clientGone(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, io.EOF)
 }
 
 // defaultOwner is the owner value of a LOCK without OWNER: unique to this request, so no other

@@ -283,7 +283,7 @@ func cmdCommand(c *conn, args [][]byte) {
 	case is(sub, "info"):
 		c.w.Array(len(args) - 2)
 		for _, a := range args[2:] {
-			if cmd := commands[lower(a)]; cmd != nil {
+			if cmd := lookupCommand(a); cmd != nil {
 				c.writeCommandInfo(cmd)
 			} else {
 				c.w.NullArray()
@@ -297,7 +297,7 @@ func cmdCommand(c *conn, args [][]byte) {
 			}
 		}
 		for _, a := range args[2:] {
-			if cmd := commands[lower(a)]; cmd != nil {
+			if cmd := lookupCommand(a); cmd != nil {
 				list = append(list, cmd)
 			}
 		}

@@ -101,8 +101,8 @@ func (c *conn) route(cmd *command, args [][]byte) {
 		return
 	case c.s.cfg.Redirect:
 		slot := 0
-		if cmd.first > 0 && len(args) > cmd.first {
-			slot = keySlot(args[cmd.first])
+		if keys := cmd.keyArgs(args); len(keys) > 0 {
+			slot = keySlot(keys[0])
 		}
 		c.w.Error("MOVED " + strconv.Itoa(slot) + " " + addr)
 		return
@@ -151,12 +151,10 @@ func (c *conn) route(cmd *command, args [][]byte) {
 		return
 	}
 	c.s.stats.forwarded.Add(1)
-	if isScriptCmd(cmd) {
+	if cmd.movable {
 		// The leader ran it: this node cannot see what it read, so it tracks the keys the
 		// script declares (a superset: at worst a spurious invalidation).
-		if n, ok := parseInt(args[2]); ok && n >= 0 && int(n) <= len(args)-3 {
-			c.trackScriptKeys(args[3 : 3+n])
-		}
+		c.trackScriptKeys(cmd.keyArgs(args))
 	}
 	c.trackScript = false
 	c.w.Raw(reply)

@@ -42,10 +42,7 @@ func errValue(msg string) script.Value { return script.Value{Kind: script.KindEr
 func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 	c := sc.c
 	run := c.script
-	var cmd *command
-	if len(args[0]) <= maxCommandName {
-		cmd = commands[lower(args[0])]
-	}
+	cmd := lookupCommand(args[0])
 	switch {
 	case cmd == nil:
 		return errValue("ERR Unknown Redis command called from script"), nil
@@ -55,19 +52,15 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 		return errValue("ERR This Redis command is not allowed from script"), nil
 	case cmd.write && run.readOnly:
 		return errValue("ERR Write commands are not allowed from read-only scripts."), nil
-	case cmd.arity > 0 && len(args) != cmd.arity || cmd.arity < 0 && len(args) < -cmd.arity:
+	case !cmd.arityOK(len(args)):
 		return errValue("ERR Wrong number of args calling Redis command from script"), nil
 	}
-	if c.trackScript && !cmd.write && cmd.first > 0 {
+	if c.trackScript && !cmd.write {
 		// Track the keys the script reads for its caller now, while the script still holds the
 		// view: a change applied right after the script is then pushed, never missed. (A script
 		// that writes a key after reading it hears of its own write unless NOLOOP, as on Redis.)
-		last := cmd.last
-		if last < 0 {
-			last = len(args) + last
-		}
-		for i := cmd.first; i <= last && i < len(args); i += max(cmd.step, 1) {
-			c.s.tracker.read(c, args[i])
+		for _, k := range cmd.keyArgs(args) {
+			c.s.tracker.read(c, k)
 		}
 	}
 	saved, savedCmd := c.w, c.cmd

@@ -183,21 +183,17 @@ func (c *conn) trackRead(cmd *command, args [][]byte) {
 	default:
 		return
 	}
-	if isScriptCmd(cmd) {
+	if cmd.movable {
 		// A script's reads are tracked as its read commands run (scriptCaller.Call), or, when
 		// a follower forwards it, its declared keys once the leader replied (trackScriptKeys).
 		c.trackScript = true
 		return
 	}
-	if cmd.write || !cmd.leader || cmd.first <= 0 {
+	if cmd.write || !cmd.leader {
 		return
 	}
-	last := cmd.last
-	if last < 0 {
-		last = len(args) + last
-	}
-	for i := cmd.first; i <= last && i < len(args); i += max(cmd.step, 1) {
-		c.s.tracker.read(c, args[i])
+	for _, k := range cmd.keyArgs(args) {
+		c.s.tracker.read(c, k)
 	}
 }
 
@@ -316,14 +312,6 @@ func (c *conn) trackingInfo() {
 	}
 }
 
-func isScriptCmd(cmd *command) bool {
-	switch cmd.name {
-	case "eval", "evalsha", "eval_ro", "evalsha_ro":
-		return true
-	}
-	return false
-}
-
 // trackScriptKeys remembers keys for a connection whose script a follower forwarded and the
 // leader ran, if its tracking mode said so when the script was sent.
 func (c *conn) trackScriptKeys(keys [][]byte) {
@@ -364,26 +352,4 @@ func (t *tracker) endWrite(c *conn, keys [][]byte) {
 	if len(m) == 0 {
 		delete(t.writing, c)
 	}
-}
-
-// writtenKeys: the keys a write command names (a script's declared keys).
-func writtenKeys(cmd *command, args [][]byte) [][]byte {
-	if isScriptCmd(cmd) {
-		if n, ok := parseInt(args[2]); ok && n >= 0 && int(n) <= len(args)-3 {
-			return args[3 : 3+n]
-		}
-		return nil
-	}
-	if cmd.first <= 0 {
-		return nil
-	}
-	last := cmd.last
-	if last < 0 {
-		last = len(args) + last
-	}
-	var keys [][]byte
-	for i := cmd.first; i <= last && i < len(args); i += max(cmd.step, 1) {
-		keys = append(keys, args[i])
-	}
-	return keys
 }
