@@ -35,7 +35,7 @@ func TestMembers(t *testing.T) {
 	if m.Len() != 0 {
 		t.Errorf("member commands touched the lock table: %d locks", m.Len())
 	}
-	// Members survive the codec and a snapshot.
+	// A member command survives the codec.
 	enc := set("n9", "h:1").Encode(nil)
 	if c, err := fsm.Decode(enc); err != nil || string(c.Owner) != "h:1" {
 		t.Errorf("Decode(set-member) = %+v, %v", c, err)
