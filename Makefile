@@ -5,7 +5,7 @@ BIN       := bin
 FUZZTIME  ?= 10s
 BENCHTIME ?= 5s
 
-.PHONY: all build run test unit fuzz vet bench cluster chaos clients clean
+.PHONY: all build run test unit fuzz vet bench bench-compare bench-scale cluster chaos clients clean
 
 all: build
 
@@ -41,6 +41,17 @@ test: vet unit fuzz clients
 
 bench: build
 	scripts/bench.sh $(BENCHTIME)
+
+# raftlock side by side with redis-server (appendfsync always / no persistence), Redlock over 3
+# Redis through redsync, and etcd 1 and 3 members (concurrency.Mutex), in one run: one table with
+# ops/s, p50/p99/p999 and raftlock's ratio to each. See docs/performance.md.
+bench-compare: build
+	scripts/bench-compare.sh
+
+# Scale figures: RSS with 1M held locks, snapshot and restart times, grants while 10k/100k
+# leases expire. See docs/performance.md.
+bench-scale: build
+	scripts/bench-scale.sh
 
 # Three nodes on 127.0.0.1:6379-6381 (raft 7379-7381), data in ./cluster-data; Ctrl-C stops them.
 cluster: build
