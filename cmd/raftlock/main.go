@@ -105,6 +105,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	logger.Info("raftlock started", "id", opts.id, "addr", ln.Addr().String(), "raft", ncfg.RaftAddr, "dir", opts.dir,
 		"resumed", existing)
 
+	if opts.metricsAddr != "" {
+		maddr, err := serveMetrics(ctx, opts.metricsAddr, node, st, logger)
+		if err != nil {
+			srv.Close()
+			return err
+		}
+		logger.Info("metrics and pprof served", "addr", "http://"+maddr.String()+"/metrics")
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	bg, stopBG := context.WithCancel(ctx)

@@ -35,6 +35,8 @@ type options struct {
 	snapshotInterval  time.Duration
 	logLevel          string
 	logFormat         string
+	// metricsAddr, when set, serves /metrics and /debug/pprof/ over HTTP.
+	metricsAddr string
 }
 
 func parseOptions(args []string, getenv func(string) string) (options, error) {
@@ -56,6 +58,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"snapshot-interval":  fs.String("snapshot-interval", "0", "how often to check whether to snapshot (0: default 10s)"),
 		"log-level":          fs.String("log-level", "info", "debug, info, warn or error"),
 		"log-format":         fs.String("log-format", "text", "text or json"),
+		"metrics-addr":       fs.String("metrics-addr", "", "HTTP address for /metrics (Prometheus) and /debug/pprof/ (default off; keep it private)"),
 	}
 	config := fs.String("config", "", "config file of name = value lines")
 	fs.Usage = func() {}
@@ -97,7 +100,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	o := options{
 		id: *vals["id"], dir: *vals["dir"], addr: *vals["addr"], advertise: *vals["advertise"],
 		raftAddr: *vals["raft-addr"], raftAdvertise: *vals["raft-advertise"],
-		logLevel: *vals["log-level"], logFormat: *vals["log-format"],
+		logLevel: *vals["log-level"], logFormat: *vals["log-format"], metricsAddr: *vals["metrics-addr"],
 	}
 	if o.id == "" {
 		o.id = "node-" + strings.NewReplacer(":", "-", "[", "", "]", "").Replace(o.raftAddr)

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/raftlock/raftlock/raftnode"
+	"github.com/raftlock/raftlock/store"
+)
+
+// serveMetrics serves /metrics (Prometheus text format) and /debug/pprof/ on addr until ctx
+// ends. It is off unless --metrics-addr is set: profiles expose internals, so the address
+// should be a private one.
+func serveMetrics(ctx context.Context, addr string, node *raftnode.Node, st *store.Store, logger *slog.Logger) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		writeMetrics(w, node.Stats(), st.Stats())
+	})
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+			logger.Warn("metrics listener failed", "err", err)
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	return ln.Addr(), nil
+}
+
+// writeMetrics writes the node's figures in the Prometheus text format.
+func writeMetrics(w io.Writer, s raftnode.Stats, ss store.Stats) {
+	b2f := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	metric := func(name, kind, help string, v float64) {
+		fmt.Fprintf(w, "# HELP raftlock_%s %s\n# TYPE raftlock_%s %s\nraftlock_%s %g\n", name, help, name, kind, name, v)
+	}
+	metric("ready", "gauge", "1 when this node leads and serves.", b2f(s.Ready))
+	metric("is_leader", "gauge", "1 when this node is the raft leader.", b2f(s.State == "Leader"))
+	metric("term", "gauge", "Current raft term.", float64(s.Term))
+	metric("voters", "gauge", "Voting members.", float64(s.Voters))
+	metric("last_index", "gauge", "Last raft log index.", float64(s.LastIndex))
+	metric("commit_index", "gauge", "Raft commit index.", float64(s.CommitIndex))
+	metric("applied_index", "gauge", "Last applied raft index.", float64(s.AppliedIndex))
+	metric("last_snapshot_index", "gauge", "Index of the last snapshot.", float64(s.LastSnapshot))
+	metric("locks_held", "gauge", "Locks in the table.", float64(s.Locks))
+	metric("leases_armed", "gauge", "Lease timers armed on this node.", float64(s.Leases))
+	metric("pending_keys", "gauge", "Keys with a proposal in flight.", float64(s.PendingKeys))
+	metric("proposals_total", "counter", "Commands proposed by this node as leader.", float64(s.Proposals))
+	metric("failed_proposals_total", "counter", "Proposals that did not commit.", float64(s.FailedProps))
+	metric("verified_reads_total", "counter", "Reads and refusals answered after a leadership check.", float64(s.Reads))
+	metric("verify_rounds_total", "counter", "Leadership checks (batched over reads).", float64(s.VerifyRounds))
+	metric("leases_expired_total", "counter", "Leases ended by a committed Expire.", float64(s.Expired))
+	metric("ghost_locks_released_total", "counter", "Locks released because their client hung up before the grant.", float64(s.GhostReleases))
+	metric("store_first_index", "gauge", "First raft log index kept in the store.", float64(ss.FirstIndex))
+	metric("store_last_index", "gauge", "Last raft log index in the store.", float64(ss.LastIndex))
+	metric("store_snapshots", "gauge", "Snapshots kept in the store.", float64(ss.Snapshots))
+}

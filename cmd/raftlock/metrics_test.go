@@ -1,0 +1,26 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/raftlock/raftlock/raftnode"
+	"github.com/raftlock/raftlock/store"
+)
+
+func TestWriteMetrics(t *testing.T) {
+	var b strings.Builder
+	writeMetrics(&b, raftnode.Stats{State: "Leader", Ready: true, Locks: 42, Proposals: 7}, store.Stats{LastIndex: 9})
+	out := b.String()
+	for _, want := range []string{
+		"# TYPE raftlock_locks_held gauge\nraftlock_locks_held 42\n",
+		"raftlock_ready 1\n",
+		"raftlock_is_leader 1\n",
+		"# TYPE raftlock_proposals_total counter\nraftlock_proposals_total 7\n",
+		"raftlock_store_last_index 9\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("metrics lack %q:\n%s", want, out)
+		}
+	}
+}
