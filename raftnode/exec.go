@@ -30,6 +30,47 @@ type Eval func(v fsm.View) []fsm.Command
 // and nothing happens. Once proposed, Exec waits for the outcome regardless, and if the client
 // is gone by then, a lock granted to it is released at once (ghost-lock cleanup).
 func (n *Node) Exec(ctx context.Context, keys [][]byte, eval func(fsm.View) []fsm.Command) ([]fsm.Result, error) {
+	return n.ExecYielding(ctx, keys, eval, func(wait func()) { wait() })
+}
+
+// ExecYielding is Exec for a caller with other work to do while the request commits: around
+// is called with the wait for the outcome (the commit and apply, or a read's leadership check)
+// and must call it. When around is called, the request's commands are already in raft's queue,
+// so a connection that pipelines can propose its next request from around, and its proposals
+// reach the log in the order it made them: raft commits them together (one append, one fsync).
+func (n *Node) ExecYielding(ctx context.Context, keys [][]byte, eval func(fsm.View) []fsm.Command, around func(wait func())) ([]fsm.Result, error) {
+	for {
+		p, err := n.propose(ctx, keys, eval)
+		if err != nil {
+			return nil, err
+		}
+		var results []fsm.Result
+		around(func() { results, err = p.wait() })
+		if errors.Is(err, errReadRaced) {
+			continue
+		}
+		return results, err
+	}
+}
+
+// errReadRaced is proposal.wait's answer for a read that leadership changes raced: the read
+// must be evaluated again.
+var errReadRaced = errors.New("raftnode: leadership changed during the read; evaluate it again")
+
+// proposal is a request that propose evaluated: its commands are in raft's queue, or it is a
+// read or refusal waiting for the leadership check. wait gives its outcome.
+type proposal struct {
+	n       *Node
+	ctx     context.Context
+	cmds    []fsm.Command
+	futures []raft.ApplyFuture
+	gen     uint64 // leaderGen when a read was evaluated
+}
+
+// propose is Exec's first half: it evaluates the request and hands what it yields to raft,
+// returning as soon as the commands are queued. wait must be called on every proposal
+// returned, or its keys stay marked as in flight.
+func (n *Node) propose(ctx context.Context, keys [][]byte, eval func(fsm.View) []fsm.Command) (*proposal, error) {
 	for {
 		if !n.ready.Load() {
 			return nil, n.notLeader()
@@ -55,15 +96,7 @@ func (n *Node) Exec(ctx context.Context, keys [][]byte, eval func(fsm.View) []fs
 		if len(cmds) == 0 {
 			n.mu.Unlock()
 			n.stats.reads.Add(1)
-			if err := n.verifyLeader(ctx); err != nil {
-				return nil, err
-			}
-			if n.leaderGen.Load() != gen {
-				// Leadership was lost and regained between the read and its confirmation: a
-				// leader of a term in between may have committed writes the read missed.
-				continue
-			}
-			return nil, nil
+			return &proposal{n: n, ctx: ctx, gen: gen}, nil
 		}
 		for _, c := range cmds {
 			if err := c.Validate(); err != nil {
@@ -77,15 +110,33 @@ func (n *Node) Exec(ctx context.Context, keys [][]byte, eval func(fsm.View) []fs
 		}
 		n.markPendingLocked(cmds)
 		n.mu.Unlock()
-		results, err := n.await(cmds, n.propose(cmds))
-		if ctx.Err() != nil {
-			n.releaseGhosts(cmds, results)
-		}
-		if err != nil {
+		return &proposal{n: n, ctx: ctx, cmds: cmds, futures: n.submit(cmds)}, nil
+	}
+}
+
+// wait returns the applied results of the proposal's commands; for a read it confirms the
+// leadership first and returns no results, or errReadRaced if the read must be evaluated again.
+func (p *proposal) wait() ([]fsm.Result, error) {
+	n := p.n
+	if len(p.cmds) == 0 {
+		if err := n.verifyLeader(p.ctx); err != nil {
 			return nil, err
 		}
-		return results, nil
+		if n.leaderGen.Load() != p.gen {
+			// Leadership was lost and regained between the read and its confirmation: a
+			// leader of a term in between may have committed writes the read missed.
+			return nil, errReadRaced
+		}
+		return nil, nil
 	}
+	results, err := n.await(p.cmds, p.futures)
+	if p.ctx.Err() != nil {
+		n.releaseGhosts(p.cmds, results)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
 }
 
 // safeEval runs eval, turning a panic into an error: a bug in one request's evaluation must not
@@ -124,11 +175,11 @@ func (n *Node) markPendingLocked(cmds []fsm.Command) {
 	}
 }
 
-// propose hands cmds to raft. It runs without Node.mu: raft.Apply can block while raft's queue
+// submit hands cmds to raft. It runs without Node.mu: raft.Apply can block while raft's queue
 // is full, and draining that queue needs the apply path, which takes Node.mu. Raft batches
 // concurrent proposals into one append and one fsync (BatchApplyCh). Order across keys does not
 // matter, and on one key the pending marks already keep requests in order.
-func (n *Node) propose(cmds []fsm.Command) []raft.ApplyFuture {
+func (n *Node) submit(cmds []fsm.Command) []raft.ApplyFuture {
 	futures := make([]raft.ApplyFuture, len(cmds))
 	for i, c := range cmds {
 		futures[i] = n.raft.Apply(c.Encode(nil), n.cfg.ApplyTimeout)

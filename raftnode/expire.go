@@ -65,7 +65,7 @@ func (n *Node) expireDue() time.Duration {
 	n.mu.Unlock()
 
 	if len(cmds) > 0 {
-		results, err := n.await(cmds, n.propose(cmds)) // results of the ones that applied, even on error
+		results, err := n.await(cmds, n.submit(cmds)) // results of the ones that applied, even on error
 		expired := 0
 		for _, r := range results {
 			if r.Existed {

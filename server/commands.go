@@ -22,6 +22,9 @@ type command struct {
 	leader bool
 	// movable: the keys are KEYS of a script (EVAL script numkeys key ...), not fixed positions.
 	movable bool
+	// pipelined: the command may run while earlier commands of its connection are in flight
+	// (pipeline.go): it touches only the keys it names.
+	pipelined bool
 }
 
 // keyArgs returns the keys a command names in args (a script's declared keys for EVAL and
@@ -110,6 +113,7 @@ func init() {
 		cmd.write = slices.Contains(cmd.flags, "write")
 		cmd.leader = cmd.write || slices.Contains(cmd.flags, "readonly")
 		cmd.movable = slices.Contains(cmd.flags, "movablekeys")
+		cmd.pipelined = cmd.leader && !cmd.movable && cmd.first > 0
 		commands[cmd.name] = cmd
 	}
 }

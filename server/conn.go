@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"sync"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/server/resp"
@@ -19,7 +20,17 @@ type conn struct {
 	nc net.Conn
 	id int64
 	r  *resp.Reader
-	w  *resp.Writer
+	// out writes to the socket. w is where the running command writes its reply: out, or the
+	// reply buffer of a pipelined command (pipeline.go).
+	out *resp.Writer
+	w   *resp.Writer
+
+	// baton is held by whoever runs command code for this connection (pipeline.go); running is
+	// the pipelined command holding it (nil: a command running alone); inflight are the
+	// pipelined commands whose replies are not yet written, in order.
+	baton    sync.Mutex
+	running  *inflight
+	inflight []*inflight
 
 	// ctx ends when the client is gone (read EOF or error) or the server closes. Node.Exec uses
 	// it to release a lock granted to a client that can no longer hear about it.
@@ -72,10 +83,11 @@ func newConn(s *Server, nc net.Conn) *conn {
 		nc:     nc,
 		id:     s.nextID.Add(1),
 		r:      resp.NewReader(nc, s.cfg.Limits),
-		w:      resp.NewWriter(nc),
+		out:    resp.NewWriter(nc),
 		tokens: make(map[string]fsm.Token),
 		pushes: make(chan invalidation, pushQueue),
 	}
+	c.w = c.out
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	return c
 }
@@ -89,39 +101,57 @@ func (c *conn) serve() {
 	}()
 	defer func() {
 		c.cancel()
+		c.drainPipeline() // proposed commands finish (ghost-lock cleanup needs their outcome)
 		c.s.tracker.forget(c)
 		c.closeUpstream()
 		c.nc.Close()
 		<-readerDone
 	}()
 	for {
+		var head <-chan struct{}
+		if len(c.inflight) > 0 {
+			head = c.inflight[0].done
+		}
 		select {
 		case req, ok := <-reqs:
 			if !ok {
 				return
 			}
 			if req.err != nil {
+				c.drainPipeline()
 				var pe *resp.ProtocolError
 				if errors.As(req.err, &pe) {
 					// As Redis does: say what was wrong, then close.
-					c.w.Error("ERR " + pe.Error())
-					c.w.Flush()
+					c.out.Error("ERR " + pe.Error())
+					c.out.Flush()
 				}
 				return
 			}
-			c.dispatch(req.args)
+			if cmd := lookupCommand(req.args[0]); cmd != nil && cmd.arityOK(len(req.args)) &&
+				(len(reqs) > 0 || len(c.inflight) > 0) && c.pipelinable(cmd, req.args) {
+				c.startPipelined(cmd, req.args)
+			} else {
+				c.drainPipeline()
+				c.baton.Lock()
+				c.dispatch(req.args)
+				c.baton.Unlock()
+			}
+			c.writeFinished()
 			if c.quit {
-				c.w.Flush()
+				c.out.Flush()
 				return
 			}
+		case <-head:
+			c.writeFinished()
 		case inv := <-c.pushes:
-			// Between two replies, never inside one: pushes and replies stay whole.
+			// Between two replies, never inside one: pushes and replies stay whole. A
+			// connection with tracking on runs its commands alone, so none is in flight.
 			c.writePush(inv)
 		case <-c.ctx.Done():
 			return
 		}
 		if len(reqs) == 0 && len(c.pushes) == 0 {
-			if err := c.w.Flush(); err != nil {
+			if err := c.out.Flush(); err != nil {
 				return
 			}
 		}

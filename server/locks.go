@@ -20,7 +20,7 @@ func (c *conn) exec(keys [][]byte, eval func(fsm.View) []fsm.Command) ([]fsm.Res
 		c.s.node.ExecLocal(func(v fsm.View) { eval(v) })
 		return nil, nil
 	}
-	return c.s.node.Exec(c.ctx, keys, eval)
+	return c.s.node.ExecYielding(c.ctx, keys, eval, c.awaitCommit)
 }
 
 // checkKey replies with an error and returns false when key breaks the size limit.

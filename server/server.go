@@ -26,6 +26,9 @@ type Node interface {
 	// eval returns, giving back their applied results in order. eval runs under the view lock,
 	// may run more than once, and must not block. With no commands, Exec confirms leadership.
 	Exec(ctx context.Context, keys [][]byte, eval func(fsm.View) []fsm.Command) ([]fsm.Result, error)
+	// ExecYielding is Exec that calls around with the wait for the outcome, once the request's
+	// commands are queued in raft: a pipelining connection proposes its next command meanwhile.
+	ExecYielding(ctx context.Context, keys [][]byte, eval func(fsm.View) []fsm.Command, around func(wait func())) ([]fsm.Result, error)
 	// ExecLocal evaluates a read against this node's applied table, with no leadership check:
 	// possibly stale, for READONLY connections on followers.
 	ExecLocal(eval func(fsm.View))
@@ -270,8 +273,8 @@ func (s *Server) accept(nc net.Conn) {
 	if s.closed.Load() || len(s.mu.conns) >= s.cfg.MaxClients {
 		s.mu.Unlock()
 		s.stats.connsRejected.Add(1)
-		c.w.Error("ERR max number of clients reached")
-		c.w.Flush()
+		c.out.Error("ERR max number of clients reached")
+		c.out.Flush()
 		nc.Close()
 		return
 	}

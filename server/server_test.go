@@ -48,7 +48,12 @@ func startNode(t testing.TB) *raftnode.Node {
 // startServer serves a fresh node on a loopback port and returns its address.
 func startServer(t testing.TB, mod func(*Config)) (string, *Server) {
 	t.Helper()
-	n := startNode(t)
+	return serveNode(t, startNode(t), mod)
+}
+
+// serveNode serves n (a node, or a wrapper of one) on a loopback port.
+func serveNode(t testing.TB, n Node, mod func(*Config)) (string, *Server) {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Addr, cfg.Logger, cfg.NodeID = "127.0.0.1:0", quiet, "n1"
 	if mod != nil {
@@ -457,13 +462,13 @@ type hangupSpy struct {
 	cancelled chan struct{}
 }
 
-func (h *hangupSpy) Exec(ctx context.Context, keys [][]byte, eval func(fsm.View) []fsm.Command) ([]fsm.Result, error) {
+func (h *hangupSpy) ExecYielding(ctx context.Context, keys [][]byte, eval func(fsm.View) []fsm.Command, around func(func())) ([]fsm.Result, error) {
 	select {
 	case <-ctx.Done():
 		close(h.cancelled)
 	case <-time.After(5 * time.Second):
 	}
-	return h.Node.Exec(ctx, keys, eval)
+	return h.Node.ExecYielding(ctx, keys, eval, around)
 }
 
 func TestHangupCancelsTheRequest(t *testing.T) {

@@ -163,14 +163,14 @@ type invalidation struct {
 
 // writePush writes one invalidate push (RESP3 >2 "invalidate" [key] or null).
 func (c *conn) writePush(inv invalidation) {
-	c.w.Push(2)
-	c.w.BulkString("invalidate")
+	c.out.Push(2)
+	c.out.BulkString("invalidate")
 	if inv.all {
-		c.w.Null()
+		c.out.Null()
 		return
 	}
-	c.w.Array(1)
-	c.w.Bulk(inv.key)
+	c.out.Array(1)
+	c.out.Bulk(inv.key)
 }
 
 // trackRead records the keys of a read command if this connection's tracking mode says so.

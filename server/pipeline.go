@@ -1,0 +1,154 @@
+package server
+
+import (
+	"bytes"
+	"sync"
+
+	"github.com/raftlock/raftlock/server/resp"
+)
+
+// Pipelined execution. A client that pipelines (sends commands before reading the replies of
+// earlier ones) should not pay one commit per command: the connection proposes each command as
+// soon as it is read and raft commits the lot in one append and one fsync. So when commands are
+// waiting behind the one being dispatched, a lock command runs on its own goroutine: it
+// evaluates and proposes, then yields the connection to the next command while it waits for its
+// commit. Replies are buffered per command and written in the order the commands came.
+//
+// The rules that keep this equivalent to running the commands one by one:
+//   - Handler code runs only while holding c.baton, so connection state (c.tokens, c.w, c.cmd)
+//     has one user at a time. A handler lets go of it only in c.exec, between the proposal and
+//     its outcome.
+//   - The next command starts only after the previous one proposed (or finished), so proposals
+//     reach the raft log in the connection's order.
+//   - A command sharing a key with one still in flight waits for that one to finish: it may
+//     depend on its outcome (UNLOCK without a token reads the token LOCK remembered).
+//   - Anything else (connection commands, scripts, blocking LOCK ... WAIT, tracking, forwarding)
+//     first waits for every command in flight, then runs alone, as before.
+
+// maxInFlight bounds the commands of one connection running at once.
+const maxInFlight = 64
+
+// inflight is one pipelined command: its buffered reply and whether it has finished.
+type inflight struct {
+	w    *resp.Writer
+	buf  bytes.Buffer
+	keys [][]byte
+	// yielded is closed when the command has proposed (or finished): the next may start.
+	yielded   chan struct{}
+	yieldOnce sync.Once
+	// done is closed when the reply is complete in buf.
+	done chan struct{}
+}
+
+func (f *inflight) yield() { f.yieldOnce.Do(func() { close(f.yielded) }) }
+
+// pipelinable reports whether the command may run while earlier ones are still in flight.
+func (c *conn) pipelinable(cmd *command, args [][]byte) bool {
+	if !cmd.pipelined || c.tracking != trackOff || c.readonly || c.forwarded {
+		return false
+	}
+	if cmd.name == "lock" && hasArg(args[3:], "wait") {
+		return false // it may block for a long time: it runs alone
+	}
+	return c.s.node.IsLeader()
+}
+
+// hasArg reports whether an argument equals name, ignoring case.
+func hasArg(args [][]byte, name string) bool {
+	for _, a := range args {
+		if is(a, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// startPipelined runs the command on its own goroutine and returns once it has proposed or
+// finished. It first waits for commands in flight on the same keys.
+func (c *conn) startPipelined(cmd *command, args [][]byte) {
+	keys := cmd.keyArgs(args)
+	for _, f := range c.inflight {
+		if sharesKey(f.keys, keys) {
+			<-f.done
+		}
+	}
+	for len(c.inflight) >= maxInFlight {
+		<-c.inflight[0].done
+		c.writeFinished()
+	}
+	f := &inflight{keys: keys, yielded: make(chan struct{}), done: make(chan struct{})}
+	f.w = resp.NewWriter(&f.buf)
+	f.w.SetProtocol(c.out.Protocol())
+	c.inflight = append(c.inflight, f)
+	go func() {
+		c.baton.Lock()
+		c.running = f
+		c.w = f.w
+		c.dispatch(args)
+		c.w = c.out
+		c.running = nil
+		f.w.Flush() // into f.buf
+		close(f.done)
+		f.yield()
+		c.baton.Unlock()
+	}()
+	<-f.yielded
+}
+
+// sharesKey reports whether two key lists have a key in common.
+func sharesKey(a, b [][]byte) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if bytes.Equal(x, y) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// writeFinished copies the replies of the finished commands at the head of the pipeline to the
+// connection's writer, in order.
+func (c *conn) writeFinished() {
+	for len(c.inflight) > 0 {
+		f := c.inflight[0]
+		select {
+		case <-f.done:
+		default:
+			return
+		}
+		c.out.Raw(f.buf.Bytes())
+		c.inflight[0] = nil
+		c.inflight = c.inflight[1:]
+	}
+	if len(c.inflight) == 0 {
+		c.inflight = c.inflight[:0:0] // drop the backing array's consumed prefix
+	}
+}
+
+// drainPipeline waits for every command in flight and writes their replies: what runs next
+// runs alone.
+func (c *conn) drainPipeline() {
+	for _, f := range c.inflight {
+		<-f.done
+	}
+	c.writeFinished()
+}
+
+// awaitCommit is how a pipelined command waits for its proposal: it lets go of the connection
+// so the next command can run, and takes it back (with its own reply writer and command) when
+// the outcome is in. Outside pipelined execution it just waits.
+func (c *conn) awaitCommit(wait func()) {
+	f := c.running
+	if f == nil {
+		wait()
+		return
+	}
+	cmd := c.cmd
+	c.running, c.w, c.cmd = nil, c.out, nil
+	f.yield()
+	c.baton.Unlock()
+	wait()
+	c.baton.Lock()
+	c.running, c.w, c.cmd = f, f.w, cmd
+}
