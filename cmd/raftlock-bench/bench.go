@@ -218,7 +218,11 @@ func runBench(ctx context.Context, cfg Config, log *slog.Logger) (Result, error)
 			_ = w.client.Close() // nothing to do about a failed close
 		}
 	}()
-	if err := connect(ctx, workers); err != nil {
+	clients := make([]*redis.Client, len(workers))
+	for i, w := range workers {
+		clients[i] = w.client
+	}
+	if err := connect(ctx, clients); err != nil {
 		return Result{}, fmt.Errorf("%w to %s: %w", errNoConnection, cfg.Addr, err)
 	}
 
@@ -261,12 +265,12 @@ func newClient(addr string) *redis.Client {
 // not measured and an unreachable server fails the run at once. An error
 // reply to PING still proves the connection works. It returns the first
 // failure and how many connections failed.
-func connect(ctx context.Context, workers []*worker) error {
-	errs := make([]error, len(workers))
+func connect(ctx context.Context, clients []*redis.Client) error {
+	errs := make([]error, len(clients))
 	var wg sync.WaitGroup
-	for i, w := range workers {
+	for i, c := range clients {
 		wg.Go(func() {
-			err := w.client.Ping(ctx).Err()
+			err := c.Ping(ctx).Err()
 			var rerr redis.Error
 			if err != nil && !errors.As(err, &rerr) {
 				errs[i] = err
@@ -285,7 +289,7 @@ func connect(ctx context.Context, workers []*worker) error {
 		}
 	}
 	if first != nil {
-		return fmt.Errorf("%w (%d of %d connections failed)", first, failed, len(workers))
+		return fmt.Errorf("%w (%d of %d connections failed)", first, failed, len(clients))
 	}
 	return nil
 }
@@ -480,13 +484,17 @@ func (w *worker) attempt(ctx context.Context, measured bool) (ioFailed bool) {
 	return false
 }
 
-// exec sends the commands as one pipeline, or as a plain request when there
-// is only one. Each command's own Err tells how it fared.
 func (w *worker) exec(ctx context.Context, args [][]any) []*redis.Cmd {
+	return execPipeline(ctx, w.client, args)
+}
+
+// execPipeline sends the commands as one pipeline, or as a plain request
+// when there is only one. Each command's own Err tells how it fared.
+func execPipeline(ctx context.Context, c *redis.Client, args [][]any) []*redis.Cmd {
 	if len(args) == 1 {
-		return []*redis.Cmd{w.client.Do(ctx, args[0]...)}
+		return []*redis.Cmd{c.Do(ctx, args[0]...)}
 	}
-	pipe := w.client.Pipeline()
+	pipe := c.Pipeline()
 	cmds := make([]*redis.Cmd, len(args))
 	for i, a := range args {
 		cmds[i] = pipe.Do(ctx, a...)
@@ -523,6 +531,12 @@ func (w *worker) releaseArgs(key, value string, token int64) []any {
 // parseAcquire interprets the reply to an acquire: granted (with the fencing
 // token in native mode), refused (nil reply), or an error.
 func (w *worker) parseAcquire(cmd *redis.Cmd) (granted bool, token int64, err error) {
+	return parseGrant(w.plan.cfg.Mode, cmd)
+}
+
+// parseGrant interprets the reply to an acquire sent in mode: LOCK's token,
+// SET NX's OK, or nil for a refusal.
+func parseGrant(mode Mode, cmd *redis.Cmd) (granted bool, token int64, err error) {
 	v, err := cmd.Result()
 	if errors.Is(err, redis.Nil) {
 		return false, 0, nil
@@ -530,7 +544,7 @@ func (w *worker) parseAcquire(cmd *redis.Cmd) (granted bool, token int64, err er
 	if err != nil {
 		return false, 0, err
 	}
-	if w.plan.cfg.Mode == ModeNative {
+	if mode == ModeNative {
 		token, ok := v.(int64)
 		if !ok {
 			return false, 0, &unexpectedReplyError{cmd: "LOCK", reply: fmt.Sprintf("%T %v, want an integer token", v, v)}
@@ -567,14 +581,10 @@ func (w *worker) fail(ctx context.Context, op, key string, err error) (ioErr boo
 	if ended(ctx) {
 		return false
 	}
-	var (
-		rerr redis.Error
-		uerr *unexpectedReplyError
-	)
-	switch {
-	case errors.As(err, &uerr):
+	switch kindOf(err) {
+	case failUnexpected:
 		w.st.unexpectedReply++
-	case errors.As(err, &rerr):
+	case failServer:
 		w.st.serverErrs++
 	default:
 		w.st.ioErrs++
@@ -582,6 +592,29 @@ func (w *worker) fail(ctx context.Context, op, key string, err error) (ioErr boo
 	}
 	w.plan.errs.note(w.id, op, key, err)
 	return ioErr
+}
+
+// failKind sorts a failure into the three counts every report keeps.
+type failKind int
+
+const (
+	failIO         failKind = iota // the connection failed or timed out
+	failServer                     // an error reply
+	failUnexpected                 // a well-formed but wrong reply
+)
+
+func kindOf(err error) failKind {
+	var (
+		rerr redis.Error
+		uerr *unexpectedReplyError
+	)
+	switch {
+	case errors.As(err, &uerr):
+		return failUnexpected
+	case errors.As(err, &rerr):
+		return failServer
+	}
+	return failIO
 }
 
 // ended reports whether ctx is done or past its deadline. The socket

@@ -49,6 +49,31 @@ func main() {
 	os.Exit(exitCode(err, os.Stderr))
 }
 
+// subcommands are the scenarios that do not fit the acquire+release loop,
+// each with its own flags: see scale.go.
+var subcommands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
+	"fill":   runFill,
+	"expiry": runExpiry,
+	"ready":  runReady,
+}
+
+// bounded returns ctx cut off after hard, and arms the backstop that ends
+// the process should the work ignore the deadline. stop disarms both.
+func bounded(ctx context.Context, hard time.Duration, stderr io.Writer) (_ context.Context, stop func()) {
+	ctx, cancel := context.WithTimeoutCause(ctx, hard, fmt.Errorf("hard timeout of %v exceeded", hard))
+	// The workers stop at the deadline (it bounds every read and write too);
+	// this is the backstop should one of them hang regardless. It is the one
+	// exit outside main, because nothing else could end the process.
+	backstop := time.AfterFunc(hard+backstopGrace, func() {
+		fmt.Fprintf(stderr, "raftlock-bench: hard timeout of %v exceeded and workers did not stop; exiting\n", hard)
+		os.Exit(exitHung)
+	})
+	return ctx, func() {
+		backstop.Stop()
+		cancel()
+	}
+}
+
 // quietRedis drops go-redis's own log lines. go-redis logs every failed dial
 // without limit; the benchmark counts every failure and logs the first few
 // itself, so go-redis's lines would only repeat them.
@@ -75,23 +100,19 @@ func exitCode(err error, stderr io.Writer) int {
 // and the table on stderr. It returns an error wrapping errFailures if any
 // operation failed.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		if sub, ok := subcommands[args[0]]; ok {
+			return sub(ctx, args[1:], stdout, stderr)
+		}
+	}
 	o, err := parseArgs(args, stderr)
 	if err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 
-	hard := o.HardTimeout()
-	ctx, cancel := context.WithTimeoutCause(ctx, hard, fmt.Errorf("hard timeout of %v exceeded", hard))
-	defer cancel()
-	// The workers stop at the deadline (it bounds every read and write too);
-	// this is the backstop should one of them hang regardless. It is the one
-	// exit outside main, because nothing else could end the process.
-	backstop := time.AfterFunc(hard+backstopGrace, func() {
-		fmt.Fprintf(stderr, "raftlock-bench: hard timeout of %v exceeded and workers did not stop; exiting\n", hard)
-		os.Exit(exitHung)
-	})
-	defer backstop.Stop()
+	ctx, stop := bounded(ctx, o.HardTimeout(), stderr)
+	defer stop()
 
 	h := host{GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), LoadAvgStart: loadAvg()}
 	human := stdout
