@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// What is measured: the systems, how each is driven, and at which settings.
+
+// The settings, in the order the table lists them.
+var (
+	oneConn   = setting{name: "1 conn", conns: 1, depth: 1}
+	conns16   = setting{name: "16 conns", conns: 16, depth: 1}
+	conns64   = setting{name: "64 conns", conns: 64, depth: 1}
+	pipelined = setting{name: "16 conns × 16 deep", conns: 16, depth: 16}
+	setNX50   = setting{name: "50 conns SET NX PX", conns: 50, depth: 1}
+	hotKey    = setting{name: "hot key, 16 clients", conns: 16, depth: 1, hot: true}
+
+	allSettings = []setting{oneConn, conns16, conns64, pipelined, setNX50, hotKey}
+)
+
+// config is the command line.
+type config struct {
+	timing
+	runs                        int
+	ttl                         time.Duration // lease of every lock
+	timeout                     time.Duration // of the whole run
+	raftlock, etcd, redisServer string        // binaries
+	systems                     []string      // keys of the systems to run; all if empty
+}
+
+// system is one deployment: how to start it and the ways it is driven.
+type system struct {
+	key   string // for -systems
+	name  string
+	nodes int // raftlock with as many nodes is what it is compared with
+	start func(ctx context.Context, cfg config, dir string) (*cluster, error)
+	// clients are the ways it is driven, each at some settings.
+	clients []client
+}
+
+// client is one way of driving a system.
+type client struct {
+	label    string
+	settings []setting
+	open     func(ctx context.Context, c *cluster, s setting, cfg config) (*workers, error)
+}
+
+// rowLabel names a table row: the system and how it was driven.
+func rowLabel(sys *system, cl *client) string { return sys.name + ", " + cl.label }
+
+// raftlock's two ways and the recipe every Redis-protocol system shares.
+const (
+	nativeLabel = "LOCK/UNLOCK"
+	setNXLabel  = "SET NX PX + EVALSHA"
+)
+
+var (
+	native = client{
+		label:    nativeLabel,
+		settings: []setting{oneConn, conns16, conns64, pipelined, hotKey},
+		open: func(ctx context.Context, c *cluster, s setting, cfg config) (*workers, error) {
+			return openRESP(ctx, c.addrs[0], s, true, cfg.ttl)
+		},
+	}
+	setNX = client{
+		label:    setNXLabel,
+		settings: []setting{oneConn, conns16, conns64, pipelined, setNX50, hotKey},
+		open: func(ctx context.Context, c *cluster, s setting, cfg config) (*workers, error) {
+			return openRESP(ctx, c.addrs[0], s, false, cfg.ttl)
+		},
+	}
+	redsyncClient = client{
+		label:    "redsync",
+		settings: []setting{oneConn, conns16, conns64, hotKey}, // Redlock cannot pipeline
+		open: func(ctx context.Context, c *cluster, s setting, cfg config) (*workers, error) {
+			return openRedsync(ctx, c.addrs, s, cfg.ttl)
+		},
+	}
+	etcdMutex = client{
+		label:    "concurrency.Mutex",
+		settings: []setting{oneConn, conns16, conns64, pipelined, hotKey},
+		open: func(ctx context.Context, c *cluster, s setting, _ config) (*workers, error) {
+			return openEtcd(ctx, c.addrs[0], s)
+		},
+	}
+)
+
+// allSystems lists every system in the order of the table (and of each
+// round, rotated by one system per round).
+func allSystems() []*system {
+	raftlock := func(n int) func(context.Context, config, string) (*cluster, error) {
+		return func(ctx context.Context, cfg config, dir string) (*cluster, error) {
+			return startRaftlock(ctx, cfg.raftlock, dir, n)
+		}
+	}
+	redisN := func(n int, fsync bool) func(context.Context, config, string) (*cluster, error) {
+		return func(ctx context.Context, cfg config, dir string) (*cluster, error) {
+			return startRedis(ctx, cfg.redisServer, dir, n, fsync)
+		}
+	}
+	etcd := func(n int) func(context.Context, config, string) (*cluster, error) {
+		return func(ctx context.Context, cfg config, dir string) (*cluster, error) {
+			return startEtcd(ctx, cfg.etcd, dir, n)
+		}
+	}
+	return []*system{
+		{key: "raftlock1", name: "raftlock 1 node", nodes: 1, start: raftlock(1), clients: []client{native, setNX}},
+		{key: "raftlock3", name: "raftlock 3 nodes", nodes: 3, start: raftlock(3), clients: []client{native, setNX}},
+		{key: "redis-always", name: "redis appendfsync always", nodes: 1, start: redisN(1, true), clients: []client{setNX}},
+		{key: "redis-none", name: "redis no persistence", nodes: 1, start: redisN(1, false), clients: []client{setNX}},
+		{key: "redsync", name: "Redlock, 3× redis appendfsync always", nodes: 3, start: redisN(3, true), clients: []client{redsyncClient}},
+		{key: "etcd1", name: "etcd 1 member", nodes: 1, start: etcd(1), clients: []client{etcdMutex}},
+		{key: "etcd3", name: "etcd 3 members", nodes: 3, start: etcd(3), clients: []client{etcdMutex}},
+	}
+}
+
+// isRaftlock reports whether sys is raftlock itself rather than a peer.
+func (sys *system) isRaftlock() bool { return sys.key == "raftlock1" || sys.key == "raftlock3" }
+
+// ref returns the label of the raftlock row that a peer's row at s is
+// compared with: raftlock with as many nodes, natively, except at the SET
+// NX PX setting, where raftlock runs the same recipe. "" for raftlock's rows.
+func (sys *system) ref(s setting) string {
+	if sys.isRaftlock() {
+		return ""
+	}
+	name := "raftlock 1 node"
+	if sys.nodes > 1 {
+		name = "raftlock 3 nodes"
+	}
+	if s == setNX50 {
+		return name + ", " + setNXLabel
+	}
+	return name + ", " + nativeLabel
+}
+
+// cell is one measurement: a system driven one way at one setting.
+type cell struct {
+	client  *client
+	setting setting
+}
+
+// cells lists sys's cells, setting by setting.
+func (sys *system) cells() []cell {
+	var cs []cell
+	for _, s := range allSettings {
+		for i := range sys.clients {
+			cl := &sys.clients[i]
+			for _, cs2 := range cl.settings {
+				if cs2 == s {
+					cs = append(cs, cell{client: cl, setting: s})
+				}
+			}
+		}
+	}
+	return cs
+}
+
+// dataDir is where sys keeps its data in round r.
+func (sys *system) dataDir(root string, round int) string {
+	return filepath.Join(root, sys.key+"-"+strconv.Itoa(round+1))
+}

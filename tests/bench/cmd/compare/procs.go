@@ -1,0 +1,355 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// This file is the one place that starts and stops server processes. Every
+// process is started by startProc and stopped, by its PID, by stopAll; the
+// caller that starts a cluster defers its stop.
+
+const (
+	// stopGrace is how long a process gets to exit after SIGTERM before it
+	// is killed. raftlock hands leadership off on SIGTERM, which is quick on
+	// loopback.
+	stopGrace = 10 * time.Second
+	// readyTimeout bounds the wait for a cluster to elect a leader and
+	// accept a write.
+	readyTimeout = 30 * time.Second
+	// pollEvery is the pause between readiness probes.
+	pollEvery = 50 * time.Millisecond
+)
+
+// proc is one server process the driver started.
+type proc struct {
+	name string
+	log  string        // path of its stdout+stderr
+	cmd  *exec.Cmd     // started
+	done chan struct{} // closed once it has exited and been reaped
+}
+
+// startProc starts argv with its output in logPath. The child gets SIGKILL
+// should the driver die without stopping it (PR_SET_PDEATHSIG), so even a
+// kill -9 of the driver leaves no server behind.
+func startProc(name, logPath string, argv ...string) (*proc, error) {
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, log: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait() // how it exited shows in its log; stopAll only needs to know that it did
+		_ = f.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// exited reports whether p has exited.
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// logTail returns the last lines of p's output, for an error message.
+func (p *proc) logTail() string {
+	b, _ := os.ReadFile(p.log) // best effort: the message is only a hint
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.Join(lines[max(0, len(lines)-5):], "\n")
+}
+
+// stopAll sends SIGTERM to every process, then waits for each, killing any
+// that has not exited within stopGrace.
+func stopAll(procs []*proc) {
+	for _, p := range procs {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM) // fails only if it has exited already
+	}
+	deadline := time.Now().Add(stopGrace)
+	for _, p := range procs {
+		t := time.NewTimer(time.Until(deadline))
+		select {
+		case <-p.done:
+		case <-t.C:
+			fmt.Fprintf(os.Stderr, "compare: %s (pid %d) ignored SIGTERM; killing it\n", p.name, p.cmd.Process.Pid)
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		t.Stop()
+	}
+}
+
+// freePorts returns n distinct free loopback ports. They are held open
+// together so that they differ, then released for the servers to bind; the
+// kernel hands out ephemeral ports from far above 6379.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+
+// cluster is a running deployment of one system.
+type cluster struct {
+	procs []*proc
+	// addrs are the client addresses of its nodes. For raftlock and etcd
+	// addrs[0] is the leader's: the benchmark drives them through it.
+	addrs []string
+}
+
+func (c *cluster) stop() { stopAll(c.procs) }
+
+// checkAlive returns an error naming the first process that has exited.
+func (c *cluster) checkAlive() error {
+	for _, p := range c.procs {
+		if p.exited() {
+			return fmt.Errorf("%s exited: %s", p.name, p.logTail())
+		}
+	}
+	return nil
+}
+
+// startRaftlock starts an n-node raftlock cluster (loopback; every reply waits
+// for the fsync of a majority) in dir and waits for its leader to grant a lock.
+func startRaftlock(ctx context.Context, bin, dir string, n int) (*cluster, error) {
+	ports, err := freePorts(2 * n)
+	if err != nil {
+		return nil, err
+	}
+	var peers []string
+	for i := range n {
+		peers = append(peers, fmt.Sprintf("n%d=%s", i+1, addr(ports[n+i])))
+	}
+	c := &cluster{}
+	for i := range n {
+		id := fmt.Sprintf("n%d", i+1)
+		data := filepath.Join(dir, id)
+		if err := os.MkdirAll(data, 0o755); err != nil {
+			c.stop()
+			return nil, err
+		}
+		p, err := startProc("raftlock "+id, data+".log", bin, "--id", id, "--dir", data,
+			"--addr", addr(ports[i]), "--raft-addr", addr(ports[n+i]),
+			"--peers", strings.Join(peers, ","), "--log-level", "warn")
+		if err != nil {
+			c.stop()
+			return nil, err
+		}
+		c.procs = append(c.procs, p)
+		c.addrs = append(c.addrs, addr(ports[i]))
+	}
+	if err := c.waitRaftlockLeader(ctx); err != nil {
+		c.stop()
+		return nil, fmt.Errorf("raftlock, %d nodes: %w", n, err)
+	}
+	return c, nil
+}
+
+// waitRaftlockLeader finds the leader by INFO raft, moves it to addrs[0], and
+// checks that it grants and releases a lock.
+func (c *cluster) waitRaftlockLeader(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	return poll(ctx, c, func() error {
+		for i, a := range c.addrs {
+			cl := newRESPClient(a)
+			info, err := cl.Info(ctx, "raft").Result()
+			if err == nil && strings.Contains(info, "raft_state:Leader") {
+				tok, err := cl.Do(ctx, "LOCK", "compare:ready", 1000).Int64()
+				if err == nil {
+					err = cl.Do(ctx, "UNLOCK", "compare:ready", tok).Err()
+				}
+				_ = cl.Close()
+				if err != nil {
+					return err
+				}
+				c.addrs[0], c.addrs[i] = c.addrs[i], c.addrs[0]
+				return nil
+			}
+			_ = cl.Close()
+		}
+		return errors.New("no leader yet")
+	})
+}
+
+// startRedis starts n independent redis-servers in dir: with fsync, an
+// append-only file fsynced before every reply (appendfsync always);
+// without, no persistence at all.
+func startRedis(ctx context.Context, bin, dir string, n int, fsync bool) (*cluster, error) {
+	ports, err := freePorts(n)
+	if err != nil {
+		return nil, err
+	}
+	c := &cluster{}
+	for i, port := range ports {
+		data := filepath.Join(dir, fmt.Sprintf("r%d", i+1))
+		if err := os.MkdirAll(data, 0o755); err != nil {
+			c.stop()
+			return nil, err
+		}
+		args := []string{bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--dir", data}
+		if fsync {
+			args = append(args, "--appendonly", "yes", "--appendfsync", "always")
+		} else {
+			args = append(args, "--appendonly", "no")
+		}
+		p, err := startProc(fmt.Sprintf("redis-server r%d", i+1), data+".log", args...)
+		if err != nil {
+			c.stop()
+			return nil, err
+		}
+		c.procs = append(c.procs, p)
+		c.addrs = append(c.addrs, addr(port))
+	}
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	for _, a := range c.addrs {
+		err := poll(ctx, c, func() error {
+			cl := newRESPClient(a)
+			defer cl.Close()
+			return cl.Ping(ctx).Err()
+		})
+		if err != nil {
+			c.stop()
+			return nil, fmt.Errorf("redis-server %s: %w", a, err)
+		}
+	}
+	return c, nil
+}
+
+// startEtcd starts an n-member etcd cluster in dir (etcd fsyncs its WAL
+// before acknowledging, by default) and waits for its leader to accept a
+// write.
+func startEtcd(ctx context.Context, bin, dir string, n int) (*cluster, error) {
+	ports, err := freePorts(2 * n)
+	if err != nil {
+		return nil, err
+	}
+	var initial []string
+	for i := range n {
+		initial = append(initial, fmt.Sprintf("e%d=http://%s", i+1, addr(ports[n+i])))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil { // for the logs; etcd makes its data dirs
+		return nil, err
+	}
+	token := filepath.Base(dir) // unique per cluster, so members of old ones cannot join
+	c := &cluster{}
+	for i := range n {
+		name := fmt.Sprintf("e%d", i+1)
+		data := filepath.Join(dir, name)
+		client, peer := "http://"+addr(ports[i]), "http://"+addr(ports[n+i])
+		p, err := startProc("etcd "+name, data+".log", bin, "--name", name, "--data-dir", data,
+			"--listen-client-urls", client, "--advertise-client-urls", client,
+			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
+			"--initial-cluster-token", token, "--log-level", "warn")
+		if err != nil {
+			c.stop()
+			return nil, err
+		}
+		c.procs = append(c.procs, p)
+		c.addrs = append(c.addrs, addr(ports[i]))
+	}
+	if err := c.waitEtcdLeader(ctx); err != nil {
+		c.stop()
+		return nil, fmt.Errorf("etcd, %d members: %w", n, err)
+	}
+	return c, nil
+}
+
+// waitEtcdLeader finds the member that leads by its status, moves it to
+// addrs[0], and checks that it accepts a write.
+func (c *cluster) waitEtcdLeader(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	return poll(ctx, c, func() error {
+		for i, a := range c.addrs {
+			cl, err := clientv3.New(clientv3.Config{Endpoints: []string{a}, DialTimeout: time.Second, Logger: zap.NewNop()})
+			if err != nil {
+				return err
+			}
+			st, err := cl.Status(ctx, a)
+			if err == nil && st.Leader != 0 && st.Leader == st.Header.MemberId {
+				_, err = cl.Put(ctx, "/compare/ready", "1")
+				_ = cl.Close()
+				if err != nil {
+					return err
+				}
+				c.addrs[0], c.addrs[i] = c.addrs[i], c.addrs[0]
+				return nil
+			}
+			_ = cl.Close()
+		}
+		return errors.New("no leader yet")
+	})
+}
+
+// poll calls try every pollEvery until it succeeds, ctx ends or a process
+// of c exits; on failure it returns try's last error.
+func poll(ctx context.Context, c *cluster, try func() error) error {
+	for {
+		err := try()
+		if err == nil {
+			return nil
+		}
+		if dead := c.checkAlive(); dead != nil {
+			return dead
+		}
+		t := time.NewTimer(pollEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("not ready after %v: %w", readyTimeout, err)
+		case <-t.C:
+		}
+	}
+}
+
+// loadAvg returns the 1-minute load average, or -1 if it cannot be read.
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	fields := bytes.Fields(b)
+	if len(fields) == 0 {
+		return -1
+	}
+	f, err := strconv.ParseFloat(string(fields[0]), 64)
+	if err != nil {
+		return -1
+	}
+	return f
+}
