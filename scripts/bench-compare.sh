@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# bench-compare.sh — raftlock side by side with redis-server (appendfsync always, and no
+# persistence), Redlock over 3 redis-servers through redsync, and etcd (1 and 3 members), in one
+# run on this machine. Prints one Markdown table (stdout); progress goes to stderr.
+#
+# Needs bin/raftlock (make build) and /usr/bin/redis-server. Builds bin/etcd and
+# bin/raftlock-compare from the nested module tests/bench (etcd 3.7.3 from the Go module proxy:
+# the first build takes a minute or two). The driver starts and stops every server itself.
+#
+# Environment: COMPARE_DURATION (measured time per cell, default 3s), COMPARE_WARMUP (0.5s),
+# COMPARE_RUNS (3; each figure is the median over the runs), COMPARE_SYSTEMS (default all; e.g.
+# raftlock3,etcd3), COMPARE_TIMEOUT (14m: the driver stops everything and prints what it has).
+# The defaults take about ten minutes on two cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x bin/raftlock ] || { echo "bin/raftlock missing: run make build" >&2; exit 1; }
+root=$PWD
+(cd tests/bench && go build -o "$root/bin/etcd" ./cmd/etcd && go build -o "$root/bin/raftlock-compare" ./cmd/compare)
+exec bin/raftlock-compare \
+  -raftlock bin/raftlock -etcd bin/etcd -redis-server "${REDIS_SERVER:-/usr/bin/redis-server}" \
+  -duration "${COMPARE_DURATION:-3s}" -warmup "${COMPARE_WARMUP:-500ms}" -runs "${COMPARE_RUNS:-3}" \
+  -timeout "${COMPARE_TIMEOUT:-14m}" -systems "${COMPARE_SYSTEMS:-}" "$@"
