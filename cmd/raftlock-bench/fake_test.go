@@ -13,8 +13,10 @@ import (
 
 // fakeLockServer speaks raftlock's native commands well enough to exercise
 // the benchmark while the real server is being written: LOCK key ttl
-// [OWNER id], UNLOCK key token and PING. Like a server that predates RESP3,
-// it answers HELLO with an error.
+// [OWNER id], UNLOCK key token and PING; for the scale scenarios also
+// SET key value NX PX ms|PXAT unix-ms, GET and DBSIZE. A lease ends exactly
+// at its deadline. Like a server that predates RESP3, it answers HELLO with
+// an error.
 type fakeLockServer struct {
 	// stall makes LOCK never answer (until the server closes).
 	stall bool
@@ -31,6 +33,7 @@ type fakeLockServer struct {
 
 type fakeLock struct {
 	token   int64
+	value   string
 	expires time.Time
 }
 
@@ -84,8 +87,12 @@ func (f *fakeLockServer) handle(conn redcon.Conn, cmd redcon.Command) {
 			conn.WriteNull()
 			return
 		}
+		owner := "fake-owner"
+		if len(args) == 5 {
+			owner = string(args[4])
+		}
 		f.mu.next++
-		f.mu.locks[key] = fakeLock{token: f.mu.next, expires: now.Add(time.Duration(ttl) * time.Millisecond)}
+		f.mu.locks[key] = fakeLock{token: f.mu.next, value: owner, expires: now.Add(time.Duration(ttl) * time.Millisecond)}
 		conn.WriteInt64(f.mu.next)
 	case "UNLOCK":
 		if len(args) != 3 {
@@ -110,7 +117,61 @@ func (f *fakeLockServer) handle(conn redcon.Conn, cmd redcon.Command) {
 			return
 		}
 		conn.WriteInt(0)
+	case "SET":
+		f.set(conn, args)
+	case "GET":
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if l, ok := f.mu.locks[string(args[1])]; ok && time.Now().Before(l.expires) {
+			conn.WriteBulkString(l.value)
+			return
+		}
+		conn.WriteNull()
+	case "DBSIZE":
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		n, now := 0, time.Now()
+		for _, l := range f.mu.locks {
+			if now.Before(l.expires) {
+				n++
+			}
+		}
+		conn.WriteInt(n)
 	default:
 		conn.WriteError("ERR unknown command '" + string(args[0]) + "'")
 	}
+}
+
+// set is SET key value NX PX ms | PXAT unix-ms, the only form the benchmark
+// sends.
+func (f *fakeLockServer) set(conn redcon.Conn, args [][]byte) {
+	if len(args) != 6 || !strings.EqualFold(string(args[3]), "NX") {
+		conn.WriteError("ERR syntax error")
+		return
+	}
+	n, err := strconv.ParseInt(string(args[5]), 10, 64)
+	now := time.Now()
+	var expires time.Time
+	switch {
+	case err != nil || n <= 0:
+		conn.WriteError("ERR invalid expire time in 'set' command")
+		return
+	case strings.EqualFold(string(args[4]), "PX"):
+		expires = now.Add(time.Duration(n) * time.Millisecond)
+	case strings.EqualFold(string(args[4]), "PXAT"):
+		expires = time.UnixMilli(n)
+	default:
+		conn.WriteError("ERR syntax error")
+		return
+	}
+	key := string(args[1])
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if l, ok := f.mu.locks[key]; ok && now.Before(l.expires) {
+		conn.WriteNull()
+		return
+	}
+	f.mu.next++
+	f.mu.locks[key] = fakeLock{token: f.mu.next, value: string(args[2]), expires: expires}
+	conn.WriteString("OK")
 }

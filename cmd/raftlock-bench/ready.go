@@ -44,20 +44,28 @@ func (r *readyTimes) done(wantRead bool) bool {
 }
 
 // waitReady polls until the node grants a lock and, with a ReadKey, answers
-// a read of it, or until the timeout. Every attempt uses a fresh connection
-// only when the last one failed, as a client retrying would.
+// a read of it, or until the timeout.
 func waitReady(ctx context.Context, c ReadyConfig) (readyTimes, error) {
-	var r readyTimes
-	client := redis.NewClient(&redis.Options{
-		Addr: c.Addr, Protocol: 2, PoolSize: 1, MaxRetries: -1, DisableIdentity: true,
-		ContextTimeoutEnabled: true, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
-	})
-	defer client.Close()
+	var (
+		r      readyTimes
+		client *redis.Client
+	)
+	defer func() {
+		if client != nil {
+			_ = client.Close() // nothing to do about a failed close
+		}
+	}()
 	key := fmt.Sprintf("ready:%08x", rand.Uint32())
 	giveUp := c.Since.Add(c.Timeout)
 	for ctx.Err() == nil && time.Now().Before(giveUp) && !r.done(c.ReadKey != "") {
 		r.Attempts++
-		r.poll(ctx, client, c, key)
+		if client == nil {
+			client = dialReady(ctx, c.Addr, &r)
+		}
+		if client != nil && r.poll(ctx, client, c, key) {
+			_ = client.Close()
+			client = nil
+		}
 		pause(ctx, min(c.Interval, time.Until(giveUp)))
 	}
 	if !r.done(c.ReadKey != "") {
@@ -66,28 +74,48 @@ func waitReady(ctx context.Context, c ReadyConfig) (readyTimes, error) {
 	return r, nil
 }
 
-// poll makes one attempt at each step not yet done.
-func (r *readyTimes) poll(ctx context.Context, client *redis.Client, c ReadyConfig, key string) {
-	fail := func(err error) { r.LastErr = err.Error() }
+// dialReady returns a client once the node accepts connections, or nil.
+// It dials itself first: after a failed dial go-redis retries only once a
+// second, which would hide when the node started listening.
+func dialReady(ctx context.Context, addr string, r *readyTimes) *redis.Client {
+	d := net.Dialer{Timeout: time.Second}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		r.LastErr = err.Error()
+		return nil
+	}
+	_ = conn.Close() // it only proved the listener is up
+	return redis.NewClient(&redis.Options{
+		Addr: addr, Protocol: 2, PoolSize: 1, MaxRetries: -1, DisableIdentity: true, DialerRetries: 1,
+		ContextTimeoutEnabled: true, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
+	})
+}
+
+// poll makes one attempt at each step not yet done. It reports whether the
+// connection failed, so that the next attempt dials afresh.
+func (r *readyTimes) poll(ctx context.Context, client *redis.Client, c ReadyConfig, key string) (ioFailed bool) {
+	fail := func(err error) bool {
+		r.LastErr = err.Error()
+		return kindOf(err) == failIO && !errors.Is(err, redis.Nil)
+	}
 	if r.Write == 0 {
 		token, err := client.Do(ctx, "LOCK", key, 10_000).Int64()
-		if err == nil || errors.As(err, new(redis.Error)) {
+		if err == nil || kindOf(err) == failServer {
 			r.Connected = cmp.Or(r.Connected, time.Since(c.Since))
 		}
 		if err != nil {
-			fail(err)
-			return
+			return fail(err)
 		}
 		r.Write = time.Since(c.Since)
 		_ = client.Do(ctx, "UNLOCK", key, token).Err() // leave the table as it was; the lease ends it otherwise
 	}
 	if c.ReadKey != "" && r.Read == 0 {
 		if err := client.Get(ctx, c.ReadKey).Err(); err != nil {
-			fail(err) // redis.Nil too: the node serves but lost the key
-			return
+			return fail(err) // redis.Nil too: the node serves but lost the key
 		}
 		r.Read = time.Since(c.Since)
 	}
+	return false
 }
 
 func parseReadyArgs(args []string, stderr io.Writer) (ReadyConfig, bool, error) {
