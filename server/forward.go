@@ -27,6 +27,9 @@ type upstream struct {
 	br    *bufio.Reader
 	w     *resp.Writer
 	stop  func() bool // unregisters the close-on-hang-up hook
+	// turn is closed when the reply to the last command sent has been read. Pipelined
+	// commands send theirs in order and each reads its reply after the one before it.
+	turn chan struct{}
 }
 
 func (u *upstream) close() {
@@ -42,7 +45,8 @@ func (c *conn) dialUpstream(addr string) (*upstream, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &upstream{addr: addr, proto: c.w.Protocol(), nc: nc, br: bufio.NewReader(nc), w: resp.NewWriter(nc)}
+	u := &upstream{addr: addr, proto: c.w.Protocol(), nc: nc, br: bufio.NewReader(nc), w: resp.NewWriter(nc), turn: make(chan struct{})}
+	close(u.turn)
 	// The client is gone: drop the leader connection at once, so the leader releases any lock
 	// it grants this client from now on (ghost-lock cleanup happens there).
 	u.stop = context.AfterFunc(c.ctx, func() { nc.Close() })
@@ -128,17 +132,27 @@ func (c *conn) route(cmd *command, args [][]byte) {
 		}
 		c.up = up
 	}
-	c.up.nc.SetDeadline(time.Now().Add(c.s.cfg.ForwardTimeout + lockWaitOf(cmd, args)))
-	stopWatch := c.watchLeader(id, c.up.nc)
-	writeCommand(c.up.w, args)
+	u := c.up
+	u.nc.SetDeadline(time.Now().Add(c.s.cfg.ForwardTimeout + lockWaitOf(cmd, args)))
+	stopWatch := c.watchLeader(id, u.nc)
+	writeCommand(u.w, args)
+	err := u.w.Flush()
+	prev, mine := u.turn, make(chan struct{})
+	u.turn = mine
 	var reply []byte
-	err := c.up.w.Flush()
-	if err == nil {
-		reply, err = resp.ReadReply(c.up.br, maxRelayedReply)
-	}
+	// A pipelined command lets the next one be sent while it waits for its reply.
+	c.awaitCommit(func() {
+		<-prev
+		if err == nil {
+			reply, err = resp.ReadReply(u.br, maxRelayedReply)
+		}
+		close(mine)
+	})
 	stopWatch()
 	if err != nil {
-		c.closeUpstream()
+		if c.up == u {
+			c.closeUpstream()
+		}
 		switch {
 		case c.ctx.Err() != nil:
 			// The client is gone; nothing to tell it.

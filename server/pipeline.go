@@ -22,8 +22,12 @@ import (
 //     reach the raft log in the connection's order.
 //   - A command sharing a key with one still in flight waits for that one to finish: it may
 //     depend on its outcome (UNLOCK without a token reads the token LOCK remembered).
-//   - Anything else (connection commands, scripts, blocking LOCK ... WAIT, tracking, forwarding)
-//     first waits for every command in flight, then runs alone, as before.
+//   - Anything else (connection commands, scripts, blocking LOCK ... WAIT, tracking) first
+//     waits for every command in flight, then runs alone, as before.
+//
+// On a follower the same commands are forwarded to the leader over the connection's upstream:
+// each is sent in order and yields while it waits for its reply (forward.go), so a pipeline
+// stays a pipeline through a follower.
 
 // maxInFlight bounds the commands of one connection running at once.
 const maxInFlight = 64
@@ -44,13 +48,15 @@ func (f *inflight) yield() { f.yieldOnce.Do(func() { close(f.yielded) }) }
 
 // pipelinable reports whether the command may run while earlier ones are still in flight.
 func (c *conn) pipelinable(cmd *command, args [][]byte) bool {
-	if !cmd.pipelined || c.tracking != trackOff || c.readonly || c.forwarded {
+	if !cmd.pipelined || c.tracking != trackOff || c.readonly {
 		return false
 	}
 	if cmd.name == "lock" && hasArg(args[3:], "wait") {
 		return false // it may block for a long time: it runs alone
 	}
-	return c.s.node.IsLeader()
+	// On a follower the command is forwarded: it yields while waiting for the leader's reply,
+	// so a pipeline is forwarded as a pipeline.
+	return true
 }
 
 // hasArg reports whether an argument equals name, ignoring case.
@@ -135,9 +141,10 @@ func (c *conn) drainPipeline() {
 	c.writeFinished()
 }
 
-// awaitCommit is how a pipelined command waits for its proposal: it lets go of the connection
-// so the next command can run, and takes it back (with its own reply writer and command) when
-// the outcome is in. Outside pipelined execution it just waits.
+// awaitCommit is how a pipelined command waits for its proposal to commit (or its forwarded
+// request's reply): it lets go of the connection so the next command can run, and takes it back
+// (with its own reply writer and command) when the outcome is in. Outside pipelined execution
+// it just waits.
 func (c *conn) awaitCommit(wait func()) {
 	f := c.running
 	if f == nil {

@@ -181,3 +181,61 @@ func TestClusterRedirect(t *testing.T) {
 	}
 	c.digests()
 }
+
+// TestClusterPipelinedForwarding pipelines through every node: a follower forwards the
+// pipeline as a pipeline (each command sent before the replies of the earlier ones come back),
+// and the replies still come in order with what sending them one at a time would give.
+func TestClusterPipelinedForwarding(t *testing.T) {
+	c := newCluster(t, 3)
+	for _, n := range c.nodes {
+		t.Run(n.id, func(t *testing.T) {
+			ctx := testContext(t, 20*time.Second)
+			rdb := redis.NewClient(&redis.Options{Addr: n.addr, Protocol: 2, PoolSize: 1})
+			defer rdb.Close()
+			const count = 40
+			pipe := rdb.Pipeline()
+			locks := make([]*redis.Cmd, count)
+			for i := range locks {
+				locks[i] = pipe.Do(ctx, "LOCK", fmt.Sprintf("pipe/%s/%d", n.id, i), 10000)
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var prev int64
+			for i, cmd := range locks {
+				tok, err := cmd.Int64()
+				if err != nil || tok <= prev {
+					t.Fatalf("LOCK %d = %d, %v; want a token above %d", i, tok, err, prev)
+				}
+				prev = tok
+			}
+			// Token-less UNLOCKs rely on the tokens the connection remembered; a LOCK, UNLOCK,
+			// LOCK of one key in one pipeline must see each other.
+			pipe = rdb.Pipeline()
+			unlocks := make([]*redis.Cmd, count)
+			for i := range unlocks {
+				unlocks[i] = pipe.Do(ctx, "UNLOCK", fmt.Sprintf("pipe/%s/%d", n.id, i))
+			}
+			key := "pipe/" + n.id + "/same"
+			first := pipe.Do(ctx, "LOCK", key, 10000)
+			release := pipe.Do(ctx, "UNLOCK", key)
+			again := pipe.Do(ctx, "LOCK", key, 10000)
+			exists := pipe.Do(ctx, "EXISTS", key)
+			if _, err := pipe.Exec(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for i, cmd := range unlocks {
+				if v, err := cmd.Int64(); err != nil || v != 1 {
+					t.Errorf("UNLOCK %d = %d, %v; want 1", i, v, err)
+				}
+			}
+			t1, err1 := first.Int64()
+			r, err2 := release.Int64()
+			t2, err3 := again.Int64()
+			e, err4 := exists.Int64()
+			if err := errors.Join(err1, err2, err3, err4); err != nil || r != 1 || t2 <= t1 || e != 1 {
+				t.Errorf("LOCK, UNLOCK, LOCK, EXISTS = %d, %d, %d, %d (%v); want a token, 1, a later token, 1", t1, r, t2, e, err)
+			}
+		})
+	}
+}
