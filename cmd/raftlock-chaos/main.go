@@ -1,10 +1,13 @@
-// Command raftlock-chaos runs the chaos harness of tests/chaos for a long time: a cluster of real
-// raftlock processes behind link proxies, faults from a seeded RNG (partitions, pauses, kill -9,
-// slow links, and with -snapshots tiny snapshot thresholds), a lock workload, and the checks.
+// Command raftlock-chaos is the long mode of the fault harness in tests/chaos: a cluster of real
+// raftlock processes behind per-link proxies, every fault kind from a seeded RNG, one at a time
+// and mixed (partitions, bridges, pauses, kill -9, kill -9 of every node, slow links, clock skew
+// and jumps, membership changes, snapshot installs; nodes run with tiny snapshot thresholds), a
+// lock workload, and every checker. Each seed prints one summary line.
 //
-//	go run ./cmd/raftlock-chaos -duration 30m -seeds 1,2,3 -nodes 5
+//	go run ./cmd/raftlock-chaos -duration 10m -seeds 1,2,3 -nodes 5
 //
-// It exits 1 if any seed found a violation; each failing seed's folder is printed.
+// It exits 1 if any seed found a violation; each failing seed's folder (history, porcupine
+// visualizations, node logs) is printed.
 package main
 
 import (
@@ -22,48 +25,82 @@ import (
 )
 
 func main() {
-	duration := flag.Duration("duration", 5*time.Minute, "workload time under faults per seed")
-	seeds := flag.String("seeds", "1", "comma-separated seeds")
-	nodes := flag.Int("nodes", 3, "cluster size (3 or 5)")
-	clients := flag.Int("clients", 6, "workload clients")
+	os.Exit(run())
+}
+
+func run() int {
+	duration := flag.Duration("duration", 10*time.Minute, "workload time under faults per seed")
+	seeds := flag.String("seeds", "1,2,3", "comma-separated seeds")
+	nodes := flag.Int("nodes", 5, "cluster size (3 or 5)")
+	clients := flag.Int("clients", 0, "workload clients (default twice the nodes)")
+	faults := flag.String("faults", "", "comma-separated fault kinds (default all: "+strings.Join(chaos.AllFaults, ",")+")")
+	single := flag.Bool("single", false, "one fault at a time instead of mixed")
 	bin := flag.String("bin", "", "raftlock binary (default: go build ./cmd/raftlock)")
+	race := flag.Bool("race", false, "build the nodes with -race (their logs are checked for data races)")
 	dir := flag.String("dir", os.TempDir(), "where run folders go")
-	slow := flag.Bool("slow-links", true, "add slow-link faults")
-	snaps := flag.Bool("snapshots", true, "run nodes with --snapshot-threshold 64 --trailing-logs 32 --snapshot-interval 1s")
+	keep := flag.Bool("keep", false, "keep every run's folder, not only failing ones")
+	verbose := flag.Bool("v", false, "log every fault")
 	flag.Parse()
+
+	if *nodes < 3 || *nodes > 8 {
+		log.Printf("-nodes %d: 3 to 8 (loopback 127.0.0.2-9)", *nodes)
+		return 2
+	}
+	var kinds []string
+	if *faults != "" {
+		kinds = strings.Split(*faults, ",")
+	}
 	if *bin == "" {
-		*bin = filepath.Join(os.TempDir(), fmt.Sprintf("raftlock-chaos-bin-%d", os.Getpid()))
-		if out, err := exec.Command("go", "build", "-o", *bin, "./cmd/raftlock").CombinedOutput(); err != nil {
-			log.Fatalf("build: %v\n%s", err, out)
+		tmp, err := os.MkdirTemp("", "raftlock-chaos-bin")
+		if err != nil {
+			log.Print(err)
+			return 2
 		}
-		defer os.Remove(*bin)
+		defer os.RemoveAll(tmp)
+		*bin = filepath.Join(tmp, "raftlock")
+		args := []string{"build", "-o", *bin}
+		if *race {
+			args = append(args, "-race")
+		}
+		if out, err := exec.Command("go", append(args, "./cmd/raftlock")...).CombinedOutput(); err != nil {
+			log.Printf("build: %v\n%s", err, out)
+			return 2
+		}
+	}
+	logf := func(string, ...any) {}
+	if *verbose {
+		logf = log.Printf
 	}
 	failed := false
 	for _, s := range strings.Split(*seeds, ",") {
 		seed, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
 		if err != nil {
-			log.Fatalf("-seeds: %v", err)
+			log.Printf("-seeds: %v", err)
+			return 2
 		}
+		start := time.Now()
 		res, err := chaos.Run(chaos.Config{Bin: *bin, Dir: *dir, Seed: seed, Nodes: *nodes, Clients: *clients,
-			Duration: *duration, SlowLinks: *slow, Snapshots: *snaps, Logf: log.Printf})
+			Duration: *duration, Faults: kinds, Mixed: !*single, Snapshots: true, LinTimeout: time.Minute,
+			Keep: *keep, Logf: logf})
 		if err != nil {
 			log.Printf("seed %d: %v", seed, err)
 			failed = true
 			continue
 		}
-		fmt.Printf("%s seed=%d\n", res.Summary(), seed)
+		fmt.Printf("%s nodes=%d duration=%v wall=%v\n", res.Summary(), *nodes, *duration, time.Since(start).Round(time.Second))
 		if len(res.Inconclusive) > 0 {
-			fmt.Printf("  porcupine timed out on keys %v\n", res.Inconclusive)
+			fmt.Printf("  porcupine could not decide keys %v in time (inconclusive, not passed)\n", res.Inconclusive)
 		}
 		for _, v := range res.Violations {
 			fmt.Println("  " + v)
 		}
 		if res.Folder != "" {
 			fmt.Println("  history, visualizations and node logs:", res.Folder)
-			failed = true
+			failed = failed || len(res.Violations) > 0
 		}
 	}
 	if failed {
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }

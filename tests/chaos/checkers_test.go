@@ -1,53 +1,97 @@
 package chaos
 
 import (
+	"bufio"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
 )
 
+// Every checker is shown to fail on a deliberately broken history (and to pass the same
+// history unbroken), so a green chaos run means the checks ran, not that they cannot fire.
+
 const ms = int64(time.Millisecond)
 
 func grant(c int, tok uint64, ttl, inv, comp int64) Op {
-	return Op{Client: c, Key: "k", Kind: Acquire, Owner: "o" + string(rune('a'+c)), TTL: ttl, Token: tok,
+	return Op{Client: c, Key: "k", Kind: Acquire, Via: "lock", Owner: "o" + string(rune('a'+c)), TTL: ttl, Token: tok,
 		Invoke: inv * ms, Complete: comp * ms, Outcome: OK, Granted: true}
 }
 
-func linResult(ops []Op) porcupine.CheckResult {
-	return checkLinearizable(ops, 10*time.Second)[0].Result
+func read(c int, inv, comp int64, owner string, tok uint64) Op {
+	return Op{Client: c, Key: "k", Kind: Read, Invoke: inv * ms, Complete: comp * ms, Outcome: OK,
+		Free: owner == "", RdOwner: owner, RdToken: tok}
+}
+
+func linResult(ops []Op, clk *clockTimeline) porcupine.CheckResult {
+	return checkLinearizable(ops, clk, 10*time.Second)[0].Result
 }
 
 func TestLinearizabilityChecker(t *testing.T) {
+	// node 0's lease clock jumped 300 ms forward around t=500ms
+	jump := newClockTimeline([]ClockEvent{{Node: 0, Invoke: 500 * ms, Complete: 501 * ms, Offset: 300 * ms}})
+	setNX := func(c int, ttl, inv, comp int64) Op {
+		op := grant(c, 0, ttl, inv, comp)
+		op.Via = "set"
+		return op
+	}
 	cases := []struct {
 		name string
 		ops  []Op
+		clk  *clockTimeline
 		want porcupine.CheckResult
 	}{
-		{"two holders within the lease", []Op{grant(0, 5, 1000, 0, 1), grant(1, 7, 1000, 500, 600)}, porcupine.Illegal},
-		{"second grant after the lease", []Op{grant(0, 5, 1000, 0, 1), grant(1, 7, 1000, 1100, 1200)}, porcupine.Ok},
-		{"expiry earlier than invoke+ttl", []Op{grant(0, 5, 1000, 100, 101), grant(1, 7, 1000, 900, 1050)}, porcupine.Illegal},
-		{"token not increasing", []Op{grant(0, 5, 100, 0, 1), grant(1, 4, 100, 500, 501)}, porcupine.Illegal},
-		{"read free while held", []Op{grant(0, 5, 1000, 0, 1), {Client: 1, Key: "k", Kind: Read, Invoke: 10 * ms, Complete: 11 * ms, Outcome: OK, Free: true}}, porcupine.Illegal},
-		{"read wrong token", []Op{grant(0, 5, 1000, 0, 1), {Client: 1, Key: "k", Kind: Read, Invoke: 10 * ms, Complete: 11 * ms, Outcome: OK, RdOwner: "oa", RdToken: 6}}, porcupine.Illegal},
+		{"two holders within the lease", []Op{grant(0, 5, 1000, 0, 1), grant(1, 7, 1000, 500, 600)}, nil, porcupine.Illegal},
+		{"second grant after the lease", []Op{grant(0, 5, 1000, 0, 1), grant(1, 7, 1000, 1100, 1200)}, nil, porcupine.Ok},
+		{"expiry earlier than invoke+ttl", []Op{grant(0, 5, 1000, 100, 101), grant(1, 7, 1000, 900, 1050)}, nil, porcupine.Illegal},
+		{"expiry early by a forward clock jump", []Op{grant(0, 5, 1000, 100, 101), grant(1, 7, 1000, 900, 1050)}, jump, porcupine.Ok},
+		{"expiry earlier than the clock jump explains", []Op{grant(0, 5, 1000, 100, 101), grant(1, 7, 1000, 700, 750)}, jump, porcupine.Illegal},
+		{"a jump after the lease ended does not excuse it", []Op{grant(0, 5, 1000, 600, 601), grant(1, 7, 1000, 1300, 1400)}, jump, porcupine.Illegal},
+		{"token not increasing", []Op{grant(0, 5, 100, 0, 1), grant(1, 4, 100, 500, 501)}, nil, porcupine.Illegal},
+		{"read free while held", []Op{grant(0, 5, 1000, 0, 1), read(1, 10, 11, "", 0)}, nil, porcupine.Illegal},
+		{"read wrong token", []Op{grant(0, 5, 1000, 0, 1), read(1, 10, 11, "oa", 6)}, nil, porcupine.Illegal},
 		{"renew after release", []Op{grant(0, 5, 1000, 0, 1),
 			{Client: 0, Key: "k", Kind: Release, Owner: "oa", Token: 5, Invoke: 10 * ms, Complete: 11 * ms, Outcome: OK, Success: true},
-			{Client: 0, Key: "k", Kind: Renew, Owner: "oa", Token: 5, TTL: 1000, Invoke: 20 * ms, Complete: 21 * ms, Outcome: OK, Success: true}}, porcupine.Illegal},
+			{Client: 0, Key: "k", Kind: Renew, Owner: "oa", Token: 5, TTL: 1000, Invoke: 20 * ms, Complete: 21 * ms, Outcome: OK, Success: true}}, nil, porcupine.Illegal},
 		{"renewed lease ended early", []Op{grant(0, 5, 1000, 0, 1),
 			{Client: 0, Key: "k", Kind: Renew, Owner: "oa", Token: 5, TTL: 1000, Invoke: 800 * ms, Complete: 801 * ms, Outcome: OK, Success: true},
-			grant(1, 7, 1000, 1200, 1300)}, porcupine.Illegal},
+			grant(1, 7, 1000, 1200, 1300)}, nil, porcupine.Illegal},
 		{"unknown grant seen by a read, then released by the leader", []Op{
-			{Client: 0, Key: "k", Kind: Acquire, Owner: "oa", TTL: 10000, Invoke: 0, Complete: 1 << 62, Outcome: Unknown},
-			{Client: 1, Key: "k", Kind: Read, Invoke: 10 * ms, Complete: 11 * ms, Outcome: OK, RdOwner: "oa", RdToken: 3},
-			{Client: 1, Key: "k", Kind: Read, Invoke: 20 * ms, Complete: 21 * ms, Outcome: OK, Free: true}}, porcupine.Ok},
-		{"nil while free", []Op{{Client: 0, Key: "k", Kind: Acquire, Owner: "oa", TTL: 1000, Invoke: 0, Complete: ms, Outcome: OK}}, porcupine.Illegal},
+			{Client: 0, Key: "k", Kind: Acquire, Owner: "oa", TTL: 10000, Invoke: 0, Complete: never, Outcome: Unknown},
+			read(1, 10, 11, "oa", 3), read(1, 20, 21, "", 0)}, nil, porcupine.Ok},
+		{"nil while free", []Op{{Client: 0, Key: "k", Kind: Acquire, Owner: "oa", TTL: 1000, Invoke: 0, Complete: ms, Outcome: OK}}, nil, porcupine.Illegal},
+		{"SET NX granted, its token read after", []Op{setNX(0, 1000, 0, 1), read(0, 0, 2, "oa", 9), grant(1, 12, 1000, 1100, 1101)}, nil, porcupine.Ok},
+		{"SET NX granted while held", []Op{grant(1, 7, 1000, 0, 1), setNX(0, 1000, 10, 11)}, nil, porcupine.Illegal},
+		{"SET NX token lower than an earlier grant's", []Op{grant(1, 7, 100, 0, 1), setNX(0, 1000, 200, 201), read(0, 200, 202, "oa", 6)}, nil, porcupine.Illegal},
 	}
 	for _, c := range cases {
-		if got := linResult(c.ops); got != c.want {
+		if got := linResult(c.ops, c.clk); got != c.want {
 			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+func TestClockSlack(t *testing.T) {
+	clk := newClockTimeline([]ClockEvent{
+		{Node: 0, Invoke: 100, Complete: 110, Offset: 50},   // forward 50
+		{Node: 0, Invoke: 200, Complete: 210, Offset: -30},  // back 80
+		{Node: 0, Invoke: 300, Complete: 310, Offset: 20},   // forward 50
+		{Node: 1, Invoke: 400, Complete: never, Offset: 70}, // forward 70, reply lost
+	})
+	for _, c := range []struct{ from, to, want int64 }{
+		{0, 99, 0}, {0, 105, 50}, {150, 250, 0}, {150, 350, 50}, {0, 350, 50}, {250, 1000, 70}, {500, 600, 70},
+	} {
+		if got := clk.slack(c.from, c.to); got != c.want {
+			t.Errorf("slack(%d, %d) = %d, want %d", c.from, c.to, got, c.want)
+		}
+	}
+	if (*clockTimeline)(nil).slack(0, 1) != 0 {
+		t.Error("no clock events: slack must be 0")
 	}
 }
 
@@ -63,46 +107,244 @@ func TestFencingChecker(t *testing.T) {
 	if bad := checkFencing([]Op{a, b}); len(bad) == 0 {
 		t.Error("duplicate token across keys not flagged")
 	}
+	// concurrent grants may come in either order
+	if bad := checkFencing([]Op{grant(0, 9, 1000, 0, 5), grant(1, 7, 1000, 2, 3)}); len(bad) != 0 {
+		t.Errorf("concurrent grants flagged: %v", bad)
+	}
 }
 
 func TestResourceChecker(t *testing.T) {
-	good := []Write{{Key: "k", Token: 5, At: 1, ValidUntil: 10, Accepted: true}, {Key: "k", Token: 5, At: 11, ValidUntil: 10, Accepted: false},
-		{Key: "k", Token: 7, At: 12, ValidUntil: 20, Accepted: true}}
-	if bad := checkResource(good); len(bad) != 0 {
-		t.Errorf("good writes flagged: %v", bad)
+	acc := func(c int, tok uint64, at, validUntil, based int64, accepted bool) Access {
+		a := Access{Client: c, Key: "k", Token: tok, Start: at - 1, At: at, ValidUntil: validUntil, Based: based, Accepted: accepted}
+		if !accepted {
+			a.Rejected = "write"
+		}
+		return a
 	}
-	bad := []Write{{Key: "k", Token: 7, At: 1, ValidUntil: 10, Accepted: true}, {Key: "k", Token: 5, At: 2, ValidUntil: 10, Accepted: false}}
-	if got := checkResource(bad); len(got) != 1 {
-		t.Errorf("fenced-off write inside its lease: got %v", got)
+	good := []Access{acc(0, 5, 1, 10, 0, true), acc(0, 5, 11, 10, 1, false), acc(1, 7, 12, 20, 1, true)}
+	if bad := checkResource(good, nil); len(bad) != 0 {
+		t.Errorf("good accesses flagged: %v", bad)
 	}
-	order := []Write{{Key: "k", Token: 7, At: 1, Accepted: true}, {Key: "k", Token: 5, At: 2, Accepted: true}}
-	if got := checkResource(order); len(got) != 1 {
-		t.Errorf("accepted out of order: got %v", got)
+	for name, h := range map[string][]Access{
+		"fenced off inside its lease": {acc(1, 7, 1, 10, 0, true), acc(0, 5, 2, 10, 0, false)},
+		"accepted out of order":       {acc(1, 7, 1, 10, 0, true), acc(0, 5, 2, 10, 1, true)},
+		"lost update":                 {acc(0, 5, 1, 10, 0, true), acc(1, 7, 2, 10, 0, true)},
+	} {
+		if got := checkResource(h, nil); len(got) != 1 {
+			t.Errorf("%s: got %v, want one violation", name, got)
+		}
 	}
-	// the in-harness resource itself fences off the older token
+	// a forward clock jump excuses a fence-off by exactly its size
+	jump := newClockTimeline([]ClockEvent{{Node: 2, Invoke: 0, Complete: 0, Offset: 5}})
+	early := []Access{acc(1, 7, 1, 20, 0, true), acc(0, 5, 6, 10, 0, false)}
+	if got := checkResource(early, jump); len(got) != 0 {
+		t.Errorf("fence-off within the clock slack flagged: %v", got)
+	}
+	early[1].At = 4
+	if got := checkResource(early, jump); len(got) != 1 {
+		t.Errorf("fence-off beyond the clock slack: got %v", got)
+	}
+
+	// the in-harness resource itself fences off an older token, on reads as on writes
 	r := newRecorder(1)
-	if !r.write(0, "k", 7, 1<<62) || r.write(1, "k", 5, 1<<62) {
+	if _, ok := r.fencedRead("k", 7); !ok {
+		t.Fatal("fresh resource refused a read")
+	}
+	if _, ok := r.fencedRead("k", 5); ok {
+		t.Error("resource let an older token read")
+	}
+	if !r.fencedWrite(Access{Key: "k", Token: 7, ValidUntil: 1 << 62}) || r.fencedWrite(Access{Key: "k", Token: 5, ValidUntil: 1 << 62}) {
 		t.Error("resource accepted a lower token")
 	}
-	if got := checkResource(r.h.Writes); len(got) != 1 {
-		t.Errorf("recorded fenced-off write inside lease: got %v", got)
+	if got := checkResource(r.h.Fenced, nil); len(got) != 1 {
+		t.Errorf("recorded fence-off inside the lease: got %v", got)
+	}
+}
+
+func TestUnfencedOverlap(t *testing.T) {
+	span := func(tok uint64, start, at int64) Access {
+		return Access{Key: "k", Token: tok, Start: start, At: at, Accepted: true}
+	}
+	if n, _ := unfencedOverlap([]Access{span(5, 0, 10), span(7, 20, 30), span(7, 25, 40)}); n != 0 {
+		t.Errorf("disjoint holders: %d overlaps", n)
+	}
+	paused := span(5, 0, 100)
+	paused.Paused = true
+	if n, np := unfencedOverlap([]Access{paused, span(7, 20, 30), span(9, 200, 300)}); n != 2 || np != 0 {
+		t.Errorf("a paused holder over a newer one: %d overlaps (%d without a pause), want 2 (0)", n, np)
+	}
+	if n, np := unfencedOverlap([]Access{span(5, 0, 100), span(7, 20, 30)}); n != 2 || np != 2 {
+		t.Errorf("a holder working past its lease over a newer one: %d overlaps (%d without a pause), want 2 (2)", n, np)
+	}
+	stale := span(5, 50, 60)
+	stale.Stale = true
+	if n, np := unfencedOverlap([]Access{span(7, 20, 30), stale}); n != 1 || np != 1 {
+		t.Errorf("a stale write after a newer holder's: %d overlaps (%d without a pause), want 1 (1)", n, np)
+	}
+	r := newRecorder(1)
+	r.unfencedWrite(Access{Key: "k", Token: 7, Start: r.now()})
+	time.Sleep(time.Millisecond)
+	r.unfencedWrite(Access{Key: "k", Token: 5, Start: r.now()})
+	if n, _ := unfencedOverlap(r.h.Unfenced); n != 1 {
+		t.Errorf("the unfenced resource took a stale write unnoticed: %d overlaps", n)
+	}
+}
+
+func TestDurableChecker(t *testing.T) {
+	g := Op{Client: 9, Key: "d9.0", Kind: Acquire, Owner: "c9-1", TTL: 3600000, Token: 12, Outcome: OK, Granted: true}
+	rel := Op{Client: 9, Key: "d9.0", Kind: Release, Owner: "c9-1", Token: 12, Outcome: OK, Success: true}
+	held := finalRead{Owner: "c9-1", Token: 12}
+	free := finalRead{Free: true}
+	unknown := func(op Op) Op { op.Outcome = Unknown; return op }
+	cases := []struct {
+		name  string
+		ops   []Op
+		final []finalRead // per node
+		bad   int
+	}{
+		{"granted and kept", []Op{g}, []finalRead{held, held}, 0},
+		{"granted, lost on one node", []Op{g}, []finalRead{held, free}, 1},
+		{"granted, another token", []Op{g}, []finalRead{{Owner: "c9-1", Token: 13}, held}, 1},
+		{"released", []Op{g, rel}, []finalRead{free, free}, 0},
+		{"released, still held", []Op{g, rel}, []finalRead{held, free}, 1},
+		{"release unknown", []Op{g, unknown(rel)}, []finalRead{held, held}, 0},
+		{"grant unknown, not granted", []Op{unknown(g)}, []finalRead{free, free}, 0},
+	}
+	for _, c := range cases {
+		final := map[string]map[string]finalRead{}
+		for i, f := range c.final {
+			final[string(rune('a'+i))] = map[string]finalRead{"d9.0": f}
+		}
+		if got := checkDurable(c.ops, final); len(got) != c.bad {
+			t.Errorf("%s: got %v, want %d violations", c.name, got, c.bad)
+		}
+	}
+}
+
+func TestDigestsAgree(t *testing.T) {
+	if !digestsAgree([]string{"n1:40/abc", "n2:40/abc", "n3:40/abc"}) {
+		t.Error("equal digests disagree")
+	}
+	if digestsAgree([]string{"n1:40/abc", "n2:40/abd", "n3:40/abc"}) {
+		t.Error("a different table agrees")
+	}
+	if digestsAgree([]string{"n1:40/abc", "n2:39/abc"}) {
+		t.Error("a node behind agrees")
+	}
+}
+
+// fakeServer answers every command with reply until the test ends.
+func fakeServer(t *testing.T, reply string) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					// one command: *N, then N bulk strings of two lines each
+					line, err := br.ReadString('\n')
+					if err != nil {
+						return
+					}
+					var n int
+					if _, err := fmt.Sscanf(line, "*%d", &n); err != nil {
+						return
+					}
+					for range 2 * n {
+						if _, err := br.ReadString('\n'); err != nil {
+							return
+						}
+					}
+					c.Write([]byte(reply))
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func TestRecoveryChecker(t *testing.T) {
+	down := fakeServer(t, "-CLUSTERDOWN no leader elected yet; retry shortly\r\n")
+	if err := freshAcquire([]string{down}, time.Now().Add(500*time.Millisecond)); err == nil {
+		t.Error("recovery passed against a cluster that never grants")
+	}
+	up := fakeServer(t, ":42\r\n")
+	if err := freshAcquire([]string{down, up}, time.Now().Add(2*time.Second)); err != nil {
+		t.Errorf("recovery failed against a node that grants: %v", err)
 	}
 }
 
 func TestLogChecker(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "n1.log")
-	os.WriteFile(p, []byte("ok\npanic: boom\nWARNING: DATA RACE\n"), 0o644)
-	if got := checkLogs([]string{p}); len(got) != 2 {
+	os.WriteFile(p, []byte("ok\npanic: boom\nWARNING: DATA RACE\nfatal error: concurrent map writes\n"), 0o644)
+	if got := checkLogs([]string{p}); len(got) != 3 {
 		t.Errorf("got %v", got)
 	}
 }
 
-func TestVisualizeFailure(t *testing.T) {
-	res := checkLinearizable([]Op{grant(0, 5, 1000, 0, 1), grant(1, 7, 1000, 500, 600),
-		{Client: 2, Key: "k", Kind: Acquire, Owner: "oc", TTL: 1000, Invoke: 0, Complete: 1 << 62, Outcome: Unknown}}, 10*time.Second)[0]
-	p := filepath.Join(t.TempDir(), "lin.html")
-	if err := porcupine.VisualizePath(lockModel.ToModel(), res.Info, p); err != nil {
+// TestFailureFolder forces a failing evaluation and checks the folder it leaves: the history,
+// porcupine's visualization of the failing key, the violations, and the node logs.
+func TestFailureFolder(t *testing.T) {
+	root := t.TempDir()
+	logPath := filepath.Join(root, "n1.log")
+	os.WriteFile(logPath, []byte("started\n"), 0o644)
+	os.MkdirAll(filepath.Join(root, "n1", "data"), 0o755)
+	h := History{Seed: 7, Ops: []Op{grant(0, 5, 1000, 0, 1), grant(1, 7, 1000, 500, 600),
+		{Client: 2, Key: "k", Kind: Acquire, Owner: "oc", TTL: 1000, Invoke: 0, Complete: never, Outcome: Unknown}}}
+	res, bad, clk := evaluate(h, observed{logs: []string{logPath}}, 10*time.Second)
+	if len(res.Violations) != 1 || len(bad) != 1 {
+		t.Fatalf("violations %v, failing keys %d: want the two holders of k found", res.Violations, len(bad))
+	}
+	if err := writeFailure(root, h, bad, clk, res.Violations); err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range []string{"history.json", "violations.txt", "lin-k.html", "n1.log"} {
+		if fi, err := os.Stat(filepath.Join(root, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s missing or empty: %v", f, err)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "violations.txt")); !strings.Contains(string(b), "key k") {
+		t.Errorf("violations.txt = %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(root, "n1")); !os.IsNotExist(err) {
+		t.Errorf("the node's data directory was kept: %v", err)
+	}
+	if !strings.Contains(res.Summary(), "violations=1") {
+		t.Errorf("summary %q", res.Summary())
+	}
+}
+
+func TestProcSource(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skip("no 127.0.0.2 on this machine")
+	}
+	defer ln.Close()
+	out, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	in, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	// this process owns the dialing socket: it is found under our own PID
+	if i, ok := procSource(in, map[int]int{3: os.Getpid()}); !ok || i != 3 {
+		t.Errorf("procSource = %d, %v; want 3, true", i, ok)
+	}
+	if _, ok := procSource(in, map[int]int{3: 1}); ok {
+		t.Error("procSource found the socket in another process")
 	}
 }

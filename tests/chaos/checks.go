@@ -6,6 +6,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 )
 
 // checkFencing checks that known grants have unique tokens across all keys and that tokens
@@ -14,7 +15,7 @@ import (
 func checkFencing(ops []Op) []string {
 	var grants []Op
 	for _, op := range ops {
-		if op.Kind == Acquire && op.Outcome == OK && op.Granted {
+		if op.Kind == Acquire && op.Outcome == OK && op.Granted && op.Token > 0 {
 			grants = append(grants, op)
 		}
 	}
@@ -43,37 +44,181 @@ func checkFencing(ops []Op) []string {
 		}
 		if best != nil && best.Token >= b.Token {
 			bad = append(bad, fmt.Sprintf("fencing: %s completed at %.3fs before %s was invoked at %.3fs, but its token is not lower",
-				*best, float64(best.Complete)/1e9, b, float64(b.Invoke)/1e9))
+				*best, sec(best.Complete), b, sec(b.Invoke)))
 		}
 	}
 	return bad
 }
 
-// checkResource checks the fenced resource: accepted writes per key are in token order, and no
-// holder that still held a valid lease in its own view (the write happened before the lease end
-// it computed from its grant/renew invoke time) was fenced off: a fenced-off write inside its
-// own lease means someone else was granted the key while the lease was still valid.
-func checkResource(writes []Write) []string {
+func sec(ns int64) float64 { return float64(ns) / 1e9 }
+
+// checkResource checks the fenced resource:
+//   - accepted writes per key come in token order;
+//   - no lost update: each accepted write is based on the value the previous accepted write
+//     left (the resource fences reads too, so a stale holder cannot write what it read);
+//   - mutual exclusion: no holder is fenced off while its lease is still valid by its own
+//     reckoning (from the invocation of its last acknowledged grant or renewal, minus the clock
+//     slack, see clock.go): a fence-off means a newer holder already used the resource, so the
+//     cluster granted the key to someone else during the lease.
+func checkResource(accesses []Access, clk *clockTimeline) []string {
 	var bad []string
-	last := map[string]Write{}
-	for _, w := range writes {
-		if w.Accepted {
-			if p, ok := last[w.Key]; ok && p.Token > w.Token {
-				bad = append(bad, fmt.Sprintf("resource: %s accepted token %d after token %d", w.Key, w.Token, p.Token))
+	last := map[string]Access{}
+	for _, a := range accesses {
+		if a.Accepted {
+			p, seen := last[a.Key]
+			var prev int64 // the value the previous accepted write left
+			if seen {
+				prev = p.Based + 1
 			}
-			last[w.Key] = w
+			switch {
+			case seen && p.Token > a.Token:
+				bad = append(bad, fmt.Sprintf("resource: %s accepted token %d (c%d) after token %d (c%d)", a.Key, a.Token, a.Client, p.Token, p.Client))
+			case a.Based != prev:
+				bad = append(bad, fmt.Sprintf("resource: lost update on %s: c%d with token %d wrote %d over %d at %.3fs",
+					a.Key, a.Client, a.Token, a.Based+1, prev, sec(a.At)))
+			}
+			last[a.Key] = a
 			continue
 		}
-		if w.At < w.ValidUntil {
-			p := last[w.Key]
-			bad = append(bad, fmt.Sprintf("mutual exclusion: c%d holding %s with token %d was fenced off at %.3fs, inside its lease (valid until %.3fs); token %d (c%d) was written at %.3fs",
-				w.Client, w.Key, w.Token, float64(w.At)/1e9, float64(w.ValidUntil)/1e9, p.Token, p.Client, float64(p.At)/1e9))
+		if end := a.ValidUntil - clk.slack(a.LeaseFrom, a.At); a.At < end {
+			p := last[a.Key]
+			bad = append(bad, fmt.Sprintf("mutual exclusion: c%d holding %s with token %d was fenced off (on its %s) at %.3fs, inside its lease (valid until %.3fs); token %d (c%d) last wrote at %.3fs",
+				a.Client, a.Key, a.Token, a.Rejected, sec(a.At), sec(end), p.Token, p.Client, sec(p.At)))
 		}
 	}
 	return bad
 }
 
-// checkLogs looks for panics and data races in node logs.
+// unfencedOverlap counts the accesses to the unfenced resource that overlapped another holder's:
+// their read-modify-write overlapped in real time with another holder's on the same key, or
+// they wrote after a newer holder had already used it. That is what a lock without fencing
+// lets happen when a holder goes on past its lease; a run under faults is expected to show
+// some. unpaused counts those where no holder paused on its own: the holder went on working
+// after a renewal that the faults made time out while its lease ran out (the faults bite).
+func unfencedOverlap(accesses []Access) (all, unpaused int) {
+	byKey := map[string][]Access{}
+	for _, a := range accesses {
+		byKey[a.Key] = append(byKey[a.Key], a)
+	}
+	for _, as := range byKey {
+		for i, a := range as {
+			found, foundUnpaused := a.Stale, a.Stale && !a.Paused
+			for j, b := range as {
+				if j != i && b.Token != a.Token && b.Start <= a.At && a.Start <= b.At {
+					found = true
+					foundUnpaused = foundUnpaused || !a.Paused && !b.Paused
+				}
+			}
+			if found {
+				all++
+			}
+			if foundUnpaused {
+				unpaused++
+			}
+		}
+	}
+	return all, unpaused
+}
+
+// finalRead is one node's own view of a key after healing (LOCKINFO after READONLY).
+type finalRead struct {
+	Free  bool
+	Owner string
+	Token uint64
+}
+
+// checkDurable checks that no acknowledged operation on the durable keys (hour-long leases,
+// one grant and at most one release each) was lost: after healing, every node's own table must
+// hold each acknowledged grant that was not released, and none that was released.
+func checkDurable(ops []Op, final map[string]map[string]finalRead) []string {
+	type life struct{ grant, release *Op }
+	keys := map[string]*life{}
+	for i := range ops {
+		op := &ops[i]
+		if !strings.HasPrefix(op.Key, "d") {
+			continue
+		}
+		l := keys[op.Key]
+		if l == nil {
+			l = &life{}
+			keys[op.Key] = l
+		}
+		switch op.Kind {
+		case Acquire:
+			l.grant = op
+		case Release:
+			l.release = op
+		}
+	}
+	var bad []string
+	nodes := make([]string, 0, len(final))
+	for n := range final {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	names := make([]string, 0, len(keys))
+	for k := range keys {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		l := keys[k]
+		g, r := l.grant, l.release
+		if g == nil {
+			continue
+		}
+		mayFree, mayHeld := false, false
+		switch {
+		case g.Outcome == Fail || g.Outcome == OK && !g.Granted:
+			mayFree = true
+		case g.Outcome == Unknown:
+			mayFree, mayHeld = true, true
+		case r != nil && r.Outcome == OK && r.Success:
+			mayFree = true
+		case r != nil && r.Outcome == Unknown:
+			mayFree, mayHeld = true, true
+		default:
+			mayHeld = true
+		}
+		for _, n := range nodes {
+			f, ok := final[n][k]
+			if !ok {
+				continue // that node could not be read: convergence reports it
+			}
+			var what string
+			switch {
+			case f.Free && !mayFree:
+				what = "free"
+			case !f.Free && !mayHeld:
+				what = fmt.Sprintf("held by %s/%d", f.Owner, f.Token)
+			case !f.Free && (f.Owner != g.Owner || g.Token != 0 && f.Token != g.Token):
+				what = fmt.Sprintf("held by %s/%d", f.Owner, f.Token)
+			default:
+				continue
+			}
+			desc := g.String()
+			if r != nil {
+				desc += "; " + r.String()
+			}
+			bad = append(bad, fmt.Sprintf("acknowledged op lost: %s is %s on %s after healing (%s)", k, what, n, desc))
+		}
+	}
+	return bad
+}
+
+// digestsAgree reports whether every "node:applied/sha" digest is the same: the nodes applied
+// the same log prefix and hold the same table.
+func digestsAgree(d []string) bool {
+	state := func(s string) string { return s[strings.Index(s, ":")+1:] }
+	for _, x := range d[1:] {
+		if state(x) != state(d[0]) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkLogs looks for panics, data races and fatal errors in node logs.
 func checkLogs(paths []string) []string {
 	var bad []string
 	for _, p := range paths {
@@ -87,11 +232,30 @@ func checkLogs(paths []string) []string {
 		for sc.Scan() {
 			ln++
 			line := sc.Text()
-			if strings.Contains(line, "panic:") || strings.Contains(line, "DATA RACE") || strings.HasPrefix(line, "fatal error:") {
+			if strings.Contains(line, "panic:") || strings.Contains(line, "DATA RACE") || strings.HasPrefix(line, "fatal error:") ||
+				strings.Contains(line, "undecodable log entry") {
 				bad = append(bad, fmt.Sprintf("log %s:%d: %s", p, ln, line))
 			}
 		}
 		f.Close()
 	}
 	return bad
+}
+
+// freshAcquire takes a new key through any of addrs before deadline: the recovery check.
+func freshAcquire(addrs []string, deadline time.Time) error {
+	key := fmt.Sprintf("fresh-%d", time.Now().UnixNano())
+	var last error
+	for i := 0; time.Now().Before(deadline); i++ {
+		v, err := query(addrs[i%len(addrs)], "LOCK", key, "5000", "OWNER", "fresh")
+		if err == nil {
+			if t, ok := asInt(v); ok && t > 0 {
+				return nil
+			}
+			err = fmt.Errorf("reply %#v", v)
+		}
+		last = err
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("no fresh acquire succeeded before the deadline: last %v", last)
 }

@@ -9,27 +9,32 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
 
-// node is one raftlock process on its own loopback IP 127.0.0.(idx+1).
+// node is one raftlock process on its own loopback IP 127.0.0.(idx+2).
 type node struct {
 	idx        int
 	id         string
 	ip         string
-	clientAddr string
-	raftAddr   string // where the node listens for raft
-	proxyAddr  string // what it advertises: the proxy in front of raftAddr
+	clientAddr string // where clients (and the harness) reach it directly
+	fwdAddr    string // what it advertises as its client address: the forwarding proxy
+	raftAddr   string // where it listens for raft
+	proxyAddr  string // what it advertises for raft: the proxy in front of raftAddr
 	dir        string
 	logPath    string
 	extra      []string
 	peers      string
-	join       string // client address to join through (a node added later)
 
-	cmd    *exec.Cmd
-	done   chan struct{}
-	paused bool
+	mu      sync.Mutex
+	join    string // client address to join through (set when the node is re-added)
+	cmd     *exec.Cmd
+	done    chan struct{}
+	paused  bool
+	removed bool          // removed from the cluster and not re-added yet
+	offset  time.Duration // the lease clock offset of the running process
 }
 
 type cluster struct {
@@ -37,6 +42,7 @@ type cluster struct {
 	root  string
 	nodes []*node
 	net   *network
+	rec   *recorder
 	logf  func(format string, args ...any)
 }
 
@@ -50,41 +56,63 @@ func freePort(ip string) (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// newNode allocates the addresses of node idx and its proxy.
+// newNode allocates the addresses of node idx and starts its two proxies.
 func (c *cluster) newNode(idx int, extra []string) (*node, error) {
-	ip := fmt.Sprintf("127.0.0.%d", idx+1)
-	var ports [3]int
-	for i := range ports {
-		for {
-			p, err := freePort(ip)
-			if err != nil {
-				return nil, err
-			}
-			if i == 0 || (p != ports[0] && (i < 2 || p != ports[1])) {
-				ports[i] = p
-				break
-			}
+	ip := fmt.Sprintf("127.0.0.%d", idx+2)
+	var ports []int
+	for len(ports) < 4 {
+		p, err := freePort(ip)
+		if err != nil {
+			return nil, err
+		}
+		dup := false
+		for _, q := range ports {
+			dup = dup || q == p
+		}
+		if !dup {
+			ports = append(ports, p)
 		}
 	}
+	addr := func(i int) string { return net.JoinHostPort(ip, strconv.Itoa(ports[i])) }
 	n := &node{idx: idx, id: fmt.Sprintf("n%d", idx+1), ip: ip,
-		clientAddr: net.JoinHostPort(ip, strconv.Itoa(ports[0])),
-		raftAddr:   net.JoinHostPort(ip, strconv.Itoa(ports[1])),
-		proxyAddr:  net.JoinHostPort(ip, strconv.Itoa(ports[2])),
-		dir:        filepath.Join(c.root, fmt.Sprintf("n%d", idx+1), "data"),
-		logPath:    filepath.Join(c.root, fmt.Sprintf("n%d.log", idx+1)),
-		extra:      extra}
+		clientAddr: addr(0), raftAddr: addr(1), proxyAddr: addr(2), fwdAddr: addr(3),
+		dir:     filepath.Join(c.root, fmt.Sprintf("n%d", idx+1), "data"),
+		logPath: filepath.Join(c.root, fmt.Sprintf("n%d.log", idx+1)),
+		extra:   extra}
 	c.net.mu.Lock()
 	c.net.ipIndex[ip] = idx
 	c.net.mu.Unlock()
-	if _, err := c.net.addProxy(idx, n.proxyAddr, n.raftAddr); err != nil {
+	if err := c.net.addProxy("raft", idx, n.proxyAddr, n.raftAddr, c.net.byIP); err != nil {
+		return nil, err
+	}
+	fwdSource := func(in net.Conn) (int, bool) {
+		if i, ok := c.net.byIP(in); ok {
+			return i, true // a server that dials from its own IP
+		}
+		return procSource(in, c.pids())
+	}
+	if err := c.net.addProxy("forward", idx, n.fwdAddr, n.clientAddr, fwdSource); err != nil {
 		return nil, err
 	}
 	return n, nil
 }
 
+// pids maps each running node to its process ID.
+func (c *cluster) pids() map[int]int {
+	out := map[int]int{}
+	for _, n := range c.nodes {
+		n.mu.Lock()
+		if n.cmd != nil && n.cmd.Process != nil && n.runningLocked() {
+			out[n.idx] = n.cmd.Process.Pid
+		}
+		n.mu.Unlock()
+	}
+	return out
+}
+
 // startCluster starts size nodes bootstrapped together and waits until each serves requests.
-func startCluster(bin, root string, size int, extra []string, logf func(string, ...any)) (*cluster, error) {
-	c := &cluster{bin: bin, root: root, net: newNetwork(), logf: logf}
+func startCluster(bin, root string, size int, extra []string, rec *recorder, logf func(string, ...any)) (*cluster, error) {
+	c := &cluster{bin: bin, root: root, net: newNetwork(), rec: rec, logf: logf}
 	var peers []string
 	for i := range size {
 		n, err := c.newNode(i, extra)
@@ -97,7 +125,7 @@ func startCluster(bin, root string, size int, extra []string, logf func(string, 
 	}
 	for _, n := range c.nodes {
 		n.peers = strings.Join(peers, ",")
-		if err := n.start(c.bin); err != nil {
+		if err := c.start(n); err != nil {
 			c.stop()
 			return nil, err
 		}
@@ -111,7 +139,14 @@ func startCluster(bin, root string, size int, extra []string, logf func(string, 
 	return c, nil
 }
 
-func (n *node) start(bin string) error {
+// start starts n's process. A new process's lease clock starts at offset 0: for the record,
+// that is a clock change (clock.go).
+func (c *cluster) start(n *node) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.runningLocked() {
+		return nil
+	}
 	if err := os.MkdirAll(filepath.Dir(n.dir), 0o755); err != nil {
 		return err
 	}
@@ -120,21 +155,25 @@ func (n *node) start(bin string) error {
 		return err
 	}
 	fmt.Fprintf(lf, "=== chaos: start %s at %s\n", n.id, time.Now().Format(time.RFC3339Nano))
-	args := []string{"--id", n.id, "--dir", n.dir, "--addr", n.clientAddr, "--raft-addr", n.raftAddr,
-		"--raft-advertise", n.proxyAddr, "--log-level", "info"}
+	args := []string{"--id", n.id, "--dir", n.dir, "--addr", n.clientAddr, "--advertise", n.fwdAddr,
+		"--raft-addr", n.raftAddr, "--raft-advertise", n.proxyAddr, "--test-clock", "true", "--log-level", "info"}
 	if n.join != "" {
 		args = append(args, "--join", n.join)
 	} else {
 		args = append(args, "--peers", n.peers)
 	}
 	args = append(args, n.extra...)
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
+	at := c.rec.now()
 	if err := cmd.Start(); err != nil {
 		lf.Close()
 		return err
 	}
-	n.cmd, n.done, n.paused = cmd, make(chan struct{}), false
+	if n.offset != 0 {
+		c.rec.clock(ClockEvent{Node: n.idx, Invoke: at, Complete: c.rec.now(), Offset: 0})
+	}
+	n.cmd, n.done, n.paused, n.offset = cmd, make(chan struct{}), false, 0
 	done := n.done
 	go func() {
 		err := cmd.Wait()
@@ -146,6 +185,12 @@ func (n *node) start(bin string) error {
 }
 
 func (n *node) running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.runningLocked()
+}
+
+func (n *node) runningLocked() bool {
 	if n.cmd == nil {
 		return false
 	}
@@ -155,6 +200,13 @@ func (n *node) running() bool {
 	default:
 		return true
 	}
+}
+
+// up reports whether the node runs and is not paused.
+func (n *node) up() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.runningLocked() && !n.paused
 }
 
 // waitServing waits until the node answers a linearizable read (through the leader).
@@ -175,48 +227,73 @@ func (n *node) waitServing(timeout time.Duration) error {
 	return fmt.Errorf("%s not serving after %v: %v", n.id, timeout, err)
 }
 
-func (n *node) signal(sig syscall.Signal) {
-	if n.running() {
+func (n *node) signalLocked(sig syscall.Signal) {
+	if n.runningLocked() {
 		_ = n.cmd.Process.Signal(sig)
 	}
 }
 
 // kill9 kills the process by PID and waits for it.
 func (n *node) kill9() {
-	if !n.running() {
+	n.mu.Lock()
+	if !n.runningLocked() {
+		n.mu.Unlock()
 		return
 	}
-	n.signal(syscall.SIGKILL)
-	<-n.done
+	n.signalLocked(syscall.SIGKILL)
+	done := n.done
 	n.paused = false
+	n.mu.Unlock()
+	<-done
+}
+
+// waitExit waits up to timeout for the process to exit on its own.
+func (n *node) waitExit(timeout time.Duration) bool {
+	n.mu.Lock()
+	done := n.done
+	n.mu.Unlock()
+	if done == nil {
+		return true
+	}
+	select {
+	case <-done:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
 }
 
 // stopClean resumes the node if paused, sends SIGTERM and waits; SIGKILL after 15 s.
 func (n *node) stopClean() error {
-	if !n.running() {
+	n.mu.Lock()
+	if !n.runningLocked() {
+		n.mu.Unlock()
 		return nil
 	}
 	if n.paused {
-		n.signal(syscall.SIGCONT)
+		n.signalLocked(syscall.SIGCONT)
 		n.paused = false
 	}
-	n.signal(syscall.SIGTERM)
-	select {
-	case <-n.done:
+	n.signalLocked(syscall.SIGTERM)
+	n.mu.Unlock()
+	if n.waitExit(15 * time.Second) {
 		return nil
-	case <-time.After(15 * time.Second):
-		n.kill9()
-		return errors.New(n.id + " did not stop within 15s of SIGTERM; killed")
 	}
+	n.kill9()
+	return errors.New(n.id + " did not stop within 15s of SIGTERM; killed")
 }
 
 func (n *node) pause() {
-	n.signal(syscall.SIGSTOP)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.signalLocked(syscall.SIGSTOP)
 	n.paused = true
 }
 
 func (n *node) resume() {
-	n.signal(syscall.SIGCONT)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.signalLocked(syscall.SIGCONT)
 	n.paused = false
 }
 
@@ -239,10 +316,10 @@ func query(addr string, args ...string) (any, error) {
 	return c.do(3*time.Second, args...)
 }
 
-// leader returns the index of the node that says it is the leader (RAFT STATS / INFO raft), or -1.
+// leader returns the index of a node that says it is the leader (INFO raft), or -1.
 func (c *cluster) leader() int {
 	for _, n := range c.nodes {
-		if !n.running() || n.paused {
+		if !n.up() {
 			continue
 		}
 		v, err := query(n.clientAddr, "INFO", "raft")
@@ -251,8 +328,7 @@ func (c *cluster) leader() int {
 		}
 		s, _ := v.(string)
 		for _, line := range strings.Split(s, "\n") {
-			line = strings.TrimSpace(line)
-			if line == "raft_state:leader" || line == "state:Leader" || line == "raft_state:Leader" {
+			if strings.EqualFold(strings.TrimSpace(line), "raft_state:leader") {
 				return n.idx
 			}
 		}
@@ -260,7 +336,133 @@ func (c *cluster) leader() int {
 	return -1
 }
 
-// digests returns every running node's RAFT DIGEST as "applied/sha".
+// shift moves node i's lease clock by d (DEBUG CLOCK-SHIFT) and records the change. A shift
+// whose reply is lost may still apply later: it is recorded as taking effect at any time from
+// now on.
+func (c *cluster) shift(i int, d time.Duration) error {
+	n := c.nodes[i]
+	if !n.up() {
+		return fmt.Errorf("%s is not running", n.id)
+	}
+	inv := c.rec.now()
+	v, err := query(n.clientAddr, "DEBUG", "CLOCK-SHIFT", strconv.FormatInt(d.Milliseconds(), 10))
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	e := ClockEvent{Node: i, Invoke: inv, Complete: c.rec.now(), Offset: int64(n.offset + d)}
+	if err != nil {
+		e.Complete = never
+	} else if total, ok := asInt(v); ok {
+		e.Offset = total * int64(time.Millisecond)
+	}
+	n.offset = time.Duration(e.Offset)
+	c.rec.clock(e)
+	return err
+}
+
+// member is one row of RAFT MEMBERS.
+type member struct{ id, suffrage string }
+
+// members asks node i for the membership.
+func (c *cluster) members(i int) ([]member, error) {
+	v, err := query(c.nodes[i].clientAddr, "RAFT", "MEMBERS")
+	if err != nil {
+		return nil, err
+	}
+	rows, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("RAFT MEMBERS reply %#v", v)
+	}
+	var out []member
+	for _, r := range rows {
+		kv, ok := r.([]any)
+		if !ok {
+			return nil, fmt.Errorf("RAFT MEMBERS row %#v", r)
+		}
+		var m member
+		for j := 0; j+1 < len(kv); j += 2 {
+			switch kv[j] {
+			case "id":
+				m.id, _ = kv[j+1].(string)
+			case "suffrage":
+				m.suffrage, _ = kv[j+1].(string)
+			}
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// suffrage is id's suffrage as some up node other than id sees it ("" when not a member).
+func (c *cluster) suffrage(id int) (string, error) {
+	var last error = errors.New("no other node is up")
+	for _, n := range c.nodes {
+		if n.idx == id || !n.up() || n.isRemoved() {
+			continue
+		}
+		ms, err := c.members(n.idx)
+		if err != nil {
+			last = err
+			continue
+		}
+		for _, m := range ms {
+			if m.id == c.nodes[id].id {
+				return m.suffrage, nil
+			}
+		}
+		return "", nil
+	}
+	return "", last
+}
+
+func (n *node) isRemoved() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.removed
+}
+
+// waitSuffrage waits until the other nodes see node i with the given suffrage ("": removed).
+func (c *cluster) waitSuffrage(i int, want string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var got string
+	var err error
+	for time.Now().Before(deadline) {
+		if got, err = c.suffrage(i); err == nil && got == want {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%s is %q, not %q, after %v", c.nodes[i].id, got, want, timeout)
+}
+
+// readd starts node i afresh (empty data directory) joining through a member that is up.
+func (c *cluster) readd(i int) error {
+	n := c.nodes[i]
+	via := ""
+	if l := c.leader(); l >= 0 && l != i {
+		via = c.nodes[l].clientAddr
+	}
+	for _, o := range c.nodes {
+		if via == "" && o.idx != i && o.up() && !o.isRemoved() {
+			via = o.clientAddr
+		}
+	}
+	if via == "" {
+		return errors.New("no member is up to join through")
+	}
+	n.kill9()
+	if err := os.RemoveAll(n.dir); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.join, n.removed = via, false
+	n.mu.Unlock()
+	return c.start(n)
+}
+
+// digests returns every running node's RAFT DIGEST as "id:applied/sha".
 func (c *cluster) digests() ([]string, error) {
 	var out []string
 	for _, n := range c.nodes {
@@ -276,6 +478,35 @@ func (c *cluster) digests() ([]string, error) {
 			return nil, fmt.Errorf("%s: RAFT DIGEST reply %v", n.id, v)
 		}
 		out = append(out, fmt.Sprintf("%s:%v/%v", n.id, a[0], a[1]))
+	}
+	return out, nil
+}
+
+// finalReads reads keys from every node's own table (READONLY).
+func (c *cluster) finalReads(keys []string) (map[string]map[string]finalRead, error) {
+	out := map[string]map[string]finalRead{}
+	for _, n := range c.nodes {
+		cl := &client{addr: n.clientAddr}
+		if _, err := cl.do(3*time.Second, "READONLY"); err != nil {
+			cl.close()
+			return nil, fmt.Errorf("%s: READONLY: %w", n.id, err)
+		}
+		m := map[string]finalRead{}
+		for _, k := range keys {
+			v, err := cl.do(3*time.Second, "LOCKINFO", k)
+			if err != nil {
+				cl.close()
+				return nil, fmt.Errorf("%s: LOCKINFO %s: %w", n.id, k, err)
+			}
+			var op Op
+			if err := parseLockInfo(&op, v); err != nil {
+				cl.close()
+				return nil, fmt.Errorf("%s: LOCKINFO %s: %v: %#v", n.id, k, err, v)
+			}
+			m[k] = finalRead{Free: op.Free, Owner: op.RdOwner, Token: op.RdToken}
+		}
+		cl.close()
+		out[n.id] = m
 	}
 	return out, nil
 }

@@ -18,24 +18,29 @@ const (
 // Outcomes.
 const (
 	OK      = "ok"      // the reply says what happened
-	Fail    = "fail"    // CLUSTERDOWN/TRYAGAIN: certainly nothing happened
+	Fail    = "fail"    // CLUSTERDOWN/TRYAGAIN or a failed dial: certainly nothing happened
 	Unknown = "unknown" // UNCERTAIN, timeout, I/O error: it may or may not have happened
 )
 
+// never is the completion time of an op whose outcome is unknown: it may take effect at any
+// time after its invocation.
+const never = math.MaxInt64
+
 // Op is one client operation in the history. Times are nanoseconds since the run started
-// (monotonic); Complete is math.MaxInt64 for an unknown outcome.
+// (monotonic); Complete is never for an unknown outcome.
 type Op struct {
 	Client   int    `json:"client"`
 	Node     string `json:"node"`
 	Key      string `json:"key"`
 	Kind     string `json:"kind"`
+	Via      string `json:"via,omitempty"`   // acquire: "lock" (native) or "set" (SET NX PX)
 	Owner    string `json:"owner,omitempty"` // acquire: the attempt's unique owner; renew/release: the holder's
 	TTL      int64  `json:"ttl_ms,omitempty"`
-	Token    uint64 `json:"token,omitempty"` // acquire: granted token; renew/release: the token used
+	Token    uint64 `json:"token,omitempty"` // acquire: granted token (0: unknown); renew/release: the token used
 	Invoke   int64  `json:"invoke_ns"`
 	Complete int64  `json:"complete_ns"`
 	Outcome  string `json:"outcome"`
-	Granted  bool   `json:"granted,omitempty"` // acquire ok: true = token, false = nil (held)
+	Granted  bool   `json:"granted,omitempty"` // acquire ok: granted (token or OK), false = nil (held)
 	Success  bool   `json:"success,omitempty"` // renew/release ok: 1
 	Free     bool   `json:"free,omitempty"`    // read ok: nil
 	RdOwner  string `json:"read_owner,omitempty"`
@@ -49,10 +54,13 @@ func (o Op) String() string {
 	if o.Outcome == OK {
 		switch o.Kind {
 		case Acquire:
-			if o.Granted {
-				res = fmt.Sprintf("token %d", o.Token)
-			} else {
+			switch {
+			case !o.Granted:
 				res = "nil"
+			case o.Token == 0:
+				res = "OK (token unknown)"
+			default:
+				res = fmt.Sprintf("token %d", o.Token)
 			}
 		case Renew, Release:
 			res = fmt.Sprint(o.Success)
@@ -66,7 +74,11 @@ func (o Op) String() string {
 	}
 	switch o.Kind {
 	case Acquire:
-		return fmt.Sprintf("c%d lock %s %dms %s -> %s", o.Client, o.Key, o.TTL, o.Owner, res)
+		verb := "lock"
+		if o.Via == "set" {
+			verb = "set-nx"
+		}
+		return fmt.Sprintf("c%d %s %s %dms %s -> %s", o.Client, verb, o.Key, o.TTL, o.Owner, res)
 	case Renew:
 		return fmt.Sprintf("c%d renew %s tok %d %dms -> %s", o.Client, o.Key, o.Token, o.TTL, res)
 	case Release:
@@ -75,14 +87,22 @@ func (o Op) String() string {
 	return fmt.Sprintf("c%d lockinfo %s -> %s", o.Client, o.Key, res)
 }
 
-// Write is one write to the fenced resource.
-type Write struct {
+// Access is one read-modify-write of a protected resource by a lock holder: it read Based and
+// wrote Based+1. Fenced accesses carry the holder's token and may be rejected; unfenced ones
+// are always accepted.
+type Access struct {
 	Client     int    `json:"client"`
 	Key        string `json:"key"`
 	Token      uint64 `json:"token"`
-	At         int64  `json:"at_ns"`
-	ValidUntil int64  `json:"valid_until_ns"` // the writer's own view of its lease end
+	Start      int64  `json:"start_ns"` // the read
+	At         int64  `json:"at_ns"`    // the write
+	LeaseFrom  int64  `json:"lease_from_ns"`
+	ValidUntil int64  `json:"valid_until_ns"` // the holder's own view of its lease end
+	Based      int64  `json:"based"`
+	Paused     bool   `json:"paused,omitempty"` // the holder paused past its lease between read and write
+	Stale      bool   `json:"stale,omitempty"`  // unfenced: a newer holder had already used the resource
 	Accepted   bool   `json:"accepted"`
+	Rejected   string `json:"rejected,omitempty"` // "read" or "write": where the resource fenced it off
 }
 
 // Fault is one injected fault, for the record.
@@ -93,52 +113,143 @@ type Fault struct {
 	Desc  string `json:"desc"`
 }
 
-// History is everything a run records.
-type History struct {
-	Seed   uint64  `json:"seed"`
-	Ops    []Op    `json:"ops"`
-	Writes []Write `json:"writes"`
-	Faults []Fault `json:"faults"`
+// ClockEvent is a change of one node's lease clock offset: a DEBUG CLOCK-SHIFT, or a restart
+// (a new process starts at offset 0). It took effect somewhere in [Invoke, Complete].
+type ClockEvent struct {
+	Node     int   `json:"node"`
+	Invoke   int64 `json:"invoke_ns"`
+	Complete int64 `json:"complete_ns"`
+	Offset   int64 `json:"offset_ns"` // the offset after the event
 }
 
-// recorder collects the history from concurrent clients.
+// History is everything a run records.
+type History struct {
+	Seed     uint64       `json:"seed"`
+	Ops      []Op         `json:"ops"`
+	Fenced   []Access     `json:"fenced"`
+	Unfenced []Access     `json:"unfenced"`
+	Faults   []Fault      `json:"faults"`
+	Clock    []ClockEvent `json:"clock"`
+}
+
+// recorder collects the history from concurrent clients and holds the two protected resources.
 type recorder struct {
 	start time.Time
 	mu    sync.Mutex
 	h     History
-	res   map[string]uint64 // fenced resource: highest token accepted per key
+	// fenced is the resource that rejects stale tokens: per key, the highest token it has seen
+	// (on a read or a write) and its value.
+	fenced map[string]*cell
+	// unfenced is the same resource without the check: what a lock alone protects.
+	unfenced map[string]*cell
+}
+
+type cell struct {
+	token uint64
+	value int64
 }
 
 func newRecorder(seed uint64) *recorder {
-	return &recorder{start: time.Now(), h: History{Seed: seed}, res: map[string]uint64{}}
+	return &recorder{start: time.Now(), h: History{Seed: seed}, fenced: map[string]*cell{}, unfenced: map[string]*cell{}}
 }
 
 func (r *recorder) now() int64 { return int64(time.Since(r.start)) }
 
 func (r *recorder) add(op Op) {
 	if op.Outcome == Unknown {
-		op.Complete = math.MaxInt64
+		op.Complete = never
 	}
 	r.mu.Lock()
 	r.h.Ops = append(r.h.Ops, op)
 	r.mu.Unlock()
 }
 
-// write is the fenced resource: it accepts a token no lower than the highest it has seen.
-func (r *recorder) write(client int, key string, token uint64, validUntil int64) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ok := token >= r.res[key]
-	if ok {
-		r.res[key] = token
-	}
-	r.h.Writes = append(r.h.Writes, Write{Client: client, Key: key, Token: token, At: r.now(),
-		ValidUntil: validUntil, Accepted: ok})
-	return ok
-}
-
 func (r *recorder) fault(f Fault) {
 	r.mu.Lock()
 	r.h.Faults = append(r.h.Faults, f)
 	r.mu.Unlock()
+}
+
+func (r *recorder) clock(e ClockEvent) {
+	r.mu.Lock()
+	r.h.Clock = append(r.h.Clock, e)
+	r.mu.Unlock()
+}
+
+func cellOf(m map[string]*cell, key string) *cell {
+	c := m[key]
+	if c == nil {
+		c = &cell{}
+		m[key] = c
+	}
+	return c
+}
+
+// fencedRead reads key's value as the holder of token. Like every access, it raises the
+// resource's token, so an older holder can no longer write what it read before: a check on
+// writes alone would let two holders read the same value and both write (a lost update).
+func (r *recorder) fencedRead(key string, token uint64) (int64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := cellOf(r.fenced, key)
+	if token < c.token {
+		return 0, false
+	}
+	c.token = token
+	return c.value, true
+}
+
+// fencedWrite writes based+1 as the holder of token unless a newer token was seen, and
+// records the access.
+func (r *recorder) fencedWrite(a Access) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := cellOf(r.fenced, a.Key)
+	a.At = r.now()
+	a.Accepted = a.Token >= c.token
+	if a.Accepted {
+		c.token, c.value = a.Token, a.Based+1
+	} else {
+		a.Rejected = "write"
+	}
+	r.h.Fenced = append(r.h.Fenced, a)
+	return a.Accepted
+}
+
+// fencedRejected records an access the resource fenced off on its read.
+func (r *recorder) fencedRejected(a Access) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a.At, a.Rejected = r.now(), "read"
+	r.h.Fenced = append(r.h.Fenced, a)
+}
+
+func (r *recorder) unfencedRead(key string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return cellOf(r.unfenced, key).value
+}
+
+// unfencedWrite writes based+1 whatever the token: it only notes that a newer holder had been
+// there before (the write the fenced resource would refuse).
+func (r *recorder) unfencedWrite(a Access) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := cellOf(r.unfenced, a.Key)
+	a.At, a.Accepted, a.Stale = r.now(), true, a.Token < c.token
+	c.value, c.token = a.Based+1, max(c.token, a.Token)
+	r.h.Unfenced = append(r.h.Unfenced, a)
+}
+
+// snapshot copies the history so far.
+func (r *recorder) snapshot() History {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.h
+	h.Ops = append([]Op(nil), h.Ops...)
+	h.Fenced = append([]Access(nil), h.Fenced...)
+	h.Unfenced = append([]Access(nil), h.Unfenced...)
+	h.Faults = append([]Fault(nil), h.Faults...)
+	h.Clock = append([]ClockEvent(nil), h.Clock...)
+	return h
 }

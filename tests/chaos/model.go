@@ -14,7 +14,8 @@ type lockState struct {
 	Held   bool
 	Owner  string
 	Token  uint64 // 0: granted by an acquire whose reply was lost, not yet seen by a read
-	End    int64  // the earliest time the lease can end (ns)
+	From   int64  // invoke time of the op that set the lease (ns): the lease was armed after it
+	End    int64  // the earliest time the lease can end on a clock without jumps (ns)
 	Ghost  bool   // granted by an acquire whose reply was lost: the leader may release it any time
 	MaxTok uint64 // highest token seen granted on this key
 	Floor  int64  // the linearization point of the last op is at or after Floor
@@ -33,13 +34,15 @@ func (s lockState) matches(owner string, token uint64) bool {
 }
 
 // hidden returns s and every state reachable from it by steps no client asked for that may
-// happen before an op completing at complete: expiry once the lease may have ended, and the
-// ghost-lock release of a grant whose reply was lost.
-func hidden(s lockState, complete int64) []lockState {
+// happen before an op completing at complete: expiry once the lease may have ended (earlier by
+// the forward clock jumps injected while it ran: see clock.go), and the ghost-lock release of a
+// grant whose reply was lost.
+func hidden(s lockState, complete int64, clk *clockTimeline) []lockState {
 	out := []lockState{s}
-	if s.Held && complete > s.End {
-		e := lockState{MaxTok: s.MaxTok, Floor: max64(s.Floor, s.End)}
-		out = append(out, e)
+	if s.Held && complete > s.End-clk.bound() {
+		if end := s.End - clk.slack(s.From, complete); complete > end {
+			out = append(out, lockState{MaxTok: s.MaxTok, Floor: max64(s.Floor, end)})
+		}
 	}
 	if s.Held && s.Ghost {
 		out = append(out, lockState{MaxTok: s.MaxTok, Floor: s.Floor})
@@ -60,16 +63,23 @@ func step(s lockState, op Op) []lockState {
 	case Acquire:
 		switch {
 		case op.Outcome == Unknown:
-			out := []lockState{{Held: s.Held, Owner: s.Owner, Token: s.Token, End: s.End, Ghost: s.Ghost, MaxTok: s.MaxTok, Floor: s.Floor}}
+			out := []lockState{s}
 			if !s.Held {
-				out = append(out, lockState{Held: true, Owner: op.Owner, End: lp + ttl, Ghost: true, MaxTok: s.MaxTok, Floor: lp})
+				out = append(out, lockState{Held: true, Owner: op.Owner, From: op.Invoke, End: lp + ttl, Ghost: true, MaxTok: s.MaxTok, Floor: lp})
 			}
 			return out
+		case op.Granted && op.Token == 0:
+			// SET NX PX granted, but the pipelined LOCKINFO did not show this owner: the token
+			// is unknown, the owner identifies the grant.
+			if s.Held {
+				return nil
+			}
+			return []lockState{{Held: true, Owner: op.Owner, From: op.Invoke, End: lp + ttl, MaxTok: s.MaxTok, Floor: lp}}
 		case op.Granted:
 			if s.Held || op.Token <= s.MaxTok {
 				return nil
 			}
-			return []lockState{{Held: true, Owner: op.Owner, Token: op.Token, End: lp + ttl, MaxTok: op.Token, Floor: lp}}
+			return []lockState{{Held: true, Owner: op.Owner, Token: op.Token, From: op.Invoke, End: lp + ttl, MaxTok: op.Token, Floor: lp}}
 		default:
 			if !s.Held {
 				return nil
@@ -79,7 +89,7 @@ func step(s lockState, op Op) []lockState {
 	case Renew:
 		match := s.matches(op.Owner, op.Token)
 		renewed := n
-		renewed.End = lp + ttl
+		renewed.From, renewed.End = op.Invoke, lp+ttl
 		switch {
 		case op.Outcome == Unknown:
 			if match {
@@ -145,31 +155,36 @@ func step(s lockState, op Op) []lockState {
 	return nil
 }
 
-// lockModel is the porcupine model of one lock key.
-var lockModel = porcupine.NondeterministicModel{
-	Init: func() []interface{} { return []interface{}{lockState{}} },
-	Step: func(state, input, output interface{}) []interface{} {
-		op := input.(Op)
-		var out []interface{}
-		for _, h := range hidden(state.(lockState), op.Complete) {
-			for _, n := range step(h, op) {
-				out = append(out, n)
+// lockModel is the porcupine model of one lock key under the clock changes of clk (nil: none).
+func lockModel(clk *clockTimeline) porcupine.Model {
+	m := porcupine.NondeterministicModel{
+		Init: func() []interface{} { return []interface{}{lockState{}} },
+		Step: func(state, input, output interface{}) []interface{} {
+			op := input.(Op)
+			var out []interface{}
+			for _, h := range hidden(state.(lockState), op.Complete, clk) {
+				for _, n := range step(h, op) {
+					out = append(out, n)
+				}
 			}
-		}
-		return out
-	},
-	DescribeOperation: func(input, output interface{}) string { return input.(Op).String() },
-	DescribeState: func(state interface{}) string {
-		s := state.(lockState)
-		if !s.Held {
-			return fmt.Sprintf("free (max token %d)", s.MaxTok)
-		}
-		g := ""
-		if s.Ghost {
-			g = " ghost"
-		}
-		return fmt.Sprintf("%s/%d until>=%.3fs%s", s.Owner, s.Token, float64(s.End)/1e9, g)
-	},
+			return out
+		},
+		DescribeOperation: func(input, output interface{}) string { return input.(Op).String() },
+		DescribeState:     describeState,
+	}
+	return m.ToModel()
+}
+
+func describeState(state interface{}) string {
+	s := state.(lockState)
+	if !s.Held {
+		return fmt.Sprintf("free (max token %d)", s.MaxTok)
+	}
+	g := ""
+	if s.Ghost {
+		g = " ghost"
+	}
+	return fmt.Sprintf("%s/%d until>=%.3fs%s", s.Owner, s.Token, float64(s.End)/1e9, g)
 }
 
 // LinResult is the outcome of the linearizability check of one key.
@@ -197,7 +212,7 @@ func porcupineOps(ops []Op) []porcupine.Operation {
 }
 
 // checkLinearizable checks every key's history separately, each within timeout.
-func checkLinearizable(ops []Op, timeout time.Duration) []LinResult {
+func checkLinearizable(ops []Op, clk *clockTimeline, timeout time.Duration) []LinResult {
 	byKey := map[string][]Op{}
 	for _, op := range ops {
 		byKey[op.Key] = append(byKey[op.Key], op)
@@ -207,7 +222,7 @@ func checkLinearizable(ops []Op, timeout time.Duration) []LinResult {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	model := lockModel.ToModel()
+	model := lockModel(clk)
 	var out []LinResult
 	for _, k := range keys {
 		res, info := porcupine.CheckOperationsVerbose(model, porcupineOps(byKey[k]), timeout)

@@ -15,8 +15,18 @@ type respError string
 
 func (e respError) Error() string { return string(e) }
 
-// certainFailure reports whether err is an error reply that guarantees nothing was done.
+// dialError is a failed connect: nothing was sent.
+type dialError struct{ err error }
+
+func (e dialError) Error() string { return "dial: " + e.err.Error() }
+
+// certainFailure reports whether err guarantees nothing was done: a failed dial, or an error
+// reply that says the request was not taken (no leader, not the leader, shutting down, or the
+// follower could not reach the leader to forward it).
 func certainFailure(err error) bool {
+	if errors.As(err, new(dialError)) {
+		return true
+	}
 	var re respError
 	if !errors.As(err, &re) {
 		return false
@@ -41,33 +51,53 @@ func (c *client) close() {
 }
 
 // do sends one command and reads its reply within timeout. The reply is nil, int64, string,
-// []any, or an error (respError for an error reply, anything else for I/O).
+// []any, or an error (respError for an error reply, dialError when it could not connect,
+// anything else for I/O).
 func (c *client) do(timeout time.Duration, args ...string) (any, error) {
+	vs, errs := c.pipe(timeout, nil, args)
+	return vs[0], errs[0]
+}
+
+// pipe sends several commands in one write and reads their replies in order; after each reply
+// but the last it calls between (if set), so the caller can time the replies one by one. An
+// I/O error fails every reply not read yet.
+func (c *client) pipe(timeout time.Duration, between func(i int), cmds ...[]string) ([]any, []error) {
+	vs, errs := make([]any, len(cmds)), make([]error, len(cmds))
+	fail := func(from int, err error) ([]any, []error) {
+		c.close()
+		for i := from; i < len(cmds); i++ {
+			errs[i] = err
+		}
+		return vs, errs
+	}
 	if c.nc == nil {
 		nc, err := net.DialTimeout("tcp", c.addr, timeout)
 		if err != nil {
-			return nil, err
+			return fail(0, dialError{err})
 		}
 		c.nc, c.br = nc, bufio.NewReader(nc)
 	}
 	c.nc.SetDeadline(time.Now().Add(timeout))
 	var b []byte
-	b = fmt.Appendf(b, "*%d\r\n", len(args))
-	for _, a := range args {
-		b = fmt.Appendf(b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	if _, err := c.nc.Write(b); err != nil {
-		c.close()
-		return nil, err
-	}
-	v, err := readReply(c.br)
-	if err != nil {
-		var re respError
-		if !errors.As(err, &re) {
-			c.close()
+	for _, args := range cmds {
+		b = fmt.Appendf(b, "*%d\r\n", len(args))
+		for _, a := range args {
+			b = fmt.Appendf(b, "$%d\r\n%s\r\n", len(a), a)
 		}
 	}
-	return v, err
+	if _, err := c.nc.Write(b); err != nil {
+		return fail(0, err)
+	}
+	for i := range cmds {
+		vs[i], errs[i] = readReply(c.br)
+		if errs[i] != nil && !errors.As(errs[i], new(respError)) {
+			return fail(i, errs[i])
+		}
+		if between != nil && i < len(cmds)-1 {
+			between(i)
+		}
+	}
+	return vs, errs
 }
 
 func readReply(br *bufio.Reader) (any, error) {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,33 +21,59 @@ type Config struct {
 	Dir       string        // parent of the run folder
 	Seed      uint64        // drives faults and clients
 	Nodes     int           // cluster size (3 or 5)
-	Clients   int           // concurrent workload clients
+	Clients   int           // concurrent workload clients (plus one on durable keys)
 	Duration  time.Duration // workload time under faults
-	SlowLinks bool          // add slow-link faults
+	Faults    []string      // fault kinds to draw from (default AllFaults)
+	Mixed     bool          // up to two faults at once, at random moments
 	Snapshots bool          // run nodes with tiny snapshot thresholds
-	Logf      func(format string, args ...any)
+	// LinTimeout bounds porcupine per key (default 30s); a key it cannot decide in time is
+	// reported as inconclusive, not as passed.
+	LinTimeout time.Duration
+	Keep       bool // keep the run folder even when the run passed
+	Logf       func(format string, args ...any)
 }
+
+// snapshotFlags make raft snapshot and compact its log every few seconds under the workload
+// (about 15 entries a second), keeping only 8 entries behind: a follower down for a second or
+// more, and a node re-added afresh, catch up by installing the leader's snapshot.
+var snapshotFlags = []string{"--snapshot-threshold", "32", "--trailing-logs", "8", "--snapshot-interval", "1s"}
 
 // Result is what a run found.
 type Result struct {
+	Seed                 uint64
 	Ops, Faults, Unknown int
 	Violations           []string
 	Inconclusive         []string // keys porcupine could not decide in time
-	Folder               string   // set when the run failed: history, visualizations, logs
+	// UnfencedOverlap counts accesses to the unfenced resource that overlapped another holder's:
+	// expected above 0 under pauses, it shows the faults bite (and why fencing exists).
+	UnfencedOverlap int
+	OverlapNoPause  int // of those, overlaps where no holder paused on its own
+	FencedOff       int // accesses the fenced resource rejected (stale tokens)
+	SnapshotInstall int // snapshots installed by followers, from the node logs
+	Folder          string
 }
 
 // Summary is the one-line summary of a run.
 func (r Result) Summary() string {
-	return fmt.Sprintf("chaos: ops=%d faults=%d unknown=%d violations=%d", r.Ops, r.Faults, r.Unknown, len(r.Violations))
+	return fmt.Sprintf("chaos: ops=%d faults=%d unknown=%d violations=%d unfenced_overlap=%d (%d without a client pause) fenced_off=%d inconclusive=%d snapshot_installs=%d seed=%d",
+		r.Ops, r.Faults, r.Unknown, len(r.Violations), r.UnfencedOverlap, r.OverlapNoPause, r.FencedOff, len(r.Inconclusive), r.SnapshotInstall, r.Seed)
 }
 
 // Run starts a cluster, runs the workload under faults, heals, checks, and stops the cluster.
+// A failing run keeps its folder (Result.Folder): the history, porcupine's visualization of
+// every failing key, the violations and every node's log.
 func Run(cfg Config) (res Result, err error) {
 	if cfg.Nodes == 0 {
 		cfg.Nodes = 3
 	}
 	if cfg.Clients == 0 {
-		cfg.Clients = 6
+		cfg.Clients = 2 * cfg.Nodes
+	}
+	if len(cfg.Faults) == 0 {
+		cfg.Faults = AllFaults
+	}
+	if cfg.LinTimeout == 0 {
+		cfg.LinTimeout = 30 * time.Second
 	}
 	logf := cfg.Logf
 	if logf == nil {
@@ -58,243 +85,179 @@ func Run(cfg Config) (res Result, err error) {
 	}
 	var extra []string
 	if cfg.Snapshots {
-		extra = []string{"--snapshot-threshold", "64", "--trailing-logs", "32", "--snapshot-interval", "1s"}
+		extra = snapshotFlags
 	}
-	c, err := startCluster(cfg.Bin, root, cfg.Nodes, extra, logf)
+	rec := newRecorder(cfg.Seed)
+	c, err := startCluster(cfg.Bin, root, cfg.Nodes, extra, rec, logf)
 	if err != nil {
 		return res, err
 	}
-	rec := newRecorder(cfg.Seed)
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6368616f73))
-	var addrMu sync.Mutex
-	addrs := func() []string {
-		addrMu.Lock()
-		defer addrMu.Unlock()
-		out := make([]string, len(c.nodes))
-		for i, n := range c.nodes {
-			out[i] = n.clientAddr
-		}
-		return out
-	}
-	keyOf := func(r *rand.Rand) string {
-		return fmt.Sprintf("k%d.%d", rec.now()/int64(10*time.Second), r.IntN(3))
+	addrs := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		addrs[i] = n.clientAddr
 	}
 	var stop atomic.Bool
 	var wg sync.WaitGroup
-	for i := range cfg.Clients {
-		w := &worker{id: i, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i+1))), rec: rec, addrs: addrs,
-			node: i, stop: &stop, keyOf: keyOf}
+	for i := range cfg.Clients + 1 {
+		w := &worker{id: i, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i+1))), rec: rec, addrs: addrs, node: i, stop: &stop}
 		wg.Add(1)
-		go func() { defer wg.Done(); w.run() }()
+		go func() {
+			defer wg.Done()
+			if i == cfg.Clients {
+				w.durable()
+			} else {
+				w.run()
+			}
+		}()
 	}
 
-	// faults, one at a time
+	nm := &nemesis{c: c, cfg: cfg, kinds: cfg.Faults, logf: logf, busy: map[int]bool{}}
 	end := time.Now().Add(cfg.Duration)
-	nfaults := 0
-	for time.Now().Add(2 * time.Second).Before(end) {
-		time.Sleep(time.Duration(1000+rng.IntN(2000)) * time.Millisecond)
-		if !time.Now().Before(end) {
-			break
-		}
-		f := injectFault(c, rng, rec, cfg, logf)
-		rec.fault(f)
-		nfaults++
-	}
-	if d := time.Until(end); d > 0 {
-		time.Sleep(d)
-	}
+	nm.run(rng, end)
+	time.Sleep(time.Until(end))
 	stop.Store(true)
 	wg.Wait()
-	healAll(c, logf)
-	healedAt := time.Now()
+	nm.healAll()
+	healed := time.Now()
 
-	var violations []string
+	var obs observed
+	obs.violations = append(obs.violations, nm.violations...)
 	// recovery: a fresh acquire succeeds within 10 s of the last heal
-	if err := freshAcquire(c, healedAt.Add(10*time.Second)); err != nil {
-		violations = append(violations, "recovery: "+err.Error())
+	if err := freshAcquire(addrs, healed.Add(10*time.Second)); err != nil {
+		obs.violations = append(obs.violations, "recovery: "+err.Error())
 	}
-	// convergence: every node's table digest equal
-	if d, err := converge(c, 20*time.Second); err != nil {
-		violations = append(violations, fmt.Sprintf("convergence: %v (last digests %v)", err, d))
+	for i, n := range c.nodes {
+		if err := c.waitSuffrage(i, "voter", 30*time.Second); err != nil {
+			obs.violations = append(obs.violations, fmt.Sprintf("recovery: %s is not a voter 30s after healing: %v", n.id, err))
+		}
+	}
+	if d, err := converge(c, 30*time.Second); err != nil {
+		obs.violations = append(obs.violations, fmt.Sprintf("convergence: %v (last digests %v)", err, d))
+	}
+	h := rec.snapshot()
+	if obs.final, err = c.finalReads(durableKeys(h.Ops)); err != nil {
+		obs.violations = append(obs.violations, "final reads: "+err.Error())
 	}
 	if err := c.stop(); err != nil {
-		violations = append(violations, "stop: "+err.Error())
+		obs.violations = append(obs.violations, "stop: "+err.Error())
 	}
 	c.net.mu.Lock()
-	logf("proxy: %d raft connections from identified nodes, %d from unknown sources", c.net.knownSrc, c.net.unknownSrc)
-	if c.net.unknownSrc > 0 {
-		violations = append(violations, fmt.Sprintf("harness: %d raft connections came from an unknown source IP: link faults cannot be directed", c.net.unknownSrc))
+	logf("proxies: identified sources %v, unknown sources %v", c.net.known, c.net.unknown)
+	if n := c.net.unknown["raft"]; n > 0 {
+		obs.violations = append(obs.violations, fmt.Sprintf("harness: %d raft connections came from an unknown source IP: link faults cannot be directed", n))
 	}
 	c.net.mu.Unlock()
-	var logs []string
 	for _, n := range c.nodes {
-		logs = append(logs, n.logPath)
+		obs.logs = append(obs.logs, n.logPath)
 	}
-	violations = append(violations, checkLogs(logs)...)
 
-	h := rec.h
-	res.Ops, res.Faults = len(h.Ops), nfaults
+	res, bad, clk := evaluate(h, obs, cfg.LinTimeout)
+	res.Faults = nm.count
+	if len(res.Violations) == 0 && !cfg.Keep {
+		os.RemoveAll(root)
+		return res, nil
+	}
+	res.Folder = root
+	if err := writeFailure(root, h, bad, clk, res.Violations); err != nil {
+		return res, fmt.Errorf("writing the failure folder %s: %w", root, err)
+	}
+	logf("chaos: seed %d failed; history, visualizations and node logs in %s", cfg.Seed, root)
+	return res, nil
+}
+
+// observed is what a run saw besides the history.
+type observed struct {
+	violations []string                        // found while running and healing
+	final      map[string]map[string]finalRead // node -> durable key -> its own table's view
+	logs       []string                        // every node's log
+}
+
+// evaluate runs every checker over a history and what the run observed.
+func evaluate(h History, obs observed, linTimeout time.Duration) (Result, []LinResult, *clockTimeline) {
+	res := Result{Seed: h.Seed, Ops: len(h.Ops), Faults: len(h.Faults)}
 	for _, op := range h.Ops {
 		if op.Outcome == Unknown {
 			res.Unknown++
 		}
 	}
-	violations = append(violations, checkFencing(h.Ops)...)
-	violations = append(violations, checkResource(h.Writes)...)
-	lin := checkLinearizable(h.Ops, 60*time.Second)
-	var badKeys []LinResult
-	for _, l := range lin {
+	for _, a := range h.Fenced {
+		if !a.Accepted {
+			res.FencedOff++
+		}
+	}
+	res.UnfencedOverlap, res.OverlapNoPause = unfencedOverlap(h.Unfenced)
+	res.SnapshotInstall = countInLogs(obs.logs, installedSnapshot)
+	clk := newClockTimeline(h.Clock)
+
+	v := append([]string(nil), obs.violations...)
+	v = append(v, checkLogs(obs.logs)...)
+	v = append(v, checkFencing(h.Ops)...)
+	v = append(v, checkResource(h.Fenced, clk)...)
+	if obs.final != nil {
+		v = append(v, checkDurable(h.Ops, obs.final)...)
+	}
+	var bad []LinResult
+	for _, l := range checkLinearizable(h.Ops, clk, linTimeout) {
 		switch l.Result {
 		case porcupine.Illegal:
-			violations = append(violations, "linearizability: key "+l.Key+" has no linearization")
-			badKeys = append(badKeys, l)
+			v = append(v, "linearizability: key "+l.Key+" has no linearization")
+			bad = append(bad, l)
 		case porcupine.Unknown:
 			res.Inconclusive = append(res.Inconclusive, l.Key)
 		}
 	}
-	res.Violations = violations
-	if len(violations) == 0 {
-		os.RemoveAll(root)
-		return res, nil
-	}
-	res.Folder = root
-	writeFailure(root, h, badKeys, violations, c)
-	return res, nil
+	res.Violations = v
+	return res, bad, clk
 }
 
-// writeFailure puts the history, the visualizations of failing keys and the violations next to
-// the node logs, and drops the data directories.
-func writeFailure(root string, h History, bad []LinResult, violations []string, c *cluster) {
-	if b, err := json.MarshalIndent(h, "", " "); err == nil {
-		os.WriteFile(filepath.Join(root, "history.json"), b, 0o644)
+func durableKeys(ops []Op) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, op := range ops {
+		if strings.HasPrefix(op.Key, "d") && !seen[op.Key] {
+			seen[op.Key] = true
+			out = append(out, op.Key)
+		}
 	}
-	os.WriteFile(filepath.Join(root, "violations.txt"), []byte(strings.Join(violations, "\n")+"\n"), 0o644)
-	model := lockModel.ToModel()
+	sort.Strings(out)
+	return out
+}
+
+func countInLogs(paths []string, s string) int {
+	n := 0
+	for _, p := range paths {
+		if b, err := os.ReadFile(p); err == nil {
+			n += strings.Count(string(b), s)
+		}
+	}
+	return n
+}
+
+// writeFailure puts the history, porcupine's visualization of each failing key and the
+// violations next to the node logs in root, and drops the nodes' data directories.
+func writeFailure(root string, h History, bad []LinResult, clk *clockTimeline, violations []string) error {
+	b, err := json.MarshalIndent(h, "", " ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(root, "history.json"), b, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(root, "violations.txt"), []byte(strings.Join(violations, "\n")+"\n"), 0o644); err != nil {
+		return err
+	}
+	model := lockModel(clk)
 	for _, l := range bad {
-		porcupine.VisualizePath(model, l.Info, filepath.Join(root, "lin-"+l.Key+".html"))
-	}
-	for _, n := range c.nodes {
-		os.RemoveAll(filepath.Dir(n.dir) + "/data")
-	}
-}
-
-// injectFault runs one fault to its end (heal included) and returns its record.
-func injectFault(c *cluster, rng *rand.Rand, rec *recorder, cfg Config, logf func(string, ...any)) Fault {
-	kinds := []string{"partition-leader", "partition-minority", "pause", "kill"}
-	if cfg.SlowLinks {
-		kinds = append(kinds, "slow")
-	}
-	kind := kinds[rng.IntN(len(kinds))]
-	f := Fault{Kind: kind, Start: rec.now()}
-	n := len(c.nodes)
-	pick := func() int {
-		if rng.IntN(2) == 0 {
-			if l := c.leader(); l >= 0 {
-				return l
-			}
-		}
-		return rng.IntN(n)
-	}
-	switch kind {
-	case "partition-leader", "partition-minority":
-		var minority []int
-		if kind == "partition-leader" {
-			l := c.leader()
-			if l < 0 {
-				l = rng.IntN(n)
-			}
-			minority = []int{l}
-		} else {
-			perm := rng.Perm(n)
-			minority = perm[:(n-1)/2]
-		}
-		var majority []int
-		for i := range n {
-			if !containsInt(minority, i) {
-				majority = append(majority, i)
-			}
-		}
-		c.net.isolate(minority, majority)
-		hold := time.Duration(2000+rng.IntN(4000)) * time.Millisecond
-		f.Desc = fmt.Sprintf("isolate %v from %v for %v", minority, majority, hold)
-		time.Sleep(hold)
-		c.net.heal()
-	case "pause":
-		i := pick()
-		hold := time.Duration(1000+rng.IntN(2000)) * time.Millisecond
-		f.Desc = fmt.Sprintf("SIGSTOP %s for %v", c.nodes[i].id, hold)
-		c.nodes[i].pause()
-		time.Sleep(hold)
-		c.nodes[i].resume()
-	case "kill":
-		i := pick()
-		down := time.Duration(500+rng.IntN(2500)) * time.Millisecond
-		f.Desc = fmt.Sprintf("kill -9 %s, restart after %v", c.nodes[i].id, down)
-		c.nodes[i].kill9()
-		time.Sleep(down)
-		if err := c.nodes[i].start(c.bin); err != nil {
-			f.Desc += " (restart failed: " + err.Error() + ")"
-		}
-	case "slow":
-		i := rng.IntN(n)
-		d := time.Duration(20+rng.IntN(180)) * time.Millisecond
-		hold := time.Duration(2000+rng.IntN(4000)) * time.Millisecond
-		for j := range n {
-			if j != i {
-				c.net.setDelay(i, j, d)
-				c.net.setDelay(j, i, d)
-			}
-		}
-		f.Desc = fmt.Sprintf("slow links of %s (~%v per chunk) for %v", c.nodes[i].id, d, hold)
-		time.Sleep(hold)
-		c.net.heal()
-	}
-	f.End = rec.now()
-	logf("fault %s: %s", kind, f.Desc)
-	return f
-}
-
-func containsInt(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
+		if err := porcupine.VisualizePath(model, l.Info, filepath.Join(root, "lin-"+l.Key+".html")); err != nil {
+			return err
 		}
 	}
-	return false
-}
-
-// healAll removes network faults, resumes paused nodes and restarts dead ones.
-func healAll(c *cluster, logf func(string, ...any)) {
-	c.net.heal()
-	for _, n := range c.nodes {
-		if n.paused {
-			n.resume()
-		}
-		if !n.running() {
-			if err := n.start(c.bin); err != nil {
-				logf("heal: restart %s: %v", n.id, err)
-			}
-		}
+	dirs, _ := filepath.Glob(filepath.Join(root, "n*", "data"))
+	for _, d := range dirs {
+		os.RemoveAll(filepath.Dir(d))
 	}
-}
-
-// freshAcquire takes a new key through any node before deadline.
-func freshAcquire(c *cluster, deadline time.Time) error {
-	key := fmt.Sprintf("fresh-%d", time.Now().UnixNano())
-	var last error
-	for i := 0; time.Now().Before(deadline); i++ {
-		n := c.nodes[i%len(c.nodes)]
-		v, err := query(n.clientAddr, "LOCK", key, "5000", "OWNER", "fresh")
-		if err == nil {
-			if t, ok := asInt(v); ok && t > 0 {
-				return nil
-			}
-			err = fmt.Errorf("reply %#v", v)
-		}
-		last = err
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("no fresh acquire within 10s of the last heal: %v", last)
+	return nil
 }
 
 // converge waits until every node reports the same digest.
@@ -304,16 +267,8 @@ func converge(c *cluster, timeout time.Duration) ([]string, error) {
 	var err error
 	for time.Now().Before(deadline) {
 		d, err = c.digests()
-		if err == nil && len(d) == len(c.nodes) {
-			same := true
-			for _, x := range d[1:] {
-				if x[strings.Index(x, ":"):] != d[0][strings.Index(d[0], ":"):] {
-					same = false
-				}
-			}
-			if same {
-				return d, nil
-			}
+		if err == nil && len(d) == len(c.nodes) && digestsAgree(d) {
+			return d, nil
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

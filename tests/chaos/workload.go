@@ -8,19 +8,27 @@ import (
 	"time"
 )
 
+// opTimeout bounds one request: longer than an election, so most requests caught by a fault
+// still get a reply; those that do not are unknown outcomes.
 const opTimeout = 4 * time.Second
 
-// worker is one client of the workload: it acquires, renews (some deliberately late), writes to
-// the fenced resource, releases and reads, talking to one node at a time.
+// Workload shape: keys rotate every keyEpoch, keysPerEpoch at a time, so several clients
+// contend on each key and each key's history (what porcupine searches) stays bounded.
+const (
+	keyEpoch     = 10 * time.Second
+	keysPerEpoch = 3
+)
+
+// worker is one client of the workload, talking to one node at a time and moving to another on
+// any failure.
 type worker struct {
 	id      int
 	rng     *rand.Rand
 	rec     *recorder
-	addrs   func() []string // client addresses of the nodes, in node order
+	addrs   []string // client addresses of the nodes, in node order
 	node    int
 	c       *client
 	stop    *atomic.Bool
-	keyOf   func(rng *rand.Rand) string
 	attempt int
 }
 
@@ -28,21 +36,23 @@ func (w *worker) sleep(lo, hi time.Duration) {
 	time.Sleep(lo + time.Duration(w.rng.Int64N(int64(hi-lo)+1)))
 }
 
-// call runs one command against the current node and fills op's outcome and timing. On any
-// failure the worker moves to another node.
-func (w *worker) call(op *Op, args ...string) any {
-	addrs := w.addrs()
-	addr := addrs[w.node%len(addrs)]
+func (w *worker) key() string {
+	return fmt.Sprintf("k%d.%d", w.rec.now()/int64(keyEpoch), w.rng.IntN(keysPerEpoch))
+}
+
+func (w *worker) conn() *client {
+	addr := w.addrs[w.node%len(w.addrs)]
 	if w.c == nil || w.c.addr != addr {
 		if w.c != nil {
 			w.c.close()
 		}
 		w.c = &client{addr: addr}
 	}
-	op.Client, op.Node = w.id, addr
-	op.Invoke = w.rec.now()
-	v, err := w.c.do(opTimeout, args...)
-	op.Complete = w.rec.now()
+	return w.c
+}
+
+// settle fills op's outcome from err, and moves the worker to another node on any failure.
+func (w *worker) settle(op *Op, err error) {
 	switch {
 	case err == nil:
 		op.Outcome = OK
@@ -55,8 +65,18 @@ func (w *worker) call(op *Op, args ...string) any {
 	}
 	if op.Outcome != OK {
 		w.c.close()
-		w.node = (w.node + 1 + w.rng.IntN(len(addrs))) % len(addrs)
+		w.node = (w.node + 1 + w.rng.IntN(len(w.addrs))) % len(w.addrs)
 	}
+}
+
+// call runs one command against the current node and fills op's outcome and timing.
+func (w *worker) call(op *Op, args ...string) any {
+	c := w.conn()
+	op.Client, op.Node = w.id, c.addr
+	op.Invoke = w.rec.now()
+	v, err := c.do(opTimeout, args...)
+	op.Complete = w.rec.now()
+	w.settle(op, err)
 	return v
 }
 
@@ -77,9 +97,14 @@ func unexpected(op *Op, v any) {
 	op.Err = fmt.Sprintf("unexpected reply %#v", v)
 }
 
-func (w *worker) acquire(key string, ttl int64) Op {
+func (w *worker) newOwner() string {
 	w.attempt++
-	op := Op{Kind: Acquire, Key: key, TTL: ttl, Owner: fmt.Sprintf("c%d-%d", w.id, w.attempt)}
+	return fmt.Sprintf("c%d-%d", w.id, w.attempt)
+}
+
+// lock acquires with the native LOCK key ttl OWNER id: the reply is the token.
+func (w *worker) lock(key string, ttl int64) Op {
+	op := Op{Kind: Acquire, Via: "lock", Key: key, TTL: ttl, Owner: w.newOwner()}
 	v := w.call(&op, "LOCK", key, strconv.FormatInt(ttl, 10), "OWNER", op.Owner)
 	if op.Outcome == OK {
 		if v == nil {
@@ -94,10 +119,58 @@ func (w *worker) acquire(key string, ttl int64) Op {
 	return op
 }
 
+// setNX acquires the Redlock way, SET key owner NX PX ttl, with LOCKINFO pipelined behind it
+// for the token (docs/fencing.md). Both are recorded: the LOCKINFO as a read, and its token
+// given to the grant when it names this owner (owners are unique per attempt, so that lock is
+// this grant's).
+func (w *worker) setNX(key string, ttl int64) Op {
+	op := Op{Kind: Acquire, Via: "set", Key: key, TTL: ttl, Owner: w.newOwner()}
+	rd := Op{Kind: Read, Key: key}
+	c := w.conn()
+	op.Client, op.Node, rd.Client, rd.Node = w.id, c.addr, w.id, c.addr
+	op.Invoke = w.rec.now()
+	rd.Invoke = op.Invoke
+	vs, errs := c.pipe(opTimeout, func(int) { op.Complete = w.rec.now() },
+		[]string{"SET", key, op.Owner, "NX", "PX", strconv.FormatInt(ttl, 10)}, []string{"LOCKINFO", key})
+	rd.Complete = w.rec.now()
+	if op.Complete == 0 {
+		op.Complete = rd.Complete
+	}
+	w.settle(&op, errs[0])
+	if op.Outcome == OK {
+		switch vs[0] {
+		case nil:
+		case "OK":
+			op.Granted = true
+		default:
+			unexpected(&op, vs[0])
+		}
+	}
+	if op.Outcome == Fail {
+		w.rec.add(op)
+		return op // the connection is gone: so is the LOCKINFO
+	}
+	rd.Outcome = OK
+	if errs[1] != nil {
+		rd.Outcome, rd.Err = Unknown, errs[1].Error()
+		if certainFailure(errs[1]) {
+			rd.Outcome = Fail
+		}
+	} else if err := parseLockInfo(&rd, vs[1]); err != nil {
+		unexpected(&rd, vs[1])
+	}
+	if op.Granted && rd.Outcome == OK && !rd.Free && rd.RdOwner == op.Owner {
+		op.Token = rd.RdToken
+	}
+	w.rec.add(op)
+	w.rec.add(rd)
+	return op
+}
+
 func (w *worker) renew(key, owner string, token uint64, ttl int64) Op {
 	op := Op{Kind: Renew, Key: key, TTL: ttl, Owner: owner, Token: token}
 	v := w.call(&op, "RENEW", key, strconv.FormatUint(token, 10), strconv.FormatInt(ttl, 10))
-	w.boolReply(&op, v)
+	boolReply(&op, v)
 	w.rec.add(op)
 	return op
 }
@@ -105,12 +178,12 @@ func (w *worker) renew(key, owner string, token uint64, ttl int64) Op {
 func (w *worker) release(key, owner string, token uint64) Op {
 	op := Op{Kind: Release, Key: key, Owner: owner, Token: token}
 	v := w.call(&op, "UNLOCK", key, strconv.FormatUint(token, 10))
-	w.boolReply(&op, v)
+	boolReply(&op, v)
 	w.rec.add(op)
 	return op
 }
 
-func (w *worker) boolReply(op *Op, v any) {
+func boolReply(op *Op, v any) {
 	if op.Outcome != OK {
 		return
 	}
@@ -174,6 +247,47 @@ func parseLockInfo(op *Op, v any) error {
 	return nil
 }
 
+// holding is what a holder knows of its lease: it began after from, and by its own reckoning
+// lasts until validUntil (from the invocation of its last acknowledged grant or renewal).
+type holding struct {
+	key              string
+	token            uint64
+	from, validUntil int64
+	ttl              int64
+}
+
+// work is the holder's read-modify-write of both protected resources. Sometimes the holder
+// pauses between the read and the write for longer than its lease (a GC pause, a stopped VM):
+// the unfenced resource then takes the stale write over a newer holder's, the fenced one
+// rejects it. That is the overlap the unfenced variant counts.
+func (w *worker) work(h holding) {
+	a := Access{Client: w.id, Key: h.key, Token: h.token, LeaseFrom: h.from, ValidUntil: h.validUntil, Start: w.rec.now()}
+	fv, ok := w.rec.fencedRead(h.key, h.token)
+	uv := w.rec.unfencedRead(h.key)
+	if a.Paused = w.rng.Float64() < 0.1; a.Paused {
+		w.sleep(time.Duration(h.ttl)*time.Millisecond, time.Duration(h.ttl+1000)*time.Millisecond)
+	} else {
+		w.sleep(time.Millisecond, 30*time.Millisecond)
+	}
+	u := a
+	u.Based = uv
+	w.rec.unfencedWrite(u)
+	if !ok {
+		w.rec.fencedRejected(a)
+		return
+	}
+	a.Based = fv
+	w.rec.fencedWrite(a)
+}
+
+// run is the client loop: read a key, or acquire it (LOCK or SET NX PX, 1-2 s lease), work on
+// the resources, renew a few times (some renewals deliberately late, racing the expiry),
+// release, and read again.
+//
+// The client believes it holds the lock from the grant until a renewal or release is refused
+// or certainly failed; an unknown renewal leaves it believing, as a naive client would. Its own
+// reckoning of the lease (validUntil) only counts acknowledged grants and renewals, and is what
+// the fenced-resource checker holds the server to.
 func (w *worker) run() {
 	defer func() {
 		if w.c != nil {
@@ -181,44 +295,69 @@ func (w *worker) run() {
 		}
 	}()
 	for !w.stop.Load() {
-		key := w.keyOf(w.rng)
-		if w.rng.Float64() < 0.3 {
+		key := w.key()
+		if w.rng.Float64() < 0.25 {
 			w.read(key)
 			w.sleep(20*time.Millisecond, 100*time.Millisecond)
 			continue
 		}
 		ttl := int64(1000 + w.rng.IntN(1001))
-		g := w.acquire(key, ttl)
-		if g.Outcome != OK || !g.Granted {
+		var g Op
+		if w.rng.IntN(2) == 0 {
+			g = w.lock(key, ttl)
+		} else {
+			g = w.setNX(key, ttl)
+		}
+		if g.Outcome != OK || !g.Granted || g.Token == 0 {
+			// refused, failed, unknown, or SET NX granted without a token to work with: the
+			// lease runs out on its own
 			w.sleep(50*time.Millisecond, 150*time.Millisecond)
 			continue
 		}
-		validUntil := g.Invoke + ttl*int64(time.Millisecond)
+		h := holding{key: key, token: g.Token, from: g.Invoke, validUntil: g.Invoke + ttl*int64(time.Millisecond), ttl: ttl}
 		held := true
 		for r := 1 + w.rng.IntN(3); r > 0 && held && !w.stop.Load(); r-- {
-			if w.rec.now() < validUntil {
-				w.rec.write(w.id, key, g.Token, validUntil)
-			}
-			if w.rng.Float64() < 0.15 { // deliberately late: the lease may be gone
-				w.sleep(time.Duration(ttl)*time.Millisecond, time.Duration(ttl+500)*time.Millisecond)
+			w.work(h)
+			if w.rng.Float64() < 0.2 {
+				// deliberately late: the renewal races the expiry
+				w.sleep(time.Duration(ttl-150)*time.Millisecond, time.Duration(ttl+150)*time.Millisecond)
 			} else {
-				w.sleep(100*time.Millisecond, time.Duration(ttl/2)*time.Millisecond)
+				w.sleep(50*time.Millisecond, time.Duration(ttl/2)*time.Millisecond)
 			}
 			rn := w.renew(key, g.Owner, g.Token, ttl)
-			if rn.Outcome == OK && rn.Success {
-				validUntil = rn.Invoke + ttl*int64(time.Millisecond)
-			} else {
+			switch {
+			case rn.Outcome == OK && rn.Success:
+				h.from, h.validUntil = rn.Invoke, rn.Invoke+ttl*int64(time.Millisecond)
+			case rn.Outcome == OK || rn.Outcome == Fail:
 				held = false
 			}
 		}
 		if held && w.rng.Float64() < 0.75 {
-			if w.rec.now() < validUntil {
-				w.rec.write(w.id, key, g.Token, validUntil)
-			}
+			w.work(h)
 			w.release(key, g.Owner, g.Token)
 		}
 		if w.rng.Float64() < 0.3 {
 			w.read(key)
 		}
+	}
+}
+
+// durableWorker takes locks with an hour-long lease on keys of their own ("d…") and releases
+// some of them: at the end every acknowledged grant and release must still be in force on every
+// node (checkDurable), whatever was killed or restarted in between.
+func (w *worker) durable() {
+	defer func() {
+		if w.c != nil {
+			w.c.close()
+		}
+	}()
+	for n := 0; !w.stop.Load(); n++ {
+		key := fmt.Sprintf("d%d.%d", w.id, n)
+		g := w.lock(key, 3600*1000)
+		if g.Outcome == OK && g.Granted && w.rng.IntN(2) == 0 {
+			w.sleep(10*time.Millisecond, 200*time.Millisecond)
+			w.release(key, g.Owner, g.Token)
+		}
+		w.sleep(100*time.Millisecond, 300*time.Millisecond)
 	}
 }

@@ -1,0 +1,469 @@
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Fault kinds.
+const (
+	PartitionLeader   = "partition-leader"   // the leader alone on one side
+	PartitionMinority = "partition-minority" // a random minority from the majority
+	Bridge            = "bridge"             // two halves that cannot see each other; one node sees both
+	Pause             = "pause"              // SIGSTOP, then SIGCONT
+	Kill              = "kill"               // kill -9, restart from its data
+	KillAll           = "kill-all"           // kill -9 every node, restart them all
+	Slow              = "slow"               // one node's links delayed
+	ClockSkew         = "clock-skew"         // one node's lease clock offset for a while
+	ClockJump         = "clock-jump"         // one node's lease clock jumps forward or back
+	Membership        = "membership"         // RAFT REMOVE a node (it exits), re-add it afresh with --join
+	SnapshotInstall   = "snapshot-install"   // a follower down while the leader compacts past it
+)
+
+// AllFaults lists every fault kind.
+var AllFaults = []string{PartitionLeader, PartitionMinority, Bridge, Pause, Kill, KillAll, Slow,
+	ClockSkew, ClockJump, Membership, SnapshotInstall}
+
+// exclusive faults run alone even in mixed mode: they change who is in the cluster, and the
+// checks they make (a removed node exits, a re-added one becomes a voter) need a working one.
+var exclusive = map[string]bool{KillAll: true, Membership: true}
+
+// nemesis injects faults into a cluster: one at a time, or in mixed mode up to two at once at
+// random moments, each on nodes no other running fault is acting on.
+type nemesis struct {
+	c     *cluster
+	cfg   Config
+	kinds []string
+	logf  func(string, ...any)
+
+	mu         sync.Mutex
+	busy       map[int]bool // nodes a running fault acts on
+	active     int
+	count      int
+	violations []string
+	wg         sync.WaitGroup
+}
+
+func (nm *nemesis) violation(format string, args ...any) {
+	nm.mu.Lock()
+	nm.violations = append(nm.violations, fmt.Sprintf(format, args...))
+	nm.mu.Unlock()
+}
+
+// run injects faults until end, then waits for the running ones to heal.
+func (nm *nemesis) run(rng *rand.Rand, end time.Time) {
+	for time.Now().Add(2 * time.Second).Before(end) {
+		if nm.cfg.Mixed {
+			time.Sleep(time.Duration(300+rng.IntN(1200)) * time.Millisecond)
+		} else {
+			time.Sleep(time.Duration(1000+rng.IntN(2000)) * time.Millisecond)
+		}
+		if !time.Now().Before(end) {
+			break
+		}
+		kind := nm.kinds[rng.IntN(len(nm.kinds))]
+		frng := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
+		if !nm.cfg.Mixed || exclusive[kind] {
+			nm.wg.Wait()
+			nm.inject(kind, frng)
+			continue
+		}
+		for nm.activeCount() >= 2 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		nm.mu.Lock()
+		nm.active++
+		nm.mu.Unlock()
+		nm.wg.Add(1)
+		go func() {
+			defer nm.wg.Done()
+			nm.inject(kind, frng)
+			nm.mu.Lock()
+			nm.active--
+			nm.mu.Unlock()
+		}()
+	}
+	nm.wg.Wait()
+}
+
+func (nm *nemesis) activeCount() int {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	return nm.active
+}
+
+// inject runs one fault to its end (heal included) and records it.
+func (nm *nemesis) inject(kind string, rng *rand.Rand) {
+	f := Fault{Kind: kind, Start: nm.c.rec.now()}
+	f.Desc = nm.fault(kind, rng)
+	f.End = nm.c.rec.now()
+	nm.c.rec.fault(f)
+	nm.mu.Lock()
+	nm.count++
+	nm.mu.Unlock()
+	nm.logf("fault %s: %s", kind, f.Desc)
+}
+
+// claim picks a node that is up, in the cluster and not acted on by another fault (the leader
+// with probability leaderBias), and reserves it; -1 when there is none.
+func (nm *nemesis) claim(rng *rand.Rand, leaderBias float64) int {
+	l := -1
+	if rng.Float64() < leaderBias {
+		l = nm.c.leader()
+	}
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	free := func(i int) bool {
+		n := nm.c.nodes[i]
+		return !nm.busy[i] && n.up() && !n.isRemoved()
+	}
+	pick := -1
+	if l >= 0 && free(l) {
+		pick = l
+	} else {
+		var cand []int
+		for i := range nm.c.nodes {
+			if free(i) {
+				cand = append(cand, i)
+			}
+		}
+		if len(cand) > 0 {
+			pick = cand[rng.IntN(len(cand))]
+		}
+	}
+	if pick >= 0 {
+		nm.busy[pick] = true
+	}
+	return pick
+}
+
+func (nm *nemesis) release(i int) {
+	nm.mu.Lock()
+	delete(nm.busy, i)
+	nm.mu.Unlock()
+}
+
+func hold(rng *rand.Rand, loMs, hiMs int) time.Duration {
+	d := time.Duration(loMs+rng.IntN(hiMs-loMs+1)) * time.Millisecond
+	time.Sleep(d)
+	return d
+}
+
+func (nm *nemesis) ids(idx []int) string {
+	var s []string
+	for _, i := range idx {
+		s = append(s, nm.c.nodes[i].id)
+	}
+	return "{" + strings.Join(s, ",") + "}"
+}
+
+// fault runs one fault of kind and describes what it did.
+func (nm *nemesis) fault(kind string, rng *rand.Rand) string {
+	c := nm.c
+	n := len(c.nodes)
+	switch kind {
+	case PartitionLeader, PartitionMinority, Bridge:
+		perm := rng.Perm(n)
+		var a, b, bridge []int
+		switch kind {
+		case PartitionLeader:
+			l := c.leader()
+			if l < 0 {
+				l = perm[0]
+			}
+			a = []int{l}
+			for i := range n {
+				if i != l {
+					b = append(b, i)
+				}
+			}
+		case PartitionMinority:
+			a, b = perm[:(n-1)/2], perm[(n-1)/2:]
+		case Bridge:
+			half := (n - 1) / 2
+			a, bridge, b = perm[:half], perm[half:half+1], perm[half+1:]
+		}
+		heal := c.net.cut(between(a, b))
+		d := hold(rng, 2000, 6000)
+		heal()
+		if bridge != nil {
+			return fmt.Sprintf("%s and %s cut apart, %s sees both, for %v", nm.ids(a), nm.ids(b), nm.ids(bridge), d)
+		}
+		return fmt.Sprintf("%s cut from %s for %v", nm.ids(a), nm.ids(b), d)
+
+	case Slow:
+		i := rng.IntN(n)
+		var links [][2]int
+		for j := range n {
+			if j != i {
+				links = append(links, [2]int{i, j}, [2]int{j, i})
+			}
+		}
+		lat := time.Duration(20+rng.IntN(180)) * time.Millisecond
+		heal := c.net.slow(links, lat)
+		d := hold(rng, 2000, 6000)
+		heal()
+		return fmt.Sprintf("links of %s slowed by ~%v per chunk for %v", c.nodes[i].id, lat, d)
+
+	case Pause:
+		i := nm.claim(rng, 0.5)
+		if i < 0 {
+			return "no node free to pause"
+		}
+		defer nm.release(i)
+		c.nodes[i].pause()
+		d := hold(rng, 1000, 3000)
+		c.nodes[i].resume()
+		return fmt.Sprintf("SIGSTOP %s for %v", c.nodes[i].id, d)
+
+	case Kill:
+		i := nm.claim(rng, 0.5)
+		if i < 0 {
+			return "no node free to kill"
+		}
+		defer nm.release(i)
+		c.nodes[i].kill9()
+		d := hold(rng, 300, 3000)
+		if err := c.start(c.nodes[i]); err != nil {
+			return fmt.Sprintf("kill -9 %s; restart after %v failed: %v", c.nodes[i].id, d, err)
+		}
+		return fmt.Sprintf("kill -9 %s, restarted after %v", c.nodes[i].id, d)
+
+	case KillAll:
+		for _, nd := range c.nodes {
+			if !nd.isRemoved() {
+				nd.kill9()
+			}
+		}
+		d := hold(rng, 300, 2000)
+		var errs []string
+		for _, nd := range c.nodes {
+			if !nd.isRemoved() {
+				if err := c.start(nd); err != nil {
+					errs = append(errs, err.Error())
+				}
+			}
+		}
+		return fmt.Sprintf("kill -9 every node, restarted after %v %s", d, strings.Join(errs, "; "))
+
+	case ClockSkew:
+		i := nm.claim(rng, 0.5)
+		if i < 0 {
+			return "no node free to skew"
+		}
+		defer nm.release(i)
+		delta := time.Duration(200+rng.IntN(800)) * time.Millisecond
+		if rng.IntN(2) == 0 {
+			delta = -delta
+		}
+		if err := c.shift(i, delta); err != nil {
+			return fmt.Sprintf("skew %s by %v: %v", c.nodes[i].id, delta, err)
+		}
+		d := hold(rng, 2000, 6000)
+		err := c.shift(i, -delta)
+		return fmt.Sprintf("%s's lease clock off by %v for %v (undo: %v)", c.nodes[i].id, delta, d, err)
+
+	case ClockJump:
+		i := nm.claim(rng, 0.6)
+		if i < 0 {
+			return "no node free to jump"
+		}
+		defer nm.release(i)
+		nd := c.nodes[i]
+		nd.mu.Lock()
+		off := nd.offset
+		nd.mu.Unlock()
+		// forward up to 1 s or back up to 2 s, keeping the offset within a few seconds of 0
+		fwd := rng.IntN(2) == 0
+		if off > 1500*time.Millisecond || off < -2*time.Second {
+			fwd = off < 0
+		}
+		delta := -time.Duration(200+rng.IntN(1800)) * time.Millisecond
+		if fwd {
+			delta = time.Duration(100+rng.IntN(900)) * time.Millisecond
+		}
+		err := c.shift(i, delta)
+		hold(rng, 500, 1500)
+		return fmt.Sprintf("%s's lease clock jumped %v (%v)", nd.id, delta, err)
+
+	case SnapshotInstall:
+		return nm.snapshotInstall(rng)
+
+	case Membership:
+		return nm.membership(rng)
+	}
+	return "unknown fault kind " + kind
+}
+
+// snapshotInstall keeps a follower down while the leader snapshots and compacts its log past
+// it, then restarts it: it can only catch up by installing the leader's snapshot (the nodes run
+// with a low --snapshot-threshold and --trailing-logs, so raft may also have done it alone).
+func (nm *nemesis) snapshotInstall(rng *rand.Rand) string {
+	c := nm.c
+	l := c.leader()
+	var i int
+	for tries := 0; ; tries++ {
+		if i = nm.claim(rng, 0); i < 0 || i != l || tries > 5 {
+			break
+		}
+		nm.release(i)
+	}
+	if i < 0 || i == l {
+		if i >= 0 {
+			nm.release(i)
+		}
+		return "no follower free"
+	}
+	defer nm.release(i)
+	nd := c.nodes[i]
+	nd.kill9()
+	d := hold(rng, 2000, 4000) // the workload appends meanwhile
+	snap := "no leader to snapshot"
+	if l = c.leader(); l >= 0 {
+		if _, err := query(c.nodes[l].clientAddr, "RAFT", "SNAPSHOT"); err != nil {
+			snap = "RAFT SNAPSHOT: " + err.Error()
+		} else {
+			snap = "leader " + c.nodes[l].id + " snapshotted"
+		}
+	}
+	before := logSize(nd.logPath)
+	if err := c.start(nd); err != nil {
+		return fmt.Sprintf("%s down %v, %s; restart failed: %v", nd.id, d, snap, err)
+	}
+	how := "caught up from the log"
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if strings.Contains(logTail(nd.logPath, before), installedSnapshot) {
+			how = "installed the leader's snapshot"
+			break
+		}
+	}
+	return fmt.Sprintf("%s down %v, %s, restarted: %s", nd.id, d, snap, how)
+}
+
+// installedSnapshot is what hashicorp/raft logs when a follower installed the leader's snapshot.
+const installedSnapshot = "Installed remote snapshot"
+
+func logSize(p string) int64 {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+func logTail(p string, from int64) string {
+	b, err := os.ReadFile(p)
+	if err != nil || int64(len(b)) < from {
+		return ""
+	}
+	return string(b[from:])
+}
+
+// membership removes a node (sometimes the leader) with RAFT REMOVE, checks that it leaves the
+// configuration and exits, runs without it for a moment, and re-adds it with an empty data
+// directory through --join (as a non-voter that catches up, then is promoted).
+func (nm *nemesis) membership(rng *rand.Rand) string {
+	c := nm.c
+	i := nm.claim(rng, 0.3)
+	if i < 0 {
+		return "no node free to remove"
+	}
+	defer nm.release(i)
+	nd := c.nodes[i]
+	via := -1
+	for _, j := range rng.Perm(len(c.nodes)) {
+		if j != i && c.nodes[j].up() && !c.nodes[j].isRemoved() {
+			via = j
+			break
+		}
+	}
+	if via < 0 {
+		return "no other node up to send RAFT REMOVE to"
+	}
+	cl := &client{addr: c.nodes[via].clientAddr}
+	reply, err := cl.do(15*time.Second, "RAFT", "REMOVE", nd.id)
+	cl.close()
+	wait := 10 * time.Second
+	if err != nil && !certainFailure(err) {
+		wait = 30 * time.Second // the removal may still commit
+	}
+	if werr := c.waitSuffrage(i, "", wait); werr != nil {
+		if err == nil {
+			nm.violation("membership: RAFT REMOVE %s replied %v, but %v", nd.id, reply, werr)
+		}
+		return fmt.Sprintf("RAFT REMOVE %s via %s: %v %v; still a member", nd.id, c.nodes[via].id, reply, err)
+	}
+	nd.mu.Lock()
+	nd.removed = true
+	nd.mu.Unlock()
+	desc := fmt.Sprintf("RAFT REMOVE %s via %s (%v %v)", nd.id, c.nodes[via].id, reply, err)
+	if !nd.waitExit(15 * time.Second) {
+		nm.violation("membership: %s was removed but did not exit within 15s", nd.id)
+		nd.kill9()
+		desc += ", did not exit (killed)"
+	} else {
+		desc += ", exited"
+	}
+	d := hold(rng, 1000, 3000)
+	if err := c.readd(i); err != nil {
+		return desc + fmt.Sprintf("; re-add after %v failed: %v", d, err)
+	}
+	if err := c.waitSuffrage(i, "voter", 30*time.Second); err != nil {
+		nm.violation("membership: %s re-added with --join is not a voter within 30s: %v", nd.id, err)
+		return desc + fmt.Sprintf("; re-added after %v, not a voter: %v", d, err)
+	}
+	return desc + fmt.Sprintf("; re-added afresh after %v, voter again", d)
+}
+
+// healAll ends every fault: links healed, paused nodes resumed, dead ones restarted, removed
+// ones re-added, and every lease clock back at offset 0.
+func (nm *nemesis) healAll() {
+	c := nm.c
+	c.net.heal()
+	readded := map[int]bool{}
+	for _, nd := range c.nodes {
+		nd.mu.Lock()
+		paused, removed := nd.paused, nd.removed
+		nd.mu.Unlock()
+		switch {
+		case removed:
+			readded[nd.idx] = true
+			if err := c.readd(nd.idx); err != nil {
+				nm.violation("heal: re-add %s: %v", nd.id, err)
+			}
+		case paused:
+			nd.resume()
+		case !nd.running():
+			if err := c.start(nd); err != nil {
+				nm.violation("heal: restart %s: %v", nd.id, err)
+			}
+		}
+	}
+	// A removal whose reply was lost may have committed after all: such a node exits (again,
+	// if restarted). Re-add it as a removed one.
+	for _, nd := range c.nodes {
+		if readded[nd.idx] {
+			continue // joining: not a member until the leader adds it
+		}
+		if s, err := c.suffrage(nd.idx); err == nil && s == "" {
+			nm.logf("heal: %s is not a member; re-adding it", nd.id)
+			if err := c.readd(nd.idx); err != nil {
+				nm.violation("heal: re-add %s: %v", nd.id, err)
+			}
+		}
+	}
+	for _, nd := range c.nodes {
+		nd.mu.Lock()
+		off := nd.offset
+		nd.mu.Unlock()
+		if off != 0 {
+			if err := c.shift(nd.idx, -off); err != nil {
+				nm.logf("heal: clock of %s: %v", nd.id, err)
+			}
+		}
+	}
+}
