@@ -15,6 +15,9 @@ import (
 // that no session expires during a cell (the client keeps it alive anyway).
 const sessionTTL = 60
 
+// revokeTimeout bounds closing a cell's sessions.
+const revokeTimeout = 10 * time.Second
+
 // etcdLocker takes locks with client/v3/concurrency's Mutex in its own
 // session: Lock puts a key under the lock's prefix and waits until it is the
 // oldest; Unlock deletes it.
@@ -101,6 +104,3 @@ func (l *etcdLocker) release(ctx context.Context) error {
 	l.held = nil
 	return m.Unlock(ctx)
 }
-
-// revokeTimeout bounds closing a cell's sessions.
-const revokeTimeout = 10 * time.Second

@@ -147,7 +147,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.warmup, "warmup", 500*time.Millisecond, "unmeasured load before each cell")
 	fs.IntVar(&cfg.runs, "runs", 3, "rounds over all systems; each figure is the median over them")
 	fs.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "lease of every lock")
-	fs.DurationVar(&cfg.timeout, "timeout", 14*time.Minute, "stop everything after this long (what was measured is still printed)")
+	fs.DurationVar(&cfg.timeout, "timeout", 12*time.Minute, "stop everything after this long (what was measured is still printed)")
 	fs.StringVar(&cfg.raftlock, "raftlock", "bin/raftlock", "raftlock binary")
 	fs.StringVar(&cfg.etcd, "etcd", "bin/etcd", "etcd binary (tests/bench/cmd/etcd)")
 	fs.StringVar(&cfg.redisServer, "redis-server", "/usr/bin/redis-server", "redis-server binary")

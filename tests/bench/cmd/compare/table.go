@@ -90,7 +90,7 @@ func printReport(w io.Writer, cfg config, systems []*system, res results, load1 
 				if !ok {
 					continue
 				}
-				fmt.Fprintf(w, "| %s | %s | %s |\n", s.name, row, strings.Join(cells(sum, sys.ref(s), res, s), " | "))
+				fmt.Fprintf(w, "| %s | %s | %s |\n", s.name, row, strings.Join(rowCells(sum, sys.ref(s), res, s), " | "))
 			}
 		}
 	}
@@ -107,8 +107,8 @@ func printReport(w io.Writer, cfg config, systems []*system, res results, load1 
 	printTargets(w, res)
 }
 
-// cells renders one row after its first two columns.
-func cells(sum summary, ref string, res results, s setting) []string {
+// rowCells renders one row after its first two columns.
+func rowCells(sum summary, ref string, res results, s setting) []string {
 	errs := fmt.Sprint(sum.errs)
 	if sum.firstErr != nil {
 		errs += " (" + oneLine(sum.firstErr.Error(), 60) + ")"
