@@ -23,7 +23,7 @@ type command struct {
 	// movable: the keys are KEYS of a script (EVAL script numkeys key ...), not fixed positions.
 	movable bool
 	// pipelined: the command may run while earlier commands of its connection are in flight
-	// (pipeline.go): it touches only the keys it names.
+	// (pipeline.go): it touches only the keys it names (a script: the keys it declares).
 	pipelined bool
 }
 
@@ -113,7 +113,7 @@ func init() {
 		cmd.write = slices.Contains(cmd.flags, "write")
 		cmd.leader = cmd.write || slices.Contains(cmd.flags, "readonly")
 		cmd.movable = slices.Contains(cmd.flags, "movablekeys")
-		cmd.pipelined = cmd.leader && !cmd.movable && cmd.first > 0
+		cmd.pipelined = cmd.leader && cmd.first > 0
 		commands[cmd.name] = cmd
 	}
 }

@@ -54,6 +54,11 @@ func (c *conn) pipelinable(cmd *command, args [][]byte) bool {
 	if cmd.name == "lock" && hasArg(args[3:], "wait") {
 		return false // it may block for a long time: it runs alone
 	}
+	if cmd.movable && len(cmd.keyArgs(args)) == 0 {
+		// A script that declares no keys may still touch some (Redis allows it outside a
+		// cluster): it runs alone, after everything before it.
+		return false
+	}
 	// On a follower the command is forwarded: it yields while waiting for the leader's reply,
 	// so a pipeline is forwarded as a pipeline.
 	return true

@@ -59,7 +59,29 @@ func TestPipelinedCommandsCommitTogether(t *testing.T) {
 	if got := r.do("DBSIZE"); got != fmt.Sprintf(":%d\r\n", n) {
 		t.Errorf("DBSIZE = %q", got)
 	}
+
+	// Scripts that declare their keys pipeline too: the Redis unlock recipe, key by key.
+	spy.most.Store(0)
+	b.Reset()
+	for i := range n {
+		key := fmt.Sprintf("s%02d", i)
+		fmt.Fprintf(&b, "*6\r\n$3\r\nSET\r\n$3\r\n%s\r\n$2\r\nme\r\n$2\r\nNX\r\n$2\r\nPX\r\n$4\r\n5000\r\n", key)
+		fmt.Fprintf(&b, "*5\r\n$4\r\nEVAL\r\n$%d\r\n%s\r\n$1\r\n1\r\n$3\r\n%s\r\n$2\r\nme\r\n", len(unlockScript), unlockScript, key)
+	}
+	r.nc.Write([]byte(b.String()))
+	for i := range 2 * n {
+		reply, err := readReply(r.br)
+		if want := []string{"+OK\r\n", ":1\r\n"}[i%2]; err != nil || reply != want {
+			t.Fatalf("reply %d = %q, %v; want %q", i, reply, err, want)
+		}
+	}
+	if most := spy.most.Load(); most < 2 {
+		t.Errorf("at most %d pipelined script(s) waited for a commit at once; want several", most)
+	}
 }
+
+// unlockScript is the compare-and-delete unlock of the Redis lock recipe.
+const unlockScript = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`
 
 // Pipelined commands on the same key, and commands that run alone, see every earlier command
 // of the connection: the pipeline means what it would mean sent one at a time.
@@ -81,6 +103,10 @@ func TestPipelineKeepsPerConnectionOrder(t *testing.T) {
 		{"LOCK", "c", "5000"},
 		{"RENEW", "c", "9000"},
 		{"PTTL", "c"},
+		{"SET", "d", "me", "NX", "PX", "5000"},
+		{"EVAL", unlockScript, "1", "d", "me"},
+		{"EVAL", unlockScript, "1", "d", "me"}, // gone already
+		{"EXISTS", "d"},
 	}
 	var b strings.Builder
 	for _, c := range cmds {
@@ -98,7 +124,8 @@ func TestPipelineKeepsPerConnectionOrder(t *testing.T) {
 		}
 		got = append(got, reply)
 	}
-	want := []string{":?", ":1\r\n", ":?", "+OK\r\n", "$2\r\nv1\r\n", "+OK\r\n", "$2\r\nv2\r\n", ":2\r\n", ":2\r\n", ":0\r\n", "+PONG\r\n", ":?", ":1\r\n", ":?"}
+	want := []string{":?", ":1\r\n", ":?", "+OK\r\n", "$2\r\nv1\r\n", "+OK\r\n", "$2\r\nv2\r\n", ":2\r\n", ":2\r\n", ":0\r\n", "+PONG\r\n", ":?", ":1\r\n", ":?",
+		"+OK\r\n", ":1\r\n", ":0\r\n", ":0\r\n"}
 	for i, w := range want {
 		if w == ":?" {
 			if !strings.HasPrefix(got[i], ":") {
