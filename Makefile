@@ -59,7 +59,8 @@ cluster: build
 
 # The fault harness (tests/chaos), short mode: a 3-node cluster through three scenarios
 # (partitions/pauses/kills, clocks/membership/snapshots, mixed), about 35 s of faults each,
-# every checker. Without -race (unit runs under -race, where the chaos run skips itself).
+# every checker. The test runs without -race (unit runs under -race, where the chaos run skips
+# itself); the nodes are built with -race, so their logs show data races (CHAOS_RACE=0: not).
 # CHAOS_SEEDS=1,2 picks the seeds (default: one from the clock, printed in each summary line).
 CHAOS_SEEDS ?=
 chaos-short:
@@ -69,13 +70,15 @@ chaos-short:
 	if [ $$status -ne 0 ]; then grep -vE '^ *(=== RUN|faults.go)' $$out | tail -60; fi; \
 	rm -f $$out; exit $$status
 
-# The long mode: cmd/raftlock-chaos, a 5-node cluster, every fault kind mixed, for
-# CHAOS_DURATION per seed; one summary line per seed. make chaos CHAOS_DURATION=10m SEEDS=1,2,3
+# The long mode: cmd/raftlock-chaos, a 5-node cluster (nodes built with -race unless
+# CHAOS_RACE=0), every fault kind mixed, for CHAOS_DURATION per seed; one summary line per
+# seed. make chaos CHAOS_DURATION=10m SEEDS=1,2,3
 SEEDS          ?= 1,2,3
 CHAOS_DURATION ?= 10m
 CHAOS_NODES    ?= 5
 chaos:
-	$(GO) run ./cmd/raftlock-chaos -duration $(CHAOS_DURATION) -seeds $(SEEDS) -nodes $(CHAOS_NODES)
+	$(GO) run ./cmd/raftlock-chaos -duration $(CHAOS_DURATION) -seeds $(SEEDS) -nodes $(CHAOS_NODES) \
+		-race=$(if $(filter 0,$(CHAOS_RACE)),false,true)
 
 clean:
 	rm -rf $(BIN)

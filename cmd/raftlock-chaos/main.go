@@ -36,7 +36,7 @@ func run() int {
 	faults := flag.String("faults", "", "comma-separated fault kinds (default all: "+strings.Join(chaos.AllFaults, ",")+")")
 	single := flag.Bool("single", false, "one fault at a time instead of mixed")
 	bin := flag.String("bin", "", "raftlock binary (default: go build ./cmd/raftlock)")
-	race := flag.Bool("race", false, "build the nodes with -race (their logs are checked for data races)")
+	race := flag.Bool("race", true, "build the nodes with -race (their logs are checked for data races)")
 	dir := flag.String("dir", os.TempDir(), "where run folders go")
 	keep := flag.Bool("keep", false, "keep every run's folder, not only failing ones")
 	verbose := flag.Bool("v", false, "log every fault")

@@ -286,9 +286,21 @@ func TestRecoveryChecker(t *testing.T) {
 func TestLogChecker(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "n1.log")
-	os.WriteFile(p, []byte("ok\npanic: boom\nWARNING: DATA RACE\nfatal error: concurrent map writes\n"), 0o644)
-	if got := checkLogs([]string{p}); len(got) != 3 {
-		t.Errorf("got %v", got)
+	os.WriteFile(p, []byte(`ok
+panic: boom
+==================
+WARNING: DATA RACE
+Read at 0x00c0000062e8 by goroutine 267:
+  github.com/raftlock/raftlock/server.(*conn).watchLeader.func1()
+      /work/main/server/forward.go:198 +0x18d
+fatal error: concurrent map writes
+`), 0o644)
+	got := checkLogs([]string{p})
+	if len(got) != 3 {
+		t.Fatalf("got %v, want the panic, the race and the fatal error", got)
+	}
+	if !strings.Contains(got[1], "server.(*conn).watchLeader.func1() forward.go:198") {
+		t.Errorf("the race does not say where: %s", got[1])
 	}
 }
 

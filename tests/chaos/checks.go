@@ -1,9 +1,9 @@
 package chaos
 
 import (
-	"bufio"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -218,26 +218,37 @@ func digestsAgree(d []string) bool {
 	return true
 }
 
-// checkLogs looks for panics, data races and fatal errors in node logs.
+// checkLogs looks for panics, data races and fatal errors in node logs. Each finding names the
+// first frames of ours that follow it, so the summary says where.
 func checkLogs(paths []string) []string {
 	var bad []string
 	for _, p := range paths {
-		f, err := os.Open(p)
+		b, err := os.ReadFile(p)
 		if err != nil {
 			continue
 		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		ln := 0
-		for sc.Scan() {
-			ln++
-			line := sc.Text()
-			if strings.Contains(line, "panic:") || strings.Contains(line, "DATA RACE") || strings.HasPrefix(line, "fatal error:") ||
-				strings.Contains(line, "undecodable log entry") {
-				bad = append(bad, fmt.Sprintf("log %s:%d: %s", p, ln, line))
+		lines := strings.Split(string(b), "\n")
+		for i, line := range lines {
+			if !strings.Contains(line, "panic:") && !strings.Contains(line, "DATA RACE") && !strings.HasPrefix(line, "fatal error:") &&
+				!strings.Contains(line, "undecodable log entry") {
+				continue
 			}
+			var where []string
+			for j := i + 1; j < len(lines) && j < i+40 && len(where) < 4; j++ {
+				if f := strings.TrimSpace(lines[j]); strings.HasPrefix(f, "github.com/raftlock/") && j+1 < len(lines) {
+					loc := strings.TrimSpace(lines[j+1])
+					if k := strings.LastIndex(loc, " +0x"); k > 0 {
+						loc = loc[:k]
+					}
+					where = append(where, strings.TrimPrefix(f, "github.com/raftlock/raftlock/")+" "+filepath.Base(loc))
+				}
+			}
+			msg := fmt.Sprintf("log %s:%d: %s", p, i+1, line)
+			if len(where) > 0 {
+				msg += " [" + strings.Join(where, " | ") + "]"
+			}
+			bad = append(bad, msg)
 		}
-		f.Close()
 	}
 	return bad
 }
