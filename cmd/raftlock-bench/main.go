@@ -9,6 +9,10 @@
 // contended (every worker retries one key; a granted lock is released at
 // once, a handoff).
 //
+// The subcommands fill, expiry and ready are the scale scenarios (scale.go):
+// hold a million locks, let many leases expire at once under load, time a
+// restart.
+//
 // The exit status is 0 only if the run completed and no operation failed:
 // 1 if any operation failed or the run was aborted, 2 for a bad command
 // line, 3 if the workers ignored the hard timeout.
