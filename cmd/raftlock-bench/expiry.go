@@ -191,9 +191,7 @@ func (p *probe) loop(ctx context.Context, stop <-chan struct{}) {
 		}
 		if err := p.cycle(ctx); err != nil && !ended(ctx) {
 			p.count(err)
-			if kindOf(err) == failIO {
-				pause(ctx, ioErrorPause)
-			}
+			pause(ctx, ioErrorPause) // a node answering only errors must not be hammered
 		}
 	}
 }

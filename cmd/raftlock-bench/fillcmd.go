@@ -95,14 +95,18 @@ func parseFillArgs(args []string, stderr io.Writer) (FillConfig, bool, error) {
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return c, false, err
 	}
-	c.Mode, c.TTL = Mode(mode), time.Duration(min(max(ttlMS, 0), maxLeaseMS))*time.Millisecond
+	if ttlMS < 1 || ttlMS > maxLeaseMS {
+		return c, false, invalid(fmt.Errorf("ttl must be in [1, %d] ms, got %d", maxLeaseMS, ttlMS), stderr)
+	}
+	c.Mode, c.TTL = Mode(mode), time.Duration(ttlMS)*time.Millisecond
 	if err := c.Validate(); err != nil {
 		return c, false, invalid(err, stderr)
 	}
 	return c, js, nil
 }
 
-// maxLeaseMS keeps a lease flag far from time.Duration's overflow.
+// maxLeaseMS is raftlock's longest lease, ten years; it also keeps the flag
+// far from time.Duration's overflow.
 const maxLeaseMS = int64(10 * 365 * 24 * time.Hour / time.Millisecond)
 
 // runFill is the fill subcommand.

@@ -174,6 +174,7 @@ func TestScaleArgsRejects(t *testing.T) {
 		{[]string{"fill", "-locks", "0"}, "locks"},
 		{[]string{"fill", "-mode", "setnx-eval"}, "mode"},
 		{[]string{"fill", "-ttl", "0"}, "ttl"},
+		{[]string{"fill", "-ttl", "9223372036854775807"}, "ttl"},
 		{[]string{"fill", "-pipeline", "0"}, "pipeline"},
 		{[]string{"fill", "extra"}, "extra"},
 		{[]string{"expiry", "-leases", "0"}, "leases"},
