@@ -102,7 +102,7 @@ func (f *filler) run(ctx context.Context) (fillResult, error) {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				if !f.stopAt.IsZero() && !time.Now().Before(f.stopAt) {
-					stopped.Store(true)
+					stopped.Store(next.Load() < f.n) // keys were left unsent
 					return
 				}
 				lo := next.Add(int64(f.pipeline)) - int64(f.pipeline)
