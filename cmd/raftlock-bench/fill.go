@@ -93,7 +93,6 @@ func (f *filler) run(ctx context.Context) (fillResult, error) {
 	var (
 		next    atomic.Int64 // the first unclaimed key index
 		granted atomic.Int64 // for progress lines only
-		stopped atomic.Bool
 		errs    = &errorLog{log: f.log}
 		wg      sync.WaitGroup
 	)
@@ -102,7 +101,6 @@ func (f *filler) run(ctx context.Context) (fillResult, error) {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				if !f.stopAt.IsZero() && !time.Now().Before(f.stopAt) {
-					stopped.Store(next.Load() < f.n) // keys were left unsent
 					return
 				}
 				lo := next.Add(int64(f.pipeline)) - int64(f.pipeline)
@@ -131,7 +129,8 @@ func (f *filler) run(ctx context.Context) (fillResult, error) {
 		res.UnexpectedReplies += w.res.UnexpectedReplies
 		res.Batch.Merge(&w.res.Batch)
 	}
-	res.Elapsed, res.Stopped, res.FirstErrors = elapsed, stopped.Load(), errs.first()
+	// Only stopAt (or ctx) leaves keys unclaimed.
+	res.Elapsed, res.Stopped, res.FirstErrors = elapsed, next.Load() < f.n && ctx.Err() == nil, errs.first()
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("fill aborted: %w", context.Cause(ctx))
 	}
