@@ -295,12 +295,15 @@ Read at 0x00c0000062e8 by goroutine 267:
       /work/main/server/forward.go:198 +0x18d
 fatal error: concurrent map writes
 `), 0o644)
-	got := checkLogs([]string{p})
+	b, _ := os.ReadFile(p)
+	p2 := filepath.Join(dir, "n2.log")
+	os.WriteFile(p2, b, 0o644)
+	got := checkLogs([]string{p, p2})
 	if len(got) != 3 {
-		t.Fatalf("got %v, want the panic, the race and the fatal error", got)
+		t.Fatalf("got %v, want the panic, the race and the fatal error, each found twice", got)
 	}
-	if !strings.Contains(got[1], "server.(*conn).watchLeader.func1() forward.go:198") {
-		t.Errorf("the race does not say where: %s", got[1])
+	if !strings.Contains(got[1], "server.(*conn).watchLeader.func1() forward.go:198") || !strings.Contains(got[1], "2 times") {
+		t.Errorf("the race does not say where, or how often: %s", got[1])
 	}
 }
 

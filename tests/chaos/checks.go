@@ -219,9 +219,15 @@ func digestsAgree(d []string) bool {
 }
 
 // checkLogs looks for panics, data races and fatal errors in node logs. Each finding names the
-// first frames of ours that follow it, so the summary says where.
+// first frames of ours that follow it, so the summary says where; the same finding at the
+// same place is reported once, with where it appeared.
 func checkLogs(paths []string) []string {
-	var bad []string
+	type finding struct {
+		what string
+		at   []string
+	}
+	var order []string
+	found := map[string]*finding{}
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -243,12 +249,27 @@ func checkLogs(paths []string) []string {
 					where = append(where, strings.TrimPrefix(f, "github.com/raftlock/raftlock/")+" "+filepath.Base(loc))
 				}
 			}
-			msg := fmt.Sprintf("log %s:%d: %s", p, i+1, line)
+			what := line
 			if len(where) > 0 {
-				msg += " [" + strings.Join(where, " | ") + "]"
+				what += " [" + strings.Join(where, " | ") + "]"
 			}
-			bad = append(bad, msg)
+			f := found[what]
+			if f == nil {
+				f = &finding{what: what}
+				found[what] = f
+				order = append(order, what)
+			}
+			f.at = append(f.at, fmt.Sprintf("%s:%d", p, i+1))
 		}
+	}
+	var bad []string
+	for _, w := range order {
+		f := found[w]
+		at := f.at
+		if len(at) > 3 {
+			at = append(at[:3:3], "...")
+		}
+		bad = append(bad, fmt.Sprintf("log: %s (%d times: %s)", f.what, len(f.at), strings.Join(at, ", ")))
 	}
 	return bad
 }
