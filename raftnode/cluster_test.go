@@ -309,7 +309,7 @@ func TestLeaseQueueBounded(t *testing.T) {
 	})
 	for _, n := range nodes {
 		n.mu.Lock()
-		queued, armed := len(n.leases.queue), len(n.leases.byKey)
+		queued, armed := len(n.leases.queue), len(n.leases.deadline)
 		n.mu.Unlock()
 		role := "follower"
 		if n == l {

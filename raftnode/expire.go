@@ -55,7 +55,7 @@ func (n *Node) runLeases() {
 func (n *Node) expireDue() time.Duration {
 	now := n.cfg.Now()
 	n.mu.Lock()
-	due := n.leases.due(now, expireBatch)
+	due := n.leases.due(n.machine, now, expireBatch)
 	var cmds []fsm.Command
 	for _, e := range due {
 		cmds = append(cmds, fsm.Command{Kind: fsm.KindExpire, Key: []byte(e.key), Token: e.token, LeaseRev: e.rev})

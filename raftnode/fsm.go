@@ -42,7 +42,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			continue
 		}
 		res := n.machine.Apply(l.Index, cmd)
-		n.trackLeaseLocked(string(cmd.Key), res, now)
+		n.trackLeaseLocked(string(cmd.Key), l.Index, res, now)
 		if fn := n.changed.Load(); fn != nil && changesLock(res) {
 			(*fn)(cmd.Key)
 		}
@@ -71,13 +71,8 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.machine = m
-	n.leases = newLeases()
-	m.Scan(func(key string, l fsm.Lock) bool {
-		if l.LeaseMs > 0 {
-			n.leases.arm(key, lease{token: l.Token, rev: l.LeaseRev, deadline: now.Add(msDuration(l.LeaseMs))})
-		}
-		return true
-	})
+	n.leases = newLeases(n.leases.epoch, m.Len())
+	n.leases.armAll(m, now)
 	n.wakeLeases()
 	if fn := n.changed.Load(); fn != nil {
 		(*fn)(nil) // any key may have changed

@@ -1,61 +1,77 @@
 package raftnode
 
 import (
-	"container/heap"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
 )
 
-// lease is the timer this node armed for a held key when it applied the entry that set the
-// lease. Every node arms its own (apply happens after the client sent its request, so no node's
-// timer ends before the client's), and only the leader acts on them.
-type lease struct {
-	token    fsm.Token
-	rev      uint64
-	deadline time.Time
-}
-
-// leases is the set of armed lease timers. It is guarded by Node.mu, together with the table it
-// shadows, so a timer always matches the lock it was armed for.
+// leases are the timers this node armed for the held keys that have a lease: each ends LeaseMs
+// after this node applied the entry that set it. Every node arms its own (apply happens after
+// the client sent its request, so no node's timer ends before the client's), and only the
+// leader acts on them. They are guarded by Node.mu, together with the table they shadow.
+//
+// One lease costs a map slot and a queue entry (about 70 bytes with a short key): a node holds
+// a timer for every leased lock, so this is most of a lock's memory after the table itself.
+// The holder's token and the lease revision are read from the table when a timer ends, not
+// kept here.
 type leases struct {
-	byKey map[string]lease
+	// deadline is each armed key's deadline, in nanoseconds of this node's clock since epoch.
+	deadline map[string]int64
+	// queue holds a timer per arming, by deadline; renewals leave stale entries, which pop
+	// skips by comparing revisions with the table.
 	queue deadlineQueue
+	epoch time.Time
 }
 
-func newLeases() leases {
-	return leases{byKey: make(map[string]lease)}
+func newLeases(epoch time.Time, capacity int) leases {
+	return leases{deadline: make(map[string]int64, capacity), epoch: epoch}
 }
 
-// arm sets key's timer. The queue keeps stale entries; pop skips them by comparing revisions.
-func (ls *leases) arm(key string, l lease) {
-	ls.byKey[key] = l
-	heap.Push(&ls.queue, queued{deadline: l.deadline, key: key, rev: l.rev})
+// at is a deadline in the leases' clock: ms after now.
+func (ls *leases) at(now time.Time, ms uint64) int64 {
+	return int64(now.Sub(ls.epoch) + msDuration(ms))
+}
+
+// arm sets key's timer, armed by the entry at index rev of table m.
+func (ls *leases) arm(m *fsm.Machine, key string, rev uint64, deadline int64) {
+	ls.deadline[key] = deadline
+	ls.queue.push(queued{deadline: deadline, rev: rev, key: key})
 	// Renewals and re-grants leave stale entries behind, and only the leader pops due ones: on
 	// a follower the queue would grow with every write. Compacting when stale entries outnumber
-	// live ones keeps it within twice the live leases, at O(1) amortized per arm.
-	if len(ls.queue) > 2*len(ls.byKey)+64 {
-		ls.rebuild()
+	// live ones keeps it within twice the live leases, at O(log n) amortized per arm.
+	if len(ls.queue) > 2*len(ls.deadline)+64 {
+		ls.compact(m)
 	}
 }
 
-// retoken moves key's timer to a new holder without changing its deadline (SET ... KEEPTTL).
-func (ls *leases) retoken(key string, token fsm.Token) {
-	if l, ok := ls.byKey[key]; ok {
-		l.token = token
-		ls.byKey[key] = l
-	}
+// armAll arms many timers at once (a restored table): one heap build instead of a push each.
+func (ls *leases) armAll(m *fsm.Machine, now time.Time) {
+	m.Scan(func(key string, l fsm.Lock) bool {
+		if l.LeaseMs > 0 {
+			d := ls.at(now, l.LeaseMs)
+			ls.deadline[key] = d
+			ls.queue = append(ls.queue, queued{deadline: d, rev: l.LeaseRev, key: key})
+		}
+		return true
+	})
+	ls.queue.init()
 }
 
-func (ls *leases) disarm(key string) { delete(ls.byKey, key) }
+func (ls *leases) disarm(key string) { delete(ls.deadline, key) }
+
+func (ls *leases) armed(key string) bool {
+	_, ok := ls.deadline[key]
+	return ok
+}
 
 // remaining is how long key's lease has left by this node's timer.
 func (ls *leases) remaining(key string, now time.Time) (time.Duration, bool) {
-	l, ok := ls.byKey[key]
+	d, ok := ls.deadline[key]
 	if !ok {
 		return 0, false
 	}
-	return max(l.deadline.Sub(now), 0), true
+	return max(time.Duration(d)-now.Sub(ls.epoch), 0), true
 }
 
 // expiry names one lease the leader should end with an Expire command.
@@ -65,29 +81,40 @@ type expiry struct {
 	rev   uint64
 }
 
-// due pops up to limit timers that have ended by now. Their entries stay in byKey: only the
-// applied Expire (or a Release) removes a lease, so a failed proposal is retried by requeue.
-func (ls *leases) due(now time.Time, limit int) []expiry {
+// due pops up to limit timers that have ended by now, for the leases still in force in m. The
+// leases stay armed: only the applied Expire (or a Release) disarms one, so a failed proposal
+// is retried by requeue.
+func (ls *leases) due(m *fsm.Machine, now time.Time, limit int) []expiry {
 	var out []expiry
+	t := int64(now.Sub(ls.epoch))
 	for len(ls.queue) > 0 && len(out) < limit {
 		top := ls.queue[0]
-		if top.deadline.After(now) {
+		if top.deadline > t {
 			break
 		}
-		heap.Pop(&ls.queue)
-		l, ok := ls.byKey[top.key]
-		if !ok || l.rev != top.rev {
-			continue // stale: released, renewed or re-granted since
+		ls.queue.pop()
+		if l, ok := ls.inForce(m, top); ok {
+			out = append(out, expiry{key: top.key, token: l.Token, rev: top.rev})
 		}
-		out = append(out, expiry{key: top.key, token: l.token, rev: l.rev})
+		// else stale: released, renewed or re-granted since
 	}
 	return out
 }
 
+// inForce returns the lock that q's timer is for, if the lease q was armed for is still the one
+// in force.
+func (ls *leases) inForce(m *fsm.Machine, q queued) (fsm.Lock, bool) {
+	if !ls.armed(q.key) {
+		return fsm.Lock{}, false
+	}
+	l, ok := m.Get([]byte(q.key))
+	return l, ok && l.LeaseRev == q.rev && l.LeaseMs > 0
+}
+
 // requeue schedules another attempt for an expiry whose proposal failed.
 func (ls *leases) requeue(e expiry, at time.Time) {
-	if l, ok := ls.byKey[e.key]; ok && l.rev == e.rev {
-		heap.Push(&ls.queue, queued{deadline: at, key: e.key, rev: e.rev})
+	if ls.armed(e.key) {
+		ls.queue.push(queued{deadline: int64(at.Sub(ls.epoch)), rev: e.rev, key: e.key})
 	}
 }
 
@@ -96,54 +123,93 @@ func (ls *leases) next() (time.Time, bool) {
 	if len(ls.queue) == 0 {
 		return time.Time{}, false
 	}
-	return ls.queue[0].deadline, true
+	return ls.epoch.Add(time.Duration(ls.queue[0].deadline)), true
 }
 
-// rebuild drops the queue's stale entries and requeues every armed timer: a new leader starts
-// from the timers it kept as a follower, not from fresh full leases.
-func (ls *leases) rebuild() {
-	ls.queue = ls.queue[:0]
-	for k, l := range ls.byKey {
-		ls.queue = append(ls.queue, queued{deadline: l.deadline, key: k, rev: l.rev})
+// compact drops the queue's stale entries (for leases no longer in force in m).
+func (ls *leases) compact(m *fsm.Machine) {
+	live := ls.queue[:0]
+	for _, q := range ls.queue {
+		if _, ok := ls.inForce(m, q); ok {
+			live = append(live, q)
+		}
 	}
-	heap.Init(&ls.queue)
+	clear(ls.queue[len(live):]) // let go of the dropped keys
+	ls.queue = live
+	ls.queue.init()
 }
 
+// queued is one armed timer: 32 bytes.
 type queued struct {
-	deadline time.Time
-	key      string
+	deadline int64
 	rev      uint64
+	key      string
 }
 
-// deadlineQueue is a min-heap of timers by deadline.
+// deadlineQueue is a min-heap of timers by deadline. It is written out rather than built on
+// container/heap, whose interface boxes every pushed entry (an allocation per arm).
 type deadlineQueue []queued
 
-func (q deadlineQueue) Len() int           { return len(q) }
-func (q deadlineQueue) Less(i, j int) bool { return q[i].deadline.Before(q[j].deadline) }
-func (q deadlineQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
-func (q *deadlineQueue) Push(x any)        { *q = append(*q, x.(queued)) }
-func (q *deadlineQueue) Pop() any {
-	old := *q
-	x := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return x
+func (q *deadlineQueue) push(x queued) {
+	*q = append(*q, x)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if h[parent].deadline <= h[i].deadline {
+			break
+		}
+		h[parent], h[i] = h[i], h[parent]
+		i = parent
+	}
 }
 
-// trackLeaseLocked keeps the lease timers in step with an applied result. n.mu is held.
-func (n *Node) trackLeaseLocked(key string, res fsm.Result, now time.Time) {
+func (q *deadlineQueue) pop() {
+	h := *q
+	last := len(h) - 1
+	h[0] = h[last]
+	h[last] = queued{}
+	*q = h[:last]
+	q.down(0)
+}
+
+func (q deadlineQueue) down(i int) {
+	for {
+		least, l, r := i, 2*i+1, 2*i+2
+		if l < len(q) && q[l].deadline < q[least].deadline {
+			least = l
+		}
+		if r < len(q) && q[r].deadline < q[least].deadline {
+			least = r
+		}
+		if least == i {
+			return
+		}
+		q[i], q[least] = q[least], q[i]
+		i = least
+	}
+}
+
+func (q deadlineQueue) init() {
+	for i := len(q)/2 - 1; i >= 0; i-- {
+		q.down(i)
+	}
+}
+
+// trackLeaseLocked keeps the lease timers in step with the result of the entry at index,
+// applied at now. n.mu is held.
+func (n *Node) trackLeaseLocked(key string, index uint64, res fsm.Result, now time.Time) {
 	switch res.Status {
 	case fsm.StatusGranted, fsm.StatusRenewed:
-		if res.LeaseMs == 0 {
+		switch {
+		case res.LeaseMs == 0:
 			n.leases.disarm(key)
-			return
+		case res.LeaseRev != index && n.leases.armed(key):
+			// SET ... KEEPTTL: the lease set by an earlier entry goes on, perhaps for a new
+			// holder (due reads the holder's token from the table).
+		default:
+			n.leases.arm(n.machine, key, res.LeaseRev, n.leases.at(now, res.LeaseMs))
+			n.wakeLeases()
 		}
-		if l, ok := n.leases.byKey[key]; ok && l.rev == res.LeaseRev {
-			// SET ... KEEPTTL: the same lease goes on, perhaps for a new holder.
-			n.leases.retoken(key, res.Token)
-			return
-		}
-		n.leases.arm(key, lease{token: res.Token, rev: res.LeaseRev, deadline: now.Add(msDuration(res.LeaseMs))})
-		n.wakeLeases()
 	case fsm.StatusReleased:
 		n.leases.disarm(key)
 	case fsm.StatusExpired:

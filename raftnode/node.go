@@ -84,7 +84,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 		log:     cfg.Logger.With("component", "raftnode", "id", cfg.ID),
 		trans:   trans,
 		machine: fsm.New(),
-		leases:  newLeases(),
+		leases:  newLeases(cfg.Now(), 0),
 		pending: make(map[string]*pendingKey),
 		// One buffered wake-up is enough: the lease loop rereads the queue when it runs.
 		leaseWake: make(chan struct{}, 1),
@@ -237,8 +237,8 @@ func (n *Node) becomeReady(gen uint64) {
 		return
 	}
 	// Timers armed as a follower keep running: a new leader neither resets leases to their full
-	// length nor ends them early.
-	n.leases.rebuild()
+	// length nor ends them early. Its queue already holds a timer for every armed lease (only a
+	// leader pops them, and it requeues any whose Expire did not apply).
 	n.ready.Store(true)
 	n.mu.Unlock()
 	n.wakeLeases()

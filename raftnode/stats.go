@@ -64,7 +64,7 @@ func (n *Node) Stats() Stats {
 	}
 	n.mu.Lock()
 	s.Locks = n.machine.Len()
-	s.Leases = len(n.leases.byKey)
+	s.Leases = len(n.leases.deadline)
 	s.PendingKeys = len(n.pending)
 	n.mu.Unlock()
 	return s
