@@ -32,8 +32,11 @@ type Config struct {
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
-	// CommitTimeout bounds how long a follower waits before it applies newly committed entries
-	// when no other message arrives (raft's default is 50 ms; we want replies sooner).
+	// CommitTimeout is how often the leader sends each follower an append even when there is
+	// nothing new, so an idle follower learns the commit index and applies. Under load new
+	// entries carry it sooner. Raft's default is 50 ms; 25 ms keeps followers' tables (READONLY
+	// reads, lease timers armed at apply) close behind, while a 5 ms tick cost an idle leader
+	// 14% of a core.
 	CommitTimeout time.Duration
 	// MaxAppendEntries caps how many entries go in one append and one fsync: the group commit.
 	MaxAppendEntries int
@@ -64,7 +67,7 @@ func DefaultConfig() Config {
 		HeartbeatTimeout:   500 * time.Millisecond,
 		ElectionTimeout:    500 * time.Millisecond,
 		LeaderLeaseTimeout: 250 * time.Millisecond,
-		CommitTimeout:      5 * time.Millisecond,
+		CommitTimeout:      25 * time.Millisecond,
 		MaxAppendEntries:   512,
 		SnapshotThreshold:  16384,
 		SnapshotInterval:   10 * time.Second,
