@@ -196,6 +196,7 @@ func TestDurableChecker(t *testing.T) {
 	held := finalRead{Owner: "c9-1", Token: 12}
 	free := finalRead{Free: true}
 	unknown := func(op Op) Op { op.Outcome = Unknown; return op }
+	failed := func(op Op) Op { op.Outcome, op.Granted, op.Token = Fail, false, 0; return op }
 	cases := []struct {
 		name  string
 		ops   []Op
@@ -209,6 +210,7 @@ func TestDurableChecker(t *testing.T) {
 		{"released, still held", []Op{g, rel}, []finalRead{held, free}, 1},
 		{"release unknown", []Op{g, unknown(rel)}, []finalRead{held, held}, 0},
 		{"grant unknown, not granted", []Op{unknown(g)}, []finalRead{free, free}, 0},
+		{"grant failed (TRYAGAIN), yet held", []Op{failed(g)}, []finalRead{held, held}, 2},
 	}
 	for _, c := range cases {
 		final := map[string]map[string]finalRead{}

@@ -81,9 +81,8 @@ func checkResource(accesses []Access, clk *clockTimeline) []string {
 			continue
 		}
 		if end := a.ValidUntil - clk.slack(a.LeaseFrom, a.At); a.At < end {
-			p := last[a.Key]
-			bad = append(bad, fmt.Sprintf("mutual exclusion: c%d holding %s with token %d was fenced off (on its %s) at %.3fs, inside its lease (valid until %.3fs); token %d (c%d) last wrote at %.3fs",
-				a.Client, a.Key, a.Token, a.Rejected, sec(a.At), sec(end), p.Token, p.Client, sec(p.At)))
+			bad = append(bad, fmt.Sprintf("mutual exclusion: c%d holding %s with token %d was fenced off (on its %s) at %.3fs, inside its lease (valid until %.3fs): the resource had seen token %d",
+				a.Client, a.Key, a.Token, a.Rejected, sec(a.At), sec(end), a.Seen))
 		}
 	}
 	return bad
@@ -128,8 +127,9 @@ type finalRead struct {
 }
 
 // checkDurable checks that no acknowledged operation on the durable keys (hour-long leases,
-// one grant and at most one release each) was lost: after healing, every node's own table must
-// hold each acknowledged grant that was not released, and none that was released.
+// one grant and at most one release each) was lost, and that none reported as failed took
+// effect: after healing, every node's own table must hold each acknowledged grant that was not
+// released, and none that was released or refused.
 func checkDurable(ops []Op, final map[string]map[string]finalRead) []string {
 	type life struct{ grant, release *Op }
 	keys := map[string]*life{}
@@ -188,11 +188,13 @@ func checkDurable(ops []Op, final map[string]map[string]finalRead) []string {
 			var what string
 			switch {
 			case f.Free && !mayFree:
-				what = "free"
+				what = "acknowledged grant lost: free"
+			case !f.Free && !mayHeld && g.Outcome == OK && g.Granted:
+				what = fmt.Sprintf("acknowledged release lost: held by %s/%d", f.Owner, f.Token)
 			case !f.Free && !mayHeld:
-				what = fmt.Sprintf("held by %s/%d", f.Owner, f.Token)
+				what = fmt.Sprintf("a grant reported as not done took effect: held by %s/%d", f.Owner, f.Token)
 			case !f.Free && (f.Owner != g.Owner || g.Token != 0 && f.Token != g.Token):
-				what = fmt.Sprintf("held by %s/%d", f.Owner, f.Token)
+				what = fmt.Sprintf("wrong holder: held by %s/%d", f.Owner, f.Token)
 			default:
 				continue
 			}
@@ -200,7 +202,7 @@ func checkDurable(ops []Op, final map[string]map[string]finalRead) []string {
 			if r != nil {
 				desc += "; " + r.String()
 			}
-			bad = append(bad, fmt.Sprintf("acknowledged op lost: %s is %s on %s after healing (%s)", k, what, n, desc))
+			bad = append(bad, fmt.Sprintf("durable: %s is %s on %s after healing (history: %s)", k, what, n, desc))
 		}
 	}
 	return bad

@@ -103,6 +103,7 @@ type Access struct {
 	Stale      bool   `json:"stale,omitempty"`  // unfenced: a newer holder had already used the resource
 	Accepted   bool   `json:"accepted"`
 	Rejected   string `json:"rejected,omitempty"` // "read" or "write": where the resource fenced it off
+	Seen       uint64 `json:"seen,omitempty"`     // fenced: the highest token the resource had seen then
 }
 
 // Fault is one injected fault, for the record.
@@ -205,7 +206,7 @@ func (r *recorder) fencedWrite(a Access) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := cellOf(r.fenced, a.Key)
-	a.At = r.now()
+	a.At, a.Seen = r.now(), c.token
 	a.Accepted = a.Token >= c.token
 	if a.Accepted {
 		c.token, c.value = a.Token, a.Based+1
@@ -220,7 +221,7 @@ func (r *recorder) fencedWrite(a Access) bool {
 func (r *recorder) fencedRejected(a Access) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	a.At, a.Rejected = r.now(), "read"
+	a.At, a.Rejected, a.Seen = r.now(), "read", cellOf(r.fenced, a.Key).token
 	r.h.Fenced = append(r.h.Fenced, a)
 }
 

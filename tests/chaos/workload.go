@@ -319,8 +319,10 @@ func (w *worker) run() {
 		for r := 1 + w.rng.IntN(3); r > 0 && held && !w.stop.Load(); r-- {
 			w.work(h)
 			if w.rng.Float64() < 0.2 {
-				// deliberately late: the renewal races the expiry
+				// deliberately late: the renewal races the expiry, and so does one more use of
+				// the resource, at the end of the lease
 				w.sleep(time.Duration(ttl-150)*time.Millisecond, time.Duration(ttl+150)*time.Millisecond)
+				w.work(h)
 			} else {
 				w.sleep(50*time.Millisecond, time.Duration(ttl/2)*time.Millisecond)
 			}
