@@ -365,3 +365,24 @@ func TestProcSource(t *testing.T) {
 		t.Error("procSource found the socket in another process")
 	}
 }
+
+// TestCutsNest: two faults cutting the same link (mixed mode) each heal only their own cut.
+func TestCutsNest(t *testing.T) {
+	nw := newNetwork()
+	healA := nw.cut(between([]int{0}, []int{1, 2}))
+	healB := nw.cut(between([]int{0, 1}, []int{2}))
+	blocked := func(src, dst int) bool {
+		nw.mu.Lock()
+		defer nw.mu.Unlock()
+		return nw.blocked[[2]int{src, dst}] > 0
+	}
+	healA()
+	healA() // idempotent
+	if !blocked(0, 2) || !blocked(2, 1) || blocked(0, 1) {
+		t.Errorf("after healing the first cut: 0->2 %v, 2->1 %v, 0->1 %v; want true, true, false", blocked(0, 2), blocked(2, 1), blocked(0, 1))
+	}
+	healB()
+	if blocked(0, 2) || blocked(2, 1) {
+		t.Error("links still cut after both faults healed")
+	}
+}

@@ -108,9 +108,9 @@ func (nm *nemesis) inject(kind string, rng *rand.Rand) {
 	nm.logf("fault %s: %s", kind, f.Desc)
 }
 
-// claim picks a node that is up, in the cluster and not acted on by another fault (the leader
-// with probability leaderBias), and reserves it; -1 when there is none.
-func (nm *nemesis) claim(rng *rand.Rand, leaderBias float64) int {
+// claim picks a node that is up, in the cluster, not except and not acted on by another fault
+// (the leader with probability leaderBias), and reserves it; -1 when there is none.
+func (nm *nemesis) claim(rng *rand.Rand, leaderBias float64, except int) int {
 	l := -1
 	if rng.Float64() < leaderBias {
 		l = nm.c.leader()
@@ -119,7 +119,7 @@ func (nm *nemesis) claim(rng *rand.Rand, leaderBias float64) int {
 	defer nm.mu.Unlock()
 	free := func(i int) bool {
 		n := nm.c.nodes[i]
-		return !nm.busy[i] && n.up() && !n.isRemoved()
+		return i != except && !nm.busy[i] && n.up() && !n.isRemoved()
 	}
 	pick := -1
 	if l >= 0 && free(l) {
@@ -210,7 +210,7 @@ func (nm *nemesis) fault(kind string, rng *rand.Rand) string {
 		return fmt.Sprintf("links of %s slowed by ~%v per chunk for %v", c.nodes[i].id, lat, d)
 
 	case Pause:
-		i := nm.claim(rng, 0.5)
+		i := nm.claim(rng, 0.5, -1)
 		if i < 0 {
 			return "no node free to pause"
 		}
@@ -221,7 +221,7 @@ func (nm *nemesis) fault(kind string, rng *rand.Rand) string {
 		return fmt.Sprintf("SIGSTOP %s for %v", c.nodes[i].id, d)
 
 	case Kill:
-		i := nm.claim(rng, 0.5)
+		i := nm.claim(rng, 0.5, -1)
 		if i < 0 {
 			return "no node free to kill"
 		}
@@ -251,7 +251,7 @@ func (nm *nemesis) fault(kind string, rng *rand.Rand) string {
 		return fmt.Sprintf("kill -9 every node, restarted after %v %s", d, strings.Join(errs, "; "))
 
 	case ClockSkew:
-		i := nm.claim(rng, 0.5)
+		i := nm.claim(rng, 0.5, -1)
 		if i < 0 {
 			return "no node free to skew"
 		}
@@ -268,7 +268,7 @@ func (nm *nemesis) fault(kind string, rng *rand.Rand) string {
 		return fmt.Sprintf("%s's lease clock off by %v for %v (undo: %v)", c.nodes[i].id, delta, d, err)
 
 	case ClockJump:
-		i := nm.claim(rng, 0.6)
+		i := nm.claim(rng, 0.6, -1)
 		if i < 0 {
 			return "no node free to jump"
 		}
@@ -304,18 +304,8 @@ func (nm *nemesis) fault(kind string, rng *rand.Rand) string {
 // with a low --snapshot-threshold and --trailing-logs, so raft may also have done it alone).
 func (nm *nemesis) snapshotInstall(rng *rand.Rand) string {
 	c := nm.c
-	l := c.leader()
-	var i int
-	for tries := 0; ; tries++ {
-		if i = nm.claim(rng, 0); i < 0 || i != l || tries > 5 {
-			break
-		}
-		nm.release(i)
-	}
-	if i < 0 || i == l {
-		if i >= 0 {
-			nm.release(i)
-		}
+	i := nm.claim(rng, 0, c.leader())
+	if i < 0 {
 		return "no follower free"
 	}
 	defer nm.release(i)
@@ -323,7 +313,7 @@ func (nm *nemesis) snapshotInstall(rng *rand.Rand) string {
 	nd.kill9()
 	d := hold(rng, 2000, 4000) // the workload appends meanwhile
 	snap := "no leader to snapshot"
-	if l = c.leader(); l >= 0 {
+	if l := c.leader(); l >= 0 {
 		if _, err := query(c.nodes[l].clientAddr, "RAFT", "SNAPSHOT"); err != nil {
 			snap = "RAFT SNAPSHOT: " + err.Error()
 		} else {
@@ -368,7 +358,7 @@ func logTail(p string, from int64) string {
 // directory through --join (as a non-voter that catches up, then is promoted).
 func (nm *nemesis) membership(rng *rand.Rand) string {
 	c := nm.c
-	i := nm.claim(rng, 0.3)
+	i := nm.claim(rng, 0.3, -1)
 	if i < 0 {
 		return "no node free to remove"
 	}
