@@ -165,6 +165,8 @@ func (c *cluster) start(n *node) error {
 	args = append(args, n.extra...)
 	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
+	// a harness that dies (a test timeout, ^C) takes its nodes with it
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	at := c.rec.now()
 	if err := cmd.Start(); err != nil {
 		lf.Close()

@@ -90,7 +90,7 @@ func Run(cfg Config) (res Result, err error) {
 	rec := newRecorder(cfg.Seed)
 	c, err := startCluster(cfg.Bin, root, cfg.Nodes, extra, rec, logf)
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("start the cluster (node logs in %s): %w", root, err)
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6368616f73))
 	addrs := make([]string, len(c.nodes))
