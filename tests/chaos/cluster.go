@@ -265,7 +265,23 @@ func (n *node) waitExit(timeout time.Duration) bool {
 	}
 }
 
-// stopClean resumes the node if paused, sends SIGTERM and waits; SIGKILL after 15 s.
+// quit makes a node that does not exit on its own dump its goroutines into its log (SIGQUIT),
+// so the log shows where it hangs, then kills it if it still runs.
+func (n *node) quit() {
+	n.mu.Lock()
+	if n.paused {
+		n.signalLocked(syscall.SIGCONT)
+		n.paused = false
+	}
+	n.signalLocked(syscall.SIGQUIT)
+	n.mu.Unlock()
+	if !n.waitExit(5 * time.Second) {
+		n.kill9()
+	}
+}
+
+// stopClean resumes the node if paused, sends SIGTERM and waits; after 15 s it takes a
+// goroutine dump (quit) and kills it.
 func (n *node) stopClean() error {
 	n.mu.Lock()
 	if !n.runningLocked() {
@@ -281,8 +297,8 @@ func (n *node) stopClean() error {
 	if n.waitExit(15 * time.Second) {
 		return nil
 	}
-	n.kill9()
-	return errors.New(n.id + " did not stop within 15s of SIGTERM; killed")
+	n.quit()
+	return errors.New(n.id + " did not stop within 15s of SIGTERM; killed (goroutine dump in " + n.logPath + ")")
 }
 
 func (n *node) pause() {

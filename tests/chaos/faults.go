@@ -374,7 +374,12 @@ func (nm *nemesis) membership(rng *rand.Rand) string {
 	if via < 0 {
 		return "no other node up to send RAFT REMOVE to"
 	}
+	role := "a follower"
+	if c.leader() == i {
+		role = "the leader"
+	}
 	cl := &client{addr: c.nodes[via].clientAddr}
+	removeAt := c.rec.now()
 	reply, err := cl.do(15*time.Second, "RAFT", "REMOVE", nd.id)
 	cl.close()
 	wait := 10 * time.Second
@@ -390,11 +395,12 @@ func (nm *nemesis) membership(rng *rand.Rand) string {
 	nd.mu.Lock()
 	nd.removed = true
 	nd.mu.Unlock()
-	desc := fmt.Sprintf("RAFT REMOVE %s via %s (%v %v)", nd.id, c.nodes[via].id, reply, err)
+	desc := fmt.Sprintf("RAFT REMOVE %s (%s) via %s (%v %v)", nd.id, role, c.nodes[via].id, reply, err)
 	if !nd.waitExit(15 * time.Second) {
-		nm.violation("membership: %s was removed but did not exit within 15s", nd.id)
-		nd.kill9()
-		desc += ", did not exit (killed)"
+		nm.violation("membership: %s, %s, was removed (RAFT REMOVE via %s at %.3fs) but did not exit within 15s; goroutine dump in %s",
+			nd.id, role, c.nodes[via].id, sec(removeAt), nd.logPath)
+		nd.quit()
+		desc += ", did not exit (goroutine dump, killed)"
 	} else {
 		desc += ", exited"
 	}
