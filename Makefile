@@ -67,7 +67,7 @@ chaos-short:
 	@out=$$(mktemp); \
 	$(GO) test -count=1 -timeout 20m -run '^TestChaosShort$$' -v ./tests/chaos/ $(if $(CHAOS_SEEDS),-args -chaos.seeds=$(CHAOS_SEEDS)) >$$out 2>&1; \
 	status=$$?; grep -E '^(chaos:|ok|FAIL|PASS)|^ *--- ' $$out; \
-	if [ $$status -ne 0 ]; then grep -vE '^ *(=== RUN|faults.go)' $$out | tail -60; fi; \
+	if [ $$status -ne 0 ]; then grep -vE '^ *(=== RUN|--- |faults.go)|^(chaos:|ok|FAIL|PASS)' $$out | tail -60; fi; \
 	rm -f $$out; exit $$status
 
 # The long mode: cmd/raftlock-chaos, a 5-node cluster (nodes built with -race unless

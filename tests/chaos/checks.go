@@ -271,7 +271,11 @@ func checkLogs(paths []string) []string {
 		if len(at) > 3 {
 			at = append(at[:3:3], "...")
 		}
-		bad = append(bad, fmt.Sprintf("log: %s (%d times: %s)", f.what, len(f.at), strings.Join(at, ", ")))
+		times := "once"
+		if len(f.at) > 1 {
+			times = fmt.Sprintf("%d times", len(f.at))
+		}
+		bad = append(bad, fmt.Sprintf("log: %s (%s: %s)", f.what, times, strings.Join(at, ", ")))
 	}
 	return bad
 }
