@@ -185,6 +185,9 @@ func (c *conn) watchLeader(id string, nc net.Conn) (stop func()) {
 	var mu sync.Mutex
 	stopped := false
 	var t *time.Timer
+	// Held while t is assigned: the callback may fire before AfterFunc returns, and it reads t.
+	mu.Lock()
+	defer mu.Unlock()
 	t = time.AfterFunc(leaderCheckEvery, func() {
 		mu.Lock()
 		defer mu.Unlock()

@@ -3,9 +3,11 @@ package server
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/raftnode"
@@ -141,4 +143,19 @@ func TestPipelineKeepsPerConnectionOrder(t *testing.T) {
 	if _, err := fmt.Sscanf(got[13], ":%d", &ttl); err != nil || ttl <= 5000 || ttl > 9000 {
 		t.Errorf("PTTL after RENEW 9000 = %q", got[13])
 	}
+}
+
+// watchLeader's timer callback reads the timer it re-arms: under -race this fails if the
+// callback can run before the timer is stored (it did, for requests forwarded longer than one
+// check).
+func TestWatchLeaderRearms(t *testing.T) {
+	_, s := startServer(t, nil)
+	c := &conn{s: s}
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	id, _ := s.node.LeaderClient()
+	stop := c.watchLeader(id, a)
+	time.Sleep(2*leaderCheckEvery + 50*time.Millisecond) // two checks, each re-arming
+	stop()
 }
