@@ -151,6 +151,12 @@ func (c Config) raftConfig() *raft.Config {
 	// BatchApplyCh lets raft take up to MaxAppendEntries queued proposals into one append and
 	// one fsync: the group commit that makes many concurrent clients cheap.
 	rc.BatchApplyCh = true
+	// A leader that removes itself must not stop raft on its own: raft never answers the
+	// proposals and leadership checks still queued when it shuts down, so requests (and Close)
+	// would wait for ever. It steps down and keeps running as a follower, which answers them
+	// "not leader"; watchRemoval then sees the applied configuration without this node and the
+	// node shuts down in order.
+	rc.ShutdownOnRemove = false
 	rc.SnapshotThreshold = c.SnapshotThreshold
 	rc.SnapshotInterval = c.SnapshotInterval
 	rc.TrailingLogs = c.TrailingLogs

@@ -56,7 +56,7 @@ type Node struct {
 	changed atomic.Pointer[func(key []byte)]
 
 	removed   chan struct{}
-	hadState  bool // the stores held raft state when the node started
+	hadState  bool // the stores held raft state when the node started, or it bootstrapped them
 	closing   atomic.Bool
 	goMu      sync.Mutex
 	goClosed  bool // under goMu: goFunc starts nothing more
@@ -115,6 +115,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 			r.Shutdown()
 			return nil, err
 		}
+		n.hadState = true // a member from its first configuration on
 	}
 	n.goFunc(n.watchLeadership)
 	n.goFunc(n.runLeases)
