@@ -1,7 +1,10 @@
 package tests
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -194,4 +197,42 @@ func TestClusterSnapshotInstall(t *testing.T) {
 		}
 		ro.Close()
 	}
+}
+
+// TestClusterRemovedWhileDown removes a follower while it is down, then restarts it. The leader
+// no longer replicates to it, so it never applies its own removal: it must learn it by asking
+// the leader, and exit, instead of campaigning for ever and answering CLUSTERDOWN.
+func TestClusterRemovedWhileDown(t *testing.T) {
+	c := newCluster(t, 3)
+	l := c.leader()
+	victim := c.others(l)[0]
+	// The victim will ask the members it remembers (their client addresses, kept in its data
+	// dir): let it learn them first, as any node that ran for a few seconds has.
+	waitFor(t, memberTimeout, func() error {
+		b, err := os.ReadFile(filepath.Join(victim.dir, "member-addrs.json"))
+		if err != nil {
+			return err
+		}
+		var addrs map[string]string
+		if err := json.Unmarshal(b, &addrs); err != nil || len(addrs) != 3 {
+			return fmt.Errorf("%s remembers %s", victim.id, b)
+		}
+		return nil
+	})
+	victim.kill9()
+	if v, err := call(l.addr, "RAFT", "REMOVE", victim.id); err != nil || v != "OK" {
+		t.Fatalf("RAFT REMOVE %s while it is down: %v, %v", victim.id, v, err)
+	}
+	back := &node{dir: victim.dir, raftAddr: victim.raftAddr, id: victim.id, starts: victim.starts, args: victim.args}
+	if err := back.start(t, victim.addr); err != nil {
+		t.Fatal(err)
+	}
+	back.expectExit()
+	if err := back.waitExit(30 * time.Second); err != nil {
+		t.Errorf("the node removed while down did not exit after its restart: %v\n%s", err, back.logText())
+		back.kill9()
+	} else if !strings.Contains(back.logText(), "removed from the cluster while away") {
+		t.Errorf("the node exited without saying it was removed:\n%s", back.logText())
+	}
+	waitWritable(t, c.others(victim), "removed-while-down")
 }

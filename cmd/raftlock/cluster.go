@@ -2,9 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/raftnode"
 	"github.com/redis/go-redis/v9"
 )
@@ -90,4 +97,136 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// Removal seen from outside. A node removed while it was down or cut off never receives the
+// configuration without itself: the leader stops replicating to a removed peer. Restarted, it
+// would campaign for ever (its pre-votes refused) and answer every client CLUSTERDOWN. So a node
+// that has had no leader for leaderlessBeforeAsking asks the members it knows which of them
+// leads, and asks that leader whether it is still a member.
+const (
+	membershipCheckEvery   = 2 * time.Second
+	leaderlessBeforeAsking = 6 * time.Second
+)
+
+// watchMembership closes evicted when the cluster's leader says this node, which was a member,
+// is not one any more. It returns when ctx ends.
+func watchMembership(ctx context.Context, node *raftnode.Node, id, dir string, log *slog.Logger, evicted chan<- struct{}) {
+	var leaderless time.Time
+	remembered := readMemberAddrs(dir)
+	for sleep(ctx, membershipCheckEvery) {
+		if leaderID, _ := node.LeaderClient(); leaderID != "" {
+			remembered = rememberMemberAddrs(dir, node, remembered, log)
+		}
+		if leaderID, _ := node.LeaderClient(); leaderID != "" || !listsItself(node, id) {
+			// Led, or not a member yet (a joining node before its addition): nothing to ask.
+			leaderless = time.Time{}
+			continue
+		}
+		if leaderless.IsZero() {
+			leaderless = time.Now()
+		}
+		if time.Since(leaderless) < leaderlessBeforeAsking {
+			continue
+		}
+		if leader, ok := removedByLeader(ctx, node, id, remembered); ok {
+			log.Warn("the cluster's leader does not list this node: it was removed while away", "leader", leader)
+			close(evicted)
+			return
+		}
+	}
+}
+
+// listsItself reports whether this node's own configuration has it as a member.
+func listsItself(node *raftnode.Node, id string) bool {
+	members, err := node.Members()
+	return err == nil && slices.ContainsFunc(members, func(m fsm.Member) bool { return m.ID == id })
+}
+
+// removedByLeader finds, among the members this node knows, one that says it is the ready
+// leader, and reports whether that leader's member list lacks id. Only a leader's answer counts:
+// its configuration is the newest, so a node that was just added is never told it is gone.
+func removedByLeader(ctx context.Context, node *raftnode.Node, id string, remembered map[string]string) (string, bool) {
+	members, err := node.Members()
+	if err != nil {
+		return "", false
+	}
+	for _, m := range members {
+		if m.ClientAddr == "" {
+			// A restarted node applies its log only once a leader tells it what is committed:
+			// until then its member table is its last snapshot's.
+			m.ClientAddr = remembered[m.ID]
+		}
+		if m.ID == id || m.ClientAddr == "" {
+			continue
+		}
+		c := redis.NewClient(&redis.Options{Addr: m.ClientAddr, MaxRetries: -1, DisableIdentity: true, Protocol: 2,
+			DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+		info, err := c.Info(ctx, "raft").Result()
+		if err != nil || !strings.Contains(info, "raft_state:Leader") || !strings.Contains(info, "raft_ready:true") {
+			c.Close()
+			continue
+		}
+		list, err := c.Do(ctx, "RAFT", "MEMBERS").Slice()
+		c.Close()
+		if err != nil || len(list) == 0 {
+			return "", false
+		}
+		return m.ID, !slices.ContainsFunc(list, func(e any) bool { return memberID(e) == id })
+	}
+	return "", false
+}
+
+// memberID reads the id of one RAFT MEMBERS entry: a map in RESP3, alternating names and
+// values in RESP2.
+func memberID(e any) string {
+	switch v := e.(type) {
+	case map[any]any:
+		s, _ := v["id"].(string)
+		return s
+	case []any:
+		for i := 0; i+1 < len(v); i += 2 {
+			if v[i] == "id" {
+				s, _ := v[i+1].(string)
+				return s
+			}
+		}
+	}
+	return ""
+}
+
+// memberAddrsFile keeps, in the data dir, the client addresses of the members this node last
+// knew, for asking them after a restart.
+const memberAddrsFile = "member-addrs.json"
+
+func readMemberAddrs(dir string) map[string]string {
+	addrs := map[string]string{}
+	if b, err := os.ReadFile(filepath.Join(dir, memberAddrsFile)); err == nil {
+		json.Unmarshal(b, &addrs) // a damaged file only loses the hint
+	}
+	return addrs
+}
+
+// rememberMemberAddrs writes the members' client addresses when they changed, and returns them.
+func rememberMemberAddrs(dir string, node *raftnode.Node, known map[string]string, log *slog.Logger) map[string]string {
+	members, err := node.Members()
+	if err != nil {
+		return known
+	}
+	addrs := map[string]string{}
+	for _, m := range members {
+		if m.ClientAddr != "" {
+			addrs[m.ID] = m.ClientAddr
+		}
+	}
+	if len(addrs) == 0 || maps.Equal(addrs, known) {
+		return known
+	}
+	b, _ := json.Marshal(addrs)
+	tmp := filepath.Join(dir, memberAddrsFile+".tmp")
+	if err := os.WriteFile(tmp, b, 0o640); err != nil || os.Rename(tmp, filepath.Join(dir, memberAddrsFile)) != nil {
+		log.Warn("remembering the members' client addresses failed", "err", err)
+		return known
+	}
+	return addrs
 }

@@ -116,7 +116,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	bg, stopBG := context.WithCancel(ctx)
+	evicted := make(chan struct{})
 	var bgDone sync.WaitGroup
+	bgDone.Go(func() { watchMembership(bg, node, opts.id, opts.dir, logger, evicted) })
 	bgDone.Add(1)
 	go func() {
 		defer bgDone.Done()
@@ -130,6 +132,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		logger.Info("shutting down")
 	case <-node.Removed():
 		logger.Warn("removed from the cluster; shutting down")
+	case <-evicted:
+		logger.Warn("removed from the cluster while away; shutting down")
 	case err = <-served:
 		logger.Error("client listener failed", "err", err)
 	}
