@@ -131,10 +131,9 @@ func commandNames() []string {
 // maxCommandName is the longest name worth looking up; longer ones are unknown.
 const maxCommandName = 32
 
-// dispatch runs one command and writes its reply.
-func (c *conn) dispatch(args [][]byte) {
+// dispatch runs one command, cmd = lookupCommand(args[0]) (nil: unknown), and writes its reply.
+func (c *conn) dispatch(cmd *command, args [][]byte) {
 	c.s.stats.commands.Add(1)
-	cmd := lookupCommand(args[0])
 	if cmd == nil {
 		c.s.stats.errors.Add(1)
 		c.w.Error(unknownCommand(args))

@@ -127,13 +127,14 @@ func (c *conn) serve() {
 				}
 				return
 			}
-			if cmd := lookupCommand(req.args[0]); cmd != nil && cmd.arityOK(len(req.args)) &&
+			cmd := lookupCommand(req.args[0])
+			if cmd != nil && cmd.arityOK(len(req.args)) &&
 				(len(reqs) > 0 || len(c.inflight) > 0) && c.pipelinable(cmd, req.args) {
 				c.startPipelined(cmd, req.args)
 			} else {
 				c.drainPipeline()
 				c.baton.Lock()
-				c.dispatch(req.args)
+				c.dispatch(cmd, req.args)
 				c.baton.Unlock()
 			}
 			c.writeFinished()

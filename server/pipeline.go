@@ -51,7 +51,7 @@ func (c *conn) pipelinable(cmd *command, args [][]byte) bool {
 	if !cmd.pipelined || c.tracking != trackOff || c.readonly {
 		return false
 	}
-	if cmd.name == "lock" && hasArg(args[3:], "wait") {
+	if lockWaitOf(cmd, args) > 0 {
 		return false // it may block for a long time: it runs alone
 	}
 	if cmd.movable && len(cmd.keyArgs(args)) == 0 {
@@ -62,16 +62,6 @@ func (c *conn) pipelinable(cmd *command, args [][]byte) bool {
 	// On a follower the command is forwarded: it yields while waiting for the leader's reply,
 	// so a pipeline is forwarded as a pipeline.
 	return true
-}
-
-// hasArg reports whether an argument equals name, ignoring case.
-func hasArg(args [][]byte, name string) bool {
-	for _, a := range args {
-		if is(a, name) {
-			return true
-		}
-	}
-	return false
 }
 
 // startPipelined runs the command on its own goroutine and returns once it has proposed or
@@ -95,7 +85,7 @@ func (c *conn) startPipelined(cmd *command, args [][]byte) {
 		c.baton.Lock()
 		c.running = f
 		c.w = f.w
-		c.dispatch(args)
+		c.dispatch(cmd, args)
 		c.w = c.out
 		c.running = nil
 		f.w.Flush() // into f.buf
