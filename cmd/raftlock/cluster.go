@@ -115,11 +115,17 @@ func watchMembership(ctx context.Context, node *raftnode.Node, id, dir string, l
 	var leaderless time.Time
 	remembered := readMemberAddrs(dir)
 	for sleep(ctx, membershipCheckEvery) {
-		if leaderID, _ := node.LeaderClient(); leaderID != "" {
-			remembered = rememberMemberAddrs(dir, node, remembered, log)
+		members, err := node.Members()
+		if err != nil {
+			continue
 		}
-		if leaderID, _ := node.LeaderClient(); leaderID != "" || !listsItself(node, id) {
-			// Led, or not a member yet (a joining node before its addition): nothing to ask.
+		if leaderID, _ := node.LeaderClient(); leaderID != "" {
+			remembered = rememberMemberAddrs(dir, members, remembered, log)
+			leaderless = time.Time{}
+			continue
+		}
+		if !slices.ContainsFunc(members, func(m fsm.Member) bool { return m.ID == id }) {
+			// Not a member yet (a joining node before its addition): nothing to ask.
 			leaderless = time.Time{}
 			continue
 		}
@@ -129,7 +135,7 @@ func watchMembership(ctx context.Context, node *raftnode.Node, id, dir string, l
 		if time.Since(leaderless) < leaderlessBeforeAsking {
 			continue
 		}
-		if leader, ok := removedByLeader(ctx, node, id, remembered); ok {
+		if leader, ok := removedByLeader(ctx, members, id, remembered); ok {
 			log.Warn("the cluster's leader does not list this node: it was removed while away", "leader", leader)
 			close(evicted)
 			return
@@ -137,20 +143,10 @@ func watchMembership(ctx context.Context, node *raftnode.Node, id, dir string, l
 	}
 }
 
-// listsItself reports whether this node's own configuration has it as a member.
-func listsItself(node *raftnode.Node, id string) bool {
-	members, err := node.Members()
-	return err == nil && slices.ContainsFunc(members, func(m fsm.Member) bool { return m.ID == id })
-}
-
-// removedByLeader finds, among the members this node knows, one that says it is the ready
+// removedByLeader finds, among members (this node's view), one that says it is the ready
 // leader, and reports whether that leader's member list lacks id. Only a leader's answer counts:
 // its configuration is the newest, so a node that was just added is never told it is gone.
-func removedByLeader(ctx context.Context, node *raftnode.Node, id string, remembered map[string]string) (string, bool) {
-	members, err := node.Members()
-	if err != nil {
-		return "", false
-	}
+func removedByLeader(ctx context.Context, members []fsm.Member, id string, remembered map[string]string) (string, bool) {
 	for _, m := range members {
 		if m.ClientAddr == "" {
 			// A restarted node applies its log only once a leader tells it what is committed:
@@ -208,11 +204,7 @@ func readMemberAddrs(dir string) map[string]string {
 }
 
 // rememberMemberAddrs writes the members' client addresses when they changed, and returns them.
-func rememberMemberAddrs(dir string, node *raftnode.Node, known map[string]string, log *slog.Logger) map[string]string {
-	members, err := node.Members()
-	if err != nil {
-		return known
-	}
+func rememberMemberAddrs(dir string, members []fsm.Member, known map[string]string, log *slog.Logger) map[string]string {
 	addrs := map[string]string{}
 	for _, m := range members {
 		if m.ClientAddr != "" {
