@@ -170,38 +170,27 @@ func startRaftlock(ctx context.Context, bin, dir string, n int) (*cluster, error
 		c.procs = append(c.procs, p)
 		c.addrs = append(c.addrs, addr(ports[i]))
 	}
-	if err := c.waitRaftlockLeader(ctx); err != nil {
+	if err := c.waitLeader(ctx, raftlockLeads); err != nil {
 		c.stop()
 		return nil, fmt.Errorf("raftlock, %d nodes: %w", n, err)
 	}
 	return c, nil
 }
 
-// waitRaftlockLeader finds the leader by INFO raft, moves it to addrs[0], and
-// checks that it grants and releases a lock.
-func (c *cluster) waitRaftlockLeader(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	return poll(ctx, c, func() error {
-		for i, a := range c.addrs {
-			cl := newRESPClient(a)
-			info, err := cl.Info(ctx, "raft").Result()
-			if err == nil && strings.Contains(info, "raft_state:Leader") {
-				tok, err := cl.Do(ctx, "LOCK", "compare:ready", 1000).Int64()
-				if err == nil {
-					err = cl.Do(ctx, "UNLOCK", "compare:ready", tok).Err()
-				}
-				_ = cl.Close()
-				if err != nil {
-					return err
-				}
-				c.addrs[0], c.addrs[i] = c.addrs[i], c.addrs[0]
-				return nil
-			}
-			_ = cl.Close()
-		}
-		return errors.New("no leader yet")
-	})
+// raftlockLeads reports whether the node at a says it leads, after checking that it grants
+// and releases a lock.
+func raftlockLeads(ctx context.Context, a string) (bool, error) {
+	cl := newRESPClient(a)
+	defer cl.Close()
+	info, err := cl.Info(ctx, "raft").Result()
+	if err != nil || !strings.Contains(info, "raft_state:Leader") {
+		return false, nil
+	}
+	tok, err := cl.Do(ctx, "LOCK", "compare:ready", 1000).Int64()
+	if err == nil {
+		err = cl.Do(ctx, "UNLOCK", "compare:ready", tok).Err()
+	}
+	return err == nil, err
 }
 
 // startRedis starts n independent redis-servers in dir: with fsync, an
@@ -282,35 +271,44 @@ func startEtcd(ctx context.Context, bin, dir string, n int) (*cluster, error) {
 		c.procs = append(c.procs, p)
 		c.addrs = append(c.addrs, addr(ports[i]))
 	}
-	if err := c.waitEtcdLeader(ctx); err != nil {
+	if err := c.waitLeader(ctx, etcdLeads); err != nil {
 		c.stop()
 		return nil, fmt.Errorf("etcd, %d members: %w", n, err)
 	}
 	return c, nil
 }
 
-// waitEtcdLeader finds the member that leads by its status, moves it to
-// addrs[0], and checks that it accepts a write.
-func (c *cluster) waitEtcdLeader(ctx context.Context) error {
+// etcdLeads reports whether the member at a leads, by its status, after checking that it
+// accepts a write.
+func etcdLeads(ctx context.Context, a string) (bool, error) {
+	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{a}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return false, err
+	}
+	defer cl.Close()
+	st, err := cl.Status(ctx, a)
+	if err != nil || st.Leader == 0 || st.Leader != st.Header.MemberId {
+		return false, nil
+	}
+	_, err = cl.Put(ctx, "/compare/ready", "1")
+	return err == nil, err
+}
+
+// waitLeader polls until leads says one of c's nodes leads (and works), then moves its
+// address to addrs[0], where the load goes.
+func (c *cluster) waitLeader(ctx context.Context, leads func(context.Context, string) (bool, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	return poll(ctx, c, func() error {
 		for i, a := range c.addrs {
-			cl, err := clientv3.New(clientv3.Config{Endpoints: []string{a}, DialTimeout: time.Second, Logger: zap.NewNop()})
+			ok, err := leads(ctx, a)
 			if err != nil {
 				return err
 			}
-			st, err := cl.Status(ctx, a)
-			if err == nil && st.Leader != 0 && st.Leader == st.Header.MemberId {
-				_, err = cl.Put(ctx, "/compare/ready", "1")
-				_ = cl.Close()
-				if err != nil {
-					return err
-				}
+			if ok {
 				c.addrs[0], c.addrs[i] = c.addrs[i], c.addrs[0]
 				return nil
 			}
-			_ = cl.Close()
 		}
 		return errors.New("no leader yet")
 	})
