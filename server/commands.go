@@ -14,7 +14,7 @@ type command struct {
 	last    int
 	step    int
 	summary string
-	run     func(c *conn, args [][]byte)
+	run     func(r *request)
 
 	// write and leader are derived from flags: a command that reads or writes locks must run on
 	// the leader; a follower forwards it (or redirects, or serves a READONLY read itself).
@@ -130,40 +130,6 @@ func commandNames() []string {
 
 // maxCommandName is the longest name worth looking up; longer ones are unknown.
 const maxCommandName = 32
-
-// dispatch runs one command, cmd = lookupCommand(args[0]) (nil: unknown), and writes its reply.
-func (c *conn) dispatch(cmd *command, args [][]byte) {
-	c.s.stats.commands.Add(1)
-	if cmd == nil {
-		c.s.stats.errors.Add(1)
-		c.w.Error(unknownCommand(args))
-		return
-	}
-	if !cmd.arityOK(len(args)) {
-		c.s.stats.errors.Add(1)
-		c.w.Error("ERR wrong number of arguments for '" + cmd.name + "' command")
-		return
-	}
-	c.trackScript = false
-	if c.tracking != trackOff && c.tracking != trackBcast {
-		// Before the read runs or is forwarded: a change racing it costs a spurious
-		// invalidation, never a missed one.
-		c.trackRead(cmd, args)
-	}
-	if cmd.write && c.noloop && c.tracking != trackOff {
-		// NOLOOP: this connection must not hear of the changes its own command makes.
-		keys := cmd.keyArgs(args)
-		c.s.tracker.beginWrite(c, keys)
-		defer c.s.tracker.endWrite(c, keys)
-	}
-	if cmd.leader && !c.s.node.IsLeader() && !(c.readonly && !cmd.write) {
-		c.route(cmd, args)
-		return
-	}
-	c.cmd = cmd
-	cmd.run(c, args)
-	c.cmd = nil
-}
 
 // unknownCommand is Redis's exact text (processCommand): the name cut at 128 bytes, then the
 // arguments, each quoted and followed by a space, while the list is under 128 bytes.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
 )
 
 // expiry is a parsed Redis expiry option.
@@ -15,33 +16,33 @@ type expiry struct {
 // leaseFor turns an expiry into a lease length from now. An absolute time is converted here, on
 // the leader, so the log only ever holds relative leases (DESIGN.md §5). ok is false when the
 // value is invalid; past is true when an absolute time has already passed.
-func (c *conn) leaseFor(e expiry, cmd string) (lease uint64, past, ok bool) {
+func (r *request) leaseFor(e expiry, cmd string) (lease uint64, past, ok bool) {
 	if !e.set {
 		return 0, false, true
 	}
 	ms := e.ms
 	if !e.relative {
-		ms -= c.s.cfg.Now().UnixMilli()
+		ms -= r.s.cfg.Now().UnixMilli()
 		if ms <= 0 {
 			return 0, true, true
 		}
 	}
-	if ms > c.s.cfg.MaxLeaseMs {
-		c.w.Error("ERR invalid expire time in '" + cmd + "' command")
+	if ms > r.s.cfg.MaxLeaseMs {
+		r.w.Error("ERR invalid expire time in '" + cmd + "' command")
 		return 0, false, false
 	}
 	return uint64(ms), false, true
 }
 
 // expireValue parses the number after EX/PX/EXAT/PXAT the way Redis 7 does.
-func (c *conn) expireValue(arg []byte, seconds bool, cmd string) (int64, bool) {
+func (r *request) expireValue(arg []byte, seconds bool, cmd string) (int64, bool) {
 	v, ok := parseInt(arg)
 	if !ok {
-		c.w.Error(errNotInt)
+		r.w.Error(errNotInt)
 		return 0, false
 	}
 	if v <= 0 || seconds && v > (1<<63-1)/1000 {
-		c.w.Error("ERR invalid expire time in '" + cmd + "' command")
+		r.w.Error("ERR invalid expire time in '" + cmd + "' command")
 		return 0, false
 	}
 	if seconds {
@@ -51,17 +52,17 @@ func (c *conn) expireValue(arg []byte, seconds bool, cmd string) (int64, bool) {
 }
 
 // SET key value [NX|XX] [GET] [EX s|PX ms|EXAT ts|PXAT ms-ts|KEEPTTL]
-func cmdSet(c *conn, args [][]byte) {
-	key, value := args[1], args[2]
+func cmdSet(r *request) {
+	key, value := r.args[1], r.args[2]
 	var (
 		nx, xx, get bool
 		exp         expiry
 		expArg      []byte
 		expSeconds  bool
 	)
-	for j := 3; j < len(args); j++ {
-		a := args[j]
-		hasNext := j+1 < len(args)
+	for j := 3; j < len(r.args); j++ {
+		a := r.args[j]
+		hasNext := j+1 < len(r.args)
 		switch {
 		case is(a, "nx") && !xx:
 			nx = true
@@ -74,18 +75,18 @@ func cmdSet(c *conn, args [][]byte) {
 		case (is(a, "ex") || is(a, "px") || is(a, "exat") || is(a, "pxat")) && !exp.set && hasNext:
 			exp = expiry{set: true, relative: len(a) == 2}
 			expSeconds = a[0] == 'e' || a[0] == 'E'
-			expArg = args[j+1]
+			expArg = r.args[j+1]
 			j++
 		default:
-			c.w.Error(errSyntax)
+			r.w.Error(errSyntax)
 			return
 		}
 	}
-	if !c.checkKey(key) || !c.checkValue(value) {
+	if !r.checkKey(key) || !r.checkValue(value) {
 		return
 	}
 	if expArg != nil {
-		ms, ok := c.expireValue(expArg, expSeconds, "set")
+		ms, ok := r.expireValue(expArg, expSeconds, "set")
 		if !ok {
 			return
 		}
@@ -95,7 +96,7 @@ func cmdSet(c *conn, args [][]byte) {
 	past := false
 	if exp.set && !exp.keep {
 		var ok bool
-		if lease, past, ok = c.leaseFor(exp, "set"); !ok {
+		if lease, past, ok = r.leaseFor(exp, "set"); !ok {
 			return
 		}
 	}
@@ -104,7 +105,7 @@ func cmdSet(c *conn, args [][]byte) {
 		hadPrev bool
 		refused bool
 	)
-	res, err := c.exec(args[1:2], func(v fsm.View) []fsm.Command {
+	res, err := r.exec(r.args[1:2], func(v node.View) []fsm.Command {
 		l, _, held := v.Lookup(key)
 		prev, hadPrev, refused = l.Owner, held, nx && held || xx && !held
 		if refused {
@@ -129,51 +130,51 @@ func cmdSet(c *conn, args [][]byte) {
 		return []fsm.Command{cmd}
 	})
 	if err != nil {
-		c.replyError(err)
+		r.replyError(err)
 		return
 	}
 	if len(res) == 1 && res[0].Status == fsm.StatusGranted {
-		c.s.stats.grants.Add(1)
-		if c.script == nil { // inside a script the token is only a prediction
-			c.tokens[string(key)] = res[0].Token
+		r.s.stats.grants.Add(1)
+		if r.path != onScript { // inside a script the token is only a prediction
+			r.c.sess.tokens[string(key)] = res[0].Token
 		}
 	} else if refused || len(res) == 1 && res[0].Status == fsm.StatusGrantRejected {
-		c.s.stats.refusals.Add(1)
+		r.s.stats.refusals.Add(1)
 		refused = true
 	}
 	switch {
 	case get && hadPrev:
-		c.w.Bulk(prev)
+		r.w.Bulk(prev)
 	case get:
-		c.w.Null()
+		r.w.Null()
 	case refused:
-		c.w.Null()
+		r.w.Null()
 	default:
-		c.w.SimpleString("OK")
+		r.w.SimpleString("OK")
 	}
 }
 
 // GET key
-func cmdGet(c *conn, args [][]byte) {
-	l, _, held, ok := c.readKey(args[1])
+func cmdGet(r *request) {
+	l, _, held, ok := r.readKey(r.args[1])
 	switch {
 	case !ok:
 	case !held:
-		c.w.Null()
+		r.w.Null()
 	default:
-		c.w.Bulk(l.Owner)
+		r.w.Bulk(l.Owner)
 	}
 }
 
 // GETRANGE key start end
-func cmdGetRange(c *conn, args [][]byte) {
-	start, ok1 := parseInt(args[2])
-	end, ok2 := parseInt(args[3])
+func cmdGetRange(r *request) {
+	start, ok1 := parseInt(r.args[2])
+	end, ok2 := parseInt(r.args[3])
 	if !ok1 || !ok2 {
-		c.w.Error(errNotInt)
+		r.w.Error(errNotInt)
 		return
 	}
-	l, _, _, ok := c.readKey(args[1])
+	l, _, _, ok := r.readKey(r.args[1])
 	if !ok {
 		return
 	}
@@ -181,7 +182,7 @@ func cmdGetRange(c *conn, args [][]byte) {
 	// Redis's getrangeCommand, index for index.
 	n := int64(len(owner))
 	if start < 0 && end < 0 && start > end {
-		c.w.BulkString("")
+		r.w.BulkString("")
 		return
 	}
 	if start < 0 {
@@ -192,16 +193,16 @@ func cmdGetRange(c *conn, args [][]byte) {
 	}
 	end = min(end, n-1)
 	if n == 0 || start > end {
-		c.w.BulkString("")
+		r.w.BulkString("")
 		return
 	}
-	c.w.Bulk(owner[start : end+1])
+	r.w.Bulk(owner[start : end+1])
 }
 
 // DEL key [key ...] -> the number of keys removed.
-func cmdDel(c *conn, args [][]byte) {
-	keys := args[1:]
-	res, err := c.exec(keys, func(v fsm.View) []fsm.Command {
+func cmdDel(r *request) {
+	keys := r.args[1:]
+	res, err := r.exec(keys, func(v node.View) []fsm.Command {
 		var cmds []fsm.Command
 		seen := make(map[string]bool, len(keys))
 		for _, k := range keys {
@@ -216,7 +217,7 @@ func cmdDel(c *conn, args [][]byte) {
 		return cmds
 	})
 	if err != nil {
-		c.replyError(err)
+		r.replyError(err)
 		return
 	}
 	n := int64(0)
@@ -225,16 +226,16 @@ func cmdDel(c *conn, args [][]byte) {
 			n++
 		}
 	}
-	c.s.stats.releases.Add(uint64(n))
-	c.w.Int(n)
+	r.s.stats.releases.Add(uint64(n))
+	r.w.Int(n)
 }
 
 // EXISTS key [key ...] -> how many of the keys (repeats counted) are held.
-func cmdExists(c *conn, args [][]byte) {
+func cmdExists(r *request) {
 	n := int64(0)
-	_, err := c.exec(args[1:], func(v fsm.View) []fsm.Command {
+	_, err := r.exec(r.args[1:], func(v node.View) []fsm.Command {
 		n = 0
-		for _, k := range args[1:] {
+		for _, k := range r.args[1:] {
 			if _, _, held := v.Lookup(k); held {
 				n++
 			}
@@ -242,37 +243,37 @@ func cmdExists(c *conn, args [][]byte) {
 		return nil
 	})
 	if err != nil {
-		c.replyError(err)
+		r.replyError(err)
 		return
 	}
-	c.w.Int(n)
+	r.w.Int(n)
 }
 
 // PTTL key and TTL key.
-func cmdPTTL(c *conn, args [][]byte) { replyTTL(c, args, false) }
-func cmdTTL(c *conn, args [][]byte)  { replyTTL(c, args, true) }
+func cmdPTTL(r *request) { replyTTL(r, false) }
+func cmdTTL(r *request)  { replyTTL(r, true) }
 
-func replyTTL(c *conn, args [][]byte, seconds bool) {
-	_, ttl, _, ok := c.readKey(args[1])
+func replyTTL(r *request, seconds bool) {
+	_, ttl, _, ok := r.readKey(r.args[1])
 	if !ok {
 		return
 	}
 	if seconds && ttl > 0 {
 		ttl = (ttl + 500) / 1000
 	}
-	c.w.Int(ttl)
+	r.w.Int(ttl)
 }
 
 // PEXPIRE/EXPIRE/PEXPIREAT/EXPIREAT key time [NX|XX|GT|LT]
-func cmdPExpire(c *conn, args [][]byte)   { expireGeneric(c, args, "pexpire", false, true) }
-func cmdExpire(c *conn, args [][]byte)    { expireGeneric(c, args, "expire", true, true) }
-func cmdPExpireAt(c *conn, args [][]byte) { expireGeneric(c, args, "pexpireat", false, false) }
-func cmdExpireAt(c *conn, args [][]byte)  { expireGeneric(c, args, "expireat", true, false) }
+func cmdPExpire(r *request)   { expireGeneric(r, "pexpire", false, true) }
+func cmdExpire(r *request)    { expireGeneric(r, "expire", true, true) }
+func cmdPExpireAt(r *request) { expireGeneric(r, "pexpireat", false, false) }
+func cmdExpireAt(r *request)  { expireGeneric(r, "expireat", true, false) }
 
-func expireGeneric(c *conn, args [][]byte, name string, seconds, relative bool) {
-	key := args[1]
+func expireGeneric(r *request, name string, seconds, relative bool) {
+	key := r.args[1]
 	var nx, xx, gt, lt bool
-	for _, a := range args[3:] {
+	for _, a := range r.args[3:] {
 		switch {
 		case is(a, "nx"):
 			nx = true
@@ -283,24 +284,24 @@ func expireGeneric(c *conn, args [][]byte, name string, seconds, relative bool) 
 		case is(a, "lt"):
 			lt = true
 		default:
-			c.w.Error("ERR Unsupported option " + string(a))
+			r.w.Error("ERR Unsupported option " + string(a))
 			return
 		}
 	}
 	if nx && (xx || gt || lt) {
-		c.w.Error("ERR NX and XX, GT or LT options at the same time are not compatible")
+		r.w.Error("ERR NX and XX, GT or LT options at the same time are not compatible")
 		return
 	}
 	if gt && lt {
-		c.w.Error("ERR GT and LT options at the same time are not compatible")
+		r.w.Error("ERR GT and LT options at the same time are not compatible")
 		return
 	}
-	when, ok := parseInt(args[2])
+	when, ok := parseInt(r.args[2])
 	if !ok {
-		c.w.Error(errNotInt)
+		r.w.Error(errNotInt)
 		return
 	}
-	invalid := func() { c.w.Error("ERR invalid expire time in '" + name + "' command") }
+	invalid := func() { r.w.Error("ERR invalid expire time in '" + name + "' command") }
 	if seconds {
 		if when > (1<<63-1)/1000 || when < -(1<<63-1)/1000 {
 			invalid()
@@ -312,13 +313,13 @@ func expireGeneric(c *conn, args [][]byte, name string, seconds, relative bool) 
 	if relative {
 		lease = when
 	} else {
-		lease = when - c.s.cfg.Now().UnixMilli()
+		lease = when - r.s.cfg.Now().UnixMilli()
 	}
-	if lease > c.s.cfg.MaxLeaseMs {
+	if lease > r.s.cfg.MaxLeaseMs {
 		invalid()
 		return
 	}
-	res, err := c.exec(args[1:2], func(v fsm.View) []fsm.Command {
+	res, err := r.exec(r.args[1:2], func(v node.View) []fsm.Command {
 		l, cur, held := lookupTTL(v, key)
 		if !held {
 			return nil
@@ -336,26 +337,26 @@ func expireGeneric(c *conn, args [][]byte, name string, seconds, relative bool) 
 		return []fsm.Command{{Kind: fsm.KindRenew, Key: key, LeaseMs: uint64(lease), Match: byToken(l.Token)}}
 	})
 	if err != nil {
-		c.replyError(err)
+		r.replyError(err)
 		return
 	}
 	if len(res) == 1 && (res[0].Status == fsm.StatusRenewed || res[0].Status == fsm.StatusReleased) {
-		c.w.Int(1)
+		r.w.Int(1)
 		return
 	}
-	c.w.Int(0)
+	r.w.Int(0)
 }
 
 // DBSIZE -> the number of held locks.
-func cmdDBSize(c *conn, args [][]byte) {
+func cmdDBSize(r *request) {
 	n := 0
-	_, err := c.exec(nil, func(v fsm.View) []fsm.Command {
+	_, err := r.exec(nil, func(v node.View) []fsm.Command {
 		n = v.Len()
 		return nil
 	})
 	if err != nil {
-		c.replyError(err)
+		r.replyError(err)
 		return
 	}
-	c.w.Int(int64(n))
+	r.w.Int(int64(n))
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/script"
 	"github.com/raftlock/raftlock/server/resp"
 )
@@ -24,24 +25,25 @@ func newScriptEngine(cfg Config) scriptEngine {
 // maxScriptBytes bounds a script's source: scripts are replicated and kept by every node.
 const maxScriptBytes = 256 << 10
 
-// scriptRun is the state of a script being evaluated on this connection: redis.call runs the
-// command's handler against the overlay, with its reply captured instead of sent.
+// scriptRun is a script being evaluated for a request: the overlay its redis.calls evaluate
+// on, and whether it may write.
 type scriptRun struct {
 	ov       *overlay
 	readOnly bool
-	capture  bytes.Buffer
 }
 
-// scriptCaller lets the script engine call commands on the connection running the script.
-type scriptCaller struct{ c *conn }
+// scriptCaller lets the script engine call commands for the request running the script.
+type scriptCaller struct {
+	parent *request
+	run    *scriptRun
+}
 
 func errValue(msg string) script.Value { return script.Value{Kind: script.KindError, Str: []byte(msg)} }
 
-// Call runs one redis.call/redis.pcall: the same handler a client's command runs, evaluated on
-// the script's overlay, its RESP2 reply decoded into a script value.
+// Call runs one redis.call/redis.pcall: the same handler a client's command runs, as a request
+// of its own on the script's overlay, its RESP2 reply captured and decoded into a script value.
 func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
-	c := sc.c
-	run := c.script
+	p := sc.parent
 	cmd := lookupCommand(args[0])
 	switch {
 	case cmd == nil:
@@ -50,27 +52,24 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 		return errValue("ERR LOCK is not allowed from scripts: its token is only known once the grant is applied; use SET key value NX PX ms"), nil
 	case !cmd.leader && cmd.name != "ping" && cmd.name != "echo", slices.Contains(cmd.flags, "noscript"):
 		return errValue("ERR This Redis command is not allowed from script"), nil
-	case cmd.write && run.readOnly:
+	case cmd.write && sc.run.readOnly:
 		return errValue("ERR Write commands are not allowed from read-only scripts."), nil
 	case !cmd.arityOK(len(args)):
 		return errValue("ERR Wrong number of args calling Redis command from script"), nil
 	}
-	if c.trackScript && !cmd.write {
+	if p.trackReads && !cmd.write {
 		// Track the keys the script reads for its caller now, while the script still holds the
 		// view: a change applied right after the script is then pushed, never missed. (A script
 		// that writes a key after reading it hears of its own write unless NOLOOP, as on Redis.)
 		for _, k := range cmd.keyArgs(args) {
-			c.s.tracker.read(c, k)
+			p.s.tracker.read(p.c, k)
 		}
 	}
-	saved, savedCmd := c.w, c.cmd
-	run.capture.Reset()
-	c.w = resp.NewWriter(&run.capture)
-	c.cmd = cmd
-	cmd.run(c, args)
-	c.w.Flush()
-	c.w, c.cmd = saved, savedCmd
-	v, rest, err := decodeValue(run.capture.Bytes())
+	var capture bytes.Buffer
+	w := resp.NewWriter(&capture)
+	cmd.run(&request{s: p.s, c: p.c, w: w, cmd: cmd, args: args, path: onScript, script: sc.run})
+	w.Flush()
+	v, rest, err := decodeValue(capture.Bytes())
 	if err != nil || len(rest) != 0 {
 		return script.Value{}, errors.New("ERR internal: undecodable reply inside a script")
 	}
@@ -121,62 +120,62 @@ func decodeValue(b []byte) (script.Value, []byte, error) {
 }
 
 // writeValue writes a script's result to the client in its protocol.
-func (c *conn) writeValue(v script.Value) {
+func (r *request) writeValue(v script.Value) {
 	switch v.Kind {
 	case script.KindNil:
-		c.w.Null()
+		r.w.Null()
 	case script.KindInt:
-		c.w.Int(v.Int)
+		r.w.Int(v.Int)
 	case script.KindBulk:
-		c.w.Bulk(v.Str)
+		r.w.Bulk(v.Str)
 	case script.KindStatus:
-		c.w.SimpleString(string(v.Str))
+		r.w.SimpleString(string(v.Str))
 	case script.KindError:
-		c.w.Error(string(v.Str))
+		r.w.Error(string(v.Str))
 	case script.KindArray:
-		c.w.Array(len(v.Array))
+		r.w.Array(len(v.Array))
 		for _, e := range v.Array {
-			c.writeValue(e)
+			r.writeValue(e)
 		}
 	default:
-		c.w.Null()
+		r.w.Null()
 	}
 }
 
-func cmdEval(c *conn, args [][]byte)      { evalGeneric(c, args, false, false) }
-func cmdEvalSHA(c *conn, args [][]byte)   { evalGeneric(c, args, true, false) }
-func cmdEvalRO(c *conn, args [][]byte)    { evalGeneric(c, args, false, true) }
-func cmdEvalSHARO(c *conn, args [][]byte) { evalGeneric(c, args, true, true) }
+func cmdEval(r *request)      { evalGeneric(r, false, false) }
+func cmdEvalSHA(r *request)   { evalGeneric(r, true, false) }
+func cmdEvalRO(r *request)    { evalGeneric(r, false, true) }
+func cmdEvalSHARO(r *request) { evalGeneric(r, true, true) }
 
 // evalGeneric runs EVAL/EVALSHA(_RO) script numkeys key... arg... on the leader's view. The
 // script's redis.call effects become guarded commands replicated like any other write; the
 // reply goes out after they applied, and only if they applied as the script saw them.
-func evalGeneric(c *conn, args [][]byte, bySHA, readOnly bool) {
-	if c.script != nil {
-		c.w.Error("ERR This Redis command is not allowed from script")
+func evalGeneric(r *request, bySHA, readOnly bool) {
+	if r.path == onScript {
+		r.w.Error("ERR This Redis command is not allowed from script")
 		return
 	}
-	numkeys, ok := parseInt(args[2])
+	numkeys, ok := parseInt(r.args[2])
 	switch {
 	case !ok:
-		c.w.Error(errNotInt)
+		r.w.Error(errNotInt)
 		return
 	case numkeys < 0:
-		c.w.Error("ERR Number of keys can't be negative")
+		r.w.Error("ERR Number of keys can't be negative")
 		return
-	case numkeys > int64(len(args)-3):
-		c.w.Error("ERR Number of keys can't be greater than number of args")
+	case numkeys > int64(len(r.args)-3):
+		r.w.Error("ERR Number of keys can't be greater than number of args")
 		return
 	}
-	keys, argv := args[3:3+numkeys], args[3+numkeys:]
+	keys, argv := r.args[3:3+numkeys], r.args[3+numkeys:]
 	var src []byte
 	var sha string
 	if bySHA {
-		sha = lower(args[1])
+		sha = lower(r.args[1])
 	} else {
-		src = args[1]
+		src = r.args[1]
 		if len(src) > maxScriptBytes {
-			c.w.Error("ERR script too large: raftlock scripts are at most " + itoa(maxScriptBytes) + " bytes")
+			r.w.Error("ERR script too large: raftlock scripts are at most " + itoa(maxScriptBytes) + " bytes")
 			return
 		}
 		sha = script.SHA1Hex(src)
@@ -187,7 +186,7 @@ func evalGeneric(c *conn, args [][]byte, bySHA, readOnly bool) {
 		noscript bool
 		ov       *overlay
 	)
-	res, err := c.exec(keys, func(v fsm.View) []fsm.Command {
+	res, err := r.exec(keys, func(v node.View) []fsm.Command {
 		val, runErr, noscript, ov = script.Value{}, nil, false, nil
 		code := src
 		_, known := v.Script(sha)
@@ -200,9 +199,8 @@ func evalGeneric(c *conn, args [][]byte, bySHA, readOnly bool) {
 			code = []byte(s)
 		}
 		ov = newOverlay(v)
-		c.script = &scriptRun{ov: ov, readOnly: readOnly}
-		val, runErr = c.s.scripts.Run(c.ctx, code, keys, argv, scriptCaller{c})
-		c.script = nil
+		run := &scriptRun{ov: ov, readOnly: readOnly}
+		val, runErr = r.s.scripts.Run(r.c.ctx, code, keys, argv, scriptCaller{parent: r, run: run})
 		// As in Redis, effects made before a runtime error stay: scripts are not rolled back.
 		cmds := ov.cmds
 		if !known && !readOnly && runErr == nil {
@@ -212,83 +210,83 @@ func evalGeneric(c *conn, args [][]byte, bySHA, readOnly bool) {
 		return cmds
 	})
 	if err != nil {
-		c.replyError(err)
+		r.replyError(err)
 		return
 	}
 	if noscript {
-		c.w.Error("NOSCRIPT No matching script. Please use EVAL.")
+		r.w.Error("NOSCRIPT No matching script. Please use EVAL.")
 		return
 	}
 	for i := range ov.want {
 		if i >= len(res) || res[i].Status != ov.want[i].Status {
-			c.w.Error("ERR the script's effects did not apply as it saw them (a concurrent change intervened); " +
+			r.w.Error("ERR the script's effects did not apply as it saw them (a concurrent change intervened); " +
 				"some may have been applied: read the keys before retrying")
 			return
 		}
 	}
 	if runErr != nil {
-		c.w.Error(runErr.Error())
+		r.w.Error(runErr.Error())
 		return
 	}
-	c.writeValue(val)
+	r.writeValue(val)
 }
 
 // SCRIPT LOAD source | EXISTS sha... | FLUSH [ASYNC|SYNC] | KILL
-func cmdScript(c *conn, args [][]byte) {
-	sub := lower(args[1])
+func cmdScript(r *request) {
+	sub := lower(r.args[1])
 	switch {
-	case sub == "load" && len(args) == 3:
-		src := args[2]
+	case sub == "load" && len(r.args) == 3:
+		src := r.args[2]
 		if len(src) > maxScriptBytes {
-			c.w.Error("ERR script too large: raftlock scripts are at most " + itoa(maxScriptBytes) + " bytes")
+			r.w.Error("ERR script too large: raftlock scripts are at most " + itoa(maxScriptBytes) + " bytes")
 			return
 		}
-		if err := c.s.scripts.Compile(src); err != nil {
-			c.w.Error(err.Error())
+		if err := r.s.scripts.Compile(src); err != nil {
+			r.w.Error(err.Error())
 			return
 		}
 		sha := script.SHA1Hex(src)
-		_, err := c.exec([][]byte{[]byte(sha)}, func(v fsm.View) []fsm.Command {
+		_, err := r.exec([][]byte{[]byte(sha)}, func(v node.View) []fsm.Command {
 			if _, ok := v.Script(sha); ok {
 				return nil
 			}
 			return []fsm.Command{{Kind: fsm.KindStoreScript, Key: []byte(sha), Owner: src}}
 		})
 		if err != nil {
-			c.replyError(err)
+			r.replyError(err)
 			return
 		}
-		c.w.BulkString(sha)
-	case sub == "exists" && len(args) >= 3:
-		found := make([]bool, len(args)-2)
-		_, err := c.exec(nil, func(v fsm.View) []fsm.Command {
-			for i, a := range args[2:] {
+		r.w.BulkString(sha)
+	case sub == "exists" && len(r.args) >= 3:
+		found := make([]bool, len(r.args)-2)
+		_, err := r.exec(nil, func(v node.View) []fsm.Command {
+			for i, a := range r.args[2:] {
 				_, found[i] = v.Script(lower(a))
 			}
 			return nil
 		})
 		if err != nil {
-			c.replyError(err)
+			r.replyError(err)
 			return
 		}
-		c.w.Array(len(found))
+		r.w.Array(len(found))
 		for _, f := range found {
-			c.w.Int(b2i(f))
+			r.w.Int(b2i(f))
 		}
-	case sub == "flush" && (len(args) == 2 || len(args) == 3 && (is(args[2], "async") || is(args[2], "sync"))):
-		_, err := c.exec(nil, func(v fsm.View) []fsm.Command {
+	case sub == "flush" && (len(r.args) == 2 || len(r.args) == 3 && (is(r.args[2], "async") || is(r.args[2], "sync"))):
+		_, err := r.exec(nil, func(v node.View) []fsm.Command {
 			return []fsm.Command{{Kind: fsm.KindFlushScripts, Key: []byte("scripts")}}
 		})
 		if err != nil {
-			c.replyError(err)
+			r.replyError(err)
 			return
 		}
-		c.w.SimpleString("OK")
-	case sub == "kill" && len(args) == 2:
-		c.w.Error("NOTBUSY No scripts in execution right now.")
+		r.w.SimpleString("OK")
+	case sub == "kill" && len(r.args) == 2:
+		r.w.Error("NOTBUSY No scripts in execution right now.")
 	case sub == "load" || sub == "exists" || sub == "flush" || sub == "kill":
-		c.w.Error("ERR wrong number of arguments for 'script|" + sub + "' command")
+		r.w.Error("ERR wrong number of arguments for 'script|" + sub + "' command")
 	default:
-		c.w.Error("ERR unknown subcommand '" + string(appendSanitized(nil, args[1], 128)) + "'. Try SCRIPT HELP.")
+		r.w.Error("ERR unknown subcommand '" + string(appendSanitized(nil, r.args[1], 128)) + "'. Try SCRIPT HELP.")
 	}
 }
