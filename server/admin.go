@@ -1,5 +1,7 @@
 package server
 
+// Administration: RAFT (membership, leadership, snapshots, stats, digest) and DEBUG CLOCK-SHIFT.
+
 import "time"
 
 // raftOnLeader lists the RAFT subcommands that must run on the leader.

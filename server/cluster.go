@@ -1,5 +1,7 @@
 package server
 
+// CLUSTER SLOTS|SHARDS|NODES|INFO|MYID: the topology cluster-mode clients route by.
+
 import (
 	"crypto/sha1"
 	"encoding/hex"

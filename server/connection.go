@@ -1,5 +1,8 @@
 package server
 
+// Connection commands: PING, ECHO, SELECT, HELLO, AUTH, CLIENT, QUIT, RESET, READONLY,
+// READWRITE.
+
 // redisVersion is the Redis version raftlock answers to: the feature level of the commands it
 // implements (SET ... GET, PXAT, EXPIRE options, HELLO, CLIENT SETINFO).
 const redisVersion = "7.2.0"

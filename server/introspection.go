@@ -1,5 +1,7 @@
 package server
 
+// Introspection: INFO (rendered from the node's typed Stats), COMMAND, CONFIG GET.
+
 import (
 	"os"
 	"path"
@@ -115,13 +117,13 @@ func (r *request) writeCommandInfo(cmd *command) {
 	r.w.Array(10)
 	r.w.BulkString(cmd.name)
 	r.w.Int(int64(cmd.arity))
-	r.w.Set(len(cmd.flags))
-	for _, f := range cmd.flags {
+	r.w.Set(len(cmd.flagList))
+	for _, f := range cmd.flagList {
 		r.w.SimpleString(f)
 	}
-	r.w.Int(int64(cmd.first))
-	r.w.Int(int64(cmd.last))
-	r.w.Int(int64(cmd.step))
+	r.w.Int(int64(cmd.keys.first))
+	r.w.Int(int64(cmd.keys.last))
+	r.w.Int(int64(cmd.keys.step))
 	r.w.Set(0) // ACL categories
 	r.w.Set(0) // tips
 	r.w.Array(0)

@@ -1,5 +1,7 @@
 package server
 
+// The native lock commands: LOCK, UNLOCK, RENEW, LOCKINFO, VALIDATE (DESIGN.md §7).
+
 import (
 	"bytes"
 	"strings"
@@ -8,37 +10,6 @@ import (
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
 )
-
-// checkKey replies with an error and returns false when key breaks the size limit.
-func (r *request) checkKey(key []byte) bool {
-	if len(key) > r.s.cfg.MaxKeyBytes {
-		r.w.Error("ERR key is too long: raftlock keys are at most " + itoa(int64(r.s.cfg.MaxKeyBytes)) + " bytes")
-		return false
-	}
-	return true
-}
-
-func (r *request) checkValue(v []byte) bool {
-	if len(v) > r.s.cfg.MaxValueBytes {
-		r.w.Error("ERR value is too long: raftlock values are at most " + itoa(int64(r.s.cfg.MaxValueBytes)) + " bytes")
-		return false
-	}
-	return true
-}
-
-// leaseArg parses a relative lease in milliseconds for the named command.
-func (r *request) leaseArg(arg []byte, cmd string) (uint64, bool) {
-	ms, ok := parseInt(arg)
-	if !ok {
-		r.w.Error(errNotInt)
-		return 0, false
-	}
-	if ms <= 0 || ms > r.s.cfg.MaxLeaseMs {
-		r.w.Error("ERR invalid expire time in '" + cmd + "' command")
-		return 0, false
-	}
-	return uint64(ms), true
-}
 
 func grant(key, owner []byte, leaseMs uint64, m fsm.Match) fsm.Command {
 	return fsm.Command{Kind: fsm.KindGrant, Key: key, Owner: owner, LeaseMs: leaseMs, Match: m}
@@ -238,21 +209,6 @@ func cmdLockInfo(r *request) {
 	r.w.Int(pttl)
 }
 
-// readKey reads one key linearizably (or from the local table on a READONLY follower
-// connection): the lock, its remaining lease in ms (-1 without one, -2 when free). On an error it
-// has replied already and returns ok false.
-func (r *request) readKey(key []byte) (l fsm.Lock, pttl int64, held, ok bool) {
-	_, err := r.exec([][]byte{key}, func(v node.View) []fsm.Command {
-		l, pttl, held = lookupTTL(v, key)
-		return nil
-	})
-	if err != nil {
-		r.replyError(err)
-		return l, pttl, held, false
-	}
-	return l, pttl, held, true
-}
-
 // applyIfHolder replicates cmd if key is held with token, and reports whether it applied with
 // the status want. On an error it has replied already and returns ok false.
 func (r *request) applyIfHolder(key []byte, token fsm.Token, cmd fsm.Command, want fsm.Status) (applied, ok bool) {
@@ -269,18 +225,6 @@ func (r *request) applyIfHolder(key []byte, token fsm.Token, cmd fsm.Command, wa
 	return len(res) == 1 && res[0].Status == want, true
 }
 
-// lookupTTL returns the lock on key and its remaining lease in ms (-1 without a lease).
-func lookupTTL(v node.View, key []byte) (fsm.Lock, int64, bool) {
-	l, rem, held := v.Lookup(key)
-	if !held {
-		return l, -2, false
-	}
-	if l.LeaseMs == 0 {
-		return l, -1, true
-	}
-	return l, rem.Milliseconds(), true
-}
-
 // VALIDATE key token -> :1 while token is the holder's, else :0.
 func cmdValidate(r *request) {
 	t, ok := parseToken(r.args[2])
@@ -294,11 +238,4 @@ func cmdValidate(r *request) {
 	}
 	valid := held && l.Token == fsm.Token(t)
 	r.w.Int(b2i(valid))
-}
-
-func b2i(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
 }

@@ -1,6 +1,24 @@
 // Package server is raftlock's client face: it accepts RESP connections, parses and validates
-// commands, evaluates them through the node (the small Node interface below), and writes Redis's
-// replies in RESP2 or RESP3. It keeps one table from node errors to replies (errors.go).
+// commands, evaluates them through the node (the small Node interface of node.go), and writes
+// Redis's replies in RESP2 or RESP3. It keeps one table from node errors to replies (errors.go).
+//
+// One request's path: conn.serve reads a command, dispatch (dispatch.go) looks it up in the
+// table (commands.go), builds its request (request.go) and decides where it runs: forwarded to
+// the leader (forward.go), on a READONLY follower's own table, or through the node. Its handler
+// lives in the file of its family: locks.go, strings.go, keys.go, scripting.go (with the
+// overlay a script sees, overlay.go), connection.go, introspection.go, cluster.go, admin.go.
+// pipeline.go runs a pipelining client's commands concurrently; tracking.go and waiters.go hear
+// the node's changes.
+//
+// Lock order (a lock may be taken while holding those before it, never the reverse):
+//
+//	conn.baton -> Node.mu (raftnode: held while a request is evaluated, a script included)
+//	           -> tracker.mu (a script's tracked reads) | waiters.mu | script engine
+//	Server.mu  (alone: the connection set)
+//
+// The node's change hook (tracker.changed, waiters.changed) runs on raft's apply goroutine after
+// Node.mu is released, so neither hook nests inside it there. Nothing under tracker.mu or
+// waiters.mu blocks, logs or writes to a socket.
 package server
 
 import (
