@@ -26,7 +26,10 @@ func (f machineFSM) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft
 func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	n := f.n
 	out := make([]interface{}, len(logs))
-	var changed [][]byte
+	var (
+		changed [][]byte
+		bad     []badEntry
+	)
 	now := n.cfg.Now()
 	n.mu.Lock()
 	for i, l := range logs {
@@ -38,9 +41,8 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		if err != nil {
 			// Only our own encoder writes the log, so this is a bug or disk corruption that the
 			// store's checks missed. Every node sees the same bytes and skips them the same way.
-			// (Logged under mu: it never happens in a healthy cluster, and when it does the
-			// record matters more than the stall.)
-			n.log.Error("undecodable log entry", "index", l.Index, "err", err)
+			// It is logged once mu is released.
+			bad = append(bad, badEntry{l.Index, err})
 			n.mu.machine.Advance(l.Index)
 			out[i] = fsm.Result{Status: fsm.StatusNoop}
 			continue
@@ -53,10 +55,19 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		out[i] = res
 	}
 	n.mu.Unlock()
+	for _, b := range bad {
+		n.log.Error("undecodable log entry", "index", b.index, "err", b.err)
+	}
 	if fn := n.changed.Load(); fn != nil && len(changed) > 0 {
 		(*fn)(changed)
 	}
 	return out
+}
+
+// badEntry is a log entry ApplyBatch could not decode (and skipped).
+type badEntry struct {
+	index uint64
+	err   error
 }
 
 // Snapshot takes an O(1) copy of the table; Persist serializes it while applies go on.

@@ -218,13 +218,15 @@ func (s *Server) Listen() (net.Listener, error) {
 // Serve accepts connections on ln until Close. It returns nil after Close.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
-	if s.closed.Load() {
-		s.mu.Unlock()
+	closed := s.closed.Load() // Close sets it before it takes s.mu to read s.mu.ln
+	if !closed {
+		s.mu.ln = ln
+	}
+	s.mu.Unlock()
+	if closed {
 		ln.Close()
 		return nil
 	}
-	s.mu.ln = ln
-	s.mu.Unlock()
 	s.log.Info("serving clients", "addr", ln.Addr().String())
 	var backoff time.Duration
 	for {
@@ -278,14 +280,21 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.mu.Lock()
-	var err error
-	if s.mu.ln != nil {
-		err = s.mu.ln.Close()
-	}
+	ln := s.mu.ln
+	conns := make([]*conn, 0, len(s.mu.conns))
 	for c := range s.mu.conns {
-		c.nc.Close()
+		conns = append(conns, c)
 	}
 	s.mu.Unlock()
+	// Closed outside s.mu: no socket I/O under a lock. A connection accepted meanwhile sees
+	// closed and turns itself away.
+	var err error
+	if ln != nil {
+		err = ln.Close()
+	}
+	for _, c := range conns {
+		c.nc.Close()
+	}
 	s.cancel()
 	s.wg.Wait()
 	s.scripts.Close()
