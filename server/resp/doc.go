@@ -11,7 +11,8 @@
 //
 // The other direction, what a client of a Redis server needs: ReadReply reads one reply's raw
 // bytes (a follower relays its leader's replies byte for byte), ReadValue and ParseValue decode
-// one into a Value, on the same bounded, depth-limited reader.
+// one into a Value, on the same bounded, depth-limited reader; Client is a small pipelining
+// client built on them, for tests and for a node that talks to its cluster.
 //
 // The package knows nothing about commands, locks or connections; the server package decides
 // what arguments mean and which protocol version a connection speaks (HELLO).
