@@ -9,6 +9,11 @@
 // Limits. A *ProtocolError means the connection is beyond repair; the caller replies
 // "-ERR <text>" and closes it, as Redis does.
 //
+// The other direction, what a client of a Redis server needs: ReadReply reads one reply's raw
+// bytes (a follower relays its leader's replies byte for byte), ReadValue and ParseValue decode
+// one into a Value, on the same bounded, depth-limited reader; Client is a small pipelining
+// client built on them, for tests and for a node that talks to its cluster.
+//
 // The package knows nothing about commands, locks or connections; the server package decides
 // what arguments mean and which protocol version a connection speaks (HELLO).
 package resp

@@ -33,7 +33,7 @@ func TestReadReply(t *testing.T) {
 	}{
 		{"$100\r\nabc", ErrReplyTooLarge},
 		{"$5\r\nab", io.ErrUnexpectedEOF},
-		{"*3\r\n:1\r\n", io.EOF},
+		{"*3\r\n:1\r\n", io.ErrUnexpectedEOF}, // cut short between elements
 		{strings.Repeat("*1\r\n", 40) + ":1\r\n", ErrReplyTooLarge},
 		{"+" + strings.Repeat("x", 100) + "\r\n", ErrReplyTooLarge},
 		{"*99999999999999\r\n", ErrReplyTooLarge},
