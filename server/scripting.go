@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"errors"
 	"slices"
-	"strconv"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
@@ -72,54 +71,42 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 	w := resp.NewWriter(&capture)
 	cmd.run(&request{s: p.s, c: p.c, w: w, cmd: cmd, args: args, path: onScript, script: sc.run})
 	w.Flush()
-	v, rest, err := decodeValue(capture.Bytes())
+	reply, rest, err := resp.ParseValue(capture.Bytes())
 	if err != nil || len(rest) != 0 {
 		return script.Value{}, errors.New("ERR internal: undecodable reply inside a script")
+	}
+	v, err := scriptValue(reply)
+	if err != nil {
+		return script.Value{}, errors.New("ERR internal: " + err.Error())
 	}
 	return v, nil
 }
 
-// decodeValue parses one RESP2 reply written by our own writer.
-func decodeValue(b []byte) (script.Value, []byte, error) {
-	i := bytes.Index(b, []byte("\r\n"))
-	if len(b) == 0 || i < 0 {
-		return script.Value{}, nil, errors.New("short reply")
-	}
-	line, rest := b[1:i], b[i+2:]
-	switch b[0] {
-	case '+':
-		return script.Value{Kind: script.KindStatus, Str: line}, rest, nil
-	case '-':
-		return script.Value{Kind: script.KindError, Str: line}, rest, nil
-	case ':':
-		n, _ := strconv.ParseInt(string(line), 10, 64)
-		return script.Value{Kind: script.KindInt, Int: n}, rest, nil
-	case '$':
-		n, err := strconv.Atoi(string(line))
-		if err != nil || n < -1 || n > len(rest) {
-			return script.Value{}, nil, errors.New("bad bulk")
-		}
-		if n < 0 {
-			return script.Value{Kind: script.KindNil}, rest, nil
-		}
-		return script.Value{Kind: script.KindBulk, Str: rest[:n]}, rest[n+2:], nil
-	case '*':
-		n, err := strconv.Atoi(string(line))
-		if err != nil || n < -1 {
-			return script.Value{}, nil, errors.New("bad array")
-		}
-		if n < 0 {
-			return script.Value{Kind: script.KindNil}, rest, nil
-		}
-		v := script.Value{Kind: script.KindArray, Array: make([]script.Value, n)}
-		for j := range v.Array {
-			if v.Array[j], rest, err = decodeValue(rest); err != nil {
-				return script.Value{}, nil, err
+// scriptValue turns a command's reply, as our writer encoded it in RESP2 for a script, into
+// the value redis.call returns.
+func scriptValue(v resp.Value) (script.Value, error) {
+	switch v.Kind {
+	case resp.KindSimple:
+		return script.Value{Kind: script.KindStatus, Str: v.Str}, nil
+	case resp.KindError:
+		return script.Value{Kind: script.KindError, Str: v.Str}, nil
+	case resp.KindInteger:
+		return script.Value{Kind: script.KindInt, Int: v.Int}, nil
+	case resp.KindBulk:
+		return script.Value{Kind: script.KindBulk, Str: v.Str}, nil
+	case resp.KindNull:
+		return script.Value{Kind: script.KindNil}, nil
+	case resp.KindArray:
+		out := script.Value{Kind: script.KindArray, Array: make([]script.Value, len(v.Elems))}
+		for i, e := range v.Elems {
+			var err error
+			if out.Array[i], err = scriptValue(e); err != nil {
+				return script.Value{}, err
 			}
 		}
-		return v, rest, nil
+		return out, nil
 	}
-	return script.Value{}, nil, errors.New("unknown reply type")
+	return script.Value{}, errors.New("a RESP3 reply inside a script")
 }
 
 // writeValue writes a script's result to the client in its protocol.
