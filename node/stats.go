@@ -22,6 +22,7 @@ type Stats struct {
 	VerifyRounds  uint64
 	Expired       uint64
 	GhostReleases uint64
+	MemberHints   int // members' client addresses kept for asking them after a restart
 	Store         StoreStats
 }
 

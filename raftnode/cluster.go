@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/fsm"
@@ -120,8 +119,8 @@ func (n *Node) Promote(ctx context.Context, id string) error {
 	return fmt.Errorf("%w: %s", node.ErrNoSuchMember, id)
 }
 
-// RemoveServer removes a member and forgets its client address. A removed node shuts its raft
-// down when it learns of the removal (raft's ShutdownOnRemove) and stops serving.
+// RemoveServer removes a member and forgets its client address. A removed node stops serving
+// when it applies the configuration without itself (Removed).
 func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	if !n.ready.Load() {
 		return n.notLeader()
@@ -170,39 +169,4 @@ func (n *Node) Transfer(id string) error {
 		return fmt.Errorf("leadership transfer: %w", err)
 	}
 	return nil
-}
-
-// Removed is closed when raft stopped on its own: this node was removed from the cluster.
-func (n *Node) Removed() <-chan struct{} { return n.removed }
-
-// watchRemoval notices raft shutting itself down after this node's removal.
-func (n *Node) watchRemoval() {
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	// member: this node has been in a configuration. A joining node replays older ones without
-	// itself, so only a node that was a member can find itself removed. A node that restarts
-	// with state was a member (or crashed mid-join, before it was added: it then exits too and
-	// must be started afresh with --join).
-	member := n.hadState
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-t.C:
-			removed := false
-			if f := n.raft.GetConfiguration(); f.Error() == nil {
-				in := slices.ContainsFunc(f.Configuration().Servers, func(s raft.Server) bool { return s.ID == raft.ServerID(n.cfg.ID) })
-				member = member || in
-				// Only a committed (here: applied) configuration counts: a removal the next
-				// leader truncates must not stop us.
-				removed = member && !in && f.Index() <= n.raft.AppliedIndex()
-			}
-			if (removed || n.raft.State() == raft.Shutdown) && !n.closing.Load() {
-				n.ready.Store(false)
-				n.log.Warn("raft stopped: this node was removed from the cluster")
-				close(n.removed)
-				return
-			}
-		}
-	}
 }

@@ -36,6 +36,10 @@ type Config struct {
 	Bootstrap bool
 	// Peers are the initial voters when bootstrapping; empty means this node alone.
 	Peers []Peer
+	// Join is the client (RESP) address of any member of an existing cluster: a node without
+	// state adds itself through it, as a non-voter that is promoted once caught up. A node with
+	// state ignores it.
+	Join string
 
 	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout tune failure detection. The
 	// defaults suit a LAN: a dead leader is replaced in about a second.
@@ -164,8 +168,8 @@ func (c Config) raftConfig() *raft.Config {
 	// A leader that removes itself must not stop raft on its own: raft never answers the
 	// proposals and leadership checks still queued when it shuts down, so requests (and Close)
 	// would wait for ever. It steps down and keeps running as a follower, which answers them
-	// "not leader"; watchRemoval then sees the applied configuration without this node and the
-	// node shuts down in order.
+	// "not leader"; StoreConfiguration then sees the committed configuration without this
+	// node, and the node shuts down in order.
 	rc.ShutdownOnRemove = false
 	rc.SnapshotThreshold = c.SnapshotThreshold
 	rc.SnapshotInterval = c.SnapshotInterval

@@ -29,11 +29,16 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	var (
 		changed [][]byte
 		bad     []badEntry
+		members bool        // the member table changed
+		configs []*raft.Log // committed configurations, for membership
 	)
 	now := n.cfg.Now()
 	n.mu.Lock()
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
+			if l.Type == raft.LogConfiguration {
+				configs = append(configs, l)
+			}
 			n.mu.machine.Advance(l.Index)
 			continue
 		}
@@ -52,11 +57,18 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		if changesLock(res) {
 			changed = append(changed, cmd.Key)
 		}
+		members = members || res.Status == fsm.StatusMember
 		out[i] = res
 	}
 	n.mu.Unlock()
 	for _, b := range bad {
 		n.log.Error("undecodable log entry", "index", b.index, "err", b.err)
+	}
+	for _, l := range configs {
+		n.noteConfiguration(l.Index, raft.DecodeConfiguration(l.Data))
+	}
+	if members {
+		n.wakeMembership()
 	}
 	if fn := n.changed.Load(); fn != nil && len(changed) > 0 {
 		(*fn)(changed)
@@ -93,6 +105,7 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 	n.mu.leases.armAll(m, now)
 	n.mu.Unlock()
 	n.wakeLeases()
+	n.wakeMembership()
 	if fn := n.changed.Load(); fn != nil {
 		(*fn)(nil) // any key may have changed
 	}

@@ -1,7 +1,6 @@
 package raftnode
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -62,15 +61,24 @@ type Node struct {
 	// goroutine after mu is released and before the batch's futures resolve.
 	changed atomic.Pointer[func(keys [][]byte)]
 
-	removed   chan struct{}
-	hadState  bool // the stores held raft state when the node started, or it bootstrapped them
-	closing   atomic.Bool
-	goMu      sync.Mutex
-	goClosed  bool // under goMu: goFunc starts nothing more
-	stop      chan struct{}
-	wg        sync.WaitGroup
-	closeOnce sync.Once
-	closeErr  error
+	// Membership (membership.go): removed is closed once this node learns it was removed;
+	// member is set once a committed configuration listed it (or it started with state);
+	// memberWake tells runMembership something it watches changed; stable keeps the member
+	// hints; hints counts them, for Stats.
+	removed    chan struct{}
+	removeOnce sync.Once
+	member     atomic.Bool
+	memberWake chan struct{}
+	stable     raft.StableStore
+	hints      atomic.Int64
+	hadState   bool // the stores held raft state when the node started, or it bootstrapped them
+	closing    atomic.Bool
+	goMu       sync.Mutex
+	goClosed   bool // under goMu: goFunc starts nothing more
+	stop       chan struct{}
+	wg         sync.WaitGroup
+	closeOnce  sync.Once
+	closeErr   error
 }
 
 // pendingKey counts the proposals in flight on one key. Requests on the key wait for done.
@@ -96,6 +104,9 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 		verifyReqs: make(chan chan error, 1024),
 		stop:       make(chan struct{}),
 		removed:    make(chan struct{}),
+		// One buffered wake-up is enough: runMembership rereads everything when it runs.
+		memberWake: make(chan struct{}, 1),
+		stable:     st.Stable,
 	}
 	n.mu.machine = fsm.New()
 	n.mu.leases = newLeases(cfg.Now(), 0)
@@ -125,10 +136,11 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 		}
 		n.hadState = true // a member from its first configuration on
 	}
+	n.member.Store(n.hadState)
 	n.goFunc(n.watchLeadership)
 	n.goFunc(n.runLeases)
 	n.goFunc(n.runVerifier)
-	n.goFunc(n.watchRemoval)
+	n.goFunc(n.runMembership)
 	return n, nil
 }
 
@@ -251,15 +263,8 @@ func (n *Node) becomeReady(gen uint64) {
 	n.ready.Store(true)
 	n.mu.Unlock()
 	n.wakeLeases()
+	n.wakeMembership() // a new leader records its own client address (forwarding, redirects)
 	n.log.Info("leader ready", "term", n.raft.CurrentTerm(), "applied", n.raft.AppliedIndex())
-	if n.cfg.ClientAddr != "" {
-		// Let every node know where the leader serves clients (forwarding, redirects).
-		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
-		defer cancel()
-		if err := n.SetMemberAddr(ctx, n.cfg.ID, n.cfg.ClientAddr); err != nil {
-			n.log.Warn("recording own client address failed", "err", err)
-		}
-	}
 }
 
 func (n *Node) notLeader() error {

@@ -41,6 +41,7 @@ func (n *Node) Stats() node.Stats {
 		VerifyRounds:  n.stats.verifyRounds.Load(),
 		Expired:       n.stats.expired.Load(),
 		GhostReleases: n.stats.ghostReleases.Load(),
+		MemberHints:   int(n.hints.Load()),
 	}
 	if v, err := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64); err == nil {
 		s.LastSnapshot = v

@@ -242,6 +242,7 @@ func raftInfo(ns node.Stats) []infoField {
 		{"raft_failed_proposals", u(ns.FailedProps)},
 		{"raft_verified_reads", u(ns.Reads)},
 		{"raft_verify_rounds", u(ns.VerifyRounds)},
+		{"raft_member_hints", strconv.Itoa(ns.MemberHints)},
 		{"store_first_index", u(ns.Store.FirstIndex)},
 		{"store_last_index", u(ns.Store.LastIndex)},
 		{"store_snapshots", strconv.Itoa(ns.Store.Snapshots)},

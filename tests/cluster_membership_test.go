@@ -1,10 +1,7 @@
 package tests
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -206,16 +203,15 @@ func TestClusterRemovedWhileDown(t *testing.T) {
 	c := newCluster(t, 3)
 	l := c.leader()
 	victim := c.others(l)[0]
-	// The victim will ask the members it remembers (their client addresses, kept in its data
-	// dir): let it learn them first, as any node that ran for a few seconds has.
+	// The victim will ask the members it remembers (their client addresses, kept in its stable
+	// store): let it learn them first, as any node that ran for a few seconds has.
 	waitFor(t, memberTimeout, func() error {
-		b, err := os.ReadFile(filepath.Join(victim.dir, "member-addrs.json"))
+		info, err := call(victim.addr, "INFO", "raft")
 		if err != nil {
 			return err
 		}
-		var addrs map[string]string
-		if err := json.Unmarshal(b, &addrs); err != nil || len(addrs) != 3 {
-			return fmt.Errorf("%s remembers %s", victim.id, b)
+		if !strings.Contains(fmt.Sprint(info), "raft_member_hints:3\r\n") {
+			return fmt.Errorf("%s remembers too few members: %v", victim.id, info)
 		}
 		return nil
 	})

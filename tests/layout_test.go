@@ -35,7 +35,7 @@ func TestLayout(t *testing.T) {
 		{"script", nil},
 		{"node", []string{"fsm"}},
 		{"server", []string{"fsm", "node", "server/resp", "script"}},
-		{"raftnode", []string{"fsm", "node", "store"}},
+		{"raftnode", []string{"fsm", "node", "store", "server/resp"}},
 	} {
 		pkg, want := tc.pkg, tc.want
 		t.Run(pkg, func(t *testing.T) {

@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sync"
 	"syscall"
 
 	"github.com/hashicorp/raft"
@@ -71,6 +70,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	// with data resumes and ignores both.
 	ncfg.Bootstrap = opts.join == ""
 	ncfg.Peers = opts.peers
+	ncfg.Join = opts.join
 	ncfg.SnapshotThreshold = opts.snapshotThreshold
 	ncfg.TrailingLogs = opts.trailingLogs
 	ncfg.SnapshotInterval = opts.snapshotInterval
@@ -113,30 +113,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	bg, stopBG := context.WithCancel(ctx)
-	evicted := make(chan struct{})
-	var bgDone sync.WaitGroup
-	bgDone.Go(func() { watchMembership(bg, node, opts.id, opts.dir, logger, evicted) })
-	bgDone.Add(1)
-	go func() {
-		defer bgDone.Done()
-		if opts.join != "" && !existing {
-			joinCluster(bg, node, opts, logger)
-		}
-		announce(bg, node, opts, logger)
-	}()
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down")
 	case <-node.Removed():
 		logger.Warn("removed from the cluster; shutting down")
-	case <-evicted:
-		logger.Warn("removed from the cluster while away; shutting down")
 	case err = <-served:
 		logger.Error("client listener failed", "err", err)
 	}
-	stopBG()
-	bgDone.Wait()
 	if cerr := srv.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) {
 		logger.Warn("closing client listener", "err", cerr)
 	}

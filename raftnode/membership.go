@@ -1,0 +1,344 @@
+package raftnode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/raftlock/raftlock/server/resp"
+)
+
+// This node's place in the cluster, kept by one goroutine (runMembership) and the FSM's
+// configuration hook:
+//   - join: a node started with Config.Join adds itself as a non-voter through any member's
+//     client port (RAFT ADD, forwarded to the leader), catches up, and asks to be promoted;
+//   - announce: the one way a client address gets into the replicated member table. The ready
+//     leader records its own; a follower asks the leader (RAFT ANNOUNCE). It runs when raft
+//     observes a leader change, when this node becomes the ready leader, and when the member
+//     table changes, never on a timer unless a try failed;
+//   - removal: a committed configuration without this node (raft hands every one to the FSM's
+//     ApplyBatch, noteConfiguration) closes Removed;
+//   - removal while away: a node removed while down or cut off never receives that
+//     configuration (the leader stops replicating to it). Restarted, it would campaign for
+//     ever. So a member that has seen no leader for leaderlessBeforeAsking asks the members it
+//     knows which of them is the ready leader, and asks that one whether it is still a member;
+//   - hints: the members' client addresses, kept in the stable store, so that a restarted node
+//     can ask them before its log replay (which needs a leader) restores the member table.
+
+const (
+	// announceRetry is how long a failed announce waits before the next try.
+	announceRetry = time.Second
+	// joinRetry is how long a failed RAFT ADD or PROMOTE waits before the next try.
+	joinRetry = time.Second
+	// leaderlessBeforeAsking is how long a member goes without a leader before it asks whether
+	// it was removed while away; membershipCheckEvery is how often it asks again after that.
+	leaderlessBeforeAsking = 6 * time.Second
+	membershipCheckEvery   = 2 * time.Second
+	// peerTimeout bounds one RESP call to another member.
+	peerTimeout = time.Second
+	// joinTimeout bounds one RAFT ADD or PROMOTE call (forwarded to the leader, committed).
+	joinTimeout = 10 * time.Second
+)
+
+// memberHintsKey is the stable-store key of the member hints (a JSON object id -> client
+// address). raft's own keys (CurrentTerm, LastVoteTerm, LastVoteCand) never collide with it.
+var memberHintsKey = []byte("raftlock/member-hints")
+
+// wakeMembership tells the membership goroutine that something it watches changed.
+func (n *Node) wakeMembership() {
+	select {
+	case n.memberWake <- struct{}{}:
+	default:
+	}
+}
+
+// noteConfiguration is told every committed configuration, in log order (ApplyBatch hands it
+// raft's LogConfiguration entries). It runs on raft's FSM goroutine, with no lock held: it only
+// compares and signals.
+func (n *Node) noteConfiguration(index uint64, c raft.Configuration) {
+	in := slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return s.ID == raft.ServerID(n.cfg.ID) })
+	// A joining node replays older configurations without itself, so only a node that has been
+	// in one can find itself removed. A node that restarts with state was a member (or crashed
+	// mid-join, before it was added: it then stops too and must be started afresh with Join).
+	if in {
+		n.member.Store(true)
+	}
+	if n.member.Load() && !in {
+		n.markRemoved("removed from the cluster: a committed configuration no longer lists this node", "index", index)
+	}
+	n.wakeMembership()
+}
+
+// markRemoved stops this node from serving and closes Removed, once; msg says how it learnt.
+func (n *Node) markRemoved(msg string, args ...any) {
+	if n.closing.Load() {
+		return
+	}
+	n.removeOnce.Do(func() {
+		n.ready.Store(false)
+		n.log.Warn(msg, args...)
+		close(n.removed)
+	})
+}
+
+// Removed is closed when this node learns it is no longer a member: from a committed
+// configuration, or (removed while away) from the leader.
+func (n *Node) Removed() <-chan struct{} { return n.removed }
+
+// runMembership keeps this node's place in the cluster (see the top of this file).
+func (n *Node) runMembership() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { // ends with this function at the latest
+		select {
+		case <-n.stop:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	observations := make(chan raft.Observation, 16)
+	obs := raft.NewObserver(observations, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.LeaderObservation, raft.RaftState:
+			return true
+		}
+		return false
+	})
+	n.raft.RegisterObserver(obs)
+	defer n.raft.DeregisterObserver(obs)
+
+	if n.cfg.Join != "" && !n.hadState {
+		n.join(ctx)
+	}
+	hints := n.loadMemberHints()
+	retry := time.NewTimer(0) // the first look at the state happens at once
+	defer retry.Stop()
+	var leaderless time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case o := <-observations:
+			if s, ok := o.Data.(raft.RaftState); ok && s == raft.Shutdown {
+				n.markRemoved("removed from the cluster: raft stopped on its own")
+			}
+		case <-n.memberWake:
+		case <-retry.C:
+		}
+		hints = n.saveMemberHints(hints)
+		next := time.Duration(0)
+		if !n.announce(ctx) {
+			next = announceRetry
+		}
+		// Removal while away: only a member that sees no leader asks.
+		if id, _ := n.raft.LeaderWithID(); id != "" || !n.member.Load() {
+			leaderless = time.Time{}
+		} else {
+			if leaderless.IsZero() {
+				leaderless = time.Now()
+			}
+			wait := leaderlessBeforeAsking - time.Since(leaderless)
+			if wait <= 0 {
+				if leader, removed := n.removedByLeader(ctx, hints); removed {
+					n.markRemoved("removed from the cluster while away: the leader does not list this node", "leader", leader)
+					return
+				}
+				wait = membershipCheckEvery
+			}
+			if next == 0 || wait < next {
+				next = wait
+			}
+		}
+		if next > 0 {
+			retry.Reset(next)
+		}
+	}
+}
+
+// announce makes sure the member table holds this node's client address. It reports false when
+// it should be tried again later (the leader could not be reached).
+func (n *Node) announce(ctx context.Context) bool {
+	want := n.cfg.ClientAddr
+	if want == "" {
+		return true
+	}
+	if addr, ok := n.MemberAddr(n.cfg.ID); ok && addr == want {
+		return true
+	}
+	if n.ready.Load() {
+		if err := n.SetMemberAddr(ctx, n.cfg.ID, want); err != nil {
+			n.log.Warn("recording own client address failed", "err", err)
+			return false
+		}
+		return true
+	}
+	leaderID, leaderAddr := n.LeaderClient()
+	if leaderID == "" || leaderAddr == "" {
+		return true // a leader, or its address, is still to come: that change wakes us
+	}
+	if _, err := n.callPeer(ctx, leaderAddr, peerTimeout, "RAFT", "ANNOUNCE", n.cfg.ID, want); err != nil {
+		n.log.Warn("telling the leader our client address failed", "leader", leaderID, "err", err)
+		return false
+	}
+	n.log.Info("announced client address", "addr", want, "leader", leaderID)
+	return true
+}
+
+// join adds this new node to the cluster that Config.Join belongs to: first as a non-voter,
+// which catches up from the leader (by snapshot if the log was compacted), then, once it has
+// applied the configuration change that added it, as a voter.
+func (n *Node) join(ctx context.Context) {
+	via := n.cfg.Join
+	var index uint64
+	for {
+		v, err := n.callPeer(ctx, via, joinTimeout, "RAFT", "ADD", n.cfg.ID, n.cfg.RaftAddr, "NONVOTER")
+		if err == nil && v.Kind == resp.KindInteger && v.Int > 0 {
+			index = uint64(v.Int)
+			break
+		}
+		if err == nil {
+			err = fmt.Errorf("unexpected reply %v", v)
+		}
+		n.log.Warn("join: adding this node failed; retrying", "via", via, "err", err)
+		if !sleepCtx(ctx, joinRetry) {
+			return
+		}
+	}
+	n.log.Info("join: added as a non-voter; catching up", "via", via, "index", index)
+	// raft offers no event for "applied up to": a short poll, for the join only.
+	for n.raft.AppliedIndex() < index {
+		if !sleepCtx(ctx, 50*time.Millisecond) {
+			return
+		}
+	}
+	for {
+		_, err := n.callPeer(ctx, via, joinTimeout, "RAFT", "PROMOTE", n.cfg.ID)
+		if err == nil {
+			n.log.Info("join: promoted to voter")
+			return
+		}
+		n.log.Warn("join: promotion failed; retrying", "via", via, "err", err)
+		if !sleepCtx(ctx, joinRetry) {
+			return
+		}
+	}
+}
+
+// removedByLeader finds, among the members this node knows (their client addresses from the
+// applied table, or else from the hints), one that says it is the ready leader, and reports
+// whether that leader's member list lacks this node. Only a leader's answer counts: its
+// configuration is the newest, so a node that was just added is never told it is gone.
+func (n *Node) removedByLeader(ctx context.Context, hints map[string]string) (string, bool) {
+	members, err := n.Members()
+	if err != nil {
+		return "", false
+	}
+	for _, m := range members {
+		addr := m.ClientAddr
+		if addr == "" {
+			// A restarted node applies its log only once a leader tells it what is committed:
+			// until then its member table is its last snapshot's.
+			addr = hints[m.ID]
+		}
+		if m.ID == n.cfg.ID || addr == "" {
+			continue
+		}
+		stats, err := n.callPeer(ctx, addr, peerTimeout, "RAFT", "STATS")
+		if f := fields(stats); err != nil || f["raft_state"] != "Leader" || f["raft_ready"] != "true" {
+			continue
+		}
+		list, err := n.callPeer(ctx, addr, peerTimeout, "RAFT", "MEMBERS")
+		if err != nil || list.Kind != resp.KindArray || len(list.Elems) == 0 {
+			return "", false
+		}
+		return m.ID, !slices.ContainsFunc(list.Elems, func(e resp.Value) bool { return fields(e)["id"] == n.cfg.ID })
+	}
+	return "", false
+}
+
+// callPeer sends one command to another node's client port and returns its reply; an error
+// reply is returned as an error.
+func (n *Node) callPeer(ctx context.Context, addr string, timeout time.Duration, args ...string) (resp.Value, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := resp.Dial(ctx, addr, timeout)
+	if err != nil {
+		return resp.Value{}, err
+	}
+	defer c.Close()
+	v, err := c.Do(ctx, args...)
+	if err == nil {
+		err = v.Err()
+	}
+	return v, err
+}
+
+// fields reads a reply of name/value pairs: a map in RESP3, alternating names and values in
+// RESP2 (RAFT STATS, one RAFT MEMBERS entry).
+func fields(v resp.Value) map[string]string {
+	if v.Kind != resp.KindMap && v.Kind != resp.KindArray {
+		return nil
+	}
+	out := make(map[string]string, len(v.Elems)/2)
+	for i := 0; i+1 < len(v.Elems); i += 2 {
+		out[v.Elems[i].Text()] = v.Elems[i+1].Text()
+	}
+	return out
+}
+
+// loadMemberHints reads the member hints from the stable store (none if there are none, or if
+// they cannot be read: they are only hints).
+func (n *Node) loadMemberHints() map[string]string {
+	hints := map[string]string{}
+	b, err := n.stable.Get(memberHintsKey)
+	if err != nil || len(b) == 0 {
+		return hints
+	}
+	if err := json.Unmarshal(b, &hints); err != nil {
+		n.log.Warn("member hints unreadable; ignoring them", "err", err)
+		return map[string]string{}
+	}
+	n.hints.Store(int64(len(hints)))
+	return hints
+}
+
+// saveMemberHints writes the members' client addresses to the stable store when they differ
+// from known, and returns what is now stored.
+func (n *Node) saveMemberHints(known map[string]string) map[string]string {
+	members, err := n.Members()
+	if err != nil {
+		return known
+	}
+	addrs := map[string]string{}
+	for _, m := range members {
+		if m.ClientAddr != "" {
+			addrs[m.ID] = m.ClientAddr
+		}
+	}
+	if len(addrs) == 0 || maps.Equal(addrs, known) {
+		return known
+	}
+	b, _ := json.Marshal(addrs)
+	if err := n.stable.Set(memberHintsKey, b); err != nil {
+		n.log.Warn("remembering the members' client addresses failed", "err", err)
+		return known
+	}
+	n.hints.Store(int64(len(addrs)))
+	return addrs
+}
+
+// sleepCtx waits d or until ctx ends; it reports whether ctx is still live.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
