@@ -53,6 +53,8 @@ func TestLayout(t *testing.T) {
 }
 
 // TestNoTestingInProduction checks that no non-test file of ours imports "testing" (STYLE.md).
+// Packages under tests/ are exempt: they are test support (tests/testutil's WaitFor and Launch
+// take a testing.TB), never production, and TestLayout checks that no command depends on them.
 func TestNoTestingInProduction(t *testing.T) {
 	lines := goList(t, "-f", "{{.ImportPath}}|{{join .Imports \",\"}}", module+"/...")
 	if len(lines) < 5 {
@@ -60,6 +62,9 @@ func TestNoTestingInProduction(t *testing.T) {
 	}
 	for _, line := range lines {
 		pkg, imports, _ := strings.Cut(line, "|")
+		if pkg == module+"/tests" || strings.HasPrefix(pkg, module+"/tests/") {
+			continue
+		}
 		for imp := range strings.SplitSeq(imports, ",") {
 			if imp == "testing" || strings.HasPrefix(imp, "testing/") {
 				t.Errorf("%s imports %q outside its tests", pkg, imp)
