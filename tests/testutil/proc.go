@@ -32,6 +32,9 @@ var LogMarkers = []string{"panic:", "DATA RACE", "fatal error:"}
 // ErrExitedEarly means the process exited on its own before anyone stopped or killed it.
 var ErrExitedEarly = errors.New("exited unexpectedly")
 
+// ErrWouldNotStop means the process did not exit within its grace after SIGTERM and was killed.
+var ErrWouldNotStop = errors.New("did not stop")
+
 // Proc is one child process, its stdout and stderr appended to a log file. Its methods are safe
 // for concurrent use.
 type Proc struct {
@@ -198,11 +201,10 @@ func (p *Proc) Resume() error {
 func (p *Proc) Paused() bool { return p.paused.Load() }
 
 // Stop stops the process cleanly: SIGTERM (and SIGCONT, since a paused process acts on SIGTERM
-// only once it runs again), then up to grace for it to exit. One that does not gets SIGQUIT, so
-// a Go process dumps its goroutines into its log, and SIGKILL. Stop is idempotent; it returns
-// nil for a process already killed or stopped, an error wrapping ErrExitedEarly for one that
-// exited on its own unexpectedly, and an error when the process would not stop or its exit
-// after SIGTERM was not clean.
+// only once it runs again), then up to grace for it to exit; one that does not is ended by Quit.
+// Stop is idempotent. It returns nil for a process already killed or stopped, an error wrapping
+// ErrExitedEarly for one that exited on its own unexpectedly, one wrapping ErrWouldNotStop for
+// one that had to be killed, and the exit status of an exit after SIGTERM that was not clean.
 func (p *Proc) Stop(grace time.Duration) error {
 	wasExpected := p.expected.Swap(true)
 	if !p.Running() {
@@ -219,19 +221,29 @@ func (p *Proc) Stop(grace time.Duration) error {
 	select {
 	case <-p.exited:
 	case <-time.After(grace):
-		_ = p.cmd.Process.Signal(syscall.SIGQUIT)
-		select {
-		case <-p.exited:
-		case <-time.After(dumpWait):
-			_ = p.cmd.Process.Signal(syscall.SIGKILL)
-			<-p.exited
-		}
-		return fmt.Errorf("no exit within %v of SIGTERM; killed (goroutine dump in %s)", grace, p.logPath)
+		p.Quit()
+		return fmt.Errorf("%w within %v of SIGTERM; killed (goroutine dump in %s)", ErrWouldNotStop, grace, p.logPath)
 	}
 	if p.status != nil {
 		return fmt.Errorf("exit after SIGTERM: %w", p.status)
 	}
 	return nil
+}
+
+// Quit ends a process that hangs: SIGQUIT (and SIGCONT, should it be paused), so a Go process
+// dumps its goroutines into its log as it exits, then SIGKILL if it still runs a few seconds
+// later. It returns once the process is gone.
+func (p *Proc) Quit() {
+	p.expected.Store(true)
+	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	p.paused.Store(false)
+	select {
+	case <-p.exited:
+	case <-time.After(dumpWait):
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.exited
+	}
 }
 
 // Log returns everything the process has written so far.

@@ -8,6 +8,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/raftlock/raftlock/server/resp"
 )
 
 // fakeTB records a failure instead of ending the test.
@@ -80,7 +84,7 @@ func TestProcStop(t *testing.T) {
 func TestProcStopHung(t *testing.T) {
 	p := shell(t, `trap '' TERM; echo ready; while :; do sleep 0.05; done`)
 	WaitFor(t, 5*time.Second, Cond("ready", func() bool { return strings.Contains(p.Log(), "\nready\n") }))
-	if err := p.Stop(100 * time.Millisecond); err == nil || !strings.Contains(err.Error(), "killed") {
+	if err := p.Stop(100 * time.Millisecond); !errors.Is(err, ErrWouldNotStop) {
 		t.Errorf("Stop of a process ignoring SIGTERM = %v, want a kill", err)
 	}
 	if p.Running() {
@@ -129,5 +133,17 @@ func TestProcKill(t *testing.T) {
 	}
 	if err := p.Stop(time.Second); err != nil {
 		t.Errorf("Stop after Kill = %v, want nil", err)
+	}
+}
+
+func TestPlain(t *testing.T) {
+	v, _, err := resp.ParseValue([]byte("*7\r\n+OK\r\n$-1\r\n:7\r\n#t\r\n-ERR no\r\n=7\r\ntxt:abc\r\n%1\r\n$1\r\nk\r\n,1.5\r\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Plain(v).([]any)
+	want := []any{"OK", nil, int64(7), true, &resp.ReplyError{Msg: "ERR no"}, "abc", []any{"k", "1.5"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Plain (-want +got):\n%s", diff)
 	}
 }
