@@ -23,7 +23,8 @@ func goList(t *testing.T, args ...string) []string {
 }
 
 // TestLayout enforces DESIGN.md §1's arrows: which of our packages each package may depend on,
-// directly or not. A package not listed here may depend on anything (cmd/..., tests).
+// directly or not. A package not listed here may depend on anything of ours, except that no
+// command may depend on a package under tests/.
 func TestLayout(t *testing.T) {
 	for _, tc := range []struct {
 		pkg  string
@@ -50,6 +51,23 @@ func TestLayout(t *testing.T) {
 			}
 		})
 	}
+	// No command depends on a package under tests/: test support and harnesses are never
+	// linked into what we ship. A command's own _test files may import tests/testutil
+	// (cmd/raftlock-bench's tests start redis-server with it); go list -deps without -test
+	// leaves them out, as the binary does.
+	t.Run("cmd", func(t *testing.T) {
+		cmds := goList(t, module+"/cmd/...")
+		if len(cmds) < 2 {
+			t.Fatalf("go list found only %d commands: %q", len(cmds), cmds)
+		}
+		for _, cmd := range cmds {
+			for _, dep := range goList(t, "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", cmd) {
+				if dep == module+"/tests" || strings.HasPrefix(dep, module+"/tests/") {
+					t.Errorf("%s depends on %s: nothing under cmd/ may depend on tests/", cmd, dep)
+				}
+			}
+		}
+	})
 }
 
 // TestNoTestingInProduction checks that no non-test file of ours imports "testing" (STYLE.md).
