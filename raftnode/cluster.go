@@ -2,28 +2,28 @@ package raftnode
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
 )
 
 // Members returns the current raft configuration with each member's client address.
-func (n *Node) Members() ([]fsm.Member, error) {
+func (n *Node) Members() ([]node.Member, error) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, fmt.Errorf("raft configuration: %w", err)
 	}
 	_, leaderID := n.raft.LeaderWithID()
 	n.mu.Lock()
-	addrs := n.machine.Members()
+	addrs := n.mu.machine.Members()
 	n.mu.Unlock()
-	var out []fsm.Member
+	var out []node.Member
 	for _, s := range f.Configuration().Servers {
-		out = append(out, fsm.Member{
+		out = append(out, node.Member{
 			ID:         string(s.ID),
 			RaftAddr:   string(s.Address),
 			ClientAddr: addrs[string(s.ID)],
@@ -31,7 +31,7 @@ func (n *Node) Members() ([]fsm.Member, error) {
 			Leader:     s.ID == leaderID,
 		})
 	}
-	slices.SortFunc(out, func(a, b fsm.Member) int {
+	slices.SortFunc(out, func(a, b node.Member) int {
 		switch {
 		case a.ID < b.ID:
 			return -1
@@ -52,7 +52,7 @@ func (n *Node) LeaderClient() (id, clientAddr string) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	addr, _ := n.machine.Member(string(lid))
+	addr, _ := n.mu.machine.Member(string(lid))
 	return string(lid), addr
 }
 
@@ -60,19 +60,19 @@ func (n *Node) LeaderClient() (id, clientAddr string) {
 func (n *Node) MemberAddr(id string) (string, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.machine.Member(id)
+	return n.mu.machine.Member(id)
 }
 
 // SetMemberAddr records (through the log) that node id serves clients at addr. The leader
 // calls it for itself after each election; followers reach it through ANNOUNCE.
 func (n *Node) SetMemberAddr(ctx context.Context, id, addr string) error {
 	key := []byte(id)
-	_, err := n.Exec(ctx, [][]byte{key}, func(v fsm.View) []fsm.Command {
-		if cur, ok := n.machine.Member(id); ok && cur == addr {
+	_, err := n.Exec(ctx, [][]byte{key}, func(v node.View) []fsm.Command {
+		if cur, ok := n.mu.machine.Member(id); ok && cur == addr {
 			return nil
 		}
 		return []fsm.Command{{Kind: fsm.KindSetMember, Key: key, Owner: []byte(addr)}}
-	})
+	}, nil)
 	return err
 }
 
@@ -117,11 +117,8 @@ func (n *Node) Promote(ctx context.Context, id string) error {
 		_, err := n.AddServer(ctx, id, m.RaftAddr, "", true)
 		return err
 	}
-	return fmt.Errorf("%w: %s", ErrNoSuchMember, id)
+	return fmt.Errorf("%w: %s", node.ErrNoSuchMember, id)
 }
-
-// ErrNoSuchMember means an ID is not in the raft configuration.
-var ErrNoSuchMember = errors.New("raftnode: no such member")
 
 // RemoveServer removes a member and forgets its client address. A removed node shuts its raft
 // down when it learns of the removal (raft's ShutdownOnRemove) and stops serving.
@@ -133,8 +130,8 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(members, func(m fsm.Member) bool { return m.ID == id }) {
-		return fmt.Errorf("%w: %s", ErrNoSuchMember, id)
+	if !slices.ContainsFunc(members, func(m node.Member) bool { return m.ID == id }) {
+		return fmt.Errorf("%w: %s", node.ErrNoSuchMember, id)
 	}
 	if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
 		return n.applyError(err)
@@ -144,9 +141,9 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 		return nil // we are no longer in the cluster: the new leader forgets our address
 	}
 	key := []byte(id)
-	_, err = n.Exec(ctx, [][]byte{key}, func(fsm.View) []fsm.Command {
+	_, err = n.Exec(ctx, [][]byte{key}, func(node.View) []fsm.Command {
 		return []fsm.Command{{Kind: fsm.KindRemoveMember, Key: key}}
-	})
+	}, nil)
 	return err
 }
 
@@ -163,9 +160,9 @@ func (n *Node) Transfer(id string) error {
 		if err != nil {
 			return err
 		}
-		i := slices.IndexFunc(members, func(m fsm.Member) bool { return m.ID == id })
+		i := slices.IndexFunc(members, func(m node.Member) bool { return m.ID == id })
 		if i < 0 {
-			return fmt.Errorf("%w: %s", ErrNoSuchMember, id)
+			return fmt.Errorf("%w: %s", node.ErrNoSuchMember, id)
 		}
 		f = n.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(members[i].RaftAddr))
 	}

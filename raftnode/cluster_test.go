@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
 )
 
 // waitConverged waits until every node's table equals want's.
@@ -36,11 +37,11 @@ func TestClusterFollowerRedirects(t *testing.T) {
 			return nil
 		})
 		before := f.Stats()
-		for name, eval := range map[string]Eval{
-			"read":  func(fsm.View) []fsm.Command { return nil },
+		for name, eval := range map[string]node.Eval{
+			"read":  func(node.View) []fsm.Command { return nil },
 			"write": lockEval("k", "o", 0, new(fsm.Lock)),
 		} {
-			_, err := f.Exec(t.Context(), [][]byte{[]byte("k")}, eval)
+			_, err := f.Exec(t.Context(), [][]byte{[]byte("k")}, eval, nil)
 			nl := notLeaderErr(err)
 			if nl == nil || nl.LeaderID != l.id || nl.LeaderAddr != string(l.addr) {
 				t.Fatalf("%s on follower %s = %v; want NotLeaderError naming %s at %s", name, f.id, err, l.id, l.addr)
@@ -115,8 +116,8 @@ func TestClusterFailover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel()
 	out, err := tryLock(ctx, old, "lost", "bob", 0)
-	if err == nil || (!errors.Is(err, ErrUncertain) && notLeaderErr(err) == nil) {
-		t.Fatalf("write on the partitioned leader = %+v, %v; want ErrUncertain or NotLeaderError", out, err)
+	if err == nil || (!errors.Is(err, node.ErrUncertain) && notLeaderErr(err) == nil) {
+		t.Fatalf("write on the partitioned leader = %+v, %v; want node.ErrUncertain or NotLeaderError", out, err)
 	}
 
 	rest := others(old, nodes)
@@ -168,8 +169,8 @@ func TestClusterFailover(t *testing.T) {
 	checkStale("while still marked ready")
 	out, err = tryLock(ctx, old, "lost2", "carol", 0)
 	old.ready.Store(false)
-	if err == nil || (!errors.Is(err, ErrUncertain) && notLeaderErr(err) == nil) {
-		t.Fatalf("write on the old leader while marked ready = %+v, %v; want NotLeaderError or ErrUncertain", out, err)
+	if err == nil || (!errors.Is(err, node.ErrUncertain) && notLeaderErr(err) == nil) {
+		t.Fatalf("write on the old leader while marked ready = %+v, %v; want NotLeaderError or node.ErrUncertain", out, err)
 	}
 
 	connectAll(nodes)
@@ -310,7 +311,7 @@ func TestLeaseQueueBounded(t *testing.T) {
 	})
 	for _, n := range nodes {
 		n.mu.Lock()
-		queued, armed := len(n.leases.queue), len(n.leases.deadline)
+		queued, armed := len(n.mu.leases.queue), len(n.mu.leases.deadline)
 		n.mu.Unlock()
 		role := "follower"
 		if n == l {
@@ -339,8 +340,8 @@ func TestClusterLeaderCloseHandsOver(t *testing.T) {
 	if r := mustLock(t, nl, "k2", "o", 0); r.Token <= acked.Token {
 		t.Fatalf("token %d after handover, want > %d", r.Token, acked.Token)
 	}
-	if _, err := tryLock(t.Context(), old, "k3", "o", 0); !errors.Is(err, ErrShutdown) {
-		t.Fatalf("Exec on the closed node = %v, want ErrShutdown", err)
+	if _, err := tryLock(t.Context(), old, "k3", "o", 0); !errors.Is(err, node.ErrShutdown) {
+		t.Fatalf("Exec on the closed node = %v, want node.ErrShutdown", err)
 	}
 }
 

@@ -1,6 +1,16 @@
 // Package raftnode owns raft for one raftlock node: bootstrap and membership, the leader's view
 // of the lock table (applied state plus pending proposals, DESIGN.md §4), proposals and their
 // replies, linearizable reads, and the lease timers that make the leader propose Expire (§5).
+//
+// Every change reaches the log through propose (exec.go): client requests, ghost-lock
+// releases, lease expiries and member addresses alike.
+//
+// Locks: Node.mu guards the view (table, lease timers, pending keys). Only evaluation runs under
+// it: a request's node.Eval (the server's scripts included, which may take the server's tracker
+// lock: Node.mu comes first) and raft's apply of a batch. Nothing under it calls into raft
+// (Apply, VerifyLeader, Barrier, GetConfiguration take raft's own locks and wait on raft's
+// goroutines, which take Node.mu to apply: a deadlock), logs on the hot path, or blocks. goMu
+// only orders goroutine starts against Close and nests inside nothing.
 package raftnode
 
 import (

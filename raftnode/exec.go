@@ -9,13 +9,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
 )
-
-// Eval turns a request into the commands to replicate, looking at the leader's view. Returning
-// none makes the request a read or a refusal. Eval runs under the view lock: it must be quick,
-// must not block, and may run more than once (it runs again after waiting on pending keys), so
-// it must reset whatever it records each time.
-type Eval func(v fsm.View) []fsm.Command
 
 // Exec evaluates a request on the leader and replicates what it yields.
 //
@@ -26,26 +21,27 @@ type Eval func(v fsm.View) []fsm.Command
 // apply. A request that yields none is answered only after leadership is confirmed, so a
 // deposed leader cannot give a stale answer.
 //
+// around, when not nil, is called with the wait for the outcome (the commit and apply, or a
+// read's leadership check) and must call it. When around is called the request's commands are
+// already in raft's queue, so a connection that pipelines can propose its next request from
+// around, and its proposals reach the log in the order it made them: raft commits them together
+// (one append, one fsync).
+//
 // ctx is the client's: when it is cancelled before anything is proposed, Exec returns ctx.Err()
 // and nothing happens. Once proposed, Exec waits for the outcome regardless, and if the client
 // is gone by then, a lock granted to it is released at once (ghost-lock cleanup).
-func (n *Node) Exec(ctx context.Context, keys [][]byte, eval func(fsm.View) []fsm.Command) ([]fsm.Result, error) {
-	return n.ExecYielding(ctx, keys, eval, func(wait func()) { wait() })
-}
-
-// ExecYielding is Exec for a caller with other work to do while the request commits: around
-// is called with the wait for the outcome (the commit and apply, or a read's leadership check)
-// and must call it. When around is called, the request's commands are already in raft's queue,
-// so a connection that pipelines can propose its next request from around, and its proposals
-// reach the log in the order it made them: raft commits them together (one append, one fsync).
-func (n *Node) ExecYielding(ctx context.Context, keys [][]byte, eval func(fsm.View) []fsm.Command, around func(wait func())) ([]fsm.Result, error) {
+func (n *Node) Exec(ctx context.Context, keys [][]byte, eval node.Eval, around func(wait func())) ([]fsm.Result, error) {
 	for {
 		p, err := n.propose(ctx, keys, eval)
 		if err != nil {
 			return nil, err
 		}
 		var results []fsm.Result
-		around(func() { results, err = p.wait() })
+		if around == nil {
+			results, err = p.wait()
+		} else {
+			around(func() { results, err = p.wait() })
+		}
 		if errors.Is(err, errReadRaced) {
 			continue
 		}
@@ -67,10 +63,12 @@ type proposal struct {
 	gen     uint64 // leaderGen when a read was evaluated
 }
 
-// propose is Exec's first half: it evaluates the request and hands what it yields to raft,
-// returning as soon as the commands are queued. wait must be called on every proposal
-// returned, or its keys stay marked as in flight.
-func (n *Node) propose(ctx context.Context, keys [][]byte, eval func(fsm.View) []fsm.Command) (*proposal, error) {
+// propose is Exec's first half, and the one path by which anything reaches the log: client
+// requests, ghost-lock releases, lease expiries and member addresses all pass its checks (ready
+// leader, pending keys, valid commands, a live context). It evaluates the request and hands what
+// it yields to raft, returning as soon as the commands are queued. wait must be called on every
+// proposal returned, or its keys stay marked as in flight.
+func (n *Node) propose(ctx context.Context, keys [][]byte, eval node.Eval) (*proposal, error) {
 	for {
 		if !n.ready.Load() {
 			return nil, n.notLeader()
@@ -84,7 +82,7 @@ func (n *Node) propose(ctx context.Context, keys [][]byte, eval func(fsm.View) [
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			case <-n.stop:
-				return nil, ErrShutdown
+				return nil, node.ErrShutdown
 			}
 		}
 		gen := n.leaderGen.Load()
@@ -141,7 +139,7 @@ func (p *proposal) wait() ([]fsm.Result, error) {
 
 // safeEval runs eval, turning a panic into an error: a bug in one request's evaluation must not
 // leave the view lock held and the node wedged.
-func safeEval(eval func(fsm.View) []fsm.Command, v fsm.View) (cmds []fsm.Command, err error) {
+func safeEval(eval node.Eval, v node.View) (cmds []fsm.Command, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("raftnode: evaluating the request panicked: %v", r)
@@ -154,7 +152,7 @@ func safeEval(eval func(fsm.View) []fsm.Command, v fsm.View) (cmds []fsm.Command
 // applied, or nil when none is in flight.
 func (n *Node) pendingOnLocked(keys [][]byte) <-chan struct{} {
 	for _, k := range keys {
-		if p, ok := n.pending[string(k)]; ok {
+		if p, ok := n.mu.pending[string(k)]; ok {
 			return p.done
 		}
 	}
@@ -166,10 +164,10 @@ func (n *Node) pendingOnLocked(keys [][]byte) <-chan struct{} {
 func (n *Node) markPendingLocked(cmds []fsm.Command) {
 	for _, c := range cmds {
 		key := string(c.Key)
-		p, ok := n.pending[key]
+		p, ok := n.mu.pending[key]
 		if !ok {
 			p = &pendingKey{done: make(chan struct{})}
-			n.pending[key] = p
+			n.mu.pending[key] = p
 		}
 		p.n++
 	}
@@ -204,7 +202,7 @@ func (n *Node) await(cmds []fsm.Command, futures []raft.ApplyFuture) (results []
 				applied++
 				continue
 			}
-			ferr = ErrUncertain
+			ferr = node.ErrUncertain
 		}
 		if err == nil {
 			err = n.applyError(ferr)
@@ -213,11 +211,11 @@ func (n *Node) await(cmds []fsm.Command, futures []raft.ApplyFuture) (results []
 	n.mu.Lock()
 	for _, c := range cmds {
 		key := string(c.Key)
-		if p := n.pending[key]; p != nil {
+		if p := n.mu.pending[key]; p != nil {
 			p.n--
 			if p.n == 0 {
 				close(p.done)
-				delete(n.pending, key)
+				delete(n.mu.pending, key)
 			}
 		}
 	}
@@ -225,7 +223,7 @@ func (n *Node) await(cmds []fsm.Command, futures []raft.ApplyFuture) (results []
 	if err != nil {
 		n.stats.failedProposals.Add(1)
 		if applied > 0 {
-			err = ErrUncertain // part of the request took effect
+			err = node.ErrUncertain // part of the request took effect
 		}
 	}
 	return results, err
@@ -238,11 +236,11 @@ func (n *Node) applyError(err error) error {
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout):
 		return n.notLeader()
 	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown),
-		errors.Is(err, raft.ErrAbortedByRestore), errors.Is(err, ErrUncertain):
-		return ErrUncertain
+		errors.Is(err, raft.ErrAbortedByRestore), errors.Is(err, node.ErrUncertain):
+		return node.ErrUncertain
 	}
 	n.log.Warn("proposal failed", "err", err)
-	return ErrUncertain
+	return node.ErrUncertain
 }
 
 // releaseGhosts proposes a Release for each lock granted to a client that hung up before its
@@ -265,12 +263,12 @@ func (n *Node) releaseGhosts(cmds []fsm.Command, results []fsm.Result) {
 		n.goFunc(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
 			defer cancel()
-			_, err := n.Exec(ctx, [][]byte{key}, func(v fsm.View) []fsm.Command {
+			_, err := n.Exec(ctx, [][]byte{key}, func(v node.View) []fsm.Command {
 				if l, _, held := v.Lookup(key); !held || l.Token != token || l.LeaseRev != rev {
 					return nil // released, re-granted, or renewed by a retrying owner since
 				}
 				return []fsm.Command{{Kind: fsm.KindRelease, Key: key, LeaseRev: rev, Match: fsm.Match{Kind: fsm.MatchLease, Token: token}}}
-			})
+			}, nil)
 			if err != nil {
 				// The lease still ends it; a lock without a lease stays until someone DELs it.
 				n.log.Warn("ghost lock release failed", "key", key, "token", token, "err", err)
@@ -279,28 +277,28 @@ func (n *Node) releaseGhosts(cmds []fsm.Command, results []fsm.Result) {
 	}
 }
 
-// viewReader is the fsm.View a request sees while Node.mu is held.
+// viewReader is the node.View a request sees while Node.mu is held.
 type viewReader struct {
 	n   *Node
 	now time.Time
 }
 
 func (v viewReader) Lookup(key []byte) (fsm.Lock, time.Duration, bool) {
-	l, ok := v.n.machine.Get(key)
+	l, ok := v.n.mu.machine.Get(key)
 	if !ok {
 		return fsm.Lock{}, 0, false
 	}
 	if l.LeaseMs == 0 {
 		return l, 0, true
 	}
-	rem, ok := v.n.leases.remaining(string(key), v.now)
+	rem, ok := v.n.mu.leases.remaining(string(key), v.now)
 	if !ok {
 		rem = msDuration(l.LeaseMs)
 	}
 	return l, rem, true
 }
 
-func (v viewReader) Len() int { return v.n.machine.Len() }
+func (v viewReader) Len() int { return v.n.mu.machine.Len() }
 
 // verifyLeader confirms this node is still the leader after the caller read the table. Checks
 // are batched: one raft VerifyLeader round answers every request that asked before it started.
@@ -311,7 +309,7 @@ func (n *Node) verifyLeader(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-n.stop:
-		return ErrShutdown
+		return node.ErrShutdown
 	}
 	select {
 	case err := <-ch:
@@ -319,7 +317,7 @@ func (n *Node) verifyLeader(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-n.stop:
-		return ErrShutdown
+		return node.ErrShutdown
 	}
 }
 
@@ -355,4 +353,4 @@ func (n *Node) runVerifier() {
 	}
 }
 
-func (v viewReader) Script(sha string) (string, bool) { return v.n.machine.Script(sha) }
+func (v viewReader) Script(sha string) (string, bool) { return v.n.mu.machine.Script(sha) }

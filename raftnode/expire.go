@@ -1,9 +1,11 @@
 package raftnode
 
 import (
+	"context"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
 )
 
 const (
@@ -51,21 +53,37 @@ func (n *Node) runLeases() {
 	}
 }
 
-// expireDue proposes Expire for the leases that have ended and returns how long to sleep.
+// expireDue proposes Expire for the leases that have ended and returns how long to sleep. The
+// Expires go through propose like any request (its checks: a ready leader, valid commands); they
+// name no keys to wait on, since each is guarded by its token and lease revision and so can never
+// end a lease other than the one that ran out.
 func (n *Node) expireDue() time.Duration {
 	now := n.cfg.Now()
 	n.mu.Lock()
-	due := n.leases.due(n.machine, now, expireBatch)
-	var cmds []fsm.Command
-	for _, e := range due {
-		cmds = append(cmds, fsm.Command{Kind: fsm.KindExpire, Key: []byte(e.key), Token: e.token, LeaseRev: e.rev})
-	}
-	n.markPendingLocked(cmds)
-	next, ok := n.leases.next()
+	next, ok := n.mu.leases.next()
 	n.mu.Unlock()
-
-	if len(cmds) > 0 {
-		results, err := n.await(cmds, n.submit(cmds)) // results of the ones that applied, even on error
+	if !ok || next.After(now) {
+		return n.sleepUntil(next, ok)
+	}
+	var due []expiry
+	p, err := n.propose(context.Background(), nil, func(node.View) []fsm.Command {
+		// Under mu, like every evaluation. It may run again (propose re-evaluates after waiting
+		// on pending keys, though this names none): put back what an earlier run took.
+		for _, e := range due {
+			n.mu.leases.requeue(e, now)
+		}
+		due = n.mu.leases.due(n.mu.machine, now, expireBatch)
+		cmds := make([]fsm.Command, 0, len(due))
+		for _, e := range due {
+			cmds = append(cmds, fsm.Command{Kind: fsm.KindExpire, Key: []byte(e.key), Token: e.token, LeaseRev: e.rev})
+		}
+		return cmds
+	})
+	switch {
+	case err != nil:
+		n.requeueExpiries(due, now, len(due), err)
+	case len(due) > 0:
+		results, err := p.wait() // results of the ones that applied, even on error
 		expired := 0
 		for _, r := range results {
 			if r.Existed {
@@ -74,22 +92,35 @@ func (n *Node) expireDue() time.Duration {
 		}
 		n.stats.expired.Add(uint64(expired))
 		if err != nil {
-			n.log.Warn("expire proposal failed; will retry", "count", len(cmds), "err", err)
-			n.mu.Lock()
-			for _, e := range due {
-				n.leases.requeue(e, now.Add(expireRetry))
-			}
-			n.mu.Unlock()
+			n.requeueExpiries(due, now, len(due), err)
 		}
 		if len(due) == expireBatch {
 			return 0 // more may be due already
 		}
-		n.mu.Lock()
-		next, ok = n.leases.next()
-		n.mu.Unlock()
 	}
+	n.mu.Lock()
+	next, ok = n.mu.leases.next()
+	n.mu.Unlock()
+	return n.sleepUntil(next, ok)
+}
+
+// sleepUntil is how long the lease loop sleeps before the deadline next (ok false: none).
+func (n *Node) sleepUntil(next time.Time, ok bool) time.Duration {
 	if !ok {
 		return maxLeaseSleep
 	}
 	return min(max(next.Sub(n.cfg.Now()), 0), maxLeaseSleep)
+}
+
+// requeueExpiries puts back the leases whose Expire did not go through, to try again shortly.
+func (n *Node) requeueExpiries(due []expiry, now time.Time, count int, err error) {
+	if len(due) == 0 {
+		return
+	}
+	n.log.Warn("expire proposal failed; will retry", "count", count, "err", err)
+	n.mu.Lock()
+	for _, e := range due {
+		n.mu.leases.requeue(e, now.Add(expireRetry))
+	}
+	n.mu.Unlock()
 }

@@ -20,42 +20,61 @@ var (
 func (f machineFSM) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft.Log{l})[0] }
 
 // ApplyBatch applies committed entries in order. The apply time is read once per batch: it is
-// after every client in the batch sent its request, which is all a lease timer needs.
+// after every client in the batch sent its request, which is all a lease timer needs. The
+// change hook is told the changed keys after the view lock is released; raft resolves the
+// batch's futures only once ApplyBatch returns, so every hook runs before its reply goes out.
 func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	n := f.n
 	out := make([]interface{}, len(logs))
+	var (
+		changed [][]byte
+		bad     []badEntry
+	)
 	now := n.cfg.Now()
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
-			n.machine.Advance(l.Index)
+			n.mu.machine.Advance(l.Index)
 			continue
 		}
 		cmd, err := fsm.Decode(l.Data)
 		if err != nil {
 			// Only our own encoder writes the log, so this is a bug or disk corruption that the
 			// store's checks missed. Every node sees the same bytes and skips them the same way.
-			n.log.Error("undecodable log entry", "index", l.Index, "err", err)
-			n.machine.Advance(l.Index)
+			// It is logged once mu is released.
+			bad = append(bad, badEntry{l.Index, err})
+			n.mu.machine.Advance(l.Index)
 			out[i] = fsm.Result{Status: fsm.StatusNoop}
 			continue
 		}
-		res := n.machine.Apply(l.Index, cmd)
+		res := n.mu.machine.Apply(l.Index, cmd)
 		n.trackLeaseLocked(string(cmd.Key), l.Index, res, now)
-		if fn := n.changed.Load(); fn != nil && changesLock(res) {
-			(*fn)(cmd.Key)
+		if changesLock(res) {
+			changed = append(changed, cmd.Key)
 		}
 		out[i] = res
 	}
+	n.mu.Unlock()
+	for _, b := range bad {
+		n.log.Error("undecodable log entry", "index", b.index, "err", b.err)
+	}
+	if fn := n.changed.Load(); fn != nil && len(changed) > 0 {
+		(*fn)(changed)
+	}
 	return out
+}
+
+// badEntry is a log entry ApplyBatch could not decode (and skipped).
+type badEntry struct {
+	index uint64
+	err   error
 }
 
 // Snapshot takes an O(1) copy of the table; Persist serializes it while applies go on.
 func (f machineFSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.n.mu.Lock()
 	defer f.n.mu.Unlock()
-	return &tableSnapshot{snap: f.n.machine.Snapshot()}, nil
+	return &tableSnapshot{snap: f.n.mu.machine.Snapshot()}, nil
 }
 
 // Restore replaces the table with a snapshot and arms a full lease for every held key: this
@@ -69,10 +88,10 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 	n := f.n
 	now := n.cfg.Now()
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.machine = m
-	n.leases = newLeases(n.leases.epoch, m.Len())
-	n.leases.armAll(m, now)
+	n.mu.machine = m
+	n.mu.leases = newLeases(n.mu.leases.epoch, m.Len())
+	n.mu.leases.armAll(m, now)
+	n.mu.Unlock()
 	n.wakeLeases()
 	if fn := n.changed.Load(); fn != nil {
 		(*fn)(nil) // any key may have changed

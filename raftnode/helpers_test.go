@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
 )
 
 // Every node a test starts is closed by its t.Cleanup, and Close waits for raft's goroutines and
@@ -252,8 +253,8 @@ func (c *fakeClock) Advance(d time.Duration) {
 
 // lockEval is LOCK key owner lease: grant a free key, refuse a held one. It records what it saw
 // in *saw, reset on every run (eval may run more than once).
-func lockEval(key, owner string, leaseMs uint64, saw *fsm.Lock) Eval {
-	return func(v fsm.View) []fsm.Command {
+func lockEval(key, owner string, leaseMs uint64, saw *fsm.Lock) node.Eval {
+	return func(v node.View) []fsm.Command {
 		*saw = fsm.Lock{}
 		if l, _, held := v.Lookup([]byte(key)); held {
 			*saw = l
@@ -273,7 +274,7 @@ type lockOutcome struct {
 // tryLock runs LOCK through Exec.
 func tryLock(ctx context.Context, n *testNode, key, owner string, leaseMs uint64) (lockOutcome, error) {
 	var saw fsm.Lock
-	res, err := n.Exec(ctx, [][]byte{[]byte(key)}, lockEval(key, owner, leaseMs, &saw))
+	res, err := n.Exec(ctx, [][]byte{[]byte(key)}, lockEval(key, owner, leaseMs, &saw), nil)
 	if err != nil {
 		return lockOutcome{}, err
 	}
@@ -301,7 +302,7 @@ func mustLock(t *testing.T, n *testNode, key, owner string, leaseMs uint64) fsm.
 
 // propose runs one command through Exec unconditionally (the FSM checks its guard).
 func propose(ctx context.Context, n *testNode, c fsm.Command) (fsm.Result, error) {
-	res, err := n.Exec(ctx, [][]byte{c.Key}, func(fsm.View) []fsm.Command { return []fsm.Command{c} })
+	res, err := n.Exec(ctx, [][]byte{c.Key}, func(node.View) []fsm.Command { return []fsm.Command{c} }, nil)
 	if err != nil {
 		return fsm.Result{}, err
 	}
@@ -323,10 +324,10 @@ func renewCmd(key string, tok fsm.Token, leaseMs uint64) fsm.Command {
 func read(ctx context.Context, n *testNode, key string) (fsm.Lock, bool, error) {
 	var l fsm.Lock
 	var held bool
-	_, err := n.Exec(ctx, [][]byte{[]byte(key)}, func(v fsm.View) []fsm.Command {
+	_, err := n.Exec(ctx, [][]byte{[]byte(key)}, func(v node.View) []fsm.Command {
 		l, _, held = v.Lookup([]byte(key))
 		return nil
-	})
+	}, nil)
 	return l, held, err
 }
 
@@ -372,9 +373,9 @@ func waitExpired(t *testing.T, n *testNode, want uint64) {
 	})
 }
 
-// notLeaderErr returns the *NotLeaderError in err, or nil.
-func notLeaderErr(err error) *NotLeaderError {
-	var nl *NotLeaderError
+// notLeaderErr returns the *node.NotLeaderError in err, or nil.
+func notLeaderErr(err error) *node.NotLeaderError {
+	var nl *node.NotLeaderError
 	if errors.As(err, &nl) {
 		return nl
 	}

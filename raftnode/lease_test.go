@@ -22,10 +22,12 @@ func goneAt(t *testing.T, n *testNode, key string, timeout time.Duration) time.T
 	return at
 }
 
+// A lease ends at its deadline on the node's clock, not before, and only through a committed
+// Expire. The clock is injected: the bounds are exact, not real-time guesses.
 func TestLeaseExpires(t *testing.T) {
-	n := newNode(t)
+	clock := newFakeClock()
+	n := newNode(t, func(c *Config) { c.Now = clock.Now })
 	before := n.Stats()
-	start := time.Now()
 	r := mustLock(t, n, "k", "o", 100)
 	if r.LeaseMs != 100 || r.LeaseRev != uint64(r.Token) {
 		t.Fatalf("grant = %+v, want lease 100 ms set by the grant's own entry", r)
@@ -33,10 +35,14 @@ func TestLeaseExpires(t *testing.T) {
 	if s := n.Stats(); s.Leases != 1 {
 		t.Fatalf("leases armed = %d, want 1", s.Leases)
 	}
-	gone := goneAt(t, n, "k", 2*time.Second)
-	if d := gone.Sub(start); d < 100*time.Millisecond {
-		t.Fatalf("lease of 100 ms ended %v after the request was sent", d)
+	clock.Advance(99 * time.Millisecond)
+	n.expireDue()
+	if !held(n, "k") {
+		t.Fatalf("lease of 100 ms ended after 99 ms: %s", n.statsLine())
 	}
+	clock.Advance(time.Millisecond)
+	n.wakeLeases()
+	goneAt(t, n, "k", 2*time.Second)
 	// Removal went through a committed Expire.
 	waitExpired(t, n, 1)
 	s := n.Stats()
@@ -44,29 +50,35 @@ func TestLeaseExpires(t *testing.T) {
 		t.Fatalf("after expiry: expired %d, leases %d, locks %d, last index %d -> %d; want 1, 0, 0 and two entries (grant, expire)",
 			s.Expired, s.Leases, s.Locks, before.LastIndex, s.LastIndex)
 	}
-	t.Logf("100 ms lease ended after %v", gone.Sub(start))
 }
 
+// A renewal moves the deadline to renewal + lease: the first deadline passes with the lock held,
+// and the lock ends at the new one.
 func TestLeaseRenewKeepsLockAlive(t *testing.T) {
-	n := newNode(t)
+	clock := newFakeClock()
+	n := newNode(t, func(c *Config) { c.Now = clock.Now })
 	const lease = 400
-	t0 := time.Now()
 	r := mustLock(t, n, "k", "o", lease)
-	time.Sleep(time.Until(t0.Add(150 * time.Millisecond)))
-	renewSent := time.Now()
+	clock.Advance(150 * time.Millisecond)
 	rn, err := propose(t.Context(), n, renewCmd("k", r.Token, lease))
 	if err != nil || rn.Status != fsm.StatusRenewed || rn.Token != r.Token || rn.LeaseRev <= r.LeaseRev {
 		t.Fatalf("renew = %+v, %v; want renewed, same token %d, newer lease rev", rn, err, r.Token)
 	}
-	// Past the first lease's deadline (t0 + 400 ms, at most): still held.
-	time.Sleep(time.Until(t0.Add(lease*time.Millisecond + 100*time.Millisecond)))
+	// Past the first lease's deadline (grant + 400 ms): still held, with the renewal's lease.
+	clock.Advance(350 * time.Millisecond)
+	n.expireDue()
 	if l, _, ok := n.LocalLookup([]byte("k")); !ok || l.LeaseRev != rn.LeaseRev {
 		t.Fatalf("renewed lock gone or changed past the original deadline: %+v, %v (%s)", l, ok, n.statsLine())
 	}
-	gone := goneAt(t, n, "k", 2*time.Second)
-	if d := gone.Sub(renewSent); d < lease*time.Millisecond {
-		t.Fatalf("renewed lease ended %v after the renew was sent, want >= %d ms", d, lease)
+	// 1 ms before the renewal's deadline: held; at it: gone.
+	clock.Advance((lease - 350 - 1) * time.Millisecond)
+	n.expireDue()
+	if !held(n, "k") {
+		t.Fatalf("renewed lease of %d ms ended %d ms after the renewal", lease, lease-1)
 	}
+	clock.Advance(time.Millisecond)
+	n.wakeLeases()
+	goneAt(t, n, "k", 2*time.Second)
 	waitExpired(t, n, 1)
 }
 

@@ -202,19 +202,19 @@ func (n *Node) trackLeaseLocked(key string, index uint64, res fsm.Result, now ti
 	case fsm.StatusGranted, fsm.StatusRenewed:
 		switch {
 		case res.LeaseMs == 0:
-			n.leases.disarm(key)
-		case res.LeaseRev != index && n.leases.armed(key):
+			n.mu.leases.disarm(key)
+		case res.LeaseRev != index && n.mu.leases.armed(key):
 			// SET ... KEEPTTL: the lease set by an earlier entry goes on, perhaps for a new
 			// holder (due reads the holder's token from the table).
 		default:
-			n.leases.arm(n.machine, key, res.LeaseRev, n.leases.at(now, res.LeaseMs))
+			n.mu.leases.arm(n.mu.machine, key, res.LeaseRev, n.mu.leases.at(now, res.LeaseMs))
 			n.wakeLeases()
 		}
 	case fsm.StatusReleased:
-		n.leases.disarm(key)
+		n.mu.leases.disarm(key)
 	case fsm.StatusExpired:
 		if res.Existed {
-			n.leases.disarm(key)
+			n.mu.leases.disarm(key)
 		}
 	}
 }

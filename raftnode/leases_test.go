@@ -17,12 +17,14 @@ type leaseTable struct {
 }
 
 func newLeaseTable(epoch time.Time) *leaseTable {
-	return &leaseTable{n: &Node{machine: fsm.New(), leases: newLeases(epoch, 0), leaseWake: make(chan struct{}, 1)}}
+	n := &Node{leaseWake: make(chan struct{}, 1)}
+	n.mu.machine, n.mu.leases = fsm.New(), newLeases(epoch, 0)
+	return &leaseTable{n: n}
 }
 
 func (lt *leaseTable) apply(now time.Time, c fsm.Command) fsm.Result {
 	lt.index++
-	res := lt.n.machine.Apply(lt.index, c)
+	res := lt.n.mu.machine.Apply(lt.index, c)
 	lt.n.trackLeaseLocked(string(c.Key), lt.index, res, now)
 	return res
 }
@@ -33,7 +35,7 @@ func (lt *leaseTable) apply(now time.Time, c fsm.Command) fsm.Result {
 func TestLeaseTimers(t *testing.T) {
 	epoch := time.Unix(1000, 0)
 	lt := newLeaseTable(epoch)
-	ls := &lt.n.leases
+	ls := &lt.n.mu.leases
 	at := func(ms int) time.Time { return epoch.Add(time.Duration(ms) * time.Millisecond) }
 	grant := func(key string, ms uint64) fsm.Command {
 		return fsm.Command{Kind: fsm.KindGrant, Key: []byte(key), Owner: []byte("o"), LeaseMs: ms, Match: fsm.Match{Kind: fsm.MatchAny}}
@@ -45,7 +47,7 @@ func TestLeaseTimers(t *testing.T) {
 	lt.apply(at(0), grant("gone", 50))
 	lt.apply(at(10), fsm.Command{Kind: fsm.KindRelease, Key: []byte("gone"), Match: fsm.Match{Kind: fsm.MatchAny}})
 	// c is renewed at 20 for 500 ms: its first timer (at 200) must not end it.
-	c, _ := lt.n.machine.Get([]byte("c"))
+	c, _ := lt.n.mu.machine.Get([]byte("c"))
 	lt.apply(at(20), fsm.Command{Kind: fsm.KindRenew, Key: []byte("c"), LeaseMs: 500, Match: fsm.Match{Kind: fsm.MatchToken, Token: c.Token}})
 	// a gets a new holder with KEEPTTL: same lease, ending at 300, for the new token.
 	keep := grant("a", 0)
@@ -60,8 +62,8 @@ func TestLeaseTimers(t *testing.T) {
 
 	var ended []string
 	for _, now := range []int{99, 100, 250, 300, 519, 520} {
-		for _, e := range ls.due(lt.n.machine, at(now), 10) {
-			l, _ := lt.n.machine.Get([]byte(e.key))
+		for _, e := range ls.due(lt.n.mu.machine, at(now), 10) {
+			l, _ := lt.n.mu.machine.Get([]byte(e.key))
 			if e.token != l.Token || e.rev != l.LeaseRev {
 				t.Errorf("expiry %+v for %q does not name its holder %+v", e, e.key, l)
 			}
@@ -72,13 +74,13 @@ func TestLeaseTimers(t *testing.T) {
 	if want := []string{"b@100", "a@300", "c@520"}; !slices.Equal(ended, want) {
 		t.Errorf("leases ended %v; want %v", ended, want)
 	}
-	if len(ls.deadline) != 0 || lt.n.machine.Len() != 0 {
-		t.Errorf("after every expiry: %d armed, %d locks; want none", len(ls.deadline), lt.n.machine.Len())
+	if len(ls.deadline) != 0 || lt.n.mu.machine.Len() != 0 {
+		t.Errorf("after every expiry: %d armed, %d locks; want none", len(ls.deadline), lt.n.mu.machine.Len())
 	}
 
 	// A failed Expire proposal is requeued; compaction (forced by churn) keeps it.
 	lt.apply(at(1000), grant("r", 10))
-	due := ls.due(lt.n.machine, at(1010), 10)
+	due := ls.due(lt.n.mu.machine, at(1010), 10)
 	if len(due) != 1 {
 		t.Fatalf("due at 1010 = %v; want r", due)
 	}
@@ -90,7 +92,7 @@ func TestLeaseTimers(t *testing.T) {
 	if len(ls.queue) > 2*len(ls.deadline)+64 {
 		t.Errorf("queue of %d for %d armed leases: not compacted", len(ls.queue), len(ls.deadline))
 	}
-	if got := ls.due(lt.n.machine, at(1100), 10); len(got) != 1 || got[0].key != "r" {
+	if got := ls.due(lt.n.mu.machine, at(1100), 10); len(got) != 1 || got[0].key != "r" {
 		t.Errorf("due at 1100 = %v; want the requeued r", got)
 	}
 }
@@ -120,9 +122,9 @@ func TestLeaseQueueOrder(t *testing.T) {
 			ls.queue.pop()
 		}
 	}
-	lt.n.leases.compact(lt.n.machine)
-	check("arm", &lt.n.leases)
+	lt.n.mu.leases.compact(lt.n.mu.machine)
+	check("arm", &lt.n.mu.leases)
 	restored := newLeases(epoch, 0)
-	restored.armAll(lt.n.machine, epoch)
+	restored.armAll(lt.n.mu.machine, epoch)
 	check("armAll", &restored)
 }

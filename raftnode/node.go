@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
 )
 
 // Stores are the raft storage a Node runs on: store.Store in production, raft's in-memory
@@ -34,14 +35,19 @@ type Node struct {
 	log   *slog.Logger
 	raft  *raft.Raft
 	trans raft.Transport
+	logs  raft.LogStore // the store under raft's log cache, for its figures
 
 	// mu guards the view: the applied table, its lease timers and the pending proposals.
 	// Requests are evaluated and registered under it, and raft applies under it, so a request
-	// never sees a half-applied batch and never races an apply on the key it evaluates.
-	mu      sync.Mutex
-	machine *fsm.Machine
-	leases  leases
-	pending map[string]*pendingKey
+	// never sees a half-applied batch and never races an apply on the key it evaluates. Only
+	// evaluation runs under it (the request's Eval, a script included): change hooks run after
+	// the apply lets go of it, and nothing under it logs, blocks or does I/O.
+	mu struct {
+		sync.Mutex
+		machine *fsm.Machine
+		leases  leases
+		pending map[string]*pendingKey
+	}
 
 	// ready is true while this node is the leader and has applied everything committed before
 	// its term (the barrier after each election). Only then may it evaluate requests.
@@ -51,9 +57,10 @@ type Node struct {
 	verifyReqs chan chan error
 
 	stats counters
-	// changed, when set, is told the key of every applied change to the lock table (client-side
-	// caching invalidations). It runs in the apply path under mu: it must not block.
-	changed atomic.Pointer[func(key []byte)]
+	// changed, when set, is told the keys of every applied batch's changes to the lock table
+	// (client-side caching invalidations, LOCK ... WAIT wake-ups). It runs on raft's apply
+	// goroutine after mu is released and before the batch's futures resolve.
+	changed atomic.Pointer[func(keys [][]byte)]
 
 	removed   chan struct{}
 	hadState  bool // the stores held raft state when the node started, or it bootstrapped them
@@ -80,12 +87,9 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg:     cfg,
-		log:     cfg.Logger.With("component", "raftnode", "id", cfg.ID),
-		trans:   trans,
-		machine: fsm.New(),
-		leases:  newLeases(cfg.Now(), 0),
-		pending: make(map[string]*pendingKey),
+		cfg:   cfg,
+		log:   cfg.Logger.With("component", "raftnode", "id", cfg.ID),
+		trans: trans,
 		// One buffered wake-up is enough: the lease loop rereads the queue when it runs.
 		leaseWake: make(chan struct{}, 1),
 		// Buffered so many requests can queue for one batched leadership check.
@@ -93,6 +97,9 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 		stop:       make(chan struct{}),
 		removed:    make(chan struct{}),
 	}
+	n.mu.machine = fsm.New()
+	n.mu.leases = newLeases(cfg.Now(), 0)
+	n.mu.pending = make(map[string]*pendingKey)
 	existing, err := raft.HasExistingState(st.Log, st.Stable, st.Snapshots)
 	if err != nil {
 		return nil, fmt.Errorf("inspect raft state: %w", err)
@@ -109,6 +116,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
+	n.logs = st.Log
 	n.hadState = existing
 	if cfg.Bootstrap && !existing {
 		if err := n.bootstrap(); err != nil {
@@ -257,15 +265,15 @@ func (n *Node) becomeReady(gen uint64) {
 func (n *Node) notLeader() error {
 	select {
 	case <-n.stop:
-		return ErrShutdown
+		return node.ErrShutdown
 	default:
 	}
 	addr, id := n.raft.LeaderWithID()
 	if id == raft.ServerID(n.cfg.ID) {
 		// We are the leader but not ready yet (barrier pending): say there is none for now.
-		return &NotLeaderError{}
+		return &node.NotLeaderError{}
 	}
-	return &NotLeaderError{LeaderID: string(id), LeaderAddr: string(addr)}
+	return &node.NotLeaderError{LeaderID: string(id), LeaderAddr: string(addr)}
 }
 
 // IsLeader reports whether this node is the leader and ready to serve.
@@ -289,7 +297,7 @@ func (n *Node) Snapshot() error {
 // tables give equal bytes). Tests compare nodes with it; it reads local state, possibly stale.
 func (n *Node) TableDump(w io.Writer) error {
 	n.mu.Lock()
-	snap := n.machine.Snapshot()
+	snap := n.mu.machine.Snapshot()
 	n.mu.Unlock()
 	_, err := snap.WriteTo(w)
 	return err
@@ -305,7 +313,7 @@ func (n *Node) LocalLookup(key []byte) (fsm.Lock, time.Duration, bool) {
 
 // ExecLocal evaluates a read against this node's applied table without any leadership check:
 // stale on a follower. eval must not block.
-func (n *Node) ExecLocal(eval func(fsm.View)) {
+func (n *Node) ExecLocal(eval func(node.View)) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	eval(viewReader{n: n, now: n.cfg.Now()})
@@ -315,8 +323,8 @@ func (n *Node) ExecLocal(eval func(fsm.View)) {
 // addresses (the snapshot encoding without the applied index): equal tables, equal digests.
 func (n *Node) Digest() (applied uint64, sum string) {
 	n.mu.Lock()
-	snap := n.machine.Snapshot()
-	applied = n.machine.Applied()
+	snap := n.mu.machine.Snapshot()
+	applied = n.mu.machine.Applied()
 	n.mu.Unlock()
 	h := sha256.New()
 	if _, err := snap.WriteTableTo(h); err != nil {
@@ -325,8 +333,9 @@ func (n *Node) Digest() (applied uint64, sum string) {
 	return applied, hex.EncodeToString(h.Sum(nil))
 }
 
-// OnChange registers fn to be called with the key of every change this node applies to the lock
-// table (grant, release, renew, expiry), on every node, leader or not; a nil key after a snapshot
-// was restored means any key may have changed. fn runs in the apply path and must not block,
-// and key is only valid during the call.
-func (n *Node) OnChange(fn func(key []byte)) { n.changed.Store(&fn) }
+// OnChange registers fn to be called with the keys that each applied batch changed in the lock
+// table (grant, release, renew, expiry), on every node, leader or not; nil keys (after a snapshot
+// was restored) mean any key may have changed. fn runs on raft's apply goroutine once the view
+// lock is released and before the batch's requests hear their results, so a change hook always
+// precedes the reply. It must not block; keys are only valid during the call.
+func (n *Node) OnChange(fn func(keys [][]byte)) { n.changed.Store(&fn) }

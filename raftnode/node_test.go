@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -138,9 +139,9 @@ func TestGrantRefuseRelease(t *testing.T) {
 func TestExecRejectsInvalidCommand(t *testing.T) {
 	n := newNode(t)
 	before := n.Stats()
-	_, err := n.Exec(t.Context(), nil, func(fsm.View) []fsm.Command {
+	_, err := n.Exec(t.Context(), nil, func(node.View) []fsm.Command {
 		return []fsm.Command{{Kind: fsm.KindGrant, Match: fsm.Match{Kind: fsm.MatchAbsent}}} // no key
-	})
+	}, nil)
 	if err == nil {
 		t.Fatal("Exec of a grant without a key succeeded")
 	}
@@ -280,13 +281,13 @@ func TestTokensIncreaseAcrossKeys(t *testing.T) {
 	}
 	// One request, several commands: results in order, tokens in log order.
 	keys := [][]byte{[]byte("x"), []byte("y"), []byte("z")}
-	res, err := n.Exec(t.Context(), keys, func(fsm.View) []fsm.Command {
+	res, err := n.Exec(t.Context(), keys, func(node.View) []fsm.Command {
 		var cmds []fsm.Command
 		for _, k := range keys {
 			cmds = append(cmds, fsm.Command{Kind: fsm.KindGrant, Key: k, Owner: []byte("o"), Match: fsm.Match{Kind: fsm.MatchAbsent}})
 		}
 		return cmds
-	})
+	}, nil)
 	if err != nil || len(res) != len(keys) {
 		t.Fatalf("multi-grant = %+v, %v", res, err)
 	}
@@ -345,9 +346,9 @@ func TestGhostLock(t *testing.T) {
 		n := newNode(t)
 		first := mustLock(t, n, "k", "alice", 0)
 		ctx := &ctxCancelledAfter{Context: t.Context(), after: 1}
-		res, err := n.Exec(ctx, [][]byte{[]byte("k")}, func(fsm.View) []fsm.Command {
+		res, err := n.Exec(ctx, [][]byte{[]byte("k")}, func(node.View) []fsm.Command {
 			return []fsm.Command{{Kind: fsm.KindGrant, Key: []byte("k"), Owner: []byte("alice"), Match: fsm.Match{Kind: fsm.MatchAny}}}
-		})
+		}, nil)
 		if err != nil || len(res) != 1 || res[0].Status != fsm.StatusGranted || res[0].Token != first.Token {
 			t.Fatalf("re-SET = %+v, %v; want granted with the same token %d", res, err, first.Token)
 		}
@@ -403,10 +404,10 @@ func TestCancelledBeforePropose(t *testing.T) {
 
 	// Cancelled while eval runs (after it chose to grant, before the proposal).
 	ctx2, cancel2 := context.WithCancel(t.Context())
-	_, err := n.Exec(ctx2, [][]byte{[]byte("b")}, func(fsm.View) []fsm.Command {
+	_, err := n.Exec(ctx2, [][]byte{[]byte("b")}, func(node.View) []fsm.Command {
 		cancel2()
 		return []fsm.Command{{Kind: fsm.KindGrant, Key: []byte("b"), Owner: []byte("o"), Match: fsm.Match{Kind: fsm.MatchAbsent}}}
-	})
+	}, nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Exec cancelled during eval = %v, want context.Canceled", err)
 	}
@@ -426,17 +427,17 @@ func TestCancelledWhileWaitingOnPending(t *testing.T) {
 	// proposal behind it, so the wait is deterministic.
 	n.mu.Lock()
 	p := &pendingKey{n: 1, done: make(chan struct{})}
-	n.pending["k"] = p
+	n.mu.pending["k"] = p
 	n.mu.Unlock()
 
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
 	evals := atomic.Int32{}
 	go func() {
-		_, err := n.Exec(ctx, [][]byte{[]byte("k")}, func(fsm.View) []fsm.Command {
+		_, err := n.Exec(ctx, [][]byte{[]byte("k")}, func(node.View) []fsm.Command {
 			evals.Add(1)
 			return nil
-		})
+		}, nil)
 		errc <- err
 	}()
 	select {
@@ -454,15 +455,15 @@ func TestCancelledWhileWaitingOnPending(t *testing.T) {
 
 	// Once the mark clears, a waiting request evaluates against the applied table.
 	go func() {
-		_, err := n.Exec(t.Context(), [][]byte{[]byte("k")}, func(fsm.View) []fsm.Command {
+		_, err := n.Exec(t.Context(), [][]byte{[]byte("k")}, func(node.View) []fsm.Command {
 			evals.Add(1)
 			return nil
-		})
+		}, nil)
 		errc <- err
 	}()
 	n.mu.Lock()
 	close(p.done)
-	delete(n.pending, "k")
+	delete(n.mu.pending, "k")
 	n.mu.Unlock()
 	if err := <-errc; err != nil {
 		t.Fatalf("Exec after the pending mark cleared = %v", err)
@@ -494,16 +495,16 @@ func TestClose(t *testing.T) {
 	}
 	for _, eval := range []struct {
 		name string
-		f    Eval
+		f    node.Eval
 	}{
-		{"read", func(fsm.View) []fsm.Command { return nil }},
-		{"write", func(fsm.View) []fsm.Command {
+		{"read", func(node.View) []fsm.Command { return nil }},
+		{"write", func(node.View) []fsm.Command {
 			return []fsm.Command{{Kind: fsm.KindGrant, Key: []byte("x"), Match: fsm.Match{Kind: fsm.MatchAbsent}}}
 		}},
 	} {
-		_, err := n.Exec(t.Context(), [][]byte{[]byte("x")}, eval.f)
-		if !errors.Is(err, ErrShutdown) && notLeaderErr(err) == nil {
-			t.Fatalf("%s after Close = %v, want ErrShutdown or NotLeaderError", eval.name, err)
+		_, err := n.Exec(t.Context(), [][]byte{[]byte("x")}, eval.f, nil)
+		if !errors.Is(err, node.ErrShutdown) && notLeaderErr(err) == nil {
+			t.Fatalf("%s after Close = %v, want node.ErrShutdown or NotLeaderError", eval.name, err)
 		}
 	}
 	_ = n.Stats() // must not panic or block after Close
@@ -523,7 +524,7 @@ func TestEvalPanicLeavesNodeUsable(t *testing.T) {
 	n := newNode(t)
 	func() {
 		defer func() { _ = recover() }()
-		_, err := n.Exec(t.Context(), [][]byte{[]byte("k")}, func(fsm.View) []fsm.Command { panic("script bug") })
+		_, err := n.Exec(t.Context(), [][]byte{[]byte("k")}, func(node.View) []fsm.Command { panic("script bug") }, nil)
 		if err == nil {
 			t.Error("Exec with a panicking eval returned no error")
 		}

@@ -3,6 +3,9 @@ package raftnode
 import (
 	"strconv"
 	"sync/atomic"
+
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/store"
 )
 
 type counters struct {
@@ -14,34 +17,14 @@ type counters struct {
 	ghostReleases   atomic.Uint64
 }
 
-// Stats is a point-in-time summary of a node, for INFO and metrics.
-type Stats struct {
-	ID            string
-	State         string // Leader, Follower, Candidate, Shutdown
-	Ready         bool   // leader and caught up: serving
-	LeaderID      string
-	LeaderAddr    string
-	Term          uint64
-	LastIndex     uint64
-	CommitIndex   uint64
-	AppliedIndex  uint64
-	LastSnapshot  uint64
-	Voters        int
-	Locks         int
-	Leases        int
-	PendingKeys   int
-	Proposals     uint64
-	FailedProps   uint64
-	Reads         uint64
-	VerifyRounds  uint64
-	Expired       uint64
-	GhostReleases uint64
-}
+// storeReporter is the figures a production store (store.Store) reports; raft's in-memory
+// stores in tests report none.
+type storeReporter interface{ Stats() store.Stats }
 
 // Stats returns the node's current figures.
-func (n *Node) Stats() Stats {
+func (n *Node) Stats() node.Stats {
 	addr, id := n.raft.LeaderWithID()
-	s := Stats{
+	s := node.Stats{
 		ID:            n.cfg.ID,
 		State:         n.raft.State().String(),
 		Ready:         n.ready.Load(),
@@ -62,10 +45,14 @@ func (n *Node) Stats() Stats {
 	if v, err := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64); err == nil {
 		s.LastSnapshot = v
 	}
+	if r, ok := n.logs.(storeReporter); ok {
+		ss := r.Stats()
+		s.Store = node.StoreStats{FirstIndex: ss.FirstIndex, LastIndex: ss.LastIndex, Snapshots: ss.Snapshots}
+	}
 	n.mu.Lock()
-	s.Locks = n.machine.Len()
-	s.Leases = len(n.leases.deadline)
-	s.PendingKeys = len(n.pending)
+	s.Locks = n.mu.machine.Len()
+	s.Leases = len(n.mu.leases.deadline)
+	s.PendingKeys = len(n.mu.pending)
 	n.mu.Unlock()
 	return s
 }

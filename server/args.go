@@ -1,5 +1,7 @@
 package server
 
+// Argument parsing and the size limits every command family checks.
+
 import (
 	"bytes"
 	"strconv"
@@ -37,3 +39,41 @@ func lower(b []byte) string {
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// checkKey replies with an error and returns false when key breaks the size limit.
+func (r *request) checkKey(key []byte) bool {
+	if len(key) > r.s.cfg.MaxKeyBytes {
+		r.w.Error("ERR key is too long: raftlock keys are at most " + itoa(int64(r.s.cfg.MaxKeyBytes)) + " bytes")
+		return false
+	}
+	return true
+}
+
+func (r *request) checkValue(v []byte) bool {
+	if len(v) > r.s.cfg.MaxValueBytes {
+		r.w.Error("ERR value is too long: raftlock values are at most " + itoa(int64(r.s.cfg.MaxValueBytes)) + " bytes")
+		return false
+	}
+	return true
+}
+
+// leaseArg parses a relative lease in milliseconds for the named command.
+func (r *request) leaseArg(arg []byte, cmd string) (uint64, bool) {
+	ms, ok := parseInt(arg)
+	if !ok {
+		r.w.Error(errNotInt)
+		return 0, false
+	}
+	if ms <= 0 || ms > r.s.cfg.MaxLeaseMs {
+		r.w.Error("ERR invalid expire time in '" + cmd + "' command")
+		return 0, false
+	}
+	return uint64(ms), true
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -3,18 +3,19 @@ package server
 import (
 	"slices"
 	"sort"
+	"strings"
 )
 
 // command describes one command: its handler and what COMMAND reports about it.
 type command struct {
 	name    string
-	arity   int // Redis's convention: n = exactly n args with the name, -n = at least n
-	flags   []string
-	first   int // key positions, for COMMAND and cluster-aware clients
-	last    int
-	step    int
+	arity   int    // Redis's convention: n = exactly n args with the name, -n = at least n
+	flags   string // Redis's command flags, space-separated
+	keys    keySpec
+	run     func(r *request)
 	summary string
-	run     func(c *conn, args [][]byte)
+
+	flagList []string // flags, split
 
 	// write and leader are derived from flags: a command that reads or writes locks must run on
 	// the leader; a follower forwards it (or redirects, or serves a READONLY read itself).
@@ -27,6 +28,9 @@ type command struct {
 	pipelined bool
 }
 
+// keySpec is where a command's keys are: Redis's first, last (negative: from the end) and step.
+type keySpec struct{ first, last, step int }
+
 // keyArgs returns the keys a command names in args (a script's declared keys for EVAL and
 // friends). It shares args' memory; our fixed positions are contiguous (step 1).
 func (cmd *command) keyArgs(args [][]byte) [][]byte {
@@ -36,14 +40,14 @@ func (cmd *command) keyArgs(args [][]byte) [][]byte {
 		}
 		return nil
 	}
-	if cmd.first <= 0 || cmd.first >= len(args) {
+	first, last := cmd.keys.first, cmd.keys.last
+	if first <= 0 || first >= len(args) {
 		return nil
 	}
-	last := cmd.last
 	if last < 0 {
 		last = len(args) + last
 	}
-	return args[cmd.first:min(last+1, len(args))]
+	return args[first:min(last+1, len(args))]
 }
 
 // arityOK applies Redis's arity convention: n = exactly n args with the name, -n = at least n.
@@ -66,54 +70,65 @@ func lookupCommand(name []byte) *command {
 	return commands[string(buf[:len(name)])] // no allocation: the compiler sees the lookup
 }
 
-// commands is the command table, keyed by lowercase name.
+// commands is the command table, keyed by lowercase name: one row a command, grouped by the
+// file its handler lives in. keys is Redis's first, last and step key positions (COMMAND, and
+// cluster-aware clients, read them); flags are Redis's.
 var commands = map[string]*command{}
 
 func init() {
 	for _, cmd := range []*command{
-		{name: "lock", arity: -3, flags: []string{"write"}, first: 1, last: 1, step: 1, summary: "Acquire a lock with a lease; returns its fencing token or nil", run: cmdLock},
-		{name: "unlock", arity: -2, flags: []string{"write"}, first: 1, last: 1, step: 1, summary: "Release a lock held with the given token", run: cmdUnlock},
-		{name: "renew", arity: -3, flags: []string{"write"}, first: 1, last: 1, step: 1, summary: "Extend the lease of a lock held with the given token", run: cmdRenew},
-		{name: "lockinfo", arity: 2, flags: []string{"readonly"}, first: 1, last: 1, step: 1, summary: "Owner, fencing token and remaining lease of a lock", run: cmdLockInfo},
-		{name: "validate", arity: 3, flags: []string{"readonly"}, first: 1, last: 1, step: 1, summary: "Whether a token is the current holder's", run: cmdValidate},
-		{name: "set", arity: -3, flags: []string{"write"}, first: 1, last: 1, step: 1, summary: "Set a key (a lock) with NX/XX, an expiry and GET", run: cmdSet},
-		{name: "get", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, summary: "Get the value (owner) of a key", run: cmdGet},
-		{name: "getrange", arity: 4, flags: []string{"readonly"}, first: 1, last: 1, step: 1, summary: "Get a substring of a key's value", run: cmdGetRange},
-		{name: "del", arity: -2, flags: []string{"write"}, first: 1, last: -1, step: 1, summary: "Delete keys", run: cmdDel},
-		{name: "exists", arity: -2, flags: []string{"readonly", "fast"}, first: 1, last: -1, step: 1, summary: "Count existing keys", run: cmdExists},
-		{name: "pttl", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, summary: "Remaining lease in milliseconds", run: cmdPTTL},
-		{name: "ttl", arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, summary: "Remaining lease in seconds", run: cmdTTL},
-		{name: "pexpire", arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, summary: "Set a key's lease in milliseconds", run: cmdPExpire},
-		{name: "expire", arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, summary: "Set a key's lease in seconds", run: cmdExpire},
-		{name: "pexpireat", arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, summary: "Set a key's expiry as a Unix time in milliseconds", run: cmdPExpireAt},
-		{name: "expireat", arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, summary: "Set a key's expiry as a Unix time in seconds", run: cmdExpireAt},
-		{name: "dbsize", arity: 1, flags: []string{"readonly", "fast"}, summary: "Number of held locks", run: cmdDBSize},
-		{name: "ping", arity: -1, flags: []string{"fast"}, summary: "Ping the server", run: cmdPing},
-		{name: "echo", arity: 2, flags: []string{"fast"}, summary: "Echo the argument", run: cmdEcho},
-		{name: "select", arity: 2, flags: []string{"fast"}, summary: "Select database 0 (the only one)", run: cmdSelect},
-		{name: "hello", arity: -1, flags: []string{"fast"}, summary: "Handshake: choose RESP2 or RESP3", run: cmdHello},
-		{name: "auth", arity: -2, flags: []string{"fast"}, summary: "Authenticate (no users are configured)", run: cmdAuth},
-		{name: "client", arity: -2, summary: "Connection management: SETNAME, GETNAME, ID, SETINFO, INFO", run: cmdClient},
-		{name: "info", arity: -1, summary: "Server information and statistics", run: cmdInfo},
-		{name: "command", arity: -1, summary: "Details about commands", run: cmdCommand},
-		{name: "config", arity: -2, summary: "Read configuration parameters (GET only)", run: cmdConfig},
-		{name: "quit", arity: -1, flags: []string{"fast"}, summary: "Close the connection", run: cmdQuit},
-		{name: "reset", arity: 1, flags: []string{"fast"}, summary: "Reset the connection", run: cmdReset},
-		{name: "readonly", arity: 1, flags: []string{"fast"}, summary: "Serve this connection's reads from a follower's own table (possibly stale)", run: cmdReadonly},
-		{name: "readwrite", arity: 1, flags: []string{"fast"}, summary: "Back to linearizable reads through the leader", run: cmdReadwrite},
-		{name: "eval", arity: -3, flags: []string{"write", "noscript", "movablekeys"}, first: 3, last: 3, step: 1, summary: "Run a Lua script on the leader; its effects are replicated", run: cmdEval},
-		{name: "evalsha", arity: -3, flags: []string{"write", "noscript", "movablekeys"}, first: 3, last: 3, step: 1, summary: "Run a stored Lua script by its SHA1", run: cmdEvalSHA},
-		{name: "eval_ro", arity: -3, flags: []string{"readonly", "noscript", "movablekeys"}, first: 3, last: 3, step: 1, summary: "Run a read-only Lua script", run: cmdEvalRO},
-		{name: "evalsha_ro", arity: -3, flags: []string{"readonly", "noscript", "movablekeys"}, first: 3, last: 3, step: 1, summary: "Run a stored read-only Lua script by its SHA1", run: cmdEvalSHARO},
-		{name: "script", arity: -2, flags: []string{"write", "noscript"}, summary: "SCRIPT LOAD, EXISTS, FLUSH, KILL", run: cmdScript},
-		{name: "debug", arity: -2, flags: []string{"noscript"}, summary: "DEBUG CLOCK-SHIFT ms (only on a node started with --test-clock)", run: cmdDebug},
-		{name: "cluster", arity: -2, summary: "Cluster topology for cluster-mode clients: SLOTS, SHARDS, NODES, INFO, MYID", run: cmdCluster},
-		{name: "raft", arity: -2, summary: "Cluster administration: MEMBERS, ADD, PROMOTE, REMOVE, TRANSFER, SNAPSHOT, STATS, DIGEST", run: cmdRaft},
+		// locks.go
+		{name: "lock", arity: -3, flags: "write", keys: keySpec{1, 1, 1}, run: cmdLock, summary: "Acquire a lock with a lease; returns its fencing token or nil"},
+		{name: "unlock", arity: -2, flags: "write", keys: keySpec{1, 1, 1}, run: cmdUnlock, summary: "Release a lock held with the given token"},
+		{name: "renew", arity: -3, flags: "write", keys: keySpec{1, 1, 1}, run: cmdRenew, summary: "Extend the lease of a lock held with the given token"},
+		{name: "lockinfo", arity: 2, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdLockInfo, summary: "Owner, fencing token and remaining lease of a lock"},
+		{name: "validate", arity: 3, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdValidate, summary: "Whether a token is the current holder's"},
+		// strings.go
+		{name: "set", arity: -3, flags: "write", keys: keySpec{1, 1, 1}, run: cmdSet, summary: "Set a key (a lock) with NX/XX, an expiry and GET"},
+		{name: "get", arity: 2, flags: "readonly fast", keys: keySpec{1, 1, 1}, run: cmdGet, summary: "Get the value (owner) of a key"},
+		{name: "getrange", arity: 4, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdGetRange, summary: "Get a substring of a key's value"},
+		// keys.go
+		{name: "del", arity: -2, flags: "write", keys: keySpec{1, -1, 1}, run: cmdDel, summary: "Delete keys"},
+		{name: "exists", arity: -2, flags: "readonly fast", keys: keySpec{1, -1, 1}, run: cmdExists, summary: "Count existing keys"},
+		{name: "pttl", arity: 2, flags: "readonly fast", keys: keySpec{1, 1, 1}, run: cmdPTTL, summary: "Remaining lease in milliseconds"},
+		{name: "ttl", arity: 2, flags: "readonly fast", keys: keySpec{1, 1, 1}, run: cmdTTL, summary: "Remaining lease in seconds"},
+		{name: "pexpire", arity: -3, flags: "write fast", keys: keySpec{1, 1, 1}, run: cmdPExpire, summary: "Set a key's lease in milliseconds"},
+		{name: "expire", arity: -3, flags: "write fast", keys: keySpec{1, 1, 1}, run: cmdExpire, summary: "Set a key's lease in seconds"},
+		{name: "pexpireat", arity: -3, flags: "write fast", keys: keySpec{1, 1, 1}, run: cmdPExpireAt, summary: "Set a key's expiry as a Unix time in milliseconds"},
+		{name: "expireat", arity: -3, flags: "write fast", keys: keySpec{1, 1, 1}, run: cmdExpireAt, summary: "Set a key's expiry as a Unix time in seconds"},
+		{name: "dbsize", arity: 1, flags: "readonly fast", run: cmdDBSize, summary: "Number of held locks"},
+		// scripting.go
+		{name: "eval", arity: -3, flags: "write noscript movablekeys", keys: keySpec{3, 3, 1}, run: cmdEval, summary: "Run a Lua script on the leader; its effects are replicated"},
+		{name: "evalsha", arity: -3, flags: "write noscript movablekeys", keys: keySpec{3, 3, 1}, run: cmdEvalSHA, summary: "Run a stored Lua script by its SHA1"},
+		{name: "eval_ro", arity: -3, flags: "readonly noscript movablekeys", keys: keySpec{3, 3, 1}, run: cmdEvalRO, summary: "Run a read-only Lua script"},
+		{name: "evalsha_ro", arity: -3, flags: "readonly noscript movablekeys", keys: keySpec{3, 3, 1}, run: cmdEvalSHARO, summary: "Run a stored read-only Lua script by its SHA1"},
+		{name: "script", arity: -2, flags: "write noscript", run: cmdScript, summary: "SCRIPT LOAD, EXISTS, FLUSH, KILL"},
+		// connection.go
+		{name: "ping", arity: -1, flags: "fast", run: cmdPing, summary: "Ping the server"},
+		{name: "echo", arity: 2, flags: "fast", run: cmdEcho, summary: "Echo the argument"},
+		{name: "select", arity: 2, flags: "fast", run: cmdSelect, summary: "Select database 0 (the only one)"},
+		{name: "hello", arity: -1, flags: "fast", run: cmdHello, summary: "Handshake: choose RESP2 or RESP3"},
+		{name: "auth", arity: -2, flags: "fast", run: cmdAuth, summary: "Authenticate (no users are configured)"},
+		{name: "client", arity: -2, run: cmdClient, summary: "Connection management: SETNAME, GETNAME, ID, SETINFO, INFO"},
+		{name: "quit", arity: -1, flags: "fast", run: cmdQuit, summary: "Close the connection"},
+		{name: "reset", arity: 1, flags: "fast", run: cmdReset, summary: "Reset the connection"},
+		{name: "readonly", arity: 1, flags: "fast", run: cmdReadonly, summary: "Serve this connection's reads from a follower's own table (possibly stale)"},
+		{name: "readwrite", arity: 1, flags: "fast", run: cmdReadwrite, summary: "Back to linearizable reads through the leader"},
+		// introspection.go
+		{name: "info", arity: -1, run: cmdInfo, summary: "Server information and statistics"},
+		{name: "command", arity: -1, run: cmdCommand, summary: "Details about commands"},
+		{name: "config", arity: -2, run: cmdConfig, summary: "Read configuration parameters (GET only)"},
+		// cluster.go
+		{name: "cluster", arity: -2, run: cmdCluster, summary: "Cluster topology for cluster-mode clients: SLOTS, SHARDS, NODES, INFO, MYID"},
+		// admin.go
+		{name: "debug", arity: -2, flags: "noscript", run: cmdDebug, summary: "DEBUG CLOCK-SHIFT ms (only on a node started with --test-clock)"},
+		{name: "raft", arity: -2, run: cmdRaft, summary: "Cluster administration: MEMBERS, ADD, PROMOTE, REMOVE, TRANSFER, SNAPSHOT, STATS, DIGEST"},
 	} {
-		cmd.write = slices.Contains(cmd.flags, "write")
-		cmd.leader = cmd.write || slices.Contains(cmd.flags, "readonly")
-		cmd.movable = slices.Contains(cmd.flags, "movablekeys")
-		cmd.pipelined = cmd.leader && cmd.first > 0
+		cmd.flagList = strings.Fields(cmd.flags)
+		cmd.write = slices.Contains(cmd.flagList, "write")
+		cmd.leader = cmd.write || slices.Contains(cmd.flagList, "readonly")
+		cmd.movable = slices.Contains(cmd.flagList, "movablekeys")
+		cmd.pipelined = cmd.leader && cmd.keys.first > 0
 		commands[cmd.name] = cmd
 	}
 }
@@ -130,40 +145,6 @@ func commandNames() []string {
 
 // maxCommandName is the longest name worth looking up; longer ones are unknown.
 const maxCommandName = 32
-
-// dispatch runs one command, cmd = lookupCommand(args[0]) (nil: unknown), and writes its reply.
-func (c *conn) dispatch(cmd *command, args [][]byte) {
-	c.s.stats.commands.Add(1)
-	if cmd == nil {
-		c.s.stats.errors.Add(1)
-		c.w.Error(unknownCommand(args))
-		return
-	}
-	if !cmd.arityOK(len(args)) {
-		c.s.stats.errors.Add(1)
-		c.w.Error("ERR wrong number of arguments for '" + cmd.name + "' command")
-		return
-	}
-	c.trackScript = false
-	if c.tracking != trackOff && c.tracking != trackBcast {
-		// Before the read runs or is forwarded: a change racing it costs a spurious
-		// invalidation, never a missed one.
-		c.trackRead(cmd, args)
-	}
-	if cmd.write && c.noloop && c.tracking != trackOff {
-		// NOLOOP: this connection must not hear of the changes its own command makes.
-		keys := cmd.keyArgs(args)
-		c.s.tracker.beginWrite(c, keys)
-		defer c.s.tracker.endWrite(c, keys)
-	}
-	if cmd.leader && !c.s.node.IsLeader() && !(c.readonly && !cmd.write) {
-		c.route(cmd, args)
-		return
-	}
-	c.cmd = cmd
-	cmd.run(c, args)
-	c.cmd = nil
-}
 
 // unknownCommand is Redis's exact text (processCommand): the name cut at 128 bytes, then the
 // arguments, each quoted and followed by a space, while the list is under 128 bytes.

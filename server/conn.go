@@ -16,63 +16,59 @@ import (
 // no more are waiting: pipelined clients get their replies in few writes, and a client that hangs
 // up is noticed even while one of its commands waits on raft.
 type conn struct {
-	s  *Server
-	nc net.Conn
-	id int64
-	r  *resp.Reader
-	// out writes to the socket. w is where the running command writes its reply: out, or the
-	// reply buffer of a pipelined command (pipeline.go).
-	out *resp.Writer
-	w   *resp.Writer
-
-	// baton is held by whoever runs command code for this connection (pipeline.go); running is
-	// the pipelined command holding it (nil: a command running alone); inflight are the
-	// pipelined commands whose replies are not yet written, in order.
-	baton    sync.Mutex
-	running  *inflight
-	inflight []*inflight
+	s   *Server
+	nc  net.Conn
+	id  int64
+	r   *resp.Reader
+	out *resp.Writer // the socket; a request writes its reply where its own writer points
 
 	// ctx ends when the client is gone (read EOF or error) or the server closes. Node.Exec uses
 	// it to release a lock granted to a client that can no longer hear about it.
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// baton is held by whoever runs command code for this connection (pipeline.go): the
+	// fields below have one user at a time.
+	baton sync.Mutex
+	sess  session
+	pipe  pipeline
+	hop   upstreamLink
+	// pushes carries invalidations from the node's change hook to this connection's writer
+	// (bounded: a client that does not read them is disconnected).
+	pushes chan invalidation
+
+	// lockSeq numbers this connection's LOCKs without OWNER, to give each a distinct owner; it
+	// survives RESET, so owners stay unique.
+	lockSeq uint64
+	quit    bool
+}
+
+// session is the state a client sets up on its connection; RESET returns it to newSession().
+type session struct {
 	name    string
 	libName string
 	libVer  string
 	// tokens remembers the locks this connection acquired, so it may UNLOCK and RENEW them
 	// without repeating the token (DESIGN.md §7).
 	tokens map[string]fsm.Token
-	// lockSeq numbers this connection's LOCKs without OWNER, to give each a distinct owner.
-	lockSeq uint64
-	quit    bool
+	// readonly (READONLY) lets reads be served from a follower's own table.
+	readonly bool
+	track    tracking
+}
 
-	// cmd is the command being executed.
-	cmd *command
-	// up is the connection to the leader that requests are forwarded over (followers only).
+func newSession() session { return session{tokens: make(map[string]fsm.Token)} }
+
+// upstreamLink is how this connection reaches the leader when its node is a follower.
+type upstreamLink struct {
+	// up is the connection to the leader that requests are forwarded over.
 	up *upstream
 	// forwarded marks a connection from a follower forwarding its client's requests: it is never
 	// forwarded again, so a stale view of the leader cannot make a loop.
 	forwarded bool
-	// readonly (READONLY) lets reads be served from a follower's own table.
-	readonly bool
-	// script is set while a script runs on this connection (inside Node.Exec's evaluation).
-	script *scriptRun
-
-	// tracking is the CLIENT TRACKING mode; caching is CLIENT CACHING's one-shot yes (1) or
-	// no (-1). pushes carries invalidations from the node's apply path to this connection's
-	// writer (bounded: a client that does not read them is disconnected).
-	tracking trackMode
-	caching  int8
-	// trackScript: the script being run or forwarded was sent in a tracking mode that tracks its
-	// reads.
-	trackScript bool
-	noloop      bool // CLIENT TRACKING ... NOLOOP
-	pushes      chan invalidation
 }
 
-// request is one parsed command, or the error that ended the stream.
-type request struct {
+// readResult is one parsed command, or the error that ended the stream.
+type readResult struct {
 	args [][]byte
 	err  error
 }
@@ -84,16 +80,15 @@ func newConn(s *Server, nc net.Conn) *conn {
 		id:     s.nextID.Add(1),
 		r:      resp.NewReader(nc, s.cfg.Limits),
 		out:    resp.NewWriter(nc),
-		tokens: make(map[string]fsm.Token),
+		sess:   newSession(),
 		pushes: make(chan invalidation, pushQueue),
 	}
-	c.w = c.out
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	return c
 }
 
 func (c *conn) serve() {
-	reqs := make(chan request, c.s.cfg.Pipeline)
+	reqs := make(chan readResult, c.s.cfg.Pipeline)
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
@@ -109,8 +104,8 @@ func (c *conn) serve() {
 	}()
 	for {
 		var head <-chan struct{}
-		if len(c.inflight) > 0 {
-			head = c.inflight[0].done
+		if len(c.pipe.inflight) > 0 {
+			head = c.pipe.inflight[0].done
 		}
 		select {
 		case req, ok := <-reqs:
@@ -129,12 +124,12 @@ func (c *conn) serve() {
 			}
 			cmd := lookupCommand(req.args[0])
 			if cmd != nil && cmd.arityOK(len(req.args)) &&
-				(len(reqs) > 0 || len(c.inflight) > 0) && c.pipelinable(cmd, req.args) {
+				(len(reqs) > 0 || len(c.pipe.inflight) > 0) && c.pipelinable(cmd, req.args) {
 				c.startPipelined(cmd, req.args)
 			} else {
 				c.drainPipeline()
 				c.baton.Lock()
-				c.dispatch(cmd, req.args)
+				c.dispatch(c.out, cmd, req.args, nil)
 				c.baton.Unlock()
 			}
 			c.writeFinished()
@@ -161,7 +156,7 @@ func (c *conn) serve() {
 
 // readLoop parses commands into reqs until the stream ends. End of stream means the client is
 // gone: cancelling ctx at once is what lets in-flight grants be released as ghost locks.
-func (c *conn) readLoop(reqs chan<- request) {
+func (c *conn) readLoop(reqs chan<- readResult) {
 	defer close(reqs)
 	for {
 		args, err := c.r.ReadCommand()
@@ -171,13 +166,13 @@ func (c *conn) readLoop(reqs chan<- request) {
 				c.cancel()
 			}
 			select {
-			case reqs <- request{err: err}:
+			case reqs <- readResult{err: err}:
 			case <-c.ctx.Done():
 			}
 			return
 		}
 		select {
-		case reqs <- request{args: copyArgs(args)}:
+		case reqs <- readResult{args: copyArgs(args)}:
 		case <-c.ctx.Done():
 			return
 		}

@@ -3,22 +3,8 @@ package server
 import (
 	"context"
 	"errors"
-)
 
-// The node's errors, recognized by behaviour so this package needs nothing of raftnode's.
-type (
-	notLeaderError interface {
-		error
-		NotLeader() (leaderID, leaderAddr string)
-	}
-	uncertainError interface {
-		error
-		Uncertain() bool
-	}
-	shutdownError interface {
-		error
-		ShuttingDown() bool
-	}
+	"github.com/raftlock/raftlock/node"
 )
 
 // Reply texts that are ours (not Redis's). Clients key on the first word.
@@ -28,34 +14,29 @@ const (
 	errShutdown  = "TRYAGAIN this node is shutting down; retry on another node"
 	errSyntax    = "ERR syntax error"
 	errNotInt    = "ERR value is not an integer or out of range"
+	errNoAdmin   = "ERR cluster administration is not available on this server"
 )
 
 // replyError writes the reply for an error from the node: the one table from node errors to
 // RESP. A client that is gone gets nothing.
-func (c *conn) replyError(err error) {
-	c.s.stats.errors.Add(1)
-	var (
-		nl notLeaderError
-		un uncertainError
-		sd shutdownError
-	)
+func (r *request) replyError(err error) {
+	r.s.stats.errors.Add(1)
+	var nl *node.NotLeaderError
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// The client hung up or the server is closing: there is no one to tell.
-		return
+	case errors.As(err, &nl) && nl.LeaderID == "":
+		r.w.Error(errNoLeader)
 	case errors.As(err, &nl):
-		id, addr := nl.NotLeader()
-		if id == "" {
-			c.w.Error(errNoLeader)
-			return
-		}
-		c.w.Error("TRYAGAIN this node is not the leader; the leader is " + id + " at " + addr)
-	case errors.As(err, &un) && un.Uncertain():
-		c.w.Error(errUncertain)
-	case errors.As(err, &sd) && sd.ShuttingDown():
-		c.w.Error(errShutdown)
+		r.w.Error("TRYAGAIN this node is not the leader; the leader is " + nl.LeaderID + " at " + nl.LeaderAddr)
+	case errors.Is(err, node.ErrUncertain):
+		r.w.Error(errUncertain)
+	case errors.Is(err, node.ErrShutdown):
+		r.w.Error(errShutdown)
+	case errors.Is(err, node.ErrNoSuchMember):
+		r.w.Error("ERR " + err.Error())
 	default:
-		c.s.log.Warn("request failed", "err", err)
-		c.w.Error("ERR " + err.Error())
+		r.s.log.Warn("request failed", "err", err)
+		r.w.Error("ERR " + err.Error())
 	}
 }

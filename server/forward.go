@@ -39,13 +39,13 @@ func (u *upstream) close() {
 
 // dialUpstream connects to the leader at addr, marks the connection as a forwarding hop (so the
 // leader never forwards it again) and matches the client's protocol.
-func (c *conn) dialUpstream(addr string) (*upstream, error) {
+func (c *conn) dialUpstream(addr string, proto int) (*upstream, error) {
 	d := net.Dialer{Timeout: 2 * time.Second}
 	nc, err := d.DialContext(c.ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	u := &upstream{addr: addr, proto: c.w.Protocol(), nc: nc, br: bufio.NewReader(nc), w: resp.NewWriter(nc), turn: make(chan struct{})}
+	u := &upstream{addr: addr, proto: proto, nc: nc, br: bufio.NewReader(nc), w: resp.NewWriter(nc), turn: make(chan struct{})}
 	close(u.turn)
 	// The client is gone: drop the leader connection at once, so the leader releases any lock
 	// it grants this client from now on (ghost-lock cleanup happens there).
@@ -84,56 +84,59 @@ func writeCommand(w *resp.Writer, args [][]byte) {
 
 // closeUpstream drops the leader connection (leader change, protocol change, client gone).
 func (c *conn) closeUpstream() {
-	if c.up != nil {
-		c.up.close()
-		c.up = nil
+	if c.hop.up != nil {
+		c.hop.up.close()
+		c.hop.up = nil
 	}
 }
 
-// route sends a command that needs the leader to it: forwarded over this connection's
-// upstream, or answered with -MOVED in redirect mode, or with a clear error when there is no
-// leader to send it to.
-func (c *conn) route(cmd *command, args [][]byte) {
-	id, addr := c.s.node.LeaderClient()
+// route sends the request to the leader: forwarded over this connection's upstream, or
+// answered with -MOVED in redirect mode, or with a clear error when there is no leader to send
+// it to. mayApply says whether the leader may have changed something when the link fails
+// mid-request (then the client hears UNCERTAIN, not "try again").
+func (r *request) route(mayApply bool) {
+	c, cmd := r.c, r.cmd
+	id, addr := r.s.node.LeaderClient()
 	switch {
-	case id == "" || id == c.s.cfg.NodeID:
+	case id == "" || id == r.s.cfg.NodeID:
 		// No leader, or it is us but not ready yet (catching up after the election).
-		c.w.Error(errNoLeader)
+		r.w.Error(errNoLeader)
 		return
 	case addr == "":
-		c.w.Error("CLUSTERDOWN the leader " + id + " has not announced its client address yet; retry shortly")
+		r.w.Error("CLUSTERDOWN the leader " + id + " has not announced its client address yet; retry shortly")
 		return
-	case c.s.cfg.Redirect:
+	case r.s.cfg.Redirect:
 		slot := 0
-		if keys := cmd.keyArgs(args); len(keys) > 0 {
+		if keys := cmd.keyArgs(r.args); len(keys) > 0 {
 			slot = keySlot(keys[0])
 		}
-		c.w.Error("MOVED " + strconv.Itoa(slot) + " " + addr)
+		r.w.Error("MOVED " + strconv.Itoa(slot) + " " + addr)
 		return
-	case c.forwarded:
+	case c.hop.forwarded:
 		// The leader we forwarded to thinks someone else leads: do not start a chain.
-		c.w.Error("TRYAGAIN leadership is moving; the leader is " + id + " at " + addr)
+		r.w.Error("TRYAGAIN leadership is moving; the leader is " + id + " at " + addr)
 		return
 	}
-	args, ok := c.rewriteTokenless(cmd, args)
+	args, ok := r.rewriteTokenless()
 	if !ok {
 		return
 	}
-	if c.up != nil && (c.up.addr != addr || c.up.proto != c.w.Protocol()) {
+	proto := r.w.Protocol()
+	if c.hop.up != nil && (c.hop.up.addr != addr || c.hop.up.proto != proto) {
 		c.closeUpstream()
 	}
-	if c.up == nil {
-		up, err := c.dialUpstream(addr)
+	if c.hop.up == nil {
+		up, err := c.dialUpstream(addr, proto)
 		if err != nil {
 			if c.ctx.Err() == nil {
-				c.w.Error("TRYAGAIN cannot reach the leader " + id + " at " + addr + ": " + err.Error())
+				r.w.Error("TRYAGAIN cannot reach the leader " + id + " at " + addr + ": " + err.Error())
 			}
 			return
 		}
-		c.up = up
+		c.hop.up = up
 	}
-	u := c.up
-	u.nc.SetDeadline(time.Now().Add(c.s.cfg.ForwardTimeout + lockWaitOf(cmd, args)))
+	u := c.hop.up
+	u.nc.SetDeadline(time.Now().Add(r.s.cfg.ForwardTimeout + lockWaitOf(cmd, args)))
 	stopWatch := c.watchLeader(id, u.nc)
 	writeCommand(u.w, args)
 	err := u.w.Flush()
@@ -141,7 +144,7 @@ func (c *conn) route(cmd *command, args [][]byte) {
 	u.turn = mine
 	var reply []byte
 	// A pipelined command lets the next one be sent while it waits for its reply.
-	c.awaitCommit(func() {
+	r.await(func() {
 		<-prev
 		if err == nil {
 			reply, err = resp.ReadReply(u.br, maxRelayedReply)
@@ -150,29 +153,30 @@ func (c *conn) route(cmd *command, args [][]byte) {
 	})
 	stopWatch()
 	if err != nil {
-		if c.up == u {
+		if c.hop.up == u {
 			c.closeUpstream()
 		}
 		switch {
 		case c.ctx.Err() != nil:
 			// The client is gone; nothing to tell it.
-		case cmd.write:
+		case mayApply:
 			// The leader may have applied it: say so rather than guess.
-			c.w.Error(errUncertain)
+			r.w.Error(errUncertain)
 		default:
-			c.w.Error("TRYAGAIN lost the connection to the leader " + id + ": " + err.Error())
+			r.w.Error("TRYAGAIN lost the connection to the leader " + id + ": " + err.Error())
 		}
 		return
 	}
-	c.s.stats.forwarded.Add(1)
-	if cmd.movable {
-		// The leader ran it: this node cannot see what it read, so it tracks the keys the
-		// script declares (a superset: at worst a spurious invalidation).
-		c.trackScriptKeys(cmd.keyArgs(args))
+	r.s.stats.forwarded.Add(1)
+	if cmd.movable && r.trackReads {
+		// The leader ran the script: this node cannot see what it read, so it tracks the keys
+		// the script declares (a superset: at worst a spurious invalidation).
+		for _, k := range cmd.keyArgs(args) {
+			r.s.tracker.read(c, k)
+		}
 	}
-	c.trackScript = false
-	c.w.Raw(reply)
-	c.noteForwardedReply(cmd, args, reply)
+	r.w.Raw(reply)
+	r.noteForwardedReply(args, reply)
 }
 
 // leaderCheckEvery is how often a forwarded request checks that the leader it waits on still
@@ -226,7 +230,8 @@ func lockWaitOf(cmd *command, args [][]byte) time.Duration {
 // rewriteTokenless fills in the token of a token-less UNLOCK or RENEW from the locks this
 // connection acquired, so the forms work the same through a follower even after its upstream
 // connection changed.
-func (c *conn) rewriteTokenless(cmd *command, args [][]byte) ([][]byte, bool) {
+func (r *request) rewriteTokenless() ([][]byte, bool) {
+	cmd, args := r.cmd, r.args
 	var tokenAt int
 	switch {
 	case cmd.name == "unlock" && len(args) == 2:
@@ -236,7 +241,7 @@ func (c *conn) rewriteTokenless(cmd *command, args [][]byte) ([][]byte, bool) {
 	default:
 		return args, true
 	}
-	t, ok := c.tokenArg(args[1], nil, strings.ToUpper(cmd.name)+" with the token")
+	t, ok := r.tokenArg(args[1], nil, strings.ToUpper(cmd.name)+" with the token")
 	if !ok {
 		return nil, false
 	}
@@ -246,17 +251,18 @@ func (c *conn) rewriteTokenless(cmd *command, args [][]byte) ([][]byte, bool) {
 }
 
 // noteForwardedReply keeps the connection's own token memory in step with forwarded replies.
-func (c *conn) noteForwardedReply(cmd *command, args [][]byte, reply []byte) {
-	switch cmd.name {
+func (r *request) noteForwardedReply(args [][]byte, reply []byte) {
+	tokens := r.c.sess.tokens
+	switch r.cmd.name {
 	case "lock":
 		if reply[0] == ':' {
 			if t, ok := parseToken(reply[1 : len(reply)-2]); ok {
-				c.tokens[string(args[1])] = fsm.Token(t)
+				tokens[string(args[1])] = fsm.Token(t)
 			}
 		}
 	case "unlock":
 		if string(reply) == ":1\r\n" {
-			delete(c.tokens, string(args[1]))
+			delete(tokens, string(args[1]))
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
 )
 
 // fakeIndexBase numbers the entries a script's effects are predicted at. Real log indexes never
@@ -14,7 +15,7 @@ const fakeIndexBase = 1 << 62
 // applied on top, as they will apply through the log. It collects the commands to replicate and
 // the results it predicted for them, so the server can check the prediction once they applied.
 type overlay struct {
-	base    fsm.View
+	base    node.View
 	scratch *fsm.Machine
 	loaded  map[string]bool // keys copied from base into scratch (present or absent)
 	next    uint64
@@ -23,7 +24,7 @@ type overlay struct {
 	want    []fsm.Result
 }
 
-func newOverlay(base fsm.View) *overlay {
+func newOverlay(base node.View) *overlay {
 	return &overlay{base: base, scratch: fsm.New(), loaded: map[string]bool{}, next: fakeIndexBase}
 }
 

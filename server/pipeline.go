@@ -15,9 +15,9 @@ import (
 // commit. Replies are buffered per command and written in the order the commands came.
 //
 // The rules that keep this equivalent to running the commands one by one:
-//   - Handler code runs only while holding c.baton, so connection state (c.tokens, c.w, c.cmd)
-//     has one user at a time. A handler lets go of it only in c.exec, between the proposal and
-//     its outcome.
+//   - Handler code runs only while holding c.baton, so connection state (its session) has one
+//     user at a time. A handler lets go of it only in request.await, between the proposal and
+//     its outcome; its request (writer, command, arguments) is its own and needs no saving.
 //   - The next command starts only after the previous one proposed (or finished), so proposals
 //     reach the raft log in the connection's order.
 //   - A command sharing a key with one still in flight waits for that one to finish: it may
@@ -31,6 +31,12 @@ import (
 
 // maxInFlight bounds the commands of one connection running at once.
 const maxInFlight = 64
+
+// pipeline is a connection's commands in flight, in the order they came: their replies are
+// written in that order.
+type pipeline struct {
+	inflight []*inflight
+}
 
 // inflight is one pipelined command: its buffered reply and whether it has finished.
 type inflight struct {
@@ -48,7 +54,7 @@ func (f *inflight) yield() { f.yieldOnce.Do(func() { close(f.yielded) }) }
 
 // pipelinable reports whether the command may run while earlier ones are still in flight.
 func (c *conn) pipelinable(cmd *command, args [][]byte) bool {
-	if !cmd.pipelined || c.tracking != trackOff || c.readonly {
+	if !cmd.pipelined || c.sess.track.mode != trackOff || c.sess.readonly {
 		return false
 	}
 	if lockWaitOf(cmd, args) > 0 {
@@ -68,26 +74,22 @@ func (c *conn) pipelinable(cmd *command, args [][]byte) bool {
 // finished. It first waits for commands in flight on the same keys.
 func (c *conn) startPipelined(cmd *command, args [][]byte) {
 	keys := cmd.keyArgs(args)
-	for _, f := range c.inflight {
+	for _, f := range c.pipe.inflight {
 		if sharesKey(f.keys, keys) {
 			<-f.done
 		}
 	}
-	for len(c.inflight) >= maxInFlight {
-		<-c.inflight[0].done
+	for len(c.pipe.inflight) >= maxInFlight {
+		<-c.pipe.inflight[0].done
 		c.writeFinished()
 	}
 	f := &inflight{keys: keys, yielded: make(chan struct{}), done: make(chan struct{})}
 	f.w = resp.NewWriter(&f.buf)
 	f.w.SetProtocol(c.out.Protocol())
-	c.inflight = append(c.inflight, f)
+	c.pipe.inflight = append(c.pipe.inflight, f)
 	go func() {
 		c.baton.Lock()
-		c.running = f
-		c.w = f.w
-		c.dispatch(cmd, args)
-		c.w = c.out
-		c.running = nil
+		c.dispatch(f.w, cmd, args, f)
 		f.w.Flush() // into f.buf
 		close(f.done)
 		f.yield()
@@ -111,46 +113,28 @@ func sharesKey(a, b [][]byte) bool {
 // writeFinished copies the replies of the finished commands at the head of the pipeline to the
 // connection's writer, in order.
 func (c *conn) writeFinished() {
-	for len(c.inflight) > 0 {
-		f := c.inflight[0]
+	p := &c.pipe
+	for len(p.inflight) > 0 {
+		f := p.inflight[0]
 		select {
 		case <-f.done:
 		default:
 			return
 		}
 		c.out.Raw(f.buf.Bytes())
-		c.inflight[0] = nil
-		c.inflight = c.inflight[1:]
+		p.inflight[0] = nil
+		p.inflight = p.inflight[1:]
 	}
-	if len(c.inflight) == 0 {
-		c.inflight = c.inflight[:0:0] // drop the backing array's consumed prefix
+	if len(p.inflight) == 0 {
+		p.inflight = p.inflight[:0:0] // drop the backing array's consumed prefix
 	}
 }
 
 // drainPipeline waits for every command in flight and writes their replies: what runs next
 // runs alone.
 func (c *conn) drainPipeline() {
-	for _, f := range c.inflight {
+	for _, f := range c.pipe.inflight {
 		<-f.done
 	}
 	c.writeFinished()
-}
-
-// awaitCommit is how a pipelined command waits for its proposal to commit (or its forwarded
-// request's reply): it lets go of the connection so the next command can run, and takes it back
-// (with its own reply writer and command) when the outcome is in. Outside pipelined execution
-// it just waits.
-func (c *conn) awaitCommit(wait func()) {
-	f := c.running
-	if f == nil {
-		wait()
-		return
-	}
-	cmd := c.cmd
-	c.running, c.w, c.cmd = nil, c.out, nil
-	f.yield()
-	c.baton.Unlock()
-	wait()
-	c.baton.Lock()
-	c.running, c.w, c.cmd = f, f.w, cmd
 }

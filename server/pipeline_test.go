@@ -1,43 +1,22 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/raftnode"
 )
-
-// concurrencySpy counts how many of a connection's requests wait for their commit at once.
-type concurrencySpy struct {
-	*raftnode.Node
-	waiting, most atomic.Int32
-}
-
-func (s *concurrencySpy) ExecYielding(ctx context.Context, keys [][]byte, eval func(fsm.View) []fsm.Command, around func(func())) ([]fsm.Result, error) {
-	return s.Node.ExecYielding(ctx, keys, eval, func(wait func()) {
-		around(func() {
-			n := s.waiting.Add(1)
-			for m := s.most.Load(); n > m && !s.most.CompareAndSwap(m, n); m = s.most.Load() {
-			}
-			wait()
-			s.waiting.Add(-1)
-		})
-	})
-}
 
 // A pipeline of lock commands on distinct keys is in flight together (one commit for many),
 // and the replies still come in order with tokens in the order the commands were sent.
 func TestPipelinedCommandsCommitTogether(t *testing.T) {
-	spy := &concurrencySpy{Node: startNode(t)}
-	addr, _ := serveNode(t, spy, nil)
+	addr, spy := startFake(t)
 	r := dialRaw(t, addr)
 	const n = 64
+	// The fake node commits nothing until all n are proposed: a connection that waited for each
+	// commit before proposing the next would stall here until holdTimeout.
+	spy.holdCommits(n)
 	var b strings.Builder
 	for i := range n {
 		fmt.Fprintf(&b, "*3\r\n$4\r\nLOCK\r\n$3\r\nk%02d\r\n$4\r\n5000\r\n", i)
@@ -55,30 +34,41 @@ func TestPipelinedCommandsCommitTogether(t *testing.T) {
 		}
 		prev = tok
 	}
-	if most := spy.most.Load(); most < 2 {
-		t.Errorf("at most %d pipelined command(s) waited for a commit at once; want several", most)
+	if most := spy.most.Load(); most < n-1 {
+		t.Errorf("at most %d pipelined command(s) waited for a commit at once; want all %d", most, n)
 	}
 	if got := r.do("DBSIZE"); got != fmt.Sprintf(":%d\r\n", n) {
 		t.Errorf("DBSIZE = %q", got)
 	}
 
-	// Scripts that declare their keys pipeline too: the Redis unlock recipe, key by key.
-	spy.most.Store(0)
-	b.Reset()
-	for i := range n {
-		key := fmt.Sprintf("s%02d", i)
-		fmt.Fprintf(&b, "*6\r\n$3\r\nSET\r\n$3\r\n%s\r\n$2\r\nme\r\n$2\r\nNX\r\n$2\r\nPX\r\n$4\r\n5000\r\n", key)
-		fmt.Fprintf(&b, "*5\r\n$4\r\nEVAL\r\n$%d\r\n%s\r\n$1\r\n1\r\n$3\r\n%s\r\n$2\r\nme\r\n", len(unlockScript), unlockScript, key)
-	}
-	r.nc.Write([]byte(b.String()))
-	for i := range 2 * n {
-		reply, err := readReply(r.br)
-		if want := []string{"+OK\r\n", ":1\r\n"}[i%2]; err != nil || reply != want {
-			t.Fatalf("reply %d = %q, %v; want %q", i, reply, err, want)
+	// Scripts that declare their keys pipeline too: the Redis lock recipe's SET NX, then its
+	// compare-and-delete unlock, key by key.
+	for _, step := range []struct {
+		cmd   func(key string) string
+		reply string
+	}{
+		{func(key string) string {
+			return fmt.Sprintf("*6\r\n$3\r\nSET\r\n$3\r\n%s\r\n$2\r\nme\r\n$2\r\nNX\r\n$2\r\nPX\r\n$4\r\n5000\r\n", key)
+		}, "+OK\r\n"},
+		{func(key string) string {
+			return fmt.Sprintf("*5\r\n$4\r\nEVAL\r\n$%d\r\n%s\r\n$1\r\n1\r\n$3\r\n%s\r\n$2\r\nme\r\n", len(unlockScript), unlockScript, key)
+		}, ":1\r\n"},
+	} {
+		spy.most.Store(0)
+		spy.holdCommits(n)
+		b.Reset()
+		for i := range n {
+			b.WriteString(step.cmd(fmt.Sprintf("s%02d", i)))
 		}
-	}
-	if most := spy.most.Load(); most < 2 {
-		t.Errorf("at most %d pipelined script(s) waited for a commit at once; want several", most)
+		r.nc.Write([]byte(b.String()))
+		for i := range n {
+			if reply, err := readReply(r.br); err != nil || reply != step.reply {
+				t.Fatalf("reply %d = %q, %v; want %q", i, reply, err, step.reply)
+			}
+		}
+		if most := spy.most.Load(); most < n-1 {
+			t.Errorf("at most %d pipelined command(s) waited for a commit at once; want all %d", most, n)
+		}
 	}
 }
 
@@ -88,7 +78,7 @@ const unlockScript = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis
 // Pipelined commands on the same key, and commands that run alone, see every earlier command
 // of the connection: the pipeline means what it would mean sent one at a time.
 func TestPipelineKeepsPerConnectionOrder(t *testing.T) {
-	addr, _ := startServer(t, nil)
+	addr, _ := startFake(t)
 	r := dialRaw(t, addr)
 	cmds := [][]string{
 		{"LOCK", "a", "5000"},

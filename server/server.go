@@ -1,6 +1,24 @@
 // Package server is raftlock's client face: it accepts RESP connections, parses and validates
-// commands, evaluates them through the node (the small Node interface below), and writes Redis's
-// replies in RESP2 or RESP3. It keeps one table from node errors to replies (errors.go).
+// commands, evaluates them through the node (the small Node interface of node.go), and writes
+// Redis's replies in RESP2 or RESP3. It keeps one table from node errors to replies (errors.go).
+//
+// One request's path: conn.serve reads a command, dispatch (dispatch.go) looks it up in the
+// table (commands.go), builds its request (request.go) and decides where it runs: forwarded to
+// the leader (forward.go), on a READONLY follower's own table, or through the node. Its handler
+// lives in the file of its family: locks.go, strings.go, keys.go, scripting.go (with the
+// overlay a script sees, overlay.go), connection.go, introspection.go, cluster.go, admin.go.
+// pipeline.go runs a pipelining client's commands concurrently; tracking.go and waiters.go hear
+// the node's changes.
+//
+// Lock order (a lock may be taken while holding those before it, never the reverse):
+//
+//	conn.baton -> Node.mu (raftnode: held while a request is evaluated, a script included)
+//	           -> tracker.mu (a script's tracked reads) | waiters.mu | script engine
+//	Server.mu  (alone: the connection set)
+//
+// The node's change hook (tracker.changed, waiters.changed) runs on raft's apply goroutine after
+// Node.mu is released, so neither hook nests inside it there. Nothing under tracker.mu or
+// waiters.mu blocks, logs or writes to a socket.
 package server
 
 import (
@@ -16,41 +34,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/server/resp"
 )
-
-// Node is what the server needs from the replicated lock table and its cluster.
-type Node interface {
-	// Exec evaluates a request against the leader's view of keys and replicates the commands
-	// eval returns, giving back their applied results in order. eval runs under the view lock,
-	// may run more than once, and must not block. With no commands, Exec confirms leadership.
-	Exec(ctx context.Context, keys [][]byte, eval func(fsm.View) []fsm.Command) ([]fsm.Result, error)
-	// ExecYielding is Exec that calls around with the wait for the outcome, once the request's
-	// commands are queued in raft: a pipelining connection proposes its next command meanwhile.
-	ExecYielding(ctx context.Context, keys [][]byte, eval func(fsm.View) []fsm.Command, around func(wait func())) ([]fsm.Result, error)
-	// ExecLocal evaluates a read against this node's applied table, with no leadership check:
-	// possibly stale, for READONLY connections on followers.
-	ExecLocal(eval func(fsm.View))
-	// IsLeader reports whether this node is the leader, ready to serve.
-	IsLeader() bool
-	// LeaderClient returns the leader's ID and client address, empty when unknown.
-	LeaderClient() (id, clientAddr string)
-	// Members lists the cluster with client addresses.
-	Members() ([]fsm.Member, error)
-	// AddServer, Promote, RemoveServer, Transfer, SetMemberAddr and Snapshot administer the
-	// cluster (RAFT ...). Digest summarizes this node's applied table (RAFT DIGEST).
-	AddServer(ctx context.Context, id, raftAddr, clientAddr string, voter bool) (uint64, error)
-	Promote(ctx context.Context, id string) error
-	RemoveServer(ctx context.Context, id string) error
-	Transfer(id string) error
-	SetMemberAddr(ctx context.Context, id, addr string) error
-	Snapshot() error
-	Digest() (applied uint64, sum string)
-	// OnChange registers the hook told of every key the node's apply path changes (nil key:
-	// any may have); it must not block. Client-side caching invalidations come from it.
-	OnChange(fn func(key []byte))
-}
 
 // Config configures a Server. A zero field means the documented default.
 type Config struct {
@@ -83,14 +68,9 @@ type Config struct {
 	// ShiftClock, when set (tests only), lets DEBUG CLOCK-SHIFT ms move the node's lease clock
 	// to inject skew and jumps. It returns the clock's total offset.
 	ShiftClock func(d time.Duration) time.Duration
-	// Info supplies extra INFO sections (raft, for instance), rendered as "name:value" lines.
-	Info func(section string) []InfoField
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 }
-
-// InfoField is one "name:value" line of INFO.
-type InfoField struct{ Name, Value string }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
@@ -172,6 +152,7 @@ func (c Config) Validate() error {
 type Server struct {
 	cfg     Config
 	node    Node
+	admin   Admin // nil: RAFT administration is refused
 	scripts scriptEngine
 	tracker *tracker
 	waiters *waiters
@@ -205,21 +186,21 @@ type serverStats struct {
 	forwarded     atomic.Uint64
 }
 
-// New returns a server for node.
-func New(cfg Config, node Node) (*Server, error) {
+// New returns a server for n, administered through admin (nil: no RAFT administration).
+func New(cfg Config, n Node, admin Admin) (*Server, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, node: node, log: cfg.Logger.With("component", "server"), start: time.Now(),
+	s := &Server{cfg: cfg, node: n, admin: admin, log: cfg.Logger.With("component", "server"), start: time.Now(),
 		bootID: strconv.FormatUint(rand.Uint64()>>16, 36)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.scripts = newScriptEngine(cfg)
-	s.tracker = newTracker()
+	s.tracker = newTracker(s.log)
 	s.waiters = newWaiters()
-	node.OnChange(func(key []byte) {
-		s.tracker.changed(key)
-		s.waiters.changed(key)
+	n.OnChange(func(keys [][]byte) {
+		s.tracker.changed(keys)
+		s.waiters.changed(keys)
 	})
 	s.mu.conns = make(map[*conn]struct{})
 	return s, nil
@@ -237,13 +218,15 @@ func (s *Server) Listen() (net.Listener, error) {
 // Serve accepts connections on ln until Close. It returns nil after Close.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
-	if s.closed.Load() {
-		s.mu.Unlock()
+	closed := s.closed.Load() // Close sets it before it takes s.mu to read s.mu.ln
+	if !closed {
+		s.mu.ln = ln
+	}
+	s.mu.Unlock()
+	if closed {
 		ln.Close()
 		return nil
 	}
-	s.mu.ln = ln
-	s.mu.Unlock()
 	s.log.Info("serving clients", "addr", ln.Addr().String())
 	var backoff time.Duration
 	for {
@@ -297,14 +280,21 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.mu.Lock()
-	var err error
-	if s.mu.ln != nil {
-		err = s.mu.ln.Close()
-	}
+	ln := s.mu.ln
+	conns := make([]*conn, 0, len(s.mu.conns))
 	for c := range s.mu.conns {
-		c.nc.Close()
+		conns = append(conns, c)
 	}
 	s.mu.Unlock()
+	// Closed outside s.mu: no socket I/O under a lock. A connection accepted meanwhile sees
+	// closed and turns itself away.
+	var err error
+	if ln != nil {
+		err = ln.Close()
+	}
+	for _, c := range conns {
+		c.nc.Close()
+	}
 	s.cancel()
 	s.wg.Wait()
 	s.scripts.Close()

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/raftnode"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -51,7 +50,16 @@ func startServer(t testing.TB, mod func(*Config)) (string, *Server) {
 	return serveNode(t, startNode(t), mod)
 }
 
-// serveNode serves n (a node, or a wrapper of one) on a loopback port.
+// startFake serves a fake node (fakenode_test.go) on a loopback port.
+func startFake(t testing.TB) (string, *fakeNode) {
+	t.Helper()
+	f := newFakeNode()
+	addr, _ := serveNode(t, f, nil)
+	return addr, f
+}
+
+// serveNode serves n (a node, or a wrapper of one) on a loopback port, administered through n
+// when it can be.
 func serveNode(t testing.TB, n Node, mod func(*Config)) (string, *Server) {
 	t.Helper()
 	cfg := DefaultConfig()
@@ -59,7 +67,8 @@ func serveNode(t testing.TB, n Node, mod func(*Config)) (string, *Server) {
 	if mod != nil {
 		mod(&cfg)
 	}
-	s, err := New(cfg, n)
+	admin, _ := n.(Admin)
+	s, err := New(cfg, n, admin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,52 +463,34 @@ func TestLimits(t *testing.T) {
 	}
 }
 
-// hangupSpy wraps the real node and records whether a request's context ends while the
-// request is in flight: the server's half of ghost-lock cleanup (raftnode's tests cover the
-// release itself).
-type hangupSpy struct {
-	*raftnode.Node
-	cancelled chan struct{}
-}
-
-func (h *hangupSpy) ExecYielding(ctx context.Context, keys [][]byte, eval func(fsm.View) []fsm.Command, around func(func())) ([]fsm.Result, error) {
-	select {
-	case <-ctx.Done():
-		close(h.cancelled)
-	case <-time.After(5 * time.Second):
-	}
-	return h.Node.ExecYielding(ctx, keys, eval, around)
-}
-
+// A request's context ends when its client hangs up while the request is in flight: the
+// server's half of ghost-lock cleanup (raftnode's tests cover the release itself).
 func TestHangupCancelsTheRequest(t *testing.T) {
-	spy := &hangupSpy{Node: startNode(t), cancelled: make(chan struct{})}
-	cfg := DefaultConfig()
-	cfg.Addr, cfg.Logger = "127.0.0.1:0", quiet
-	s, err := New(cfg, spy)
-	if err != nil {
-		t.Fatal(err)
+	f := newFakeNode()
+	cancelled := make(chan struct{})
+	f.execHook = func(ctx context.Context) {
+		select {
+		case <-ctx.Done():
+			close(cancelled)
+		case <-time.After(5 * time.Second):
+		}
 	}
-	ln, err := s.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	defer s.Close()
-	nc, err := net.Dial("tcp", ln.Addr().String())
+	addr, _ := serveNode(t, f, nil)
+	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fmt.Fprintf(nc, "*3\r\n$4\r\nLOCK\r\n$5\r\nghost\r\n$4\r\n1000\r\n")
 	nc.Close()
 	select {
-	case <-spy.cancelled:
+	case <-cancelled:
 	case <-time.After(4 * time.Second):
 		t.Fatal("the request's context was not cancelled when the client hung up")
 	}
 }
 
 func TestLockWait(t *testing.T) {
-	addr, _ := startServer(t, nil)
+	addr, f := startFake(t)
 	holder, waiter := dialRaw(t, addr), dialRaw(t, addr)
 	tok := holder.do("LOCK", "w", "10000")
 	if !strings.HasPrefix(tok, ":") {
@@ -524,7 +515,11 @@ func TestLockWait(t *testing.T) {
 	}
 	// Ended by the lease: granted once it expires.
 	holder.do("LOCK", "e", "200")
-	if r := waiter.do("LOCK", "e", "1000", "WAIT", "3000"); !strings.HasPrefix(r, ":") {
+	got = make(chan string, 1)
+	go func() { got <- waiter.do("LOCK", "e", "1000", "WAIT", "3000") }()
+	time.Sleep(100 * time.Millisecond) // let the waiter wait; the assertion below does not depend on it
+	f.expire(t, "e")
+	if r := <-got; !strings.HasPrefix(r, ":") {
 		t.Errorf("LOCK WAIT across an expiry = %q, want a token", r)
 	}
 	// Never released: nil after the wait.

@@ -1,12 +1,22 @@
 package server
 
 import (
+	"log/slog"
+	"slices"
 	"sync"
 )
 
 // Client-side caching (CLIENT TRACKING): a RESP3 connection that turned tracking on is told,
 // with an "invalidate" push, when a key it read changes. Every node applies every change, so a
 // follower invalidates its own clients' keys without asking the leader, forwarded reads included.
+
+// tracking is a connection's CLIENT TRACKING state (part of its session).
+type tracking struct {
+	mode trackMode
+	// caching is CLIENT CACHING's one-shot yes (1) or no (-1), for the next command.
+	caching int8
+	noloop  bool // CLIENT TRACKING ... NOLOOP
+}
 
 // trackMode is a connection's CLIENT TRACKING mode.
 type trackMode uint8
@@ -27,50 +37,70 @@ const maxTrackedPerConn = 1 << 16
 // not read them is disconnected rather than allowed to keep a stale cache.
 const pushQueue = 1024
 
-// tracker maps keys to the connections that must hear of their next change.
+// tracker maps keys to the connections that must hear of their next change. Its lock is taken
+// under Node.mu only by a script's tracked reads (scriptCaller.Call); nothing under it blocks,
+// logs or does I/O: a connection whose push queue is full is closed after the lock is released.
 type tracker struct {
-	mu     sync.Mutex
-	byKey  map[string]map[*conn]struct{}
-	perCon map[*conn]map[string]struct{}
-	bcast  map[*conn][]string // prefixes; an empty list matches every key
-	// writing: keys a NOLOOP connection's command in flight is changing (not to be pushed to it)
-	writing map[*conn]map[string]int
+	log *slog.Logger
+	mu  struct {
+		sync.Mutex
+		byKey  map[string]map[*conn]struct{}
+		perCon map[*conn]map[string]struct{}
+		bcast  map[*conn][]string // prefixes; an empty list matches every key
+		// writing: keys a NOLOOP connection's command in flight is changing (not to be
+		// pushed to it)
+		writing map[*conn]map[string]int
+	}
 }
 
-func newTracker() *tracker {
-	return &tracker{byKey: map[string]map[*conn]struct{}{}, perCon: map[*conn]map[string]struct{}{}, bcast: map[*conn][]string{}}
+func newTracker(log *slog.Logger) *tracker {
+	t := &tracker{log: log}
+	t.mu.byKey = map[string]map[*conn]struct{}{}
+	t.mu.perCon = map[*conn]map[string]struct{}{}
+	t.mu.bcast = map[*conn][]string{}
+	t.mu.writing = map[*conn]map[string]int{}
+	return t
 }
 
 // read records that c read key and should hear when it changes.
 func (t *tracker) read(c *conn, key []byte) {
+	var full []*conn
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	keys := t.perCon[c]
+	keys := t.mu.perCon[c]
 	if keys == nil {
 		keys = map[string]struct{}{}
-		t.perCon[c] = keys
+		t.mu.perCon[c] = keys
 	}
 	if len(keys) >= maxTrackedPerConn {
 		t.dropLocked(c)
-		c.push(nil)
+		full = c.pushLocked(nil, full)
 		keys = map[string]struct{}{}
-		t.perCon[c] = keys
+		t.mu.perCon[c] = keys
 	}
 	k := string(key)
 	keys[k] = struct{}{}
-	conns := t.byKey[k]
+	conns := t.mu.byKey[k]
 	if conns == nil {
 		conns = map[*conn]struct{}{}
-		t.byKey[k] = conns
+		t.mu.byKey[k] = conns
 	}
 	conns[c] = struct{}{}
+	t.mu.Unlock()
+	t.disconnect(full)
 }
 
 // broadcast registers c for every change to keys with one of prefixes (all keys when none).
 func (t *tracker) broadcast(c *conn, prefixes []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.bcast[c] = prefixes
+	t.mu.bcast[c] = prefixes
+}
+
+// prefixes returns c's broadcast prefixes.
+func (t *tracker) prefixes(c *conn) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mu.bcast[c]
 }
 
 // forget stops all tracking for c (tracking turned off, connection closed).
@@ -78,52 +108,71 @@ func (t *tracker) forget(c *conn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.dropLocked(c)
-	delete(t.bcast, c)
-	delete(t.writing, c)
+	delete(t.mu.bcast, c)
+	delete(t.mu.writing, c)
 }
 
 func (t *tracker) dropLocked(c *conn) {
-	for k := range t.perCon[c] {
-		if conns := t.byKey[k]; conns != nil {
+	for k := range t.mu.perCon[c] {
+		if conns := t.mu.byKey[k]; conns != nil {
 			delete(conns, c)
 			if len(conns) == 0 {
-				delete(t.byKey, k)
+				delete(t.mu.byKey, k)
 			}
 		}
 	}
-	delete(t.perCon, c)
+	delete(t.mu.perCon, c)
 }
 
 // changed is the node's change hook: it queues an invalidation for every connection tracking
-// key (nil: everything changed) and forgets the read ones, as Redis does (one push per read).
-func (t *tracker) changed(key []byte) {
+// one of keys (nil: everything changed) and forgets the read ones, as Redis does (one push per
+// read).
+func (t *tracker) changed(keys [][]byte) {
+	var full []*conn
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if key == nil {
-		for c := range t.perCon {
-			c.push(nil)
+	if keys == nil {
+		for c := range t.mu.perCon {
+			full = c.pushLocked(nil, full)
 		}
-		for c := range t.bcast {
-			c.push(nil)
+		for c := range t.mu.bcast {
+			full = c.pushLocked(nil, full)
 		}
-		clear(t.byKey)
-		clear(t.perCon)
-		return
+		clear(t.mu.byKey)
+		clear(t.mu.perCon)
 	}
+	for _, key := range keys {
+		full = t.changedLocked(key, full)
+	}
+	t.mu.Unlock()
+	t.disconnect(full)
+}
+
+func (t *tracker) changedLocked(key []byte, full []*conn) []*conn {
 	k := string(key)
-	for c := range t.byKey[k] {
-		if t.writing[c][k] == 0 {
-			c.push(key)
+	for c := range t.mu.byKey[k] {
+		if t.mu.writing[c][k] == 0 {
+			full = c.pushLocked(key, full)
 		}
-		if keys := t.perCon[c]; keys != nil {
+		if keys := t.mu.perCon[c]; keys != nil {
 			delete(keys, k)
 		}
 	}
-	delete(t.byKey, k)
-	for c, prefixes := range t.bcast {
-		if matchesPrefix(k, prefixes) && t.writing[c][k] == 0 {
-			c.push(key)
+	delete(t.mu.byKey, k)
+	for c, prefixes := range t.mu.bcast {
+		if matchesPrefix(k, prefixes) && t.mu.writing[c][k] == 0 {
+			full = c.pushLocked(key, full)
 		}
+	}
+	return full
+}
+
+// disconnect closes the connections whose push queue overflowed: a client that does not read
+// its invalidations can no longer keep its cache right. It runs with no lock held.
+func (t *tracker) disconnect(full []*conn) {
+	for _, c := range full {
+		t.log.Warn("invalidation queue full; closing the connection", "client", c.id)
+		c.cancel()
+		c.nc.Close()
 	}
 }
 
@@ -139,20 +188,22 @@ func matchesPrefix(k string, prefixes []string) bool {
 	return false
 }
 
-// push queues an invalidation for this connection's writer without blocking (it runs in the
-// node's apply path). A nil key means "drop your whole cache".
-func (c *conn) push(key []byte) {
+// pushLocked queues an invalidation for this connection's writer without blocking (it runs in
+// the node's change hook, under tracker.mu). A nil key means "drop your whole cache". A full
+// queue adds c to full, for the caller to disconnect once the lock is released.
+func (c *conn) pushLocked(key []byte, full []*conn) []*conn {
 	var k []byte
 	if key != nil {
 		k = append([]byte{}, key...)
 	}
 	select {
 	case c.pushes <- invalidation{key: k, all: key == nil}:
+		return full
 	default:
-		// The client is not reading its pushes: its cache can no longer be kept right.
-		c.s.log.Warn("invalidation queue full; closing the connection", "client", c.id)
-		c.cancel()
-		c.nc.Close()
+		if slices.Contains(full, c) {
+			return full
+		}
+		return append(full, c)
 	}
 }
 
@@ -173,34 +224,36 @@ func (c *conn) writePush(inv invalidation) {
 	c.out.Bulk(inv.key)
 }
 
-// trackRead records the keys of a read command if this connection's tracking mode says so.
-func (c *conn) trackRead(cmd *command, args [][]byte) {
-	mode := c.tracking
-	caching := c.caching
-	c.caching = 0
+// trackRead records the keys of a read command if this connection's tracking mode says so. For
+// a script it records nothing and reports true instead: the script's reads are tracked as its
+// read commands run (scriptCaller.Call), or, when a follower forwards it, its declared keys once
+// the leader replied (route).
+func (c *conn) trackRead(cmd *command, args [][]byte) (trackScript bool) {
+	t := &c.sess.track
+	caching := t.caching
+	t.caching = 0
 	switch {
-	case mode == trackOn, mode == trackOptIn && caching > 0, mode == trackOptOut && caching >= 0:
+	case t.mode == trackOn, t.mode == trackOptIn && caching > 0, t.mode == trackOptOut && caching >= 0:
 	default:
-		return
+		return false
 	}
 	if cmd.movable {
-		// A script's reads are tracked as its read commands run (scriptCaller.Call), or, when
-		// a follower forwards it, its declared keys once the leader replied (trackScriptKeys).
-		c.trackScript = true
-		return
+		return true
 	}
 	if cmd.write || !cmd.leader {
-		return
+		return false
 	}
 	for _, k := range cmd.keyArgs(args) {
 		c.s.tracker.read(c, k)
 	}
+	return false
 }
 
 // CLIENT TRACKING ON|OFF [BCAST] [PREFIX p ...] [OPTIN] [OPTOUT] [NOLOOP] [REDIRECT id]
-func (c *conn) clientTracking(args [][]byte) {
+func clientTracking(r *request) {
+	args := r.args
 	if len(args) < 3 {
-		c.w.Error("ERR wrong number of arguments for 'client|tracking' command")
+		r.wrongArgs("client|tracking")
 		return
 	}
 	var on bool
@@ -209,7 +262,7 @@ func (c *conn) clientTracking(args [][]byte) {
 		on = true
 	case is(args[2], "off"):
 	default:
-		c.w.Error(errSyntax)
+		r.w.Error(errSyntax)
 		return
 	}
 	var bcast, optin, optout, noloop bool
@@ -228,112 +281,108 @@ func (c *conn) clientTracking(args [][]byte) {
 			prefixes = append(prefixes, string(args[j+1]))
 			j++
 		case is(args[j], "redirect") && j+1 < len(args):
-			c.w.Error("ERR raftlock does not support REDIRECT: turn tracking on over RESP3 (HELLO 3) to receive invalidations on the same connection")
+			r.w.Error("ERR raftlock does not support REDIRECT: turn tracking on over RESP3 (HELLO 3) to receive invalidations on the same connection")
 			return
 		default:
-			c.w.Error(errSyntax)
+			r.w.Error(errSyntax)
 			return
 		}
 	}
 	switch {
 	case optin && optout:
-		c.w.Error("ERR You can't use both OPTIN and OPTOUT")
+		r.w.Error("ERR You can't use both OPTIN and OPTOUT")
 		return
 	case (optin || optout) && bcast:
-		c.w.Error("ERR OPTIN and OPTOUT are not compatible with BCAST")
+		r.w.Error("ERR OPTIN and OPTOUT are not compatible with BCAST")
 		return
 	case len(prefixes) > 0 && !bcast:
-		c.w.Error("ERR PREFIX option requires BCAST mode to be enabled")
+		r.w.Error("ERR PREFIX option requires BCAST mode to be enabled")
 		return
-	case on && c.w.Protocol() != 3:
-		c.w.Error("ERR raftlock sends invalidations only over RESP3: send HELLO 3 first (REDIRECT is not supported)")
+	case on && r.w.Protocol() != 3:
+		r.w.Error("ERR raftlock sends invalidations only over RESP3: send HELLO 3 first (REDIRECT is not supported)")
 		return
 	}
+	c := r.c
 	c.s.tracker.forget(c)
-	c.tracking, c.caching, c.noloop = trackOff, 0, false
+	c.sess.track = tracking{}
 	if on {
-		c.noloop = noloop
+		c.sess.track.noloop = noloop
 		switch {
 		case bcast:
-			c.tracking = trackBcast
+			c.sess.track.mode = trackBcast
 			c.s.tracker.broadcast(c, prefixes)
 		case optin:
-			c.tracking = trackOptIn
+			c.sess.track.mode = trackOptIn
 		case optout:
-			c.tracking = trackOptOut
+			c.sess.track.mode = trackOptOut
 		default:
-			c.tracking = trackOn
+			c.sess.track.mode = trackOn
 		}
 	}
-	c.w.SimpleString("OK")
+	r.w.SimpleString("OK")
 }
 
 // CLIENT CACHING YES|NO: applies to the next command only (OPTIN/OPTOUT modes).
-func (c *conn) clientCaching(args [][]byte) {
-	if len(args) != 3 {
-		c.w.Error("ERR wrong number of arguments for 'client|caching' command")
+func clientCaching(r *request) {
+	if len(r.args) != 3 {
+		r.wrongArgs("client|caching")
 		return
 	}
+	t := &r.c.sess.track
+	yes := r.args[2]
 	switch {
-	case c.tracking != trackOptIn && c.tracking != trackOptOut:
-		c.w.Error("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled")
-	case is(args[2], "yes") && c.tracking == trackOptIn:
-		c.caching = 1
-		c.w.SimpleString("OK")
-	case is(args[2], "no") && c.tracking == trackOptOut:
-		c.caching = -1
-		c.w.SimpleString("OK")
-	case is(args[2], "yes"), is(args[2], "no"):
-		c.w.Error("ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.")
+	case t.mode != trackOptIn && t.mode != trackOptOut:
+		r.w.Error("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled")
+	case is(yes, "yes") && t.mode == trackOptIn:
+		t.caching = 1
+		r.w.SimpleString("OK")
+	case is(yes, "no") && t.mode == trackOptOut:
+		t.caching = -1
+		r.w.SimpleString("OK")
+	case is(yes, "yes"), is(yes, "no"):
+		r.w.Error("ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.")
 	default:
-		c.w.Error(errSyntax)
+		r.w.Error(errSyntax)
 	}
 }
 
 // CLIENT TRACKINGINFO
-func (c *conn) trackingInfo() {
+func trackingInfo(r *request) {
+	mode := r.c.sess.track.mode
 	flags := map[trackMode][]string{trackOff: {"off"}, trackOn: {"on"}, trackOptIn: {"on", "optin"},
-		trackOptOut: {"on", "optout"}, trackBcast: {"on", "bcast"}}[c.tracking]
-	c.w.Map(3)
-	c.w.BulkString("flags")
-	c.w.Set(len(flags))
+		trackOptOut: {"on", "optout"}, trackBcast: {"on", "bcast"}}[mode]
+	r.w.Map(3)
+	r.w.BulkString("flags")
+	r.w.Set(len(flags))
 	for _, f := range flags {
-		c.w.BulkString(f)
+		r.w.BulkString(f)
 	}
-	c.w.BulkString("redirect")
-	c.w.Int(map[bool]int64{true: 0, false: -1}[c.tracking != trackOff])
-	c.w.BulkString("prefixes")
-	c.s.tracker.mu.Lock()
-	prefixes := c.s.tracker.bcast[c]
-	c.s.tracker.mu.Unlock()
-	c.w.Array(len(prefixes))
+	r.w.BulkString("redirect")
+	r.w.Int(trackingRedirect(mode))
+	r.w.BulkString("prefixes")
+	prefixes := r.s.tracker.prefixes(r.c)
+	r.w.Array(len(prefixes))
 	for _, p := range prefixes {
-		c.w.BulkString(p)
+		r.w.BulkString(p)
 	}
 }
 
-// trackScriptKeys remembers keys for a connection whose script a follower forwarded and the
-// leader ran, if its tracking mode said so when the script was sent.
-func (c *conn) trackScriptKeys(keys [][]byte) {
-	if !c.trackScript {
-		return
+// trackingRedirect is CLIENT GETREDIR's answer: invalidations come on the connection itself (0)
+// while tracking is on, -1 when it is off.
+func trackingRedirect(mode trackMode) int64 {
+	if mode != trackOff {
+		return 0
 	}
-	c.trackScript = false
-	for _, k := range keys {
-		c.s.tracker.read(c, k)
-	}
+	return -1
 }
 
 func (t *tracker) beginWrite(c *conn, keys [][]byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.writing == nil {
-		t.writing = map[*conn]map[string]int{}
-	}
-	m := t.writing[c]
+	m := t.mu.writing[c]
 	if m == nil {
 		m = map[string]int{}
-		t.writing[c] = m
+		t.mu.writing[c] = m
 	}
 	for _, k := range keys {
 		m[string(k)]++
@@ -343,13 +392,13 @@ func (t *tracker) beginWrite(c *conn, keys [][]byte) {
 func (t *tracker) endWrite(c *conn, keys [][]byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	m := t.writing[c]
+	m := t.mu.writing[c]
 	for _, k := range keys {
 		if m[string(k)]--; m[string(k)] <= 0 {
 			delete(m, string(k))
 		}
 	}
 	if len(m) == 0 {
-		delete(t.writing, c)
+		delete(t.mu.writing, c)
 	}
 }

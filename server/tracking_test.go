@@ -7,7 +7,7 @@ import (
 )
 
 func TestClientTrackingInvalidates(t *testing.T) {
-	addr, _ := startServer(t, nil)
+	addr, f := startFake(t)
 	reader := dialRaw(t, addr)
 	writer := dialRaw(t, addr)
 	if got := reader.do("CLIENT", "TRACKING", "ON"); !strings.HasPrefix(got, "-ERR raftlock sends invalidations only over RESP3") {
@@ -40,6 +40,7 @@ func TestClientTrackingInvalidates(t *testing.T) {
 		t.Fatalf("push after the grant = %q, %v; want %q", got, err, want)
 	}
 	// One push per read: the lease's expiry is not pushed again until the key is read again.
+	f.expire(t, "lk")
 	if got := reader.do("PING"); got != "+PONG\r\n" {
 		t.Errorf("next reply = %q, want PONG (no second push)", got)
 	}
@@ -63,7 +64,7 @@ func TestClientTrackingInvalidates(t *testing.T) {
 // TestTrackingScriptsAndNoloop: keys a script reads are tracked for its caller (rueidislock
 // waits on exactly that), and NOLOOP spares a client the pushes for its own writes.
 func TestTrackingScriptsAndNoloop(t *testing.T) {
-	addr, _ := startServer(t, nil)
+	addr, _ := startFake(t)
 	reader, writer := dialRaw(t, addr), dialRaw(t, addr)
 	reader.do("HELLO", "3")
 	if got := reader.do("CLIENT", "TRACKING", "ON", "NOLOOP"); got != "+OK\r\n" {

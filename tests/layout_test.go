@@ -34,8 +34,9 @@ func TestLayout(t *testing.T) {
 		{"store", nil},
 		{"server/resp", nil},
 		{"script", nil},
-		{"server", []string{"fsm", "server/resp", "script"}},
-		{"raftnode", []string{"fsm", "store"}},
+		{"node", []string{"fsm"}},
+		{"server", []string{"fsm", "node", "server/resp", "script"}},
+		{"raftnode", []string{"fsm", "node", "store"}},
 	} {
 		pkg, want := tc.pkg, tc.want
 		t.Run(pkg, func(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/raftnode"
 	"github.com/redis/go-redis/v9"
 )
@@ -20,7 +20,7 @@ import (
 // non-voter, which catches up from the leader (by snapshot if the log was compacted), then,
 // once it has applied the configuration change that added it, as a voter. Any member accepts
 // the requests: followers forward them to the leader.
-func joinCluster(ctx context.Context, node *raftnode.Node, opts options, log *slog.Logger) {
+func joinCluster(ctx context.Context, rn *raftnode.Node, opts options, log *slog.Logger) {
 	c := redis.NewClient(&redis.Options{Addr: opts.join, MaxRetries: -1, DisableIdentity: true, Protocol: 2})
 	defer c.Close()
 	raftAddr := opts.raftAdvertise
@@ -40,7 +40,7 @@ func joinCluster(ctx context.Context, node *raftnode.Node, opts options, log *sl
 		}
 	}
 	log.Info("join: added as a non-voter; catching up", "via", opts.join, "index", index)
-	for node.Stats().AppliedIndex < uint64(index) {
+	for rn.Stats().AppliedIndex < uint64(index) {
 		if !sleep(ctx, 50*time.Millisecond) {
 			return
 		}
@@ -61,18 +61,18 @@ func joinCluster(ctx context.Context, node *raftnode.Node, opts options, log *sl
 // announce keeps this node's client address in the replicated member table, so every node can
 // forward and redirect clients to it when it leads. The leader records its own after each
 // election; a follower asks the leader through its client port.
-func announce(ctx context.Context, node *raftnode.Node, opts options, log *slog.Logger) {
+func announce(ctx context.Context, rn *raftnode.Node, opts options, log *slog.Logger) {
 	for sleep(ctx, time.Second) {
-		if addr, ok := node.MemberAddr(opts.id); ok && addr == opts.advertise {
+		if addr, ok := rn.MemberAddr(opts.id); ok && addr == opts.advertise {
 			continue
 		}
-		if node.IsLeader() {
-			if err := node.SetMemberAddr(ctx, opts.id, opts.advertise); err != nil {
+		if rn.IsLeader() {
+			if err := rn.SetMemberAddr(ctx, opts.id, opts.advertise); err != nil {
 				log.Warn("announce: recording own client address failed", "err", err)
 			}
 			continue
 		}
-		leaderID, leaderAddr := node.LeaderClient()
+		leaderID, leaderAddr := rn.LeaderClient()
 		if leaderID == "" || leaderAddr == "" {
 			continue
 		}
@@ -111,20 +111,20 @@ const (
 
 // watchMembership closes evicted when the cluster's leader says this node, which was a member,
 // is not one any more. It returns when ctx ends.
-func watchMembership(ctx context.Context, node *raftnode.Node, id, dir string, log *slog.Logger, evicted chan<- struct{}) {
+func watchMembership(ctx context.Context, rn *raftnode.Node, id, dir string, log *slog.Logger, evicted chan<- struct{}) {
 	var leaderless time.Time
 	remembered := readMemberAddrs(dir)
 	for sleep(ctx, membershipCheckEvery) {
-		members, err := node.Members()
+		members, err := rn.Members()
 		if err != nil {
 			continue
 		}
-		if leaderID, _ := node.LeaderClient(); leaderID != "" {
+		if leaderID, _ := rn.LeaderClient(); leaderID != "" {
 			remembered = rememberMemberAddrs(dir, members, remembered, log)
 			leaderless = time.Time{}
 			continue
 		}
-		if !slices.ContainsFunc(members, func(m fsm.Member) bool { return m.ID == id }) {
+		if !slices.ContainsFunc(members, func(m node.Member) bool { return m.ID == id }) {
 			// Not a member yet (a joining node before its addition): nothing to ask.
 			leaderless = time.Time{}
 			continue
@@ -146,7 +146,7 @@ func watchMembership(ctx context.Context, node *raftnode.Node, id, dir string, l
 // removedByLeader finds, among members (this node's view), one that says it is the ready
 // leader, and reports whether that leader's member list lacks id. Only a leader's answer counts:
 // its configuration is the newest, so a node that was just added is never told it is gone.
-func removedByLeader(ctx context.Context, members []fsm.Member, id string, remembered map[string]string) (string, bool) {
+func removedByLeader(ctx context.Context, members []node.Member, id string, remembered map[string]string) (string, bool) {
 	for _, m := range members {
 		if m.ClientAddr == "" {
 			// A restarted node applies its log only once a leader tells it what is committed:
@@ -204,7 +204,7 @@ func readMemberAddrs(dir string) map[string]string {
 }
 
 // rememberMemberAddrs writes the members' client addresses when they changed, and returns them.
-func rememberMemberAddrs(dir string, members []fsm.Member, known map[string]string, log *slog.Logger) map[string]string {
+func rememberMemberAddrs(dir string, members []node.Member, known map[string]string, log *slog.Logger) map[string]string {
 	addrs := map[string]string{}
 	for _, m := range members {
 		if m.ClientAddr != "" {

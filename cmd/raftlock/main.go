@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 
@@ -93,8 +92,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		scfg.ShiftClock = clock.Shift
 	}
 	scfg.Logger = logger
-	scfg.Info = func(section string) []server.InfoField { return infoSection(section, node, st) }
-	srv, err := server.New(scfg, node)
+	srv, err := server.New(scfg, node, node)
 	if err != nil {
 		return err
 	}
@@ -106,7 +104,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		"resumed", existing)
 
 	if opts.metricsAddr != "" {
-		maddr, err := serveMetrics(ctx, opts.metricsAddr, node, st, logger)
+		maddr, err := serveMetrics(ctx, opts.metricsAddr, node, logger)
 		if err != nil {
 			srv.Close()
 			return err
@@ -162,50 +160,4 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, o))
 	}
 	return slog.New(slog.NewTextHandler(w, o))
-}
-
-// infoSection renders the node's and the store's figures for INFO raft / INFO locks.
-func infoSection(section string, node *raftnode.Node, st *store.Store) []server.InfoField {
-	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
-	switch section {
-	case "raft":
-		s := node.Stats()
-		ss := st.Stats()
-		return []server.InfoField{
-			{Name: "raft_id", Value: s.ID},
-			{Name: "raft_state", Value: s.State},
-			{Name: "raft_ready", Value: strconv.FormatBool(s.Ready)},
-			{Name: "raft_leader_id", Value: s.LeaderID},
-			{Name: "raft_leader_addr", Value: s.LeaderAddr},
-			{Name: "raft_term", Value: u(s.Term)},
-			{Name: "raft_voters", Value: strconv.Itoa(s.Voters)},
-			{Name: "raft_last_index", Value: u(s.LastIndex)},
-			{Name: "raft_commit_index", Value: u(s.CommitIndex)},
-			{Name: "raft_applied_index", Value: u(s.AppliedIndex)},
-			{Name: "raft_last_snapshot_index", Value: u(s.LastSnapshot)},
-			{Name: "raft_proposals", Value: u(s.Proposals)},
-			{Name: "raft_failed_proposals", Value: u(s.FailedProps)},
-			{Name: "raft_verified_reads", Value: u(s.Reads)},
-			{Name: "raft_verify_rounds", Value: u(s.VerifyRounds)},
-			{Name: "store_first_index", Value: u(ss.FirstIndex)},
-			{Name: "store_last_index", Value: u(ss.LastIndex)},
-			{Name: "store_snapshots", Value: strconv.Itoa(ss.Snapshots)},
-		}
-	case "locks":
-		s := node.Stats()
-		return []server.InfoField{
-			{Name: "locks_held", Value: strconv.Itoa(s.Locks)},
-			{Name: "leases_armed", Value: strconv.Itoa(s.Leases)},
-			{Name: "pending_keys", Value: strconv.Itoa(s.PendingKeys)},
-			{Name: "leases_expired", Value: u(s.Expired)},
-			{Name: "ghost_locks_released", Value: u(s.GhostReleases)},
-		}
-	case "keyspace":
-		s := node.Stats()
-		if s.Locks == 0 {
-			return nil
-		}
-		return []server.InfoField{{Name: "db0", Value: fmt.Sprintf("keys=%d,expires=%d,avg_ttl=0", s.Locks, s.Leases)}}
-	}
-	return nil
 }

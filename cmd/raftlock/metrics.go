@@ -10,14 +10,14 @@ import (
 	"net/http/pprof"
 	"time"
 
+	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/raftnode"
-	"github.com/raftlock/raftlock/store"
 )
 
 // serveMetrics serves /metrics (Prometheus text format) and /debug/pprof/ on addr until ctx
 // ends. It is off unless --metrics-addr is set: profiles expose internals, so the address
 // should be a private one.
-func serveMetrics(ctx context.Context, addr string, node *raftnode.Node, st *store.Store, logger *slog.Logger) (net.Addr, error) {
+func serveMetrics(ctx context.Context, addr string, rn *raftnode.Node, logger *slog.Logger) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr: %w", err)
@@ -25,7 +25,7 @@ func serveMetrics(ctx context.Context, addr string, node *raftnode.Node, st *sto
 	mux := http.NewServeMux()
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		writeMetrics(w, node.Stats(), st.Stats())
+		writeMetrics(w, rn.Stats())
 	})
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -46,7 +46,7 @@ func serveMetrics(ctx context.Context, addr string, node *raftnode.Node, st *sto
 }
 
 // writeMetrics writes the node's figures in the Prometheus text format.
-func writeMetrics(w io.Writer, s raftnode.Stats, ss store.Stats) {
+func writeMetrics(w io.Writer, s node.Stats) {
 	b2f := func(b bool) float64 {
 		if b {
 			return 1
@@ -73,7 +73,7 @@ func writeMetrics(w io.Writer, s raftnode.Stats, ss store.Stats) {
 	metric("verify_rounds_total", "counter", "Leadership checks (batched over reads).", float64(s.VerifyRounds))
 	metric("leases_expired_total", "counter", "Leases ended by a committed Expire.", float64(s.Expired))
 	metric("ghost_locks_released_total", "counter", "Locks released because their client hung up before the grant.", float64(s.GhostReleases))
-	metric("store_first_index", "gauge", "First raft log index kept in the store.", float64(ss.FirstIndex))
-	metric("store_last_index", "gauge", "Last raft log index in the store.", float64(ss.LastIndex))
-	metric("store_snapshots", "gauge", "Snapshots kept in the store.", float64(ss.Snapshots))
+	metric("store_first_index", "gauge", "First raft log index kept in the store.", float64(s.Store.FirstIndex))
+	metric("store_last_index", "gauge", "Last raft log index in the store.", float64(s.Store.LastIndex))
+	metric("store_snapshots", "gauge", "Snapshots kept in the store.", float64(s.Store.Snapshots))
 }

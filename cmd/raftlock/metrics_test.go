@@ -4,13 +4,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/raftlock/raftlock/raftnode"
-	"github.com/raftlock/raftlock/store"
+	"github.com/raftlock/raftlock/node"
 )
 
 func TestWriteMetrics(t *testing.T) {
 	var b strings.Builder
-	writeMetrics(&b, raftnode.Stats{State: "Leader", Ready: true, Locks: 42, Proposals: 7}, store.Stats{LastIndex: 9})
+	writeMetrics(&b, node.Stats{State: "Leader", Ready: true, Locks: 42, Proposals: 7, Store: node.StoreStats{LastIndex: 9}})
 	out := b.String()
 	for _, want := range []string{
 		"# TYPE raftlock_locks_held gauge\nraftlock_locks_held 42\n",

@@ -1,0 +1,67 @@
+// Package node is the vocabulary the client face (server) and the replicated node (raftnode)
+// share: the view a request is evaluated against and the evaluation function, the cluster's
+// members, the errors a node answers with, and its typed figures. Both sides import it; it
+// imports only fsm (etcd keeps such a leaf in server/etcdserver/errors), so neither side needs
+// the other and no error is recognised by its text or by duck typing.
+package node
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// View is what a request sees while the leader evaluates it: the applied table plus, for each
+// held key, how much of its lease this node's timer says is left. raftnode implements it; the
+// server reads through it. It exists only during one evaluation and must not be retained.
+type View interface {
+	// Lookup returns the lock on key and its remaining lease (0 when it has no lease).
+	Lookup(key []byte) (l fsm.Lock, remaining time.Duration, held bool)
+	// Len is the number of held keys.
+	Len() int
+	// Script returns the stored source of a script by its SHA1 hex digest.
+	Script(sha string) (string, bool)
+}
+
+// Eval turns a request into the commands to replicate, looking at a view. Returning none makes
+// the request a read or a refusal. It runs under the view lock: it must be quick, must not
+// block, and may run more than once (again after waiting on a pending key), so it must reset
+// whatever it records each time.
+type Eval func(v View) []fsm.Command
+
+// Member is one server of the cluster: its raft configuration entry plus the client address it
+// announced (replicated through the log).
+type Member struct {
+	ID         string
+	RaftAddr   string
+	ClientAddr string // empty until the member has announced itself
+	Voter      bool
+	Leader     bool
+}
+
+var (
+	// ErrUncertain means a proposal was made but the node cannot tell whether it committed: it
+	// lost leadership or shut down while waiting. The client must not take it as "not granted".
+	ErrUncertain = errors.New("node: outcome unknown")
+	// ErrShutdown means the node is closing and takes no more requests.
+	ErrShutdown = errors.New("node: shutting down")
+	// ErrNoSuchMember means an ID is not in the cluster's configuration.
+	ErrNoSuchMember = errors.New("no such member")
+)
+
+// NotLeaderError means the node is not a leader ready to serve: nothing was proposed. LeaderID
+// and LeaderAddr (raft address) name the leader it knows of, empty when none is known (or when
+// it is itself the leader, still catching up after its election).
+type NotLeaderError struct {
+	LeaderID   string
+	LeaderAddr string
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.LeaderID == "" {
+		return "node: no leader"
+	}
+	return fmt.Sprintf("node: not leader (leader is %s at %s)", e.LeaderID, e.LeaderAddr)
+}

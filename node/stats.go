@@ -1,0 +1,33 @@
+package node
+
+// Stats is a point-in-time summary of a node, for INFO, RAFT STATS and metrics.
+type Stats struct {
+	ID            string
+	State         string // Leader, Follower, Candidate, Shutdown
+	Ready         bool   // leader and caught up: serving
+	LeaderID      string
+	LeaderAddr    string // raft address
+	Term          uint64
+	LastIndex     uint64
+	CommitIndex   uint64
+	AppliedIndex  uint64
+	LastSnapshot  uint64
+	Voters        int
+	Locks         int
+	Leases        int
+	PendingKeys   int
+	Proposals     uint64
+	FailedProps   uint64
+	Reads         uint64
+	VerifyRounds  uint64
+	Expired       uint64
+	GhostReleases uint64
+	Store         StoreStats
+}
+
+// StoreStats is the raft log and snapshot store's part of Stats.
+type StoreStats struct {
+	FirstIndex uint64
+	LastIndex  uint64
+	Snapshots  int
+}

@@ -1,0 +1,153 @@
+package server
+
+// Administration: RAFT (membership, leadership, snapshots, stats, digest) and DEBUG CLOCK-SHIFT.
+
+import "time"
+
+// raftOnLeader lists the RAFT subcommands that must run on the leader.
+var raftOnLeader = map[string]bool{"add": true, "promote": true, "remove": true, "transfer": true, "announce": true}
+
+// RAFT MEMBERS | ADD id raftaddr [NONVOTER] [CLIENT addr] | PROMOTE id | REMOVE id |
+// TRANSFER [id] | ANNOUNCE id clientaddr | SNAPSHOT | STATS | DIGEST | FORWARDED
+func cmdRaft(r *request) {
+	sub := lower(r.args[1])
+	admin := r.s.admin
+	if admin == nil && sub != "forwarded" && sub != "members" && sub != "stats" {
+		r.w.Error(errNoAdmin)
+		return
+	}
+	if raftOnLeader[sub] && !r.s.node.IsLeader() {
+		r.route(true) // a membership change may apply even if the link fails
+		return
+	}
+	wrongArgs := func() { r.wrongArgs("raft|" + sub) }
+	switch sub {
+	case "forwarded":
+		r.c.hop.forwarded = true
+		r.w.SimpleString("OK")
+	case "members":
+		members, err := r.s.node.Members()
+		if err != nil {
+			r.replyError(err)
+			return
+		}
+		r.w.Array(len(members))
+		for _, m := range members {
+			suffrage := "nonvoter"
+			if m.Voter {
+				suffrage = "voter"
+			}
+			r.w.Map(5)
+			for _, kv := range [][2]string{{"id", m.ID}, {"raft_addr", m.RaftAddr}, {"client_addr", m.ClientAddr}, {"suffrage", suffrage}} {
+				r.w.BulkString(kv[0])
+				r.w.BulkString(kv[1])
+			}
+			r.w.BulkString("leader")
+			r.w.Int(b2i(m.Leader))
+		}
+	case "add":
+		if len(r.args) < 4 {
+			wrongArgs()
+			return
+		}
+		voter, client := true, ""
+		for j := 4; j < len(r.args); j++ {
+			switch {
+			case is(r.args[j], "nonvoter"):
+				voter = false
+			case is(r.args[j], "client") && j+1 < len(r.args):
+				client = string(r.args[j+1])
+				j++
+			default:
+				r.w.Error(errSyntax)
+				return
+			}
+		}
+		index, err := admin.AddServer(r.c.ctx, string(r.args[2]), string(r.args[3]), client, voter)
+		if err != nil {
+			r.replyError(err)
+			return
+		}
+		r.w.Int(int64(index))
+	case "promote", "remove":
+		if len(r.args) != 3 {
+			wrongArgs()
+			return
+		}
+		var err error
+		if sub == "promote" {
+			err = admin.Promote(r.c.ctx, string(r.args[2]))
+		} else {
+			err = admin.RemoveServer(r.c.ctx, string(r.args[2]))
+		}
+		if err != nil {
+			r.replyError(err)
+			return
+		}
+		r.w.SimpleString("OK")
+	case "transfer":
+		if len(r.args) > 3 {
+			wrongArgs()
+			return
+		}
+		id := ""
+		if len(r.args) == 3 {
+			id = string(r.args[2])
+		}
+		if err := admin.Transfer(id); err != nil {
+			r.replyError(err)
+			return
+		}
+		r.w.SimpleString("OK")
+	case "announce":
+		if len(r.args) != 4 {
+			wrongArgs()
+			return
+		}
+		if err := admin.SetMemberAddr(r.c.ctx, string(r.args[2]), string(r.args[3])); err != nil {
+			r.replyError(err)
+			return
+		}
+		r.w.SimpleString("OK")
+	case "snapshot":
+		if err := admin.Snapshot(); err != nil {
+			r.replyError(err)
+			return
+		}
+		r.w.SimpleString("OK")
+	case "stats":
+		fields := raftInfo(r.s.node.Stats())
+		r.w.Map(len(fields))
+		for _, f := range fields {
+			r.w.BulkString(f.name)
+			r.w.BulkString(f.value)
+		}
+	case "digest":
+		applied, sum := admin.Digest()
+		r.w.Array(2)
+		r.w.Int(int64(applied))
+		r.w.BulkString(sum)
+	default:
+		r.w.Error("ERR unknown subcommand '" + string(appendSanitized(nil, r.args[1], 128)) + "'. Try RAFT MEMBERS, ADD, PROMOTE, REMOVE, TRANSFER, SNAPSHOT, STATS or DIGEST.")
+	}
+}
+
+// DEBUG CLOCK-SHIFT ms: move this node's lease clock by ms (negative: back), for fault tests.
+// Only a node started with --test-clock accepts it.
+func cmdDebug(r *request) {
+	if r.s.cfg.ShiftClock == nil {
+		r.w.Error("ERR DEBUG is disabled: start the node with --test-clock to use DEBUG CLOCK-SHIFT (tests only)")
+		return
+	}
+	if !is(r.args[1], "clock-shift") || len(r.args) != 3 {
+		r.w.Error("ERR the only DEBUG subcommand is CLOCK-SHIFT ms")
+		return
+	}
+	ms, ok := parseInt(r.args[2])
+	if !ok || ms > 365*24*3600*1000 || ms < -365*24*3600*1000 {
+		r.w.Error(errNotInt)
+		return
+	}
+	total := r.s.cfg.ShiftClock(time.Duration(ms) * time.Millisecond)
+	r.w.Int(total.Milliseconds())
+}

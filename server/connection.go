@@ -1,0 +1,216 @@
+package server
+
+// Connection commands: PING, ECHO, SELECT, HELLO, AUTH, CLIENT, QUIT, RESET, READONLY,
+// READWRITE.
+
+// redisVersion is the Redis version raftlock answers to: the feature level of the commands it
+// implements (SET ... GET, PXAT, EXPIRE options, HELLO, CLIENT SETINFO).
+const redisVersion = "7.2.0"
+
+// Version is raftlock's own version, reported by INFO.
+var Version = "0.1.0"
+
+func cmdReadonly(r *request) {
+	r.c.sess.readonly = true
+	r.w.SimpleString("OK")
+}
+
+func cmdReadwrite(r *request) {
+	r.c.sess.readonly = false
+	r.w.SimpleString("OK")
+}
+
+func cmdPing(r *request) {
+	switch len(r.args) {
+	case 1:
+		r.w.SimpleString("PONG")
+	case 2:
+		r.w.Bulk(r.args[1])
+	default:
+		r.w.Error("ERR wrong number of arguments for 'ping' command")
+	}
+}
+
+func cmdEcho(r *request) { r.w.Bulk(r.args[1]) }
+
+func cmdSelect(r *request) {
+	db, ok := parseInt(r.args[1])
+	switch {
+	case !ok:
+		r.w.Error(errNotInt)
+	case db != 0:
+		r.w.Error("ERR DB index is out of range")
+	default:
+		r.w.SimpleString("OK")
+	}
+}
+
+// errWrongPass is Redis's reply to a user other than "default" when no users are configured.
+const errWrongPass = "WRONGPASS invalid username-password pair or user is disabled."
+
+// authUser reports whether AUTH/HELLO AUTH names a user that exists: with no users configured,
+// Redis accepts any password for "default" (case-sensitive) and refuses everyone else.
+func authUser(user []byte) bool { return string(user) == "default" }
+
+func cmdAuth(r *request) {
+	switch {
+	case len(r.args) > 3:
+		r.w.Error(errSyntax)
+	case len(r.args) == 2:
+		r.w.Error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+	case authUser(r.args[1]):
+		r.w.SimpleString("OK")
+	default:
+		r.w.Error(errWrongPass)
+	}
+}
+
+// HELLO [protover [AUTH username password] [SETNAME clientname]]
+func cmdHello(r *request) {
+	proto := r.w.Protocol()
+	if len(r.args) >= 2 {
+		v, ok := parseInt(r.args[1])
+		if !ok {
+			r.w.Error("ERR Protocol version is not an integer or out of range")
+			return
+		}
+		if v < 2 || v > 3 {
+			r.w.Error("NOPROTO unsupported protocol version")
+			return
+		}
+		proto = int(v)
+	}
+	var name, user []byte
+	setName, auth := false, false
+	for j := 2; j < len(r.args); j++ {
+		more := len(r.args) - j - 1
+		switch {
+		case is(r.args[j], "auth") && more >= 2:
+			user, auth = r.args[j+1], true
+			j += 2
+		case is(r.args[j], "setname") && more >= 1:
+			if !validClientName(r.args[j+1]) {
+				// Redis checks the name as it parses, before later options.
+				r.w.Error("ERR Client names cannot contain spaces, newlines or special characters.")
+				return
+			}
+			name, setName = r.args[j+1], true
+			j++
+		default:
+			r.w.Error("ERR Syntax error in HELLO option '" + string(r.args[j]) + "'")
+			return
+		}
+	}
+	if auth && !authUser(user) {
+		r.w.Error(errWrongPass)
+		return
+	}
+	if setName {
+		r.c.sess.name = string(name)
+	}
+	if proto != r.c.out.Protocol() {
+		r.c.closeUpstream() // its replies would come in the old protocol
+	}
+	// HELLO runs alone (it is never pipelined), so r.w is the connection's writer.
+	r.c.out.SetProtocol(proto)
+	r.w.Map(7)
+	r.w.BulkString("server")
+	r.w.BulkString("redis")
+	r.w.BulkString("version")
+	r.w.BulkString(redisVersion)
+	r.w.BulkString("proto")
+	r.w.Int(int64(proto))
+	r.w.BulkString("id")
+	r.w.Int(r.c.id)
+	r.w.BulkString("mode")
+	r.w.BulkString("standalone")
+	r.w.BulkString("role")
+	r.w.BulkString("master")
+	r.w.BulkString("modules")
+	r.w.Array(0)
+}
+
+// validClientName is Redis's rule: printable ASCII without spaces.
+func validClientName(b []byte) bool {
+	for _, ch := range b {
+		if ch < '!' || ch > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// CLIENT SETNAME|GETNAME|ID|SETINFO|INFO|LIST|TRACKING|CACHING|GETREDIR|TRACKINGINFO
+func cmdClient(r *request) {
+	sub := r.args[1]
+	switch {
+	case is(sub, "setname") && len(r.args) == 3:
+		if !validClientName(r.args[2]) {
+			r.w.Error("ERR Client names cannot contain spaces, newlines or special characters.")
+			return
+		}
+		r.c.sess.name = string(r.args[2])
+		r.w.SimpleString("OK")
+	case is(sub, "getname") && len(r.args) == 2:
+		if r.c.sess.name == "" {
+			r.w.Null()
+			return
+		}
+		r.w.BulkString(r.c.sess.name)
+	case is(sub, "id") && len(r.args) == 2:
+		r.w.Int(r.c.id)
+	case is(sub, "setinfo") && len(r.args) == 4:
+		attr, val := r.args[2], r.args[3]
+		if !validClientName(val) {
+			r.w.Error("ERR " + lower(attr) + " cannot contain spaces, newlines or special characters.")
+			return
+		}
+		switch {
+		case is(attr, "lib-name"):
+			r.c.sess.libName = string(val)
+		case is(attr, "lib-ver"):
+			r.c.sess.libVer = string(val)
+		default:
+			r.w.Error("ERR Unrecognized option '" + string(attr) + "'")
+			return
+		}
+		r.w.SimpleString("OK")
+	case is(sub, "tracking"):
+		clientTracking(r)
+	case is(sub, "caching"):
+		clientCaching(r)
+	case is(sub, "getredir") && len(r.args) == 2:
+		r.w.Int(trackingRedirect(r.c.sess.track.mode))
+	case is(sub, "trackinginfo") && len(r.args) == 2:
+		trackingInfo(r)
+	case (is(sub, "info") || is(sub, "list")) && len(r.args) == 2:
+		r.w.Verbatim("txt", r.infoLine()+"\n")
+	case is(sub, "setname"), is(sub, "getname"), is(sub, "id"), is(sub, "setinfo"), is(sub, "info"), is(sub, "list"):
+		r.w.Error("ERR wrong number of arguments for 'client|" + lower(sub) + "' command")
+	default:
+		r.w.Error("ERR unknown subcommand '" + string(appendSanitized(nil, sub, 128)) + "'. Try CLIENT HELP.")
+	}
+}
+
+func (r *request) infoLine() string {
+	return "id=" + itoa(r.c.id) + " addr=" + r.c.nc.RemoteAddr().String() + " laddr=" + r.c.nc.LocalAddr().String() +
+		" name=" + r.c.sess.name + " db=0 resp=" + itoa(int64(r.w.Protocol())) + " lib-name=" + r.c.sess.libName + " lib-ver=" + r.c.sess.libVer +
+		" locks=" + itoa(int64(len(r.c.sess.tokens)))
+}
+
+func cmdQuit(r *request) {
+	r.w.SimpleString("OK")
+	r.c.quit = true
+}
+
+// RESET returns the connection to its state after connect: RESP2, no name, no tracking,
+// READWRITE. The locks it holds stay held (they are replicated state), but it forgets their
+// tokens.
+func cmdReset(r *request) {
+	c := r.c
+	c.closeUpstream()
+	c.s.tracker.forget(c)
+	c.sess = newSession()
+	c.out.SetProtocol(2) // RESET runs alone: r.w is c.out
+	r.w.SimpleString("RESET")
+}

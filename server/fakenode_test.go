@@ -1,0 +1,211 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
+)
+
+// fakeNode is an in-memory Node for the server's unit tests: a leader that evaluates a request
+// and applies what it yields at once, with no raft, no elections and no timers, so pipeline,
+// tracking and waiter tests do not depend on raft's timing. Leases never end by themselves: a
+// test ends one with expire. A test may hold commits back (holdCommits) to see how many of a
+// connection's requests are in flight together.
+type fakeNode struct {
+	mu struct {
+		sync.Mutex
+		table *fsm.Machine
+		index uint64
+		// hold > 0: proposals wait until hold of them are queued (or holdTimeout passes), then
+		// commit together.
+		hold   int
+		queued []*fakeProposal
+		timer  *time.Timer
+	}
+	changed atomic.Pointer[func(keys [][]byte)]
+	// waiting is how many requests wait for their commit now; most is the most there were.
+	waiting, most atomic.Int32
+	// execHook, when set, runs at the start of every Exec (before evaluation).
+	execHook func(ctx context.Context)
+}
+
+// fakeProposal is one request's commands waiting to commit.
+type fakeProposal struct {
+	cmds    []fsm.Command
+	results []fsm.Result
+	done    chan struct{}
+}
+
+// holdTimeout bounds how long held commits wait for the rest of their batch, so a server that
+// fails to pipeline makes a test fail instead of hang.
+const holdTimeout = 2 * time.Second
+
+var (
+	_ Node  = (*fakeNode)(nil)
+	_ Admin = (*fakeNode)(nil)
+)
+
+func newFakeNode() *fakeNode {
+	f := &fakeNode{}
+	f.mu.table = fsm.New()
+	return f
+}
+
+// holdCommits makes the next n proposals commit together, once all n are queued.
+func (f *fakeNode) holdCommits(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mu.hold = n
+}
+
+func (f *fakeNode) Exec(ctx context.Context, keys [][]byte, eval node.Eval, around func(wait func())) ([]fsm.Result, error) {
+	if f.execHook != nil {
+		f.execHook(ctx)
+	}
+	if around == nil {
+		around = func(wait func()) { wait() }
+	}
+	f.mu.Lock()
+	cmds := eval(fakeView{f.mu.table})
+	if len(cmds) == 0 {
+		f.mu.Unlock()
+		around(func() {})
+		return nil, nil
+	}
+	for _, c := range cmds {
+		if err := c.Validate(); err != nil {
+			f.mu.Unlock()
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		f.mu.Unlock()
+		return nil, err
+	}
+	p := &fakeProposal{cmds: cmds, done: make(chan struct{})}
+	f.mu.queued = append(f.mu.queued, p)
+	var batch []*fakeProposal
+	switch {
+	case len(f.mu.queued) >= f.mu.hold:
+		batch = f.takeQueuedLocked()
+	case f.mu.timer == nil:
+		f.mu.timer = time.AfterFunc(holdTimeout, func() {
+			f.mu.Lock()
+			batch := f.takeQueuedLocked()
+			f.mu.Unlock()
+			f.commit(batch)
+		})
+	}
+	f.mu.Unlock()
+	f.commit(batch)
+	around(func() {
+		n := f.waiting.Add(1)
+		for m := f.most.Load(); n > m && !f.most.CompareAndSwap(m, n); m = f.most.Load() {
+		}
+		<-p.done
+		f.waiting.Add(-1)
+	})
+	return p.results, nil
+}
+
+// takeQueuedLocked takes every queued proposal and ends any hold.
+func (f *fakeNode) takeQueuedLocked() []*fakeProposal {
+	batch := f.mu.queued
+	f.mu.queued, f.mu.hold = nil, 0
+	if f.mu.timer != nil {
+		f.mu.timer.Stop()
+		f.mu.timer = nil
+	}
+	return batch
+}
+
+// commit applies a batch in order, tells the change hook, and only then lets the requests hear
+// their results: the order raftnode keeps.
+func (f *fakeNode) commit(batch []*fakeProposal) {
+	if len(batch) == 0 {
+		return
+	}
+	var changed [][]byte
+	f.mu.Lock()
+	for _, p := range batch {
+		for _, c := range p.cmds {
+			f.mu.index++
+			res := f.mu.table.Apply(f.mu.index, c)
+			if res.Status == fsm.StatusGranted || res.Status == fsm.StatusReleased || res.Status == fsm.StatusRenewed ||
+				res.Status == fsm.StatusExpired && res.Existed {
+				changed = append(changed, c.Key)
+			}
+			p.results = append(p.results, res)
+		}
+	}
+	f.mu.Unlock()
+	if fn := f.changed.Load(); fn != nil && len(changed) > 0 {
+		(*fn)(changed)
+	}
+	for _, p := range batch {
+		close(p.done)
+	}
+}
+
+// expire ends key's lease through a committed Expire, as the leader's lease loop would.
+func (f *fakeNode) expire(t testing.TB, key string) {
+	t.Helper()
+	f.mu.Lock()
+	l, ok := f.mu.table.Get([]byte(key))
+	f.mu.Unlock()
+	if !ok {
+		t.Fatalf("expire %q: not held", key)
+	}
+	p := &fakeProposal{cmds: []fsm.Command{{Kind: fsm.KindExpire, Key: []byte(key), Token: l.Token, LeaseRev: l.LeaseRev}}, done: make(chan struct{})}
+	f.commit([]*fakeProposal{p})
+	if r := p.results[0]; r.Status != fsm.StatusExpired || !r.Existed {
+		t.Fatalf("expire %q = %+v", key, r)
+	}
+}
+
+func (f *fakeNode) ExecLocal(eval func(node.View)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	eval(fakeView{f.mu.table})
+}
+
+func (f *fakeNode) IsLeader() bool                        { return true }
+func (f *fakeNode) LeaderClient() (id, clientAddr string) { return "n1", "" }
+func (f *fakeNode) OnChange(fn func(keys [][]byte))       { f.changed.Store(&fn) }
+
+func (f *fakeNode) Members() ([]node.Member, error) {
+	return []node.Member{{ID: "n1", RaftAddr: "fake:1", Voter: true, Leader: true}}, nil
+}
+
+func (f *fakeNode) Stats() node.Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return node.Stats{ID: "n1", State: "Leader", Ready: true, LeaderID: "n1", Voters: 1, Locks: f.mu.table.Len(),
+		AppliedIndex: f.mu.index, LastIndex: f.mu.index, CommitIndex: f.mu.index}
+}
+
+func (f *fakeNode) AddServer(context.Context, string, string, string, bool) (uint64, error) {
+	return 0, node.ErrNoSuchMember
+}
+func (f *fakeNode) Promote(context.Context, string) error               { return node.ErrNoSuchMember }
+func (f *fakeNode) RemoveServer(context.Context, string) error          { return node.ErrNoSuchMember }
+func (f *fakeNode) Transfer(string) error                               { return &node.NotLeaderError{} }
+func (f *fakeNode) SetMemberAddr(context.Context, string, string) error { return nil }
+func (f *fakeNode) Snapshot() error                                     { return nil }
+func (f *fakeNode) Digest() (uint64, string)                            { return f.Stats().AppliedIndex, "" }
+
+// fakeView is the fake node's table seen as a view: a lease has all of its length left.
+type fakeView struct{ m *fsm.Machine }
+
+func (v fakeView) Lookup(key []byte) (fsm.Lock, time.Duration, bool) {
+	l, ok := v.m.Get(key)
+	return l, time.Duration(l.LeaseMs) * time.Millisecond, ok
+}
+
+func (v fakeView) Len() int                         { return v.m.Len() }
+func (v fakeView) Script(sha string) (string, bool) { return v.m.Script(sha) }

@@ -1,0 +1,256 @@
+package server
+
+// Introspection: INFO (rendered from the node's typed Stats), COMMAND, CONFIG GET.
+
+import (
+	"os"
+	"path"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/raftlock/raftlock/node"
+)
+
+// configParams answers CONFIG GET with what clients and redis-benchmark ask about.
+var configParams = [][2]string{
+	{"appendonly", "yes"},
+	{"appendfsync", "always"},
+	{"databases", "1"},
+	{"maxclients", ""},
+	{"save", ""},
+	{"timeout", "0"},
+	{"cluster-enabled", "no"},
+}
+
+// CONFIG GET pattern [pattern ...]
+func cmdConfig(r *request) {
+	if !is(r.args[1], "get") {
+		r.w.Error("ERR raftlock supports only CONFIG GET; its configuration is set by flags at start")
+		return
+	}
+	if len(r.args) < 3 {
+		r.w.Error("ERR wrong number of arguments for 'config|get' command")
+		return
+	}
+	var out [][2]string
+	for _, p := range configParams {
+		if p[0] == "maxclients" {
+			p[1] = itoa(int64(r.s.cfg.MaxClients))
+		}
+		for _, pat := range r.args[2:] {
+			if ok, _ := path.Match(lower(pat), p[0]); ok {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	r.w.Map(len(out))
+	for _, p := range out {
+		r.w.BulkString(p[0])
+		r.w.BulkString(p[1])
+	}
+}
+
+// COMMAND, COMMAND COUNT, COMMAND INFO name..., COMMAND DOCS [name...], COMMAND LIST
+func cmdCommand(r *request) {
+	if len(r.args) == 1 {
+		names := commandNames()
+		r.w.Array(len(names))
+		for _, n := range names {
+			r.writeCommandInfo(commands[n])
+		}
+		return
+	}
+	sub := r.args[1]
+	switch {
+	case is(sub, "count") && len(r.args) == 2:
+		r.w.Int(int64(len(commands)))
+	case is(sub, "list") && len(r.args) == 2:
+		names := commandNames()
+		r.w.Array(len(names))
+		for _, n := range names {
+			r.w.BulkString(n)
+		}
+	case is(sub, "info"):
+		r.w.Array(len(r.args) - 2)
+		for _, a := range r.args[2:] {
+			if cmd := lookupCommand(a); cmd != nil {
+				r.writeCommandInfo(cmd)
+			} else {
+				r.w.NullArray()
+			}
+		}
+	case is(sub, "docs"):
+		var list []*command
+		if len(r.args) == 2 {
+			for _, n := range commandNames() {
+				list = append(list, commands[n])
+			}
+		}
+		for _, a := range r.args[2:] {
+			if cmd := lookupCommand(a); cmd != nil {
+				list = append(list, cmd)
+			}
+		}
+		r.w.Map(len(list))
+		for _, cmd := range list {
+			r.w.BulkString(cmd.name)
+			r.w.Map(4)
+			r.w.BulkString("summary")
+			r.w.BulkString(cmd.summary)
+			r.w.BulkString("since")
+			r.w.BulkString("1.0.0")
+			r.w.BulkString("group")
+			r.w.BulkString("generic")
+			r.w.BulkString("complexity")
+			r.w.BulkString("O(1)")
+		}
+	default:
+		r.w.Error("ERR unknown subcommand '" + string(appendSanitized(nil, sub, 128)) + "'. Try COMMAND HELP.")
+	}
+}
+
+// writeCommandInfo writes one COMMAND entry in Redis 7's shape.
+func (r *request) writeCommandInfo(cmd *command) {
+	r.w.Array(10)
+	r.w.BulkString(cmd.name)
+	r.w.Int(int64(cmd.arity))
+	r.w.Set(len(cmd.flagList))
+	for _, f := range cmd.flagList {
+		r.w.SimpleString(f)
+	}
+	r.w.Int(int64(cmd.keys.first))
+	r.w.Int(int64(cmd.keys.last))
+	r.w.Int(int64(cmd.keys.step))
+	r.w.Set(0) // ACL categories
+	r.w.Set(0) // tips
+	r.w.Array(0)
+	r.w.Array(0)
+}
+
+// INFO [section ...]
+func cmdInfo(r *request) {
+	sections := []string{"server", "clients", "persistence", "stats", "replication", "raft", "locks", "keyspace"}
+	if len(r.args) > 1 {
+		want := map[string]bool{}
+		for _, a := range r.args[1:] {
+			want[lower(a)] = true
+		}
+		if !want["all"] && !want["everything"] && !want["default"] {
+			var picked []string
+			for _, s := range sections {
+				if want[s] {
+					picked = append(picked, s)
+				}
+			}
+			sections = picked
+		}
+	}
+	var b strings.Builder
+	for i, s := range sections {
+		if i > 0 {
+			b.WriteString("\r\n")
+		}
+		b.WriteString("# " + strings.ToUpper(s[:1]) + s[1:] + "\r\n")
+		for _, f := range r.s.infoSection(s) {
+			b.WriteString(f.name + ":" + f.value + "\r\n")
+		}
+	}
+	r.w.Verbatim("txt", b.String())
+}
+
+// infoField is one "name:value" line of INFO.
+type infoField struct{ name, value string }
+
+func (s *Server) infoSection(name string) []infoField {
+	st := &s.stats
+	u := func(v uint64) string { return itoa(int64(v)) }
+	switch name {
+	case "server":
+		up := time.Since(s.start)
+		return []infoField{
+			{"redis_version", redisVersion},
+			{"raftlock_version", Version},
+			{"redis_mode", "standalone"},
+			{"os", runtime.GOOS + " " + runtime.GOARCH},
+			{"go_version", runtime.Version()},
+			{"process_id", itoa(int64(os.Getpid()))},
+			{"node_id", s.cfg.NodeID},
+			{"tcp_port", portOf(s.cfg.Addr)},
+			{"uptime_in_seconds", itoa(int64(up.Seconds()))},
+			{"uptime_in_days", itoa(int64(up.Hours() / 24))},
+		}
+	case "clients":
+		return []infoField{
+			{"connected_clients", itoa(int64(s.Clients()))},
+			{"maxclients", itoa(int64(s.cfg.MaxClients))},
+		}
+	case "persistence":
+		// ioredis's ready check waits for loading:0.
+		return []infoField{{"loading", "0"}, {"aof_enabled", "1"}}
+	case "stats":
+		return []infoField{
+			{"total_connections_received", u(st.connsTotal.Load())},
+			{"rejected_connections", u(st.connsRejected.Load())},
+			{"total_commands_processed", u(st.commands.Load())},
+			{"total_error_replies", u(st.errors.Load())},
+			{"lock_grants", u(st.grants.Load())},
+			{"lock_refusals", u(st.refusals.Load())},
+			{"lock_releases", u(st.releases.Load())},
+		}
+	case "replication":
+		return []infoField{{"role", "master"}, {"connected_slaves", "0"}}
+	case "raft":
+		return raftInfo(s.node.Stats())
+	case "locks":
+		ns := s.node.Stats()
+		return []infoField{
+			{"locks_held", strconv.Itoa(ns.Locks)},
+			{"leases_armed", strconv.Itoa(ns.Leases)},
+			{"pending_keys", strconv.Itoa(ns.PendingKeys)},
+			{"leases_expired", u(ns.Expired)},
+			{"ghost_locks_released", u(ns.GhostReleases)},
+		}
+	case "keyspace":
+		ns := s.node.Stats()
+		if ns.Locks == 0 {
+			return nil
+		}
+		return []infoField{{"db0", "keys=" + strconv.Itoa(ns.Locks) + ",expires=" + strconv.Itoa(ns.Leases) + ",avg_ttl=0"}}
+	}
+	return nil
+}
+
+// raftInfo is INFO raft and RAFT STATS: the node's and its store's figures.
+func raftInfo(ns node.Stats) []infoField {
+	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
+	return []infoField{
+		{"raft_id", ns.ID},
+		{"raft_state", ns.State},
+		{"raft_ready", strconv.FormatBool(ns.Ready)},
+		{"raft_leader_id", ns.LeaderID},
+		{"raft_leader_addr", ns.LeaderAddr},
+		{"raft_term", u(ns.Term)},
+		{"raft_voters", strconv.Itoa(ns.Voters)},
+		{"raft_last_index", u(ns.LastIndex)},
+		{"raft_commit_index", u(ns.CommitIndex)},
+		{"raft_applied_index", u(ns.AppliedIndex)},
+		{"raft_last_snapshot_index", u(ns.LastSnapshot)},
+		{"raft_proposals", u(ns.Proposals)},
+		{"raft_failed_proposals", u(ns.FailedProps)},
+		{"raft_verified_reads", u(ns.Reads)},
+		{"raft_verify_rounds", u(ns.VerifyRounds)},
+		{"store_first_index", u(ns.Store.FirstIndex)},
+		{"store_last_index", u(ns.Store.LastIndex)},
+		{"store_snapshots", strconv.Itoa(ns.Store.Snapshots)},
+	}
+}
+
+func portOf(addr string) string {
+	if i := strings.LastIndexByte(addr, ':'); i >= 0 {
+		return addr[i+1:]
+	}
+	return addr
+}

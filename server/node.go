@@ -1,0 +1,50 @@
+package server
+
+import (
+	"context"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
+)
+
+// Node is what requests need from the replicated lock table and its cluster. The server owns
+// this interface; raftnode.Node satisfies it without knowing.
+type Node interface {
+	// Exec evaluates a request against the leader's view of keys and replicates the commands
+	// eval returns, giving back their applied results in order. eval runs under the view lock,
+	// may run more than once, and must not block. With no commands, Exec confirms leadership.
+	// around, when not nil, is called with the wait for the outcome once the request's commands
+	// are queued in raft: a pipelining connection proposes its next command meanwhile.
+	Exec(ctx context.Context, keys [][]byte, eval node.Eval, around func(wait func())) ([]fsm.Result, error)
+	// ExecLocal evaluates a read against this node's applied table, with no leadership check:
+	// possibly stale, for READONLY connections on followers.
+	ExecLocal(eval func(node.View))
+	// IsLeader reports whether this node is the leader, ready to serve.
+	IsLeader() bool
+	// LeaderClient returns the leader's ID and client address, empty when unknown.
+	LeaderClient() (id, clientAddr string)
+	// Members lists the cluster with client addresses.
+	Members() ([]node.Member, error)
+	// OnChange registers the hook told of the keys each applied batch changed (nil keys: any
+	// may have). It runs after the apply released the view lock and before the batch's
+	// requests hear back, and must not block. Invalidations and LOCK ... WAIT wake-ups come
+	// from it.
+	OnChange(fn func(keys [][]byte))
+	// Stats is the node's current figures, for INFO.
+	Stats() node.Stats
+}
+
+// Admin is what cluster administration (RAFT ...) needs beyond requests. A server without one
+// refuses those commands.
+type Admin interface {
+	// AddServer, Promote, RemoveServer and Transfer change the raft configuration and its
+	// leadership; SetMemberAddr records a member's client address through the log.
+	AddServer(ctx context.Context, id, raftAddr, clientAddr string, voter bool) (uint64, error)
+	Promote(ctx context.Context, id string) error
+	RemoveServer(ctx context.Context, id string) error
+	Transfer(id string) error
+	SetMemberAddr(ctx context.Context, id, addr string) error
+	// Snapshot takes a raft snapshot now; Digest summarizes this node's applied table.
+	Snapshot() error
+	Digest() (applied uint64, sum string)
+}

@@ -1,0 +1,74 @@
+package server
+
+import (
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/server/resp"
+)
+
+// request is one command being served: everything its handler reads and the writer it replies
+// on (net/http's Request and ResponseWriter in one). dispatch builds it; a redis.call inside a
+// script gets its own, on the script's overlay. Connection state a handler changes (its tokens,
+// its name) lives in r.c and is touched only while the connection's baton is held.
+type request struct {
+	s    *Server
+	c    *conn
+	w    *resp.Writer // the socket, a pipelined command's reply buffer, or a script's capture
+	cmd  *command
+	args [][]byte
+	path execPath
+	// script is the running script whose overlay a redis.call evaluates on (path onScript).
+	script *scriptRun
+	// slot is the pipeline slot of a command running while others of its connection are in
+	// flight: it yields the connection while it waits (await). Nil when it runs alone.
+	slot *inflight
+	// trackReads: this command is a script sent in a tracking mode that tracks its reads: the
+	// reads its redis.calls make (or, forwarded, its declared keys) are tracked.
+	trackReads bool
+}
+
+// execPath is where a request's evaluation runs, decided once by dispatch.
+type execPath uint8
+
+const (
+	// onNode: through the node, against the leader's view (linearizable).
+	onNode execPath = iota
+	// onLocal: a READONLY connection's read on a follower, against this node's applied table
+	// (possibly stale).
+	onLocal
+	// onScript: a redis.call inside a script, against the script's overlay; the script's
+	// commands replicate together when it ends.
+	onScript
+)
+
+// exec evaluates eval along the request's path and returns the applied results of the commands
+// it yields (none for a read).
+func (r *request) exec(keys [][]byte, eval node.Eval) ([]fsm.Result, error) {
+	switch r.path {
+	case onScript:
+		return r.script.ov.apply(eval(r.script.ov)), nil
+	case onLocal:
+		r.s.node.ExecLocal(func(v node.View) { eval(v) })
+		return nil, nil
+	}
+	return r.s.node.Exec(r.c.ctx, keys, eval, r.await)
+}
+
+// await is how a request waits for its proposal to commit (or its forwarded request's reply).
+// A pipelined one lets go of the connection so the next command can run, and takes it back
+// when the outcome is in; one running alone just waits.
+func (r *request) await(wait func()) {
+	if r.slot == nil {
+		wait()
+		return
+	}
+	r.slot.yield()
+	r.c.baton.Unlock()
+	wait()
+	r.c.baton.Lock()
+}
+
+// wrongArgs replies Redis's arity error for the request's command (or a subcommand of it).
+func (r *request) wrongArgs(name string) {
+	r.w.Error("ERR wrong number of arguments for '" + name + "' command")
+}

@@ -1,0 +1,282 @@
+package server
+
+// Scripting: EVAL, EVALSHA and their _RO forms, SCRIPT; redis.call runs a command handler on
+// the script's overlay.
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/script"
+	"github.com/raftlock/raftlock/server/resp"
+)
+
+// scriptEngine runs EVAL's Lua.
+type scriptEngine = *script.Engine
+
+func newScriptEngine(cfg Config) scriptEngine {
+	sc := script.DefaultConfig()
+	sc.Timeout = cfg.ScriptTimeout
+	sc.Logger = cfg.Logger.With("component", "script")
+	return script.New(sc)
+}
+
+// maxScriptBytes bounds a script's source: scripts are replicated and kept by every node.
+const maxScriptBytes = 256 << 10
+
+// scriptRun is a script being evaluated for a request: the overlay its redis.calls evaluate
+// on, and whether it may write.
+type scriptRun struct {
+	ov       *overlay
+	readOnly bool
+}
+
+// scriptCaller lets the script engine call commands for the request running the script.
+type scriptCaller struct {
+	parent *request
+	run    *scriptRun
+}
+
+func errValue(msg string) script.Value { return script.Value{Kind: script.KindError, Str: []byte(msg)} }
+
+// Call runs one redis.call/redis.pcall: the same handler a client's command runs, as a request
+// of its own on the script's overlay, its RESP2 reply captured and decoded into a script value.
+func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
+	p := sc.parent
+	cmd := lookupCommand(args[0])
+	switch {
+	case cmd == nil:
+		return errValue("ERR Unknown Redis command called from script"), nil
+	case cmd.name == "lock":
+		return errValue("ERR LOCK is not allowed from scripts: its token is only known once the grant is applied; use SET key value NX PX ms"), nil
+	case !cmd.leader && cmd.name != "ping" && cmd.name != "echo", slices.Contains(cmd.flagList, "noscript"):
+		return errValue("ERR This Redis command is not allowed from script"), nil
+	case cmd.write && sc.run.readOnly:
+		return errValue("ERR Write commands are not allowed from read-only scripts."), nil
+	case !cmd.arityOK(len(args)):
+		return errValue("ERR Wrong number of args calling Redis command from script"), nil
+	}
+	if p.trackReads && !cmd.write {
+		// Track the keys the script reads for its caller now, while the script still holds the
+		// view: a change applied right after the script is then pushed, never missed. (A script
+		// that writes a key after reading it hears of its own write unless NOLOOP, as on Redis.)
+		for _, k := range cmd.keyArgs(args) {
+			p.s.tracker.read(p.c, k)
+		}
+	}
+	var capture bytes.Buffer
+	w := resp.NewWriter(&capture)
+	cmd.run(&request{s: p.s, c: p.c, w: w, cmd: cmd, args: args, path: onScript, script: sc.run})
+	w.Flush()
+	reply, rest, err := resp.ParseValue(capture.Bytes())
+	if err != nil || len(rest) != 0 {
+		return script.Value{}, errors.New("ERR internal: undecodable reply inside a script")
+	}
+	v, err := scriptValue(reply)
+	if err != nil {
+		return script.Value{}, errors.New("ERR internal: " + err.Error())
+	}
+	return v, nil
+}
+
+// scriptValue turns a command's reply, as our writer encoded it in RESP2 for a script, into
+// the value redis.call returns.
+func scriptValue(v resp.Value) (script.Value, error) {
+	switch v.Kind {
+	case resp.KindSimple:
+		return script.Value{Kind: script.KindStatus, Str: v.Str}, nil
+	case resp.KindError:
+		return script.Value{Kind: script.KindError, Str: v.Str}, nil
+	case resp.KindInteger:
+		return script.Value{Kind: script.KindInt, Int: v.Int}, nil
+	case resp.KindBulk:
+		return script.Value{Kind: script.KindBulk, Str: v.Str}, nil
+	case resp.KindNull:
+		return script.Value{Kind: script.KindNil}, nil
+	case resp.KindArray:
+		out := script.Value{Kind: script.KindArray, Array: make([]script.Value, len(v.Elems))}
+		for i, e := range v.Elems {
+			var err error
+			if out.Array[i], err = scriptValue(e); err != nil {
+				return script.Value{}, err
+			}
+		}
+		return out, nil
+	}
+	return script.Value{}, errors.New("a RESP3 reply inside a script")
+}
+
+// writeValue writes a script's result to the client in its protocol.
+func (r *request) writeValue(v script.Value) {
+	switch v.Kind {
+	case script.KindNil:
+		r.w.Null()
+	case script.KindInt:
+		r.w.Int(v.Int)
+	case script.KindBulk:
+		r.w.Bulk(v.Str)
+	case script.KindStatus:
+		r.w.SimpleString(string(v.Str))
+	case script.KindError:
+		r.w.Error(string(v.Str))
+	case script.KindArray:
+		r.w.Array(len(v.Array))
+		for _, e := range v.Array {
+			r.writeValue(e)
+		}
+	default:
+		r.w.Null()
+	}
+}
+
+func cmdEval(r *request)      { evalGeneric(r, false, false) }
+func cmdEvalSHA(r *request)   { evalGeneric(r, true, false) }
+func cmdEvalRO(r *request)    { evalGeneric(r, false, true) }
+func cmdEvalSHARO(r *request) { evalGeneric(r, true, true) }
+
+// evalGeneric runs EVAL/EVALSHA(_RO) script numkeys key... arg... on the leader's view. The
+// script's redis.call effects become guarded commands replicated like any other write; the
+// reply goes out after they applied, and only if they applied as the script saw them.
+func evalGeneric(r *request, bySHA, readOnly bool) {
+	if r.path == onScript {
+		r.w.Error("ERR This Redis command is not allowed from script")
+		return
+	}
+	numkeys, ok := parseInt(r.args[2])
+	switch {
+	case !ok:
+		r.w.Error(errNotInt)
+		return
+	case numkeys < 0:
+		r.w.Error("ERR Number of keys can't be negative")
+		return
+	case numkeys > int64(len(r.args)-3):
+		r.w.Error("ERR Number of keys can't be greater than number of args")
+		return
+	}
+	keys, argv := r.args[3:3+numkeys], r.args[3+numkeys:]
+	var src []byte
+	var sha string
+	if bySHA {
+		sha = lower(r.args[1])
+	} else {
+		src = r.args[1]
+		if len(src) > maxScriptBytes {
+			r.w.Error("ERR script too large: raftlock scripts are at most " + itoa(maxScriptBytes) + " bytes")
+			return
+		}
+		sha = script.SHA1Hex(src)
+	}
+	var (
+		val      script.Value
+		runErr   error
+		noscript bool
+		ov       *overlay
+	)
+	res, err := r.exec(keys, func(v node.View) []fsm.Command {
+		val, runErr, noscript, ov = script.Value{}, nil, false, nil
+		code := src
+		_, known := v.Script(sha)
+		if bySHA {
+			s, ok := v.Script(sha)
+			if !ok {
+				noscript = true
+				return nil
+			}
+			code = []byte(s)
+		}
+		ov = newOverlay(v)
+		run := &scriptRun{ov: ov, readOnly: readOnly}
+		val, runErr = r.s.scripts.Run(r.c.ctx, code, keys, argv, scriptCaller{parent: r, run: run})
+		// As in Redis, effects made before a runtime error stay: scripts are not rolled back.
+		cmds := ov.cmds
+		if !known && !readOnly && runErr == nil {
+			// Cache it cluster-wide, so EVALSHA works on every node and after a failover.
+			cmds = append(cmds, fsm.Command{Kind: fsm.KindStoreScript, Key: []byte(sha), Owner: src})
+		}
+		return cmds
+	})
+	if err != nil {
+		r.replyError(err)
+		return
+	}
+	if noscript {
+		r.w.Error("NOSCRIPT No matching script. Please use EVAL.")
+		return
+	}
+	for i := range ov.want {
+		if i >= len(res) || res[i].Status != ov.want[i].Status {
+			r.w.Error("ERR the script's effects did not apply as it saw them (a concurrent change intervened); " +
+				"some may have been applied: read the keys before retrying")
+			return
+		}
+	}
+	if runErr != nil {
+		r.w.Error(runErr.Error())
+		return
+	}
+	r.writeValue(val)
+}
+
+// SCRIPT LOAD source | EXISTS sha... | FLUSH [ASYNC|SYNC] | KILL
+func cmdScript(r *request) {
+	sub := lower(r.args[1])
+	switch {
+	case sub == "load" && len(r.args) == 3:
+		src := r.args[2]
+		if len(src) > maxScriptBytes {
+			r.w.Error("ERR script too large: raftlock scripts are at most " + itoa(maxScriptBytes) + " bytes")
+			return
+		}
+		if err := r.s.scripts.Compile(src); err != nil {
+			r.w.Error(err.Error())
+			return
+		}
+		sha := script.SHA1Hex(src)
+		_, err := r.exec([][]byte{[]byte(sha)}, func(v node.View) []fsm.Command {
+			if _, ok := v.Script(sha); ok {
+				return nil
+			}
+			return []fsm.Command{{Kind: fsm.KindStoreScript, Key: []byte(sha), Owner: src}}
+		})
+		if err != nil {
+			r.replyError(err)
+			return
+		}
+		r.w.BulkString(sha)
+	case sub == "exists" && len(r.args) >= 3:
+		found := make([]bool, len(r.args)-2)
+		_, err := r.exec(nil, func(v node.View) []fsm.Command {
+			for i, a := range r.args[2:] {
+				_, found[i] = v.Script(lower(a))
+			}
+			return nil
+		})
+		if err != nil {
+			r.replyError(err)
+			return
+		}
+		r.w.Array(len(found))
+		for _, f := range found {
+			r.w.Int(b2i(f))
+		}
+	case sub == "flush" && (len(r.args) == 2 || len(r.args) == 3 && (is(r.args[2], "async") || is(r.args[2], "sync"))):
+		_, err := r.exec(nil, func(v node.View) []fsm.Command {
+			return []fsm.Command{{Kind: fsm.KindFlushScripts, Key: []byte("scripts")}}
+		})
+		if err != nil {
+			r.replyError(err)
+			return
+		}
+		r.w.SimpleString("OK")
+	case sub == "kill" && len(r.args) == 2:
+		r.w.Error("NOTBUSY No scripts in execution right now.")
+	case sub == "load" || sub == "exists" || sub == "flush" || sub == "kill":
+		r.w.Error("ERR wrong number of arguments for 'script|" + sub + "' command")
+	default:
+		r.w.Error("ERR unknown subcommand '" + string(appendSanitized(nil, r.args[1], 128)) + "'. Try SCRIPT HELP.")
+	}
+}
