@@ -71,14 +71,14 @@ chaos-short:
 	if [ $$status -ne 0 ]; then grep -vE '^ *(=== RUN|--- |faults.go)|^(chaos:|ok|FAIL|PASS)' $$out | tail -60; fi; \
 	rm -f $$out; exit $$status
 
-# The long mode: cmd/raftlock-chaos, a 5-node cluster (nodes built with -race unless
+# The long mode: tests/chaos/cmd/raftlock-chaos, a 5-node cluster (nodes built with -race unless
 # CHAOS_RACE=0), every fault kind mixed, for CHAOS_DURATION per seed; one summary line per
 # seed. make chaos CHAOS_DURATION=10m SEEDS=1,2,3
 SEEDS          ?= 1,2,3
 CHAOS_DURATION ?= 10m
 CHAOS_NODES    ?= 5
 chaos:
-	$(GO) run ./cmd/raftlock-chaos -duration $(CHAOS_DURATION) -seeds $(SEEDS) -nodes $(CHAOS_NODES) \
+	$(GO) run ./tests/chaos/cmd/raftlock-chaos -duration $(CHAOS_DURATION) -seeds $(SEEDS) -nodes $(CHAOS_NODES) \
 		-race=$(if $(filter 0,$(CHAOS_RACE)),false,true)
 
 clean:

@@ -10,6 +10,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // appendFSM is a trivial state machine: its state is every applied command, concatenated.
@@ -99,7 +101,7 @@ func startRaft(t *testing.T, s *Store, fsm raft.FSM) (*raft.Raft, func()) {
 		}
 		_ = trans.Close()
 	}
-	waitFor(t, 5*time.Second, "leadership", func() bool { return r.State() == raft.Leader })
+	testutil.WaitFor(t, 5*time.Second, testutil.Cond("leadership", func() bool { return r.State() == raft.Leader }))
 	return r, stop
 }
 

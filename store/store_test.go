@@ -45,18 +45,6 @@ func openStore(t *testing.T, cfg Config) *Store {
 	return s
 }
 
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // logCmp compares logs as raft does: an empty Data or Extensions is the same as nil (the
 // pebble store decodes empty as nil; the inmem store hands back what it was given), and
 // AppendedAt by instant (cmp uses time.Time.Equal).

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // TestGoRedis runs the flows a Go program uses, through go-redis v9 in RESP2 and RESP3.
@@ -208,7 +210,7 @@ func testLeaseExpiry(t *testing.T, n *node, proto int, key string) {
 	if err != nil {
 		t.Fatalf("LOCK 200: %v", err)
 	}
-	waitFor(t, 3*time.Second, func() error {
+	testutil.WaitFor(t, 3*time.Second, func() error {
 		if n, err := rdb.Exists(ctx, key+"/set", key+"/lock").Result(); err != nil || n != 0 {
 			return fmt.Errorf("EXISTS: %d, %v", n, err)
 		}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // TestTestClock: a node started with --test-clock lets a test move its lease clock (how the
@@ -19,7 +21,7 @@ func TestTestClock(t *testing.T) {
 		t.Fatalf("DEBUG CLOCK-SHIFT 59000 = %d, %v", got, err)
 	}
 	start := time.Now()
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if v, err := callInt(n.addr, "EXISTS", "k"); err != nil || v != 0 {
 			return errors.New("k still held")
 		}

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/raftlock/raftlock/server/resp"
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // maxFailover is how soon after the leader dies a survivor must serve writes again: the
@@ -60,7 +63,7 @@ func waitWritable(t *testing.T, nodes []*node, key string) time.Duration {
 	t.Helper()
 	start := time.Now()
 	i := 0
-	waitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		n := nodes[i%len(nodes)]
 		i++
 		v, err := callWithin(probeTimeout, n.addr, "LOCK", key, "60000", "OWNER", "probe")
@@ -116,7 +119,7 @@ func TestClusterLeaderStop(t *testing.T) {
 		t.Errorf("handover took %v after the exit, want at most %v", took, maxFailover)
 	}
 	// raftnode logs the one or the other when it hands leadership over at shutdown.
-	if text := old.logText(); strings.Contains(text, "leadership transfer before shutdown failed") ||
+	if text := old.Log(); strings.Contains(text, "leadership transfer before shutdown failed") ||
 		!strings.Contains(text, "lost leadership") {
 		t.Errorf("the stopped leader %s did not hand leadership over before it exited", old.id)
 	}
@@ -206,7 +209,7 @@ func TestClusterLeaderPause(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v on the resumed leader: %q, %v", q.args, raw, err)
 		}
-		v, err := parseRESP2(raw)
+		v, err := parseReply(raw)
 		switch {
 		case err != nil:
 			t.Errorf("%v on the resumed leader: %v", q.args, err)
@@ -224,7 +227,7 @@ func TestClusterLeaderPause(t *testing.T) {
 	}
 
 	// Once it has stepped down, the same connection is served through the new leader.
-	waitFor(t, settleTimeout, func() error {
+	testutil.WaitFor(t, settleTimeout, func() error {
 		info, err := infoRaft(old.addr)
 		if err != nil || info["raft_state"] != "Follower" || info["raft_leader_id"] != nl.id {
 			return fmt.Errorf("the resumed node: %v, %v; want a follower of %s", info, err, nl.id)
@@ -238,7 +241,7 @@ func TestClusterLeaderPause(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LOCKINFO pause/k0 on the old leader after it stepped down: %v", err)
 	}
-	v, err := parseRESP2(raw)
+	v, err := parseReply(raw)
 	info, _ := v.([]any)
 	granted := len(info) == 6 && info[1] == "after" && (afterToken == 0 || info[3] == afterToken)
 	switch {
@@ -276,7 +279,7 @@ func isAbove(floor int64) func(any) bool {
 	return func(v any) bool { i, ok := v.(int64); return ok && i > floor }
 }
 
-func isErrorReply(v any) bool { _, ok := v.(respError); return ok }
+func isErrorReply(v any) bool { _, ok := v.(*resp.ReplyError); return ok }
 
 // leaseMs is TestClusterLeaseFailover's lease.
 const leaseMs = 3000
@@ -302,7 +305,7 @@ func TestClusterLeaseFailover(t *testing.T) {
 		if err := ro.ReadOnly(ctx).Err(); err != nil {
 			t.Fatalf("READONLY on %s: %v", f.id, err)
 		}
-		waitFor(t, 5*time.Second, func() error {
+		testutil.WaitFor(t, 5*time.Second, func() error {
 			if d, err := ro.Do(ctx, "PTTL", "lease/k").Int64(); err != nil || d <= 0 {
 				return fmt.Errorf("PTTL lease/k on %s (READONLY): %d, %v", f.id, d, err)
 			}
@@ -311,7 +314,7 @@ func TestClusterLeaseFailover(t *testing.T) {
 	}
 	appliedBy := time.Now()
 	// A second of the lease has run by the leader's timer.
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if d, err := rdb.Do(ctx, "PTTL", "lease/k").Int64(); err != nil || d > leaseMs-1000 {
 			return fmt.Errorf("PTTL lease/k on the leader: %d, %v; waiting for <= %d", d, err, leaseMs-1000)
 		}
@@ -348,7 +351,7 @@ func TestClusterLeaseFailover(t *testing.T) {
 
 	// The key ends after its lease (never before) and soon after it (the new leader expires it).
 	var goneAt time.Time
-	waitFor(t, time.Until(sent.Add(leaseMs*time.Millisecond+5*time.Second)), func() error {
+	testutil.WaitFor(t, time.Until(sent.Add(leaseMs*time.Millisecond+5*time.Second)), func() error {
 		n, err := nrdb.Exists(ctx, "lease/k").Result()
 		if err != nil || n != 0 {
 			return fmt.Errorf("EXISTS lease/k on the new leader: %d, %v", n, err)

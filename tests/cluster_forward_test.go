@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // TestClusterForwarding checks that any node serves any client: a plain go-redis client on each
@@ -150,7 +152,7 @@ func TestClusterRedirect(t *testing.T) {
 	if err := ro.ReadOnly(ctx).Err(); err != nil {
 		t.Fatalf("READONLY: %v", err)
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if got, err := ro.Get(ctx, key).Result(); err != nil || got != "o" {
 			return fmt.Errorf("GET on a READONLY connection to the follower: %q, %v; want o", got, err)
 		}

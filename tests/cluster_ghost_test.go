@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // TestClusterGhostReleaseSparesRetry checks the ghost-lock cleanup against the retry it exists
@@ -94,7 +96,7 @@ func ghostRace(t *testing.T, c *cluster, l *node, key string) (token int64, ok b
 	if err := a.writeRaw(lock); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 2*time.Second, func() error {
+	testutil.WaitFor(t, 2*time.Second, func() error {
 		if v := infoField(t, mon, "locks", "pending_keys"); v != "1" {
 			return fmt.Errorf("pending_keys %s: waiting for A's grant to be proposed", v)
 		}
@@ -106,7 +108,7 @@ func ghostRace(t *testing.T, c *cluster, l *node, key string) (token int64, ok b
 		t.Fatal(err)
 	}
 	polls := 0
-	waitFor(t, 2*time.Second, func() error {
+	testutil.WaitFor(t, 2*time.Second, func() error {
 		polls++
 		n, _ := strconv.Atoi(infoField(t, mon, "stats", "total_commands_processed"))
 		if n-base-polls < 1 { // every poll counts itself
@@ -119,7 +121,7 @@ func ghostRace(t *testing.T, c *cluster, l *node, key string) (token int64, ok b
 	if err != nil {
 		t.Fatalf("B's LOCK: %q, %v", raw, err)
 	}
-	v, err := parseRESP2(raw)
+	v, err := parseReply(raw)
 	if err != nil {
 		t.Fatal(err)
 	}

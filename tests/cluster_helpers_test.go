@@ -1,17 +1,18 @@
 package tests
 
 import (
-	"bufio"
-	"bytes"
+	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/server/resp"
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // cluster is a raftlock cluster of real processes on 127.0.0.1.
@@ -42,7 +43,7 @@ func newCluster(t *testing.T, size int, extra ...string) *cluster {
 			return c
 		}
 		for _, n := range c.nodes {
-			if n.proc != nil && n.running() {
+			if n.proc != nil && n.Running() {
 				n.kill9()
 			}
 		}
@@ -95,7 +96,7 @@ func uniquePorts(t testing.TB, n int) []int {
 // announce loop records them about a second after start.
 func (c *cluster) waitAnnounced(want int) {
 	c.t.Helper()
-	waitFor(c.t, settleTimeout, func() error {
+	testutil.WaitFor(c.t, settleTimeout, func() error {
 		ms, err := members(c.leader().addr)
 		if err != nil {
 			return err
@@ -117,7 +118,7 @@ func (c *cluster) waitAnnounced(want int) {
 func (c *cluster) live() []*node {
 	var out []*node
 	for _, n := range c.nodes {
-		if n.running() && !n.paused.Load() {
+		if n.Running() && !n.Paused() {
 			out = append(out, n)
 		}
 	}
@@ -181,7 +182,7 @@ func (c *cluster) join(via *node) *node {
 func (c *cluster) leader() *node {
 	c.t.Helper()
 	var found *node
-	waitFor(c.t, settleTimeout, func() error {
+	testutil.WaitFor(c.t, settleTimeout, func() error {
 		var err error
 		found, err = c.findLeader()
 		return err
@@ -242,7 +243,7 @@ func (c *cluster) digests() digest {
 		c.t.Fatalf("digest barrier: UNLOCK on the leader %s: %d, %v", l.id, r, err)
 	}
 	var common digest
-	waitFor(c.t, convergeTimeout, func() error {
+	testutil.WaitFor(c.t, convergeTimeout, func() error {
 		got := map[string]digest{}
 		for _, n := range c.live() {
 			d, err := nodeDigest(n.addr)
@@ -329,37 +330,25 @@ func members(addr string) ([]map[string]string, error) {
 	return out, nil
 }
 
-// respError is an error reply.
-type respError string
-
-func (e respError) Error() string { return string(e) }
-
-// call sends one command to addr on a fresh RESP2 connection and returns the decoded reply:
-// string, int64, nil, []any, or a respError.
+// call sends one command to addr on a fresh RESP2 connection and returns the decoded reply
+// (testutil.Plain: string, int64, nil, []any), or a *resp.ReplyError for an error reply.
 func call(addr string, args ...string) (any, error) {
 	return callWithin(ioTimeout, addr, args...)
 }
 
-// callWithin is call with each read and write bounded by timeout.
+// callWithin is call with the dial and the round trip each bounded by timeout.
 func callWithin(timeout time.Duration, addr string, args ...string) (any, error) {
-	c, err := dialRESP(addr)
+	ctx := context.Background()
+	c, err := resp.Dial(ctx, addr, timeout)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	c.timeout = timeout
-	raw, err := c.do(args...)
+	v, err := c.Do(ctx, args...)
 	if err != nil {
 		return nil, err
 	}
-	v, err := parseRESP2(raw)
-	if err != nil {
-		return nil, err
-	}
-	if e, ok := v.(respError); ok {
-		return nil, e
-	}
-	return v, nil
+	return testutil.Plain(v), nil
 }
 
 // callInt is call for an integer reply.
@@ -375,58 +364,12 @@ func callInt(addr string, args ...string) (int64, error) {
 	return i, nil
 }
 
-// parseRESP2 decodes one complete RESP2 reply.
-func parseRESP2(raw []byte) (any, error) {
-	br := bufio.NewReader(bytes.NewReader(raw))
-	v, err := readRESP2(br, 0)
+// parseReply decodes one complete reply read by respConn (testutil.Plain); an error reply is a
+// *resp.ReplyError value, not an error.
+func parseReply(raw []byte) (any, error) {
+	v, _, err := resp.ParseValue(raw)
 	if err != nil {
 		return nil, fmt.Errorf("parse %q: %w", raw, err)
 	}
-	return v, nil
-}
-
-func readRESP2(br *bufio.Reader, depth int) (any, error) {
-	if depth > 8 {
-		return nil, errors.New("nested too deep")
-	}
-	line, err := br.ReadString('\n')
-	if err != nil {
-		return nil, err
-	}
-	line = strings.TrimSuffix(line, "\r\n")
-	if line == "" {
-		return nil, errors.New("empty line")
-	}
-	body := line[1:]
-	switch line[0] {
-	case '+':
-		return body, nil
-	case '-':
-		return respError(body), nil
-	case ':':
-		return strconv.ParseInt(body, 10, 64)
-	case '$':
-		n, err := strconv.Atoi(body)
-		if err != nil || n < 0 {
-			return nil, err
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(br, buf); err != nil {
-			return nil, err
-		}
-		return string(buf[:n]), nil
-	case '*':
-		n, err := strconv.Atoi(body)
-		if err != nil || n < 0 {
-			return nil, err
-		}
-		out := make([]any, n)
-		for i := range out {
-			if out[i], err = readRESP2(br, depth+1); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("unknown type %q", line[0])
+	return testutil.Plain(v), nil
 }

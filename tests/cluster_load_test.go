@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // Cluster load parameters. Leases are the durability test's: none ends during a test, and an
@@ -105,7 +107,7 @@ func startLoad(t *testing.T, prefix string, workers, keysEach int, addrs []strin
 func (l *clusterLoad) waitProgress(n int64, timeout time.Duration) {
 	l.t.Helper()
 	target := l.acked.Load() + n
-	waitFor(l.t, timeout, func() error {
+	testutil.WaitFor(l.t, timeout, func() error {
 		if got := l.acked.Load(); got < target {
 			return fmt.Errorf("load: %d operations acknowledged, waiting for %d (%d errors)", got, target, l.failed.Load())
 		}

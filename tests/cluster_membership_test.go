@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // memberTimeout bounds membership changes: a join catches up and is promoted, a removed node
@@ -37,11 +39,11 @@ func TestClusterMembership(t *testing.T) {
 		victim = c.others(l)[1]
 	}
 	// The request goes through the new node: admin commands are forwarded too.
-	victim.expectExit()
+	victim.ExpectExit()
 	if v, err := call(n4.addr, "RAFT", "REMOVE", victim.id); err != nil || v != "OK" {
 		t.Fatalf("RAFT REMOVE %s through %s: %v, %v", victim.id, n4.id, v, err)
 	}
-	waitFor(t, memberTimeout, func() error {
+	testutil.WaitFor(t, memberTimeout, func() error {
 		ms, err := members(l.addr)
 		if err != nil {
 			return err
@@ -51,11 +53,11 @@ func TestClusterMembership(t *testing.T) {
 		}
 		return nil
 	})
-	if err := victim.waitExit(memberTimeout); err != nil {
+	if err := victim.WaitExit(memberTimeout); err != nil {
 		t.Errorf("the removed node %s did not exit: %v", victim.id, err)
 		victim.kill9()
 	} else {
-		t.Logf("the removed node %s exited: %v", victim.id, victim.waitErr)
+		t.Logf("the removed node %s exited: %v", victim.id, victim.ExitStatus())
 	}
 	load.waitProgress(100, 20*time.Second)
 	r := load.report()
@@ -84,7 +86,7 @@ func TestClusterMembership(t *testing.T) {
 // waitMember waits until RAFT MEMBERS on n lists id with the given suffrage.
 func waitMember(t *testing.T, n *node, id, suffrage string) {
 	t.Helper()
-	waitFor(t, memberTimeout, func() error {
+	testutil.WaitFor(t, memberTimeout, func() error {
 		ms, err := members(n.addr)
 		if err != nil {
 			return err
@@ -152,7 +154,7 @@ func TestClusterSnapshotInstall(t *testing.T) {
 	if v, err := call(l.addr, "RAFT", "SNAPSHOT"); err != nil || v != "OK" {
 		t.Fatalf("RAFT SNAPSHOT on the leader: %v, %v", v, err)
 	}
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		info, err := infoRaft(l.addr)
 		if err != nil {
 			return err
@@ -166,10 +168,10 @@ func TestClusterSnapshotInstall(t *testing.T) {
 
 	f = c.restart(f)
 	d := c.digests()
-	if !strings.Contains(f.logText(), installedSnapshot) {
+	if !strings.Contains(f.Log(), installedSnapshot) {
 		t.Errorf("the restarted follower %s caught up without installing a snapshot (no %q in its log)", f.id, installedSnapshot)
 	}
-	if !strings.Contains(f.logText(), "restored snapshot") {
+	if !strings.Contains(f.Log(), "restored snapshot") {
 		t.Errorf("the restarted follower %s did not restore a snapshot (no %q in its log)", f.id, "restored snapshot")
 	}
 	t.Logf("the restarted follower caught up by snapshot; converged at %d", d.applied)
@@ -177,7 +179,7 @@ func TestClusterSnapshotInstall(t *testing.T) {
 	n4 := c.join(c.others(l)[0])
 	waitMember(t, l, n4.id, "voter")
 	c.digests()
-	if !strings.Contains(n4.logText(), installedSnapshot) {
+	if !strings.Contains(n4.Log(), installedSnapshot) {
 		t.Errorf("the new node %s caught up without installing a snapshot (no %q in its log)", n4.id, installedSnapshot)
 	}
 	// Every node answers from its own table what the leader does.
@@ -205,7 +207,7 @@ func TestClusterRemovedWhileDown(t *testing.T) {
 	victim := c.others(l)[0]
 	// The victim will ask the members it remembers (their client addresses, kept in its stable
 	// store): let it learn them first, as any node that ran for a few seconds has.
-	waitFor(t, memberTimeout, func() error {
+	testutil.WaitFor(t, memberTimeout, func() error {
 		info, err := call(victim.addr, "INFO", "raft")
 		if err != nil {
 			return err
@@ -223,12 +225,12 @@ func TestClusterRemovedWhileDown(t *testing.T) {
 	if err := back.start(t, victim.addr); err != nil {
 		t.Fatal(err)
 	}
-	back.expectExit()
-	if err := back.waitExit(30 * time.Second); err != nil {
-		t.Errorf("the node removed while down did not exit after its restart: %v\n%s", err, back.logText())
+	back.ExpectExit()
+	if err := back.WaitExit(30 * time.Second); err != nil {
+		t.Errorf("the node removed while down did not exit after its restart: %v\n%s", err, back.Log())
 		back.kill9()
-	} else if !strings.Contains(back.logText(), "removed from the cluster while away") {
-		t.Errorf("the node exited without saying it was removed:\n%s", back.logText())
+	} else if !strings.Contains(back.Log(), "removed from the cluster while away") {
+		t.Errorf("the node exited without saying it was removed:\n%s", back.Log())
 	}
 	waitWritable(t, c.others(victim), "removed-while-down")
 }

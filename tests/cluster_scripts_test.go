@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // TestClusterScriptsSurviveFailover: a script loaded through one node is found by EVALSHA
@@ -32,7 +34,7 @@ func TestClusterScriptsSurviveFailover(t *testing.T) {
 	old := c.leader()
 	old.kill9()
 	var survivor *node
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		for _, n := range c.live() {
 			if _, err := call(n.addr, "SET", "job", "me", "NX", "PX", "30000"); err != nil {
 				return err

@@ -2,14 +2,13 @@ package tests
 
 import (
 	"fmt"
-	"net"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // startRedis starts a real redis-server on a free port, with nothing persisted, and returns
@@ -20,22 +19,8 @@ func startRedis(t *testing.T) *proc {
 	if err != nil {
 		t.Fatalf("redis-server not installed: %v", err)
 	}
-	dir := t.TempDir()
-	var last error
-	for range 3 {
-		port := freePort(t)
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		p, err := launch(t, "redis-server", bin, addr, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--databases", "1", "--dir", dir, "--daemonize", "no")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if last = p.waitServing(10*time.Second, nil); last == nil {
-			return p
-		}
-	}
-	t.Fatalf("redis-server did not start: %v", last)
-	return nil
+	p, addr := testutil.StartRedis(t, bin, "--databases", "1")
+	return &proc{Proc: p, t: t, addr: addr}
 }
 
 // compatCommands are commands whose replies are deterministic, run in order on one connection of

@@ -5,24 +5,23 @@ package tests
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/raftlock/raftlock/server/resp"
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // raftlockBin is the binary TestMain builds once for every test of the package.
@@ -38,16 +37,10 @@ func runTests(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	raftlockBin = filepath.Join(dir, "raftlock")
-	args := []string{"build", "-o", raftlockBin}
-	if raceEnabled {
-		// The tests run under the race detector: so does the server, and checkLog looks for its
-		// reports in the node's log.
-		args = append(args, "-race")
-	}
-	args = append(args, "github.com/raftlock/raftlock/cmd/raftlock")
-	build := exec.Command("go", args...)
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "tests: go %s: %v\n%s", strings.Join(args, " "), err, out)
+	// Under the race detector the server is built with it too, and Launch's log check looks
+	// for its reports in the node's log.
+	if err := testutil.GoBuild(raftlockBin, "github.com/raftlock/raftlock/cmd/raftlock", raceEnabled); err != nil {
+		fmt.Fprintln(os.Stderr, "tests:", err)
 		return 1
 	}
 	code := m.Run()
@@ -61,45 +54,23 @@ func runTests(m *testing.M) int {
 	return code
 }
 
-// waitFor polls cond every few milliseconds until it returns nil, and fails the test with cond's
-// last error once timeout has passed (nats-server's checkFor).
-func waitFor(t testing.TB, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still failing after %v: %v", timeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func freePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testutil.FreePort("127.0.0.1")
 	if err != nil {
-		t.Fatalf("free port: %v", err)
+		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }
 
-// proc is one running server process: a raftlock node or a redis-server.
+// proc is one running server process, a raftlock node or a redis-server, started by
+// testutil.Launch (stopped, and its log checked, when the test ends), with the test it belongs
+// to and its client address.
 type proc struct {
-	t       testing.TB
-	name    string
-	addr    string // the client (RESP) address
-	logPath string
-	cmd     *exec.Cmd
-	exited  chan struct{} // closed once the process has been waited for
-	waitErr error         // its exit status; read only after exited is closed
-	stopped atomic.Bool   // kill9 or stop was called: an exit is expected
-	paused  atomic.Bool   // sigstop was called and sigcont not yet
+	*testutil.Proc
+	t    testing.TB
+	addr string // the client (RESP) address
 }
 
 // node is a raftlock process, with what restarting it on the same directory takes.
@@ -112,170 +83,31 @@ type node struct {
 	args     []string // more flags, passed again at every restart (--peers, --join, tuning)
 }
 
-var logSeq atomic.Int64
-
-// launch starts bin with args, its stdout and stderr going to a fresh file under t.TempDir().
-// When the test ends the process is stopped (SIGTERM, then SIGKILL), its log is checked for
-// panics and data races, and printed if the test failed.
-func launch(t testing.TB, name, bin, addr string, args ...string) (*proc, error) {
-	t.Helper()
-	p := &proc{
-		t: t, name: name, addr: addr,
-		logPath: filepath.Join(t.TempDir(), fmt.Sprintf("%s-%d.log", name, logSeq.Add(1))),
-		exited:  make(chan struct{}),
-	}
-	f, err := os.Create(p.logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close() // the child keeps its own copy of the descriptor
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Stdout, p.cmd.Stderr = f, f
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		close(p.exited)
-	}()
-	// Cleanups run last-registered first: the process is stopped before its log is read.
-	t.Cleanup(p.checkLog)
-	t.Cleanup(func() {
-		if err := p.stop(); err != nil {
-			t.Errorf("%s: %v", p.name, err)
-		}
-	})
-	return p, nil
-}
-
-// running reports whether the process has not exited yet.
-func (p *proc) running() bool {
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
-}
-
 // kill9 kills the process with SIGKILL and waits for it to be gone.
 func (p *proc) kill9() {
 	p.t.Helper()
-	p.stopped.Store(true)
-	if !p.running() {
-		p.t.Fatalf("%s: kill -9: already exited: %v", p.name, p.waitErr)
-	}
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		p.t.Fatalf("%s: kill -9: %v", p.name, err)
-	}
-	select {
-	case <-p.exited:
-	case <-time.After(10 * time.Second):
-		p.t.Fatalf("%s: still running 10s after SIGKILL", p.name)
+	if err := p.Kill(); err != nil {
+		p.t.Fatalf("kill -9: %v", err)
 	}
 }
 
-// signal sends sig to the process, failing the test if it has exited.
-func (p *proc) signal(sig syscall.Signal) {
-	p.t.Helper()
-	if !p.running() {
-		p.t.Fatalf("%s: %v: already exited: %v", p.name, sig, p.waitErr)
-	}
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		p.t.Fatalf("%s: %v: %v", p.name, sig, err)
-	}
-}
-
-// sigstop pauses the process (SIGSTOP); sigcont resumes it. A paused process keeps its sockets:
-// its peers and clients see a node that stopped answering, not one that went away.
+// sigstop pauses the process (SIGSTOP); sigcont resumes it.
 func (p *proc) sigstop() {
 	p.t.Helper()
-	p.signal(syscall.SIGSTOP)
-	p.paused.Store(true)
+	if err := p.Pause(); err != nil {
+		p.t.Fatal(err)
+	}
 }
 
 func (p *proc) sigcont() {
 	p.t.Helper()
-	p.signal(syscall.SIGCONT)
-	p.paused.Store(false)
-}
-
-// expectExit tells the cleanup that the process is about to exit on its own (it was removed
-// from the cluster, say): that exit is not a failure.
-func (p *proc) expectExit() { p.stopped.Store(true) }
-
-// waitExit waits up to timeout for the process to exit on its own.
-func (p *proc) waitExit(timeout time.Duration) error {
-	select {
-	case <-p.exited:
-		return nil
-	case <-time.After(timeout):
-		return fmt.Errorf("%s still running after %v", p.name, timeout)
+	if err := p.Resume(); err != nil {
+		p.t.Fatal(err)
 	}
 }
 
-// stop sends SIGTERM and waits for a clean exit (SIGKILL after 15 s). It is idempotent, returns
-// nil for a process already stopped by kill9, and an error for one that exited on its own.
-func (p *proc) stop() error {
-	wasStopped := p.stopped.Swap(true)
-	if !p.running() {
-		if !wasStopped {
-			return fmt.Errorf("exited unexpectedly: %v", p.waitErr)
-		}
-		return nil
-	}
-	if wasStopped { // kill9 gave up waiting
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		select {
-		case <-p.exited:
-		case <-time.After(10 * time.Second):
-		}
-		return errors.New("still running after kill -9")
-	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return fmt.Errorf("SIGTERM: %w", err)
-	}
-	// A process a test paused with SIGSTOP acts on the SIGTERM only once it runs again.
-	_ = p.cmd.Process.Signal(syscall.SIGCONT)
-	select {
-	case <-p.exited:
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.exited
-		return errors.New("no exit within 15s of SIGTERM; killed")
-	}
-	if p.waitErr != nil {
-		return fmt.Errorf("exit after SIGTERM: %w", p.waitErr)
-	}
-	return nil
-}
-
-// logText is everything the process has written so far.
-func (p *proc) logText() string {
-	b, err := os.ReadFile(p.logPath)
-	if err != nil {
-		return fmt.Sprintf("(log unreadable: %v)", err)
-	}
-	return string(b)
-}
-
-// checkLog fails the test when the log shows a panic or a data race, and prints the log when the
-// test failed for any reason.
-func (p *proc) checkLog() {
-	text := p.logText()
-	for _, bad := range []string{"panic:", "DATA RACE", "fatal error:"} {
-		if strings.Contains(text, bad) {
-			p.t.Errorf("%s: log contains %q", p.name, bad)
-		}
-	}
-	if p.t.Failed() {
-		const max = 64 << 10
-		if len(text) > max {
-			text = "...\n" + text[len(text)-max:]
-		}
-		p.t.Logf("%s log (%s):\n%s", p.name, p.logPath, text)
-	}
-}
+// stop stops the process cleanly (testutil.Proc.Stop).
+func (p *proc) stop() error { return p.Stop(testutil.StopGrace) }
 
 // startNode starts a single raftlock node on dir (bootstrapping it when dir is empty) on fresh
 // ports, and returns once it answers PING and serves requests as the leader.
@@ -301,8 +133,8 @@ func startNode(t testing.TB, dir string) *node {
 // was stopped or killed.
 func (n *node) restart(t testing.TB) *node {
 	t.Helper()
-	if n.running() {
-		t.Fatalf("%s: restart while still running", n.name)
+	if n.Running() {
+		t.Fatalf("%s: restart while still running", n.Name())
 	}
 	m := &node{dir: n.dir, raftAddr: n.raftAddr, id: n.id, starts: n.starts, args: n.args}
 	if err := m.launch(t, n.addr); err != nil {
@@ -326,11 +158,11 @@ func (n *node) start(t testing.TB, addr string) error {
 	t.Helper()
 	n.starts++
 	args := append([]string{"--dir", n.dir, "--addr", addr, "--raft-addr", n.raftAddr, "--id", n.id}, n.args...)
-	p, err := launch(t, fmt.Sprintf("raftlock-%s-start%d", n.id, n.starts), raftlockBin, addr, args...)
+	p, err := testutil.Launch(t, fmt.Sprintf("raftlock-%s-start%d", n.id, n.starts), raftlockBin, args...)
 	if err != nil {
 		return err
 	}
-	n.proc = p
+	n.proc = &proc{Proc: p, t: t, addr: addr}
 	return nil
 }
 
@@ -338,52 +170,19 @@ func (n *node) start(t testing.TB, addr string) error {
 // leader (DBSIZE) with an integer, or with a redirect to the leader (a follower started with
 // --redirect true).
 func (n *node) waitReady(timeout time.Duration) error {
-	return n.waitServing(timeout, func(c *respConn) error {
-		if r, err := c.do("DBSIZE"); err != nil || r[0] != ':' && !bytes.HasPrefix(r, []byte("-MOVED ")) {
-			return fmt.Errorf("DBSIZE: %q, %v", r, err)
+	return n.WaitServing(n.addr, timeout, func() error {
+		v, err := call(n.addr, "DBSIZE")
+		var re *resp.ReplyError
+		if _, ok := v.(int64); !ok && !(errors.As(err, &re) && re.Code() == "MOVED") {
+			return fmt.Errorf("DBSIZE: %#v, %v", v, err)
 		}
 		return nil
 	})
 }
 
-// waitServing polls until the process answers PING and then passes check (if any) on the same
-// connection. When it gives up, it kills the process and returns an error with its log.
-func (p *proc) waitServing(timeout time.Duration, check func(*respConn) error) error {
-	deadline := time.Now().Add(timeout)
-	var last error
-	for time.Now().Before(deadline) {
-		if !p.running() {
-			return fmt.Errorf("%s exited: %v\n%s", p.name, p.waitErr, p.logText())
-		}
-		last = func() error {
-			c, err := dialRESP(p.addr)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			if r, err := c.do("PING"); err != nil || string(r) != "+PONG\r\n" {
-				return fmt.Errorf("PING: %q, %v", r, err)
-			}
-			if check != nil {
-				return check(c)
-			}
-			return nil
-		}()
-		if last == nil {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	p.stopped.Store(true)
-	if p.running() {
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.exited
-	}
-	return fmt.Errorf("%s not ready after %v: %v\n%s", p.name, timeout, last, p.logText())
-}
-
 // respConn is a raw RESP connection: it writes commands as multibulk arrays (or raw bytes) and
-// reads back each reply's exact bytes, RESP2 or RESP3.
+// reads back each reply's exact bytes, RESP2 or RESP3, for tests that compare replies byte for
+// byte (call decodes them instead).
 type respConn struct {
 	nc      net.Conn
 	br      *bufio.Reader
@@ -404,14 +203,7 @@ func dialRESP(addr string) (*respConn, error) {
 func (c *respConn) Close() error { return c.nc.Close() }
 
 // encodeCommand encodes args as a RESP multibulk array.
-func encodeCommand(args ...string) []byte {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	return b.Bytes()
-}
+func encodeCommand(args ...string) []byte { return resp.AppendCommand(nil, args...) }
 
 func (c *respConn) writeRaw(b []byte) error {
 	if err := c.nc.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil {
@@ -429,67 +221,12 @@ func (c *respConn) do(args ...string) ([]byte, error) {
 	return c.readReply()
 }
 
-// readReply returns the bytes of one complete reply.
+// readReply returns the bytes of one complete reply, as resp.ReadReply frames it.
 func (c *respConn) readReply() ([]byte, error) {
 	if err := c.nc.SetReadDeadline(time.Now().Add(c.timeout)); err != nil {
 		return nil, err
 	}
-	var out []byte
-	if err := c.readValue(&out, 0); err != nil {
-		return out, err
-	}
-	return out, nil
-}
-
-func (c *respConn) readValue(out *[]byte, depth int) error {
-	if depth > 32 {
-		return errors.New("reply nested too deep")
-	}
-	line, err := c.br.ReadBytes('\n')
-	*out = append(*out, line...)
-	if err != nil {
-		return err
-	}
-	if len(line) < 3 || line[len(line)-2] != '\r' {
-		return fmt.Errorf("malformed reply line %q", line)
-	}
-	body := string(line[1 : len(line)-2])
-	switch line[0] {
-	case '+', '-', ':', '_', ',', '#', '(':
-		return nil
-	case '$', '!', '=':
-		n, err := strconv.Atoi(body)
-		if err != nil {
-			return fmt.Errorf("bad length in %q", line)
-		}
-		if n < 0 {
-			return nil
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(c.br, buf); err != nil {
-			return err
-		}
-		*out = append(*out, buf...)
-		return nil
-	case '*', '~', '>', '%', '|':
-		n, err := strconv.Atoi(body)
-		if err != nil {
-			return fmt.Errorf("bad count in %q", line)
-		}
-		if line[0] == '%' || line[0] == '|' {
-			n *= 2
-		}
-		for range n {
-			if err := c.readValue(out, depth+1); err != nil {
-				return err
-			}
-		}
-		if line[0] == '|' { // an attribute precedes the reply it describes
-			return c.readValue(out, depth+1)
-		}
-		return nil
-	}
-	return fmt.Errorf("unknown reply type in %q", line)
+	return resp.ReadReply(c.br, resp.MaxClientReply)
 }
 
 // readEOF reports whether the peer closes the connection without sending anything more.

@@ -8,13 +8,13 @@ import (
 	"log/slog"
 	"net"
 	"os/exec"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -179,60 +179,16 @@ func TestUnreachableServer(t *testing.T) {
 	}
 }
 
-// startRedis runs redis-server on a free port for the test and returns its
-// address; it skips the test if redis-server is not installed.
+// startRedis runs redis-server on a free port for the test (testutil.StartRedis) and returns
+// its address; it skips the test if redis-server is not installed.
 func startRedis(t *testing.T) string {
 	t.Helper()
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Skip("redis-server not on PATH")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-
-	cmd := exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--daemonize", "no")
-	cmd.Stdout, cmd.Stderr = t.Output(), t.Output()
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	waitFor(t, 5*time.Second, func() bool {
-		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
-		if err != nil {
-			return false
-		}
-		c.Close()
-		return true
-	})
+	_, addr := testutil.StartRedis(t, path)
 	return addr
-}
-
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // TestAgainstRedis is the integration test: about a second of each SET NX

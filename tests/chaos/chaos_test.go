@@ -4,13 +4,14 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 var (
@@ -23,13 +24,8 @@ var (
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "raftlock")
-	args := []string{"build", "-o", bin}
-	if os.Getenv("CHAOS_RACE") != "0" {
-		args = append(args, "-race")
-	}
-	cmd := exec.Command("go", append(args, "github.com/raftlock/raftlock/cmd/raftlock")...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build raftlock: %v\n%s", err, out)
+	if err := testutil.GoBuild(bin, "github.com/raftlock/raftlock/cmd/raftlock", os.Getenv("CHAOS_RACE") != "0"); err != nil {
+		t.Fatalf("build raftlock: %v", err)
 	}
 	return bin
 }

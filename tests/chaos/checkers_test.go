@@ -1,8 +1,6 @@
 package chaos
 
 import (
-	"bufio"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,6 +9,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/raftlock/raftlock/server/resp"
 )
 
 // Every checker is shown to fail on a deliberately broken history (and to pass the same
@@ -250,21 +250,10 @@ func fakeServer(t *testing.T, reply string) string {
 			}
 			go func() {
 				defer c.Close()
-				br := bufio.NewReader(c)
+				r := resp.NewReader(c, resp.Limits{})
 				for {
-					// one command: *N, then N bulk strings of two lines each
-					line, err := br.ReadString('\n')
-					if err != nil {
+					if _, err := r.ReadCommand(); err != nil {
 						return
-					}
-					var n int
-					if _, err := fmt.Sscanf(line, "*%d", &n); err != nil {
-						return
-					}
-					for range 2 * n {
-						if _, err := br.ReadString('\n'); err != nil {
-							return
-						}
 					}
 					c.Write([]byte(reply))
 				}

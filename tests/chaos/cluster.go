@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // node is one raftlock process on its own loopback IP 127.0.0.(idx+2).
@@ -29,12 +29,10 @@ type node struct {
 	peers      string
 
 	mu      sync.Mutex
-	join    string // client address to join through (set when the node is re-added)
-	cmd     *exec.Cmd
-	done    chan struct{}
-	paused  bool
-	removed bool          // removed from the cluster and not re-added yet
-	offset  time.Duration // the lease clock offset of the running process
+	join    string         // client address to join through (set when the node is re-added)
+	proc    *testutil.Proc // the current process; nil before the first start
+	removed bool           // removed from the cluster and not re-added yet
+	offset  time.Duration  // the lease clock offset of the running process
 }
 
 type cluster struct {
@@ -46,22 +44,12 @@ type cluster struct {
 	logf  func(format string, args ...any)
 }
 
-// freePort returns a port free on ip a moment ago.
-func freePort(ip string) (int, error) {
-	ln, err := net.Listen("tcp", ip+":0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 // newNode allocates the addresses of node idx and starts its two proxies.
 func (c *cluster) newNode(idx int, extra []string) (*node, error) {
 	ip := fmt.Sprintf("127.0.0.%d", idx+2)
 	var ports []int
 	for len(ports) < 4 {
-		p, err := freePort(ip)
+		p, err := testutil.FreePort(ip)
 		if err != nil {
 			return nil, err
 		}
@@ -102,8 +90,8 @@ func (c *cluster) pids() map[int]int {
 	out := map[int]int{}
 	for _, n := range c.nodes {
 		n.mu.Lock()
-		if n.cmd != nil && n.cmd.Process != nil && n.runningLocked() {
-			out[n.idx] = n.cmd.Process.Pid
+		if n.runningLocked() {
+			out[n.idx] = n.proc.Pid()
 		}
 		n.mu.Unlock()
 	}
@@ -150,11 +138,6 @@ func (c *cluster) start(n *node) error {
 	if err := os.MkdirAll(filepath.Dir(n.dir), 0o755); err != nil {
 		return err
 	}
-	lf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(lf, "=== chaos: start %s at %s\n", n.id, time.Now().Format(time.RFC3339Nano))
 	args := []string{"--id", n.id, "--dir", n.dir, "--addr", n.clientAddr, "--advertise", n.fwdAddr,
 		"--raft-addr", n.raftAddr, "--raft-advertise", n.proxyAddr, "--test-clock", "true", "--log-level", "info"}
 	if n.join != "" {
@@ -163,26 +146,15 @@ func (c *cluster) start(n *node) error {
 		args = append(args, "--peers", n.peers)
 	}
 	args = append(args, n.extra...)
-	cmd := exec.Command(c.bin, args...)
-	cmd.Stdout, cmd.Stderr = lf, lf
-	// a harness that dies (a test timeout, ^C) takes its nodes with it
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	at := c.rec.now()
-	if err := cmd.Start(); err != nil {
-		lf.Close()
+	p, err := testutil.Start(n.id, n.logPath, c.bin, args...)
+	if err != nil {
 		return err
 	}
 	if n.offset != 0 {
 		c.rec.clock(ClockEvent{Node: n.idx, Invoke: at, Complete: c.rec.now(), Offset: 0})
 	}
-	n.cmd, n.done, n.paused, n.offset = cmd, make(chan struct{}), false, 0
-	done := n.done
-	go func() {
-		err := cmd.Wait()
-		fmt.Fprintf(lf, "=== chaos: %s exited: %v\n", n.id, err)
-		lf.Close()
-		close(done)
-	}()
+	n.proc, n.offset = p, 0
 	return nil
 }
 
@@ -192,23 +164,20 @@ func (n *node) running() bool {
 	return n.runningLocked()
 }
 
-func (n *node) runningLocked() bool {
-	if n.cmd == nil {
-		return false
-	}
-	select {
-	case <-n.done:
-		return false
-	default:
-		return true
-	}
-}
+func (n *node) runningLocked() bool { return n.proc != nil && n.proc.Running() }
 
 // up reports whether the node runs and is not paused.
 func (n *node) up() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.runningLocked() && !n.paused
+	return n.runningLocked() && !n.proc.Paused()
+}
+
+// current returns the node's current process, or nil before its first start.
+func (n *node) current() *testutil.Proc {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.proc
 }
 
 // waitServing waits until the node answers a linearizable read (through the leader).
@@ -229,90 +198,50 @@ func (n *node) waitServing(timeout time.Duration) error {
 	return fmt.Errorf("%s not serving after %v: %v", n.id, timeout, err)
 }
 
-func (n *node) signalLocked(sig syscall.Signal) {
-	if n.runningLocked() {
-		_ = n.cmd.Process.Signal(sig)
-	}
-}
-
-// kill9 kills the process by PID and waits for it.
+// kill9 kills the process (SIGKILL) and waits for it.
 func (n *node) kill9() {
-	n.mu.Lock()
-	if !n.runningLocked() {
-		n.mu.Unlock()
-		return
+	if p := n.current(); p != nil && p.Running() {
+		p.Kill()
 	}
-	n.signalLocked(syscall.SIGKILL)
-	done := n.done
-	n.paused = false
-	n.mu.Unlock()
-	<-done
 }
 
 // waitExit waits up to timeout for the process to exit on its own.
 func (n *node) waitExit(timeout time.Duration) bool {
-	n.mu.Lock()
-	done := n.done
-	n.mu.Unlock()
-	if done == nil {
-		return true
-	}
-	select {
-	case <-done:
-		return true
-	case <-time.After(timeout):
-		return false
-	}
+	p := n.current()
+	return p == nil || p.WaitExit(timeout) == nil
 }
 
 // quit makes a node that does not exit on its own dump its goroutines into its log (SIGQUIT),
 // so the log shows where it hangs, then kills it if it still runs.
 func (n *node) quit() {
-	n.mu.Lock()
-	if n.paused {
-		n.signalLocked(syscall.SIGCONT)
-		n.paused = false
-	}
-	n.signalLocked(syscall.SIGQUIT)
-	n.mu.Unlock()
-	if !n.waitExit(5 * time.Second) {
-		n.kill9()
+	if p := n.current(); p != nil && p.Running() {
+		p.Quit()
 	}
 }
 
-// stopClean resumes the node if paused, sends SIGTERM and waits; after 15 s it takes a
-// goroutine dump (quit) and kills it.
+// stopClean stops the node (SIGTERM; after 15 s a goroutine dump and SIGKILL). Only a node that
+// would not stop is an error: one that exited on its own or uncleanly shows in its log.
 func (n *node) stopClean() error {
-	n.mu.Lock()
-	if !n.runningLocked() {
-		n.mu.Unlock()
+	p := n.current()
+	if p == nil {
 		return nil
 	}
-	if n.paused {
-		n.signalLocked(syscall.SIGCONT)
-		n.paused = false
+	if err := p.Stop(15 * time.Second); errors.Is(err, testutil.ErrWouldNotStop) {
+		return fmt.Errorf("%s %w", n.id, err)
 	}
-	n.signalLocked(syscall.SIGTERM)
-	n.mu.Unlock()
-	if n.waitExit(15 * time.Second) {
-		return nil
-	}
-	n.quit()
-	return errors.New(n.id + " did not stop within 15s of SIGTERM; killed (goroutine dump in " + n.logPath + ")")
+	return nil
 }
 
 func (n *node) pause() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.signalLocked(syscall.SIGSTOP)
-	n.paused = true
+	if p := n.current(); p != nil && p.Running() {
+		p.Pause()
+	}
 }
 
 func (n *node) resume() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.signalLocked(syscall.SIGCONT)
-	n.paused = false
+	if p := n.current(); p != nil && p.Running() {
+		p.Resume()
+	}
 }
 
 // stop stops every node cleanly and closes the proxies. It returns the first stop problem.

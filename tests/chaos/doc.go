@@ -17,7 +17,7 @@
 // recovery within a bounded time, and no panic or data race in any node's log. The unfenced
 // resource's overlaps are counted, not failed: they show the faults bite.
 //
-// TestChaosShort is the short mode (make chaos-short, part of make test); cmd/raftlock-chaos is
-// the long mode (make chaos). A failing run leaves its history, porcupine's visualizations and
-// every node's log in one folder and prints its path.
+// TestChaosShort is the short mode (make chaos-short, part of make test); cmd/raftlock-chaos
+// (under this directory) is the long mode (make chaos). A failing run leaves its history,
+// porcupine's visualizations and every node's log in one folder and prints its path.
 package chaos

@@ -423,7 +423,7 @@ func (nm *nemesis) healAll() {
 	readded := map[int]bool{}
 	for _, nd := range c.nodes {
 		nd.mu.Lock()
-		paused, removed := nd.paused, nd.removed
+		paused, removed := nd.proc != nil && nd.proc.Paused(), nd.removed
 		nd.mu.Unlock()
 		switch {
 		case removed:

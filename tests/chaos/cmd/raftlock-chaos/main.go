@@ -1,10 +1,11 @@
-// Command raftlock-chaos is the long mode of the fault harness in tests/chaos: a cluster of real
-// raftlock processes behind per-link proxies, every fault kind from a seeded RNG, one at a time
-// and mixed (partitions, bridges, pauses, kill -9, kill -9 of every node, slow links, clock skew
-// and jumps, membership changes, snapshot installs; nodes run with tiny snapshot thresholds), a
-// lock workload, and every checker. Each seed prints one summary line.
+// Command raftlock-chaos is the long mode of the fault harness in tests/chaos (it lives there,
+// so no command under cmd/ depends on tests/): a cluster of real raftlock processes behind
+// per-link proxies, every fault kind from a seeded RNG, one at a time and mixed (partitions,
+// bridges, pauses, kill -9, kill -9 of every node, slow links, clock skew and jumps, membership
+// changes, snapshot installs; nodes run with tiny snapshot thresholds), a lock workload, and
+// every checker. Each seed prints one summary line.
 //
-//	go run ./cmd/raftlock-chaos -duration 10m -seeds 1,2,3 -nodes 5
+//	go run ./tests/chaos/cmd/raftlock-chaos -duration 10m -seeds 1,2,3 -nodes 5
 //
 // It exits 1 if any seed found a violation; each failing seed's folder (history, porcupine
 // visualizations, node logs) is printed.
@@ -15,13 +16,13 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/raftlock/raftlock/tests/chaos"
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 func main() {
@@ -35,7 +36,7 @@ func run() int {
 	clients := flag.Int("clients", 0, "workload clients (default twice the nodes)")
 	faults := flag.String("faults", "", "comma-separated fault kinds (default all: "+strings.Join(chaos.AllFaults, ",")+")")
 	single := flag.Bool("single", false, "one fault at a time instead of mixed")
-	bin := flag.String("bin", "", "raftlock binary (default: go build ./cmd/raftlock)")
+	bin := flag.String("bin", "", "raftlock binary (default: go build github.com/raftlock/raftlock/cmd/raftlock)")
 	race := flag.Bool("race", true, "build the nodes with -race (their logs are checked for data races)")
 	dir := flag.String("dir", os.TempDir(), "where run folders go")
 	keep := flag.Bool("keep", false, "keep every run's folder, not only failing ones")
@@ -58,12 +59,8 @@ func run() int {
 		}
 		defer os.RemoveAll(tmp)
 		*bin = filepath.Join(tmp, "raftlock")
-		args := []string{"build", "-o", *bin}
-		if *race {
-			args = append(args, "-race")
-		}
-		if out, err := exec.Command("go", append(args, "./cmd/raftlock")...).CombinedOutput(); err != nil {
-			log.Printf("build: %v\n%s", err, out)
+		if err := testutil.GoBuild(*bin, "github.com/raftlock/raftlock/cmd/raftlock", *race); err != nil {
+			log.Printf("build: %v", err)
 			return 2
 		}
 	}

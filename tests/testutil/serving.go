@@ -1,0 +1,66 @@
+package testutil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/raftlock/raftlock/server/resp"
+)
+
+// FreePort returns a TCP port on ip that was free a moment ago.
+func FreePort(ip string) (int, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Ping dials addr and sends PING, within timeout; nil means it answered PONG.
+func Ping(addr string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	c, err := resp.Dial(ctx, addr, timeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	v, err := c.Do(ctx, "PING")
+	if err != nil {
+		return fmt.Errorf("PING: %w", err)
+	}
+	if v.Text() != "PONG" {
+		return fmt.Errorf("PING: %v", v)
+	}
+	return nil
+}
+
+// WaitServing polls until the process answers PING on addr and then passes check (if any),
+// for up to timeout. When it gives up, or the process exits, it kills the process and returns
+// an error with the process's log.
+func (p *Proc) WaitServing(addr string, timeout time.Duration, check func() error) error {
+	err := Poll(timeout, 20*time.Millisecond, func() error {
+		if !p.Running() {
+			return fmt.Errorf("%w: %s exited: %v\n%s", ErrGiveUp, p.name, p.status, p.Log())
+		}
+		if err := Ping(addr, 2*time.Second); err != nil {
+			return err
+		}
+		if check != nil {
+			return check()
+		}
+		return nil
+	})
+	if errors.Is(err, ErrGiveUp) {
+		return err
+	}
+	if err != nil {
+		p.Kill()
+		return fmt.Errorf("%s not ready: %w\n%s", p.name, err, p.Log())
+	}
+	return nil
+}
