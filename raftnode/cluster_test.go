@@ -10,12 +10,13 @@ import (
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // waitConverged waits until every node's table equals want's.
 func waitConverged(t *testing.T, want *testNode, nodes []*testNode) {
 	t.Helper()
-	waitFor(t, 3*time.Second, func() error {
+	testutil.WaitFor(t, 3*time.Second, func() error {
 		wt := table(t, want)
 		for _, n := range nodes {
 			if d := diffTables(table(t, n), wt); d != "" {
@@ -30,7 +31,7 @@ func TestClusterFollowerRedirects(t *testing.T) {
 	nodes := newCluster(t, 3)
 	l := leader(t, nodes)
 	for _, f := range others(l, nodes) {
-		waitFor(t, 2*time.Second, func() error {
+		testutil.WaitFor(t, 2*time.Second, func() error {
 			if id, _ := f.Leader(); id != l.id {
 				return fmt.Errorf("%s knows leader %q, want %q", f.id, id, l.id)
 			}
@@ -81,7 +82,7 @@ func TestClusterReplicates(t *testing.T) {
 	for _, n := range nodes {
 		n.wakeLeases()
 	}
-	waitFor(t, 2*time.Second, func() error {
+	testutil.WaitFor(t, 2*time.Second, func() error {
 		for _, n := range nodes {
 			if s := n.Stats(); s.Locks != 12 || s.Leases != 0 {
 				return fmt.Errorf("%s", n.statsLine())
@@ -144,7 +145,7 @@ func TestClusterFailover(t *testing.T) {
 	}
 	bob := mustLock(t, nl, "held", "bob", 0)
 
-	waitFor(t, 2*time.Second, func() error {
+	testutil.WaitFor(t, 2*time.Second, func() error {
 		if old.IsLeader() {
 			return errors.New("partitioned old leader still ready")
 		}
@@ -181,7 +182,7 @@ func TestClusterFailover(t *testing.T) {
 		}
 	}
 	now := leader(t, nodes)
-	waitFor(t, 2*time.Second, func() error {
+	testutil.WaitFor(t, 2*time.Second, func() error {
 		if id, _ := old.Leader(); id != now.id {
 			return fmt.Errorf("old leader knows leader %q, want %q", id, now.id)
 		}
@@ -200,7 +201,7 @@ func TestClusterLeaseSurvivesFailover(t *testing.T) {
 	acked := time.Now()
 	// applied[id] bounds from above when each follower armed its timer.
 	applied := map[string]time.Time{}
-	waitFor(t, time.Second, func() error {
+	testutil.WaitFor(t, time.Second, func() error {
 		for _, f := range others(old, nodes) {
 			if _, ok := applied[f.id]; !ok && held(f, "k") {
 				applied[f.id] = time.Now()
@@ -301,7 +302,7 @@ func TestLeaseQueueBounded(t *testing.T) {
 			t.Fatalf("renew: %+v, %v", last, err)
 		}
 	}
-	waitFor(t, 2*time.Second, func() error {
+	testutil.WaitFor(t, 2*time.Second, func() error {
 		for _, n := range nodes {
 			if l, _, _ := n.LocalLookup([]byte("k")); l.LeaseRev != last.LeaseRev {
 				return fmt.Errorf("%s has lease rev %d, want %d", n.id, l.LeaseRev, last.LeaseRev)

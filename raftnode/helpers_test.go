@@ -14,10 +14,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/hashicorp/raft"
-	"go.uber.org/goleak"
-
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/tests/testutil"
+	"go.uber.org/goleak"
 )
 
 // Every node a test starts is closed by its t.Cleanup, and Close waits for raft's goroutines and
@@ -191,26 +191,11 @@ func others(n *testNode, nodes []*testNode) []*testNode {
 
 // waitFor polls cond until it returns nil, and fails the test with cond's last error when
 // timeout passes first (nats-server's checkFor).
-func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // leader waits until exactly one of nodes is a ready leader and returns it.
 func leader(t *testing.T, nodes []*testNode) *testNode {
 	t.Helper()
 	var l *testNode
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		l = nil
 		var ready []string
 		for _, n := range nodes {
@@ -365,7 +350,7 @@ func held(n *testNode, key string) bool {
 // taken after the proposal returns, a moment after the table changed.
 func waitExpired(t *testing.T, n *testNode, want uint64) {
 	t.Helper()
-	waitFor(t, time.Second, func() error {
+	testutil.WaitFor(t, time.Second, func() error {
 		if got := n.Stats().Expired; got != want {
 			return fmt.Errorf("%s expired %d locks, want %d", n.id, got, want)
 		}

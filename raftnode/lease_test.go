@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // goneAt polls until key leaves n's table and returns when it was first seen gone.
 func goneAt(t *testing.T, n *testNode, key string, timeout time.Duration) time.Time {
 	t.Helper()
 	var at time.Time
-	waitFor(t, timeout, func() error {
+	testutil.WaitFor(t, timeout, func() error {
 		if held(n, key) {
 			return fmt.Errorf("%s still held on %s: %s", key, n.id, n.statsLine())
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -330,7 +331,7 @@ func TestGhostLock(t *testing.T) {
 		if err != nil || !out.granted {
 			t.Fatalf("LOCK = %+v, %v; want granted (the caller is gone but the grant committed)", out, err)
 		}
-		waitFor(t, 2*time.Second, func() error {
+		testutil.WaitFor(t, 2*time.Second, func() error {
 			if s := n.Stats(); held(n, "k") || s.GhostReleases != 1 || s.PendingKeys != 0 {
 				return errors.New("ghost lock still held: " + n.statsLine())
 			}
@@ -380,7 +381,7 @@ func TestGhostLock(t *testing.T) {
 			t.Fatalf("admin SET = %+v, %v; want granted with a newer token than %d", replaced, replaceErr, out.token)
 		}
 		// The cleanup saw another holder: it proposes nothing and ends as a read.
-		waitFor(t, 2*time.Second, func() error {
+		testutil.WaitFor(t, 2*time.Second, func() error {
 			if s := n.Stats(); s.GhostReleases != 1 || s.Reads != reads+1 || s.PendingKeys != 0 {
 				return errors.New(n.statsLine())
 			}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // TestSnapshotRestart restarts a node on its stores after a snapshot and more entries: the table
@@ -83,7 +84,7 @@ func TestSnapshotRestart(t *testing.T) {
 	}
 	clock.Advance(time.Millisecond)
 	n.wakeLeases()
-	waitFor(t, time.Second, func() error {
+	testutil.WaitFor(t, time.Second, func() error {
 		for key := range before {
 			if held(n, key) == leased[key] {
 				return fmt.Errorf("%s: held %v, want %v (%s)", key, held(n, key), !leased[key], n.statsLine())

@@ -3,7 +3,6 @@ package server
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/raftnode"
+	"github.com/raftlock/raftlock/server/resp"
+	"github.com/raftlock/raftlock/tests/testutil"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
@@ -40,7 +41,7 @@ func startNode(t testing.TB) *raftnode.Node {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
-	waitFor(t, 5*time.Second, "leader ready", n.IsLeader)
+	testutil.WaitFor(t, 5*time.Second, testutil.Cond("leader ready", n.IsLeader))
 	return n
 }
 
@@ -85,17 +86,6 @@ func serveNode(t testing.TB, n Node, mod func(*Config)) (string, *Server) {
 		}
 	})
 	return ln.Addr().String(), s
-}
-
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func client(t testing.TB, addr string, proto int) *redis.Client {
@@ -149,45 +139,8 @@ func (r *rawConn) send(raw string) string {
 
 // readReply reads one RESP2/RESP3 reply and returns its bytes.
 func readReply(br *bufio.Reader) (string, error) {
-	line, err := br.ReadString('\n')
-	if err != nil {
-		return line, err
-	}
-	if len(line) < 3 {
-		return line, errors.New("short line")
-	}
-	body := line[1 : len(line)-2]
-	switch line[0] {
-	case '+', '-', ':', '_', '#', ',', '(':
-		return line, nil
-	case '$', '=', '!':
-		var n int
-		fmt.Sscan(body, &n)
-		if n < 0 {
-			return line, nil
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(br, buf); err != nil {
-			return line, err
-		}
-		return line + string(buf), nil
-	case '*', '%', '~', '>':
-		var n int
-		fmt.Sscan(body, &n)
-		if line[0] == '%' {
-			n *= 2
-		}
-		out := line
-		for i := 0; i < n; i++ {
-			s, err := readReply(br)
-			out += s
-			if err != nil {
-				return out, err
-			}
-		}
-		return out, nil
-	}
-	return line, fmt.Errorf("unknown reply type %q", line[0])
+	b, err := resp.ReadReply(br, 1<<20)
+	return string(b), err
 }
 
 func TestNativeLockFlow(t *testing.T) {
@@ -286,7 +239,7 @@ func TestRedisCommands(t *testing.T) {
 	check("DEL", c.Del(ctx, "k", "plain", "missing", "k").Val(), 2)
 	check("DBSIZE after DEL", c.DBSize(ctx).Val(), 0)
 	check("SET PX then expiry", c.Set(ctx, "short", "v", 50*time.Millisecond).Val(), "OK")
-	waitFor(t, 3*time.Second, "lease expiry", func() bool { return c.Exists(ctx, "short").Val() == 0 })
+	testutil.WaitFor(t, 3*time.Second, testutil.Cond("lease expiry", func() bool { return c.Exists(ctx, "short").Val() == 0 }))
 	check("SET EXAT in the past", c.SetArgs(ctx, "past", "v", redis.SetArgs{ExpireAt: time.Unix(1, 0)}).Val(), "OK")
 	check("GET past", c.Exists(ctx, "past").Val(), 0)
 	check("PEXPIRE negative deletes", func() any { c.Set(ctx, "d", "v", 0); return c.PExpire(ctx, "d", -time.Millisecond).Val() }(), true)
@@ -455,7 +408,7 @@ func TestLimits(t *testing.T) {
 		t.Errorf("DBSIZE after rejected writes = %q", got)
 	}
 	dialRaw(t, addr).do("PING")
-	waitFor(t, time.Second, "two clients", func() bool { return s.Clients() == 2 })
+	testutil.WaitFor(t, time.Second, testutil.Cond("two clients", func() bool { return s.Clients() == 2 }))
 	third := dialRaw(t, addr)
 	third.nc.SetDeadline(time.Now().Add(5 * time.Second))
 	if got, _ := readReply(third.br); got != "-ERR max number of clients reached\r\n" {
