@@ -68,6 +68,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		n.noteConfiguration(l.Index, raft.DecodeConfiguration(l.Data))
 	}
 	if members {
+		n.leaderChange.notify() // the leader's client address may be known now
 		n.wakeMembership()
 	}
 	if fn := n.changed.Load(); fn != nil && len(changed) > 0 {
@@ -105,6 +106,7 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 	n.mu.leases.armAll(m, now)
 	n.mu.Unlock()
 	n.wakeLeases()
+	n.leaderChange.notify() // the member table may name the leader's client address now
 	n.wakeMembership()
 	if fn := n.changed.Load(); fn != nil {
 		(*fn)(nil) // any key may have changed

@@ -71,14 +71,17 @@ type Node struct {
 	memberWake chan struct{}
 	stable     raft.StableStore
 	hints      atomic.Int64
-	hadState   bool // the stores held raft state when the node started, or it bootstrapped them
-	closing    atomic.Bool
-	goMu       sync.Mutex
-	goClosed   bool // under goMu: goFunc starts nothing more
-	stop       chan struct{}
-	wg         sync.WaitGroup
-	closeOnce  sync.Once
-	closeErr   error
+	// leaderChange is notified whenever the leader, this node's readiness or the member table
+	// may have changed (LeaderChanged).
+	leaderChange changeSignal
+	hadState     bool // the stores held raft state when the node started, or it bootstrapped them
+	closing      atomic.Bool
+	goMu         sync.Mutex
+	goClosed     bool // under goMu: goFunc starts nothing more
+	stop         chan struct{}
+	wg           sync.WaitGroup
+	closeOnce    sync.Once
+	closeErr     error
 }
 
 // pendingKey counts the proposals in flight on one key. Requests on the key wait for done.
@@ -227,6 +230,7 @@ func (n *Node) watchLeadership() {
 		case isLeader := <-ch:
 			gen := n.leaderGen.Add(1)
 			n.ready.Store(false)
+			n.leaderChange.notify()
 			if !isLeader {
 				n.log.Info("lost leadership")
 				continue
@@ -263,6 +267,7 @@ func (n *Node) becomeReady(gen uint64) {
 	n.ready.Store(true)
 	n.mu.Unlock()
 	n.wakeLeases()
+	n.leaderChange.notify()
 	n.wakeMembership() // a new leader records its own client address (forwarding, redirects)
 	n.log.Info("leader ready", "term", n.raft.CurrentTerm(), "applied", n.raft.AppliedIndex())
 }

@@ -1,6 +1,10 @@
 package server
 
-import "github.com/raftlock/raftlock/server/resp"
+import (
+	"time"
+
+	"github.com/raftlock/raftlock/server/resp"
+)
 
 // dispatch runs one command, cmd = lookupCommand(args[0]) (nil: unknown), writing its reply to
 // w. slot is its pipeline slot when it runs while others of its connection are in flight. The
@@ -31,11 +35,52 @@ func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, slot *infli
 		defer c.s.tracker.endWrite(c, keys)
 	}
 	if cmd.leader && !c.s.node.IsLeader() {
-		if !c.sess.readonly || cmd.write {
+		switch {
+		case c.sess.readonly && !cmd.write:
+			r.path = onLocal
+		case !c.awaitLeader():
 			r.route(cmd.write)
 			return
 		}
-		r.path = onLocal
 	}
 	cmd.run(r)
+}
+
+// leaderKnown reports whether a request that needs the leader can be served now: this node is
+// the ready leader, or it knows another leader and where that one serves clients.
+func (s *Server) leaderKnown() bool {
+	if s.node.IsLeader() {
+		return true
+	}
+	id, addr := s.node.LeaderClient()
+	return id != "" && id != s.cfg.NodeID && addr != ""
+}
+
+// awaitLeader waits, up to Config.LeaderWait, until a leader is known (first contact: a client
+// that connects right after a node starts, or during an election, is served instead of being
+// told CLUSTERDOWN). It reports whether this node is the ready leader itself; otherwise the
+// request is routed (forwarded, or answered with why it cannot be).
+func (c *conn) awaitLeader() bool {
+	n := c.s.node
+	if c.s.cfg.LeaderWait <= 0 {
+		return n.IsLeader()
+	}
+	var deadline *time.Timer
+	for {
+		changed := n.LeaderChanged() // taken before the check: a change racing it is not missed
+		if c.s.leaderKnown() {
+			return n.IsLeader()
+		}
+		if deadline == nil {
+			deadline = time.NewTimer(c.s.cfg.LeaderWait)
+			defer deadline.Stop()
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return n.IsLeader()
+		case <-c.ctx.Done():
+			return n.IsLeader()
+		}
+	}
 }

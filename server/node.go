@@ -23,6 +23,9 @@ type Node interface {
 	IsLeader() bool
 	// LeaderClient returns the leader's ID and client address, empty when unknown.
 	LeaderClient() (id, clientAddr string)
+	// LeaderChanged returns a channel closed at the next change of the leader, of this node's
+	// readiness, or of the member table: a request that finds no leader waits on it.
+	LeaderChanged() <-chan struct{}
 	// Members lists the cluster with client addresses.
 	Members() ([]node.Member, error)
 	// OnChange registers the hook told of the keys each applied batch changed (nil keys: any
