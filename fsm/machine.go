@@ -112,6 +112,8 @@ func (m *Machine) Apply(index uint64, cmd Command) Result {
 	case KindFlushScripts:
 		clear(m.scripts)
 		return Result{Status: StatusScript}
+	case KindPublish, KindShardPublish:
+		return Result{Status: StatusPublished}
 	}
 	return Result{Status: StatusNoop}
 }

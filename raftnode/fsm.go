@@ -31,6 +31,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		bad     []badEntry
 		members bool        // the member table changed
 		configs []*raft.Log // committed configurations, for membership
+		publish []message   // the messages to deliver
 	)
 	now := n.cfg.Now()
 	n.mu.Lock()
@@ -58,6 +59,9 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			changed = append(changed, cmd.Key)
 		}
 		members = members || res.Status == fsm.StatusMember
+		if res.Status == fsm.StatusPublished {
+			publish = append(publish, message{at: i, channel: cmd.Key, body: cmd.Owner, shard: cmd.Kind == fsm.KindShardPublish})
+		}
 		out[i] = res
 	}
 	n.mu.Unlock()
@@ -74,7 +78,24 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	if fn := n.changed.Load(); fn != nil && len(changed) > 0 {
 		(*fn)(changed)
 	}
+	if fn := n.published.Load(); fn != nil {
+		// In log order, after every change of the batch and before anyone hears back: a
+		// subscriber told "released" finds the key free on this node.
+		for _, m := range publish {
+			res := out[m.at].(fsm.Result)
+			res.Receivers = (*fn)(m.channel, m.body, m.shard)
+			out[m.at] = res
+		}
+	}
 	return out
+}
+
+// message is one applied PUBLISH or SPUBLISH, for delivery once the batch is applied. Its bytes
+// alias the log entry's.
+type message struct {
+	at            int // its entry's place in the batch
+	channel, body []byte
+	shard         bool
 }
 
 // badEntry is a log entry ApplyBatch could not decode (and skipped).

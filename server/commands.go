@@ -119,6 +119,16 @@ func init() {
 		{name: "eval_ro", arity: -3, flags: "readonly noscript movablekeys", keys: keySpec{3, 3, 1}, run: cmdEvalRO, summary: "Run a read-only Lua script"},
 		{name: "evalsha_ro", arity: -3, flags: "readonly noscript movablekeys", keys: keySpec{3, 3, 1}, run: cmdEvalSHARO, summary: "Run a stored read-only Lua script by its SHA1"},
 		{name: "script", arity: -2, flags: "write noscript", run: cmdScript, summary: "SCRIPT LOAD, EXISTS, FLUSH, KILL"},
+		// pubsub.go
+		{name: "subscribe", arity: -2, flags: "pubsub noscript loading stale", run: cmdSubscribe, summary: "Listen for messages published to channels"},
+		{name: "unsubscribe", arity: -1, flags: "pubsub noscript loading stale", run: cmdUnsubscribe, summary: "Stop listening to channels"},
+		{name: "psubscribe", arity: -2, flags: "pubsub noscript loading stale", run: cmdPSubscribe, summary: "Listen for messages published to channels matching patterns"},
+		{name: "punsubscribe", arity: -1, flags: "pubsub noscript loading stale", run: cmdPUnsubscribe, summary: "Stop listening to patterns"},
+		{name: "ssubscribe", arity: -2, flags: "pubsub noscript loading stale", run: cmdSSubscribe, summary: "Listen for messages published to shard channels"},
+		{name: "sunsubscribe", arity: -1, flags: "pubsub noscript loading stale", run: cmdSUnsubscribe, summary: "Stop listening to shard channels"},
+		{name: "publish", arity: 3, flags: "write pubsub loading stale fast", run: cmdPublish, summary: "Publish a message to every node's subscribers (replicated)"},
+		{name: "spublish", arity: 3, flags: "write pubsub loading stale fast", run: cmdSPublish, summary: "Publish a message to a shard channel (replicated)"},
+		{name: "pubsub", arity: -2, flags: "pubsub loading stale", run: cmdPubSub, summary: "PUBSUB CHANNELS, NUMSUB, NUMPAT, SHARDCHANNELS, SHARDNUMSUB (this node's)"},
 		// connection.go
 		{name: "ping", arity: -1, flags: "fast", run: cmdPing, summary: "Ping the server"},
 		{name: "echo", arity: 2, flags: "fast", run: cmdEcho, summary: "Echo the argument"},

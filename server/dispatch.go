@@ -22,6 +22,11 @@ func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, slot *infli
 		w.Error("ERR wrong number of arguments for '" + cmd.name + "' command")
 		return
 	}
+	if c.sess.subs.active() && c.out.Protocol() == 2 && !allowedSubscribed(cmd) {
+		c.s.stats.errors.Add(1)
+		w.Error("ERR Can't execute '" + fullName(cmd, args) + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
+		return
+	}
 	r := &request{s: c.s, c: c, w: w, cmd: cmd, args: args, slot: slot}
 	if t := c.sess.track.mode; t != trackOff && t != trackBcast {
 		// Before the read runs or is forwarded: a change racing it costs a spurious
@@ -83,4 +88,16 @@ func (c *conn) awaitLeader() bool {
 			return n.IsLeader()
 		}
 	}
+}
+
+// fullName is the name Redis gives a command in errors: "client|id" for a subcommand of a
+// container command, the command's name otherwise.
+func fullName(cmd *command, args [][]byte) string {
+	switch cmd.name {
+	case "client", "config", "command", "cluster", "script", "pubsub", "debug", "raft":
+		if len(args) > 1 {
+			return cmd.name + "|" + lower(args[1])
+		}
+	}
+	return cmd.name
 }

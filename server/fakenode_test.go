@@ -27,7 +27,8 @@ type fakeNode struct {
 		queued []*fakeProposal
 		timer  *time.Timer
 	}
-	changed atomic.Pointer[func(keys [][]byte)]
+	changed   atomic.Pointer[func(keys [][]byte)]
+	published atomic.Pointer[func(channel, message []byte, shard bool) int]
 	// follower: the node is not the leader and knows none (until setLeader).
 	follower atomic.Bool
 	leaderMu sync.Mutex
@@ -151,6 +152,15 @@ func (f *fakeNode) commit(batch []*fakeProposal) {
 	if fn := f.changed.Load(); fn != nil && len(changed) > 0 {
 		(*fn)(changed)
 	}
+	if fn := f.published.Load(); fn != nil {
+		for _, p := range batch {
+			for i, c := range p.cmds {
+				if p.results[i].Status == fsm.StatusPublished {
+					p.results[i].Receivers = (*fn)(c.Key, c.Owner, c.Kind == fsm.KindShardPublish)
+				}
+			}
+		}
+	}
 	for _, p := range batch {
 		close(p.done)
 	}
@@ -207,6 +217,10 @@ func (f *fakeNode) LeaderChanged() <-chan struct{} {
 	return f.leaderCh
 }
 func (f *fakeNode) OnChange(fn func(keys [][]byte)) { f.changed.Store(&fn) }
+
+func (f *fakeNode) OnPublish(fn func(channel, message []byte, shard bool) int) {
+	f.published.Store(&fn)
+}
 
 func (f *fakeNode) Members() ([]node.Member, error) {
 	return []node.Member{{ID: "n1", RaftAddr: "fake:1", Voter: true, Leader: true}}, nil

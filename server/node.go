@@ -33,6 +33,10 @@ type Node interface {
 	// requests hear back, and must not block. Invalidations and LOCK ... WAIT wake-ups come
 	// from it.
 	OnChange(fn func(keys [][]byte))
+	// OnPublish registers the hook that delivers each applied message (PUBLISH, SPUBLISH:
+	// shard) to this node's subscribers and says how many got it. It runs where OnChange's
+	// hook does, after it, in log order, and must not block.
+	OnPublish(fn func(channel, message []byte, shard bool) int)
 	// Stats is the node's current figures, for INFO.
 	Stats() node.Stats
 }

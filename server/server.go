@@ -164,6 +164,7 @@ type Server struct {
 	scripts scriptEngine
 	tracker *tracker
 	waiters *waiters
+	hub     *hub
 	log     *slog.Logger
 	start   time.Time
 	// bootID makes the default owners of this process's LOCKs unlike any earlier process's.
@@ -206,10 +207,12 @@ func New(cfg Config, n Node, admin Admin) (*Server, error) {
 	s.scripts = newScriptEngine(cfg)
 	s.tracker = newTracker(s.log)
 	s.waiters = newWaiters()
+	s.hub = newHub(s.log)
 	n.OnChange(func(keys [][]byte) {
 		s.tracker.changed(keys)
 		s.waiters.changed(keys)
 	})
+	n.OnPublish(s.hub.deliver)
 	s.mu.conns = make(map[*conn]struct{})
 	return s, nil
 }
