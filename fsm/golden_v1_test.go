@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -17,9 +16,10 @@ import (
 )
 
 // The golden files under testdata/ were written by the code of main at 71c8363, before log
-// entries could hold several commands: a log of single-command entries (format version 1),
-// the result each entry had, the table it left, and two snapshots (format version 1) of it.
-// Every later version must read them to the same table.
+// entries could hold several commands (TestWriteGoldenV1, removed once that code was gone; see
+// the commit that added the files): a log of single-command entries (format version 1), the
+// result each entry had, the table it left, and two snapshots (format version 1) of it. Every
+// later version must read them to the same results and table.
 const (
 	goldenLog      = "testdata/v1-log.txt"
 	goldenTable    = "testdata/v1-table.txt"
@@ -28,8 +28,6 @@ const (
 	goldenMidIndex = 12
 )
 
-var writeGolden = flag.Bool("golden.write", false, "write the v1 golden files (only with the code that wrote them)")
-
 // goldenEntry is one line of the golden log: an entry raft used for itself (advance), or one
 // command's encoded bytes and the result it had.
 type goldenEntry struct {
@@ -37,87 +35,6 @@ type goldenEntry struct {
 	advance bool
 	data    []byte
 	result  fsm.Result
-}
-
-// legacyLog is the log the golden files record: every kind and match kind, gaps in the indexes
-// (raft's own entries) and releases between grants, so a token is an index, not a count.
-func legacyLog() []goldenEntry {
-	cmds := map[uint64]fsm.Command{
-		1:  grant("a", "o1", 30000, matchAbsent),
-		2:  grant("b", "o2", 0, matchAbsent),
-		3:  {Kind: fsm.KindSetMember, Key: []byte("n1"), Owner: []byte("127.0.0.1:6379")},
-		4:  renew("a", byToken(1), 60000),
-		5:  release("b", byToken(2)),
-		7:  grant("c", "o3", 1000, matchAny),
-		8:  {Kind: fsm.KindStoreScript, Key: []byte("sha-one"), Owner: []byte("return(1)")},
-		9:  grant("a", "o1", 5000, byToken(1)),
-		10: expire("c", 7, 7),
-		11: grant("c", "o4", 100, matchAbsent),
-		12: grant("d", "", 0, matchAny),
-		13: grantKeep("d", "o5", 0, byToken(12)),
-		14: release("d", byOwner("o5")),
-		15: grant("\x00bin\r\n", "\xff", 42, matchAbsent),
-		16: expire("a", 1, 4),
-		17: {Kind: fsm.KindStoreScript, Key: []byte("sha-two"), Owner: []byte("return(2)")},
-		18: {Kind: fsm.KindFlushScripts, Key: []byte("scripts")},
-		19: {Kind: fsm.KindStoreScript, Key: []byte("sha-three"), Owner: []byte("return(3)")},
-		20: {Kind: fsm.KindSetMember, Key: []byte("n2"), Owner: []byte("127.0.0.1:6380")},
-		21: {Kind: fsm.KindRemoveMember, Key: []byte("n1")},
-		22: renew("c", byOwner("o4"), 200),
-		23: grant("e", "o6", 0, matchAny),
-		24: {Kind: fsm.KindRelease, Key: []byte("e"), LeaseRev: 23, Match: fsm.Match{Kind: fsm.MatchLease, Token: 23}},
-		25: grant("f", "o7", 30000, matchAbsent),
-		26: noop(),
-	}
-	var log []goldenEntry
-	for i := uint64(1); i <= 27; i++ {
-		c, ok := cmds[i]
-		if !ok {
-			log = append(log, goldenEntry{index: i, advance: true})
-			continue
-		}
-		log = append(log, goldenEntry{index: i, data: c.Encode(nil)})
-	}
-	return log
-}
-
-// TestWriteGoldenV1 writes the golden files with -golden.write. It ran once, on main at
-// 71c8363; it is kept so the history shows how the files were made.
-func TestWriteGoldenV1(t *testing.T) {
-	if !*writeGolden {
-		t.Skip("run with -golden.write to write the v1 golden files")
-	}
-	m := fsm.New()
-	log := legacyLog()
-	var out strings.Builder
-	for i, e := range log {
-		if e.advance {
-			m.Advance(e.index)
-			fmt.Fprintf(&out, "advance %d\n", e.index)
-		} else {
-			c, err := fsm.Decode(e.data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := m.Apply(e.index, c)
-			log[i].result = r
-			fmt.Fprintf(&out, "entry %d %x %s %d %d %d %t %s\n", e.index, e.data, r.Status, r.Token, r.LeaseRev,
-				r.LeaseMs, r.Existed, strconv.QuoteToASCII(string(r.PrevOwner)))
-		}
-		if e.index == goldenMidIndex {
-			writeFile(t, goldenSnapMid, snapshotBytes(t, m))
-		}
-	}
-	writeFile(t, goldenLog, []byte(out.String()))
-	writeFile(t, goldenSnapLast, snapshotBytes(t, m))
-	writeFile(t, goldenTable, []byte(dumpTable(m)))
-}
-
-func writeFile(t *testing.T, name string, b []byte) {
-	t.Helper()
-	if err := os.WriteFile(name, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // dumpTable is the golden text form of a machine: its locks, members and scripts in order,

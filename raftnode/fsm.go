@@ -19,7 +19,8 @@ var (
 
 func (f machineFSM) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft.Log{l})[0] }
 
-// ApplyBatch applies committed entries in order. The apply time is read once per batch: it is
+// ApplyBatch applies committed entries in order; each entry is one request's commands and its
+// response is their []fsm.Result (nil for an entry that does not decode). The apply time is read once per batch: it is
 // after every client in the batch sent its request, which is all a lease timer needs. The
 // change hook is told the changed keys after the view lock is released; raft resolves the
 // batch's futures only once ApplyBatch returns, so every hook runs before its reply goes out.
@@ -42,22 +43,25 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			n.mu.machine.Advance(l.Index)
 			continue
 		}
-		cmd, err := fsm.Decode(l.Data)
+		cmds, err := fsm.DecodeEntry(l.Data)
 		if err != nil {
 			// Only our own encoder writes the log, so this is a bug or disk corruption that the
 			// store's checks missed. Every node sees the same bytes and skips them the same way.
 			// It is logged once mu is released.
 			bad = append(bad, badEntry{l.Index, err})
 			n.mu.machine.Advance(l.Index)
-			out[i] = fsm.Result{Status: fsm.StatusNoop}
+			out[i] = []fsm.Result(nil)
 			continue
 		}
-		res := n.mu.machine.Apply(l.Index, cmd)
-		n.trackLeaseLocked(string(cmd.Key), l.Index, res, now)
-		if changesLock(res) {
-			changed = append(changed, cmd.Key)
+		// One request's commands, applied whole or not at all (a failed guard aborts them).
+		res := n.mu.machine.ApplyEntry(l.Index, cmds)
+		for j, c := range cmds {
+			n.trackLeaseLocked(string(c.Key), l.Index, res[j], now)
+			if changesLock(res[j]) {
+				changed = append(changed, c.Key)
+			}
+			members = members || res[j].Status == fsm.StatusMember
 		}
-		members = members || res.Status == fsm.StatusMember
 		out[i] = res
 	}
 	n.mu.Unlock()
