@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // The first byte of every log entry is its format version. A future layout gets a new version;
@@ -54,9 +55,10 @@ func (c Command) appendBody(dst []byte) []byte {
 	return dst
 }
 
-// DecodeEntry parses a log entry of either version into its commands, validating each. An
-// entry holds at least one command. The returned byte slices alias b.
-func DecodeEntry(b []byte) ([]Command, error) {
+// DecodeEntry parses a log entry of either version into its commands, validating each, and
+// appends them to dst (which may be nil, or a buffer to reuse). An entry holds at least one
+// command. The commands' byte slices alias b. On an error it returns nil.
+func DecodeEntry(dst []Command, b []byte) ([]Command, error) {
 	if len(b) == 0 {
 		return nil, fmt.Errorf("%w: empty entry", ErrCorrupt)
 	}
@@ -76,29 +78,28 @@ func DecodeEntry(b []byte) ([]Command, error) {
 	default:
 		return nil, fmt.Errorf("%w: entry version %d", ErrCorrupt, b[0])
 	}
-	cmds := make([]Command, n)
-	for i := range cmds {
-		c, err := d.command()
-		if err != nil {
+	start := len(dst)
+	dst = slices.Grow(dst, int(n))[:start+int(n)]
+	for i := range dst[start:] {
+		if err := d.command(&dst[start+i]); err != nil {
 			return nil, err
 		}
-		cmds[i] = c
 	}
 	if len(d.b) != 0 {
 		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.b))
 	}
-	return cmds, nil
+	return dst, nil
 }
 
-// command reads one command's body and validates it.
-func (d *decoder) command() (Command, error) {
+// command reads one command's body into c and validates it.
+func (d *decoder) command(c *Command) error {
 	if len(d.b) < 3 {
-		return Command{}, fmt.Errorf("%w: command of %d bytes", ErrCorrupt, len(d.b))
+		return fmt.Errorf("%w: command of %d bytes", ErrCorrupt, len(d.b))
 	}
 	if d.b[1]&^1 != 0 {
-		return Command{}, fmt.Errorf("%w: command flags %#x", ErrCorrupt, d.b[1])
+		return fmt.Errorf("%w: command flags %#x", ErrCorrupt, d.b[1])
 	}
-	c := Command{Kind: Kind(d.b[0]), KeepLease: d.b[1]&1 != 0, Match: Match{Kind: MatchKind(d.b[2])}}
+	*c = Command{Kind: Kind(d.b[0]), KeepLease: d.b[1]&1 != 0, Match: Match{Kind: MatchKind(d.b[2])}}
 	d.b = d.b[3:]
 	c.Key = d.bytes()
 	c.Owner = d.bytes()
@@ -108,12 +109,12 @@ func (d *decoder) command() (Command, error) {
 	c.Token = Token(d.uvarint())
 	c.LeaseRev = d.uvarint()
 	if d.err != nil {
-		return Command{}, d.err
+		return d.err
 	}
 	if err := c.Validate(); err != nil {
-		return Command{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
-	return c, nil
+	return nil
 }
 
 func appendBytes(dst, b []byte) []byte {

@@ -88,7 +88,7 @@ func TestCodecRoundTrip(t *testing.T) {
 	for i, cmds := range entries {
 		t.Run(fmt.Sprintf("%d-%s-%d", i, cmds[0].Kind, len(cmds)), func(t *testing.T) {
 			enc := fsm.EncodeEntry(nil, cmds)
-			got, err := fsm.DecodeEntry(enc)
+			got, err := fsm.DecodeEntry(nil, enc)
 			if err != nil {
 				t.Fatalf("DecodeEntry(EncodeEntry(%+v)) error: %v", cmds, err)
 			}
@@ -112,7 +112,7 @@ func TestCodecRoundTrip(t *testing.T) {
 // command, which re-encodes as a version 2 entry of one command.
 func TestDecodeV1(t *testing.T) {
 	for i, c := range validCommands() {
-		got, err := fsm.DecodeEntry(encodeV1(c))
+		got, err := fsm.DecodeEntry(nil, encodeV1(c))
 		if err != nil {
 			t.Fatalf("command %d: DecodeEntry(v1 %x) error: %v", i, encodeV1(c), err)
 		}
@@ -141,7 +141,7 @@ func TestEncodeLayout(t *testing.T) {
 		0x80, 0x01, // lease rev 128
 	}
 	v1 := append([]byte{1}, body...) // version 1: one command, no count
-	if got, err := fsm.DecodeEntry(v1); err != nil || cmp.Diff(got, []fsm.Command{c}) != "" {
+	if got, err := fsm.DecodeEntry(nil, v1); err != nil || cmp.Diff(got, []fsm.Command{c}) != "" {
 		t.Errorf("DecodeEntry(v1 %x) = %+v, %v; want [%+v]", v1, got, err, c)
 	}
 	rel := release("k", byToken(7))
@@ -229,7 +229,7 @@ func TestDecodeRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := fsm.DecodeEntry(tt.b)
+			got, err := fsm.DecodeEntry(nil, tt.b)
 			if err == nil {
 				t.Fatalf("DecodeEntry(%x) = %+v, nil; want an error", tt.b, got)
 			}
@@ -264,7 +264,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{2, 1, 2, 1, 2, 0x80, 0x00})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		in := bytes.Clone(b)
-		cmds, err := fsm.DecodeEntry(b)
+		cmds, err := fsm.DecodeEntry(nil, b)
 		if !bytes.Equal(b, in) {
 			t.Fatalf("DecodeEntry modified its input: %x, was %x", b, in)
 		}
@@ -286,7 +286,7 @@ func FuzzDecode(f *testing.F) {
 		if limit := len(b) + int(b[0]&1); len(enc) > limit {
 			t.Errorf("canonical encoding is %d bytes, longer than the %d bytes decoded", len(enc), len(b))
 		}
-		cmds2, err := fsm.DecodeEntry(enc)
+		cmds2, err := fsm.DecodeEntry(nil, enc)
 		if err != nil {
 			t.Fatalf("DecodeEntry(EncodeEntry(%+v)) error: %v", cmds, err)
 		}
@@ -315,7 +315,7 @@ func FuzzDecode(f *testing.F) {
 func checkAtomic(t *testing.T, m *fsm.Machine, index uint64, cmds []fsm.Command) {
 	t.Helper()
 	before := m.Snapshot()
-	res := m.ApplyEntry(index, cmds)
+	res := m.ApplyEntry(nil, index, cmds)
 	if len(res) != len(cmds) {
 		t.Fatalf("ApplyEntry: %d results for %d commands", len(res), len(cmds))
 	}

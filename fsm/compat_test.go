@@ -28,7 +28,7 @@ func checkNextTokens(t *testing.T, m *fsm.Machine) {
 	if got := m.LastToken(); got < 25 || got > 27 {
 		t.Errorf("LastToken() = %d, want from 25 (the largest held) to 27 (the applied index)", got)
 	}
-	res := m.ApplyEntry(28, []fsm.Command{grant("new1", "o", 0, matchAbsent), grant("new2", "o", 0, matchAbsent)})
+	res := m.ApplyEntry(nil, 28, []fsm.Command{grant("new1", "o", 0, matchAbsent), grant("new2", "o", 0, matchAbsent)})
 	if res[0].Token != 28 || res[1].Token != 29 || res[0].LeaseRev != 28 || res[1].LeaseRev != 28 {
 		t.Errorf("two grants at index 28 after the golden log: %+v, want tokens 28 and 29, lease revs 28", res)
 	}
@@ -73,14 +73,14 @@ func replayGolden(t *testing.T, m *fsm.Machine, log []goldenEntry, from uint64) 
 			m.Advance(e.index)
 			continue
 		}
-		cmds, err := fsm.DecodeEntry(e.data)
+		cmds, err := fsm.DecodeEntry(nil, e.data)
 		if err != nil {
 			t.Fatalf("entry %d (%x) does not decode: %v", e.index, e.data, err)
 		}
 		if len(cmds) != 1 {
 			t.Fatalf("entry %d (%x) decodes to %d commands, want 1", e.index, e.data, len(cmds))
 		}
-		got := m.ApplyEntry(e.index, cmds)
+		got := m.ApplyEntry(nil, e.index, cmds)
 		if diff := cmpResults(got[0], e.result); diff != "" {
 			t.Errorf("entry %d (%s) result (-got +want):\n%s", e.index, cmds[0].Kind, diff)
 		}

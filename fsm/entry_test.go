@@ -71,7 +71,7 @@ func TestEntryAllOrNothing(t *testing.T) {
 			m := entryBase(t)
 			want := entryBase(t)
 			want.Advance(11)
-			res := m.ApplyEntry(11, tt.cmds)
+			res := m.ApplyEntry(nil, 11, tt.cmds)
 			for i, r := range res {
 				switch {
 				case i == tt.failed && (r.Status != tt.status || !r.GuardFailed()):
@@ -127,7 +127,7 @@ func TestEntryDependencies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := entryBase(t)
-			res := m.ApplyEntry(11, tt.cmds)
+			res := m.ApplyEntry(nil, 11, tt.cmds)
 			var got []fsm.Status
 			for _, r := range res {
 				got = append(got, r.Status)
@@ -154,7 +154,7 @@ func TestEntryTokens(t *testing.T) {
 		}
 		last = r.Token
 	}
-	res := m.ApplyEntry(5, []fsm.Command{grant("a", "o", 0, matchAbsent), grant("b", "o", 0, matchAbsent), grant("c", "o", 0, matchAbsent)})
+	res := m.ApplyEntry(nil, 5, []fsm.Command{grant("a", "o", 0, matchAbsent), grant("b", "o", 0, matchAbsent), grant("c", "o", 0, matchAbsent)})
 	check(res[0], 5)
 	check(res[1], 6)
 	check(res[2], 7)
@@ -170,7 +170,7 @@ func TestEntryTokens(t *testing.T) {
 		t.Errorf("same holder again: token %d, want 9 kept", r.Token)
 	}
 	// An aborted entry hands out nothing.
-	m.ApplyEntry(9, []fsm.Command{grant("e", "o", 0, matchAbsent), grant("a", "x", 0, matchAbsent)})
+	m.ApplyEntry(nil, 9, []fsm.Command{grant("e", "o", 0, matchAbsent), grant("a", "x", 0, matchAbsent)})
 	if m.LastToken() != 9 {
 		t.Errorf("LastToken() = %d after an aborted entry, want 9", m.LastToken())
 	}
@@ -181,7 +181,7 @@ func TestEntryTokens(t *testing.T) {
 	}
 	check(r.Apply(10, grant("f", "o", 0, matchAbsent)), 10)
 	// Far later in the log, the index is the floor.
-	check(r.ApplyEntry(100, []fsm.Command{grant("g", "o", 0, matchAbsent), grant("h", "o", 0, matchAbsent)})[0], 100)
+	check(r.ApplyEntry(nil, 100, []fsm.Command{grant("g", "o", 0, matchAbsent), grant("h", "o", 0, matchAbsent)})[0], 100)
 	if r.LastToken() != 101 {
 		t.Errorf("LastToken() = %d, want 101", r.LastToken())
 	}

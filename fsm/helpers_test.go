@@ -128,7 +128,7 @@ func encodeV1(c fsm.Command) []byte {
 
 // decodeOne decodes an entry that must hold exactly one command.
 func decodeOne(b []byte) (fsm.Command, error) {
-	cmds, err := fsm.DecodeEntry(b)
+	cmds, err := fsm.DecodeEntry(nil, b)
 	if err != nil {
 		return fsm.Command{}, err
 	}

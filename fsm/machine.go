@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"maps"
+	"slices"
 
 	"github.com/tidwall/btree"
 )
@@ -93,7 +94,7 @@ func (m *Machine) Advance(index uint64) {
 }
 
 // Apply applies an entry of the one command cmd at log index index and returns its result: the
-// same as ApplyEntry(index, []Command{cmd})[0]. A failed guard changed nothing, so a
+// same as ApplyEntry(nil, index, []Command{cmd})[0]. A failed guard changed nothing, so a
 // single-command entry needs no undo.
 func (m *Machine) Apply(index uint64, cmd Command) Result {
 	m.Advance(index)
@@ -101,7 +102,7 @@ func (m *Machine) Apply(index uint64, cmd Command) Result {
 }
 
 // ApplyEntry applies the entry at log index index, the ordered commands of one request, and
-// returns one result per command. It applies all of it or none of it (DESIGN.md §3): each
+// appends one result per command to dst (nil, or a buffer the caller shares between entries). It applies all of it or none of it (DESIGN.md §3): each
 // command's guard is checked in order against the table as the commands before it left it (a
 // script may set a key and then delete it), and when one fails (Result.GuardFailed) everything
 // the entry changed is put back, the table, members, scripts and token counter as they were
@@ -112,14 +113,16 @@ func (m *Machine) Apply(index uint64, cmd Command) Result {
 // The undo costs nothing for an entry of one command, nor for one whose commands cannot fail
 // (an expiry batch: Expire has no failing outcome), and O(commands) otherwise: never a copy of
 // the table.
-func (m *Machine) ApplyEntry(index uint64, cmds []Command) []Result {
+func (m *Machine) ApplyEntry(dst []Result, index uint64, cmds []Command) []Result {
 	m.Advance(index)
-	out := make([]Result, len(cmds))
+	start := len(dst)
+	dst = slices.Grow(dst, len(cmds))[:start+len(cmds)]
+	out := dst[start:]
 	if len(cmds) == 1 || !anyGuarded(cmds) {
 		for i, c := range cmds {
 			out[i] = m.apply(index, c)
 		}
-		return out
+		return dst
 	}
 	u := undoLog{lastToken: m.lastToken, records: make([]undoRecord, 0, len(cmds))}
 	for i, c := range cmds {
@@ -132,10 +135,10 @@ func (m *Machine) ApplyEntry(index uint64, cmds []Command) []Result {
 					out[j] = Result{Status: StatusAborted}
 				}
 			}
-			return out
+			return dst
 		}
 	}
-	return out
+	return dst
 }
 
 // anyGuarded reports whether a guard of cmds can fail: a Release, a Renew or a Grant that

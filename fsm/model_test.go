@@ -338,7 +338,7 @@ func viaLog(t *testing.T, rng *rand.Rand, cmds []fsm.Command) []fsm.Command {
 	if len(cmds) == 1 && rng.IntN(2) == 0 {
 		enc = encodeV1(cmds[0])
 	}
-	d, err := fsm.DecodeEntry(enc)
+	d, err := fsm.DecodeEntry(nil, enc)
 	if (err == nil) != valid {
 		t.Fatalf("DecodeEntry(EncodeEntry(%+v)) error = %v, but all valid = %v", cmds, err, valid)
 	}
@@ -460,10 +460,10 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		}
 		snapBefore := a.Snapshot()
 		want := ref.applyEntry(idx, cmds)
-		got := a.ApplyEntry(idx, viaLog(t, rng, cmds))
+		got := a.ApplyEntry(nil, idx, viaLog(t, rng, cmds))
 		for i := range cmds {
 			if !sameResult(got[i], want[i]) {
-				fail("A.ApplyEntry(%+v) result %d (-got +model):\n%s", cmds, i, cmpResults(got[i], want[i]))
+				fail("A.ApplyEntry(nil, %+v) result %d (-got +model):\n%s", cmds, i, cmpResults(got[i], want[i]))
 			}
 		}
 		if !ref.matches(a) {
@@ -484,10 +484,10 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			}
 		}
 		if b != nil {
-			gotB := b.ApplyEntry(idx, viaLog(t, rng, cmds))
+			gotB := b.ApplyEntry(nil, idx, viaLog(t, rng, cmds))
 			for i := range cmds {
 				if !sameResult(gotB[i], got[i]) {
-					fail("B.ApplyEntry(%+v) result %d (-B +A):\n%s", cmds, i, cmpResults(gotB[i], got[i]))
+					fail("B.ApplyEntry(nil, %+v) result %d (-B +A):\n%s", cmds, i, cmpResults(gotB[i], got[i]))
 				}
 			}
 		}
@@ -621,7 +621,7 @@ func restoreAndReplay(t *testing.T, rng *rand.Rand, p *pendingSnapshot, log []en
 			b.Advance(e.index)
 			continue
 		}
-		got := b.ApplyEntry(e.index, viaLog(t, rng, e.cmds))
+		got := b.ApplyEntry(nil, e.index, viaLog(t, rng, e.cmds))
 		for i := range got {
 			if diff := cmpResults(got[i], e.results[i]); diff != "" {
 				t.Fatalf("replay after restore from %d: ApplyEntry(%d, %+v) result %d (-B +A):\n%s", p.applied, e.index, e.cmds, i, diff)

@@ -632,7 +632,7 @@ func FuzzRestore(f *testing.F) {
 		record("a", "oa", 1, 1, 5), record("b", "", 9, 2, 0),
 	}}.bytes())
 	for i := range 10 {
-		m.ApplyEntry(uint64(41+i), []fsm.Command{
+		m.ApplyEntry(nil, uint64(41+i), []fsm.Command{
 			grant(fmt.Sprintf("e%d", i), "x", 1, matchAbsent), grant(fmt.Sprintf("f%d", i), "y", 0, matchAny),
 			release(fmt.Sprintf("key%d\x00", i), matchAny),
 		})

@@ -198,11 +198,12 @@ func (n *Node) submit(cmds []fsm.Command) raft.ApplyFuture {
 func (n *Node) await(cmds []fsm.Command, future raft.ApplyFuture) (results []fsm.Result, err error) {
 	err = future.Error()
 	if err == nil {
-		var ok bool
-		if results, ok = future.Response().([]fsm.Result); !ok || len(results) != len(cmds) {
+		if r, ok := future.Response().(*entryResponse); ok && len(r.results) == len(cmds) {
+			results = r.results
+		} else {
 			// The entry did not decode on this node: a bug, logged by ApplyBatch. Nothing
 			// applied, but every node must agree on that, and this one cannot vouch for them.
-			results, err = nil, node.ErrUncertain
+			err = node.ErrUncertain
 		}
 	}
 	n.mu.Lock()

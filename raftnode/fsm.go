@@ -20,7 +20,9 @@ var (
 func (f machineFSM) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft.Log{l})[0] }
 
 // ApplyBatch applies committed entries in order; each entry is one request's commands and its
-// response is their []fsm.Result (nil for an entry that does not decode). The apply time is read once per batch: it is
+// response is an *entryResponse with their results (none for an entry that does not decode).
+// The results of the whole batch share one array, and the responses another, so an entry of one
+// command costs no allocation of its own (raft's interface{} holds the pointer). The apply time is read once per batch: it is
 // after every client in the batch sent its request, which is all a lease timer needs. The
 // change hook is told the changed keys after the view lock is released; raft resolves the
 // batch's futures only once ApplyBatch returns, so every hook runs before its reply goes out.
@@ -33,6 +35,11 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		members bool        // the member table changed
 		configs []*raft.Log // committed configurations, for membership
 	)
+	var (
+		cmds    []fsm.Command // reused: one entry's commands, decoded
+		results = make([]fsm.Result, 0, len(logs))
+		resps   = make([]entryResponse, len(logs))
+	)
 	now := n.cfg.Now()
 	n.mu.Lock()
 	for i, l := range logs {
@@ -43,18 +50,21 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			n.mu.machine.Advance(l.Index)
 			continue
 		}
-		cmds, err := fsm.DecodeEntry(l.Data)
+		out[i] = &resps[i]
+		var err error
+		cmds, err = fsm.DecodeEntry(cmds[:0], l.Data)
 		if err != nil {
 			// Only our own encoder writes the log, so this is a bug or disk corruption that the
 			// store's checks missed. Every node sees the same bytes and skips them the same way.
 			// It is logged once mu is released.
 			bad = append(bad, badEntry{l.Index, err})
 			n.mu.machine.Advance(l.Index)
-			out[i] = []fsm.Result(nil)
 			continue
 		}
 		// One request's commands, applied whole or not at all (a failed guard aborts them).
-		res := n.mu.machine.ApplyEntry(l.Index, cmds)
+		start := len(results)
+		results = n.mu.machine.ApplyEntry(results, l.Index, cmds)
+		res := results[start:len(results):len(results)]
 		for j, c := range cmds {
 			n.trackLeaseLocked(string(c.Key), l.Index, res[j], now)
 			if changesLock(res[j]) {
@@ -62,7 +72,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			}
 			members = members || res[j].Status == fsm.StatusMember
 		}
-		out[i] = res
+		resps[i].results = res
 	}
 	n.mu.Unlock()
 	for _, b := range bad {
@@ -79,6 +89,10 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	return out
 }
+
+// entryResponse is what ApplyBatch answers for an entry: one result per command, none when the
+// entry did not decode.
+type entryResponse struct{ results []fsm.Result }
 
 // badEntry is a log entry ApplyBatch could not decode (and skipped).
 type badEntry struct {

@@ -148,14 +148,14 @@ func (f *fakeNode) commit(batch []*fakeProposal) {
 		if cmds := f.mu.interfere; cmds != nil {
 			f.mu.interfere = nil
 			f.mu.index++
-			for i, r := range f.mu.table.ApplyEntry(f.mu.index, cmds) {
+			for i, r := range f.mu.table.ApplyEntry(nil, f.mu.index, cmds) {
 				if changesKey(r) {
 					changed = append(changed, cmds[i].Key)
 				}
 			}
 		}
 		f.mu.index++
-		p.results = f.mu.table.ApplyEntry(f.mu.index, p.cmds)
+		p.results = f.mu.table.ApplyEntry(nil, f.mu.index, p.cmds)
 		for i, r := range p.results {
 			if changesKey(r) {
 				changed = append(changed, p.cmds[i].Key)
