@@ -39,6 +39,11 @@ const (
 	KindStoreScript Kind = 8
 	// KindFlushScripts forgets every stored script (SCRIPT FLUSH).
 	KindFlushScripts Kind = 9
+	// KindPublish delivers a message (Key = channel, Owner = message) to the subscribers on every
+	// node, in log order with the changes around it (PUBLISH). It changes no state.
+	KindPublish Kind = 10
+	// KindShardPublish is KindPublish for shard channels (SPUBLISH, SSUBSCRIBE).
+	KindShardPublish Kind = 11
 )
 
 func (k Kind) String() string {
@@ -61,6 +66,10 @@ func (k Kind) String() string {
 		return "store-script"
 	case KindFlushScripts:
 		return "flush-scripts"
+	case KindPublish:
+		return "publish"
+	case KindShardPublish:
+		return "shard-publish"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -152,8 +161,8 @@ func (c Command) Validate() error {
 		if len(c.Owner) == 0 {
 			return fmt.Errorf("fsm: store-script without a source")
 		}
-	case KindFlushScripts:
-		return nil
+	case KindFlushScripts, KindPublish, KindShardPublish:
+		return nil // a channel may be empty, as in Redis
 	default:
 		return fmt.Errorf("fsm: unknown command kind %d", uint8(c.Kind))
 	}
@@ -177,9 +186,10 @@ const (
 	StatusExpired       Status = 7
 	StatusMember        Status = 8
 	StatusScript        Status = 9
+	StatusPublished     Status = 10
 	// StatusAborted: the command belonged to an entry one of whose guards failed, so none of
 	// the entry applied (Machine.ApplyEntry). The failed command has its own result.
-	StatusAborted Status = 10
+	StatusAborted Status = 11
 )
 
 func (s Status) String() string {
@@ -202,6 +212,8 @@ func (s Status) String() string {
 		return "member"
 	case StatusScript:
 		return "script"
+	case StatusPublished:
+		return "published"
 	case StatusAborted:
 		return "aborted"
 	}
@@ -224,6 +236,10 @@ type Result struct {
 	Existed bool
 	// PrevOwner is the owner before a Grant replaced it (SET ... GET), nil when it was free.
 	PrevOwner []byte
+	// Receivers: Published -> how many subscribers on the node that applied the entry got the
+	// message. The FSM leaves it 0; the applying node fills it in from its own subscribers (it
+	// is local, not replicated: what PUBLISH replies on the leader).
+	Receivers int
 }
 
 // GuardFailed reports whether r is a failed guard: the command found the key not as its proposer

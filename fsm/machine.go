@@ -180,6 +180,8 @@ func (m *Machine) apply(index uint64, cmd Command) Result {
 	case KindFlushScripts:
 		clear(m.scripts)
 		return Result{Status: StatusScript}
+	case KindPublish, KindShardPublish:
+		return Result{Status: StatusPublished}
 	}
 	return Result{Status: StatusNoop}
 }

@@ -22,20 +22,20 @@ func (f machineFSM) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft
 // ApplyBatch applies committed entries in order; each entry is one request's commands and its
 // response is an *entryResponse with their results (none for an entry that does not decode).
 // The results of the whole batch share one array, and the responses another, so an entry of one
-// command costs no allocation of its own (raft's interface{} holds the pointer). The apply time is read once per batch: it is
-// after every client in the batch sent its request, which is all a lease timer needs. The
-// change hook is told the changed keys after the view lock is released; raft resolves the
-// batch's futures only once ApplyBatch returns, so every hook runs before its reply goes out.
+// command costs no allocation of its own (raft's interface{} holds the pointer). The apply time
+// is read once per batch: it is after every client in the batch sent its request, which is all
+// a lease timer needs. The change hook is told the changed keys after the view lock is
+// released; raft resolves the batch's futures only once ApplyBatch returns, so every hook runs
+// before its reply goes out.
 func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	n := f.n
 	out := make([]interface{}, len(logs))
 	var (
 		changed [][]byte
 		bad     []badEntry
-		members bool        // the member table changed
-		configs []*raft.Log // committed configurations, for membership
-	)
-	var (
+		members bool          // the member table changed
+		configs []*raft.Log   // committed configurations, for membership
+		publish []message     // the messages to deliver
 		cmds    []fsm.Command // reused: one entry's commands, decoded
 		results = make([]fsm.Result, 0, len(logs))
 		resps   = make([]entryResponse, len(logs))
@@ -71,6 +71,9 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 				changed = append(changed, c.Key)
 			}
 			members = members || res[j].Status == fsm.StatusMember
+			if res[j].Status == fsm.StatusPublished {
+				publish = append(publish, message{res: &res[j], channel: c.Key, body: c.Owner, shard: c.Kind == fsm.KindShardPublish})
+			}
 		}
 		resps[i].results = res
 	}
@@ -82,10 +85,18 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		n.noteConfiguration(l.Index, raft.DecodeConfiguration(l.Data))
 	}
 	if members {
+		n.leaderChange.notify() // the leader's client address may be known now
 		n.wakeMembership()
 	}
 	if fn := n.changed.Load(); fn != nil && len(changed) > 0 {
 		(*fn)(changed)
+	}
+	if fn := n.published.Load(); fn != nil {
+		// In log order, after every change of the batch and before anyone hears back: a
+		// subscriber told "released" finds the key free on this node.
+		for _, m := range publish {
+			m.res.Receivers = (*fn)(m.channel, m.body, m.shard)
+		}
 	}
 	return out
 }
@@ -93,6 +104,14 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 // entryResponse is what ApplyBatch answers for an entry: one result per command, none when the
 // entry did not decode.
 type entryResponse struct{ results []fsm.Result }
+
+// message is one applied PUBLISH or SPUBLISH, for delivery once the batch is applied. Its bytes
+// alias the log entry's. An aborted entry's messages are not delivered: they were not applied.
+type message struct {
+	res           *fsm.Result // its result, where the receivers on this node are counted
+	channel, body []byte
+	shard         bool
+}
 
 // badEntry is a log entry ApplyBatch could not decode (and skipped).
 type badEntry struct {
@@ -123,6 +142,7 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 	n.mu.leases.armAll(m, now)
 	n.mu.Unlock()
 	n.wakeLeases()
+	n.leaderChange.notify() // the member table may name the leader's client address now
 	n.wakeMembership()
 	if fn := n.changed.Load(); fn != nil {
 		(*fn)(nil) // any key may have changed

@@ -110,6 +110,25 @@ func (n *Node) runMembership() {
 	})
 	n.raft.RegisterObserver(obs)
 	defer n.raft.DeregisterObserver(obs)
+	// Observations are handled on their own goroutine: the loop below may be in a call to
+	// another member, and requests waiting for a leader must hear of one at once.
+	observed := make(chan struct{})
+	go func() {
+		defer close(observed)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case o := <-observations:
+				if s, ok := o.Data.(raft.RaftState); ok && s == raft.Shutdown {
+					n.markRemoved("removed from the cluster: raft stopped on its own")
+				}
+				n.leaderChange.notify()
+				n.wakeMembership()
+			}
+		}
+	}()
+	defer func() { cancel(); <-observed }()
 
 	if n.cfg.Join != "" && !n.hadState {
 		n.join(ctx)
@@ -122,10 +141,6 @@ func (n *Node) runMembership() {
 		select {
 		case <-ctx.Done():
 			return
-		case o := <-observations:
-			if s, ok := o.Data.(raft.RaftState); ok && s == raft.Shutdown {
-				n.markRemoved("removed from the cluster: raft stopped on its own")
-			}
 		case <-n.memberWake:
 		case <-retry.C:
 		}

@@ -60,6 +60,9 @@ type Node struct {
 	// (client-side caching invalidations, LOCK ... WAIT wake-ups). It runs on raft's apply
 	// goroutine after mu is released and before the batch's futures resolve.
 	changed atomic.Pointer[func(keys [][]byte)]
+	// published, when set, delivers each applied message to this node's subscribers and says
+	// how many got it. It runs where changed does, after it.
+	published atomic.Pointer[func(channel, message []byte, shard bool) int]
 
 	// Membership (membership.go): removed is closed once this node learns it was removed;
 	// member is set once a committed configuration listed it (or it started with state);
@@ -71,14 +74,17 @@ type Node struct {
 	memberWake chan struct{}
 	stable     raft.StableStore
 	hints      atomic.Int64
-	hadState   bool // the stores held raft state when the node started, or it bootstrapped them
-	closing    atomic.Bool
-	goMu       sync.Mutex
-	goClosed   bool // under goMu: goFunc starts nothing more
-	stop       chan struct{}
-	wg         sync.WaitGroup
-	closeOnce  sync.Once
-	closeErr   error
+	// leaderChange is notified whenever the leader, this node's readiness or the member table
+	// may have changed (LeaderChanged).
+	leaderChange changeSignal
+	hadState     bool // the stores held raft state when the node started, or it bootstrapped them
+	closing      atomic.Bool
+	goMu         sync.Mutex
+	goClosed     bool // under goMu: goFunc starts nothing more
+	stop         chan struct{}
+	wg           sync.WaitGroup
+	closeOnce    sync.Once
+	closeErr     error
 }
 
 // pendingKey counts the proposals in flight on one key. Requests on the key wait for done.
@@ -227,6 +233,7 @@ func (n *Node) watchLeadership() {
 		case isLeader := <-ch:
 			gen := n.leaderGen.Add(1)
 			n.ready.Store(false)
+			n.leaderChange.notify()
 			if !isLeader {
 				n.log.Info("lost leadership")
 				continue
@@ -263,6 +270,7 @@ func (n *Node) becomeReady(gen uint64) {
 	n.ready.Store(true)
 	n.mu.Unlock()
 	n.wakeLeases()
+	n.leaderChange.notify()
 	n.wakeMembership() // a new leader records its own client address (forwarding, redirects)
 	n.log.Info("leader ready", "term", n.raft.CurrentTerm(), "applied", n.raft.AppliedIndex())
 }
@@ -344,3 +352,10 @@ func (n *Node) Digest() (applied uint64, sum string) {
 // lock is released and before the batch's requests hear their results, so a change hook always
 // precedes the reply. It must not block; keys are only valid during the call.
 func (n *Node) OnChange(fn func(keys [][]byte)) { n.changed.Store(&fn) }
+
+// OnPublish registers fn to deliver every message this node applies (PUBLISH, SPUBLISH: shard
+// set) to its own subscribers; it returns how many received it, which becomes the entry's
+// Result.Receivers on this node. fn runs on raft's apply goroutine with no lock held, after the
+// batch's change hook and before the batch's requests hear back, in log order. It must not
+// block; channel and message are only valid during the call.
+func (n *Node) OnPublish(fn func(channel, message []byte, shard bool) int) { n.published.Store(&fn) }

@@ -70,6 +70,9 @@ func cmdCluster(r *request) {
 		r.w.Verbatim("txt", info)
 		return
 	}
+	if is(sub, "slots") || is(sub, "shards") || is(sub, "nodes") {
+		r.c.awaitLeader() // cluster-mode clients ask this first, often right after a start
+	}
 	leader, replicas, ok := r.clusterView()
 	if !ok && (is(sub, "slots") || is(sub, "shards") || is(sub, "nodes")) {
 		r.w.Error(errNoLeader)

@@ -35,7 +35,7 @@ type conn struct {
 	hop   upstreamLink
 	// pushes carries invalidations from the node's change hook to this connection's writer
 	// (bounded: a client that does not read them is disconnected).
-	pushes chan invalidation
+	pushes chan *push
 
 	// lockSeq numbers this connection's LOCKs without OWNER, to give each a distinct owner; it
 	// survives RESET, so owners stay unique.
@@ -54,6 +54,7 @@ type session struct {
 	// readonly (READONLY) lets reads be served from a follower's own table.
 	readonly bool
 	track    tracking
+	subs     subscriptions
 }
 
 func newSession() session { return session{tokens: make(map[string]fsm.Token)} }
@@ -81,7 +82,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		r:      resp.NewReader(nc, s.cfg.Limits),
 		out:    resp.NewWriter(nc),
 		sess:   newSession(),
-		pushes: make(chan invalidation, pushQueue),
+		pushes: make(chan *push, pushQueue),
 	}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	return c
@@ -98,6 +99,7 @@ func (c *conn) serve() {
 		c.cancel()
 		c.drainPipeline() // proposed commands finish (ghost-lock cleanup needs their outcome)
 		c.s.tracker.forget(c)
+		c.s.hub.forget(c, &c.sess.subs)
 		c.closeUpstream()
 		c.nc.Close()
 		<-readerDone
@@ -139,10 +141,10 @@ func (c *conn) serve() {
 			}
 		case <-head:
 			c.writeFinished()
-		case inv := <-c.pushes:
+		case p := <-c.pushes:
 			// Between two replies, never inside one: pushes and replies stay whole. A
 			// connection with tracking on runs its commands alone, so none is in flight.
-			c.writePush(inv)
+			c.writePush(p)
 		case <-c.ctx.Done():
 			return
 		}

@@ -21,6 +21,17 @@ func cmdReadwrite(r *request) {
 }
 
 func cmdPing(r *request) {
+	if r.c.sess.subs.active() && r.w.Protocol() == 2 {
+		// Subscribed mode replies with an array, as Redis does.
+		r.w.Array(2)
+		r.w.BulkString("pong")
+		if len(r.args) == 2 {
+			r.w.Bulk(r.args[1])
+		} else {
+			r.w.BulkString("")
+		}
+		return
+	}
 	switch len(r.args) {
 	case 1:
 		r.w.SimpleString("PONG")
@@ -203,13 +214,14 @@ func cmdQuit(r *request) {
 	r.c.quit = true
 }
 
-// RESET returns the connection to its state after connect: RESP2, no name, no tracking,
-// READWRITE. The locks it holds stay held (they are replicated state), but it forgets their
+// RESET returns the connection to its state after connect: RESP2, no name, no tracking, no
+// subscriptions, READWRITE. The locks it holds stay held (they are replicated state), but it forgets their
 // tokens.
 func cmdReset(r *request) {
 	c := r.c
 	c.closeUpstream()
 	c.s.tracker.forget(c)
+	c.s.hub.forget(c, &c.sess.subs)
 	c.sess = newSession()
 	c.out.SetProtocol(2) // RESET runs alone: r.w is c.out
 	r.w.SimpleString("RESET")

@@ -1,6 +1,10 @@
 package server
 
-import "github.com/raftlock/raftlock/server/resp"
+import (
+	"time"
+
+	"github.com/raftlock/raftlock/server/resp"
+)
 
 // dispatch runs one command, cmd = lookupCommand(args[0]) (nil: unknown), writing its reply to
 // w. slot is its pipeline slot when it runs while others of its connection are in flight. The
@@ -18,6 +22,11 @@ func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, slot *infli
 		w.Error("ERR wrong number of arguments for '" + cmd.name + "' command")
 		return
 	}
+	if c.sess.subs.active() && c.out.Protocol() == 2 && !allowedSubscribed(cmd) {
+		c.s.stats.errors.Add(1)
+		w.Error("ERR Can't execute '" + fullName(cmd, args) + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
+		return
+	}
 	r := &request{s: c.s, c: c, w: w, cmd: cmd, args: args, slot: slot}
 	if t := c.sess.track.mode; t != trackOff && t != trackBcast {
 		// Before the read runs or is forwarded: a change racing it costs a spurious
@@ -31,11 +40,64 @@ func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, slot *infli
 		defer c.s.tracker.endWrite(c, keys)
 	}
 	if cmd.leader && !c.s.node.IsLeader() {
-		if !c.sess.readonly || cmd.write {
+		switch {
+		case c.sess.readonly && !cmd.write:
+			r.path = onLocal
+		case !c.awaitLeader():
 			r.route(cmd.write)
 			return
 		}
-		r.path = onLocal
 	}
 	cmd.run(r)
+}
+
+// leaderKnown reports whether a request that needs the leader can be served now: this node is
+// the ready leader, or it knows another leader and where that one serves clients.
+func (s *Server) leaderKnown() bool {
+	if s.node.IsLeader() {
+		return true
+	}
+	id, addr := s.node.LeaderClient()
+	return id != "" && id != s.cfg.NodeID && addr != ""
+}
+
+// awaitLeader waits, up to Config.LeaderWait, until a leader is known (first contact: a client
+// that connects right after a node starts, or during an election, is served instead of being
+// told CLUSTERDOWN). It reports whether this node is the ready leader itself; otherwise the
+// request is routed (forwarded, or answered with why it cannot be).
+func (c *conn) awaitLeader() bool {
+	n := c.s.node
+	if c.s.cfg.LeaderWait <= 0 {
+		return n.IsLeader()
+	}
+	var deadline *time.Timer
+	for {
+		changed := n.LeaderChanged() // taken before the check: a change racing it is not missed
+		if c.s.leaderKnown() {
+			return n.IsLeader()
+		}
+		if deadline == nil {
+			deadline = time.NewTimer(c.s.cfg.LeaderWait)
+			defer deadline.Stop()
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return n.IsLeader()
+		case <-c.ctx.Done():
+			return n.IsLeader()
+		}
+	}
+}
+
+// fullName is the name Redis gives a command in errors: "client|id" for a subcommand of a
+// container command, the command's name otherwise.
+func fullName(cmd *command, args [][]byte) string {
+	switch cmd.name {
+	case "client", "config", "command", "cluster", "script", "pubsub", "debug", "raft":
+		if len(args) > 1 {
+			return cmd.name + "|" + lower(args[1])
+		}
+	}
+	return cmd.name
 }

@@ -30,7 +30,12 @@ type fakeNode struct {
 		// evaluated and before its entry applies, once (see interfereNext).
 		interfere []fsm.Command
 	}
-	changed atomic.Pointer[func(keys [][]byte)]
+	changed   atomic.Pointer[func(keys [][]byte)]
+	published atomic.Pointer[func(channel, message []byte, shard bool) int]
+	// follower: the node is not the leader and knows none (until setLeader).
+	follower atomic.Bool
+	leaderMu sync.Mutex
+	leaderCh chan struct{} // closed at the next setLeader
 	// waiting is how many requests wait for their commit now; most is the most there were.
 	waiting, most atomic.Int32
 	// execHook, when set, runs at the start of every Exec (before evaluation).
@@ -166,6 +171,15 @@ func (f *fakeNode) commit(batch []*fakeProposal) {
 	if fn := f.changed.Load(); fn != nil && len(changed) > 0 {
 		(*fn)(changed)
 	}
+	if fn := f.published.Load(); fn != nil {
+		for _, p := range batch {
+			for i, c := range p.cmds {
+				if p.results[i].Status == fsm.StatusPublished {
+					p.results[i].Receivers = (*fn)(c.Key, c.Owner, c.Kind == fsm.KindShardPublish)
+				}
+			}
+		}
+	}
 	for _, p := range batch {
 		close(p.done)
 	}
@@ -198,9 +212,39 @@ func (f *fakeNode) ExecLocal(eval func(node.View)) {
 	eval(fakeView{f.mu.table})
 }
 
-func (f *fakeNode) IsLeader() bool                        { return true }
-func (f *fakeNode) LeaderClient() (id, clientAddr string) { return "n1", "" }
-func (f *fakeNode) OnChange(fn func(keys [][]byte))       { f.changed.Store(&fn) }
+func (f *fakeNode) IsLeader() bool { return !f.follower.Load() }
+
+func (f *fakeNode) LeaderClient() (id, clientAddr string) {
+	if f.follower.Load() {
+		return "", ""
+	}
+	return "n1", ""
+}
+
+// setLeader makes the fake the ready leader (true) or a node that knows no leader (false).
+func (f *fakeNode) setLeader(leader bool) {
+	f.follower.Store(!leader)
+	f.leaderMu.Lock()
+	defer f.leaderMu.Unlock()
+	if f.leaderCh != nil {
+		close(f.leaderCh)
+		f.leaderCh = nil
+	}
+}
+
+func (f *fakeNode) LeaderChanged() <-chan struct{} {
+	f.leaderMu.Lock()
+	defer f.leaderMu.Unlock()
+	if f.leaderCh == nil {
+		f.leaderCh = make(chan struct{})
+	}
+	return f.leaderCh
+}
+func (f *fakeNode) OnChange(fn func(keys [][]byte)) { f.changed.Store(&fn) }
+
+func (f *fakeNode) OnPublish(fn func(channel, message []byte, shard bool) int) {
+	f.published.Store(&fn)
+}
 
 func (f *fakeNode) Members() ([]node.Member, error) {
 	return []node.Member{{ID: "n1", RaftAddr: "fake:1", Voter: true, Leader: true}}, nil

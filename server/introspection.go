@@ -1,6 +1,6 @@
 package server
 
-// Introspection: INFO (rendered from the node's typed Stats), COMMAND, CONFIG GET.
+// Introspection: INFO (rendered from the node's typed Stats), COMMAND, CONFIG GET, TIME, ROLE.
 
 import (
 	"os"
@@ -255,4 +255,21 @@ func portOf(addr string) string {
 		return addr[i+1:]
 	}
 	return addr
+}
+
+// TIME -> this node's clock: Unix seconds and the microseconds within them, as bulk strings.
+func cmdTime(r *request) {
+	now := r.s.cfg.Now()
+	r.w.Array(2)
+	r.w.BulkString(strconv.FormatInt(now.Unix(), 10))
+	r.w.BulkString(strconv.FormatInt(int64(now.Nanosecond()/1000), 10))
+}
+
+// ROLE -> master on every node: each serves every request (a follower forwards), so to a
+// client each is a master with no replicas of its own (as INFO replication says).
+func cmdRole(r *request) {
+	r.w.Array(3)
+	r.w.BulkString("master")
+	r.w.Int(0)
+	r.w.Array(0)
 }

@@ -1,6 +1,7 @@
 package server
 
-// Key commands, whatever the key holds: DEL, EXISTS, PTTL/TTL, the EXPIRE family, DBSIZE.
+// Key commands, whatever the key holds: DEL/UNLINK, EXISTS, TYPE, PTTL/TTL, the EXPIRE family,
+// PERSIST, PEXPIRETIME/EXPIRETIME, DBSIZE.
 
 import (
 	"github.com/raftlock/raftlock/fsm"
@@ -199,4 +200,56 @@ func lookupTTL(v node.View, key []byte) (fsm.Lock, int64, bool) {
 		return l, -1, true
 	}
 	return l, rem.Milliseconds(), true
+}
+
+// TYPE key -> +string, or +none for a missing key.
+func cmdType(r *request) {
+	_, _, held, ok := r.readKey(r.args[1])
+	switch {
+	case !ok:
+	case held:
+		r.w.SimpleString("string")
+	default:
+		r.w.SimpleString("none")
+	}
+}
+
+// PERSIST key -> :1 when the key's expiry was removed, :0 when it had none or is missing.
+func cmdPersist(r *request) {
+	key := r.args[1]
+	res, err := r.exec([][]byte{key}, func(v node.View) []fsm.Command {
+		l, _, held := v.Lookup(key)
+		if !held || l.LeaseMs == 0 {
+			return nil
+		}
+		// The same value again, without a lease: the holder, and so its token, stay.
+		return []fsm.Command{grant(key, l.Owner, 0, byToken(l.Token))}
+	})
+	if err != nil {
+		r.replyError(err)
+		return
+	}
+	r.w.Int(b2i(len(res) == 1 && res[0].Status == fsm.StatusGranted))
+}
+
+// PEXPIRETIME key and EXPIRETIME key -> the Unix time the key expires at (ms, s), -1 without
+// an expiry, -2 for a missing key. The time is this node's clock plus what its timer says is
+// left of the lease.
+func cmdPExpireTime(r *request) { replyExpireTime(r, false) }
+func cmdExpireTime(r *request)  { replyExpireTime(r, true) }
+
+func replyExpireTime(r *request, seconds bool) {
+	_, ttl, _, ok := r.readKey(r.args[1])
+	if !ok {
+		return
+	}
+	if ttl < 0 {
+		r.w.Int(ttl)
+		return
+	}
+	at := r.s.cfg.Now().UnixMilli() + ttl
+	if seconds {
+		at = (at + 500) / 1000
+	}
+	r.w.Int(at)
 }

@@ -23,6 +23,9 @@ type Node interface {
 	IsLeader() bool
 	// LeaderClient returns the leader's ID and client address, empty when unknown.
 	LeaderClient() (id, clientAddr string)
+	// LeaderChanged returns a channel closed at the next change of the leader, of this node's
+	// readiness, or of the member table: a request that finds no leader waits on it.
+	LeaderChanged() <-chan struct{}
 	// Members lists the cluster with client addresses.
 	Members() ([]node.Member, error)
 	// OnChange registers the hook told of the keys each applied batch changed (nil keys: any
@@ -30,6 +33,10 @@ type Node interface {
 	// requests hear back, and must not block. Invalidations and LOCK ... WAIT wake-ups come
 	// from it.
 	OnChange(fn func(keys [][]byte))
+	// OnPublish registers the hook that delivers each applied message (PUBLISH, SPUBLISH:
+	// shard) to this node's subscribers and says how many got it. It runs where OnChange's
+	// hook does, after it, in log order, and must not block.
+	OnPublish(fn func(channel, message []byte, shard bool) int)
 	// Stats is the node's current figures, for INFO.
 	Stats() node.Stats
 }

@@ -135,3 +135,28 @@ func TestEvalRefusals(t *testing.T) {
 		t.Errorf("SET after an endless script = %q", got)
 	}
 }
+
+// The string commands past SET and GET run inside scripts too, on the script's overlay: a
+// counter, SETNX, GETDEL and TYPE as lock recipes use them, and TIME (Symfony's semaphore asks
+// it inside its script).
+func TestEvalStringCommands(t *testing.T) {
+	addr, _ := startServer(t, nil)
+	r := dialRaw(t, addr)
+	for _, s := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"EVAL", "redis.call('set', KEYS[1], '5'); redis.call('incrby', KEYS[1], 10); return redis.call('decr', KEYS[1])", "1", "ctr"}, ":14\r\n"},
+		{[]string{"GET", "ctr"}, "$2\r\n14\r\n"},
+		{[]string{"EVAL", "return {redis.call('setnx', KEYS[1], 'a'), redis.call('setnx', KEYS[1], 'b'), redis.call('type', KEYS[1])['ok']}", "1", "nx"}, "*3\r\n:1\r\n:0\r\n$6\r\nstring\r\n"},
+		{[]string{"EVAL", "return {redis.call('getdel', KEYS[1]), redis.call('exists', KEYS[1])}", "1", "nx"}, "*2\r\n$1\r\na\r\n:0\r\n"},
+		{[]string{"EVAL", "return #redis.call('time')", "0"}, ":2\r\n"},
+		{[]string{"EVAL", "return redis.pcall('incr', KEYS[1])", "1", "nx"}, ":1\r\n"},
+		{[]string{"SET", "word", "abc"}, "+OK\r\n"},
+		{[]string{"EVAL", "return redis.pcall('incr', KEYS[1])", "1", "word"}, "-ERR value is not an integer or out of range\r\n"},
+	} {
+		if got := r.do(s.args...); got != s.want {
+			t.Errorf("%q = %q, want %q", s.args, got, s.want)
+		}
+	}
+}

@@ -52,7 +52,7 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 		return errValue("ERR Unknown Redis command called from script"), nil
 	case cmd.name == "lock":
 		return errValue("ERR LOCK is not allowed from scripts: its token is only known once the grant is applied; use SET key value NX PX ms"), nil
-	case !cmd.leader && cmd.name != "ping" && cmd.name != "echo", slices.Contains(cmd.flagList, "noscript"):
+	case !cmd.leader && cmd.name != "ping" && cmd.name != "echo" && cmd.name != "time", slices.Contains(cmd.flagList, "noscript"):
 		return errValue("ERR This Redis command is not allowed from script"), nil
 	case cmd.write && sc.run.readOnly:
 		return errValue("ERR Write commands are not allowed from read-only scripts."), nil

@@ -56,6 +56,10 @@ type Config struct {
 	// ForwardTimeout bounds how long a follower waits for the leader's reply to a forwarded
 	// request. Default 15 s.
 	ForwardTimeout time.Duration
+	// LeaderWait bounds how long a request that needs the leader waits for one to be known
+	// (right after start, during an election) before it is answered CLUSTERDOWN. Default 1 s,
+	// about two election timeouts; negative: no wait.
+	LeaderWait time.Duration
 	// Pipeline bounds the commands read ahead of execution on one connection. Default 128.
 	Pipeline int
 	// ScriptTimeout bounds how long a Lua script may run: it holds the leader's view (and so
@@ -83,6 +87,7 @@ func DefaultConfig() Config {
 		MaxLeaseMs:     10 * 365 * 24 * 3600 * 1000,
 		Pipeline:       128,
 		ForwardTimeout: 15 * time.Second,
+		LeaderWait:     time.Second,
 		Limits:         resp.DefaultLimits(),
 		ScriptTimeout:  time.Second,
 		Now:            time.Now,
@@ -115,6 +120,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ForwardTimeout == 0 {
 		c.ForwardTimeout = d.ForwardTimeout
+	}
+	if c.LeaderWait == 0 {
+		c.LeaderWait = d.LeaderWait
 	}
 	if c.ScriptTimeout == 0 {
 		c.ScriptTimeout = d.ScriptTimeout
@@ -156,6 +164,7 @@ type Server struct {
 	scripts scriptEngine
 	tracker *tracker
 	waiters *waiters
+	hub     *hub
 	log     *slog.Logger
 	start   time.Time
 	// bootID makes the default owners of this process's LOCKs unlike any earlier process's.
@@ -198,10 +207,12 @@ func New(cfg Config, n Node, admin Admin) (*Server, error) {
 	s.scripts = newScriptEngine(cfg)
 	s.tracker = newTracker(s.log)
 	s.waiters = newWaiters()
+	s.hub = newHub(s.log)
 	n.OnChange(func(keys [][]byte) {
 		s.tracker.changed(keys)
 		s.waiters.changed(keys)
 	})
+	n.OnPublish(s.hub.deliver)
 	s.mu.conns = make(map[*conn]struct{})
 	return s, nil
 }

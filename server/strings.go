@@ -1,8 +1,12 @@
 package server
 
-// String commands: SET (every option) and the reads of a string value, GET and GETRANGE.
+// String commands: SET (every option), SETNX, SETEX, PSETEX, GETSET, GETDEL, GETEX, the
+// counters (INCR, DECR, INCRBY, DECRBY) and the reads of a string value, GET, MGET and GETRANGE.
 
 import (
+	"strconv"
+	"time"
+
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
 )
@@ -17,66 +21,153 @@ type expiry struct {
 
 // leaseFor turns an expiry into a lease length from now. An absolute time is converted here, on
 // the leader, so the log only ever holds relative leases (DESIGN.md §5). ok is false when the
-// value is invalid; past is true when an absolute time has already passed.
+// value is invalid (it has replied); past is true when an absolute time has already passed.
 func (r *request) leaseFor(e expiry, cmd string) (lease uint64, past, ok bool) {
+	lease, past, msg := leaseOf(e, cmd, r.s.cfg.Now(), r.s.cfg.MaxLeaseMs)
+	if msg != "" {
+		r.w.Error(msg)
+		return 0, false, false
+	}
+	return lease, past, true
+}
+
+func leaseOf(e expiry, cmd string, now time.Time, maxLeaseMs int64) (lease uint64, past bool, errMsg string) {
 	if !e.set {
-		return 0, false, true
+		return 0, false, ""
 	}
 	ms := e.ms
 	if !e.relative {
-		ms -= r.s.cfg.Now().UnixMilli()
+		ms -= now.UnixMilli()
 		if ms <= 0 {
-			return 0, true, true
+			return 0, true, ""
 		}
 	}
-	if ms > r.s.cfg.MaxLeaseMs {
-		r.w.Error("ERR invalid expire time in '" + cmd + "' command")
-		return 0, false, false
+	if ms > maxLeaseMs {
+		return 0, false, invalidExpire(cmd)
 	}
-	return uint64(ms), false, true
+	return uint64(ms), false, ""
 }
 
-// expireValue parses the number after EX/PX/EXAT/PXAT the way Redis 7 does.
+func invalidExpire(cmd string) string { return "ERR invalid expire time in '" + cmd + "' command" }
+
+// expireValue parses the number after EX/PX/EXAT/PXAT the way Redis 7 does. On an error it has
+// replied and returns ok false.
 func (r *request) expireValue(arg []byte, seconds bool, cmd string) (int64, bool) {
-	v, ok := parseInt(arg)
-	if !ok {
-		r.w.Error(errNotInt)
+	v, msg := expireValueOf(arg, seconds, cmd)
+	if msg != "" {
+		r.w.Error(msg)
 		return 0, false
 	}
+	return v, true
+}
+
+func expireValueOf(arg []byte, seconds bool, cmd string) (int64, string) {
+	v, ok := parseInt(arg)
+	if !ok {
+		return 0, errNotInt
+	}
 	if v <= 0 || seconds && v > (1<<63-1)/1000 {
-		r.w.Error("ERR invalid expire time in '" + cmd + "' command")
-		return 0, false
+		return 0, invalidExpire(cmd)
 	}
 	if seconds {
 		v *= 1000
 	}
-	return v, true
+	return v, ""
+}
+
+// setOptions are what a SET-like command asks for besides its key and value.
+type setOptions struct {
+	nx, xx bool
+	keep   bool   // KEEPTTL
+	lease  uint64 // 0: none
+	past   bool   // an absolute expiry already gone: set and drop at once, as Redis does
+}
+
+// setOutcome is what a SET-like command found and did.
+type setOutcome struct {
+	prev    []byte // the value before (when hadPrev)
+	hadPrev bool
+	refused bool // NX on a held key, XX on a free one
+}
+
+// set replicates SET key value with opts and reports what it found. On an error it has
+// replied already and returns ok false.
+func (r *request) set(key, value []byte, opts setOptions) (out setOutcome, ok bool) {
+	res, err := r.exec([][]byte{key}, func(v node.View) []fsm.Command {
+		l, _, held := v.Lookup(key)
+		out = setOutcome{prev: l.Owner, hadPrev: held, refused: opts.nx && held || opts.xx && !held}
+		if out.refused {
+			return nil
+		}
+		if opts.past {
+			if !held {
+				return nil
+			}
+			return []fsm.Command{{Kind: fsm.KindRelease, Key: key, Match: byToken(l.Token)}}
+		}
+		m := fsm.Match{Kind: fsm.MatchAny}
+		switch {
+		case opts.nx:
+			m.Kind = fsm.MatchAbsent
+		case held:
+			m = byToken(l.Token)
+		}
+		cmd := grant(key, value, opts.lease, m)
+		cmd.KeepLease = opts.keep
+		return []fsm.Command{cmd}
+	})
+	if err != nil {
+		r.replyError(err)
+		return out, false
+	}
+	if len(res) == 1 && res[0].Status == fsm.StatusGranted {
+		r.s.stats.grants.Add(1)
+		if r.path != onScript { // inside a script the token is only a prediction
+			r.c.sess.tokens[string(key)] = res[0].Token
+		}
+	} else if out.refused || len(res) == 1 && res[0].Status == fsm.StatusGrantRejected {
+		r.s.stats.refusals.Add(1)
+		out.refused = true
+	}
+	return out, true
+}
+
+// parseExpiry parses the EX s|PX ms|EXAT t|PXAT t option at args[j] (its value at args[j+1]).
+func parseExpiry(a []byte) (e expiry, seconds, ok bool) {
+	if is(a, "ex") || is(a, "px") || is(a, "exat") || is(a, "pxat") {
+		return expiry{set: true, relative: len(a) == 2}, a[0] == 'e' || a[0] == 'E', true
+	}
+	return expiry{}, false, false
 }
 
 // SET key value [NX|XX] [GET] [EX s|PX ms|EXAT ts|PXAT ms-ts|KEEPTTL]
 func cmdSet(r *request) {
 	key, value := r.args[1], r.args[2]
 	var (
-		nx, xx, get bool
-		exp         expiry
-		expArg      []byte
-		expSeconds  bool
+		opts       setOptions
+		get        bool
+		exp        expiry
+		expArg     []byte
+		expSeconds bool
 	)
 	for j := 3; j < len(r.args); j++ {
 		a := r.args[j]
 		hasNext := j+1 < len(r.args)
 		switch {
-		case is(a, "nx") && !xx:
-			nx = true
-		case is(a, "xx") && !nx:
-			xx = true
+		case is(a, "nx") && !opts.xx:
+			opts.nx = true
+		case is(a, "xx") && !opts.nx:
+			opts.xx = true
 		case is(a, "get"):
 			get = true
 		case is(a, "keepttl") && !exp.set:
 			exp = expiry{set: true, keep: true}
-		case (is(a, "ex") || is(a, "px") || is(a, "exat") || is(a, "pxat")) && !exp.set && hasNext:
-			exp = expiry{set: true, relative: len(a) == 2}
-			expSeconds = a[0] == 'e' || a[0] == 'E'
+		case !exp.set && hasNext:
+			var ok bool
+			if exp, expSeconds, ok = parseExpiry(a); !ok {
+				r.w.Error(errSyntax)
+				return
+			}
 			expArg = r.args[j+1]
 			j++
 		default:
@@ -94,65 +185,254 @@ func cmdSet(r *request) {
 		}
 		exp.ms = ms
 	}
-	var lease uint64
-	past := false
+	opts.keep = exp.keep
 	if exp.set && !exp.keep {
 		var ok bool
-		if lease, past, ok = r.leaseFor(exp, "set"); !ok {
+		if opts.lease, opts.past, ok = r.leaseFor(exp, "set"); !ok {
 			return
 		}
 	}
+	out, ok := r.set(key, value, opts)
+	switch {
+	case !ok:
+	case get && out.hadPrev:
+		r.w.Bulk(out.prev)
+	case get, out.refused:
+		r.w.Null()
+	default:
+		r.w.SimpleString("OK")
+	}
+}
+
+// SETNX key value -> :1 set, :0 the key exists.
+func cmdSetNX(r *request) {
+	key, value := r.args[1], r.args[2]
+	if !r.checkKey(key) || !r.checkValue(value) {
+		return
+	}
+	if out, ok := r.set(key, value, setOptions{nx: true}); ok {
+		r.w.Int(b2i(!out.refused))
+	}
+}
+
+// SETEX key seconds value and PSETEX key milliseconds value -> +OK.
+func cmdSetEX(r *request)  { setWithExpiry(r, "setex", true) }
+func cmdPSetEX(r *request) { setWithExpiry(r, "psetex", false) }
+
+func setWithExpiry(r *request, name string, seconds bool) {
+	key, value := r.args[1], r.args[3]
+	ms, ok := r.expireValue(r.args[2], seconds, name)
+	if !ok || !r.checkKey(key) || !r.checkValue(value) {
+		return
+	}
+	lease, _, ok := r.leaseFor(expiry{set: true, relative: true, ms: ms}, name)
+	if !ok {
+		return
+	}
+	if _, ok := r.set(key, value, setOptions{lease: lease}); ok {
+		r.w.SimpleString("OK")
+	}
+}
+
+// GETSET key value -> the old value or nil; the key is set with no expiry.
+func cmdGetSet(r *request) {
+	key, value := r.args[1], r.args[2]
+	if !r.checkKey(key) || !r.checkValue(value) {
+		return
+	}
+	out, ok := r.set(key, value, setOptions{})
+	switch {
+	case !ok:
+	case out.hadPrev:
+		r.w.Bulk(out.prev)
+	default:
+		r.w.Null()
+	}
+}
+
+// GETDEL key -> the value or nil; the key is deleted.
+func cmdGetDel(r *request) {
+	key := r.args[1]
 	var (
-		prev    []byte
-		hadPrev bool
-		refused bool
+		value []byte
+		held  bool
 	)
-	res, err := r.exec(r.args[1:2], func(v node.View) []fsm.Command {
-		l, _, held := v.Lookup(key)
-		prev, hadPrev, refused = l.Owner, held, nx && held || xx && !held
-		if refused {
+	_, err := r.exec([][]byte{key}, func(v node.View) []fsm.Command {
+		var l fsm.Lock
+		l, _, held = v.Lookup(key)
+		if !held {
 			return nil
 		}
-		if past {
-			// An expiry time already gone: Redis sets and drops the key at once.
-			if !held {
-				return nil
-			}
-			return []fsm.Command{{Kind: fsm.KindRelease, Key: key, Match: byToken(l.Token)}}
+		value = l.Owner
+		return []fsm.Command{{Kind: fsm.KindRelease, Key: key, Match: byToken(l.Token)}}
+	})
+	switch {
+	case err != nil:
+		r.replyError(err)
+	case !held:
+		r.w.Null()
+	default:
+		r.s.stats.releases.Add(1)
+		r.w.Bulk(value)
+	}
+}
+
+// GETEX key [EX s|PX ms|EXAT t|PXAT t|PERSIST] -> the value or nil, changing its expiry.
+func cmdGetEX(r *request) {
+	key := r.args[1]
+	var (
+		exp        expiry
+		expArg     []byte
+		expSeconds bool
+		persist    bool
+	)
+	for j := 2; j < len(r.args); j++ {
+		a := r.args[j]
+		switch e, secs, isExp := parseExpiry(a); {
+		case isExp && !exp.set && !persist && j+1 < len(r.args):
+			exp, expSeconds, expArg = e, secs, r.args[j+1]
+			j++
+		case is(a, "persist") && !exp.set && !persist:
+			persist = true
+		default:
+			r.w.Error(errSyntax)
+			return
 		}
-		m := fsm.Match{Kind: fsm.MatchAny}
+	}
+	// Redis looks the key up before it checks the expiry's value: a missing key is nil even
+	// with EX 0. So the value's error is replied only for a key that exists.
+	var (
+		lease  uint64
+		past   bool
+		expErr string
+	)
+	if exp.set {
+		if exp.ms, expErr = expireValueOf(expArg, expSeconds, "getex"); expErr == "" {
+			lease, past, expErr = leaseOf(exp, "getex", r.s.cfg.Now(), r.s.cfg.MaxLeaseMs)
+		}
+	}
+	var (
+		value []byte
+		held  bool
+	)
+	_, err := r.exec([][]byte{key}, func(v node.View) []fsm.Command {
+		var l fsm.Lock
+		l, _, held = v.Lookup(key)
+		value = l.Owner
 		switch {
-		case nx:
-			m.Kind = fsm.MatchAbsent
-		case held:
-			m = byToken(l.Token)
+		case !held, expErr != "":
+			return nil
+		case past:
+			return []fsm.Command{{Kind: fsm.KindRelease, Key: key, Match: byToken(l.Token)}}
+		case exp.set:
+			return []fsm.Command{{Kind: fsm.KindRenew, Key: key, LeaseMs: lease, Match: byToken(l.Token)}}
+		case persist && l.LeaseMs > 0:
+			return []fsm.Command{grant(key, l.Owner, 0, byToken(l.Token))}
 		}
-		cmd := grant(key, value, lease, m)
-		cmd.KeepLease = exp.keep
-		return []fsm.Command{cmd}
+		return nil
+	})
+	switch {
+	case err != nil:
+		r.replyError(err)
+	case !held:
+		r.w.Null()
+	case expErr != "":
+		r.w.Error(expErr)
+	default:
+		r.w.Bulk(value)
+	}
+}
+
+// MGET key [key ...] -> each key's value, nil for a missing one.
+func cmdMGet(r *request) {
+	keys := r.args[1:]
+	values := make([][]byte, len(keys))
+	_, err := r.exec(keys, func(v node.View) []fsm.Command {
+		for i, k := range keys {
+			l, _, held := v.Lookup(k)
+			values[i] = nil
+			if held {
+				values[i] = l.Owner
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		r.replyError(err)
 		return
 	}
-	if len(res) == 1 && res[0].Status == fsm.StatusGranted {
-		r.s.stats.grants.Add(1)
-		if r.path != onScript { // inside a script the token is only a prediction
-			r.c.sess.tokens[string(key)] = res[0].Token
+	r.w.Array(len(values))
+	for _, v := range values {
+		if v == nil {
+			r.w.Null()
+		} else {
+			r.w.Bulk(v)
 		}
-	} else if refused || len(res) == 1 && res[0].Status == fsm.StatusGrantRejected {
-		r.s.stats.refusals.Add(1)
-		refused = true
 	}
+}
+
+// INCR key, DECR key, INCRBY key n, DECRBY key n -> the new value. The key keeps its expiry.
+func cmdIncr(r *request)   { incrBy(r, 1) }
+func cmdDecr(r *request)   { incrBy(r, -1) }
+func cmdIncrBy(r *request) { incrByArg(r, false) }
+func cmdDecrBy(r *request) { incrByArg(r, true) }
+
+func incrByArg(r *request, negate bool) {
+	n, ok := parseInt(r.args[2])
 	switch {
-	case get && hadPrev:
-		r.w.Bulk(prev)
-	case get:
-		r.w.Null()
-	case refused:
-		r.w.Null()
+	case !ok:
+		r.w.Error(errNotInt)
+		return
+	case negate && n == -1<<63:
+		r.w.Error("ERR decrement would overflow")
+		return
+	case negate:
+		n = -n
+	}
+	incrBy(r, n)
+}
+
+// incrBy adds by to the integer in key (0 when missing), as Redis's incrDecrCommand does.
+func incrBy(r *request, by int64) {
+	key := r.args[1]
+	if !r.checkKey(key) {
+		return
+	}
+	var (
+		next    int64
+		replyTo string // an error found while evaluating
+	)
+	_, err := r.exec([][]byte{key}, func(v node.View) []fsm.Command {
+		replyTo = ""
+		l, _, held := v.Lookup(key)
+		var cur int64
+		if held {
+			var ok bool
+			if cur, ok = parseInt(l.Owner); !ok {
+				replyTo = errNotInt
+				return nil
+			}
+		}
+		if by < 0 && cur < 0 && by < -1<<63-cur || by > 0 && cur > 0 && by > 1<<63-1-cur {
+			replyTo = "ERR increment or decrement would overflow"
+			return nil
+		}
+		next = cur + by
+		m := fsm.Match{Kind: fsm.MatchAbsent}
+		if held {
+			m = byToken(l.Token)
+		}
+		cmd := grant(key, strconv.AppendInt(nil, next, 10), 0, m)
+		cmd.KeepLease = true
+		return []fsm.Command{cmd}
+	})
+	switch {
+	case err != nil:
+		r.replyError(err)
+	case replyTo != "":
+		r.w.Error(replyTo)
 	default:
-		r.w.SimpleString("OK")
+		r.w.Int(next)
 	}
 }
 

@@ -2,7 +2,6 @@ package server
 
 import (
 	"log/slog"
-	"slices"
 	"sync"
 )
 
@@ -32,10 +31,6 @@ const (
 // maxTrackedPerConn bounds the keys tracked for one connection; past it the connection is told
 // to drop its whole cache (an invalidate with a null key) and tracking starts afresh.
 const maxTrackedPerConn = 1 << 16
-
-// pushQueue bounds the invalidations waiting for one connection's writer. A client that does
-// not read them is disconnected rather than allowed to keep a stale cache.
-const pushQueue = 1024
 
 // tracker maps keys to the connections that must hear of their next change. Its lock is taken
 // under Node.mu only by a script's tracked reads (scriptCaller.Call); nothing under it blocks,
@@ -73,7 +68,7 @@ func (t *tracker) read(c *conn, key []byte) {
 	}
 	if len(keys) >= maxTrackedPerConn {
 		t.dropLocked(c)
-		full = c.pushLocked(nil, full)
+		full = c.queuePush(invalidate(nil), full)
 		keys = map[string]struct{}{}
 		t.mu.perCon[c] = keys
 	}
@@ -132,10 +127,10 @@ func (t *tracker) changed(keys [][]byte) {
 	t.mu.Lock()
 	if keys == nil {
 		for c := range t.mu.perCon {
-			full = c.pushLocked(nil, full)
+			full = c.queuePush(invalidate(nil), full)
 		}
 		for c := range t.mu.bcast {
-			full = c.pushLocked(nil, full)
+			full = c.queuePush(invalidate(nil), full)
 		}
 		clear(t.mu.byKey)
 		clear(t.mu.perCon)
@@ -151,7 +146,7 @@ func (t *tracker) changedLocked(key []byte, full []*conn) []*conn {
 	k := string(key)
 	for c := range t.mu.byKey[k] {
 		if t.mu.writing[c][k] == 0 {
-			full = c.pushLocked(key, full)
+			full = c.queuePush(invalidate(key), full)
 		}
 		if keys := t.mu.perCon[c]; keys != nil {
 			delete(keys, k)
@@ -160,7 +155,7 @@ func (t *tracker) changedLocked(key []byte, full []*conn) []*conn {
 	delete(t.mu.byKey, k)
 	for c, prefixes := range t.mu.bcast {
 		if matchesPrefix(k, prefixes) && t.mu.writing[c][k] == 0 {
-			full = c.pushLocked(key, full)
+			full = c.queuePush(invalidate(key), full)
 		}
 	}
 	return full
@@ -168,13 +163,7 @@ func (t *tracker) changedLocked(key []byte, full []*conn) []*conn {
 
 // disconnect closes the connections whose push queue overflowed: a client that does not read
 // its invalidations can no longer keep its cache right. It runs with no lock held.
-func (t *tracker) disconnect(full []*conn) {
-	for _, c := range full {
-		t.log.Warn("invalidation queue full; closing the connection", "client", c.id)
-		c.cancel()
-		c.nc.Close()
-	}
-}
+func (t *tracker) disconnect(full []*conn) { disconnectSlow(t.log, full, "invalidation") }
 
 func matchesPrefix(k string, prefixes []string) bool {
 	if len(prefixes) == 0 {
@@ -186,42 +175,6 @@ func matchesPrefix(k string, prefixes []string) bool {
 		}
 	}
 	return false
-}
-
-// pushLocked queues an invalidation for this connection's writer without blocking (it runs in
-// the node's change hook, under tracker.mu). A nil key means "drop your whole cache". A full
-// queue adds c to full, for the caller to disconnect once the lock is released.
-func (c *conn) pushLocked(key []byte, full []*conn) []*conn {
-	var k []byte
-	if key != nil {
-		k = append([]byte{}, key...)
-	}
-	select {
-	case c.pushes <- invalidation{key: k, all: key == nil}:
-		return full
-	default:
-		if slices.Contains(full, c) {
-			return full
-		}
-		return append(full, c)
-	}
-}
-
-type invalidation struct {
-	key []byte
-	all bool
-}
-
-// writePush writes one invalidate push (RESP3 >2 "invalidate" [key] or null).
-func (c *conn) writePush(inv invalidation) {
-	c.out.Push(2)
-	c.out.BulkString("invalidate")
-	if inv.all {
-		c.out.Null()
-		return
-	}
-	c.out.Array(1)
-	c.out.Bulk(inv.key)
 }
 
 // trackRead records the keys of a read command if this connection's tracking mode says so. For

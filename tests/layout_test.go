@@ -36,6 +36,7 @@ func TestLayout(t *testing.T) {
 		{"script", nil},
 		{"node", []string{"fsm"}},
 		{"server", []string{"fsm", "node", "server/resp", "script"}},
+		{"server/ops", []string{"fsm", "node"}},
 		{"raftnode", []string{"fsm", "node", "store", "server/resp"}},
 	} {
 		pkg, want := tc.pkg, tc.want

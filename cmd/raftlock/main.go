@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/raftnode"
 	"github.com/raftlock/raftlock/server"
+	"github.com/raftlock/raftlock/server/ops"
 	"github.com/raftlock/raftlock/store"
 )
 
@@ -86,6 +87,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	scfg.Addr = opts.addr
 	scfg.NodeID = opts.id
 	scfg.Redirect = opts.redirect
+	scfg.LeaderWait = opts.leaderWait
 	scfg.Now = clock.Now
 	if opts.testClock {
 		logger.Warn("--test-clock: DEBUG CLOCK-SHIFT can move this node's lease clock; for tests only")
@@ -103,13 +105,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	logger.Info("raftlock started", "id", opts.id, "addr", ln.Addr().String(), "raft", ncfg.RaftAddr, "dir", opts.dir,
 		"resumed", existing)
 
+	var web *ops.Server
 	if opts.metricsAddr != "" {
-		maddr, err := serveMetrics(ctx, opts.metricsAddr, node, logger)
-		if err != nil {
+		if web, err = ops.Start(opts.metricsAddr, node, logger); err != nil {
 			srv.Close()
 			return err
 		}
-		logger.Info("metrics and pprof served", "addr", "http://"+maddr.String()+"/metrics")
+		logger.Info("metrics and pprof served", "addr", "http://"+web.Addr().String()+"/metrics")
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -120,6 +122,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		logger.Warn("removed from the cluster; shutting down")
 	case err = <-served:
 		logger.Error("client listener failed", "err", err)
+	}
+	if web != nil {
+		web.Close()
 	}
 	if cerr := srv.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) {
 		logger.Warn("closing client listener", "err", cerr)

@@ -33,8 +33,11 @@ type options struct {
 	snapshotThreshold uint64
 	trailingLogs      uint64
 	snapshotInterval  time.Duration
-	logLevel          string
-	logFormat         string
+	// leaderWait bounds how long a request waits for a leader before CLUSTERDOWN (0: the
+	// server's default; negative: none).
+	leaderWait time.Duration
+	logLevel   string
+	logFormat  string
 	// metricsAddr, when set, serves /metrics and /debug/pprof/ over HTTP.
 	metricsAddr string
 }
@@ -56,6 +59,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"snapshot-threshold": fs.String("snapshot-threshold", "0", "log entries between snapshots (0: default 16384)"),
 		"trailing-logs":      fs.String("trailing-logs", "0", "log entries kept behind a snapshot for slow followers (0: default 10240)"),
 		"snapshot-interval":  fs.String("snapshot-interval", "0", "how often to check whether to snapshot (0: default 10s)"),
+		"leader-wait":        fs.String("leader-wait", "1s", "how long a request that needs the leader waits for one (after a start, during an election) before CLUSTERDOWN; 0: not at all"),
 		"log-level":          fs.String("log-level", "info", "debug, info, warn or error"),
 		"log-format":         fs.String("log-format", "text", "text or json"),
 		"metrics-addr":       fs.String("metrics-addr", "", "HTTP address for /metrics (Prometheus) and /debug/pprof/ (default off; keep it private)"),
@@ -120,6 +124,12 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		if o.snapshotInterval, err = time.ParseDuration(v); err != nil || o.snapshotInterval <= 0 {
 			return options{}, fmt.Errorf("--snapshot-interval: want a positive duration such as 5s, got %q", v)
 		}
+	}
+	if o.leaderWait, err = time.ParseDuration(*vals["leader-wait"]); err != nil || o.leaderWait < 0 {
+		return options{}, fmt.Errorf("--leader-wait: want a duration such as 1s (0: no wait), got %q", *vals["leader-wait"])
+	}
+	if o.leaderWait == 0 {
+		o.leaderWait = -1 // the server's "no wait"
 	}
 	for name, dst := range map[string]*bool{"redirect": &o.redirect, "test-clock": &o.testClock} {
 		switch *vals[name] {

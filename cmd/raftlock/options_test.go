@@ -20,6 +20,12 @@ func TestParseOptions(t *testing.T) {
 	if o.addr != "127.0.0.1:6379" || o.raftAddr != "127.0.0.1:7379" || o.dir != "./raftlock-data" || o.id != "node-127.0.0.1-7379" || o.advertise != o.addr {
 		t.Errorf("defaults: %+v", o)
 	}
+	if o.leaderWait != time.Second {
+		t.Errorf("default leader wait %v, want 1s", o.leaderWait)
+	}
+	if o, err := parseOptions([]string{"--leader-wait", "0"}, getenv); err != nil || o.leaderWait >= 0 {
+		t.Errorf("--leader-wait 0 = %v, %v; want no wait (negative for the server)", o.leaderWait, err)
+	}
 
 	env["RAFTLOCK_ADDR"] = "127.0.0.1:7000"
 	env["RAFTLOCK_RAFT_ADDR"] = "127.0.0.1:8000"
@@ -45,6 +51,8 @@ func TestParseOptions(t *testing.T) {
 		{"--snapshot-threshold", "-1"},
 		{"--snapshot-interval", "soon"},
 		{"--redirect", "maybe"},
+		{"--leader-wait", "-1s"},
+		{"--leader-wait", "soon"},
 		{"--bogus"},
 		{"extra"},
 	} {

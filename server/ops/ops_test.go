@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"strings"
@@ -9,7 +9,7 @@ import (
 
 func TestWriteMetrics(t *testing.T) {
 	var b strings.Builder
-	writeMetrics(&b, node.Stats{State: "Leader", Ready: true, Locks: 42, Proposals: 7, Store: node.StoreStats{LastIndex: 9}})
+	WriteMetrics(&b, node.Stats{State: "Leader", Ready: true, Locks: 42, Proposals: 7, Store: node.StoreStats{LastIndex: 9}})
 	out := b.String()
 	for _, want := range []string{
 		"# TYPE raftlock_locks_held gauge\nraftlock_locks_held 42\n",

@@ -1,7 +1,8 @@
-package main
+// Package ops is raftlock's HTTP surface for operators: /metrics (the node's typed Stats in the
+// Prometheus text format) and /debug/pprof/. It is off unless an address is given.
+package ops
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,42 +12,57 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/node"
-	"github.com/raftlock/raftlock/raftnode"
 )
 
-// serveMetrics serves /metrics (Prometheus text format) and /debug/pprof/ on addr until ctx
-// ends. It is off unless --metrics-addr is set: profiles expose internals, so the address
-// should be a private one.
-func serveMetrics(ctx context.Context, addr string, rn *raftnode.Node, logger *slog.Logger) (net.Addr, error) {
+// Stats is what the HTTP surface reads: the node's typed figures.
+type Stats interface{ Stats() node.Stats }
+
+// Server serves the operator's HTTP surface on one address until Close.
+type Server struct {
+	ln   net.Listener
+	http *http.Server
+	done chan struct{} // closed when Serve returned
+}
+
+// Start listens on addr and serves /metrics and /debug/pprof/ from src. The address should be a
+// private one: profiles expose internals.
+func Start(addr string, src Stats, logger *slog.Logger) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("--metrics-addr: %w", err)
+		return nil, fmt.Errorf("metrics address: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		writeMetrics(w, rn.Stats())
+		WriteMetrics(w, src.Stats())
 	})
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	s := &Server{ln: ln, http: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, done: make(chan struct{})}
 	go func() {
-		if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+		defer close(s.done)
+		if err := s.http.Serve(ln); err != nil && err != http.ErrServerClosed {
 			logger.Warn("metrics listener failed", "err", err)
 		}
 	}()
-	go func() {
-		<-ctx.Done()
-		srv.Close()
-	}()
-	return ln.Addr(), nil
+	return s, nil
 }
 
-// writeMetrics writes the node's figures in the Prometheus text format.
-func writeMetrics(w io.Writer, s node.Stats) {
+// Addr is the address the surface listens on.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Close stops serving and waits for the serving goroutine. It is idempotent.
+func (s *Server) Close() error {
+	err := s.http.Close()
+	<-s.done
+	return err
+}
+
+// WriteMetrics writes the node's figures in the Prometheus text format.
+func WriteMetrics(w io.Writer, s node.Stats) {
 	b2f := func(b bool) float64 {
 		if b {
 			return 1

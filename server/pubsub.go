@@ -1,0 +1,298 @@
+package server
+
+// Pub/sub: SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE and their UNSUBSCRIBEs, PUBLISH, SPUBLISH, PUBSUB.
+// A message is replicated (fsm.KindPublish) so that it reaches the subscribers of every node in
+// log order with the changes around it: each node delivers it from its apply path (the node's
+// OnPublish hook, hub.deliver) to its own subscribers, through their connections' push queues
+// (push.go). A connection with subscriptions in RESP2 is in Redis's subscribed mode.
+
+import (
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
+)
+
+// subKind is what a subscription names.
+type subKind uint8
+
+const (
+	subChannel subKind = iota // SUBSCRIBE
+	subPattern                // PSUBSCRIBE
+	subShard                  // SSUBSCRIBE
+	subKinds
+)
+
+// subscriptions are one connection's, by kind (part of its session: RESET drops them).
+type subscriptions [subKinds]map[string]struct{}
+
+// count is what a (un)subscribe reply reports: channels and patterns together, as Redis counts
+// them, or the shard channels for the shard commands.
+func (s *subscriptions) count(k subKind) int64 {
+	if k == subShard {
+		return int64(len(s[subShard]))
+	}
+	return int64(len(s[subChannel]) + len(s[subPattern]))
+}
+
+// active reports whether the connection has any subscription: in RESP2 it is then in
+// subscribed mode.
+func (s *subscriptions) active() bool {
+	return len(s[subChannel])+len(s[subPattern])+len(s[subShard]) > 0
+}
+
+// hub maps channels and patterns to the connections subscribed on this node. Its lock nests
+// inside nothing but a connection's baton; nothing under it blocks, logs or writes a socket.
+type hub struct {
+	log *slog.Logger
+	mu  struct {
+		sync.Mutex
+		subs [subKinds]map[string]map[*conn]struct{}
+	}
+}
+
+func newHub(log *slog.Logger) *hub {
+	h := &hub{log: log}
+	for k := range h.mu.subs {
+		h.mu.subs[k] = map[string]map[*conn]struct{}{}
+	}
+	return h
+}
+
+func (h *hub) subscribe(c *conn, k subKind, name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	conns := h.mu.subs[k][name]
+	if conns == nil {
+		conns = map[*conn]struct{}{}
+		h.mu.subs[k][name] = conns
+	}
+	conns[c] = struct{}{}
+}
+
+func (h *hub) unsubscribe(c *conn, k subKind, name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.unsubscribeLocked(c, k, name)
+}
+
+func (h *hub) unsubscribeLocked(c *conn, k subKind, name string) {
+	if conns := h.mu.subs[k][name]; conns != nil {
+		delete(conns, c)
+		if len(conns) == 0 {
+			delete(h.mu.subs[k], name)
+		}
+	}
+}
+
+// forget drops every subscription of c (RESET, connection closed).
+func (h *hub) forget(c *conn, subs *subscriptions) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k := range subs {
+		for name := range subs[k] {
+			h.unsubscribeLocked(c, subKind(k), name)
+		}
+	}
+}
+
+// deliver is the node's publish hook: it queues the message for every subscriber on this node
+// and returns how many there were (PUBLISH's reply on the leader).
+func (h *hub) deliver(channel, body []byte, shard bool) int {
+	var full []*conn
+	n := 0
+	h.mu.Lock()
+	if shard {
+		for c := range h.mu.subs[subShard][string(channel)] {
+			full = c.queuePush(&push{kind: pushSMessage, channel: clone(channel), body: clone(body)}, full)
+			n++
+		}
+	} else {
+		for c := range h.mu.subs[subChannel][string(channel)] {
+			full = c.queuePush(&push{kind: pushMessage, channel: clone(channel), body: clone(body)}, full)
+			n++
+		}
+		for pattern, conns := range h.mu.subs[subPattern] {
+			if !globMatch([]byte(pattern), channel) {
+				continue
+			}
+			for c := range conns {
+				full = c.queuePush(&push{kind: pushPMessage, pattern: []byte(pattern), channel: clone(channel), body: clone(body)}, full)
+				n++
+			}
+		}
+	}
+	h.mu.Unlock()
+	disconnectSlow(h.log, full, "pub/sub")
+	return n
+}
+
+func clone(b []byte) []byte { return append([]byte{}, b...) }
+
+// names lists the channels of kind k with a subscriber here that match pattern (all when nil).
+func (h *hub) names(k subKind, pattern []byte) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for name := range h.mu.subs[k] {
+		if pattern == nil || globMatch(pattern, []byte(name)) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// subscribers is how many connections here are subscribed to name (of kind k).
+func (h *hub) subscribers(k subKind, name string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.mu.subs[k][name])
+}
+
+// SUBSCRIBE channel..., PSUBSCRIBE pattern..., SSUBSCRIBE channel...: one reply per name,
+// [subscribe, name, count].
+func cmdSubscribe(r *request)  { subscribe(r, subChannel, "subscribe") }
+func cmdPSubscribe(r *request) { subscribe(r, subPattern, "psubscribe") }
+func cmdSSubscribe(r *request) { subscribe(r, subShard, "ssubscribe") }
+
+func subscribe(r *request, k subKind, verb string) {
+	if r.path == onScript {
+		r.w.Error("ERR This Redis command is not allowed from script")
+		return
+	}
+	c := r.c
+	subs := &c.sess.subs
+	if subs[k] == nil {
+		subs[k] = map[string]struct{}{}
+	}
+	for _, name := range r.args[1:] {
+		if _, ok := subs[k][string(name)]; !ok {
+			subs[k][string(name)] = struct{}{}
+			r.s.hub.subscribe(c, k, string(name))
+		}
+		r.w.Push(3)
+		r.w.BulkString(verb)
+		r.w.Bulk(name)
+		r.w.Int(subs.count(k))
+	}
+}
+
+// UNSUBSCRIBE [channel...], PUNSUBSCRIBE [pattern...], SUNSUBSCRIBE [channel...]: one reply
+// per name (every subscribed one when none is named), [unsubscribe, name, count]; with nothing
+// to unsubscribe from, one reply with a null name.
+func cmdUnsubscribe(r *request)  { unsubscribe(r, subChannel, "unsubscribe") }
+func cmdPUnsubscribe(r *request) { unsubscribe(r, subPattern, "punsubscribe") }
+func cmdSUnsubscribe(r *request) { unsubscribe(r, subShard, "sunsubscribe") }
+
+func unsubscribe(r *request, k subKind, verb string) {
+	if r.path == onScript {
+		r.w.Error("ERR This Redis command is not allowed from script")
+		return
+	}
+	c := r.c
+	// Messages published before this command reach the client before its reply, as on Redis,
+	// where they are already in the output buffer.
+	c.writeQueuedPushes()
+	subs := &c.sess.subs
+	names := r.args[1:]
+	if len(names) == 0 {
+		for name := range subs[k] {
+			names = append(names, []byte(name))
+		}
+		slices.SortFunc(names, func(a, b []byte) int { return slices.Compare(a, b) })
+	}
+	if len(names) == 0 {
+		r.w.Push(3)
+		r.w.BulkString(verb)
+		r.w.Null()
+		r.w.Int(subs.count(k))
+		return
+	}
+	for _, name := range names {
+		if _, ok := subs[k][string(name)]; ok {
+			delete(subs[k], string(name))
+			r.s.hub.unsubscribe(c, k, string(name))
+		}
+		r.w.Push(3)
+		r.w.BulkString(verb)
+		r.w.Bulk(name)
+		r.w.Int(subs.count(k))
+	}
+}
+
+// PUBLISH channel message and SPUBLISH channel message -> how many subscribers got it on the
+// node that applied it first (the leader; Redis Cluster also counts one node's). The message
+// is replicated, so subscribers on every node get it.
+func cmdPublish(r *request)  { publish(r, fsm.KindPublish) }
+func cmdSPublish(r *request) { publish(r, fsm.KindShardPublish) }
+
+func publish(r *request, kind fsm.Kind) {
+	channel, body := r.args[1], r.args[2]
+	if !r.checkKey(channel) || !r.checkValue(body) {
+		return
+	}
+	res, err := r.exec(nil, func(node.View) []fsm.Command {
+		return []fsm.Command{{Kind: kind, Key: channel, Owner: body}}
+	})
+	if err != nil {
+		r.replyError(err)
+		return
+	}
+	n := 0
+	if len(res) == 1 {
+		n = res[0].Receivers
+	}
+	r.w.Int(int64(n))
+}
+
+// PUBSUB CHANNELS [pattern] | NUMSUB [channel...] | NUMPAT | SHARDCHANNELS [pattern] |
+// SHARDNUMSUB [channel...]: this node's subscriptions.
+func cmdPubSub(r *request) {
+	sub, args := r.args[1], r.args[2:]
+	switch {
+	case (is(sub, "channels") || is(sub, "shardchannels")) && len(args) <= 1:
+		k := subChannel
+		if is(sub, "shardchannels") {
+			k = subShard
+		}
+		var pattern []byte
+		if len(args) == 1 {
+			pattern = args[0]
+		}
+		names := r.s.hub.names(k, pattern)
+		r.w.Array(len(names))
+		for _, n := range names {
+			r.w.BulkString(n)
+		}
+	case is(sub, "numsub"), is(sub, "shardnumsub"):
+		k := subChannel
+		if is(sub, "shardnumsub") {
+			k = subShard
+		}
+		r.w.Map(len(args))
+		for _, name := range args {
+			r.w.Bulk(name)
+			r.w.Int(int64(r.s.hub.subscribers(k, string(name))))
+		}
+	case is(sub, "numpat") && len(args) == 0:
+		r.w.Int(int64(len(r.s.hub.names(subPattern, nil))))
+	case is(sub, "numpat"):
+		r.wrongArgs("pubsub|numpat")
+	case is(sub, "channels"), is(sub, "shardchannels"):
+		r.w.Error("ERR unknown subcommand or wrong number of arguments for '" + string(appendSanitized(nil, sub, 128)) + "'. Try PUBSUB HELP.")
+	default:
+		r.w.Error("ERR unknown subcommand '" + string(appendSanitized(nil, sub, 128)) + "'. Try PUBSUB HELP.")
+	}
+}
+
+// allowedSubscribed reports whether cmd may run on a RESP2 connection in subscribed mode.
+func allowedSubscribed(cmd *command) bool {
+	switch cmd.name {
+	case "subscribe", "psubscribe", "ssubscribe", "unsubscribe", "punsubscribe", "sunsubscribe", "ping", "quit", "reset":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,116 @@
+package tests
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRedisCompatFiles runs every command file in tests/respdiff (the format of
+// shared/tools/resp-diff: one command a line as typed to redis-cli, # comments) against
+// redis-server and raftlock, in RESP2 and RESP3, and requires byte-identical replies. The files
+// are the ones the replies were checked with by hand; here they stay checked.
+func TestRedisCompatFiles(t *testing.T) {
+	files, err := filepath.Glob("respdiff/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no command files in tests/respdiff: %v", err)
+	}
+	rs := startRedis(t)
+	n := startNode(t, t.TempDir())
+	for _, file := range files {
+		cmds, err := readCommandFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, proto := range []int{2, 3} {
+			t.Run(fmt.Sprintf("%s/RESP%d", filepath.Base(file), proto), func(t *testing.T) {
+				var conns [2]*respConn
+				for i, addr := range []string{rs.addr, n.addr} {
+					c, err := dialRESP(addr)
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { c.Close() })
+					if proto == 3 {
+						if r, err := c.do("HELLO", "3"); err != nil || !strings.HasPrefix(string(r), "%") {
+							t.Fatalf("HELLO 3 on %s: %q, %v", addr, r, err)
+						}
+					}
+					conns[i] = c
+				}
+				for _, cmd := range cmds {
+					want, err := conns[0].do(cmd...)
+					if err != nil {
+						t.Fatalf("redis-server: %q: %v", cmd, err)
+					}
+					got, err := conns[1].do(cmd...)
+					if err != nil {
+						t.Fatalf("raftlock: %q: %v (redis-server replied %q)", cmd, err, want)
+					}
+					if string(got) != string(want) {
+						t.Errorf("%q:\n  raftlock:     %q\n  redis-server: %q", cmd, got, want)
+					}
+				}
+			})
+		}
+	}
+}
+
+// readCommandFile reads a resp-diff command file: blank lines and lines starting with # are
+// skipped, words are split on spaces, and "..." or '...' quote a word (with \" and \\ inside
+// double quotes), as redis-cli reads them.
+func readCommandFile(path string) ([][]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var cmds [][]string
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		words, err := splitWords(text)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		cmds = append(cmds, words)
+	}
+	return cmds, sc.Err()
+}
+
+func splitWords(s string) ([]string, error) {
+	var words []string
+	for i := 0; i < len(s); {
+		if s[i] == ' ' {
+			i++
+			continue
+		}
+		var w strings.Builder
+		switch q := s[i]; q {
+		case '"', '\'':
+			i++
+			for ; i < len(s) && s[i] != q; i++ {
+				if q == '"' && s[i] == '\\' && i+1 < len(s) {
+					i++
+				}
+				w.WriteByte(s[i])
+			}
+			if i == len(s) {
+				return nil, fmt.Errorf("unclosed quote in %q", s)
+			}
+			i++
+		default:
+			for ; i < len(s) && s[i] != ' '; i++ {
+				w.WriteByte(s[i])
+			}
+		}
+		words = append(words, w.String())
+	}
+	return words, nil
+}

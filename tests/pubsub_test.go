@@ -1,0 +1,172 @@
+package tests
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRedisCompatPubSub drives a subscriber and a publisher through the same steps on
+// redis-server and on raftlock (one node), in RESP2 (subscribed mode) and RESP3 (pushes), and
+// requires byte-identical bytes on both subscribers and both publishers: acknowledgements,
+// messages, pattern and shard messages, what subscribed mode refuses, PUBSUB's answers.
+func TestRedisCompatPubSub(t *testing.T) {
+	rs := startRedis(t)
+	n := startNode(t, t.TempDir())
+	type step struct {
+		pub     bool     // the publisher sends it; else the subscriber
+		cmd     []string // nil: read one more reply on the subscriber (a message)
+		replies int      // replies to read for cmd (default 1)
+	}
+	steps := []step{
+		{cmd: []string{"SUBSCRIBE", "ch:a", "ch:b"}, replies: 2},
+		{cmd: []string{"SUBSCRIBE", "ch:a"}},
+		{cmd: []string{"PSUBSCRIBE", "h*llo", "ch:?"}, replies: 2},
+		{cmd: []string{"SSUBSCRIBE", "sh:1"}},
+		{pub: true, cmd: []string{"PUBLISH", "ch:a", "m1"}},
+		{}, {},
+		{pub: true, cmd: []string{"PUBLISH", "hello", "m2"}},
+		{},
+		{pub: true, cmd: []string{"SPUBLISH", "sh:1", "m3"}},
+		{},
+		{pub: true, cmd: []string{"PUBLISH", "nobody", "m4"}},
+		// (Several names come in an order of the server's choosing: patterns that pick one.)
+		{pub: true, cmd: []string{"PUBSUB", "CHANNELS", "ch:[b]"}},
+		{pub: true, cmd: []string{"PUBSUB", "CHANNELS", "x*"}},
+		{pub: true, cmd: []string{"PUBSUB", "NUMSUB", "ch:a", "ch:b", "nobody"}},
+		{pub: true, cmd: []string{"PUBSUB", "NUMPAT"}},
+		{pub: true, cmd: []string{"PUBSUB", "SHARDCHANNELS"}},
+		{pub: true, cmd: []string{"PUBSUB", "SHARDNUMSUB", "sh:1"}},
+		{pub: true, cmd: []string{"PUBSUB", "CHANNELS", "a", "b"}},
+		{pub: true, cmd: []string{"PUBSUB", "NUMPAT", "x"}},
+		{pub: true, cmd: []string{"PUBSUB", "BOGUS"}},
+		{pub: true, cmd: []string{"PUBLISH", "ch:a"}},
+		{cmd: []string{"PING"}},
+		{cmd: []string{"PING", "hi"}},
+		{cmd: []string{"UNSUBSCRIBE", "ch:a"}},
+		{cmd: []string{"UNSUBSCRIBE"}},
+		{cmd: []string{"PUNSUBSCRIBE", "h*llo"}},
+		// Unsubscribing from all goes in an order of the server's choosing: one left here.
+		{cmd: []string{"PUNSUBSCRIBE"}},
+		{cmd: []string{"SUNSUBSCRIBE", "sh:1", "sh:2"}, replies: 2},
+		{cmd: []string{"UNSUBSCRIBE"}},
+		{cmd: []string{"PUNSUBSCRIBE", "nope"}},
+		{cmd: []string{"PING"}},
+		{pub: true, cmd: []string{"PUBSUB", "NUMSUB", "ch:a"}},
+	}
+	// In RESP2 a subscribed connection refuses other commands: checked while subscribed.
+	refusals := [][]string{{"GET", "k"}, {"CLIENT", "GETNAME"}, {"PUBSUB", "NUMPAT"}}
+	for _, proto := range []int{2, 3} {
+		t.Run(fmt.Sprintf("RESP%d", proto), func(t *testing.T) {
+			var got [2][]string // per server: every reply read, in order
+			for i, addr := range []string{rs.addr, n.addr} {
+				sub, err := dialRESP(addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer sub.Close()
+				pub, err := dialRESP(addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer pub.Close()
+				if proto == 3 {
+					if _, err := sub.do("HELLO", "3"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				record := func(what string, c *respConn, cmd []string, replies int) {
+					if cmd != nil {
+						if err := c.writeRaw(encodeCommand(cmd...)); err != nil {
+							t.Fatal(err)
+						}
+					}
+					for range max(replies, 1) {
+						r, err := c.readReply()
+						if err != nil {
+							t.Fatalf("%s: %s %q: %v (so far: %q)", addr, what, cmd, err, got[i])
+						}
+						got[i] = append(got[i], fmt.Sprintf("%s %q -> %q", what, cmd, r))
+					}
+				}
+				for j, s := range steps {
+					if s.pub {
+						record("pub", pub, s.cmd, s.replies)
+					} else {
+						record("sub", sub, s.cmd, s.replies)
+					}
+					if j == 3 {
+						for _, cmd := range refusals {
+							record("sub", sub, cmd, 1)
+						}
+					}
+				}
+			}
+			if diff := strings.Join(diffLines(got[0], got[1]), "\n"); diff != "" {
+				t.Errorf("replies differ (redis-server, then raftlock):\n%s", diff)
+			}
+		})
+	}
+}
+
+// diffLines lists the positions where two transcripts differ.
+func diffLines(a, b []string) []string {
+	var out []string
+	for i := range max(len(a), len(b)) {
+		var x, y string
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		if x != y {
+			out = append(out, fmt.Sprintf("  redis:    %s\n  raftlock: %s", x, y))
+		}
+	}
+	return out
+}
+
+// A message published on one node reaches a subscriber on another, through the log; a
+// subscriber's node delivers it after it applied the changes committed before it.
+func TestPubSubAcrossNodes(t *testing.T) {
+	c := newCluster(t, 3)
+	l := c.leader()
+	followers := c.others(l)
+	sub, err := dialRESP(followers[0].addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if r, err := sub.do("SUBSCRIBE", "news"); err != nil || !strings.Contains(string(r), "subscribe") {
+		t.Fatalf("SUBSCRIBE on %s: %q, %v", followers[0].id, r, err)
+	}
+	// Published on the other follower (forwarded to the leader), after a lock change there.
+	pub, err := dialRESP(followers[1].addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	if r, err := pub.do("SET", "pubsub:key", "v1"); err != nil || string(r) != "+OK\r\n" {
+		t.Fatalf("SET: %q, %v", r, err)
+	}
+	if _, err := pub.do("PUBLISH", "news", "after-set"); err != nil {
+		t.Fatal(err)
+	}
+	sub.nc.SetDeadline(time.Now().Add(10 * time.Second))
+	msg, err := sub.readReply()
+	if want := "*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$9\r\nafter-set\r\n"; err != nil || string(msg) != want {
+		t.Fatalf("message on %s = %q, %v; want %q", followers[0].id, msg, err, want)
+	}
+	// The subscriber's node applied the SET before it delivered the message.
+	ro, err := dialRESP(followers[0].addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	ro.do("READONLY")
+	if r, err := ro.do("GET", "pubsub:key"); err != nil || string(r) != "$2\r\nv1\r\n" {
+		t.Errorf("READONLY GET on the subscriber's node after the message = %q, %v; want v1", r, err)
+	}
+}
