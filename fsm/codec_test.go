@@ -75,6 +75,8 @@ func validEntries() [][]fsm.Command {
 		{release("k1", byToken(3)), release("k2", byToken(4)), release("k3", byToken(5))},
 		{grant("k", "o", 1, matchAny), renew("k", byOwner("o"), 5), grant("k", "p", 0, byOwner("o"))},
 		{expire("a", 1, 1), expire("b", 2, 2), expire("c", 3, 3)},
+		{{Kind: fsm.KindPublish, Key: []byte("ch"), Owner: []byte("released")}, release("k", byToken(3)),
+			{Kind: fsm.KindShardPublish, Owner: []byte("empty channel")}},
 		{{Kind: fsm.KindStoreScript, Key: []byte("sha"), Owner: []byte("return(1)")}, {Kind: fsm.KindFlushScripts, Key: []byte("scripts")}},
 	}
 }

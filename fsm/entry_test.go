@@ -63,8 +63,8 @@ func TestEntryAllOrNothing(t *testing.T) {
 			setMember("n1", "h:9"), setMember("n2", "h:2"), {Kind: fsm.KindRemoveMember, Key: []byte("n1")},
 			storeScript("s2", "return(2)"), flushScripts(), storeScript("s3", "return(3)"),
 			renew("a", byToken(1), 9999), expire("a", 1, 11), grant("z", "oz", 1, matchAny), noop(),
-			release("z", byOwner("not-oz")),
-		}, 10, fsm.StatusNotFound},
+			{Kind: fsm.KindPublish, Key: []byte("ch"), Owner: []byte("msg")}, release("z", byOwner("not-oz")),
+		}, 11, fsm.StatusNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,19 +57,28 @@ func TestRequestIsOneEntry(t *testing.T) {
 }
 
 // TestAbortedEntryOnEveryNode: a request whose last guard fails at apply applies on no node:
-// every node keeps its table, and the request learns which command failed.
+// every node keeps its table and delivers none of its messages, and the request learns which
+// command failed.
 func TestAbortedEntryOnEveryNode(t *testing.T) {
 	nodes := newCluster(t, 3)
+	var delivered atomic.Int32
+	for _, n := range nodes {
+		n.OnPublish(func(channel, message []byte, shard bool) int {
+			delivered.Add(1)
+			return 0
+		})
+	}
 	l := leader(t, nodes)
 	a := mustLock(t, l, "a", "o", 0)
 	b := mustLock(t, l, "b", "o", 0)
 	waitConverged(t, l, nodes)
 	before := table(t, l)
-	res, err := execCmds(t.Context(), l, releaseCmd("a", a.Token), grantCmd("c", "o"), releaseCmd("b", b.Token+100))
+	publish := fsm.Command{Kind: fsm.KindPublish, Key: []byte("ch"), Owner: []byte("a and b released")}
+	res, err := execCmds(t.Context(), l, releaseCmd("a", a.Token), grantCmd("c", "o"), publish, releaseCmd("b", b.Token+100))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []fsm.Status{fsm.StatusAborted, fsm.StatusAborted, fsm.StatusNotFound}
+	want := []fsm.Status{fsm.StatusAborted, fsm.StatusAborted, fsm.StatusAborted, fsm.StatusNotFound}
 	for i, r := range res {
 		if r.Status != want[i] {
 			t.Errorf("result %d = %+v, want %s", i, r, want[i])
@@ -84,6 +94,9 @@ func TestAbortedEntryOnEveryNode(t *testing.T) {
 		}
 	}
 	checkDigests(t, nodes)
+	if got := delivered.Load(); got != 0 {
+		t.Errorf("%d deliveries of the aborted entry's message, want none", got)
+	}
 }
 
 // TestMultiKeyRequestAcrossLeaderChange: a request releasing three keys, with the leader cut
