@@ -102,11 +102,11 @@ func (m *Machine) Apply(index uint64, cmd Command) Result {
 }
 
 // ApplyEntry applies the entry at log index index, the ordered commands of one request, and
-// appends one result per command to dst (nil, or a buffer the caller shares between entries). It applies all of it or none of it (DESIGN.md §3): each
-// command's guard is checked in order against the table as the commands before it left it (a
-// script may set a key and then delete it), and when one fails (Result.GuardFailed) everything
-// the entry changed is put back, the table, members, scripts and token counter as they were
-// before it. The failed command then has its own result and every other one StatusAborted.
+// appends one result per command to dst (nil, or a buffer the caller shares between entries).
+// It applies all of it or none of it (DESIGN.md §3): each command's guard is checked in order
+// against the table as the commands before it left it (a script may set a key and then delete
+// it), and when one fails (Result.GuardFailed) everything the entry changed is put back, the
+// table, members, scripts and token counter as they were before it. The failed command then has its own result and every other one StatusAborted.
 // Either way the entry counts as applied (Applied advances), as a no-op when it was aborted.
 //
 // Commands must be valid (Command.Validate); an invalid one changes nothing and yields Noop.
@@ -255,7 +255,7 @@ func restoreEntry(into map[string]string, key, value string, present bool) {
 }
 
 // nextToken advances the token counter for a grant to a new holder in the entry at index (see
-// Token).
+// Token). 2^64 grants do not happen, so last+1 does not wrap.
 func (m *Machine) nextToken(index uint64) Token {
 	m.lastToken = max(m.lastToken+1, Token(index))
 	return m.lastToken
