@@ -4,23 +4,47 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
-// commandVersion is the first byte of every encoded command. A future layout gets a new version;
-// Decode keeps reading the old ones, because a log written by an older binary must still apply.
-const commandVersion = 1
+// The first byte of every log entry is its format version. A future layout gets a new version;
+// DecodeEntry keeps reading the old ones, because a log written by an older binary must still
+// apply. Never reuse a version.
+const (
+	// commandVersion is an entry of exactly one command, the only layout before entries could
+	// hold several: version, then the command's body. Only read, for logs written by then.
+	commandVersion = 1
+	// entryVersion is an entry of one or more commands, one request's: version, the number of
+	// commands as a uvarint, then each command's body in order.
+	entryVersion = 2
+)
 
-// ErrCorrupt means bytes that are not a command or a snapshot of any version we know.
+// minCommandBody is the fewest bytes a command's body takes (kind, flags, match kind and seven
+// one-byte uvarints), so a count can be checked against the bytes left before allocating.
+const minCommandBody = 10
+
+// ErrCorrupt means bytes that are not a log entry or a snapshot of any version we know.
 var ErrCorrupt = errors.New("fsm: corrupt encoding")
 
-// Encode appends the binary form of c to dst: version, kind, flags, match kind, then the fields as
-// uvarints and length-prefixed bytes. Only our own encoding goes into the log, never raw RESP.
-func (c Command) Encode(dst []byte) []byte {
+// EncodeEntry appends the log entry of cmds, the ordered commands of one request, to dst. Only
+// our own encoding goes into the log, never raw RESP.
+func EncodeEntry(dst []byte, cmds []Command) []byte {
+	dst = append(dst, entryVersion)
+	dst = binary.AppendUvarint(dst, uint64(len(cmds)))
+	for _, c := range cmds {
+		dst = c.appendBody(dst)
+	}
+	return dst
+}
+
+// appendBody appends the body of c: kind, flags, match kind, then the fields as uvarints and
+// length-prefixed bytes. Entries of both versions hold commands in this layout.
+func (c Command) appendBody(dst []byte) []byte {
 	var flags byte
 	if c.KeepLease {
 		flags |= 1
 	}
-	dst = append(dst, commandVersion, byte(c.Kind), flags, byte(c.Match.Kind))
+	dst = append(dst, byte(c.Kind), flags, byte(c.Match.Kind))
 	dst = appendBytes(dst, c.Key)
 	dst = appendBytes(dst, c.Owner)
 	dst = binary.AppendUvarint(dst, c.LeaseMs)
@@ -31,19 +55,52 @@ func (c Command) Encode(dst []byte) []byte {
 	return dst
 }
 
-// Decode parses an encoded command and validates it. The returned byte slices alias b.
-func Decode(b []byte) (Command, error) {
-	if len(b) < 4 {
-		return Command{}, fmt.Errorf("%w: command of %d bytes", ErrCorrupt, len(b))
+// DecodeEntry parses a log entry of either version into its commands, validating each, and
+// appends them to dst (which may be nil, or a buffer to reuse). An entry holds at least one
+// command. The commands' byte slices alias b. On an error it returns nil.
+func DecodeEntry(dst []Command, b []byte) ([]Command, error) {
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%w: empty entry", ErrCorrupt)
 	}
-	if b[0] != commandVersion {
-		return Command{}, fmt.Errorf("%w: command version %d", ErrCorrupt, b[0])
+	d := decoder{b: b[1:]}
+	var n uint64
+	switch b[0] {
+	case commandVersion:
+		n = 1
+	case entryVersion:
+		n = d.uvarint()
+		if d.err != nil {
+			return nil, d.err
+		}
+		if n == 0 || n > uint64(len(d.b)/minCommandBody) {
+			return nil, fmt.Errorf("%w: entry of %d commands in %d bytes", ErrCorrupt, n, len(d.b))
+		}
+	default:
+		return nil, fmt.Errorf("%w: entry version %d", ErrCorrupt, b[0])
 	}
-	if b[2]&^1 != 0 {
-		return Command{}, fmt.Errorf("%w: command flags %#x", ErrCorrupt, b[2])
+	start := len(dst)
+	dst = slices.Grow(dst, int(n))[:start+int(n)]
+	for i := range dst[start:] {
+		if err := d.command(&dst[start+i]); err != nil {
+			return nil, err
+		}
 	}
-	c := Command{Kind: Kind(b[1]), KeepLease: b[2]&1 != 0, Match: Match{Kind: MatchKind(b[3])}}
-	d := decoder{b: b[4:]}
+	if len(d.b) != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.b))
+	}
+	return dst, nil
+}
+
+// command reads one command's body into c and validates it.
+func (d *decoder) command(c *Command) error {
+	if len(d.b) < 3 {
+		return fmt.Errorf("%w: command of %d bytes", ErrCorrupt, len(d.b))
+	}
+	if d.b[1]&^1 != 0 {
+		return fmt.Errorf("%w: command flags %#x", ErrCorrupt, d.b[1])
+	}
+	*c = Command{Kind: Kind(d.b[0]), KeepLease: d.b[1]&1 != 0, Match: Match{Kind: MatchKind(d.b[2])}}
+	d.b = d.b[3:]
 	c.Key = d.bytes()
 	c.Owner = d.bytes()
 	c.LeaseMs = d.uvarint()
@@ -52,15 +109,12 @@ func Decode(b []byte) (Command, error) {
 	c.Token = Token(d.uvarint())
 	c.LeaseRev = d.uvarint()
 	if d.err != nil {
-		return Command{}, d.err
-	}
-	if len(d.b) != 0 {
-		return Command{}, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.b))
+		return d.err
 	}
 	if err := c.Validate(); err != nil {
-		return Command{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
-	return c, nil
+	return nil
 }
 
 func appendBytes(dst, b []byte) []byte {

@@ -66,37 +66,71 @@ func invalidCommands() []fsm.Command {
 	}
 }
 
+// validEntries are entries of several commands: every valid command in one, pairs that depend
+// on each other, and a key touched several times.
+func validEntries() [][]fsm.Command {
+	return [][]fsm.Command{
+		validCommands(),
+		{grant("k1", "o", 100, matchAbsent), release("k1", byOwner("o"))},
+		{release("k1", byToken(3)), release("k2", byToken(4)), release("k3", byToken(5))},
+		{grant("k", "o", 1, matchAny), renew("k", byOwner("o"), 5), grant("k", "p", 0, byOwner("o"))},
+		{expire("a", 1, 1), expire("b", 2, 2), expire("c", 3, 3)},
+		{{Kind: fsm.KindPublish, Key: []byte("ch"), Owner: []byte("released")}, release("k", byToken(3)),
+			{Kind: fsm.KindShardPublish, Owner: []byte("empty channel")}},
+		{{Kind: fsm.KindStoreScript, Key: []byte("sha"), Owner: []byte("return(1)")}, {Kind: fsm.KindFlushScripts, Key: []byte("scripts")}},
+	}
+}
+
 func TestCodecRoundTrip(t *testing.T) {
-	for i, c := range validCommands() {
-		t.Run(fmt.Sprintf("%d-%s", i, c.Kind), func(t *testing.T) {
-			enc := c.Encode(nil)
-			got, err := fsm.Decode(enc)
+	var entries [][]fsm.Command
+	for _, c := range validCommands() {
+		entries = append(entries, []fsm.Command{c})
+	}
+	entries = append(entries, validEntries()...)
+	for i, cmds := range entries {
+		t.Run(fmt.Sprintf("%d-%s-%d", i, cmds[0].Kind, len(cmds)), func(t *testing.T) {
+			enc := fsm.EncodeEntry(nil, cmds)
+			got, err := fsm.DecodeEntry(nil, enc)
 			if err != nil {
-				t.Fatalf("Decode(Encode(%+v)) error: %v", c, err)
+				t.Fatalf("DecodeEntry(EncodeEntry(%+v)) error: %v", cmds, err)
 			}
-			if diff := cmp.Diff(got, c, equateEmpty); diff != "" {
-				t.Errorf("Decode(Encode(c)) (-got +want):\n%s", diff)
+			if diff := cmp.Diff(got, cmds, equateEmpty); diff != "" {
+				t.Errorf("DecodeEntry(EncodeEntry(cmds)) (-got +want):\n%s", diff)
 			}
-			if again := got.Encode(nil); !bytes.Equal(again, enc) {
+			if again := fsm.EncodeEntry(nil, got); !bytes.Equal(again, enc) {
 				t.Errorf("re-encoding = %x, want %x", again, enc)
 			}
-			// Encode appends.
+			// EncodeEntry appends.
 			prefix := []byte("prefix")
-			app := c.Encode(prefix[:len(prefix):len(prefix)])
+			app := fsm.EncodeEntry(prefix[:len(prefix):len(prefix)], cmds)
 			if !bytes.Equal(app[:len(prefix)], prefix) || !bytes.Equal(app[len(prefix):], enc) {
-				t.Errorf("Encode(prefix) = %x, want %x followed by %x", app, prefix, enc)
+				t.Errorf("EncodeEntry(prefix) = %x, want %x followed by %x", app, prefix, enc)
 			}
 		})
 	}
 }
 
-// TestEncodeLayout pins the layout of one command, byte for byte: a log written today must decode
-// the same way in every later version.
+// TestDecodeV1 decodes every command as an older binary wrote it (format version 1): the same
+// command, which re-encodes as a version 2 entry of one command.
+func TestDecodeV1(t *testing.T) {
+	for i, c := range validCommands() {
+		got, err := fsm.DecodeEntry(nil, encodeV1(c))
+		if err != nil {
+			t.Fatalf("command %d: DecodeEntry(v1 %x) error: %v", i, encodeV1(c), err)
+		}
+		if diff := cmp.Diff(got, []fsm.Command{c}, equateEmpty); diff != "" {
+			t.Errorf("command %d: DecodeEntry(v1) (-got +want):\n%s", i, diff)
+		}
+	}
+}
+
+// TestEncodeLayout pins the layouts byte for byte: a log written today must decode the same way
+// in every later version. The version 1 bytes are what binaries before multi-command entries
+// wrote (Command.Encode then); they must keep decoding.
 func TestEncodeLayout(t *testing.T) {
 	c := fsm.Command{Kind: fsm.KindGrant, Key: []byte("k"), Owner: []byte("ow"), LeaseMs: 300, KeepLease: true,
 		Match: fsm.Match{Kind: fsm.MatchToken, Token: 2, Owner: []byte("m")}, Token: 1, LeaseRev: 128}
-	want := []byte{
-		1,      // version
+	body := []byte{
 		2,      // kind grant
 		1,      // flags: keep lease
 		3,      // match token
@@ -108,18 +142,29 @@ func TestEncodeLayout(t *testing.T) {
 		1,          // token
 		0x80, 0x01, // lease rev 128
 	}
-	if got := c.Encode(nil); !bytes.Equal(got, want) {
-		t.Errorf("Encode = %x, want %x", got, want)
+	v1 := append([]byte{1}, body...) // version 1: one command, no count
+	if got, err := fsm.DecodeEntry(nil, v1); err != nil || cmp.Diff(got, []fsm.Command{c}) != "" {
+		t.Errorf("DecodeEntry(v1 %x) = %+v, %v; want [%+v]", v1, got, err, c)
+	}
+	rel := release("k", byToken(7))
+	relBody := []byte{3, 0, 3, 1, 'k', 0, 0, 7, 0, 0, 0}
+	v2 := append(append([]byte{
+		2, // version 2
+		2, // two commands
+	}, body...), relBody...)
+	if got := fsm.EncodeEntry(nil, []fsm.Command{c, rel}); !bytes.Equal(got, v2) {
+		t.Errorf("EncodeEntry = %x, want %x", got, v2)
 	}
 }
 
 func TestDecodeRejects(t *testing.T) {
-	valid := grant("lock", "owner", 1000, byToken(7)).Encode(nil)
+	valid := encodeV1(grant("lock", "owner", 1000, byToken(7)))
 	with := func(i int, b byte) []byte {
 		v := bytes.Clone(valid)
 		v[i] = b
 		return v
 	}
+	pair := encode(grant("lock", "owner", 1000, byToken(7)), release("lock", byToken(8)))
 	tests := []struct {
 		name string
 		b    []byte
@@ -129,7 +174,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"version only", []byte{1}},
 		{"three bytes", []byte{1, 2, 0}},
 		{"version 0", with(0, 0)},
-		{"version 2", with(0, 2)},
+		{"version 3", with(0, 3)},
 		{"version 255", with(0, 255)},
 		{"flags 2", with(2, 2)},
 		{"flags 3", with(2, 3)},
@@ -142,15 +187,32 @@ func TestDecodeRejects(t *testing.T) {
 		{"huge key length", append([]byte{1, 2, 0, 1}, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01)},
 		{"varint overflow", append([]byte{1, 2, 0, 1}, bytes.Repeat([]byte{0xff}, 11)...)},
 		{"header only", []byte{1, 1, 0, 0}},
+		{"v2 version only", []byte{2}},
+		{"v2 no commands", []byte{2, 0}},
+		{"v2 bad count", append([]byte{2}, bytes.Repeat([]byte{0xff}, 11)...)},
+		{"v2 count past the end", append([]byte{2, 3}, pair[2:]...)},
+		{"v2 huge count", append([]byte{2, 0xff, 0xff, 0xff, 0xff, 0x0f}, pair[2:]...)},
+		{"v2 count 1 of 2", append([]byte{2, 1}, pair[2:]...)},
+		{"v2 trailing bytes", append(bytes.Clone(pair), 0)},
+		{"v2 second command invalid", encode(grant("lock", "o", 1, matchAny), release("lock", matchAbsent))},
+		{"v2 first command invalid", encode(renew("a", matchAny, 0), grant("lock", "o", 1, matchAny))},
+		{"v2 second command bad flags", func() []byte {
+			b := bytes.Clone(pair)
+			b[len(pair)-len(encode(release("lock", byToken(8))))+2+1] = 4
+			return b
+		}()},
 	}
 	for i, c := range invalidCommands() {
 		tests = append(tests, struct {
 			name string
 			b    []byte
-		}{fmt.Sprintf("invalid command %d (%s)", i, c.Kind), c.Encode(nil)})
+		}{fmt.Sprintf("invalid command %d (%s)", i, c.Kind), encodeV1(c)}, struct {
+			name string
+			b    []byte
+		}{fmt.Sprintf("invalid command %d (%s) in v2", i, c.Kind), encode(c)})
 	}
 	for i, c := range validCommands() {
-		enc := c.Encode(nil)
+		enc := encodeV1(c)
 		for n := 0; n < len(enc); n++ {
 			tests = append(tests, struct {
 				name string
@@ -158,71 +220,125 @@ func TestDecodeRejects(t *testing.T) {
 			}{fmt.Sprintf("command %d truncated to %d of %d bytes", i, n, len(enc)), enc[:n:n]})
 		}
 	}
+	for i, cmds := range validEntries() {
+		enc := fsm.EncodeEntry(nil, cmds)
+		for n := 0; n < len(enc); n++ {
+			tests = append(tests, struct {
+				name string
+				b    []byte
+			}{fmt.Sprintf("entry %d truncated to %d of %d bytes", i, n, len(enc)), enc[:n:n]})
+		}
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := fsm.Decode(tt.b)
+			got, err := fsm.DecodeEntry(nil, tt.b)
 			if err == nil {
-				t.Fatalf("Decode(%x) = %+v, nil; want an error", tt.b, got)
+				t.Fatalf("DecodeEntry(%x) = %+v, nil; want an error", tt.b, got)
 			}
 			if !errors.Is(err, fsm.ErrCorrupt) {
-				t.Errorf("Decode(%x) error = %v, want one wrapping ErrCorrupt", tt.b, err)
+				t.Errorf("DecodeEntry(%x) error = %v, want one wrapping ErrCorrupt", tt.b, err)
 			}
-			if diff := cmp.Diff(got, fsm.Command{}); diff != "" {
-				t.Errorf("Decode(%x) returned a command with its error (-got +want):\n%s", tt.b, diff)
+			if got != nil {
+				t.Errorf("DecodeEntry(%x) returned commands with its error: %+v", tt.b, got)
 			}
 		})
 	}
 }
 
-// FuzzDecode: Decode never panics; whatever it accepts is a valid command whose encoding is
-// canonical (decodes to the same command and re-encodes to the same bytes, never longer than the
-// input) and which applies without panicking.
+// FuzzDecode: DecodeEntry never panics; whatever it accepts is valid commands whose encoding is
+// canonical (decodes to the same commands and re-encodes to the same bytes, never longer than
+// the input but for the count a version 1 entry lacks), and applies without panicking and
+// atomically: all of it, or nothing (the table exactly as before) with one failed guard and the
+// other commands aborted.
 func FuzzDecode(f *testing.F) {
 	for _, c := range validCommands() {
-		f.Add(c.Encode(nil))
+		f.Add(encodeV1(c))
+		f.Add(encode(c))
 	}
 	for _, c := range invalidCommands() {
-		f.Add(c.Encode(nil))
+		f.Add(encodeV1(c))
+	}
+	for _, cmds := range validEntries() {
+		f.Add(fsm.EncodeEntry(nil, cmds))
 	}
 	f.Add([]byte{})
 	f.Add([]byte{1, 2, 1, 2, 0x80, 0x00})
+	f.Add([]byte{2, 1, 2, 1, 2, 0x80, 0x00})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		in := bytes.Clone(b)
-		c, err := fsm.Decode(b)
+		cmds, err := fsm.DecodeEntry(nil, b)
 		if !bytes.Equal(b, in) {
-			t.Fatalf("Decode modified its input: %x, was %x", b, in)
+			t.Fatalf("DecodeEntry modified its input: %x, was %x", b, in)
 		}
 		if err != nil {
 			if !errors.Is(err, fsm.ErrCorrupt) {
-				t.Fatalf("Decode(%x) error = %v, want one wrapping ErrCorrupt", b, err)
+				t.Fatalf("DecodeEntry(%x) error = %v, want one wrapping ErrCorrupt", b, err)
 			}
 			return
 		}
-		if err := c.Validate(); err != nil {
-			t.Fatalf("Decode(%x) accepted an invalid command %+v: %v", b, c, err)
+		if len(cmds) == 0 {
+			t.Fatalf("DecodeEntry(%x) accepted an entry of no commands", b)
 		}
-		enc := c.Encode(nil)
-		if len(enc) > len(b) {
+		for _, c := range cmds {
+			if err := c.Validate(); err != nil {
+				t.Fatalf("DecodeEntry(%x) accepted an invalid command %+v: %v", b, c, err)
+			}
+		}
+		enc := fsm.EncodeEntry(nil, cmds)
+		if limit := len(b) + int(b[0]&1); len(enc) > limit {
 			t.Errorf("canonical encoding is %d bytes, longer than the %d bytes decoded", len(enc), len(b))
 		}
-		c2, err := fsm.Decode(enc)
+		cmds2, err := fsm.DecodeEntry(nil, enc)
 		if err != nil {
-			t.Fatalf("Decode(Encode(%+v)) error: %v", c, err)
+			t.Fatalf("DecodeEntry(EncodeEntry(%+v)) error: %v", cmds, err)
 		}
-		if diff := cmp.Diff(c2, c, equateEmpty); diff != "" {
-			t.Fatalf("Decode(Encode(c)) (-got +want):\n%s", diff)
+		if diff := cmp.Diff(cmds2, cmds, equateEmpty); diff != "" {
+			t.Fatalf("DecodeEntry(EncodeEntry(cmds)) (-got +want):\n%s", diff)
 		}
-		if enc2 := c2.Encode(nil); !bytes.Equal(enc2, enc) {
+		if enc2 := fsm.EncodeEntry(nil, cmds2); !bytes.Equal(enc2, enc) {
 			t.Fatalf("encoding is not canonical: %x re-encodes as %x", enc, enc2)
 		}
 
-		// Whatever decodes applies: to a free key and to a held one.
+		// Whatever decodes applies, atomically: to free keys and to held ones.
 		m := fsm.New()
-		m.Apply(1, c)
-		m.Apply(2, grant(string(c.Key)+"x", "o", 1, matchAny))
-		if len(c.Key) > 0 {
-			m.Apply(3, grant(string(c.Key), "o", 1, matchAny))
+		checkAtomic(t, m, 1, cmds)
+		for i, c := range cmds {
+			if len(c.Key) > 0 {
+				m.Apply(uint64(2+i), grant(string(c.Key), "o", 1, matchAny))
+			}
 		}
-		m.Apply(4, c)
+		checkAtomic(t, m, uint64(3+len(cmds)), cmds)
 	})
+}
+
+// checkAtomic applies cmds as the entry at index and checks it applied whole, or not at all:
+// then one result is a failed guard, the others are aborted, and the machine writes the same
+// snapshot as one that applied nothing at index.
+func checkAtomic(t *testing.T, m *fsm.Machine, index uint64, cmds []fsm.Command) {
+	t.Helper()
+	before := m.Snapshot()
+	res := m.ApplyEntry(nil, index, cmds)
+	if len(res) != len(cmds) {
+		t.Fatalf("ApplyEntry: %d results for %d commands", len(res), len(cmds))
+	}
+	failed, aborted := 0, 0
+	for _, r := range res {
+		switch {
+		case r.GuardFailed():
+			failed++
+		case r.Status == fsm.StatusAborted:
+			aborted++
+		}
+	}
+	switch {
+	case failed == 0 && aborted == 0:
+		return
+	case failed != 1 || aborted != len(cmds)-1:
+		t.Fatalf("ApplyEntry(%+v) = %+v: %d failed guards, %d aborted; want all applied, or 1 and %d", cmds, res, failed, aborted, len(cmds)-1)
+	}
+	ref := restore(t, writeSnapshot(t, before))
+	ref.Advance(index)
+	if got, want := snapshotBytes(t, m), snapshotBytes(t, ref); !bytes.Equal(got, want) {
+		t.Fatalf("aborted entry %+v changed the machine:\n got %x\nwant %x", cmds, got, want)
+	}
 }

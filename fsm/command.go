@@ -9,8 +9,14 @@ package fsm
 
 import "fmt"
 
-// Token is a fencing token: the raft log index of the entry that granted the lock. It is the same
-// on every node, survives snapshots and leader changes, and grows with every grant of any key.
+// Token is a fencing token. The Machine assigns it at apply, from a counter it advances for every
+// grant that gives a key a new holder (never from the command): a grant in the entry at log index
+// i gets max(last+1, i), where last is the largest token handed out before it. So tokens strictly
+// increase across every grant of every key, two grants in one entry get two tokens, and every
+// node computes the same ones; snapshots carry the counter. The floor at the entry's index is
+// what a token was before an entry could hold several commands (the index itself): a log written
+// by an older binary replays to exactly the tokens it handed out, and a token is never below the
+// index of the entry that granted it.
 type Token uint64
 
 // Kind names a replicated command.
@@ -181,6 +187,9 @@ const (
 	StatusMember        Status = 8
 	StatusScript        Status = 9
 	StatusPublished     Status = 10
+	// StatusAborted: the command belonged to an entry one of whose guards failed, so none of
+	// the entry applied (Machine.ApplyEntry). The failed command has its own result.
+	StatusAborted Status = 11
 )
 
 func (s Status) String() string {
@@ -205,6 +214,8 @@ func (s Status) String() string {
 		return "script"
 	case StatusPublished:
 		return "published"
+	case StatusAborted:
+		return "aborted"
 	}
 	return fmt.Sprintf("status(%d)", uint8(s))
 }
@@ -229,4 +240,28 @@ type Result struct {
 	// message. The FSM leaves it 0; the applying node fills it in from its own subscribers (it
 	// is local, not replicated: what PUBLISH replies on the leader).
 	Receivers int
+}
+
+// GuardFailed reports whether r is a failed guard: the command found the key not as its proposer
+// saw it, and changed nothing. These are GrantRejected (a Grant whose Match, absent, token or
+// owner, does not hold) and NotFound (a Release or Renew whose key is free or whose Match does
+// not hold). A failed guard aborts the entry that holds it (Machine.ApplyEntry).
+//
+// Every other result is an outcome, not a failure: Expired{Existed: false}, an Expire of a lease
+// that was renewed, re-granted or released meanwhile, is idempotent by design (the leader's
+// timers race the holders' renewals), and member, script and noop commands have no guard.
+func (r Result) GuardFailed() bool {
+	return r.Status == StatusGrantRejected || r.Status == StatusNotFound
+}
+
+// Aborted reports whether results, those of one entry, say it applied as nothing: it held
+// several commands and one's guard failed, so the others are StatusAborted. A single-command
+// entry whose guard failed is not aborted: its result is the request's outcome (a refusal).
+func Aborted(results []Result) bool {
+	for _, r := range results {
+		if r.Status == StatusAborted {
+			return true
+		}
+	}
+	return false
 }

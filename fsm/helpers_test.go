@@ -2,6 +2,7 @@ package fsm_test
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -113,4 +114,26 @@ func diffTables(got, want map[string]fsm.Lock) string {
 // cmpResults returns a cmp.Diff of two results, empty when they are equal.
 func cmpResults(got, want fsm.Result) string {
 	return cmp.Diff(got, want, equateEmpty)
+}
+
+// encode is the log entry of cmds, as raftnode proposes it.
+func encode(cmds ...fsm.Command) []byte { return fsm.EncodeEntry(nil, cmds) }
+
+// encodeV1 is c as an older binary wrote it into the log: an entry of format version 1, which
+// holds exactly one command and no count. Both versions share the command's body.
+func encodeV1(c fsm.Command) []byte {
+	e := encode(c)
+	return append([]byte{1}, e[2:]...) // version 2 and a count of 1 (one byte) -> version 1
+}
+
+// decodeOne decodes an entry that must hold exactly one command.
+func decodeOne(b []byte) (fsm.Command, error) {
+	cmds, err := fsm.DecodeEntry(nil, b)
+	if err != nil {
+		return fsm.Command{}, err
+	}
+	if len(cmds) != 1 {
+		return fsm.Command{}, fmt.Errorf("entry of %d commands, want 1", len(cmds))
+	}
+	return cmds[0], nil
 }

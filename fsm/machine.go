@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"maps"
+	"slices"
 
 	"github.com/tidwall/btree"
 )
@@ -12,7 +13,8 @@ import (
 type Lock struct {
 	Owner []byte
 	Token Token
-	// LeaseRev is the log index of the entry that set the lease now in force.
+	// LeaseRev is the log index of the entry that set the lease now in force (every command of
+	// an entry shares its index): what an Expire compares.
 	LeaseRev uint64
 	// LeaseMs is the lease length from the time LeaseRev was applied; 0 = no lease.
 	LeaseMs uint64
@@ -28,6 +30,8 @@ type Machine struct {
 	scripts map[string]string
 	// applied is the index of the last entry given to Apply; restored from snapshots.
 	applied uint64
+	// lastToken is the largest token handed out (Token's counter); restored from snapshots.
+	lastToken Token
 }
 
 // btreeDegree trades memory per node for depth; 32 keeps a million locks four levels deep.
@@ -48,8 +52,15 @@ func (m *Machine) Script(sha string) (string, bool) {
 func (m *Machine) Scripts() int { return len(m.scripts) }
 
 // Put stores a lock directly, bypassing the log. Only for scratch tables (a script's predicted
-// effects, tests); a replicated Machine changes only through Apply.
-func (m *Machine) Put(key []byte, l Lock) { m.table.Set(string(key), l) }
+// effects, tests); a replicated Machine changes only through Apply. The token counter moves up
+// to l.Token, so a later grant still hands out a greater one.
+func (m *Machine) Put(key []byte, l Lock) {
+	m.table.Set(string(key), l)
+	m.lastToken = max(m.lastToken, l.Token)
+}
+
+// LastToken is the largest fencing token handed out so far (or held, after a restore).
+func (m *Machine) LastToken() Token { return m.lastToken }
 
 // Member returns the client address node id advertised.
 func (m *Machine) Member(id string) (string, bool) {
@@ -82,10 +93,67 @@ func (m *Machine) Advance(index uint64) {
 	}
 }
 
-// Apply applies cmd, the entry at log index index, and returns its result. cmd must be valid
-// (Command.Validate); an invalid one changes nothing and yields Noop.
+// Apply applies an entry of the one command cmd at log index index and returns its result: the
+// same as ApplyEntry(nil, index, []Command{cmd})[0]. A failed guard changed nothing, so a
+// single-command entry needs no undo.
 func (m *Machine) Apply(index uint64, cmd Command) Result {
 	m.Advance(index)
+	return m.apply(index, cmd)
+}
+
+// ApplyEntry applies the entry at log index index, the ordered commands of one request, and
+// appends one result per command to dst (nil, or a buffer the caller shares between entries).
+// It applies all of it or none of it (DESIGN.md §3): each command's guard is checked in order
+// against the table as the commands before it left it (a script may set a key and then delete
+// it), and when one fails (Result.GuardFailed) everything the entry changed is put back, the
+// table, members, scripts and token counter as they were before it. The failed command then has its own result and every other one StatusAborted.
+// Either way the entry counts as applied (Applied advances), as a no-op when it was aborted.
+//
+// Commands must be valid (Command.Validate); an invalid one changes nothing and yields Noop.
+// The undo costs nothing for an entry of one command, nor for one whose commands cannot fail
+// (an expiry batch: Expire has no failing outcome), and O(commands) otherwise: never a copy of
+// the table.
+func (m *Machine) ApplyEntry(dst []Result, index uint64, cmds []Command) []Result {
+	m.Advance(index)
+	start := len(dst)
+	dst = slices.Grow(dst, len(cmds))[:start+len(cmds)]
+	out := dst[start:]
+	if len(cmds) == 1 || !anyGuarded(cmds) {
+		for i, c := range cmds {
+			out[i] = m.apply(index, c)
+		}
+		return dst
+	}
+	u := undoLog{lastToken: m.lastToken, records: make([]undoRecord, 0, len(cmds))}
+	for i, c := range cmds {
+		u.save(m, c)
+		out[i] = m.apply(index, c)
+		if out[i].GuardFailed() {
+			u.rollback(m)
+			for j := range out {
+				if j != i {
+					out[j] = Result{Status: StatusAborted}
+				}
+			}
+			return dst
+		}
+	}
+	return dst
+}
+
+// anyGuarded reports whether a guard of cmds can fail: a Release, a Renew or a Grant that
+// requires some state of its key.
+func anyGuarded(cmds []Command) bool {
+	for _, c := range cmds {
+		switch {
+		case c.Kind == KindRelease, c.Kind == KindRenew, c.Kind == KindGrant && c.Match.Kind != MatchAny:
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Machine) apply(index uint64, cmd Command) Result {
 	if cmd.Validate() != nil {
 		return Result{Status: StatusNoop}
 	}
@@ -118,6 +186,81 @@ func (m *Machine) Apply(index uint64, cmd Command) Result {
 	return Result{Status: StatusNoop}
 }
 
+// undoLog holds what an entry's commands overwrote, so a failed guard can put it back.
+type undoLog struct {
+	lastToken Token
+	records   []undoRecord
+}
+
+// undoRecord is the state one command found: of its key in the table (Grant, Release, Renew,
+// Expire), in members (SetMember, RemoveMember) or in scripts (StoreScript), or the whole
+// scripts map (FlushScripts).
+type undoRecord struct {
+	kind    Kind
+	key     string
+	lock    Lock
+	value   string
+	present bool
+	scripts map[string]string
+}
+
+// save records the state cmd is about to change. It runs before every command of an entry that
+// may need undoing; a key touched twice is recorded twice, and rollback replays the records
+// backwards, so the first record wins.
+func (u *undoLog) save(m *Machine, cmd Command) {
+	r := undoRecord{kind: cmd.Kind, key: string(cmd.Key)}
+	switch cmd.Kind {
+	case KindGrant, KindRelease, KindRenew, KindExpire:
+		r.lock, r.present = m.table.Get(r.key)
+	case KindSetMember, KindRemoveMember:
+		r.value, r.present = m.members[r.key]
+	case KindStoreScript:
+		r.value, r.present = m.scripts[r.key]
+	case KindFlushScripts:
+		r.scripts = maps.Clone(m.scripts)
+	default:
+		return // changes nothing
+	}
+	u.records = append(u.records, r)
+}
+
+// rollback puts back everything recorded, newest first.
+func (u *undoLog) rollback(m *Machine) {
+	for i := len(u.records) - 1; i >= 0; i-- {
+		r := u.records[i]
+		switch r.kind {
+		case KindGrant, KindRelease, KindRenew, KindExpire:
+			if r.present {
+				m.table.Set(r.key, r.lock)
+			} else {
+				m.table.Delete(r.key)
+			}
+		case KindSetMember, KindRemoveMember:
+			restoreEntry(m.members, r.key, r.value, r.present)
+		case KindStoreScript:
+			restoreEntry(m.scripts, r.key, r.value, r.present)
+		case KindFlushScripts:
+			m.scripts = r.scripts
+		}
+	}
+	m.lastToken = u.lastToken
+}
+
+func restoreEntry(into map[string]string, key, value string, present bool) {
+	if present {
+		into[key] = value
+	} else {
+		delete(into, key)
+	}
+}
+
+// nextToken advances the token counter for a grant to a new holder in the entry at index (see
+// Token). 2^64 grants do not happen, so last+1 does not wrap.
+func (m *Machine) nextToken(index uint64) Token {
+	m.lastToken = max(m.lastToken+1, Token(index))
+	return m.lastToken
+}
+
 func (m *Machine) grant(index uint64, cmd Command) Result {
 	key := string(cmd.Key)
 	cur, held := m.table.Get(key)
@@ -138,7 +281,6 @@ func (m *Machine) grant(index uint64, cmd Command) Result {
 	}
 	next := Lock{
 		Owner:    bytes.Clone(cmd.Owner),
-		Token:    Token(index),
 		LeaseRev: index,
 		LeaseMs:  cmd.LeaseMs,
 	}
@@ -149,6 +291,8 @@ func (m *Machine) grant(index uint64, cmd Command) Result {
 		// The same holder setting its lock again keeps its token: the token changes only when
 		// the holder does.
 		next.Token = cur.Token
+	} else {
+		next.Token = m.nextToken(index)
 	}
 	if cmd.KeepLease {
 		if held {

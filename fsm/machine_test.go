@@ -504,8 +504,8 @@ func TestTokensIncreaseAcrossKeys(t *testing.T) {
 // returns slices that alias the log entry's buffer, which raft may reuse.
 func TestApplyDoesNotAliasCommand(t *testing.T) {
 	m := fsm.New()
-	buf := grant("key", "owner", 1000, matchAny).Encode(nil)
-	c, err := fsm.Decode(buf)
+	buf := encode(grant("key", "owner", 1000, matchAny))
+	c, err := decodeOne(buf)
 	if err != nil {
 		t.Fatalf("Decode: %v", err)
 	}

@@ -36,8 +36,8 @@ func TestMembers(t *testing.T) {
 		t.Errorf("member commands touched the lock table: %d locks", m.Len())
 	}
 	// A member command survives the codec.
-	enc := set("n9", "h:1").Encode(nil)
-	if c, err := fsm.Decode(enc); err != nil || string(c.Owner) != "h:1" {
+	enc := encode(set("n9", "h:1"))
+	if c, err := decodeOne(enc); err != nil || string(c.Owner) != "h:1" {
 		t.Errorf("Decode(set-member) = %+v, %v", c, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -27,8 +28,9 @@ type modelLock struct {
 }
 
 type model struct {
-	locks   map[string]modelLock
-	applied uint64
+	locks     map[string]modelLock
+	applied   uint64
+	lastToken uint64 // the largest token handed out
 }
 
 func newModel() *model { return &model{locks: map[string]modelLock{}} }
@@ -100,10 +102,14 @@ func (m *model) apply(index uint64, c fsm.Command) fsm.Result {
 			// Rejected: report who holds the key (0: nobody).
 			return fsm.Result{Status: fsm.StatusGrantRejected, Token: fsm.Token(cur.token)}
 		}
-		// The token is the grant's index, unless the same owner holds the key already.
-		next := modelLock{owner: string(c.Owner), token: index, leaseRev: index, leaseMs: c.LeaseMs}
+		// A new holder gets the next token, at least the entry's index; the same owner holding
+		// the key already keeps its own.
+		next := modelLock{owner: string(c.Owner), leaseRev: index, leaseMs: c.LeaseMs}
 		if held && cur.owner == next.owner {
 			next.token = cur.token
+		} else {
+			next.token = max(m.lastToken+1, index)
+			m.lastToken = next.token
 		}
 		// KEEPTTL: keep the lease in force (none on a free key).
 		if c.KeepLease {
@@ -144,6 +150,35 @@ func (m *model) apply(index uint64, c fsm.Command) fsm.Result {
 		return fsm.Result{Status: fsm.StatusExpired}
 	}
 	return fsm.Result{Status: fsm.StatusNoop}
+}
+
+// applyEntry applies an entry of commands: in order, each seeing what the ones before it did;
+// if one's guard fails (a grant not allowed, a release or renew that does not match), the
+// model goes back to where it was before the entry, that command keeps its result and the
+// others are aborted.
+func (m *model) applyEntry(index uint64, cmds []fsm.Command) []fsm.Result {
+	saved, savedToken := maps.Clone(m.locks), m.lastToken
+	out := make([]fsm.Result, len(cmds))
+	for i, c := range cmds {
+		out[i] = m.apply(index, c)
+		if s := out[i].Status; s == fsm.StatusGrantRejected || s == fsm.StatusNotFound {
+			m.locks, m.lastToken = saved, savedToken
+			for j := range out {
+				if j != i {
+					out[j] = fsm.Result{Status: fsm.StatusAborted}
+				}
+			}
+			break
+		}
+	}
+	if index > m.applied {
+		m.applied = index
+	}
+	return out
+}
+
+func (m *model) clone() *model {
+	return &model{locks: maps.Clone(m.locks), applied: m.applied, lastToken: m.lastToken}
 }
 
 func (m *model) table() map[string]fsm.Lock {
@@ -290,35 +325,67 @@ func (g *generator) observe(r fsm.Result) {
 	}
 }
 
-// viaLog passes c through the codec, as a log entry does; an invalid command, which Decode
-// rejects, is applied as it is (Apply must treat it as a no-op).
-func viaLog(t *testing.T, c fsm.Command) fsm.Command {
+// viaLog passes cmds through the codec, as a log entry does, a single command half the time in
+// the format of older binaries; an entry with an invalid command, which DecodeEntry rejects, is
+// applied as it is (ApplyEntry must treat the invalid command as a no-op).
+func viaLog(t *testing.T, rng *rand.Rand, cmds []fsm.Command) []fsm.Command {
 	t.Helper()
-	d, err := fsm.Decode(c.Encode(nil))
-	if (err == nil) != (c.Validate() == nil) {
-		t.Fatalf("Decode(Encode(%+v)) error = %v, but Validate = %v", c, err, c.Validate())
+	valid := true
+	for _, c := range cmds {
+		valid = valid && c.Validate() == nil
+	}
+	enc := encode(cmds...)
+	if len(cmds) == 1 && rng.IntN(2) == 0 {
+		enc = encodeV1(cmds[0])
+	}
+	d, err := fsm.DecodeEntry(nil, enc)
+	if (err == nil) != valid {
+		t.Fatalf("DecodeEntry(EncodeEntry(%+v)) error = %v, but all valid = %v", cmds, err, valid)
 	}
 	if err != nil {
-		return c
+		return cmds
 	}
 	return d
 }
 
-// entry is one log entry of the model run: a command, or an index raft used for itself.
+// entry is one log entry of the model run: the commands of one request, or an index raft used
+// for itself.
 type entry struct {
 	index   uint64
 	advance bool // raft's own entry: Advance, no command
-	cmd     fsm.Command
-	result  fsm.Result // A's result
+	cmds    []fsm.Command
+	results []fsm.Result // A's results
+}
+
+// nextEntry makes the commands of one entry: mostly one, sometimes several, each aimed at the
+// state the ones before it leave (so some depend on them: a grant, then its release).
+func (g *generator) nextEntry(index uint64) []fsm.Command {
+	n := 1
+	if g.rng.IntN(4) == 0 {
+		n = 2 + g.rng.IntN(4)
+	}
+	if n == 1 {
+		return []fsm.Command{g.next()}
+	}
+	ref := g.model
+	defer func() { g.model = ref }()
+	g.model = ref.clone()
+	cmds := make([]fsm.Command, n)
+	for i := range cmds {
+		cmds[i] = g.next()
+		g.model.apply(index, cmds[i])
+	}
+	return cmds
 }
 
 // pendingSnapshot is a snapshot taken of A at one step and serialized some steps later, while A
 // went on applying (raft persists snapshots concurrently with Apply).
 type pendingSnapshot struct {
-	s       *fsm.Snapshot
-	table   map[string]fsm.Lock
-	applied uint64
-	at      int // step at which it is serialized and restored into B
+	s         *fsm.Snapshot
+	table     map[string]fsm.Lock
+	applied   uint64
+	lastToken fsm.Token
+	at        int // step at which it is serialized and restored into B
 }
 
 // TestModel applies random commands to the machine A and to the reference model and compares
@@ -382,54 +449,96 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		}
 
 		idx++
-		cmd := g.next()
-		prev, wasHeld := a.Get(cmd.Key)
-		want := ref.apply(idx, cmd)
-		got := a.Apply(idx, viaLog(t, cmd))
-		if !sameResult(got, want) {
-			fail("A.Apply(%+v) result (-got +model):\n%s", cmd, cmpResults(got, want))
+		cmds := g.nextEntry(idx)
+		type before struct {
+			lock fsm.Lock
+			held bool
 		}
-		if !ref.matches(a) {
-			fail("A's table after %+v (-got +model):\n%s", cmd, diffTables(table(a), ref.table()))
+		prev := make([]before, len(cmds))
+		for i, c := range cmds {
+			prev[i].lock, prev[i].held = a.Get(c.Key)
 		}
-		if a.Applied() != idx || a.Len() != len(ref.locks) {
-			fail("A.Applied() = %d, A.Len() = %d; want %d, %d", a.Applied(), a.Len(), idx, len(ref.locks))
-		}
-		if b != nil {
-			gotB := b.Apply(idx, viaLog(t, cmd))
-			if !sameResult(gotB, got) {
-				fail("B.Apply(%+v) result (-B +A):\n%s", cmd, cmpResults(gotB, got))
+		snapBefore := a.Snapshot()
+		want := ref.applyEntry(idx, cmds)
+		got := a.ApplyEntry(nil, idx, viaLog(t, rng, cmds))
+		for i := range cmds {
+			if !sameResult(got[i], want[i]) {
+				fail("A.ApplyEntry(nil, %+v) result %d (-got +model):\n%s", cmds, i, cmpResults(got[i], want[i]))
 			}
 		}
-		g.observe(got)
-		stats[outcome(prev, wasHeld, got)]++
-		log = append(log, entry{index: idx, cmd: cmd, result: got})
-
-		// Fencing: a token handed to a new holder is above every token handed out before.
-		if got.Status == fsm.StatusGranted {
-			sameHolder := wasHeld && got.Token == prev.Token
-			if !sameHolder {
-				if got.Token <= maxToken {
-					fail("new holder of %q got token %d, not above the earlier token %d", cmd.Key, got.Token, maxToken)
+		if !ref.matches(a) {
+			fail("A's table after %+v (-got +model):\n%s", cmds, diffTables(table(a), ref.table()))
+		}
+		if a.Applied() != idx || a.Len() != len(ref.locks) || uint64(a.LastToken()) != ref.lastToken {
+			fail("A.Applied() = %d, A.Len() = %d, A.LastToken() = %d; want %d, %d, %d", a.Applied(), a.Len(),
+				a.LastToken(), idx, len(ref.locks), ref.lastToken)
+		}
+		aborted := len(cmds) > 1 && got[0].Status == fsm.StatusAborted || len(cmds) > 1 && got[0].GuardFailed()
+		if aborted {
+			// Nothing of the entry applied: the machine writes the snapshot it wrote before,
+			// but for the applied index.
+			ref := restore(t, writeSnapshot(t, snapBefore))
+			ref.Advance(idx)
+			if !bytes.Equal(snapshotBytes(t, a), snapshotBytes(t, ref)) {
+				fail("aborted entry %+v changed the machine", cmds)
+			}
+		}
+		if b != nil {
+			gotB := b.ApplyEntry(nil, idx, viaLog(t, rng, cmds))
+			for i := range cmds {
+				if !sameResult(gotB[i], got[i]) {
+					fail("B.ApplyEntry(nil, %+v) result %d (-B +A):\n%s", cmds, i, cmpResults(gotB[i], got[i]))
 				}
-				maxToken = got.Token
-			} else if !bytes.Equal(prev.Owner, cmd.Owner) {
-				fail("key %q changed owner from %q to %q but kept token %d", cmd.Key, prev.Owner, cmd.Owner, got.Token)
+			}
+		}
+		for _, r := range got {
+			g.observe(r)
+		}
+		log = append(log, entry{index: idx, cmds: cmds, results: got})
+		switch {
+		case aborted:
+			stats["entry-aborted"]++
+		case len(cmds) > 1:
+			stats["entry-applied"]++
+		}
+
+		// Fencing: a token handed to a new holder is above every token handed out before. The
+		// commands of an aborted entry handed out nothing.
+		for i, r := range got {
+			stats[outcome(prev[i].lock, prev[i].held, r)]++
+			if r.Status != fsm.StatusGranted {
+				continue
+			}
+			// Within an entry, compare with the key as the entry's earlier commands left it.
+			wasHeld, prevLock := prev[i].held, prev[i].lock
+			for j := 0; j < i; j++ {
+				if string(cmds[j].Key) == string(cmds[i].Key) {
+					wasHeld, prevLock = keyAfter(got[j], cmds[j], wasHeld, prevLock)
+				}
+			}
+			sameHolder := wasHeld && r.Token == prevLock.Token
+			if !sameHolder {
+				if r.Token <= maxToken {
+					fail("new holder of %q got token %d, not above the earlier token %d", cmds[i].Key, r.Token, maxToken)
+				}
+				maxToken = r.Token
+			} else if !bytes.Equal(prevLock.Owner, cmds[i].Owner) {
+				fail("key %q changed owner from %q to %q but kept token %d", cmds[i].Key, prevLock.Owner, cmds[i].Owner, r.Token)
 			}
 		}
 		a.Scan(func(key string, l fsm.Lock) bool {
-			if uint64(l.Token) > idx || l.LeaseRev > idx || l.Token == 0 {
-				fail("lock %q = %+v does not fit applied index %d", key, l, idx)
+			if l.Token > a.LastToken() || l.LeaseRev > idx || l.Token == 0 {
+				fail("lock %q = %+v does not fit applied index %d and last token %d", key, l, idx, a.LastToken())
 			}
 			return true
 		})
 
 		// Snapshots: take one now and then, serialize and restore it into B a little later.
 		if pending == nil && (rng.IntN(steps/6+1) == 0 || step == forced) {
-			pending = &pendingSnapshot{s: a.Snapshot(), table: table(a), applied: a.Applied(), at: step + rng.IntN(40)}
+			pending = &pendingSnapshot{s: a.Snapshot(), table: table(a), applied: a.Applied(), lastToken: a.LastToken(), at: step + rng.IntN(40)}
 		}
 		if pending != nil && step >= pending.at {
-			b = restoreAndReplay(t, pending, log)
+			b = restoreAndReplay(t, rng, pending, log)
 			pending = nil
 			restores++
 		}
@@ -441,20 +550,38 @@ func runModel(t *testing.T, seed uint64, steps int) {
 	if diff := diffTables(table(b), table(a)); diff != "" {
 		t.Fatalf("seed %d: final tables (-B +A):\n%s", seed, diff)
 	}
-	if b.Applied() != a.Applied() {
-		t.Fatalf("seed %d: B.Applied() = %d, A.Applied() = %d", seed, b.Applied(), a.Applied())
+	if b.Applied() != a.Applied() || b.LastToken() != a.LastToken() {
+		t.Fatalf("seed %d: B.Applied() = %d, B.LastToken() = %d; A's %d, %d", seed, b.Applied(), b.LastToken(), a.Applied(), a.LastToken())
 	}
 	if sa, sb := snapshotBytes(t, a), snapshotBytes(t, b); !bytes.Equal(sa, sb) {
 		t.Fatalf("seed %d: final snapshot bytes differ:\nA %x\nB %x", seed, sa, sb)
 	}
 	// Every outcome of every guard was exercised.
 	for _, o := range []string{"noop", "granted-new", "granted-replaced", "granted-same-holder", "grant-rejected",
-		"released", "not-found", "renewed", "expired-removed", "expired-no-op"} {
+		"released", "not-found", "renewed", "expired-removed", "expired-no-op", "aborted", "entry-applied", "entry-aborted"} {
 		if stats[o] == 0 {
 			t.Errorf("seed %d: no %s result in %d steps, the generator needs tuning", seed, o, steps)
 		}
 	}
 	t.Logf("seed %d: %d steps, %d restores, %d locks at the end, results %v", seed, steps, restores, a.Len(), stats)
+}
+
+// keyAfter is what key held after the command c of the same entry had result r, given what it
+// held before c.
+func keyAfter(r fsm.Result, c fsm.Command, held bool, l fsm.Lock) (bool, fsm.Lock) {
+	switch r.Status {
+	case fsm.StatusGranted:
+		return true, fsm.Lock{Owner: c.Owner, Token: r.Token, LeaseRev: r.LeaseRev, LeaseMs: r.LeaseMs}
+	case fsm.StatusReleased:
+		return false, fsm.Lock{}
+	case fsm.StatusExpired:
+		if r.Existed {
+			return false, fsm.Lock{}
+		}
+	case fsm.StatusRenewed:
+		l.LeaseRev, l.LeaseMs = r.LeaseRev, r.LeaseMs
+	}
+	return held, l
 }
 
 // outcome names a result finely enough to tell the guard outcomes apart.
@@ -477,14 +604,14 @@ func outcome(prev fsm.Lock, wasHeld bool, r fsm.Result) string {
 // restoreAndReplay serializes a pending snapshot, restores it into a new machine, checks it holds
 // the table the snapshot was taken of, and replays the log entries after the snapshot, checking
 // each result against the one A produced.
-func restoreAndReplay(t *testing.T, p *pendingSnapshot, log []entry) *fsm.Machine {
+func restoreAndReplay(t *testing.T, rng *rand.Rand, p *pendingSnapshot, log []entry) *fsm.Machine {
 	t.Helper()
 	b := restore(t, writeSnapshot(t, p.s))
 	if diff := diffTables(table(b), p.table); diff != "" {
 		t.Fatalf("snapshot taken at %d, serialized later, restored a different table (-got +want):\n%s", p.applied, diff)
 	}
-	if b.Applied() != p.applied {
-		t.Fatalf("restored Applied() = %d, want %d", b.Applied(), p.applied)
+	if b.Applied() != p.applied || b.LastToken() != p.lastToken {
+		t.Fatalf("restored Applied() = %d, LastToken() = %d; want %d, %d", b.Applied(), b.LastToken(), p.applied, p.lastToken)
 	}
 	for _, e := range log {
 		if e.index <= p.applied {
@@ -494,9 +621,11 @@ func restoreAndReplay(t *testing.T, p *pendingSnapshot, log []entry) *fsm.Machin
 			b.Advance(e.index)
 			continue
 		}
-		got := b.Apply(e.index, viaLog(t, e.cmd))
-		if diff := cmpResults(got, e.result); diff != "" {
-			t.Fatalf("replay after restore from %d: Apply(%d, %+v) (-B +A):\n%s", p.applied, e.index, e.cmd, diff)
+		got := b.ApplyEntry(nil, e.index, viaLog(t, rng, e.cmds))
+		for i := range got {
+			if diff := cmpResults(got[i], e.results[i]); diff != "" {
+				t.Fatalf("replay after restore from %d: ApplyEntry(%d, %+v) result %d (-B +A):\n%s", p.applied, e.index, e.cmds, i, diff)
+			}
 		}
 	}
 	return b

@@ -14,10 +14,15 @@ import (
 	"github.com/tidwall/btree"
 )
 
-// snapshotMagic and snapshotVersion open every snapshot stream.
+// snapshotMagic and a version open every snapshot stream. Restore reads every version; WriteTo
+// writes the newest. Never reuse a version.
 const (
-	snapshotMagic   = "RLSN"
-	snapshotVersion = 1
+	snapshotMagic = "RLSN"
+	// snapshotV1 has no token counter: tokens were log indexes then, so Restore starts the
+	// counter at the largest of the held tokens and the applied index.
+	snapshotV1 = 1
+	// snapshotV2 carries the token counter after the applied index.
+	snapshotV2 = 2
 )
 
 // maxSnapshotField bounds a key or owner read from a snapshot, so a corrupt length cannot make
@@ -27,29 +32,32 @@ const maxSnapshotField = 64 << 20
 // Snapshot is a point-in-time copy of the table. Taking it is O(1) (the B-tree is copy-on-write)
 // and it stays valid and consistent while the Machine keeps applying.
 type Snapshot struct {
-	table   *btree.Map[string, Lock]
-	members map[string]string
-	scripts map[string]string
-	applied uint64
+	table     *btree.Map[string, Lock]
+	members   map[string]string
+	scripts   map[string]string
+	applied   uint64
+	lastToken Token
 }
 
 // Snapshot returns a copy of the table for Persist to serialize concurrently with Apply.
 func (m *Machine) Snapshot() *Snapshot {
-	return &Snapshot{table: m.table.Copy(), members: maps.Clone(m.members), scripts: maps.Clone(m.scripts), applied: m.applied}
+	return &Snapshot{table: m.table.Copy(), members: maps.Clone(m.members), scripts: maps.Clone(m.scripts),
+		applied: m.applied, lastToken: m.lastToken}
 }
 
 // Len is the number of locks in the snapshot.
 func (s *Snapshot) Len() int { return s.table.Len() }
 
-// WriteTo serializes the snapshot: magic, version, applied index, count, then each lock in key
-// order, then the member addresses in ID order, then the stored scripts in digest order, then a
-// CRC-32C of everything before it. Key order makes the bytes a pure function of the
-// table, so two nodes' tables can be compared byte for byte.
+// WriteTo serializes the snapshot (version 2): magic, version, applied index, token counter,
+// count, then each lock in key order, then the member addresses in ID order, then the stored
+// scripts in digest order, then a CRC-32C of everything before it. Key order makes the bytes a
+// pure function of the table, so two nodes' tables can be compared byte for byte.
 func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	cw := &countingWriter{w: w, crc: crc32.New(crc32.MakeTable(crc32.Castagnoli))}
 	bw := bufio.NewWriterSize(cw, 64<<10)
-	buf := append([]byte(snapshotMagic), snapshotVersion)
+	buf := append([]byte(snapshotMagic), snapshotV2)
 	buf = binary.AppendUvarint(buf, s.applied)
+	buf = binary.AppendUvarint(buf, uint64(s.lastToken))
 	buf = binary.AppendUvarint(buf, uint64(s.table.Len()))
 	if _, err := bw.Write(buf); err != nil {
 		return cw.n, err
@@ -96,18 +104,27 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// Restore reads a snapshot written by Snapshot.WriteTo into a new Machine. It checks the
-// checksum and every length, so a torn or corrupt snapshot is an error, never a wrong table.
+// Restore reads a snapshot written by Snapshot.WriteTo, of this version or an older one, into a
+// new Machine. It checks the checksum and every length, so a torn or corrupt snapshot is an
+// error, never a wrong table.
 func Restore(r io.Reader) (*Machine, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	rd := &streamDecoder{r: br, crc: crc32.New(crc32.MakeTable(crc32.Castagnoli))}
 	head := rd.read(len(snapshotMagic) + 1)
-	if rd.err != nil || string(head[:len(snapshotMagic)]) != snapshotMagic || head[len(snapshotMagic)] != snapshotVersion {
+	if rd.err != nil || string(head[:len(snapshotMagic)]) != snapshotMagic {
 		return nil, fmt.Errorf("%w: snapshot header %q", ErrCorrupt, head)
+	}
+	version := head[len(snapshotMagic)]
+	if version != snapshotV1 && version != snapshotV2 {
+		return nil, fmt.Errorf("%w: snapshot version %d", ErrCorrupt, version)
 	}
 	m := New()
 	m.applied = rd.uvarint()
+	if version >= snapshotV2 {
+		m.lastToken = Token(rd.uvarint())
+	}
 	count := rd.uvarint()
+	var maxToken Token
 	var prev string
 	for i := uint64(0); i < count && rd.err == nil; i++ {
 		key := string(rd.bytes())
@@ -119,10 +136,17 @@ func Restore(r io.Reader) (*Machine, error) {
 			return nil, fmt.Errorf("%w: snapshot record %d out of order or empty", ErrCorrupt, i)
 		}
 		prev = key
+		maxToken = max(maxToken, l.Token)
 		m.table.Load(key, l)
 	}
 	if rd.err != nil {
 		return nil, rd.err
+	}
+	// The counter is never below a token held (WriteTableTo leaves it at zero).
+	m.lastToken = max(m.lastToken, maxToken)
+	if version == snapshotV1 {
+		// Tokens were log indexes: every token ever handed out is at most the applied index.
+		m.lastToken = max(m.lastToken, Token(m.applied))
 	}
 	if err := rd.stringMap(m.members, "member"); err != nil {
 		return nil, err
@@ -201,11 +225,15 @@ func (d *streamDecoder) bytes() []byte {
 	return d.read(int(n))
 }
 
-// WriteTableTo writes the snapshot encoding with the applied index left at zero: the bytes
-// depend on the table and member addresses alone, so nodes can compare tables by digest.
+// WriteTableTo writes the snapshot encoding with the applied index and the token counter left
+// at zero: the bytes depend on the table, member addresses and scripts alone, so nodes can
+// compare tables by digest. The counter is left out because two nodes with equal tables may
+// hold different counters that hand out the same tokens: one restored from a version 1
+// snapshot starts at its applied index, one that replayed the same log at its last grant, and
+// both are below the next entry's index, the floor of its tokens (see Token).
 func (s *Snapshot) WriteTableTo(w io.Writer) (int64, error) {
 	c := *s
-	c.applied = 0
+	c.applied, c.lastToken = 0, 0
 	return c.WriteTo(w)
 }
 

@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"sync"
 	"testing"
@@ -169,8 +170,9 @@ func TestSnapshotDeterministic(t *testing.T) {
 	})
 	t.Run("large", func(t *testing.T) {
 		// a grants 2000 keys, in descending key order, then releases every other one; b grants
-		// only the survivors, at the same indexes, so with the same tokens; c is a restored copy
-		// of a (its tree is bulk-loaded in ascending order). Three tree shapes, one table.
+		// only the survivors, at the same indexes, so with the same tokens, and the last key,
+		// released as a releases it, so its token counter ends where a's does; c is a restored
+		// copy of a (its tree is bulk-loaded in ascending order). Three tree shapes, one table.
 		const n = 2000
 		key := func(i int) string { return fmt.Sprintf("key-%05d", n-i) }
 		a, b := fsm.New(), fsm.New()
@@ -182,12 +184,13 @@ func TestSnapshotDeterministic(t *testing.T) {
 		}
 		a.Advance(2 * n)
 		for i := range n {
-			if i%2 == 0 {
+			if i%2 == 0 || i == n-1 {
 				b.Apply(uint64(i+1), grant(key(i), "o", uint64(i), matchAbsent))
 			} else {
 				b.Apply(uint64(i+1), noop())
 			}
 		}
+		b.Apply(uint64(2*n-1), release(key(n-1), matchAny))
 		b.Advance(2 * n)
 		compareSnapshots(t, a, b)
 
@@ -215,8 +218,9 @@ func compareSnapshots(t *testing.T, a, b *fsm.Machine) {
 	if diff := diffTables(table(a), table(b)); diff != "" {
 		t.Fatalf("the two histories give different tables, fix the test (-a +b):\n%s", diff)
 	}
-	if a.Applied() != b.Applied() {
-		t.Fatalf("the two histories end at different indexes %d and %d, fix the test", a.Applied(), b.Applied())
+	if a.Applied() != b.Applied() || a.LastToken() != b.LastToken() {
+		t.Fatalf("the two histories end at different indexes %d and %d or last tokens %d and %d, fix the test",
+			a.Applied(), b.Applied(), a.LastToken(), b.LastToken())
 	}
 	sa, sb := snapshotBytes(t, a), snapshotBytes(t, b)
 	if !bytes.Equal(sa, sb) {
@@ -352,17 +356,21 @@ func TestSnapshotConcurrentWithApply(t *testing.T) {
 // rawSnapshot builds snapshot bytes by hand, with a correct checksum unless told otherwise, so
 // tests can reach the checks behind the checksum.
 type rawSnapshot struct {
-	magic   string
-	version byte
-	applied uint64
-	count   uint64
-	records [][]byte
-	members [][2]string // id, address, in ID order
+	magic     string
+	version   byte
+	applied   uint64
+	lastToken fsm.Token // version 2 on
+	count     uint64
+	records   [][]byte
+	members   [][2]string // id, address, in ID order
 }
 
 func (r rawSnapshot) bytes() []byte {
 	b := append([]byte(r.magic), r.version)
 	b = binary.AppendUvarint(b, r.applied)
+	if r.version >= 2 {
+		b = binary.AppendUvarint(b, uint64(r.lastToken))
+	}
 	b = binary.AppendUvarint(b, r.count)
 	for _, rec := range r.records {
 		b = append(b, rec...)
@@ -396,7 +404,7 @@ func TestRawSnapshotMatchesWriteTo(t *testing.T) {
 		{Kind: fsm.KindSetMember, Key: []byte("n2"), Owner: []byte("127.0.0.1:6380")},
 		{Kind: fsm.KindSetMember, Key: []byte("n1"), Owner: []byte("127.0.0.1:6379")}})
 	m.Advance(300)
-	want := rawSnapshot{magic: "RLSN", version: 1, applied: 300, count: 2, records: [][]byte{
+	want := rawSnapshot{magic: "RLSN", version: 2, applied: 300, lastToken: 2, count: 2, records: [][]byte{
 		record("a", "oa", 1, 1, 5), record("b", "", 2, 2, 0),
 	}, members: [][2]string{{"n1", "127.0.0.1:6379"}, {"n2", "127.0.0.1:6380"}}}.bytes()
 	if got := snapshotBytes(t, m); !bytes.Equal(got, want) {
@@ -408,6 +416,40 @@ func TestRawSnapshotMatchesWriteTo(t *testing.T) {
 	}
 	if diff := cmp.Diff(r.Members(), m.Members()); diff != "" {
 		t.Errorf("restored members (-got +want):\n%s", diff)
+	}
+}
+
+// TestRestoreTokenCounter restores the counter of each version: a version 2 snapshot's own (but
+// never below a token it holds), a version 1 snapshot's from its tokens and applied index, since
+// tokens were log indexes then.
+func TestRestoreTokenCounter(t *testing.T) {
+	recs := [][]byte{record("a", "oa", 40, 40, 5), record("b", "ob", 7, 7, 0)}
+	tests := []struct {
+		name string
+		raw  rawSnapshot
+		want fsm.Token
+	}{
+		{"v2", rawSnapshot{version: 2, applied: 50, lastToken: 90, count: 2, records: recs}, 90},
+		{"v2 counter below a token", rawSnapshot{version: 2, applied: 50, lastToken: 3, count: 2, records: recs}, 40},
+		{"v2 counter zero (WriteTableTo)", rawSnapshot{version: 2, applied: 0, count: 2, records: recs}, 40},
+		{"v1 applied above the tokens", rawSnapshot{version: 1, applied: 50, count: 2, records: recs}, 50},
+		{"v1 applied below a token", rawSnapshot{version: 1, applied: 20, count: 2, records: recs}, 40},
+		{"v1 empty", rawSnapshot{version: 1, applied: 9}, 9},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.raw.magic = "RLSN"
+			m := restore(t, tt.raw.bytes())
+			if got := m.LastToken(); got != tt.want {
+				t.Errorf("LastToken() = %d, want %d", got, tt.want)
+			}
+			// The next grant hands out a token above every one before, at least its index.
+			idx := m.Applied() + 1
+			r := m.Apply(idx, grant("new", "o", 0, matchAbsent))
+			if want := max(tt.want+1, fsm.Token(idx)); r.Token != want {
+				t.Errorf("next grant at %d got token %d, want %d", idx, r.Token, want)
+			}
+		})
 	}
 }
 
@@ -424,7 +466,8 @@ func TestRestoreRejects(t *testing.T) {
 		{"bad magic", rawSnapshot{magic: "RLSX", version: 1}.bytes()},
 		{"lower-case magic", rawSnapshot{magic: "rlsn", version: 1}.bytes()},
 		{"version 0", rawSnapshot{magic: "RLSN", version: 0}.bytes()},
-		{"version 2", rawSnapshot{magic: "RLSN", version: 2}.bytes()},
+		{"version 3", rawSnapshot{magic: "RLSN", version: 3}.bytes()},
+		{"version 255", rawSnapshot{magic: "RLSN", version: 255}.bytes()},
 		{"bytes after the checksum", append(bytes.Clone(good), 0)},
 		{"twice", append(bytes.Clone(good), good...)},
 		{"count above the records", func() []byte { r := ok(record("a", "o", 1, 1, 1)); r.count = 2; return r.bytes() }()},
@@ -584,6 +627,29 @@ func FuzzRestore(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(buf.Bytes())
+	// Version 2: hand-built, and written after entries of several grants (tokens above indexes).
+	f.Add(rawSnapshot{magic: "RLSN", version: 2, applied: 3, lastToken: 9, count: 2, records: [][]byte{
+		record("a", "oa", 1, 1, 5), record("b", "", 9, 2, 0),
+	}}.bytes())
+	for i := range 10 {
+		m.ApplyEntry(nil, uint64(41+i), []fsm.Command{
+			grant(fmt.Sprintf("e%d", i), "x", 1, matchAbsent), grant(fmt.Sprintf("f%d", i), "y", 0, matchAny),
+			release(fmt.Sprintf("key%d\x00", i), matchAny),
+		})
+	}
+	buf.Reset()
+	if _, err := m.Snapshot().WriteTo(&buf); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(buf.Bytes())
+	// Written by an older binary (version 1).
+	for _, name := range []string{goldenSnapMid, goldenSnapLast} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
 
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var m *fsm.Machine
@@ -614,6 +680,15 @@ func FuzzRestore(f *testing.F) {
 		if diff := diffTables(table(r), table(m)); diff != "" {
 			t.Errorf("table changed through snapshot and restore (-got +want):\n%s", diff)
 		}
+		if r.LastToken() != m.LastToken() {
+			t.Errorf("LastToken() = %d after snapshot and restore, want %d", r.LastToken(), m.LastToken())
+		}
+		m.Scan(func(key string, l fsm.Lock) bool {
+			if l.Token > m.LastToken() {
+				t.Errorf("restored lock %q has token %d above the counter %d", key, l.Token, m.LastToken())
+			}
+			return true
+		})
 		if r.Applied() != m.Applied() {
 			t.Errorf("Applied() = %d after snapshot and restore, want %d", r.Applied(), m.Applied())
 		}

@@ -16,8 +16,9 @@ type Stats struct {
 	Locks         int
 	Leases        int
 	PendingKeys   int
-	Proposals     uint64
-	FailedProps   uint64
+	Proposals     uint64 // log entries proposed: one per request that wrote, whatever its commands
+	FailedProps   uint64 // proposals that did not commit, or may not have
+	Aborted       uint64 // entries of several commands that applied as nothing: a guard failed
 	Reads         uint64
 	VerifyRounds  uint64
 	Expired       uint64

@@ -18,7 +18,11 @@ import (
 // apply and evaluates again, so eval always sees the applied outcome of every earlier request on
 // its keys (DESIGN.md §4: a refusal or read that looked at a pending effect waits for it).
 // A request that yields commands gets their applied results, in order, after they commit and
-// apply. A request that yields none is answered only after leadership is confirmed, so a
+// apply. They travel as one log entry, applied whole or not at all: when a guard fails at apply
+// its command has its own result (fsm.Result.GuardFailed) and the others fsm.StatusAborted. On a
+// stable leader that cannot happen (the pending marks keep every request's view current), so
+// it means the view changed under the request between evaluation and apply, as only a change of
+// leader does. A request that yields none is answered only after leadership is confirmed, so a
 // deposed leader cannot give a stale answer.
 //
 // around, when not nil, is called with the wait for the outcome (the commit and apply, or a
@@ -56,11 +60,11 @@ var errReadRaced = errors.New("raftnode: leadership changed during the read; eva
 // proposal is a request that propose evaluated: its commands are in raft's queue, or it is a
 // read or refusal waiting for the leadership check. wait gives its outcome.
 type proposal struct {
-	n       *Node
-	ctx     context.Context
-	cmds    []fsm.Command
-	futures []raft.ApplyFuture
-	gen     uint64 // leaderGen when a read was evaluated
+	n      *Node
+	ctx    context.Context
+	cmds   []fsm.Command
+	future raft.ApplyFuture // the entry of cmds
+	gen    uint64           // leaderGen when a read was evaluated
 }
 
 // propose is Exec's first half, and the one path by which anything reaches the log: client
@@ -108,7 +112,7 @@ func (n *Node) propose(ctx context.Context, keys [][]byte, eval node.Eval) (*pro
 		}
 		n.markPendingLocked(cmds)
 		n.mu.Unlock()
-		return &proposal{n: n, ctx: ctx, cmds: cmds, futures: n.submit(cmds)}, nil
+		return &proposal{n: n, ctx: ctx, cmds: cmds, future: n.submit(cmds)}, nil
 	}
 }
 
@@ -127,7 +131,7 @@ func (p *proposal) wait() ([]fsm.Result, error) {
 		}
 		return nil, nil
 	}
-	results, err := n.await(p.cmds, p.futures)
+	results, err := n.await(p.cmds, p.future)
 	if p.ctx.Err() != nil {
 		n.releaseGhosts(p.cmds, results)
 	}
@@ -173,39 +177,33 @@ func (n *Node) markPendingLocked(cmds []fsm.Command) {
 	}
 }
 
-// submit hands cmds to raft. It runs without Node.mu: raft.Apply can block while raft's queue
-// is full, and draining that queue needs the apply path, which takes Node.mu. Raft batches
-// concurrent proposals into one append and one fsync (BatchApplyCh). Order across keys does not
-// matter, and on one key the pending marks already keep requests in order.
-func (n *Node) submit(cmds []fsm.Command) []raft.ApplyFuture {
-	futures := make([]raft.ApplyFuture, len(cmds))
-	for i, c := range cmds {
-		futures[i] = n.raft.Apply(c.Encode(nil), n.cfg.ApplyTimeout)
-	}
-	n.stats.proposals.Add(uint64(len(cmds)))
-	return futures
+// submit hands cmds to raft as one log entry: the request's commands commit together and apply
+// together, all or nothing (fsm.Machine.ApplyEntry). It runs without Node.mu: raft.Apply can
+// block while raft's queue is full, and draining that queue needs the apply path, which takes
+// Node.mu. Raft batches concurrent proposals into one append and one fsync (BatchApplyCh). Order
+// across keys does not matter, and on one key the pending marks already keep requests in order.
+// The proposals counter counts entries, one per request that wrote, whatever its commands.
+func (n *Node) submit(cmds []fsm.Command) raft.ApplyFuture {
+	f := n.raft.Apply(fsm.EncodeEntry(nil, cmds), n.cfg.ApplyTimeout)
+	n.stats.proposals.Add(1)
+	return f
 }
 
-// await collects the outcome of every proposal, then clears their pending marks. The marks stay
+// await collects the outcome of a request's entry, then clears its pending marks. The marks stay
 // until the future has returned, which is after the entry applied (or failed): a request that
-// waited on them sees the applied table. results always has one entry per command (zero for
-// one that failed); err is the request's error: a certain one (nothing was proposed) only when
-// no command took effect and the first failure was certain, otherwise ErrUncertain.
-func (n *Node) await(cmds []fsm.Command, futures []raft.ApplyFuture) (results []fsm.Result, err error) {
-	results = make([]fsm.Result, len(futures))
-	applied := 0
-	for i, f := range futures {
-		ferr := f.Error()
-		if ferr == nil {
-			if r, ok := f.Response().(fsm.Result); ok {
-				results[i] = r
-				applied++
-				continue
-			}
-			ferr = node.ErrUncertain
-		}
-		if err == nil {
-			err = n.applyError(ferr)
+// waited on them sees the applied table. On success results has one entry per command; err is
+// the request's error, with no results: a certain one (nothing was proposed) when raft refused
+// the entry before it reached the log, otherwise ErrUncertain. An entry is never half applied,
+// so there is no partial outcome to report.
+func (n *Node) await(cmds []fsm.Command, future raft.ApplyFuture) (results []fsm.Result, err error) {
+	err = future.Error()
+	if err == nil {
+		if r, ok := future.Response().(*entryResponse); ok && len(r.results) == len(cmds) {
+			results = r.results
+		} else {
+			// The entry did not decode on this node: a bug, logged by ApplyBatch. Nothing
+			// applied, but every node must agree on that, and this one cannot vouch for them.
+			err = node.ErrUncertain
 		}
 	}
 	n.mu.Lock()
@@ -222,11 +220,12 @@ func (n *Node) await(cmds []fsm.Command, futures []raft.ApplyFuture) (results []
 	n.mu.Unlock()
 	if err != nil {
 		n.stats.failedProposals.Add(1)
-		if applied > 0 {
-			err = node.ErrUncertain // part of the request took effect
-		}
+		return nil, n.applyError(err)
 	}
-	return results, err
+	if fsm.Aborted(results) {
+		n.stats.abortedEntries.Add(1)
+	}
+	return results, nil
 }
 
 // applyError maps raft's errors to ours. Only errors raised before the entry reached the log

@@ -57,6 +57,12 @@ func (n *Node) runLeases() {
 // Expires go through propose like any request (its checks: a ready leader, valid commands); they
 // name no keys to wait on, since each is guarded by its token and lease revision and so can never
 // end a lease other than the one that ran out.
+//
+// A round's Expires travel as one log entry, with no flag for "independent commands": an Expire
+// has no failing guard (one whose lease was renewed, re-granted or released meanwhile is
+// Expired{Existed: false}, a no-op), so an entry of them can never abort, and applying it costs
+// no undo (fsm.Machine.ApplyEntry). One entry instead of up to expireBatch keeps a burst of
+// expiries from crowding the log and raft's queue.
 func (n *Node) expireDue() time.Duration {
 	now := n.cfg.Now()
 	n.mu.Lock()
@@ -83,7 +89,7 @@ func (n *Node) expireDue() time.Duration {
 	case err != nil:
 		n.requeueExpiries(due, now, len(due), err)
 	case len(due) > 0:
-		results, err := p.wait() // results of the ones that applied, even on error
+		results, err := p.wait() // none on error: the entry applied whole or, for all we know, not at all
 		expired := 0
 		for _, r := range results {
 			if r.Existed {

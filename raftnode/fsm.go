@@ -19,19 +19,26 @@ var (
 
 func (f machineFSM) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft.Log{l})[0] }
 
-// ApplyBatch applies committed entries in order. The apply time is read once per batch: it is
-// after every client in the batch sent its request, which is all a lease timer needs. The
-// change hook is told the changed keys after the view lock is released; raft resolves the
-// batch's futures only once ApplyBatch returns, so every hook runs before its reply goes out.
+// ApplyBatch applies committed entries in order; each entry is one request's commands and its
+// response is an *entryResponse with their results (none for an entry that does not decode).
+// The results of the whole batch share one array, and the responses another, so an entry of one
+// command costs no allocation of its own (raft's interface{} holds the pointer). The apply time
+// is read once per batch: it is after every client in the batch sent its request, which is all
+// a lease timer needs. The change hook is told the changed keys after the view lock is
+// released; raft resolves the batch's futures only once ApplyBatch returns, so every hook runs
+// before its reply goes out.
 func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	n := f.n
 	out := make([]interface{}, len(logs))
 	var (
 		changed [][]byte
 		bad     []badEntry
-		members bool        // the member table changed
-		configs []*raft.Log // committed configurations, for membership
-		publish []message   // the messages to deliver
+		members bool          // the member table changed
+		configs []*raft.Log   // committed configurations, for membership
+		publish []message     // the messages to deliver
+		cmds    []fsm.Command // reused: one entry's commands, decoded
+		results = make([]fsm.Result, 0, len(logs))
+		resps   = make([]entryResponse, len(logs))
 	)
 	now := n.cfg.Now()
 	n.mu.Lock()
@@ -43,26 +50,32 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			n.mu.machine.Advance(l.Index)
 			continue
 		}
-		cmd, err := fsm.Decode(l.Data)
+		out[i] = &resps[i]
+		var err error
+		cmds, err = fsm.DecodeEntry(cmds[:0], l.Data)
 		if err != nil {
 			// Only our own encoder writes the log, so this is a bug or disk corruption that the
 			// store's checks missed. Every node sees the same bytes and skips them the same way.
 			// It is logged once mu is released.
 			bad = append(bad, badEntry{l.Index, err})
 			n.mu.machine.Advance(l.Index)
-			out[i] = fsm.Result{Status: fsm.StatusNoop}
 			continue
 		}
-		res := n.mu.machine.Apply(l.Index, cmd)
-		n.trackLeaseLocked(string(cmd.Key), l.Index, res, now)
-		if changesLock(res) {
-			changed = append(changed, cmd.Key)
+		// One request's commands, applied whole or not at all (a failed guard aborts them).
+		start := len(results)
+		results = n.mu.machine.ApplyEntry(results, l.Index, cmds)
+		res := results[start:len(results):len(results)]
+		for j, c := range cmds {
+			n.trackLeaseLocked(string(c.Key), l.Index, res[j], now)
+			if changesLock(res[j]) {
+				changed = append(changed, c.Key)
+			}
+			members = members || res[j].Status == fsm.StatusMember
+			if res[j].Status == fsm.StatusPublished {
+				publish = append(publish, message{res: &res[j], channel: c.Key, body: c.Owner, shard: c.Kind == fsm.KindShardPublish})
+			}
 		}
-		members = members || res.Status == fsm.StatusMember
-		if res.Status == fsm.StatusPublished {
-			publish = append(publish, message{at: i, channel: cmd.Key, body: cmd.Owner, shard: cmd.Kind == fsm.KindShardPublish})
-		}
-		out[i] = res
+		resps[i].results = res
 	}
 	n.mu.Unlock()
 	for _, b := range bad {
@@ -82,18 +95,20 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		// In log order, after every change of the batch and before anyone hears back: a
 		// subscriber told "released" finds the key free on this node.
 		for _, m := range publish {
-			res := out[m.at].(fsm.Result)
-			res.Receivers = (*fn)(m.channel, m.body, m.shard)
-			out[m.at] = res
+			m.res.Receivers = (*fn)(m.channel, m.body, m.shard)
 		}
 	}
 	return out
 }
 
+// entryResponse is what ApplyBatch answers for an entry: one result per command, none when the
+// entry did not decode.
+type entryResponse struct{ results []fsm.Result }
+
 // message is one applied PUBLISH or SPUBLISH, for delivery once the batch is applied. Its bytes
-// alias the log entry's.
+// alias the log entry's. An aborted entry's messages are not delivered: they were not applied.
 type message struct {
-	at            int // its entry's place in the batch
+	res           *fsm.Result // its result, where the receivers on this node are counted
 	channel, body []byte
 	shard         bool
 }

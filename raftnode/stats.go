@@ -11,6 +11,7 @@ import (
 type counters struct {
 	proposals       atomic.Uint64
 	failedProposals atomic.Uint64
+	abortedEntries  atomic.Uint64
 	reads           atomic.Uint64
 	verifyRounds    atomic.Uint64
 	expired         atomic.Uint64
@@ -37,6 +38,7 @@ func (n *Node) Stats() node.Stats {
 		Voters:        n.voters(),
 		Proposals:     n.stats.proposals.Load(),
 		FailedProps:   n.stats.failedProposals.Load(),
+		Aborted:       n.stats.abortedEntries.Load(),
 		Reads:         n.stats.reads.Load(),
 		VerifyRounds:  n.stats.verifyRounds.Load(),
 		Expired:       n.stats.expired.Load(),

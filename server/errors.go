@@ -15,6 +15,15 @@ const (
 	errSyntax    = "ERR syntax error"
 	errNotInt    = "ERR value is not an integer or out of range"
 	errNoAdmin   = "ERR cluster administration is not available on this server"
+	// errAborted answers a multi-key request whose entry aborted at apply (fsm.Aborted): a key
+	// was not as the leader saw it when it evaluated the request. The pending marks rule that
+	// out on a stable leader, so it can happen only after a leadership change between the
+	// evaluation and the apply. Nothing was applied, so a retry is safe. (Redis Cluster answers
+	// a multi-key request it cannot serve right now with TRYAGAIN too.)
+	errAborted = "TRYAGAIN the keys changed between the command's evaluation and its replication (a leadership change intervened); nothing was applied, retry"
+	// errScriptAborted is errAborted for a script: its effects' entry aborted, so none of them
+	// applied; running it again is safe.
+	errScriptAborted = "ERR the script's effects did not apply as it saw them (a key changed between the script's run and their replication: a leadership change intervened); none was applied, run it again"
 )
 
 // replyError writes the reply for an error from the node: the one table from node errors to

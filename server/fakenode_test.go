@@ -26,6 +26,9 @@ type fakeNode struct {
 		hold   int
 		queued []*fakeProposal
 		timer  *time.Timer
+		// interfere, when set, is applied as an entry of its own after the next request was
+		// evaluated and before its entry applies, once (see interfereNext).
+		interfere []fsm.Command
 	}
 	changed   atomic.Pointer[func(keys [][]byte)]
 	published atomic.Pointer[func(channel, message []byte, shard bool) int]
@@ -59,6 +62,15 @@ func newFakeNode() *fakeNode {
 	f := &fakeNode{}
 	f.mu.table = fsm.New()
 	return f
+}
+
+// interfereNext applies cmds, as an entry of their own, between the next request's evaluation
+// and its apply: the table changing under a request, as a leader change between the two can
+// make it (the pending marks rule it out on a stable leader).
+func (f *fakeNode) interfereNext(cmds ...fsm.Command) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mu.interfere = cmds
 }
 
 // holdCommits makes the next n proposals commit together, once all n are queued.
@@ -129,8 +141,8 @@ func (f *fakeNode) takeQueuedLocked() []*fakeProposal {
 	return batch
 }
 
-// commit applies a batch in order, tells the change hook, and only then lets the requests hear
-// their results: the order raftnode keeps.
+// commit applies a batch in order, each request's commands as one entry (all or nothing), tells
+// the change hook, and only then lets the requests hear their results: what raftnode does.
 func (f *fakeNode) commit(batch []*fakeProposal) {
 	if len(batch) == 0 {
 		return
@@ -138,14 +150,21 @@ func (f *fakeNode) commit(batch []*fakeProposal) {
 	var changed [][]byte
 	f.mu.Lock()
 	for _, p := range batch {
-		for _, c := range p.cmds {
+		if cmds := f.mu.interfere; cmds != nil {
+			f.mu.interfere = nil
 			f.mu.index++
-			res := f.mu.table.Apply(f.mu.index, c)
-			if res.Status == fsm.StatusGranted || res.Status == fsm.StatusReleased || res.Status == fsm.StatusRenewed ||
-				res.Status == fsm.StatusExpired && res.Existed {
-				changed = append(changed, c.Key)
+			for i, r := range f.mu.table.ApplyEntry(nil, f.mu.index, cmds) {
+				if changesKey(r) {
+					changed = append(changed, cmds[i].Key)
+				}
 			}
-			p.results = append(p.results, res)
+		}
+		f.mu.index++
+		p.results = f.mu.table.ApplyEntry(nil, f.mu.index, p.cmds)
+		for i, r := range p.results {
+			if changesKey(r) {
+				changed = append(changed, p.cmds[i].Key)
+			}
 		}
 	}
 	f.mu.Unlock()
@@ -164,6 +183,11 @@ func (f *fakeNode) commit(batch []*fakeProposal) {
 	for _, p := range batch {
 		close(p.done)
 	}
+}
+
+func changesKey(r fsm.Result) bool {
+	return r.Status == fsm.StatusGranted || r.Status == fsm.StatusReleased || r.Status == fsm.StatusRenewed ||
+		r.Status == fsm.StatusExpired && r.Existed
 }
 
 // expire ends key's lease through a committed Expire, as the leader's lease loop would.

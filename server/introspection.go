@@ -240,6 +240,7 @@ func raftInfo(ns node.Stats) []infoField {
 		{"raft_last_snapshot_index", u(ns.LastSnapshot)},
 		{"raft_proposals", u(ns.Proposals)},
 		{"raft_failed_proposals", u(ns.FailedProps)},
+		{"raft_aborted_entries", u(ns.Aborted)},
 		{"raft_verified_reads", u(ns.Reads)},
 		{"raft_verify_rounds", u(ns.VerifyRounds)},
 		{"raft_member_hints", strconv.Itoa(ns.MemberHints)},

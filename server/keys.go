@@ -8,7 +8,7 @@ import (
 	"github.com/raftlock/raftlock/node"
 )
 
-// DEL key [key ...] -> the number of keys removed.
+// DEL key [key ...] -> the number of keys removed. The keys are removed together or not at all.
 func cmdDel(r *request) {
 	keys := r.args[1:]
 	res, err := r.exec(keys, func(v node.View) []fsm.Command {
@@ -27,6 +27,11 @@ func cmdDel(r *request) {
 	})
 	if err != nil {
 		r.replyError(err)
+		return
+	}
+	if fsm.Aborted(res) {
+		// The keys' releases travel as one entry: all of them apply, or none.
+		r.w.Error(errAborted)
 		return
 	}
 	n := int64(0)

@@ -7,8 +7,12 @@ import (
 	"github.com/raftlock/raftlock/node"
 )
 
-// fakeIndexBase numbers the entries a script's effects are predicted at. Real log indexes never
-// get near it, so a lock whose LeaseRev or Token is at or above it was set by the script itself.
+// fakeIndexBase is the log index a script's effects are predicted at: all of them, as they will
+// apply as one entry. Real log indexes never get near it, so a lock whose LeaseRev is at or above
+// it was set by the script itself. So is one whose Token is: the scratch table's token counter
+// starts at the real tokens copied into it, far below, and a grant's token is never below its
+// entry's index (fsm.Token), so every token the script's grants are predicted to get is at or
+// above fakeIndexBase, one more for each.
 const fakeIndexBase = 1 << 62
 
 // overlay is the view a running script sees: the leader's view with the script's own effects
@@ -18,14 +22,13 @@ type overlay struct {
 	base    node.View
 	scratch *fsm.Machine
 	loaded  map[string]bool // keys copied from base into scratch (present or absent)
-	next    uint64
-	delta   int // change in the number of held keys
+	delta   int             // change in the number of held keys
 	cmds    []fsm.Command
 	want    []fsm.Result
 }
 
 func newOverlay(base node.View) *overlay {
-	return &overlay{base: base, scratch: fsm.New(), loaded: map[string]bool{}, next: fakeIndexBase}
+	return &overlay{base: base, scratch: fsm.New(), loaded: map[string]bool{}}
 }
 
 func (o *overlay) load(key []byte) {
@@ -61,6 +64,10 @@ func (o *overlay) Script(sha string) (string, bool) { return o.base.Script(sha) 
 
 // apply records cmds as the script's effects and returns the results they will have if nothing
 // else changes their keys first (the keys' pending marks see to that on a stable leader).
+//
+// A command predicted to fail its guard (fsm.Result.GuardFailed) changes nothing, so it is not
+// replicated: in the script's entry it would abort every effect, those the script saw succeed
+// included. The script still sees its result.
 func (o *overlay) apply(cmds []fsm.Command) []fsm.Result {
 	out := make([]fsm.Result, len(cmds))
 	for i, c := range cmds {
@@ -72,8 +79,10 @@ func (o *overlay) apply(cmds []fsm.Command) []fsm.Result {
 			c.Match = fsm.Match{Kind: fsm.MatchOwner, Owner: l.Owner}
 		}
 		_, before := o.scratch.Get(c.Key)
-		o.next++
-		out[i] = o.scratch.Apply(o.next, c)
+		out[i] = o.scratch.Apply(fakeIndexBase, c)
+		if out[i].GuardFailed() {
+			continue
+		}
 		_, after := o.scratch.Get(c.Key)
 		switch {
 		case before && !after:

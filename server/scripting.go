@@ -207,10 +207,16 @@ func evalGeneric(r *request, bySHA, readOnly bool) {
 		r.w.Error("NOSCRIPT No matching script. Please use EVAL.")
 		return
 	}
+	if fsm.Aborted(res) {
+		r.w.Error(errScriptAborted)
+		return
+	}
 	for i := range ov.want {
 		if i >= len(res) || res[i].Status != ov.want[i].Status {
-			r.w.Error("ERR the script's effects did not apply as it saw them (a concurrent change intervened); " +
-				"some may have been applied: read the keys before retrying")
+			// Applied, but not as predicted: a bug in the prediction, not a race, since every
+			// guard held.
+			r.s.log.Warn("script effects applied otherwise than predicted", "effect", i, "results", len(res))
+			r.w.Error("ERR the script's effects did not apply as it saw them; read the keys before retrying")
 			return
 		}
 	}

@@ -1,0 +1,72 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// TestMultiKeyEntriesAreAtomic: a DEL of several keys and a script's effects apply as one entry.
+// When a key changes between the evaluation and the apply (interfereNext, standing in for a
+// leader change), nothing of the request applies and the client is told so.
+func TestMultiKeyEntriesAreAtomic(t *testing.T) {
+	addr, f := startFake(t)
+	r := dialRaw(t, addr)
+	set := func(k, v string) {
+		t.Helper()
+		if got := r.do("SET", k, v); got != "+OK\r\n" {
+			t.Fatalf("SET %s: %q", k, got)
+		}
+	}
+	tokenOf := func(k string) fsm.Token {
+		t.Helper()
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		l, ok := f.mu.table.Get([]byte(k))
+		if !ok {
+			t.Fatalf("%s not held", k)
+		}
+		return l.Token
+	}
+	release := func(k string) fsm.Command {
+		return fsm.Command{Kind: fsm.KindRelease, Key: []byte(k), Match: fsm.Match{Kind: fsm.MatchToken, Token: tokenOf(k)}}
+	}
+	steps := []struct {
+		name      string
+		interfere func() []fsm.Command // nil: none
+		args      []string
+		want      string
+		after     map[string]string // key -> GET reply afterwards
+	}{
+		{"DEL of two keys", nil, []string{"DEL", "k1", "k2", "absent"}, ":2\r\n",
+			map[string]string{"k1": "$-1\r\n", "k2": "$-1\r\n"}},
+		{"DEL whose second key went meanwhile", func() []fsm.Command { return []fsm.Command{release("k2")} },
+			[]string{"DEL", "k1", "k2"}, "-" + errAborted + "\r\n",
+			map[string]string{"k1": "$2\r\nv1\r\n", "k2": "$-1\r\n"}},
+		{"DEL of one key that went meanwhile", func() []fsm.Command { return []fsm.Command{release("k1")} },
+			[]string{"DEL", "k1"}, ":0\r\n", map[string]string{"k1": "$-1\r\n"}},
+		{"script whose second effect's key changed meanwhile", func() []fsm.Command {
+			return []fsm.Command{grant([]byte("k2"), []byte("other"), 0, fsm.Match{Kind: fsm.MatchAny})}
+		}, []string{"EVAL", `redis.call('del', KEYS[1]); redis.call('set', KEYS[2], 'mine'); return 1`, "2", "k1", "k2"},
+			"-" + errScriptAborted + "\r\n",
+			map[string]string{"k1": "$2\r\nv1\r\n", "k2": "$5\r\nother\r\n"}},
+		{"script that sets a key and deletes it", nil,
+			[]string{"EVAL", `redis.call('set', KEYS[1], 'x'); redis.call('set', KEYS[2], 'y'); redis.call('del', KEYS[1]); return redis.call('exists', KEYS[1])`, "2", "k3", "k4"},
+			":0\r\n", map[string]string{"k3": "$-1\r\n", "k4": "$1\r\ny\r\n"}},
+	}
+	for _, s := range steps {
+		set("k1", "v1")
+		set("k2", "v2")
+		if s.interfere != nil {
+			f.interfereNext(s.interfere()...)
+		}
+		if got := r.do(s.args...); got != s.want {
+			t.Errorf("%s: %.40q = %q, want %q", s.name, s.args, got, s.want)
+		}
+		for k, want := range s.after {
+			if got := r.do("GET", k); got != want {
+				t.Errorf("%s: GET %s afterwards = %q, want %q", s.name, k, got, want)
+			}
+		}
+	}
+}
