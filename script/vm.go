@@ -133,7 +133,7 @@ func newVM(e *Engine) *vm {
 		"error":          luaError,
 		"pcall":          func(L *lua.LState) int { return redisPCallWrapper(L, origPCall) },
 		"getmetatable":   m.getmetatable,
-		"setmetatable":   m.guardFirstArg(origSetMT),
+		"setmetatable":   func(L *lua.LState) int { return m.setmetatable(L, origSetMT) },
 		"rawget":         m.rawget,
 		"rawset":         m.rawset,
 		"pairs":          m.pairs,
