@@ -120,7 +120,7 @@ func newVM(e *Engine) *vm {
 	m.strMeta = m.proxy(strMetaShown, ro)
 
 	// Lua's base library as Redis 7.0 keeps it, less gcinfo, coroutine and Redis's extra
-	// libraries (bit, cjson, cmsgpack, struct); no print, dofile, loadfile, require, module,
+	// libraries still missing (cjson, cmsgpack, struct); no print, dofile, loadfile, require, module,
 	// getfenv, setfenv, newproxy, and no os, io, debug or package.
 	for _, name := range []string{"assert", "ipairs", "load", "rawequal", "select", "tonumber",
 		"type", "unpack", "xpcall", "_VERSION"} {
@@ -149,6 +149,8 @@ func newVM(e *Engine) *vm {
 	g.RawSetString("table", m.proxy(tab, ro))
 	g.RawSetString("math", m.proxy(mth, ro))
 	g.RawSetString("redis", m.proxy(m.redisLib(), ro))
+	// Redis's extra libraries.
+	g.RawSetString("bit", m.proxy(bitLib(L), ro))
 	gMT := L.CreateTable(0, 1)
 	gMT.RawSetString("__index", L.NewFunction(nonexistentGlobal))
 	g.Metatable = gMT
