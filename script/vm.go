@@ -28,6 +28,10 @@ const (
 	// maxRepBytes bounds string.rep, the one library call that allocates any size at once,
 	// out of reach of the time limit (Lua 5.3's "resulting string too large").
 	maxRepBytes = 64 << 20
+	// maxLibBytes bounds the strings struct.pack builds: a table that holds one big string
+	// many times would otherwise make it build gigabytes in one call, out of reach of the time
+	// limit.
+	maxLibBytes = 64 << 20
 	// checkEvery is how many VM instructions run between two looks at the clock and the ctx.
 	checkEvery = 1024
 )
@@ -120,7 +124,7 @@ func newVM(e *Engine) *vm {
 	m.strMeta = m.proxy(strMetaShown, ro)
 
 	// Lua's base library as Redis 7.0 keeps it, less gcinfo, coroutine and Redis's extra
-	// libraries still missing (cjson, cmsgpack, struct); no print, dofile, loadfile, require, module,
+	// libraries still missing (cjson, cmsgpack); no print, dofile, loadfile, require, module,
 	// getfenv, setfenv, newproxy, and no os, io, debug or package.
 	for _, name := range []string{"assert", "ipairs", "load", "rawequal", "select", "tonumber",
 		"type", "unpack", "xpcall", "_VERSION"} {
@@ -151,6 +155,7 @@ func newVM(e *Engine) *vm {
 	g.RawSetString("redis", m.proxy(m.redisLib(), ro))
 	// Redis's extra libraries.
 	g.RawSetString("bit", m.proxy(bitLib(L), ro))
+	g.RawSetString("struct", m.proxy(structLib(L), ro))
 	gMT := L.CreateTable(0, 1)
 	gMT.RawSetString("__index", L.NewFunction(nonexistentGlobal))
 	g.Metatable = gMT
