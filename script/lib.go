@@ -422,6 +422,11 @@ func tostring(L *lua.LState) int {
 		L.Push(lua.LString(fmtG(float64(n), 14)))
 		return 1
 	}
+	if isCJSONNull(v) {
+		// Lua's "%p" of the NULL light userdata, as glibc prints it.
+		L.Push(lua.LString("userdata: (nil)"))
+		return 1
+	}
 	L.Push(lua.LString(L.ToStringMeta(v).String()))
 	return 1
 }

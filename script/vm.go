@@ -28,9 +28,9 @@ const (
 	// maxRepBytes bounds string.rep, the one library call that allocates any size at once,
 	// out of reach of the time limit (Lua 5.3's "resulting string too large").
 	maxRepBytes = 64 << 20
-	// maxLibBytes bounds the strings struct.pack builds: a table that holds one big string
-	// many times would otherwise make it build gigabytes in one call, out of reach of the time
-	// limit.
+	// maxLibBytes bounds the strings cjson.encode and struct.pack build: a table that holds
+	// one big string many times would otherwise make them build gigabytes in one call, out of
+	// reach of the time limit.
 	maxLibBytes = 64 << 20
 	// checkEvery is how many VM instructions run between two looks at the clock and the ctx.
 	checkEvery = 1024
@@ -42,8 +42,9 @@ const (
 // tables that read through to the real ones, which it can never reach. Writing to a proxy, by
 // assignment, rawset, setmetatable or table.insert/remove/sort, raises Redis 7.0's "Attempt to
 // modify a readonly table"; reading a global that does not exist raises Redis's "Script
-// attempted to access nonexistent global variable". KEYS and ARGV are new tables each run.
-// So nothing a script does can outlive its run, and no per-run rebuild is needed.
+// attempted to access nonexistent global variable". KEYS and ARGV are new tables each run,
+// and the settings of cjson are reset. So nothing a script does can outlive its run, and no
+// per-run rebuild is needed.
 type vm struct {
 	L       *lua.LState
 	e       *Engine
@@ -57,6 +58,8 @@ type vm struct {
 	strMeta *lua.LTable // what getmetatable("") returns: read-only {__index = string}
 	nextFn  *lua.LFunction
 	rng     rand48
+	null    *lua.LUserData // cjson.null
+	cjson   cjsonConfig    // the settings of the global cjson, reset for every run
 
 	// The current run.
 	call   Caller
@@ -124,7 +127,7 @@ func newVM(e *Engine) *vm {
 	m.strMeta = m.proxy(strMetaShown, ro)
 
 	// Lua's base library as Redis 7.0 keeps it, less gcinfo, coroutine and Redis's extra
-	// libraries still missing (cjson, cmsgpack); no print, dofile, loadfile, require, module,
+	// libraries still missing (cmsgpack); no print, dofile, loadfile, require, module,
 	// getfenv, setfenv, newproxy, and no os, io, debug or package.
 	for _, name := range []string{"assert", "ipairs", "load", "rawequal", "select", "tonumber",
 		"type", "unpack", "xpcall", "_VERSION"} {
@@ -153,8 +156,13 @@ func newVM(e *Engine) *vm {
 	g.RawSetString("table", m.proxy(tab, ro))
 	g.RawSetString("math", m.proxy(mth, ro))
 	g.RawSetString("redis", m.proxy(m.redisLib(), ro))
-	// Redis's extra libraries.
+	// Redis's extra libraries. cjson.null is a userdata no script can change: setmetatable
+	// takes only tables, and there is no debug.setmetatable.
+	m.null = L.NewUserData()
+	m.null.Value = cjsonNull{}
+	m.cjson = defaultCJSON()
 	g.RawSetString("bit", m.proxy(bitLib(L), ro))
+	g.RawSetString("cjson", m.proxy(m.cjsonLib(&m.cjson), ro))
 	g.RawSetString("struct", m.proxy(structLib(L), ro))
 	gMT := L.CreateTable(0, 1)
 	gMT.RawSetString("__index", L.NewFunction(nonexistentGlobal))
@@ -224,6 +232,7 @@ func (m *vm) run(ctx context.Context, proto *lua.FunctionProto, sha string, keys
 	m.rc.begin(ctx, m.e.now, m.e.cfg.Timeout)
 	m.call, m.sha, m.fail = call, sha, failure{}
 	m.rng.reset()
+	m.cjson = defaultCJSON()
 	m.globals.RawSetString("KEYS", stringTable(L, keys))
 	m.globals.RawSetString("ARGV", stringTable(L, argv))
 	L.Push(L.NewFunctionFromProto(proto))
@@ -251,6 +260,14 @@ func (m *vm) run(ctx context.Context, proto *lua.FunctionProto, sha string, keys
 		return Value{}, m.failure(err)
 	}
 	return v, nil
+}
+
+// tick is the time limit for Go functions that loop over a script's data (cjson):
+// called once per table, it stops the run as an instruction past the limit would.
+func (m *vm) tick(L *lua.LState) {
+	if m.rc.Done() != nil {
+		L.RaiseError("%s", errKilled.Error())
+	}
 }
 
 // pcall calls the function on top of the stack under the error handler. gopher-lua's PCall
