@@ -235,7 +235,7 @@ func (m *vm) msgpackUnpack(L *lua.LState, limit, offset int64, used int) int {
 	if all {
 		limit = math.MaxInt32
 	}
-	d := &msgpackDecoder{L: L, m: m, s: s[offset:], maxPad: 1<<16 + 16*len(s)}
+	d := &msgpackDecoder{L: L, m: m, s: s[offset:], maxPad: 1<<20 + 16*len(s)}
 	var out []lua.LValue
 	for int64(len(out)) < limit && len(d.s) > 0 {
 		v := d.value(used + len(out))
