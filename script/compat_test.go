@@ -411,19 +411,7 @@ func TestCompatRedis(t *testing.T) {
 	rd := bufio.NewReader(conn)
 	do := func(args ...string) string {
 		t.Helper()
-		var b strings.Builder
-		fmt.Fprintf(&b, "*%d\r\n", len(args))
-		for _, a := range args {
-			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-		}
-		if _, err := conn.Write([]byte(b.String())); err != nil {
-			t.Fatal(err)
-		}
-		var out strings.Builder
-		if err := readRESP(rd, &out); err != nil {
-			t.Fatal(err)
-		}
-		return out.String()
+		return redisDo(t, conn, rd, args...)
 	}
 	if info := do("INFO", "server"); !strings.Contains(info, "redis_version:7.0.") {
 		t.Logf("not a Redis 7.0: texts may differ")
@@ -450,6 +438,27 @@ func TestCompatRedis(t *testing.T) {
 			}
 		})
 	}
+}
+
+// redisDo sends one command to a redis-server and returns its reply as RESP.
+func redisDo(t testing.TB, conn net.Conn, rd *bufio.Reader, args ...string) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write([]byte(b.String())); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := readRESP(rd, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
 }
 
 func readRESP(r *bufio.Reader, out *strings.Builder) error {

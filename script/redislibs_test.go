@@ -2,10 +2,8 @@ package script
 
 import (
 	"bufio"
-	"fmt"
 	"net"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -328,19 +326,7 @@ func TestLibsRedis(t *testing.T) {
 	rd := bufio.NewReader(conn)
 	eval := func(src string) string {
 		t.Helper()
-		var b strings.Builder
-		fmt.Fprintf(&b, "*3\r\n$4\r\nEVAL\r\n$%d\r\n%s\r\n$1\r\n0\r\n", len(src), src)
-		if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Write([]byte(b.String())); err != nil {
-			t.Fatal(err)
-		}
-		var out strings.Builder
-		if err := readRESP(rd, &out); err != nil {
-			t.Fatal(err)
-		}
-		return out.String()
+		return redisDo(t, conn, rd, "EVAL", src, "0")
 	}
 	e := testEngine(t, Config{})
 	differ := 0
