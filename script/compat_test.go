@@ -301,6 +301,14 @@ var compatCases = []compatCase{
 		want: "-ERR user_script:1: Attempt to modify a readonly table script: <sha>, on @user_script:1.\r\n"},
 	{name: "string metatable write 2", src: `getmetatable("").x = 1`,
 		want: "-ERR user_script:1: Attempt to modify a readonly table script: <sha>, on @user_script:1.\r\n"},
+	{name: "setmetatable number", src: `return {pcall(setmetatable, 1, {})}`,
+		want: "*2\r\n$-1\r\n$51\r\nbad argument #1 to '?' (table expected, got number)\r\n"},
+	{name: "setmetatable string", src: `return setmetatable("x", {})`,
+		want: "-ERR user_script:1: bad argument #1 to 'setmetatable' (table expected, got string) script: <sha>, on @user_script:1.\r\n"},
+	{name: "setmetatable no metatable", src: `return setmetatable({})`,
+		want: "-ERR user_script:1: bad argument #2 to 'setmetatable' (nil or table expected) script: <sha>, on @user_script:1.\r\n"},
+	{name: "setmetatable number metatable", src: `return setmetatable({}, 1)`,
+		want: "-ERR user_script:1: bad argument #2 to 'setmetatable' (nil or table expected) script: <sha>, on @user_script:1.\r\n"},
 	{name: "_G has a metatable", src: `return type(getmetatable(_G))`, want: "$5\r\ntable\r\n"},
 	{name: "libraries have none", src: `return type(getmetatable(string))`, want: "$3\r\nnil\r\n"},
 	{name: "string metatable", src: `return {type(getmetatable("")), tostring(getmetatable("").__index == string), getmetatable("").__index.upper("x")}`,
@@ -403,19 +411,7 @@ func TestCompatRedis(t *testing.T) {
 	rd := bufio.NewReader(conn)
 	do := func(args ...string) string {
 		t.Helper()
-		var b strings.Builder
-		fmt.Fprintf(&b, "*%d\r\n", len(args))
-		for _, a := range args {
-			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-		}
-		if _, err := conn.Write([]byte(b.String())); err != nil {
-			t.Fatal(err)
-		}
-		var out strings.Builder
-		if err := readRESP(rd, &out); err != nil {
-			t.Fatal(err)
-		}
-		return out.String()
+		return redisDo(t, conn, rd, args...)
 	}
 	if info := do("INFO", "server"); !strings.Contains(info, "redis_version:7.0.") {
 		t.Logf("not a Redis 7.0: texts may differ")
@@ -442,6 +438,27 @@ func TestCompatRedis(t *testing.T) {
 			}
 		})
 	}
+}
+
+// redisDo sends one command to a redis-server and returns its reply as RESP.
+func redisDo(t testing.TB, conn net.Conn, rd *bufio.Reader, args ...string) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write([]byte(b.String())); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := readRESP(rd, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
 }
 
 func readRESP(r *bufio.Reader, out *strings.Builder) error {

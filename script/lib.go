@@ -300,6 +300,25 @@ func (m *vm) getmetatable(L *lua.LState) int {
 	return 1
 }
 
+// setmetatable is Lua 5.1's: it takes a table only (gopher-lua's also sets the metatable of
+// a userdata, or of all numbers, strings or functions, which would outlive the run), and
+// refuses the read-only ones.
+func (m *vm) setmetatable(L *lua.LState, orig lua.LGFunction) int {
+	if _, ok := L.Get(1).(*lua.LTable); !ok {
+		typeError(L, 1, "table")
+	}
+	switch L.Get(2).(type) {
+	case *lua.LNilType, *lua.LTable:
+	default:
+		argError(L, 2, "nil or table expected")
+	}
+	if L.GetTop() < 2 {
+		argError(L, 2, "nil or table expected")
+	}
+	m.readonlyArg(L, 1)
+	return orig(L)
+}
+
 // rawget reads a proxy's real table, so that rawget(_G, "redis") works.
 func (m *vm) rawget(L *lua.LState) int {
 	t := L.CheckTable(1)
@@ -401,6 +420,11 @@ func tostring(L *lua.LState) int {
 	v := L.CheckAny(1)
 	if n, ok := v.(lua.LNumber); ok {
 		L.Push(lua.LString(fmtG(float64(n), 14)))
+		return 1
+	}
+	if isCJSONNull(v) {
+		// Lua's "%p" of the NULL light userdata, as glibc prints it.
+		L.Push(lua.LString("userdata: (nil)"))
 		return 1
 	}
 	L.Push(lua.LString(L.ToStringMeta(v).String()))

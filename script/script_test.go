@@ -160,14 +160,15 @@ func TestNilCaller(t *testing.T) {
 	}
 }
 
-// TestSandbox checks the globals a script sees: Lua's base, table, string and math libraries
-// and redis, nothing that reaches the process (os, io, require, ...).
+// TestSandbox checks the globals a script sees: Lua's base, table, string and math libraries,
+// redis and Redis's bit, cjson, cmsgpack and struct, nothing that reaches the process (os,
+// io, require, ...).
 func TestSandbox(t *testing.T) {
 	e := testEngine(t, Config{})
 	got := run(t, e, `local r = {} for k in pairs(_G) do r[#r+1] = k end table.sort(r) return table.concat(r, " ")`, nil, nil)
-	// Redis 7.0.15 also has __redis__err__handler, bit, cjson, cmsgpack, coroutine, gcinfo, struct.
-	want := "ARGV KEYS _G _VERSION assert collectgarbage error getmetatable ipairs load loadstring math " +
-		"next pairs pcall rawequal rawget rawset redis select setmetatable string table tonumber tostring type unpack xpcall"
+	// Redis 7.0.15 also has __redis__err__handler, coroutine, gcinfo.
+	want := "ARGV KEYS _G _VERSION assert bit cjson cmsgpack collectgarbage error getmetatable ipairs load loadstring math " +
+		"next pairs pcall rawequal rawget rawset redis select setmetatable string struct table tonumber tostring type unpack xpcall"
 	if got != fmt.Sprintf("$%d\r\n%s\r\n", len(want), want) {
 		t.Errorf("globals:\ngot  %q\nwant %q", got, want)
 	}

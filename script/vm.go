@@ -28,18 +28,23 @@ const (
 	// maxRepBytes bounds string.rep, the one library call that allocates any size at once,
 	// out of reach of the time limit (Lua 5.3's "resulting string too large").
 	maxRepBytes = 64 << 20
+	// maxLibBytes bounds the strings cjson.encode, cmsgpack.pack and struct.pack build: a
+	// table that holds one big string many times would otherwise make them build gigabytes
+	// in one call, out of reach of the time limit.
+	maxLibBytes = 64 << 20
 	// checkEvery is how many VM instructions run between two looks at the clock and the ctx.
 	checkEvery = 1024
 )
 
 // vm is one Lua state with raftlock's sandbox, used by one run at a time.
 //
-// The sandbox: a script sees _G, string, table, math and redis as empty read-only proxy
-// tables that read through to the real ones, which it can never reach. Writing to a proxy, by
-// assignment, rawset, setmetatable or table.insert/remove/sort, raises Redis 7.0's "Attempt to
-// modify a readonly table"; reading a global that does not exist raises Redis's "Script
-// attempted to access nonexistent global variable". KEYS and ARGV are new tables each run.
-// So nothing a script does can outlive its run, and no per-run rebuild is needed.
+// The sandbox: a script sees _G, string, table, math, redis, bit, cjson, struct and cmsgpack
+// as empty read-only proxy tables that read through to the real ones, which it can never
+// reach. Writing to a proxy, by assignment, rawset, setmetatable or table.insert/remove/sort,
+// raises Redis 7.0's "Attempt to modify a readonly table"; reading a global that does not
+// exist raises Redis's "Script attempted to access nonexistent global variable". KEYS and
+// ARGV are new tables each run, and the settings of cjson are reset. So nothing a script does
+// can outlive its run, and no per-run rebuild is needed.
 type vm struct {
 	L       *lua.LState
 	e       *Engine
@@ -53,6 +58,8 @@ type vm struct {
 	strMeta *lua.LTable // what getmetatable("") returns: read-only {__index = string}
 	nextFn  *lua.LFunction
 	rng     rand48
+	null    *lua.LUserData // cjson.null
+	cjson   cjsonConfig    // the settings of the global cjson, reset for every run
 
 	// The current run.
 	call   Caller
@@ -119,9 +126,8 @@ func newVM(e *Engine) *vm {
 	strMetaShown.RawSetString("__index", strProxy)
 	m.strMeta = m.proxy(strMetaShown, ro)
 
-	// Lua's base library as Redis 7.0 keeps it, less gcinfo, coroutine and Redis's extra
-	// libraries (bit, cjson, cmsgpack, struct); no print, dofile, loadfile, require, module,
-	// getfenv, setfenv, newproxy, and no os, io, debug or package.
+	// Lua's base library as Redis 7.0 keeps it, less gcinfo and coroutine; no print, dofile,
+	// loadfile, require, module, getfenv, setfenv, newproxy, and no os, io, debug or package.
 	for _, name := range []string{"assert", "ipairs", "load", "rawequal", "select", "tonumber",
 		"type", "unpack", "xpcall", "_VERSION"} {
 		g.RawSetString(name, opened.RawGetString(name))
@@ -133,7 +139,7 @@ func newVM(e *Engine) *vm {
 		"error":          luaError,
 		"pcall":          func(L *lua.LState) int { return redisPCallWrapper(L, origPCall) },
 		"getmetatable":   m.getmetatable,
-		"setmetatable":   m.guardFirstArg(origSetMT),
+		"setmetatable":   func(L *lua.LState) int { return m.setmetatable(L, origSetMT) },
 		"rawget":         m.rawget,
 		"rawset":         m.rawset,
 		"pairs":          m.pairs,
@@ -149,6 +155,15 @@ func newVM(e *Engine) *vm {
 	g.RawSetString("table", m.proxy(tab, ro))
 	g.RawSetString("math", m.proxy(mth, ro))
 	g.RawSetString("redis", m.proxy(m.redisLib(), ro))
+	// Redis's extra libraries. cjson.null is a userdata no script can change: setmetatable
+	// takes only tables, and there is no debug.setmetatable.
+	m.null = L.NewUserData()
+	m.null.Value = cjsonNull{}
+	m.cjson = defaultCJSON()
+	g.RawSetString("bit", m.proxy(bitLib(L), ro))
+	g.RawSetString("cjson", m.proxy(m.cjsonLib(&m.cjson), ro))
+	g.RawSetString("struct", m.proxy(structLib(L), ro))
+	g.RawSetString("cmsgpack", m.proxy(m.cmsgpackLib(), ro))
 	gMT := L.CreateTable(0, 1)
 	gMT.RawSetString("__index", L.NewFunction(nonexistentGlobal))
 	g.Metatable = gMT
@@ -217,6 +232,7 @@ func (m *vm) run(ctx context.Context, proto *lua.FunctionProto, sha string, keys
 	m.rc.begin(ctx, m.e.now, m.e.cfg.Timeout)
 	m.call, m.sha, m.fail = call, sha, failure{}
 	m.rng.reset()
+	m.cjson = defaultCJSON()
 	m.globals.RawSetString("KEYS", stringTable(L, keys))
 	m.globals.RawSetString("ARGV", stringTable(L, argv))
 	L.Push(L.NewFunctionFromProto(proto))
@@ -244,6 +260,14 @@ func (m *vm) run(ctx context.Context, proto *lua.FunctionProto, sha string, keys
 		return Value{}, m.failure(err)
 	}
 	return v, nil
+}
+
+// tick is the time limit for Go functions that loop over a script's data (cjson, cmsgpack):
+// called once per table, it stops the run as an instruction past the limit would.
+func (m *vm) tick(L *lua.LState) {
+	if m.rc.Done() != nil {
+		L.RaiseError("%s", errKilled.Error())
+	}
 }
 
 // pcall calls the function on top of the stack under the error handler. gopher-lua's PCall
