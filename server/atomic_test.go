@@ -1,6 +1,7 @@
 package server
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -68,5 +69,33 @@ func TestMultiKeyEntriesAreAtomic(t *testing.T) {
 				t.Errorf("%s: GET %s afterwards = %q, want %q", s.name, k, got, want)
 			}
 		}
+	}
+}
+
+// EXEC's commands apply as one entry too: when a key changes between EXEC's evaluation and its
+// apply, none of the queued writes applies and the client is told to run it again.
+func TestTransactionIsAtomic(t *testing.T) {
+	addr, f := startFake(t)
+	r := dialRaw(t, addr)
+	for _, c := range [][]string{{"SET", "t1", "v1"}, {"SET", "t2", "v2"}, {"MULTI"}, {"DEL", "t1"}, {"SET", "t2", "mine", "XX"}} {
+		r.do(c...)
+	}
+	f.mu.Lock()
+	l, _ := f.mu.table.Get([]byte("t2"))
+	f.mu.Unlock()
+	f.interfereNext(fsm.Command{Kind: fsm.KindRelease, Key: []byte("t2"), Match: fsm.Match{Kind: fsm.MatchToken, Token: l.Token}})
+	if got := r.do("EXEC"); !strings.HasPrefix(got, "-ERR the transaction's commands did not apply as they were evaluated") {
+		t.Errorf("EXEC whose key changed meanwhile = %q", got)
+	}
+	if got := r.do("GET", "t1"); got != "$2\r\nv1\r\n" {
+		t.Errorf("t1 after the aborted EXEC = %q, want v1 (not deleted)", got)
+	}
+	// Without interference the same transaction applies whole.
+	r.do("SET", "t2", "v2")
+	r.do("MULTI")
+	r.do("DEL", "t1")
+	r.do("SET", "t2", "mine", "XX")
+	if got := r.do("EXEC"); got != "*2\r\n:1\r\n+OK\r\n" {
+		t.Errorf("EXEC = %q", got)
 	}
 }

@@ -119,6 +119,12 @@ func init() {
 		{name: "eval_ro", arity: -3, flags: "readonly noscript movablekeys", keys: keySpec{3, 3, 1}, run: cmdEvalRO, summary: "Run a read-only Lua script"},
 		{name: "evalsha_ro", arity: -3, flags: "readonly noscript movablekeys", keys: keySpec{3, 3, 1}, run: cmdEvalSHARO, summary: "Run a stored read-only Lua script by its SHA1"},
 		{name: "script", arity: -2, flags: "write noscript", run: cmdScript, summary: "SCRIPT LOAD, EXISTS, FLUSH, KILL"},
+		// transactions.go
+		{name: "multi", arity: 1, flags: "noscript loading stale fast allow_busy", run: cmdMulti, summary: "Start a transaction"},
+		{name: "exec", arity: 1, flags: "noscript loading stale skip_slowlog", run: cmdExec, summary: "Run the queued commands as one replicated entry"},
+		{name: "discard", arity: 1, flags: "noscript loading stale fast allow_busy", run: cmdDiscard, summary: "Drop the queued commands"},
+		{name: "watch", arity: -2, flags: "noscript loading stale fast allow_busy", keys: keySpec{1, -1, 1}, run: cmdWatch, summary: "Make the next EXEC fail if one of the keys changes"},
+		{name: "unwatch", arity: 1, flags: "noscript loading stale fast allow_busy", run: cmdUnwatch, summary: "Forget every WATCHed key"},
 		// pubsub.go
 		{name: "subscribe", arity: -2, flags: "pubsub noscript loading stale", run: cmdSubscribe, summary: "Listen for messages published to channels"},
 		{name: "unsubscribe", arity: -1, flags: "pubsub noscript loading stale", run: cmdUnsubscribe, summary: "Stop listening to channels"},

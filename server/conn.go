@@ -55,6 +55,10 @@ type session struct {
 	readonly bool
 	track    tracking
 	subs     subscriptions
+	// multi is the transaction being queued (MULTI ... EXEC), nil outside one; watches are the
+	// WATCHed keys with what WATCH saw of them (transactions.go).
+	multi   *transaction
+	watches map[string]watched
 }
 
 func newSession() session { return session{tokens: make(map[string]fsm.Token)} }
@@ -66,6 +70,9 @@ type upstreamLink struct {
 	// forwarded marks a connection from a follower forwarding its client's requests: it is never
 	// forwarded again, so a stale view of the leader cannot make a loop.
 	forwarded bool
+	// watching: this client's WATCHes were forwarded and live on the leader's side of up.
+	// watchLost: up closed while watching, so the next EXEC fails as on a touched key.
+	watching, watchLost bool
 }
 
 // readResult is one parsed command, or the error that ended the stream.

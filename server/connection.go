@@ -215,7 +215,7 @@ func cmdQuit(r *request) {
 }
 
 // RESET returns the connection to its state after connect: RESP2, no name, no tracking, no
-// subscriptions, READWRITE. The locks it holds stay held (they are replicated state), but it forgets their
+// subscriptions, no transaction or watches, READWRITE. The locks it holds stay held (they are replicated state), but it forgets their
 // tokens.
 func cmdReset(r *request) {
 	c := r.c
@@ -223,6 +223,7 @@ func cmdReset(r *request) {
 	c.s.tracker.forget(c)
 	c.s.hub.forget(c, &c.sess.subs)
 	c.sess = newSession()
-	c.out.SetProtocol(2) // RESET runs alone: r.w is c.out
+	c.hop.watchLost = false // RESET unwatches: no EXEC is left to fail
+	c.out.SetProtocol(2)    // RESET runs alone: r.w is c.out
 	r.w.SimpleString("RESET")
 }

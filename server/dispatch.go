@@ -14,17 +14,23 @@ func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, slot *infli
 	c.s.stats.commands.Add(1)
 	if cmd == nil {
 		c.s.stats.errors.Add(1)
+		c.flagTransaction()
 		w.Error(unknownCommand(args))
 		return
 	}
 	if !cmd.arityOK(len(args)) {
 		c.s.stats.errors.Add(1)
+		c.flagTransaction()
 		w.Error("ERR wrong number of arguments for '" + cmd.name + "' command")
 		return
 	}
 	if c.sess.subs.active() && c.out.Protocol() == 2 && !allowedSubscribed(cmd) {
 		c.s.stats.errors.Add(1)
 		w.Error("ERR Can't execute '" + fullName(cmd, args) + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
+		return
+	}
+	if c.sess.multi != nil && !runsInMulti(cmd) {
+		c.queue(w, cmd, args)
 		return
 	}
 	r := &request{s: c.s, c: c, w: w, cmd: cmd, args: args, slot: slot}

@@ -88,6 +88,11 @@ func (c *conn) closeUpstream() {
 		c.hop.up.close()
 		c.hop.up = nil
 	}
+	if c.hop.watching {
+		// The leader's connection held this client's WATCHes: they are gone with it, so the
+		// next EXEC must fail as if a watched key had changed.
+		c.hop.watching, c.hop.watchLost = false, true
+	}
 }
 
 // route sends the request to the leader: forwarded over this connection's upstream, or
@@ -95,31 +100,51 @@ func (c *conn) closeUpstream() {
 // it to. mayApply says whether the leader may have changed something when the link fails
 // mid-request (then the client hears UNCERTAIN, not "try again").
 func (r *request) route(mayApply bool) {
+	args, ok := r.rewriteTokenless()
+	if !ok {
+		return
+	}
+	reply, ok := r.forward([][][]byte{args}, mayApply)
+	if !ok {
+		return
+	}
+	if r.cmd.movable && r.trackReads {
+		// The leader ran the script: this node cannot see what it read, so it tracks the keys
+		// the script declares (a superset: at worst a spurious invalidation).
+		for _, k := range r.cmd.keyArgs(args) {
+			r.s.tracker.read(r.c, k)
+		}
+	}
+	r.w.Raw(reply)
+	r.noteForwardedReply(args, reply)
+}
+
+// forward sends cmds to the leader in one write, in order, over this connection's upstream,
+// and returns the raw reply to the last (the others are read and dropped: a transaction's MULTI
+// and QUEUED). On failure it has replied (no leader, redirect, unreachable, UNCERTAIN when the
+// link broke and mayApply) and returns ok false.
+func (r *request) forward(cmds [][][]byte, mayApply bool) (reply []byte, ok bool) {
 	c, cmd := r.c, r.cmd
 	id, addr := r.s.node.LeaderClient()
 	switch {
 	case id == "" || id == r.s.cfg.NodeID:
 		// No leader, or it is us but not ready yet (catching up after the election).
 		r.w.Error(errNoLeader)
-		return
+		return nil, false
 	case addr == "":
 		r.w.Error("CLUSTERDOWN the leader " + id + " has not announced its client address yet; retry shortly")
-		return
+		return nil, false
 	case r.s.cfg.Redirect:
 		slot := 0
 		if keys := cmd.keyArgs(r.args); len(keys) > 0 {
 			slot = keySlot(keys[0])
 		}
 		r.w.Error("MOVED " + strconv.Itoa(slot) + " " + addr)
-		return
+		return nil, false
 	case c.hop.forwarded:
 		// The leader we forwarded to thinks someone else leads: do not start a chain.
 		r.w.Error("TRYAGAIN leadership is moving; the leader is " + id + " at " + addr)
-		return
-	}
-	args, ok := r.rewriteTokenless()
-	if !ok {
-		return
+		return nil, false
 	}
 	proto := r.w.Protocol()
 	if c.hop.up != nil && (c.hop.up.addr != addr || c.hop.up.proto != proto) {
@@ -131,23 +156,26 @@ func (r *request) route(mayApply bool) {
 			if c.ctx.Err() == nil {
 				r.w.Error("TRYAGAIN cannot reach the leader " + id + " at " + addr + ": " + err.Error())
 			}
-			return
+			return nil, false
 		}
 		c.hop.up = up
 	}
 	u := c.hop.up
-	u.nc.SetDeadline(time.Now().Add(r.s.cfg.ForwardTimeout + lockWaitOf(cmd, args)))
+	u.nc.SetDeadline(time.Now().Add(r.s.cfg.ForwardTimeout + lockWaitOf(cmd, cmds[len(cmds)-1])))
 	stopWatch := c.watchLeader(id, u.nc)
-	writeCommand(u.w, args)
+	for _, args := range cmds {
+		writeCommand(u.w, args)
+	}
 	err := u.w.Flush()
 	prev, mine := u.turn, make(chan struct{})
 	u.turn = mine
-	var reply []byte
 	// A pipelined command lets the next one be sent while it waits for its reply.
 	r.await(func() {
 		<-prev
-		if err == nil {
-			reply, err = resp.ReadReply(u.br, maxRelayedReply)
+		for range cmds {
+			if err == nil {
+				reply, err = resp.ReadReply(u.br, maxRelayedReply)
+			}
 		}
 		close(mine)
 	})
@@ -165,18 +193,10 @@ func (r *request) route(mayApply bool) {
 		default:
 			r.w.Error("TRYAGAIN lost the connection to the leader " + id + ": " + err.Error())
 		}
-		return
+		return nil, false
 	}
 	r.s.stats.forwarded.Add(1)
-	if cmd.movable && r.trackReads {
-		// The leader ran the script: this node cannot see what it read, so it tracks the keys
-		// the script declares (a superset: at worst a spurious invalidation).
-		for _, k := range cmd.keyArgs(args) {
-			r.s.tracker.read(c, k)
-		}
-	}
-	r.w.Raw(reply)
-	r.noteForwardedReply(args, reply)
+	return reply, true
 }
 
 // leaderCheckEvery is how often a forwarded request checks that the leader it waits on still
@@ -231,7 +251,10 @@ func lockWaitOf(cmd *command, args [][]byte) time.Duration {
 // connection acquired, so the forms work the same through a follower even after its upstream
 // connection changed.
 func (r *request) rewriteTokenless() ([][]byte, bool) {
-	cmd, args := r.cmd, r.args
+	return r.rewriteTokenlessOf(r.cmd, r.args)
+}
+
+func (r *request) rewriteTokenlessOf(cmd *command, args [][]byte) ([][]byte, bool) {
 	var tokenAt int
 	switch {
 	case cmd.name == "unlock" && len(args) == 2:

@@ -95,3 +95,17 @@ func (o *overlay) apply(cmds []fsm.Command) []fsm.Result {
 	}
 	return out
 }
+
+// appliedAsPredicted reports whether the entry applied (it was not aborted) with the statuses
+// the overlay predicted for its commands.
+func (o *overlay) appliedAsPredicted(res []fsm.Result) bool {
+	if fsm.Aborted(res) {
+		return false
+	}
+	for i := range o.want {
+		if i >= len(res) || res[i].Status != o.want[i].Status {
+			return false
+		}
+	}
+	return true
+}

@@ -54,7 +54,7 @@ func (f *inflight) yield() { f.yieldOnce.Do(func() { close(f.yielded) }) }
 
 // pipelinable reports whether the command may run while earlier ones are still in flight.
 func (c *conn) pipelinable(cmd *command, args [][]byte) bool {
-	if !cmd.pipelined || c.sess.track.mode != trackOff || c.sess.readonly || c.sess.subs.active() {
+	if !cmd.pipelined || c.sess.track.mode != trackOff || c.sess.readonly || c.sess.subs.active() || c.sess.multi != nil {
 		return false
 	}
 	if lockWaitOf(cmd, args) > 0 {

@@ -32,6 +32,8 @@ const maxScriptBytes = 256 << 10
 type scriptRun struct {
 	ov       *overlay
 	readOnly bool
+	// tx: the overlay is a transaction's (EXEC), not a script's: a queued EVAL runs on it.
+	tx bool
 }
 
 // scriptCaller lets the script engine call commands for the request running the script.
@@ -141,7 +143,7 @@ func cmdEvalSHARO(r *request) { evalGeneric(r, true, true) }
 // script's redis.call effects become guarded commands replicated like any other write; the
 // reply goes out after they applied, and only if they applied as the script saw them.
 func evalGeneric(r *request, bySHA, readOnly bool) {
-	if r.path == onScript {
+	if r.path == onScript && !r.script.tx {
 		r.w.Error("ERR This Redis command is not allowed from script")
 		return
 	}

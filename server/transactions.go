@@ -1,0 +1,307 @@
+package server
+
+// Transactions: MULTI, EXEC, DISCARD, WATCH, UNWATCH. EXEC runs every queued command in one
+// evaluation on the leader, against an overlay as a script's redis.calls do, so the commands
+// they yield replicate as one entry: all of them apply, on every node, or none (DESIGN.md §3).
+// WATCH remembers what a linearizable read saw of each key; EXEC compares it under the same view
+// lock it evaluates under, and replies nil when a watched key changed.
+//
+// On a follower, MULTI and the queued commands stay local (each queued is checked as the leader
+// would and answered QUEUED); EXEC sends MULTI, the queue and EXEC to the leader in one write and
+// relays its reply. WATCH needs the leader's read: it is forwarded, and its watches live on the
+// leader's side of this connection's upstream. If that upstream closes before EXEC (a leader
+// change), EXEC replies nil, as if a watched key had changed: nobody can say it did not.
+
+import (
+	"bytes"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/server/resp"
+)
+
+// transaction is a connection's MULTI in progress.
+type transaction struct {
+	queued []queuedCommand
+	// aborted: a command was refused while queueing (unknown, wrong arity, not allowed):
+	// EXEC discards the transaction (EXECABORT), as Redis does.
+	aborted bool
+}
+
+type queuedCommand struct {
+	cmd  *command
+	args [][]byte
+}
+
+// watched is what WATCH saw of a key. A change to the key changes one of them: a new holder its
+// token (and value), a write or renewal its lease revision, a delete held. (A SET KEEPTTL of the
+// same value changes none: it is not seen, the one write WATCH misses.)
+type watched struct {
+	held     bool
+	token    fsm.Token
+	leaseRev uint64
+	value    string
+}
+
+func watchedOf(v node.View, key []byte) watched {
+	l, _, held := v.Lookup(key)
+	return watched{held: held, token: l.Token, leaseRev: l.LeaseRev, value: string(l.Owner)}
+}
+
+// maxQueued bounds the commands one transaction may queue: EXEC evaluates them all under the
+// view lock, and replicates their effects as one entry.
+const maxQueued = 1024
+
+// runsInMulti reports whether cmd runs at once inside MULTI rather than being queued.
+func runsInMulti(cmd *command) bool {
+	switch cmd.name {
+	case "exec", "discard", "multi", "watch", "quit", "reset":
+		return true
+	}
+	return false
+}
+
+// flagTransaction marks the transaction being queued as failed: a command was refused.
+func (c *conn) flagTransaction() {
+	if c.sess.multi != nil {
+		c.sess.multi.aborted = true
+	}
+}
+
+// queue adds a command to the transaction, or refuses it (and fails the transaction).
+func (c *conn) queue(w *resp.Writer, cmd *command, args [][]byte) {
+	tx := c.sess.multi
+	switch {
+	case cmd.name == "lock":
+		tx.aborted = true
+		w.Error("ERR LOCK is not allowed inside MULTI: its token is only known once the grant has applied; use SET key value NX PX ms")
+		return
+	case len(tx.queued) >= maxQueued:
+		tx.aborted = true
+		w.Error("ERR too many commands in this transaction: raftlock queues at most " + itoa(maxQueued))
+		return
+	}
+	tx.queued = append(tx.queued, queuedCommand{cmd: cmd, args: args})
+	w.SimpleString("QUEUED")
+}
+
+// MULTI
+func cmdMulti(r *request) {
+	if r.c.sess.multi != nil {
+		r.w.Error("ERR MULTI calls can not be nested")
+		return
+	}
+	r.c.sess.multi = &transaction{}
+	r.w.SimpleString("OK")
+}
+
+// DISCARD
+func cmdDiscard(r *request) {
+	if r.c.sess.multi == nil {
+		r.w.Error("ERR DISCARD without MULTI")
+		return
+	}
+	r.c.sess.multi = nil
+	r.unwatch()
+	r.w.SimpleString("OK")
+}
+
+// WATCH key [key ...]
+func cmdWatch(r *request) {
+	c := r.c
+	if c.sess.multi != nil {
+		r.w.Error("ERR WATCH inside MULTI is not allowed")
+		return
+	}
+	keys := r.args[1:]
+	if !r.s.node.IsLeader() && !c.awaitLeader() {
+		if reply, ok := r.forward([][][]byte{r.args}, false); ok {
+			if string(reply) == "+OK\r\n" {
+				c.hop.watching = true
+			}
+			r.w.Raw(reply)
+		}
+		return
+	}
+	seen := make([]watched, len(keys))
+	_, err := r.exec(keys, func(v node.View) []fsm.Command {
+		for i, k := range keys {
+			seen[i] = watchedOf(v, k)
+		}
+		return nil
+	})
+	if err != nil {
+		r.replyError(err)
+		return
+	}
+	if c.sess.watches == nil {
+		c.sess.watches = map[string]watched{}
+	}
+	for i, k := range keys {
+		if _, ok := c.sess.watches[string(k)]; !ok { // the first WATCH of a key counts
+			c.sess.watches[string(k)] = seen[i]
+		}
+	}
+	r.w.SimpleString("OK")
+}
+
+// UNWATCH
+func cmdUnwatch(r *request) {
+	r.unwatch()
+	r.w.SimpleString("OK")
+}
+
+// unwatch forgets this connection's watches, here and on the leader's side of its upstream.
+func (r *request) unwatch() {
+	c := r.c
+	c.sess.watches = nil
+	c.hop.watchLost = false
+	if c.hop.watching {
+		var sink bytes.Buffer
+		quiet := *r
+		quiet.w = resp.NewWriter(&sink) // a failure only means the watches went with the link
+		quiet.forward([][][]byte{{[]byte("UNWATCH")}}, false)
+		c.hop.watching = false
+	}
+}
+
+// EXEC
+func cmdExec(r *request) {
+	c := r.c
+	tx := c.sess.multi
+	if tx == nil {
+		r.w.Error("ERR EXEC without MULTI")
+		return
+	}
+	c.sess.multi = nil
+	if tx.aborted {
+		r.unwatch()
+		r.w.Error("EXECABORT Transaction discarded because of previous errors.")
+		return
+	}
+	if c.hop.watching {
+		// Watches live on the leader's side of the upstream: if the leader moved, the upstream
+		// (and they) are gone, whether or not it was noticed yet.
+		if _, addr := c.s.node.LeaderClient(); c.hop.up == nil || c.hop.up.addr != addr {
+			c.closeUpstream()
+		}
+	}
+	needsLeader := len(c.sess.watches) > 0 || c.hop.watching || c.hop.watchLost
+	for _, q := range tx.queued {
+		needsLeader = needsLeader || q.cmd.leader
+	}
+	switch {
+	case !needsLeader:
+		r.execLocal(tx, nil)
+	case c.hop.watchLost || c.hop.watching && c.s.node.IsLeader() || len(c.sess.watches) > 0 && !c.awaitLeader():
+		// The watches were taken by another leader than the one that would run EXEC now.
+		r.unwatch()
+		r.w.NullArray()
+	case c.s.node.IsLeader() || c.awaitLeader():
+		r.execLocal(tx, c.sess.watches)
+		c.sess.watches = nil
+	default:
+		r.execForwarded(tx)
+	}
+}
+
+// execForwarded sends the transaction to the leader in one write and relays EXEC's reply.
+func (r *request) execForwarded(tx *transaction) {
+	c := r.c
+	cmds := make([][][]byte, 0, len(tx.queued)+2)
+	cmds = append(cmds, [][]byte{[]byte("MULTI")})
+	for _, q := range tx.queued {
+		args, ok := r.rewriteTokenlessOf(q.cmd, q.args)
+		if !ok {
+			// The token is unknown here: no other command of the transaction runs either.
+			c.hop.watching = false
+			return
+		}
+		cmds = append(cmds, args)
+	}
+	cmds = append(cmds, r.args)
+	reply, ok := r.forward(cmds, true)
+	c.hop.watching = false // EXEC unwatches on the leader, whatever it replied
+	if ok {
+		r.w.Raw(reply)
+	}
+}
+
+// execLocal runs the transaction on this node: the commands that read or write keys in one
+// evaluation on the leader's view (one entry), after checking the watches under the same lock;
+// then the others (connection and introspection commands, which must not run under the view
+// lock), each reply in its place.
+func (r *request) execLocal(tx *transaction, watches map[string]watched) {
+	c := r.c
+	var keys [][]byte
+	for k := range watches {
+		keys = append(keys, []byte(k))
+	}
+	for _, q := range tx.queued {
+		if q.cmd.leader {
+			keys = append(keys, q.cmd.keyArgs(q.args)...)
+			if t := c.sess.track.mode; t != trackOff && t != trackBcast {
+				c.trackRead(q.cmd, q.args)
+			}
+		}
+	}
+	proto := c.out.Protocol()
+	replies := make([]bytes.Buffer, len(tx.queued))
+	var (
+		dirty bool
+		ov    *overlay
+	)
+	hasKeyCommands := len(keys) > 0 || len(watches) > 0
+	for _, q := range tx.queued {
+		hasKeyCommands = hasKeyCommands || q.cmd.leader
+	}
+	var res []fsm.Result
+	if hasKeyCommands {
+		var err error
+		res, err = r.exec(keys, func(v node.View) []fsm.Command {
+			dirty, ov = false, newOverlay(v)
+			for k, w := range watches {
+				if watchedOf(v, []byte(k)) != w {
+					dirty = true
+					return nil
+				}
+			}
+			run := &scriptRun{ov: ov, tx: true}
+			for i, q := range tx.queued {
+				replies[i].Reset()
+				if !q.cmd.leader {
+					continue
+				}
+				w := resp.NewWriter(&replies[i])
+				w.SetProtocol(proto)
+				q.cmd.run(&request{s: r.s, c: c, w: w, cmd: q.cmd, args: q.args, path: onScript, script: run})
+				w.Flush()
+			}
+			return ov.cmds
+		})
+		switch {
+		case err != nil:
+			r.replyError(err)
+			return
+		case dirty:
+			r.w.NullArray()
+			return
+		case !ov.appliedAsPredicted(res):
+			r.w.Error("ERR the transaction's commands did not apply as they were evaluated (a key changed between EXEC and its replication: a leadership change intervened); none was applied, run it again")
+			return
+		}
+	}
+	for i, q := range tx.queued {
+		if q.cmd.leader {
+			continue
+		}
+		w := resp.NewWriter(&replies[i])
+		w.SetProtocol(proto)
+		q.cmd.run(&request{s: r.s, c: c, w: w, cmd: q.cmd, args: q.args})
+		w.Flush()
+	}
+	r.w.Array(len(replies))
+	for i := range replies {
+		r.w.Raw(replies[i].Bytes())
+	}
+}
