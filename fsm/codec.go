@@ -14,9 +14,12 @@ const (
 	// commandVersion is an entry of exactly one command, the only layout before entries could
 	// hold several: version, then the command's body. Only read, for logs written by then.
 	commandVersion = 1
-	// entryVersion is an entry of one or more commands, one request's: version, the number of
-	// commands as a uvarint, then each command's body in order.
-	entryVersion = 2
+	// multiVersion is an entry of one or more commands, one request's: version, the number of
+	// commands as a uvarint, then each command's body in order. Only read, for logs written
+	// before databases (its keys are database 0's, without the byte).
+	multiVersion = 2
+	// entryVersion is multiVersion's layout with table keys (keys.go): what EncodeEntry writes.
+	entryVersion = 3
 )
 
 // minCommandBody is the fewest bytes a command's body takes (kind, flags, match kind and seven
@@ -67,7 +70,7 @@ func DecodeEntry(dst []Command, b []byte) ([]Command, error) {
 	switch b[0] {
 	case commandVersion:
 		n = 1
-	case entryVersion:
+	case multiVersion, entryVersion:
 		n = d.uvarint()
 		if d.err != nil {
 			return nil, d.err
@@ -81,8 +84,12 @@ func DecodeEntry(dst []Command, b []byte) ([]Command, error) {
 	start := len(dst)
 	dst = slices.Grow(dst, int(n))[:start+int(n)]
 	for i := range dst[start:] {
-		if err := d.command(&dst[start+i]); err != nil {
+		c := &dst[start+i]
+		if err := d.command(c); err != nil {
 			return nil, err
+		}
+		if b[0] != entryVersion && keyed(c.Kind) {
+			c.Key = legacyKey(c.Key)
 		}
 	}
 	if len(d.b) != 0 {

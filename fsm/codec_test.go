@@ -111,14 +111,14 @@ func TestCodecRoundTrip(t *testing.T) {
 }
 
 // TestDecodeV1 decodes every command as an older binary wrote it (format version 1): the same
-// command, which re-encodes as a version 2 entry of one command.
+// command, its key in database 0, which re-encodes as an entry of one command.
 func TestDecodeV1(t *testing.T) {
 	for i, c := range validCommands() {
 		got, err := fsm.DecodeEntry(nil, encodeV1(c))
 		if err != nil {
 			t.Fatalf("command %d: DecodeEntry(v1 %x) error: %v", i, encodeV1(c), err)
 		}
-		if diff := cmp.Diff(got, []fsm.Command{c}, equateEmpty); diff != "" {
+		if diff := cmp.Diff(got, []fsm.Command{legacy(c)}, equateEmpty); diff != "" {
 			t.Errorf("command %d: DecodeEntry(v1) (-got +want):\n%s", i, diff)
 		}
 	}
@@ -143,17 +143,24 @@ func TestEncodeLayout(t *testing.T) {
 		0x80, 0x01, // lease rev 128
 	}
 	v1 := append([]byte{1}, body...) // version 1: one command, no count
-	if got, err := fsm.DecodeEntry(nil, v1); err != nil || cmp.Diff(got, []fsm.Command{c}) != "" {
-		t.Errorf("DecodeEntry(v1 %x) = %+v, %v; want [%+v]", v1, got, err, c)
+	if got, err := fsm.DecodeEntry(nil, v1); err != nil || cmp.Diff(got, []fsm.Command{legacy(c)}) != "" {
+		t.Errorf("DecodeEntry(v1 %x) = %+v, %v; want [%+v]", v1, got, err, legacy(c))
 	}
 	rel := release("k", byToken(7))
 	relBody := []byte{3, 0, 3, 1, 'k', 0, 0, 7, 0, 0, 0}
 	v2 := append(append([]byte{
-		2, // version 2
+		2, // version 2: keys without their database
 		2, // two commands
 	}, body...), relBody...)
-	if got := fsm.EncodeEntry(nil, []fsm.Command{c, rel}); !bytes.Equal(got, v2) {
-		t.Errorf("EncodeEntry = %x, want %x", got, v2)
+	if got, err := fsm.DecodeEntry(nil, v2); err != nil || cmp.Diff(got, []fsm.Command{legacy(c), legacy(rel)}, equateEmpty) != "" {
+		t.Errorf("DecodeEntry(v2 %x) = %+v, %v; want database 0's keys", v2, got, err)
+	}
+	v3 := append(append([]byte{
+		3, // version 3: table keys, as given
+		2, // two commands
+	}, body...), relBody...)
+	if got := fsm.EncodeEntry(nil, []fsm.Command{c, rel}); !bytes.Equal(got, v3) {
+		t.Errorf("EncodeEntry = %x, want %x", got, v3)
 	}
 }
 
@@ -285,7 +292,15 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 		enc := fsm.EncodeEntry(nil, cmds)
-		if limit := len(b) + int(b[0]&1); len(enc) > limit {
+		limit := len(b) + int(b[0]&1) // a version 1 entry has no count
+		if b[0] < 3 {
+			for _, c := range cmds {
+				if c.Kind == fsm.KindGrant || c.Kind == fsm.KindRelease || c.Kind == fsm.KindRenew || c.Kind == fsm.KindExpire {
+					limit++ // and its keys no database byte
+				}
+			}
+		}
+		if len(enc) > limit {
 			t.Errorf("canonical encoding is %d bytes, longer than the %d bytes decoded", len(enc), len(b))
 		}
 		cmds2, err := fsm.DecodeEntry(nil, enc)

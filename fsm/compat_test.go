@@ -14,7 +14,7 @@ func TestGoldenV1Log(t *testing.T) {
 	log := readGoldenLog(t)
 	m := fsm.New()
 	replayGolden(t, m, log, 0)
-	if diff := cmp.Diff(dumpTable(m), string(readGolden(t, goldenTable))); diff != "" {
+	if diff := cmp.Diff(dumpTable(m), legacyTable(string(readGolden(t, goldenTable)))); diff != "" {
 		t.Errorf("table after the v1 log (-got +want):\n%s", diff)
 	}
 	checkNextTokens(t, m)
@@ -37,7 +37,7 @@ func checkNextTokens(t *testing.T, m *fsm.Machine) {
 // TestGoldenV1Snapshots restores the snapshots an older binary wrote: the last one holds the
 // final table; the one from the middle of the log, with the rest of the log replayed, too.
 func TestGoldenV1Snapshots(t *testing.T) {
-	want := string(readGolden(t, goldenTable))
+	want := legacyTable(string(readGolden(t, goldenTable)))
 	last := restore(t, readGolden(t, goldenSnapLast))
 	if diff := cmp.Diff(dumpTable(last), want); diff != "" {
 		t.Errorf("table restored from the last v1 snapshot (-got +want):\n%s", diff)

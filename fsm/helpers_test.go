@@ -3,6 +3,7 @@ package fsm_test
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -123,8 +124,22 @@ func encode(cmds ...fsm.Command) []byte { return fsm.EncodeEntry(nil, cmds) }
 // holds exactly one command and no count. Both versions share the command's body.
 func encodeV1(c fsm.Command) []byte {
 	e := encode(c)
-	return append([]byte{1}, e[2:]...) // version 2 and a count of 1 (one byte) -> version 1
+	return append([]byte{1}, e[2:]...) // version 3 and a count of 1 (one byte) -> version 1
 }
+
+// legacy is what a command read from an entry written before databases decodes to: its key,
+// if it names a table key, is database 0's.
+func legacy(c fsm.Command) fsm.Command {
+	switch c.Kind {
+	case fsm.KindGrant, fsm.KindRelease, fsm.KindRenew, fsm.KindExpire:
+		c.Key = fsm.DBKey(0, c.Key)
+	}
+	return c
+}
+
+// legacyTable is a table dump (dumpTable) with every lock's key moved into database 0, as a
+// table written before databases restores.
+func legacyTable(dump string) string { return strings.ReplaceAll(dump, "lock \"", "lock \"\\x00") }
 
 // decodeOne decodes an entry that must hold exactly one command.
 func decodeOne(b []byte) (fsm.Command, error) {

@@ -32,6 +32,8 @@ type Machine struct {
 	applied uint64
 	// lastToken is the largest token handed out (Token's counter); restored from snapshots.
 	lastToken Token
+	// perDB counts the keys of each database (a table key's first byte, keys.go).
+	perDB [256]int
 }
 
 // btreeDegree trades memory per node for depth; 32 keeps a million locks four levels deep.
@@ -55,7 +57,7 @@ func (m *Machine) Scripts() int { return len(m.scripts) }
 // effects, tests); a replicated Machine changes only through Apply. The token counter moves up
 // to l.Token, so a later grant still hands out a greater one.
 func (m *Machine) Put(key []byte, l Lock) {
-	m.table.Set(string(key), l)
+	m.set(string(key), l)
 	m.lastToken = max(m.lastToken, l.Token)
 }
 
@@ -76,6 +78,23 @@ func (m *Machine) Applied() uint64 { return m.applied }
 
 // Len is the number of held keys.
 func (m *Machine) Len() int { return m.table.Len() }
+
+// LenDB is the number of keys of database db.
+func (m *Machine) LenDB(db int) int { return m.perDB[byte(db)] }
+
+// set stores l at key and keeps the per-database counts; every change to the table goes through
+// set or del.
+func (m *Machine) set(key string, l Lock) {
+	if _, existed := m.table.Set(key, l); !existed {
+		m.perDB[key[0]]++
+	}
+}
+
+func (m *Machine) del(key string) {
+	if _, existed := m.table.Delete(key); existed {
+		m.perDB[key[0]]--
+	}
+}
 
 // Get returns the lock on key, if it is held.
 func (m *Machine) Get(key []byte) (Lock, bool) {
@@ -231,9 +250,9 @@ func (u *undoLog) rollback(m *Machine) {
 		switch r.kind {
 		case KindGrant, KindRelease, KindRenew, KindExpire:
 			if r.present {
-				m.table.Set(r.key, r.lock)
+				m.set(r.key, r.lock)
 			} else {
-				m.table.Delete(r.key)
+				m.del(r.key)
 			}
 		case KindSetMember, KindRemoveMember:
 			restoreEntry(m.members, r.key, r.value, r.present)
@@ -301,7 +320,7 @@ func (m *Machine) grant(index uint64, cmd Command) Result {
 			next.LeaseMs = 0
 		}
 	}
-	m.table.Set(key, next)
+	m.set(key, next)
 	r := Result{Status: StatusGranted, Token: next.Token, LeaseRev: next.LeaseRev, LeaseMs: next.LeaseMs, Existed: held}
 	if held {
 		r.PrevOwner = cur.Owner
@@ -331,7 +350,7 @@ func (m *Machine) release(cmd Command) Result {
 	if !held || !matches(cur, cmd) {
 		return Result{Status: StatusNotFound}
 	}
-	m.table.Delete(key)
+	m.del(key)
 	return Result{Status: StatusReleased, Token: cur.Token}
 }
 
@@ -343,7 +362,7 @@ func (m *Machine) renew(index uint64, cmd Command) Result {
 	}
 	next := cur
 	next.LeaseRev, next.LeaseMs = index, cmd.LeaseMs
-	m.table.Set(key, next)
+	m.set(key, next)
 	return Result{Status: StatusRenewed, Token: next.Token, LeaseRev: next.LeaseRev, LeaseMs: next.LeaseMs}
 }
 
@@ -354,6 +373,6 @@ func (m *Machine) expire(cmd Command) Result {
 	if !held || cur.Token != cmd.Token || cur.LeaseRev != cmd.LeaseRev || cur.LeaseMs == 0 {
 		return Result{Status: StatusExpired, Existed: false}
 	}
-	m.table.Delete(key)
+	m.del(key)
 	return Result{Status: StatusExpired, Existed: true, Token: cur.Token}
 }

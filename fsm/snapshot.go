@@ -23,6 +23,8 @@ const (
 	snapshotV1 = 1
 	// snapshotV2 carries the token counter after the applied index.
 	snapshotV2 = 2
+	// snapshotV3 is snapshotV2's layout with table keys (keys.go).
+	snapshotV3 = 3
 )
 
 // maxSnapshotField bounds a key or owner read from a snapshot, so a corrupt length cannot make
@@ -55,7 +57,7 @@ func (s *Snapshot) Len() int { return s.table.Len() }
 func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	cw := &countingWriter{w: w, crc: crc32.New(crc32.MakeTable(crc32.Castagnoli))}
 	bw := bufio.NewWriterSize(cw, 64<<10)
-	buf := append([]byte(snapshotMagic), snapshotV2)
+	buf := append([]byte(snapshotMagic), snapshotV3)
 	buf = binary.AppendUvarint(buf, s.applied)
 	buf = binary.AppendUvarint(buf, uint64(s.lastToken))
 	buf = binary.AppendUvarint(buf, uint64(s.table.Len()))
@@ -115,7 +117,7 @@ func Restore(r io.Reader) (*Machine, error) {
 		return nil, fmt.Errorf("%w: snapshot header %q", ErrCorrupt, head)
 	}
 	version := head[len(snapshotMagic)]
-	if version != snapshotV1 && version != snapshotV2 {
+	if version != snapshotV1 && version != snapshotV2 && version != snapshotV3 {
 		return nil, fmt.Errorf("%w: snapshot version %d", ErrCorrupt, version)
 	}
 	m := New()
@@ -127,7 +129,11 @@ func Restore(r io.Reader) (*Machine, error) {
 	var maxToken Token
 	var prev string
 	for i := uint64(0); i < count && rd.err == nil; i++ {
-		key := string(rd.bytes())
+		raw := rd.bytes()
+		if version < snapshotV3 && len(raw) > 0 { // an empty one is refused below, as it was
+			raw = legacyKey(raw)
+		}
+		key := string(raw)
 		l := Lock{Owner: rd.bytes(), Token: Token(rd.uvarint()), LeaseRev: rd.uvarint(), LeaseMs: rd.uvarint()}
 		if rd.err != nil {
 			break
@@ -138,6 +144,7 @@ func Restore(r io.Reader) (*Machine, error) {
 		prev = key
 		maxToken = max(maxToken, l.Token)
 		m.table.Load(key, l)
+		m.perDB[key[0]]++
 	}
 	if rd.err != nil {
 		return nil, rd.err

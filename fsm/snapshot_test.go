@@ -404,7 +404,7 @@ func TestRawSnapshotMatchesWriteTo(t *testing.T) {
 		{Kind: fsm.KindSetMember, Key: []byte("n2"), Owner: []byte("127.0.0.1:6380")},
 		{Kind: fsm.KindSetMember, Key: []byte("n1"), Owner: []byte("127.0.0.1:6379")}})
 	m.Advance(300)
-	want := rawSnapshot{magic: "RLSN", version: 2, applied: 300, lastToken: 2, count: 2, records: [][]byte{
+	want := rawSnapshot{magic: "RLSN", version: 3, applied: 300, lastToken: 2, count: 2, records: [][]byte{
 		record("a", "oa", 1, 1, 5), record("b", "", 2, 2, 0),
 	}, members: [][2]string{{"n1", "127.0.0.1:6379"}, {"n2", "127.0.0.1:6380"}}}.bytes()
 	if got := snapshotBytes(t, m); !bytes.Equal(got, want) {
@@ -466,7 +466,7 @@ func TestRestoreRejects(t *testing.T) {
 		{"bad magic", rawSnapshot{magic: "RLSX", version: 1}.bytes()},
 		{"lower-case magic", rawSnapshot{magic: "rlsn", version: 1}.bytes()},
 		{"version 0", rawSnapshot{magic: "RLSN", version: 0}.bytes()},
-		{"version 3", rawSnapshot{magic: "RLSN", version: 3}.bytes()},
+		{"version 4", rawSnapshot{magic: "RLSN", version: 4}.bytes()},
 		{"version 255", rawSnapshot{magic: "RLSN", version: 255}.bytes()},
 		{"bytes after the checksum", append(bytes.Clone(good), 0)},
 		{"twice", append(bytes.Clone(good), good...)},

@@ -19,8 +19,8 @@ import (
 type View interface {
 	// Lookup returns the lock on key and its remaining lease (0 when it has no lease).
 	Lookup(key []byte) (l fsm.Lock, remaining time.Duration, held bool)
-	// Len is the number of held keys.
-	Len() int
+	// Len is the number of keys of database db (DBSIZE). Keys are table keys (fsm.DBKey).
+	Len(db int) int
 	// Script returns the stored source of a script by its SHA1 hex digest.
 	Script(sha string) (string, bool)
 }

@@ -24,7 +24,10 @@ type Stats struct {
 	Expired       uint64
 	GhostReleases uint64
 	MemberHints   int // members' client addresses kept for asking them after a restart
-	Store         StoreStats
+	// DBKeys and DBLeases are Locks and Leases per database (fsm.Databases of them).
+	DBKeys   [16]int
+	DBLeases [16]int
+	Store    StoreStats
 }
 
 // StoreStats is the raft log and snapshot store's part of Stats.

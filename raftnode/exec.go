@@ -297,7 +297,7 @@ func (v viewReader) Lookup(key []byte) (fsm.Lock, time.Duration, bool) {
 	return l, rem, true
 }
 
-func (v viewReader) Len() int { return v.n.mu.machine.Len() }
+func (v viewReader) Len(db int) int { return v.n.mu.machine.LenDB(db) }
 
 // verifyLeader confirms this node is still the leader after the caller read the table. Checks
 // are batched: one raft VerifyLeader round answers every request that asked before it started.

@@ -22,6 +22,8 @@ type leases struct {
 	// skips by comparing revisions with the table.
 	queue deadlineQueue
 	epoch time.Time
+	// perDB counts the armed leases of each database (a table key's first byte), for INFO.
+	perDB [256]int
 }
 
 func newLeases(epoch time.Time, capacity int) leases {
@@ -35,6 +37,9 @@ func (ls *leases) at(now time.Time, ms uint64) int64 {
 
 // arm sets key's timer, armed by the entry at index rev of table m.
 func (ls *leases) arm(m *fsm.Machine, key string, rev uint64, deadline int64) {
+	if _, ok := ls.deadline[key]; !ok {
+		ls.perDB[key[0]]++
+	}
 	ls.deadline[key] = deadline
 	ls.queue.push(queued{deadline: deadline, rev: rev, key: key})
 	// Renewals and re-grants leave stale entries behind, and only the leader pops due ones: on
@@ -50,6 +55,9 @@ func (ls *leases) armAll(m *fsm.Machine, now time.Time) {
 	m.Scan(func(key string, l fsm.Lock) bool {
 		if l.LeaseMs > 0 {
 			d := ls.at(now, l.LeaseMs)
+			if _, ok := ls.deadline[key]; !ok {
+				ls.perDB[key[0]]++
+			}
 			ls.deadline[key] = d
 			ls.queue = append(ls.queue, queued{deadline: d, rev: l.LeaseRev, key: key})
 		}
@@ -58,7 +66,12 @@ func (ls *leases) armAll(m *fsm.Machine, now time.Time) {
 	ls.queue.init()
 }
 
-func (ls *leases) disarm(key string) { delete(ls.deadline, key) }
+func (ls *leases) disarm(key string) {
+	if _, ok := ls.deadline[key]; ok {
+		ls.perDB[key[0]]--
+		delete(ls.deadline, key)
+	}
+}
 
 func (ls *leases) armed(key string) bool {
 	_, ok := ls.deadline[key]

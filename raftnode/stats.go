@@ -55,6 +55,10 @@ func (n *Node) Stats() node.Stats {
 	n.mu.Lock()
 	s.Locks = n.mu.machine.Len()
 	s.Leases = len(n.mu.leases.deadline)
+	for db := range s.DBKeys {
+		s.DBKeys[db] = n.mu.machine.LenDB(db)
+		s.DBLeases[db] = n.mu.leases.perDB[db]
+	}
 	s.PendingKeys = len(n.mu.pending)
 	n.mu.Unlock()
 	return s

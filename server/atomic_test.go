@@ -23,14 +23,14 @@ func TestMultiKeyEntriesAreAtomic(t *testing.T) {
 		t.Helper()
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		l, ok := f.mu.table.Get([]byte(k))
+		l, ok := f.mu.table.Get(fsm.DBKey(0, []byte(k)))
 		if !ok {
 			t.Fatalf("%s not held", k)
 		}
 		return l.Token
 	}
 	release := func(k string) fsm.Command {
-		return fsm.Command{Kind: fsm.KindRelease, Key: []byte(k), Match: fsm.Match{Kind: fsm.MatchToken, Token: tokenOf(k)}}
+		return fsm.Command{Kind: fsm.KindRelease, Key: fsm.DBKey(0, []byte(k)), Match: fsm.Match{Kind: fsm.MatchToken, Token: tokenOf(k)}}
 	}
 	steps := []struct {
 		name      string
@@ -47,7 +47,7 @@ func TestMultiKeyEntriesAreAtomic(t *testing.T) {
 		{"DEL of one key that went meanwhile", func() []fsm.Command { return []fsm.Command{release("k1")} },
 			[]string{"DEL", "k1"}, ":0\r\n", map[string]string{"k1": "$-1\r\n"}},
 		{"script whose second effect's key changed meanwhile", func() []fsm.Command {
-			return []fsm.Command{grant([]byte("k2"), []byte("other"), 0, fsm.Match{Kind: fsm.MatchAny})}
+			return []fsm.Command{grant(fsm.DBKey(0, []byte("k2")), []byte("other"), 0, fsm.Match{Kind: fsm.MatchAny})}
 		}, []string{"EVAL", `redis.call('del', KEYS[1]); redis.call('set', KEYS[2], 'mine'); return 1`, "2", "k1", "k2"},
 			"-" + errScriptAborted + "\r\n",
 			map[string]string{"k1": "$2\r\nv1\r\n", "k2": "$5\r\nother\r\n"}},
@@ -81,9 +81,9 @@ func TestTransactionIsAtomic(t *testing.T) {
 		r.do(c...)
 	}
 	f.mu.Lock()
-	l, _ := f.mu.table.Get([]byte("t2"))
+	l, _ := f.mu.table.Get(fsm.DBKey(0, []byte("t2")))
 	f.mu.Unlock()
-	f.interfereNext(fsm.Command{Kind: fsm.KindRelease, Key: []byte("t2"), Match: fsm.Match{Kind: fsm.MatchToken, Token: l.Token}})
+	f.interfereNext(fsm.Command{Kind: fsm.KindRelease, Key: fsm.DBKey(0, []byte("t2")), Match: fsm.Match{Kind: fsm.MatchToken, Token: l.Token}})
 	if got := r.do("EXEC"); !strings.HasPrefix(got, "-ERR the transaction's commands did not apply as they were evaluated") {
 		t.Errorf("EXEC whose key changed meanwhile = %q", got)
 	}

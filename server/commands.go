@@ -138,7 +138,7 @@ func init() {
 		// connection.go
 		{name: "ping", arity: -1, flags: "fast", run: cmdPing, summary: "Ping the server"},
 		{name: "echo", arity: 2, flags: "fast", run: cmdEcho, summary: "Echo the argument"},
-		{name: "select", arity: 2, flags: "fast", run: cmdSelect, summary: "Select database 0 (the only one)"},
+		{name: "select", arity: 2, flags: "fast", run: cmdSelect, summary: "Select the database (0 to 15) the connection's keys are in"},
 		{name: "hello", arity: -1, flags: "fast", run: cmdHello, summary: "Handshake: choose RESP2 or RESP3"},
 		{name: "auth", arity: -2, flags: "fast", run: cmdAuth, summary: "Authenticate (no users are configured)"},
 		{name: "client", arity: -2, run: cmdClient, summary: "Connection management: SETNAME, GETNAME, ID, SETINFO, INFO"},

@@ -53,6 +53,7 @@ type session struct {
 	tokens map[string]fsm.Token
 	// readonly (READONLY) lets reads be served from a follower's own table.
 	readonly bool
+	db       int // SELECTed database
 	track    tracking
 	subs     subscriptions
 	// multi is the transaction being queued (MULTI ... EXEC), nil outside one; watches are the

@@ -3,6 +3,8 @@ package server
 // Connection commands: PING, ECHO, SELECT, HELLO, AUTH, CLIENT, QUIT, RESET, READONLY,
 // READWRITE.
 
+import "github.com/raftlock/raftlock/fsm"
+
 // redisVersion is the Redis version raftlock answers to: the feature level of the commands it
 // implements (SET ... GET, PXAT, EXPIRE options, HELLO, CLIENT SETINFO).
 const redisVersion = "7.2.0"
@@ -49,9 +51,10 @@ func cmdSelect(r *request) {
 	switch {
 	case !ok:
 		r.w.Error(errNotInt)
-	case db != 0:
+	case db < 0 || db >= fsm.Databases:
 		r.w.Error("ERR DB index is out of range")
 	default:
+		r.c.sess.db = int(db)
 		r.w.SimpleString("OK")
 	}
 }
@@ -205,7 +208,7 @@ func cmdClient(r *request) {
 
 func (r *request) infoLine() string {
 	return "id=" + itoa(r.c.id) + " addr=" + r.c.nc.RemoteAddr().String() + " laddr=" + r.c.nc.LocalAddr().String() +
-		" name=" + r.c.sess.name + " db=0 resp=" + itoa(int64(r.w.Protocol())) + " lib-name=" + r.c.sess.libName + " lib-ver=" + r.c.sess.libVer +
+		" name=" + r.c.sess.name + " db=" + itoa(int64(r.c.sess.db)) + " resp=" + itoa(int64(r.w.Protocol())) + " lib-name=" + r.c.sess.libName + " lib-ver=" + r.c.sess.libVer +
 		" locks=" + itoa(int64(len(r.c.sess.tokens)))
 }
 

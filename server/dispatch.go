@@ -1,6 +1,8 @@
 package server
 
 import (
+	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/raftlock/raftlock/server/resp"
@@ -11,6 +13,7 @@ import (
 // caller holds c.baton. dispatch decides, once, where the command runs: forwarded to the leader,
 // on a READONLY follower's own table, or through the node.
 func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, slot *inflight) {
+	defer c.recoverCommand(w, args)
 	c.s.stats.commands.Add(1)
 	if cmd == nil {
 		c.s.stats.errors.Add(1)
@@ -33,7 +36,7 @@ func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, slot *infli
 		c.queue(w, cmd, args)
 		return
 	}
-	r := &request{s: c.s, c: c, w: w, cmd: cmd, args: args, slot: slot}
+	r := &request{s: c.s, c: c, w: w, cmd: cmd, args: args, db: c.sess.db, slot: slot}
 	if t := c.sess.track.mode; t != trackOff && t != trackBcast {
 		// Before the read runs or is forwarded: a change racing it costs a spurious
 		// invalidation, never a missed one.
@@ -41,7 +44,7 @@ func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, slot *infli
 	}
 	if cmd.write && c.sess.track.noloop && c.sess.track.mode != trackOff {
 		// NOLOOP: this connection must not hear of the changes its own command makes.
-		keys := cmd.keyArgs(args)
+		keys := dbKeys(r.db, cmd.keyArgs(args))
 		c.s.tracker.beginWrite(c, keys)
 		defer c.s.tracker.endWrite(c, keys)
 	}
@@ -54,7 +57,27 @@ func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, slot *infli
 			return
 		}
 	}
+	if cmd.leader && !cmd.movable {
+		r.args = withDBKeys(cmd, args, r.db) // it runs here: its keys become table keys
+	}
 	cmd.run(r)
+}
+
+// recoverCommand turns a bug that panics in a command's code into an error reply and the end of
+// this one connection, logged with its stack, instead of the end of the node.
+func (c *conn) recoverCommand(w *resp.Writer, args [][]byte) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	c.s.log.Error("command panicked; closing its connection", "client", c.id, "command", string(appendSanitized(nil, args[0], 64)),
+		"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+	w.Error("ERR internal error while running the command; the connection is closed")
+	if w == c.out {
+		w.Flush()
+	}
+	c.cancel()
+	c.nc.Close()
 }
 
 // leaderKnown reports whether a request that needs the leader can be served now: this node is

@@ -190,16 +190,18 @@ func changesKey(r fsm.Result) bool {
 		r.Status == fsm.StatusExpired && r.Existed
 }
 
-// expire ends key's lease through a committed Expire, as the leader's lease loop would.
+// expire ends the lease of key (database 0's) through a committed Expire, as the leader's lease
+// loop would.
 func (f *fakeNode) expire(t testing.TB, key string) {
 	t.Helper()
 	f.mu.Lock()
-	l, ok := f.mu.table.Get([]byte(key))
+	tk := fsm.DBKey(0, []byte(key))
+	l, ok := f.mu.table.Get(tk)
 	f.mu.Unlock()
 	if !ok {
 		t.Fatalf("expire %q: not held", key)
 	}
-	p := &fakeProposal{cmds: []fsm.Command{{Kind: fsm.KindExpire, Key: []byte(key), Token: l.Token, LeaseRev: l.LeaseRev}}, done: make(chan struct{})}
+	p := &fakeProposal{cmds: []fsm.Command{{Kind: fsm.KindExpire, Key: tk, Token: l.Token, LeaseRev: l.LeaseRev}}, done: make(chan struct{})}
 	f.commit([]*fakeProposal{p})
 	if r := p.results[0]; r.Status != fsm.StatusExpired || !r.Existed {
 		t.Fatalf("expire %q = %+v", key, r)
@@ -275,5 +277,5 @@ func (v fakeView) Lookup(key []byte) (fsm.Lock, time.Duration, bool) {
 	return l, time.Duration(l.LeaseMs) * time.Millisecond, ok
 }
 
-func (v fakeView) Len() int                         { return v.m.Len() }
+func (v fakeView) Len(db int) int                   { return v.m.LenDB(db) }
 func (v fakeView) Script(sha string) (string, bool) { return v.m.Script(sha) }

@@ -23,6 +23,7 @@ const maxRelayedReply = 16 << 20
 type upstream struct {
 	addr  string
 	proto int
+	db    int // the database it SELECTed
 	nc    net.Conn
 	br    *bufio.Reader
 	w     *resp.Writer
@@ -39,13 +40,13 @@ func (u *upstream) close() {
 
 // dialUpstream connects to the leader at addr, marks the connection as a forwarding hop (so the
 // leader never forwards it again) and matches the client's protocol.
-func (c *conn) dialUpstream(addr string, proto int) (*upstream, error) {
+func (c *conn) dialUpstream(addr string, proto, db int) (*upstream, error) {
 	d := net.Dialer{Timeout: 2 * time.Second}
 	nc, err := d.DialContext(c.ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	u := &upstream{addr: addr, proto: proto, nc: nc, br: bufio.NewReader(nc), w: resp.NewWriter(nc), turn: make(chan struct{})}
+	u := &upstream{addr: addr, proto: proto, db: db, nc: nc, br: bufio.NewReader(nc), w: resp.NewWriter(nc), turn: make(chan struct{})}
 	close(u.turn)
 	// The client is gone: drop the leader connection at once, so the leader releases any lock
 	// it grants this client from now on (ghost-lock cleanup happens there).
@@ -54,6 +55,10 @@ func (c *conn) dialUpstream(addr string, proto int) (*upstream, error) {
 	n := 1
 	if u.proto == 3 {
 		writeCommand(u.w, [][]byte{[]byte("HELLO"), []byte("3")})
+		n++
+	}
+	if db != 0 {
+		writeCommand(u.w, [][]byte{[]byte("SELECT"), []byte(itoa(int64(db)))})
 		n++
 	}
 	nc.SetDeadline(time.Now().Add(c.s.cfg.ForwardTimeout))
@@ -112,7 +117,7 @@ func (r *request) route(mayApply bool) {
 		// The leader ran the script: this node cannot see what it read, so it tracks the keys
 		// the script declares (a superset: at worst a spurious invalidation).
 		for _, k := range r.cmd.keyArgs(args) {
-			r.s.tracker.read(r.c, k)
+			r.s.tracker.read(r.c, fsm.DBKey(r.db, k))
 		}
 	}
 	r.w.Raw(reply)
@@ -147,11 +152,11 @@ func (r *request) forward(cmds [][][]byte, mayApply bool) (reply []byte, ok bool
 		return nil, false
 	}
 	proto := r.w.Protocol()
-	if c.hop.up != nil && (c.hop.up.addr != addr || c.hop.up.proto != proto) {
+	if c.hop.up != nil && (c.hop.up.addr != addr || c.hop.up.proto != proto || c.hop.up.db != r.db) {
 		c.closeUpstream()
 	}
 	if c.hop.up == nil {
-		up, err := c.dialUpstream(addr, proto)
+		up, err := c.dialUpstream(addr, proto, r.db)
 		if err != nil {
 			if c.ctx.Err() == nil {
 				r.w.Error("TRYAGAIN cannot reach the leader " + id + " at " + addr + ": " + err.Error())
@@ -264,7 +269,7 @@ func (r *request) rewriteTokenlessOf(cmd *command, args [][]byte) ([][]byte, boo
 	default:
 		return args, true
 	}
-	t, ok := r.tokenArg(args[1], nil, strings.ToUpper(cmd.name)+" with the token")
+	t, ok := r.tokenArg(fsm.DBKey(r.db, args[1]), nil, strings.ToUpper(cmd.name)+" with the token")
 	if !ok {
 		return nil, false
 	}
@@ -280,12 +285,12 @@ func (r *request) noteForwardedReply(args [][]byte, reply []byte) {
 	case "lock":
 		if reply[0] == ':' {
 			if t, ok := parseToken(reply[1 : len(reply)-2]); ok {
-				tokens[string(args[1])] = fsm.Token(t)
+				tokens[string(fsm.DBKey(r.db, args[1]))] = fsm.Token(t)
 			}
 		}
 	case "unlock":
 		if string(reply) == ":1\r\n" {
-			delete(tokens, string(args[1]))
+			delete(tokens, string(fsm.DBKey(r.db, args[1])))
 		}
 	}
 }

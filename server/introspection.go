@@ -17,7 +17,7 @@ import (
 var configParams = [][2]string{
 	{"appendonly", "yes"},
 	{"appendfsync", "always"},
-	{"databases", "1"},
+	{"databases", "16"},
 	{"maxclients", ""},
 	{"save", ""},
 	{"timeout", "0"},
@@ -215,10 +215,13 @@ func (s *Server) infoSection(name string) []infoField {
 		}
 	case "keyspace":
 		ns := s.node.Stats()
-		if ns.Locks == 0 {
-			return nil
+		var out []infoField
+		for db, n := range ns.DBKeys {
+			if n > 0 {
+				out = append(out, infoField{"db" + strconv.Itoa(db), "keys=" + strconv.Itoa(n) + ",expires=" + strconv.Itoa(ns.DBLeases[db]) + ",avg_ttl=0"})
+			}
 		}
-		return []infoField{{"db0", "keys=" + strconv.Itoa(ns.Locks) + ",expires=" + strconv.Itoa(ns.Leases) + ",avg_ttl=0"}}
+		return out
 	}
 	return nil
 }

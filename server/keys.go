@@ -165,7 +165,7 @@ func expireGeneric(r *request, name string, seconds, relative bool) {
 func cmdDBSize(r *request) {
 	n := 0
 	_, err := r.exec(nil, func(v node.View) []fsm.Command {
-		n = v.Len()
+		n = v.Len(r.db)
 		return nil
 	})
 	if err != nil {

@@ -133,7 +133,7 @@ func (r *request) tokenArg(key []byte, arg []byte, cmd string) (fsm.Token, bool)
 	}
 	t, ok := r.c.sess.tokens[string(key)]
 	if !ok {
-		r.w.Error("ERR this connection holds no lock on '" + string(key) + "': use " + cmd)
+		r.w.Error("ERR this connection holds no lock on '" + string(userKey(key)) + "': use " + cmd)
 		return 0, false
 	}
 	return t, true

@@ -22,7 +22,7 @@ type overlay struct {
 	base    node.View
 	scratch *fsm.Machine
 	loaded  map[string]bool // keys copied from base into scratch (present or absent)
-	delta   int             // change in the number of held keys
+	delta   map[byte]int    // change in the number of keys, by database
 	cmds    []fsm.Command
 	want    []fsm.Result
 }
@@ -58,7 +58,7 @@ func (o *overlay) Lookup(key []byte) (fsm.Lock, time.Duration, bool) {
 	return l, rem, true
 }
 
-func (o *overlay) Len() int { return o.base.Len() + o.delta }
+func (o *overlay) Len(db int) int { return o.base.Len(db) + o.delta[byte(db)] }
 
 func (o *overlay) Script(sha string) (string, bool) { return o.base.Script(sha) }
 
@@ -86,9 +86,9 @@ func (o *overlay) apply(cmds []fsm.Command) []fsm.Result {
 		_, after := o.scratch.Get(c.Key)
 		switch {
 		case before && !after:
-			o.delta--
+			o.addDelta(c.Key, -1)
 		case !before && after:
-			o.delta++
+			o.addDelta(c.Key, 1)
 		}
 		o.cmds = append(o.cmds, c)
 		o.want = append(o.want, out[i])
@@ -108,4 +108,11 @@ func (o *overlay) appliedAsPredicted(res []fsm.Result) bool {
 		}
 	}
 	return true
+}
+
+func (o *overlay) addDelta(key []byte, d int) {
+	if o.delta == nil {
+		o.delta = map[byte]int{}
+	}
+	o.delta[key[0]] += d
 }

@@ -15,7 +15,8 @@ type request struct {
 	c    *conn
 	w    *resp.Writer // the socket, a pipelined command's reply buffer, or a script's capture
 	cmd  *command
-	args [][]byte
+	args [][]byte // the key arguments are table keys once the request runs here (db.go)
+	db   int      // the database its keys are in
 	path execPath
 	// script is the running script whose overlay a redis.call evaluates on (path onScript).
 	script *scriptRun

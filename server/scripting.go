@@ -66,12 +66,15 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 		// view: a change applied right after the script is then pushed, never missed. (A script
 		// that writes a key after reading it hears of its own write unless NOLOOP, as on Redis.)
 		for _, k := range cmd.keyArgs(args) {
-			p.s.tracker.read(p.c, k)
+			p.s.tracker.read(p.c, fsm.DBKey(p.db, k))
 		}
 	}
 	var capture bytes.Buffer
 	w := resp.NewWriter(&capture)
-	cmd.run(&request{s: p.s, c: p.c, w: w, cmd: cmd, args: args, path: onScript, script: sc.run})
+	if cmd.leader && !cmd.movable {
+		args = withDBKeys(cmd, args, p.db)
+	}
+	cmd.run(&request{s: p.s, c: p.c, w: w, cmd: cmd, args: args, db: p.db, path: onScript, script: sc.run})
 	w.Flush()
 	reply, rest, err := resp.ParseValue(capture.Bytes())
 	if err != nil || len(rest) != 0 {
@@ -178,7 +181,8 @@ func evalGeneric(r *request, bySHA, readOnly bool) {
 		noscript bool
 		ov       *overlay
 	)
-	res, err := r.exec(keys, func(v node.View) []fsm.Command {
+	// The script sees the client's keys (KEYS); the node waits on their table keys.
+	res, err := r.exec(dbKeys(r.db, keys), func(v node.View) []fsm.Command {
 		val, runErr, noscript, ov = script.Value{}, nil, false, nil
 		code := src
 		_, known := v.Script(sha)

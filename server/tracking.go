@@ -3,6 +3,8 @@ package server
 import (
 	"log/slog"
 	"sync"
+
+	"github.com/raftlock/raftlock/fsm"
 )
 
 // Client-side caching (CLIENT TRACKING): a RESP3 connection that turned tracking on is told,
@@ -146,7 +148,7 @@ func (t *tracker) changedLocked(key []byte, full []*conn) []*conn {
 	k := string(key)
 	for c := range t.mu.byKey[k] {
 		if t.mu.writing[c][k] == 0 {
-			full = c.queuePush(invalidate(key), full)
+			full = c.queuePush(invalidate(userKey(key)), full)
 		}
 		if keys := t.mu.perCon[c]; keys != nil {
 			delete(keys, k)
@@ -154,8 +156,8 @@ func (t *tracker) changedLocked(key []byte, full []*conn) []*conn {
 	}
 	delete(t.mu.byKey, k)
 	for c, prefixes := range t.mu.bcast {
-		if matchesPrefix(k, prefixes) && t.mu.writing[c][k] == 0 {
-			full = c.queuePush(invalidate(key), full)
+		if matchesPrefix(string(userKey(key)), prefixes) && t.mu.writing[c][k] == 0 {
+			full = c.queuePush(invalidate(userKey(key)), full)
 		}
 	}
 	return full
@@ -197,7 +199,7 @@ func (c *conn) trackRead(cmd *command, args [][]byte) (trackScript bool) {
 		return false
 	}
 	for _, k := range cmd.keyArgs(args) {
-		c.s.tracker.read(c, k)
+		c.s.tracker.read(c, fsm.DBKey(c.sess.db, k))
 	}
 	return false
 }

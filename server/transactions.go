@@ -43,6 +43,7 @@ type watched struct {
 	value    string
 }
 
+// watchedOf is what v holds of key, a table key.
 func watchedOf(v node.View, key []byte) watched {
 	l, _, held := v.Lookup(key)
 	return watched{held: held, token: l.Token, leaseRev: l.LeaseRev, value: string(l.Owner)}
@@ -123,6 +124,7 @@ func cmdWatch(r *request) {
 		}
 		return
 	}
+	keys = dbKeys(r.db, keys)
 	seen := make([]watched, len(keys))
 	_, err := r.exec(keys, func(v node.View) []fsm.Command {
 		for i, k := range keys {
@@ -222,9 +224,28 @@ func (r *request) execForwarded(tx *transaction) {
 	cmds = append(cmds, r.args)
 	reply, ok := r.forward(cmds, true)
 	c.hop.watching = false // EXEC unwatches on the leader, whatever it replied
-	if ok {
-		r.w.Raw(reply)
+	if !ok {
+		return
 	}
+	if db := tx.finalDB(r.db); db != r.db {
+		// A queued SELECT moved the leader's side of the upstream to another database: this
+		// side follows if EXEC ran, and the upstream is dialled afresh in any case.
+		if len(reply) > 1 && reply[0] == '*' && reply[1] != '-' {
+			c.sess.db = db
+		}
+		c.closeUpstream()
+	}
+	r.w.Raw(reply)
+}
+
+// finalDB is the database the connection is in after the queue's SELECTs, from db.
+func (tx *transaction) finalDB(db int) int {
+	for _, q := range tx.queued {
+		if n, ok := parseInt(q.args[len(q.args)-1]); q.cmd.name == "select" && len(q.args) == 2 && ok && n >= 0 && n < fsm.Databases {
+			db = int(n)
+		}
+	}
+	return db
 }
 
 // execLocal runs the transaction on this node: the commands that read or write keys in one
@@ -237,9 +258,12 @@ func (r *request) execLocal(tx *transaction, watches map[string]watched) {
 	for k := range watches {
 		keys = append(keys, []byte(k))
 	}
-	for _, q := range tx.queued {
+	// Each queued command runs in the database the queue had SELECTed before it.
+	dbs := make([]int, len(tx.queued))
+	for i, q := range tx.queued {
+		dbs[i] = (&transaction{queued: tx.queued[:i+1]}).finalDB(r.db)
 		if q.cmd.leader {
-			keys = append(keys, q.cmd.keyArgs(q.args)...)
+			keys = append(keys, dbKeys(dbs[i], q.cmd.keyArgs(q.args))...)
 			if t := c.sess.track.mode; t != trackOff && t != trackBcast {
 				c.trackRead(q.cmd, q.args)
 			}
@@ -274,7 +298,11 @@ func (r *request) execLocal(tx *transaction, watches map[string]watched) {
 				}
 				w := resp.NewWriter(&replies[i])
 				w.SetProtocol(proto)
-				q.cmd.run(&request{s: r.s, c: c, w: w, cmd: q.cmd, args: q.args, path: onScript, script: run})
+				args := q.args
+				if !q.cmd.movable {
+					args = withDBKeys(q.cmd, args, dbs[i])
+				}
+				q.cmd.run(&request{s: r.s, c: c, w: w, cmd: q.cmd, args: args, db: dbs[i], path: onScript, script: run})
 				w.Flush()
 			}
 			return ov.cmds
@@ -297,7 +325,7 @@ func (r *request) execLocal(tx *transaction, watches map[string]watched) {
 		}
 		w := resp.NewWriter(&replies[i])
 		w.SetProtocol(proto)
-		q.cmd.run(&request{s: r.s, c: c, w: w, cmd: q.cmd, args: q.args})
+		q.cmd.run(&request{s: r.s, c: c, w: w, cmd: q.cmd, args: q.args, db: dbs[i]})
 		w.Flush()
 	}
 	r.w.Array(len(replies))

@@ -12,14 +12,14 @@ import (
 )
 
 // startRedis starts a real redis-server on a free port, with nothing persisted, and returns
-// once it answers PING. It has one database, as raftlock does, so SELECT 1 fails on both.
+// once it answers PING. It has Redis's 16 databases, as raftlock does.
 func startRedis(t *testing.T) *proc {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatalf("redis-server not installed: %v", err)
 	}
-	p, addr := testutil.StartRedis(t, bin, "--databases", "1")
+	p, addr := testutil.StartRedis(t, bin)
 	return &proc{Proc: p, t: t, addr: addr}
 }
 

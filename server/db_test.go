@@ -1,0 +1,87 @@
+package server
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// SELECT n: each database holds its own keys, counted by DBSIZE, reached by scripts, locks and
+// transactions in it; invalidations and errors name the client's key, not the table's.
+func TestDatabases(t *testing.T) {
+	addr, _ := startFake(t)
+	r := dialRaw(t, addr)
+	for _, s := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"SET", "k", "zero"}, "+OK\r\n"},
+		{[]string{"SELECT", "3"}, "+OK\r\n"},
+		{[]string{"GET", "k"}, "$-1\r\n"},
+		{[]string{"SET", "k", "three"}, "+OK\r\n"},
+		{[]string{"SET", "k2", "x"}, "+OK\r\n"},
+		{[]string{"DBSIZE"}, ":2\r\n"},
+		{[]string{"EVAL", "return {KEYS[1], redis.call('get', KEYS[1])}", "1", "k"}, "*2\r\n$1\r\nk\r\n$5\r\nthree\r\n"},
+		{[]string{"UNLOCK", "nolock"}, "-ERR this connection holds no lock on 'nolock': use UNLOCK with the token\r\n"},
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"GET", "k"}, "+QUEUED\r\n"},
+		{[]string{"SELECT", "0"}, "+QUEUED\r\n"},
+		{[]string{"GET", "k"}, "+QUEUED\r\n"},
+		{[]string{"EXEC"}, "*3\r\n$5\r\nthree\r\n+OK\r\n$4\r\nzero\r\n"},
+		{[]string{"DBSIZE"}, ":1\r\n"},
+		{[]string{"SELECT", "16"}, "-ERR DB index is out of range\r\n"},
+		{[]string{"SELECT", "-1"}, "-ERR DB index is out of range\r\n"},
+		{[]string{"SELECT", "x"}, "-ERR value is not an integer or out of range\r\n"},
+		{[]string{"RESET"}, "+RESET\r\n"},
+		{[]string{"GET", "k2"}, "$-1\r\n"}, // RESET goes back to database 0
+	} {
+		if got := r.do(s.args...); got != s.want {
+			t.Errorf("%q = %q, want %q", s.args, got, s.want)
+		}
+	}
+	// LOCK and a token-less UNLOCK in database 5.
+	r.do("SELECT", "5")
+	if got := r.do("LOCK", "job", "10000"); !strings.HasPrefix(got, ":") {
+		t.Fatalf("LOCK in database 5 = %q", got)
+	}
+	if got := r.do("UNLOCK", "job"); got != ":1\r\n" {
+		t.Errorf("UNLOCK job in database 5 = %q", got)
+	}
+	// An invalidation names the client's key.
+	tr := dialRaw(t, addr)
+	tr.do("HELLO", "3")
+	tr.do("SELECT", "7")
+	tr.do("CLIENT", "TRACKING", "ON")
+	tr.do("GET", "watched")
+	w := dialRaw(t, addr)
+	w.do("SELECT", "7")
+	w.do("SET", "watched", "v")
+	tr.nc.SetDeadline(time.Now().Add(5 * time.Second))
+	if got, err := readReply(tr.br); err != nil || got != ">2\r\n$10\r\ninvalidate\r\n*1\r\n$7\r\nwatched\r\n" {
+		t.Errorf("invalidation = %q, %v", got, err)
+	}
+}
+
+// A command whose code panics (here: the node underneath) costs its connection, not the node:
+// the client hears an error, and other clients are served.
+func TestPanicClosesOnlyItsConnection(t *testing.T) {
+	f := newFakeNode()
+	f.execHook = func(context.Context) {
+		if panicNext.Swap(false) {
+			panic("boom")
+		}
+	}
+	addr, _ := serveNode(t, f, nil)
+	victim := dialRaw(t, addr)
+	panicNext.Store(true)
+	if got := victim.do("GET", "k"); !strings.HasPrefix(got, "-ERR internal error") {
+		t.Errorf("reply to the panicking command = %q", got)
+	}
+	if got := dialRaw(t, addr).do("SET", "k", "v"); got != "+OK\r\n" {
+		t.Errorf("another client after the panic: SET = %q", got)
+	}
+}
+
+var panicNext atomic.Bool
