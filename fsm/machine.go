@@ -104,6 +104,9 @@ func (m *Machine) Get(key []byte) (Lock, bool) {
 // Scan calls fn for each held key in key order until fn returns false.
 func (m *Machine) Scan(fn func(key string, l Lock) bool) { m.table.Scan(fn) }
 
+// Ascend calls fn for every key from from (a table key) up, in key order, while fn returns true.
+func (m *Machine) Ascend(from string, fn func(key string, l Lock) bool) { m.table.Ascend(from, fn) }
+
 // Advance records that the entry at index was applied without changing the table (raft's own
 // entries: configuration changes, no-ops).
 func (m *Machine) Advance(index uint64) {

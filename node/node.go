@@ -21,6 +21,9 @@ type View interface {
 	Lookup(key []byte) (l fsm.Lock, remaining time.Duration, held bool)
 	// Len is the number of keys of database db (DBSIZE). Keys are table keys (fsm.DBKey).
 	Len(db int) int
+	// Ascend calls fn for each held key from the table key from up, in key order, with its
+	// lock, while fn returns true (KEYS, SCAN). key is only valid during the call.
+	Ascend(from []byte, fn func(key []byte, l fsm.Lock) bool)
 	// Script returns the stored source of a script by its SHA1 hex digest.
 	Script(sha string) (string, bool)
 }

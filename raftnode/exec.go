@@ -299,6 +299,10 @@ func (v viewReader) Lookup(key []byte) (fsm.Lock, time.Duration, bool) {
 
 func (v viewReader) Len(db int) int { return v.n.mu.machine.LenDB(db) }
 
+func (v viewReader) Ascend(from []byte, fn func(key []byte, l fsm.Lock) bool) {
+	v.n.mu.machine.Ascend(string(from), func(key string, l fsm.Lock) bool { return fn([]byte(key), l) })
+}
+
 // verifyLeader confirms this node is still the leader after the caller read the table. Checks
 // are batched: one raft VerifyLeader round answers every request that asked before it started.
 func (n *Node) verifyLeader(ctx context.Context) error {

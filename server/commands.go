@@ -105,6 +105,8 @@ func init() {
 		{name: "persist", arity: 2, flags: "write fast", keys: keySpec{1, 1, 1}, run: cmdPersist, summary: "Remove a key's expiry"},
 		{name: "pexpiretime", arity: 2, flags: "readonly fast", keys: keySpec{1, 1, 1}, run: cmdPExpireTime, summary: "A key's expiry as a Unix time in milliseconds"},
 		{name: "expiretime", arity: 2, flags: "readonly fast", keys: keySpec{1, 1, 1}, run: cmdExpireTime, summary: "A key's expiry as a Unix time in seconds"},
+		{name: "keys", arity: 2, flags: "readonly", run: cmdKeys, summary: "The keys of the database that match a pattern"},
+		{name: "scan", arity: -2, flags: "readonly", run: cmdScan, summary: "Iterate over the database's keys"},
 		{name: "exists", arity: -2, flags: "readonly fast", keys: keySpec{1, -1, 1}, run: cmdExists, summary: "Count existing keys"},
 		{name: "pttl", arity: 2, flags: "readonly fast", keys: keySpec{1, 1, 1}, run: cmdPTTL, summary: "Remaining lease in milliseconds"},
 		{name: "ttl", arity: 2, flags: "readonly fast", keys: keySpec{1, 1, 1}, run: cmdTTL, summary: "Remaining lease in seconds"},

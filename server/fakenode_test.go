@@ -277,5 +277,8 @@ func (v fakeView) Lookup(key []byte) (fsm.Lock, time.Duration, bool) {
 	return l, time.Duration(l.LeaseMs) * time.Millisecond, ok
 }
 
-func (v fakeView) Len(db int) int                   { return v.m.LenDB(db) }
+func (v fakeView) Len(db int) int { return v.m.LenDB(db) }
+func (v fakeView) Ascend(from []byte, fn func(key []byte, l fsm.Lock) bool) {
+	v.m.Ascend(string(from), func(key string, l fsm.Lock) bool { return fn([]byte(key), l) })
+}
 func (v fakeView) Script(sha string) (string, bool) { return v.m.Script(sha) }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -115,4 +116,47 @@ func (o *overlay) addDelta(key []byte, d int) {
 		o.delta = map[byte]int{}
 	}
 	o.delta[key[0]] += d
+}
+
+// Ascend lists the view's keys from from up, in key order: the base's, with the script's own
+// changes over them (a key it deleted is gone, one it created appears).
+func (o *overlay) Ascend(from []byte, fn func(key []byte, l fsm.Lock) bool) {
+	var mine []string // keys the script loaded (and so may have changed), from from up, in order
+	for k := range o.loaded {
+		if k >= string(from) {
+			mine = append(mine, k)
+		}
+	}
+	slices.Sort(mine)
+	i, stopped := 0, false
+	// emit calls fn for the script's state of key, if it holds the key.
+	emit := func(key string) bool {
+		if l, held := o.scratch.Get([]byte(key)); held && !fn([]byte(key), l) {
+			stopped = true
+			return false
+		}
+		return true
+	}
+	o.base.Ascend(from, func(key []byte, l fsm.Lock) bool {
+		k := string(key)
+		for ; i < len(mine) && mine[i] < k; i++ {
+			if !emit(mine[i]) {
+				return false
+			}
+		}
+		if o.loaded[k] {
+			if i < len(mine) && mine[i] == k {
+				i++
+			}
+			return emit(k)
+		}
+		if !fn(key, l) {
+			stopped = true
+			return false
+		}
+		return true
+	})
+	for ; !stopped && i < len(mine); i++ {
+		emit(mine[i])
+	}
 }

@@ -160,3 +160,16 @@ func TestEvalStringCommands(t *testing.T) {
 		}
 	}
 }
+
+// KEYS inside a script sees the script's own changes: a key it created, not one it deleted.
+func TestEvalKeysSeesItsOwnChanges(t *testing.T) {
+	addr, _ := startFake(t)
+	r := dialRaw(t, addr)
+	r.do("SET", "a1", "x")
+	r.do("SET", "a3", "x")
+	r.do("SET", "b1", "x")
+	got := r.do("EVAL", "redis.call('set', KEYS[1], 'y'); redis.call('del', KEYS[2]); return redis.call('keys', 'a*')", "2", "a2", "a1")
+	if want := "*2\r\n$2\r\na2\r\n$2\r\na3\r\n"; got != want {
+		t.Errorf("KEYS a* in the script = %q, want %q", got, want)
+	}
+}

@@ -165,6 +165,7 @@ type Server struct {
 	tracker *tracker
 	waiters *waiters
 	hub     *hub
+	cursors *cursors
 	log     *slog.Logger
 	start   time.Time
 	// bootID makes the default owners of this process's LOCKs unlike any earlier process's.
@@ -208,6 +209,7 @@ func New(cfg Config, n Node, admin Admin) (*Server, error) {
 	s.tracker = newTracker(s.log)
 	s.waiters = newWaiters()
 	s.hub = newHub(s.log)
+	s.cursors = newCursors()
 	n.OnChange(func(keys [][]byte) {
 		s.tracker.changed(keys)
 		s.waiters.changed(keys)

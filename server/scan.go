@@ -1,0 +1,185 @@
+package server
+
+// KEYS and SCAN: listing a database's keys. SCAN's cursor must be a number (clients parse it
+// as one) while the table is ordered by key, so a cursor names an entry of the node's cursor
+// table, which remembers where its iteration resumes: every key present for the whole
+// iteration is returned once, whatever is added or removed meanwhile. The table is bounded
+// (oldest cursors go first) and local to the node that serves SCAN (the leader, or a READONLY
+// follower): an unknown cursor is refused, and the client starts again at 0.
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"sync"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
+)
+
+const (
+	// maxCursors bounds the SCAN iterations a node remembers.
+	maxCursors = 4096
+	// maxScanCount bounds the keys one SCAN looks at: it holds the view lock while it does.
+	maxScanCount = 100000
+)
+
+// cursors maps SCAN cursors to where their iteration resumes.
+type cursors struct {
+	mu struct {
+		sync.Mutex
+		next  map[uint64]scanPosition
+		order []uint64 // oldest first, for eviction
+	}
+}
+
+type scanPosition struct {
+	db   int
+	from []byte // the table key to resume at
+}
+
+func newCursors() *cursors {
+	c := &cursors{}
+	c.mu.next = map[uint64]scanPosition{}
+	return c
+}
+
+// save remembers p under a new cursor, forgetting the oldest one past maxCursors.
+func (cs *cursors) save(p scanPosition) uint64 {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	id := rand.Uint64()>>1 | 1 // never 0, and within int64 for clients that parse it so
+	for _, taken := cs.mu.next[id]; taken; _, taken = cs.mu.next[id] {
+		id = rand.Uint64()>>1 | 1
+	}
+	cs.mu.next[id] = p
+	cs.mu.order = append(cs.mu.order, id)
+	for len(cs.mu.order) > maxCursors {
+		delete(cs.mu.next, cs.mu.order[0])
+		cs.mu.order = cs.mu.order[1:]
+	}
+	return id
+}
+
+// take returns and forgets cursor id's position.
+func (cs *cursors) take(id uint64) (scanPosition, bool) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	p, ok := cs.mu.next[id]
+	delete(cs.mu.next, id) // its slot in order is dropped lazily by eviction
+	return p, ok
+}
+
+// KEYS pattern -> every key of the database that matches (in key order; Redis's order is its
+// hash table's).
+func cmdKeys(r *request) {
+	pattern := r.args[1]
+	var keys [][]byte
+	_, err := r.exec(nil, func(v node.View) []fsm.Command {
+		keys = keys[:0]
+		start := []byte{byte(r.db)}
+		v.Ascend(start, func(key []byte, _ fsm.Lock) bool {
+			if int(key[0]) != r.db {
+				return false
+			}
+			if k := userKey(key); globMatch(pattern, k) {
+				keys = append(keys, append([]byte(nil), k...))
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		r.replyError(err)
+		return
+	}
+	r.w.Array(len(keys))
+	for _, k := range keys {
+		r.w.Bulk(k)
+	}
+}
+
+// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type] -> [next cursor, keys].
+func cmdScan(r *request) {
+	cur, err := strconv.ParseUint(string(r.args[1]), 10, 64)
+	if err != nil {
+		r.w.Error("ERR invalid cursor")
+		return
+	}
+	var (
+		pattern []byte
+		count   int64 = 10
+		typ     []byte
+	)
+	for j := 2; j < len(r.args); j += 2 {
+		if j+1 >= len(r.args) {
+			r.w.Error(errSyntax)
+			return
+		}
+		switch a, v := r.args[j], r.args[j+1]; {
+		case is(a, "match"):
+			pattern = v
+		case is(a, "count"):
+			n, ok := parseInt(v)
+			switch {
+			case !ok:
+				r.w.Error(errNotInt)
+				return
+			case n < 1:
+				r.w.Error(errSyntax)
+				return
+			}
+			count = min(n, maxScanCount)
+		case is(a, "type"):
+			typ = v
+		default:
+			r.w.Error(errSyntax)
+			return
+		}
+	}
+	pos := scanPosition{db: r.db, from: []byte{byte(r.db)}}
+	if cur != 0 {
+		var ok bool
+		if pos, ok = r.s.cursors.take(cur); !ok || pos.db != r.db {
+			r.w.Error("ERR invalid cursor: this node does not know it (it expired, or another node served the scan); start again with SCAN 0")
+			return
+		}
+	}
+	var (
+		keys [][]byte
+		next []byte // nil: the iteration is over
+	)
+	_, err = r.exec(nil, func(v node.View) []fsm.Command {
+		keys, next = keys[:0], nil
+		seen := int64(0)
+		v.Ascend(pos.from, func(key []byte, _ fsm.Lock) bool {
+			if int(key[0]) != r.db {
+				return false
+			}
+			if seen == count {
+				next = append([]byte(nil), key...)
+				return false
+			}
+			seen++
+			k := userKey(key)
+			if (pattern == nil || globMatch(pattern, k)) && (typ == nil || is(typ, "string")) {
+				keys = append(keys, append([]byte(nil), k...))
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		r.replyError(err)
+		return
+	}
+	nextCursor := uint64(0)
+	if next != nil {
+		nextCursor = r.s.cursors.save(scanPosition{db: r.db, from: next})
+	}
+	r.w.Array(2)
+	r.w.BulkString(strconv.FormatUint(nextCursor, 10))
+	r.w.Array(len(keys))
+	for _, k := range keys {
+		r.w.Bulk(k)
+	}
+}
