@@ -44,6 +44,9 @@ const (
 	KindPublish Kind = 10
 	// KindShardPublish is KindPublish for shard channels (SPUBLISH, SSUBSCRIBE).
 	KindShardPublish Kind = 11
+	// KindFlush deletes every key of one database (Key = that database's number, one byte:
+	// FLUSHDB) or of all of them (Key empty: FLUSHALL).
+	KindFlush Kind = 12
 )
 
 func (k Kind) String() string {
@@ -70,6 +73,8 @@ func (k Kind) String() string {
 		return "publish"
 	case KindShardPublish:
 		return "shard-publish"
+	case KindFlush:
+		return "flush"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -163,6 +168,11 @@ func (c Command) Validate() error {
 		}
 	case KindFlushScripts, KindPublish, KindShardPublish:
 		return nil // a channel may be empty, as in Redis
+	case KindFlush:
+		if len(c.Key) > 1 || len(c.Key) == 1 && c.Key[0] >= Databases {
+			return fmt.Errorf("fsm: flush of database %x", c.Key)
+		}
+		return nil
 	default:
 		return fmt.Errorf("fsm: unknown command kind %d", uint8(c.Kind))
 	}
@@ -190,6 +200,8 @@ const (
 	// StatusAborted: the command belonged to an entry one of whose guards failed, so none of
 	// the entry applied (Machine.ApplyEntry). The failed command has its own result.
 	StatusAborted Status = 11
+	// StatusFlushed: a Flush ran; Existed says whether it deleted anything.
+	StatusFlushed Status = 12
 )
 
 func (s Status) String() string {
@@ -214,6 +226,8 @@ func (s Status) String() string {
 		return "script"
 	case StatusPublished:
 		return "published"
+	case StatusFlushed:
+		return "flushed"
 	case StatusAborted:
 		return "aborted"
 	}

@@ -41,3 +41,33 @@ func TestDatabases(t *testing.T) {
 		t.Error("restored table lacks database 3's job")
 	}
 }
+
+// FLUSHDB deletes one database's keys and no other's; FLUSHALL every key; a flush in an entry
+// that aborts is undone whole.
+func TestFlush(t *testing.T) {
+	m := fsm.New()
+	g := func(db int, k string) fsm.Command {
+		return fsm.Command{Kind: fsm.KindGrant, Key: fsm.DBKey(db, []byte(k)), Owner: []byte("o"), Match: fsm.Match{Kind: fsm.MatchAbsent}}
+	}
+	m.ApplyEntry(nil, 1, []fsm.Command{g(1, "a"), g(1, "b"), g(2, "a"), g(0, "z")})
+	res := m.ApplyEntry(nil, 2, []fsm.Command{{Kind: fsm.KindFlush, Key: []byte{1}}})
+	if res[0].Status != fsm.StatusFlushed || !res[0].Existed || m.LenDB(1) != 0 || m.LenDB(2) != 1 || m.Len() != 2 {
+		t.Fatalf("FLUSHDB 1: %+v; LenDB(1) %d, LenDB(2) %d, Len %d", res, m.LenDB(1), m.LenDB(2), m.Len())
+	}
+	// A flush of everything, then a guard that fails (its key is gone): all undone.
+	res = m.ApplyEntry(nil, 3, []fsm.Command{{Kind: fsm.KindFlush},
+		{Kind: fsm.KindRelease, Key: fsm.DBKey(2, []byte("a")), Match: fsm.Match{Kind: fsm.MatchAny}}})
+	if res[1].Status != fsm.StatusNotFound || res[0].Status != fsm.StatusAborted || m.Len() != 2 {
+		t.Fatalf("aborted FLUSHALL: %+v, Len %d; want the table untouched", res, m.Len())
+	}
+	if m.LenDB(0) != 1 || m.LenDB(2) != 1 {
+		t.Errorf("after the rollback: LenDB(0) %d, LenDB(2) %d; want 1, 1", m.LenDB(0), m.LenDB(2))
+	}
+	m.ApplyEntry(nil, 4, []fsm.Command{{Kind: fsm.KindFlush}})
+	if m.Len() != 0 || m.LenDB(0) != 0 || m.LenDB(2) != 0 {
+		t.Errorf("FLUSHALL left %d keys", m.Len())
+	}
+	if err := (fsm.Command{Kind: fsm.KindFlush, Key: []byte{16}}).Validate(); err == nil {
+		t.Error("a flush of database 16 is valid")
+	}
+}

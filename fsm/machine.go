@@ -204,8 +204,32 @@ func (m *Machine) apply(index uint64, cmd Command) Result {
 		return Result{Status: StatusScript}
 	case KindPublish, KindShardPublish:
 		return Result{Status: StatusPublished}
+	case KindFlush:
+		return m.flush(cmd.Key)
 	}
 	return Result{Status: StatusNoop}
+}
+
+// flush deletes every key of database db (one byte), or of all of them (db empty).
+func (m *Machine) flush(db []byte) Result {
+	if len(db) == 0 {
+		existed := m.table.Len() > 0
+		m.table = btree.NewMap[string, Lock](btreeDegree)
+		m.perDB = [256]int{}
+		return Result{Status: StatusFlushed, Existed: existed}
+	}
+	var doomed []string
+	m.table.Ascend(string(db), func(key string, _ Lock) bool {
+		if key[0] != db[0] {
+			return false
+		}
+		doomed = append(doomed, key)
+		return true
+	})
+	for _, k := range doomed {
+		m.del(k)
+	}
+	return Result{Status: StatusFlushed, Existed: len(doomed) > 0}
 }
 
 // undoLog holds what an entry's commands overwrote, so a failed guard can put it back.
@@ -215,8 +239,8 @@ type undoLog struct {
 }
 
 // undoRecord is the state one command found: of its key in the table (Grant, Release, Renew,
-// Expire), in members (SetMember, RemoveMember) or in scripts (StoreScript), or the whole
-// scripts map (FlushScripts).
+// Expire), in members (SetMember, RemoveMember) or in scripts (StoreScript), the whole scripts
+// map (FlushScripts), or the whole table, an O(1) copy (Flush).
 type undoRecord struct {
 	kind    Kind
 	key     string
@@ -224,6 +248,8 @@ type undoRecord struct {
 	value   string
 	present bool
 	scripts map[string]string
+	table   *btree.Map[string, Lock]
+	perDB   [256]int
 }
 
 // save records the state cmd is about to change. It runs before every command of an entry that
@@ -240,6 +266,8 @@ func (u *undoLog) save(m *Machine, cmd Command) {
 		r.value, r.present = m.scripts[r.key]
 	case KindFlushScripts:
 		r.scripts = maps.Clone(m.scripts)
+	case KindFlush:
+		r.table, r.perDB = m.table.Copy(), m.perDB
 	default:
 		return // changes nothing
 	}
@@ -263,6 +291,8 @@ func (u *undoLog) rollback(m *Machine) {
 			restoreEntry(m.scripts, r.key, r.value, r.present)
 		case KindFlushScripts:
 			m.scripts = r.scripts
+		case KindFlush:
+			m.table, m.perDB = r.table, r.perDB
 		}
 	}
 	m.lastToken = u.lastToken

@@ -34,6 +34,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		changed [][]byte
 		bad     []badEntry
 		members bool          // the member table changed
+		flushed bool          // a FLUSHDB or FLUSHALL deleted keys: any key may have changed
 		configs []*raft.Log   // committed configurations, for membership
 		publish []message     // the messages to deliver
 		cmds    []fsm.Command // reused: one entry's commands, decoded
@@ -70,6 +71,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			if changesLock(res[j]) {
 				changed = append(changed, c.Key)
 			}
+			flushed = flushed || res[j].Status == fsm.StatusFlushed && res[j].Existed
 			members = members || res[j].Status == fsm.StatusMember
 			if res[j].Status == fsm.StatusPublished {
 				publish = append(publish, message{res: &res[j], channel: c.Key, body: c.Owner, shard: c.Kind == fsm.KindShardPublish})
@@ -88,7 +90,10 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		n.leaderChange.notify() // the leader's client address may be known now
 		n.wakeMembership()
 	}
-	if fn := n.changed.Load(); fn != nil && len(changed) > 0 {
+	if flushed {
+		changed = nil // nil: every key
+	}
+	if fn := n.changed.Load(); fn != nil && (len(changed) > 0 || flushed) {
 		(*fn)(changed)
 	}
 	if fn := n.published.Load(); fn != nil {

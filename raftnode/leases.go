@@ -229,6 +229,13 @@ func (n *Node) trackLeaseLocked(key string, index uint64, res fsm.Result, now ti
 		if res.Existed {
 			n.mu.leases.disarm(key)
 		}
+	case fsm.StatusFlushed:
+		// key is the flushed database's number, or empty for every database.
+		for k := range n.mu.leases.deadline {
+			if key == "" || k[0] == key[0] {
+				n.mu.leases.disarm(k)
+			}
+		}
 	}
 }
 

@@ -105,6 +105,8 @@ func init() {
 		{name: "persist", arity: 2, flags: "write fast", keys: keySpec{1, 1, 1}, run: cmdPersist, summary: "Remove a key's expiry"},
 		{name: "pexpiretime", arity: 2, flags: "readonly fast", keys: keySpec{1, 1, 1}, run: cmdPExpireTime, summary: "A key's expiry as a Unix time in milliseconds"},
 		{name: "expiretime", arity: 2, flags: "readonly fast", keys: keySpec{1, 1, 1}, run: cmdExpireTime, summary: "A key's expiry as a Unix time in seconds"},
+		{name: "flushdb", arity: -1, flags: "write noscript", run: cmdFlushDB, summary: "Delete every key of the database"},
+		{name: "flushall", arity: -1, flags: "write noscript", run: cmdFlushAll, summary: "Delete every key of every database"},
 		{name: "keys", arity: 2, flags: "readonly", run: cmdKeys, summary: "The keys of the database that match a pattern"},
 		{name: "scan", arity: -2, flags: "readonly", run: cmdScan, summary: "Iterate over the database's keys"},
 		{name: "exists", arity: -2, flags: "readonly fast", keys: keySpec{1, -1, 1}, run: cmdExists, summary: "Count existing keys"},

@@ -253,3 +253,23 @@ func replyExpireTime(r *request, seconds bool) {
 	}
 	r.w.Int(at)
 }
+
+// FLUSHDB [ASYNC|SYNC] and FLUSHALL [ASYNC|SYNC] -> +OK: every key of the database (of all of
+// them) deleted, by one replicated command. ASYNC and SYNC mean the same here.
+func cmdFlushDB(r *request)  { flush(r, []byte{byte(r.db)}) }
+func cmdFlushAll(r *request) { flush(r, nil) }
+
+func flush(r *request, db []byte) {
+	if len(r.args) > 2 || len(r.args) == 2 && !is(r.args[1], "async") && !is(r.args[1], "sync") {
+		r.w.Error(errSyntax)
+		return
+	}
+	_, err := r.exec(nil, func(node.View) []fsm.Command {
+		return []fsm.Command{{Kind: fsm.KindFlush, Key: db}}
+	})
+	if err != nil {
+		r.replyError(err)
+		return
+	}
+	r.w.SimpleString("OK")
+}

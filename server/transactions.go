@@ -14,6 +14,7 @@ package server
 
 import (
 	"bytes"
+	"strings"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
@@ -76,6 +77,11 @@ func (c *conn) queue(w *resp.Writer, cmd *command, args [][]byte) {
 	case cmd.name == "lock":
 		tx.aborted = true
 		w.Error("ERR LOCK is not allowed inside MULTI: its token is only known once the grant has applied; use SET key value NX PX ms")
+		return
+	case cmd.name == "flushdb" || cmd.name == "flushall":
+		// EXEC's overlay cannot show a whole database gone to the commands after it.
+		tx.aborted = true
+		w.Error("ERR " + strings.ToUpper(cmd.name) + " is not allowed inside MULTI: send it on its own")
 		return
 	case len(tx.queued) >= maxQueued:
 		tx.aborted = true
