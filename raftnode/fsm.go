@@ -79,6 +79,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		resps[i].results = res
 	}
+	n.keys.Store(int64(n.mu.machine.Len()))
 	n.mu.Unlock()
 	for _, b := range bad {
 		n.log.Error("undecodable log entry", "index", b.index, "err", b.err)
@@ -145,6 +146,7 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 	n.mu.machine = m
 	n.mu.leases = newLeases(n.mu.leases.epoch, m.Len())
 	n.mu.leases.armAll(m, now)
+	n.keys.Store(int64(m.Len()))
 	n.mu.Unlock()
 	n.wakeLeases()
 	n.leaderChange.notify() // the member table may name the leader's client address now

@@ -56,6 +56,8 @@ type Node struct {
 	verifyReqs chan chan error
 
 	stats counters
+	// keys is the table's key count, stored after every apply (Keys).
+	keys atomic.Int64
 	// changed, when set, is told the keys of every applied batch's changes to the lock table
 	// (client-side caching invalidations, LOCK ... WAIT wake-ups). It runs on raft's apply
 	// goroutine after mu is released and before the batch's futures resolve.

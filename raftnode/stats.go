@@ -63,3 +63,7 @@ func (n *Node) Stats() node.Stats {
 	n.mu.Unlock()
 	return s
 }
+
+// Keys is the number of keys in the applied table, without taking the view lock: every write
+// command of the server asks it (its key bound).
+func (n *Node) Keys() int { return int(n.keys.Load()) }

@@ -23,6 +23,8 @@ type command struct {
 	leader bool
 	// movable: the keys are KEYS of a script (EVAL script numkeys key ...), not fixed positions.
 	movable bool
+	// denyOOM: the command may create keys, so it is refused once the table holds MaxKeys.
+	denyOOM bool
 	// pipelined: the command may run while earlier commands of its connection are in flight
 	// (pipeline.go): it touches only the keys it names (a script: the keys it declares).
 	pipelined bool
@@ -78,13 +80,13 @@ var commands = map[string]*command{}
 func init() {
 	for _, cmd := range []*command{
 		// locks.go
-		{name: "lock", arity: -3, flags: "write", keys: keySpec{1, 1, 1}, run: cmdLock, summary: "Acquire a lock with a lease; returns its fencing token or nil"},
+		{name: "lock", arity: -3, flags: "write denyoom", keys: keySpec{1, 1, 1}, run: cmdLock, summary: "Acquire a lock with a lease; returns its fencing token or nil"},
 		{name: "unlock", arity: -2, flags: "write", keys: keySpec{1, 1, 1}, run: cmdUnlock, summary: "Release a lock held with the given token"},
 		{name: "renew", arity: -3, flags: "write", keys: keySpec{1, 1, 1}, run: cmdRenew, summary: "Extend the lease of a lock held with the given token"},
 		{name: "lockinfo", arity: 2, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdLockInfo, summary: "Owner, fencing token and remaining lease of a lock"},
 		{name: "validate", arity: 3, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdValidate, summary: "Whether a token is the current holder's"},
 		// strings.go
-		{name: "set", arity: -3, flags: "write", keys: keySpec{1, 1, 1}, run: cmdSet, summary: "Set a key (a lock) with NX/XX, an expiry and GET"},
+		{name: "set", arity: -3, flags: "write denyoom", keys: keySpec{1, 1, 1}, run: cmdSet, summary: "Set a key (a lock) with NX/XX, an expiry and GET"},
 		{name: "get", arity: 2, flags: "readonly fast", keys: keySpec{1, 1, 1}, run: cmdGet, summary: "Get the value (owner) of a key"},
 		{name: "getrange", arity: 4, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdGetRange, summary: "Get a substring of a key's value"},
 		{name: "setnx", arity: 3, flags: "write denyoom fast", keys: keySpec{1, 1, 1}, run: cmdSetNX, summary: "Set a key only if it does not exist"},
@@ -166,6 +168,7 @@ func init() {
 		cmd.write = slices.Contains(cmd.flagList, "write")
 		cmd.leader = cmd.write || slices.Contains(cmd.flagList, "readonly")
 		cmd.movable = slices.Contains(cmd.flagList, "movablekeys")
+		cmd.denyOOM = slices.Contains(cmd.flagList, "denyoom")
 		cmd.pipelined = cmd.leader && cmd.keys.first > 0
 		commands[cmd.name] = cmd
 	}

@@ -27,6 +27,12 @@ func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, slot *infli
 		w.Error("ERR wrong number of arguments for '" + cmd.name + "' command")
 		return
 	}
+	if cmd.denyOOM && c.s.full() {
+		c.s.stats.errors.Add(1)
+		c.flagTransaction()
+		w.Error(errOOM)
+		return
+	}
 	if c.sess.subs.active() && c.out.Protocol() == 2 && !allowedSubscribed(cmd) {
 		c.s.stats.errors.Add(1)
 		w.Error("ERR Can't execute '" + fullName(cmd, args) + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
@@ -79,6 +85,10 @@ func (c *conn) recoverCommand(w *resp.Writer, args [][]byte) {
 	c.cancel()
 	c.nc.Close()
 }
+
+// full reports whether the table holds Config.MaxKeys keys: commands that may create keys are
+// refused (Redis's denyoom commands past maxmemory).
+func (s *Server) full() bool { return s.cfg.MaxKeys > 0 && s.node.Keys() >= s.cfg.MaxKeys }
 
 // leaderKnown reports whether a request that needs the leader can be served now: this node is
 // the ready leader, or it knows another leader and where that one serves clients.

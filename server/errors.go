@@ -15,6 +15,7 @@ const (
 	errSyntax    = "ERR syntax error"
 	errNotInt    = "ERR value is not an integer or out of range"
 	errNoAdmin   = "ERR cluster administration is not available on this server"
+	errOOM       = "OOM command not allowed when used memory > 'maxmemory'."
 	// errAborted answers a multi-key request whose entry aborted at apply (fsm.Aborted): a key
 	// was not as the leader saw it when it evaluated the request. The pending marks rule that
 	// out on a stable leader, so it can happen only after a leadership change between the

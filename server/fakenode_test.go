@@ -36,6 +36,7 @@ type fakeNode struct {
 	follower atomic.Bool
 	leaderMu sync.Mutex
 	leaderCh chan struct{} // closed at the next setLeader
+	keys atomic.Int64 // the table's key count, stored after every commit
 	// waiting is how many requests wait for their commit now; most is the most there were.
 	waiting, most atomic.Int32
 	// execHook, when set, runs at the start of every Exec (before evaluation).
@@ -167,6 +168,7 @@ func (f *fakeNode) commit(batch []*fakeProposal) {
 			}
 		}
 	}
+	f.keys.Store(int64(f.mu.table.Len()))
 	f.mu.Unlock()
 	if fn := f.changed.Load(); fn != nil && len(changed) > 0 {
 		(*fn)(changed)
@@ -251,6 +253,9 @@ func (f *fakeNode) OnPublish(fn func(channel, message []byte, shard bool) int) {
 func (f *fakeNode) Members() ([]node.Member, error) {
 	return []node.Member{{ID: "n1", RaftAddr: "fake:1", Voter: true, Leader: true}}, nil
 }
+
+// Keys, like raftnode's, takes no lock: scripts ask it while their evaluation holds the view.
+func (f *fakeNode) Keys() int { return int(f.keys.Load()) }
 
 func (f *fakeNode) Stats() node.Stats {
 	f.mu.Lock()

@@ -39,6 +39,8 @@ type Node interface {
 	OnPublish(fn func(channel, message []byte, shard bool) int)
 	// Stats is the node's current figures, for INFO.
 	Stats() node.Stats
+	// Keys is the number of keys in this node's table, cheaply (every write command asks).
+	Keys() int
 }
 
 // Admin is what cluster administration (RAFT ...) needs beyond requests. A server without one

@@ -60,6 +60,8 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 		return errValue("ERR Write commands are not allowed from read-only scripts."), nil
 	case !cmd.arityOK(len(args)):
 		return errValue("ERR Wrong number of args calling Redis command from script"), nil
+	case cmd.denyOOM && p.s.full():
+		return errValue("ERR " + errOOM), nil
 	}
 	if p.trackReads && !cmd.write {
 		// Track the keys the script reads for its caller now, while the script still holds the

@@ -51,6 +51,10 @@ type Config struct {
 	MaxValueBytes int
 	// MaxLeaseMs bounds a lease. Default ten years.
 	MaxLeaseMs int64
+	// MaxKeys bounds the keys of all databases together: once there are as many, commands that
+	// may create keys get Redis's -OOM error (deletes, reads and renewals go on). Default ten
+	// million (a few GB of memory on every node); negative: no bound.
+	MaxKeys int
 	// Redirect makes a follower answer -MOVED <slot> <leader> instead of forwarding requests.
 	Redirect bool
 	// ForwardTimeout bounds how long a follower waits for the leader's reply to a forwarded
@@ -85,6 +89,7 @@ func DefaultConfig() Config {
 		MaxKeyBytes:    4096,
 		MaxValueBytes:  4096,
 		MaxLeaseMs:     10 * 365 * 24 * 3600 * 1000,
+		MaxKeys:        10_000_000,
 		Pipeline:       128,
 		ForwardTimeout: 15 * time.Second,
 		LeaderWait:     time.Second,
@@ -114,6 +119,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxLeaseMs == 0 {
 		c.MaxLeaseMs = d.MaxLeaseMs
+	}
+	if c.MaxKeys == 0 {
+		c.MaxKeys = d.MaxKeys
 	}
 	if c.Pipeline == 0 {
 		c.Pipeline = d.Pipeline

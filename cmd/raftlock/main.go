@@ -88,6 +88,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	scfg.NodeID = opts.id
 	scfg.Redirect = opts.redirect
 	scfg.LeaderWait = opts.leaderWait
+	scfg.MaxKeys = opts.maxKeys
 	scfg.Now = clock.Now
 	if opts.testClock {
 		logger.Warn("--test-clock: DEBUG CLOCK-SHIFT can move this node's lease clock; for tests only")

@@ -36,8 +36,10 @@ type options struct {
 	// leaderWait bounds how long a request waits for a leader before CLUSTERDOWN (0: the
 	// server's default; negative: none).
 	leaderWait time.Duration
-	logLevel   string
-	logFormat  string
+	// maxKeys bounds the keys of all databases (0: the server's default; negative: none).
+	maxKeys   int
+	logLevel  string
+	logFormat string
 	// metricsAddr, when set, serves /metrics and /debug/pprof/ over HTTP.
 	metricsAddr string
 }
@@ -59,6 +61,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"snapshot-threshold": fs.String("snapshot-threshold", "0", "log entries between snapshots (0: default 16384)"),
 		"trailing-logs":      fs.String("trailing-logs", "0", "log entries kept behind a snapshot for slow followers (0: default 10240)"),
 		"snapshot-interval":  fs.String("snapshot-interval", "0", "how often to check whether to snapshot (0: default 10s)"),
+		"max-keys":           fs.String("max-keys", "10000000", "the most keys all databases may hold together; past it, commands that create keys get -OOM (-1: no bound)"),
 		"leader-wait":        fs.String("leader-wait", "1s", "how long a request that needs the leader waits for one (after a start, during an election) before CLUSTERDOWN; 0: not at all"),
 		"log-level":          fs.String("log-level", "info", "debug, info, warn or error"),
 		"log-format":         fs.String("log-format", "text", "text or json"),
@@ -124,6 +127,9 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		if o.snapshotInterval, err = time.ParseDuration(v); err != nil || o.snapshotInterval <= 0 {
 			return options{}, fmt.Errorf("--snapshot-interval: want a positive duration such as 5s, got %q", v)
 		}
+	}
+	if o.maxKeys, err = strconv.Atoi(*vals["max-keys"]); err != nil || o.maxKeys == 0 || o.maxKeys < -1 {
+		return options{}, fmt.Errorf("--max-keys: want a positive number of keys, or -1 for no bound, got %q", *vals["max-keys"])
 	}
 	if o.leaderWait, err = time.ParseDuration(*vals["leader-wait"]); err != nil || o.leaderWait < 0 {
 		return options{}, fmt.Errorf("--leader-wait: want a duration such as 1s (0: no wait), got %q", *vals["leader-wait"])

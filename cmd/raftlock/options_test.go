@@ -52,6 +52,8 @@ func TestParseOptions(t *testing.T) {
 		{"--snapshot-interval", "soon"},
 		{"--redirect", "maybe"},
 		{"--leader-wait", "-1s"},
+		{"--max-keys", "0"},
+		{"--max-keys", "many"},
 		{"--leader-wait", "soon"},
 		{"--bogus"},
 		{"extra"},
