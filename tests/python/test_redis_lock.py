@@ -35,21 +35,21 @@ def _addrs():
 ADDRS = _addrs()
 
 
-def record(scenario, result, detail=""):
+def record(scenario, result, detail="", lib=LIB):
     path = os.environ.get("RAFTLOCK_MATRIX")
     if not path:
         return
     detail = " ".join(str(detail).split())[:300]
     with open(path, "a") as f:
-        f.write(f"{LIB}\t{scenario}\t{result}\t{detail}\n")
+        f.write(f"{lib}\t{scenario}\t{result}\t{detail}\n")
 
 
 def unique_key(*parts):
     return "cm:" + ":".join(("redis-py",) + parts) + ":" + secrets.token_hex(4)
 
 
-def scenario(name, needs=()):
-    """Runs a test as matrix scenario `name`, after the scenarios in `needs` passed."""
+def scenario(name, needs=(), lib=LIB):
+    """Runs a test as matrix scenario `name` of `lib`, after the scenarios in `needs` passed."""
 
     def wrap(fn):
         @functools.wraps(fn)
@@ -57,7 +57,7 @@ def scenario(name, needs=()):
             for n in needs:
                 if n in type(self).failed:
                     type(self).failed.add(name)
-                    record(name, "skip", f"not run: {n} failed")
+                    record(name, "skip", f"not run: {n} failed", lib)
                     self.skipTest(f"not run: {n} failed")
             try:
                 fn(self)
@@ -65,9 +65,9 @@ def scenario(name, needs=()):
                 raise
             except BaseException as e:
                 type(self).failed.add(name)
-                record(name, "fail", f"{type(e).__name__}: {e}")
+                record(name, "fail", f"{type(e).__name__}: {e}", lib)
                 raise
-            record(name, "pass")
+            record(name, "pass", lib=lib)
 
         return run
 
