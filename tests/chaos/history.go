@@ -131,6 +131,11 @@ type History struct {
 	Unfenced []Access     `json:"unfenced"`
 	Faults   []Fault      `json:"faults"`
 	Clock    []ClockEvent `json:"clock"`
+	// Multi are the multi-key requests and group reads (multikey.go); Publishes and Subs the
+	// pub/sub workload (pubsub.go). None of them is in Ops: the lock model does not know them.
+	Multi     []MultiOp      `json:"multi,omitempty"`
+	Publishes []Publish      `json:"publishes,omitempty"`
+	Subs      []Subscription `json:"subscriptions,omitempty"`
 }
 
 // recorder collects the history from concurrent clients and holds the two protected resources.
@@ -162,6 +167,30 @@ func (r *recorder) add(op Op) {
 	}
 	r.mu.Lock()
 	r.h.Ops = append(r.h.Ops, op)
+	r.mu.Unlock()
+}
+
+func (r *recorder) multi(op MultiOp) {
+	if op.Outcome == Unknown {
+		op.Complete = never
+	}
+	r.mu.Lock()
+	r.h.Multi = append(r.h.Multi, op)
+	r.mu.Unlock()
+}
+
+func (r *recorder) publish(p Publish) {
+	if p.Outcome == Unknown {
+		p.Complete = never
+	}
+	r.mu.Lock()
+	r.h.Publishes = append(r.h.Publishes, p)
+	r.mu.Unlock()
+}
+
+func (r *recorder) subscription(s Subscription) {
+	r.mu.Lock()
+	r.h.Subs = append(r.h.Subs, s)
 	r.mu.Unlock()
 }
 
@@ -252,5 +281,8 @@ func (r *recorder) snapshot() History {
 	h.Unfenced = append([]Access(nil), h.Unfenced...)
 	h.Faults = append([]Fault(nil), h.Faults...)
 	h.Clock = append([]ClockEvent(nil), h.Clock...)
+	h.Multi = append([]MultiOp(nil), h.Multi...)
+	h.Publishes = append([]Publish(nil), h.Publishes...)
+	h.Subs = append([]Subscription(nil), h.Subs...)
 	return h
 }
