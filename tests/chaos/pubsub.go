@@ -70,14 +70,14 @@ type Subscription struct {
 }
 
 // publisher is a publisher loop: SET p<id>.<seq> v<seq>, then PUBLISH pubChannel
-// "p<id>.<seq>=v<seq>" if the SET was acknowledged.
-func (w *worker) publisher() {
+// "p<id>.<seq>=v<seq>" if the SET was acknowledged; rounds of them, or until stopped (0).
+func (w *worker) publisher(rounds int) {
 	defer func() {
 		if w.c != nil {
 			w.c.close()
 		}
 	}()
-	for seq := 1; !w.stop.Load(); seq++ {
+	for seq := 1; !w.stop.Load() && (rounds == 0 || seq <= rounds); seq++ {
 		p := Publish{Publisher: w.id, Seq: seq, Key: fmt.Sprintf("p%d.%d", w.id, seq), Value: fmt.Sprintf("v%d", seq)}
 		var set Op
 		if v := w.call(&set, "SET", p.Key, p.Value); set.Outcome != OK || v != "OK" {
@@ -109,6 +109,7 @@ type subscriber struct {
 	pattern   bool
 	rec       *recorder
 	delivered *atomic.Int64 // every subscriber's deliveries, for the drain at the end
+	live      atomic.Bool   // a subscription is established
 }
 
 // maxSessions bounds a subscriber's reconnections.
@@ -151,7 +152,9 @@ func (s *subscriber) session(ctx context.Context) {
 		return
 	}
 	sub := Subscription{Sub: s.id, Node: s.node.id, Proto: s.proto, Pattern: s.pattern, Established: s.rec.now()}
+	s.live.Store(true)
 	defer func() {
+		s.live.Store(false)
 		sub.End = s.rec.now()
 		s.rec.subscription(sub)
 	}()
@@ -215,6 +218,19 @@ func messageBody(v resp.Value) (string, bool) {
 		return v.Elems[3].Text(), true
 	}
 	return "", false
+}
+
+// waitSubscribed waits up to timeout until every subscriber has a subscription established.
+func waitSubscribed(subs []*subscriber, timeout time.Duration) bool {
+	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
+		all := true
+		for _, s := range subs {
+			all = all && s.live.Load()
+		}
+		if all || !time.Now().Before(deadline) {
+			return all
+		}
+	}
 }
 
 // drain waits until the deliveries stop growing for a quiet half second (at most max): every

@@ -118,11 +118,13 @@ func Run(cfg Config) (res Result, err error) {
 	defer stopSubs()
 	var subWG sync.WaitGroup
 	var delivered atomic.Int64
+	var subs []*subscriber
 	for i, n := range append(c.nodes, c.nodes[0]) {
 		s := &subscriber{id: i, node: n, proto: 3, pattern: i%2 == 1, rec: rec, delivered: &delivered}
 		if i == len(c.nodes) {
 			s.proto, s.pattern = 2, false
 		}
+		subs = append(subs, s)
 		subWG.Add(1)
 		go func() {
 			defer subWG.Done()
@@ -139,7 +141,7 @@ func Run(cfg Config) (res Result, err error) {
 			defer wg.Done()
 			switch {
 			case i >= pubs:
-				w.publisher()
+				w.publisher(0)
 			case i >= multi:
 				w.multiKey()
 			case i == cfg.Clients:
@@ -173,7 +175,18 @@ func Run(cfg Config) (res Result, err error) {
 	if d, err := converge(c, 30*time.Second); err != nil {
 		obs.violations = append(obs.violations, fmt.Sprintf("convergence: %v (last digests %v)", err, d))
 	}
+	// A few messages once healed, with every subscriber subscribed: a run whose last fault
+	// dropped every subscription still checks that none is lost.
+	if !waitSubscribed(subs, 10*time.Second) {
+		obs.violations = append(obs.violations, "recovery: a subscriber could not subscribe again within 10s of healing")
+	}
+	var again atomic.Bool
+	last := &worker{id: pubs + cfg.Publishers, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(pubs+cfg.Publishers+1))), rec: rec, addrs: addrs, stop: &again}
+	last.publisher(5)
 	// every node applied every message: what is still on its way is in sockets and queues
+	if d, err := converge(c, 10*time.Second); err != nil {
+		obs.violations = append(obs.violations, fmt.Sprintf("convergence after the last messages: %v (last digests %v)", err, d))
+	}
 	drain(&delivered, 5*time.Second)
 	stopSubs()
 	subWG.Wait()
