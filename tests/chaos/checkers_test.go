@@ -481,6 +481,8 @@ func TestPubSubChecker(t *testing.T) {
 			nil, func(r PubSubResult) bool { return r.Lost == 0 && r.Expected == 0 }, 0},
 		{"lost across a snapshot install on the node", []Subscription{sub(got(p1, "v1"), got(q1, "v1"), got(p3, "v3"))},
 			map[string][]int64{"n2": {25 * ms}}, func(r PubSubResult) bool { return r.Lost == 0 && r.LostInSnapshot == 1 }, 0},
+		{"nor one installed after a later message arrived", []Subscription{sub(got(p1, "v1"), got(q1, "v1"), got(p3, "v3"))},
+			map[string][]int64{"n2": {35 * ms}}, func(r PubSubResult) bool { return r.Lost == 1 }, 1},
 		{"a snapshot installed before the message does not excuse it", []Subscription{sub(got(p1, "v1"), got(q1, "v1"), got(p3, "v3"))},
 			map[string][]int64{"n2": {8 * ms}, "n1": {25 * ms}}, func(r PubSubResult) bool { return r.Lost == 1 }, 1},
 		{"a read that failed is not stale", []Subscription{sub(got(p1, "v1"), got(q1, "v1"), got(p2, "v2"), Delivery{Body: p3.Body(), ReadErr: "CLUSTERDOWN"})},

@@ -242,7 +242,7 @@ func checkAtomicity(ops []MultiOp, final map[string]map[string][]string) Atomici
 		for _, v := range vals {
 			switch op, ok := writer[v]; {
 			case v == "":
-				culprits = append(culprits, fmt.Sprintf("a DEL on %d of %d keys", count[v], groupSize))
+				culprits = append(culprits, fmt.Sprintf("absent (a DEL, or before a set) on %d of %d keys", count[v], groupSize))
 			case ok:
 				culprits = append(culprits, fmt.Sprintf("%s on %d of %d keys", op, count[v], groupSize))
 			default:
