@@ -184,10 +184,18 @@ func (n *Node) markPendingLocked(cmds []fsm.Command) {
 // across keys does not matter, and on one key the pending marks already keep requests in order.
 // The proposals counter counts entries, one per request that wrote, whatever its commands.
 func (n *Node) submit(cmds []fsm.Command) raft.ApplyFuture {
+	if splitSubmit != nil && len(cmds) > 1 {
+		return splitSubmit(n, cmds)
+	}
 	f := n.raft.Apply(fsm.EncodeEntry(nil, cmds), n.cfg.ApplyTimeout)
 	n.stats.proposals.Add(1)
 	return f
 }
+
+// splitSubmit is nil in every build but the chaos harness's deliberately broken one
+// (nonatomic_chaos.go, build tag chaos_nonatomic), where it proposes a request's commands as one
+// entry each: the harness proves its atomicity checker against that build.
+var splitSubmit func(n *Node, cmds []fsm.Command) raft.ApplyFuture
 
 // await collects the outcome of a request's entry, then clears its pending marks. The marks stay
 // until the future has returned, which is after the entry applied (or failed): a request that

@@ -20,9 +20,13 @@ var (
 )
 
 // buildBinary builds the node binary with the race detector, so the log checker finds data
-// races in the nodes (CHAOS_RACE=0 builds without it).
-func buildBinary(t *testing.T) string {
+// races in the nodes (CHAOS_RACE=0 builds without it). nonAtomic builds the deliberately broken
+// nodes (build tag chaos_nonatomic: raftnode proposes a request's commands one entry each).
+func buildBinary(t *testing.T, nonAtomic bool) string {
 	t.Helper()
+	if nonAtomic {
+		t.Setenv("GOFLAGS", strings.TrimSpace(os.Getenv("GOFLAGS")+" -tags=chaos_nonatomic"))
+	}
 	bin := filepath.Join(t.TempDir(), "raftlock")
 	if err := testutil.GoBuild(bin, "github.com/raftlock/raftlock/cmd/raftlock", os.Getenv("CHAOS_RACE") != "0"); err != nil {
 		t.Fatalf("build raftlock: %v", err)
@@ -46,6 +50,10 @@ var shortScenarios = []struct {
 // TestChaosShort is the short mode (make chaos-short, part of make test): a 3-node cluster
 // through each scenario for -chaos.duration. Seeds: -chaos.seeds=1,2 (default from the clock;
 // every run prints its summary line with its seed).
+//
+// CHAOS_NONATOMIC=1 make chaos-short runs the same scenarios against nodes built with the tag
+// chaos_nonatomic, whose requests apply one command at a time: the test then passes only if the
+// atomicity checker finds partly applied requests, and logs what every checker reported.
 func TestChaosShort(t *testing.T) {
 	if raceEnabled {
 		t.Skip("chaos runs without -race: make chaos-short")
@@ -56,7 +64,8 @@ func TestChaosShort(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("chaos needs 127.0.0.2-6 on loopback and /proc (Linux)")
 	}
-	bin := buildBinary(t)
+	nonAtomic := os.Getenv("CHAOS_NONATOMIC") == "1"
+	bin := buildBinary(t, nonAtomic)
 	seeds := []uint64{uint64(time.Now().UnixNano() % 1000000)}
 	if *flagSeeds != "" {
 		seeds = nil
@@ -72,6 +81,7 @@ func TestChaosShort(t *testing.T) {
 	if dir == "" {
 		dir = os.TempDir()
 	}
+	partial := 0
 	for _, seed := range seeds {
 		for i, sc := range shortScenarios {
 			t.Run(fmt.Sprintf("%s/seed=%d", sc.name, seed), func(t *testing.T) {
@@ -85,6 +95,22 @@ func TestChaosShort(t *testing.T) {
 				if len(res.Inconclusive) > 0 {
 					t.Logf("porcupine could not decide keys %v in time (inconclusive, not passed)", res.Inconclusive)
 				}
+				partial += res.Multi.Partial
+				if nonAtomic {
+					// the summary lines and these are what make chaos-short shows of a passing run
+					for i, v := range res.Multi.Violations {
+						if i < 3 {
+							fmt.Printf("chaos: non-atomic build: %s\n", v)
+						}
+					}
+					for _, v := range res.Violations {
+						t.Log("non-atomic build: " + v)
+					}
+					if res.Folder != "" {
+						t.Logf("non-atomic build: history and node logs in %s", res.Folder)
+					}
+					return
+				}
 				for _, v := range res.Violations {
 					t.Error(v)
 				}
@@ -92,6 +118,12 @@ func TestChaosShort(t *testing.T) {
 					t.Errorf("seed %d failed: history, visualizations and node logs in %s", res.Seed, res.Folder)
 				}
 			})
+		}
+	}
+	if nonAtomic {
+		fmt.Printf("chaos: non-atomic build: %d partly applied requests found\n", partial)
+		if partial == 0 {
+			t.Error("the non-atomic build (tag chaos_nonatomic) ran without the atomicity checker finding a partly applied request")
 		}
 	}
 }

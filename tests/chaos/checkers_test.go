@@ -1,14 +1,18 @@
 package chaos
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/raftlock/raftlock/server/resp"
 )
@@ -373,5 +377,199 @@ func TestCutsNest(t *testing.T) {
 	healB()
 	if blocked(0, 2) || blocked(2, 1) {
 		t.Error("links still cut after both faults healed")
+	}
+}
+
+func TestAtomicityChecker(t *testing.T) {
+	set := func(c int, group, value string, found int64) MultiOp {
+		return MultiOp{Client: c, Node: "n1", Kind: MultiSet, Group: group, Value: value, Invoke: ms, Complete: 2 * ms, Outcome: OK, Found: found}
+	}
+	del := func(c int, group string, found int64) MultiOp {
+		return MultiOp{Client: c, Node: "n1", Kind: MultiDel, Group: group, Invoke: 3 * ms, Complete: 4 * ms, Outcome: OK, Found: found}
+	}
+	mget := func(c int, group string, values ...string) MultiOp {
+		return MultiOp{Client: c, Node: "n2", Kind: MultiRead, Group: group, Invoke: 5 * ms, Complete: 6 * ms, Outcome: OK, Values: values}
+	}
+	unknown := func(op MultiOp) MultiOp { op.Outcome, op.Err = Unknown, "i/o timeout"; return op }
+	g0, g1 := groupName(0), groupName(1)
+	all := func(v string) []string { return []string{v, v, v} }
+	final := func(n2g0 []string) map[string]map[string][]string {
+		return map[string]map[string][]string{
+			"n1": {g0: all("w1-1"), g1: all("")},
+			"n2": {g0: n2g0, g1: all("")},
+		}
+	}
+	cases := []struct {
+		name    string
+		ops     []MultiOp
+		final   map[string]map[string][]string
+		partial int
+		bad     int
+	}{
+		{"whole requests", []MultiOp{set(0, g0, "w0-1", 0), set(1, g0, "w1-1", 3), set(0, g1, "w0-2", 0), del(1, g1, 3),
+			mget(0, g0, all("w1-1")...), mget(0, g1, all("")...)}, final(all("w1-1")), 0, 0},
+		// an unknown outcome may have applied whole, or not at all
+		{"unknown set, applied whole", []MultiOp{set(0, g0, "w0-1", 0), unknown(set(1, g0, "w1-1", 0))}, final(all("w1-1")), 0, 0},
+		{"unknown set, applied partly", []MultiOp{set(0, g0, "w0-1", 0), unknown(set(1, g0, "w1-1", 0))},
+			final([]string{"w1-1", "w1-1", "w0-1"}), 1, 1},
+		{"a DEL applied partly, seen by a read", []MultiOp{set(1, g0, "w1-1", 0), unknown(del(0, g0, 0)), mget(2, g0, "", "w1-1", "")},
+			final(all("w1-1")), 1, 1},
+		{"a script saw a split group", []MultiOp{set(0, g0, "w0-1", 0), set(1, g0, "w1-1", 2)}, final(all("w1-1")), 1, 1},
+		{"a DEL removed some of the keys", []MultiOp{set(1, g0, "w1-1", 0), del(0, g0, 1)}, final(all("")), 1, 1},
+		{"a value nobody wrote", []MultiOp{set(1, g0, "w1-1", 0)}, final(all("zz")), 0, 1},
+	}
+	for _, c := range cases {
+		got := checkAtomicity(c.ops, c.final)
+		if got.Partial != c.partial || len(got.Violations) != c.bad {
+			t.Errorf("%s: got %d partial, violations %v; want %d partial, %d violations", c.name, got.Partial, got.Violations, c.partial, c.bad)
+		}
+	}
+	got := checkAtomicity([]MultiOp{set(0, g0, "w0-1", 0), unknown(set(1, g0, "w1-1", 0))}, final([]string{"w1-1", "w1-1", "w0-1"}))
+	if want := "m{0}.c=w0-1"; len(got.Violations) != 1 || !strings.Contains(got.Violations[0], want) || !strings.Contains(got.Violations[0], "w1-1 on n1 at 0.001s -> unknown (i/o timeout) on 2 of 3 keys") {
+		t.Errorf("the violation does not show the split group and the request: %v", got.Violations)
+	}
+	// a broken build finds many: the first are described, all are counted
+	var ops []MultiOp
+	for i := range 30 {
+		ops = append(ops, set(0, g0, "w0-1", 0), mget(i, g0, "w0-1", "", ""))
+	}
+	if got := checkAtomicity(ops, nil); got.Partial != 30 || len(got.Violations) != maxReported || got.Unreported != 30-maxReported {
+		t.Errorf("30 split reads: %d partial, %d described, %d unreported", got.Partial, len(got.Violations), got.Unreported)
+	}
+}
+
+func TestPubSubChecker(t *testing.T) {
+	pub := func(publisher, seq int, inv, comp int64) Publish {
+		return Publish{Publisher: publisher, Seq: seq, Node: "n1", Key: fmt.Sprintf("p%d.%d", publisher, seq), Value: fmt.Sprintf("v%d", seq),
+			Invoke: inv * ms, Complete: comp * ms, Outcome: OK}
+	}
+	got := func(p Publish, read string) Delivery {
+		return Delivery{Body: p.Body(), At: p.Complete, Read: read, ReadOK: true}
+	}
+	p1, p2, p3, q1 := pub(0, 1, 10, 11), pub(0, 2, 20, 21), pub(0, 3, 30, 31), pub(1, 1, 15, 16)
+	early := pub(0, 0, 1, 2) // published before the subscription was established: not expected
+	refused := pub(1, 2, 40, 41)
+	refused.Outcome, refused.Err = Fail, "TRYAGAIN ..."
+	pubs := []Publish{early, p1, p2, p3, q1, refused}
+	sub := func(got ...Delivery) Subscription {
+		return Subscription{Sub: 0, Node: "n2", Proto: 3, Established: 5 * ms, End: 100 * ms, Got: got}
+	}
+	good := sub(got(p1, "v1"), got(q1, "v1"), got(p2, "v2"), got(p3, "v3"))
+	cases := []struct {
+		name     string
+		subs     []Subscription
+		restores map[string][]int64
+		check    func(r PubSubResult) bool
+		bad      int
+	}{
+		{"every message once, in order, after its change", []Subscription{good},
+			nil, func(r PubSubResult) bool { return r.Delivered == 4 && r.Expected == 4 && r.Published == 5 }, 0},
+		{"delivered before the change applied", []Subscription{sub(got(p1, "v1"), got(q1, ""), got(p2, "v2"), got(p3, "v3"))},
+			nil, func(r PubSubResult) bool { return r.Stale == 1 }, 1},
+		{"delivered twice", []Subscription{sub(got(p1, "v1"), got(q1, "v1"), got(p2, "v2"), got(p2, "v2"), got(p3, "v3"))},
+			nil, func(r PubSubResult) bool { return r.Duplicates == 1 }, 1},
+		{"lost while connected", []Subscription{sub(got(p1, "v1"), got(q1, "v1"), got(p3, "v3"))},
+			nil, func(r PubSubResult) bool { return r.Lost == 1 && r.Expected == 4 }, 1},
+		{"out of publish order", []Subscription{sub(got(p1, "v1"), got(q1, "v1"), got(p3, "v3"), got(p2, "v2"))},
+			nil, func(r PubSubResult) bool { return r.OrderViolation == 1 }, 1},
+		{"a refused publish delivered", []Subscription{sub(got(p1, "v1"), got(q1, "v1"), got(p2, "v2"), got(p3, "v3"), got(refused, "v2"))},
+			nil, func(r PubSubResult) bool { return true }, 1},
+		{"a message nobody published", []Subscription{sub(got(p1, "v1"), got(q1, "v1"), got(p2, "v2"), got(p3, "v3"), Delivery{Body: "x=y"})},
+			nil, func(r PubSubResult) bool { return true }, 1},
+		// a dropped connection may lose what was in flight; a snapshot install skips entries
+		{"lost on a connection that dropped", []Subscription{func() Subscription { s := sub(got(p1, "v1")); s.Dropped = "EOF"; return s }()},
+			nil, func(r PubSubResult) bool { return r.Lost == 0 && r.Expected == 0 }, 0},
+		{"lost across a snapshot install on the node", []Subscription{sub(got(p1, "v1"), got(q1, "v1"), got(p3, "v3"))},
+			map[string][]int64{"n2": {25 * ms}}, func(r PubSubResult) bool { return r.Lost == 0 && r.LostInSnapshot == 1 }, 0},
+		{"nor one installed after a later message arrived", []Subscription{sub(got(p1, "v1"), got(q1, "v1"), got(p3, "v3"))},
+			map[string][]int64{"n2": {35 * ms}}, func(r PubSubResult) bool { return r.Lost == 1 }, 1},
+		{"a snapshot installed before the message does not excuse it", []Subscription{sub(got(p1, "v1"), got(q1, "v1"), got(p3, "v3"))},
+			map[string][]int64{"n2": {8 * ms}, "n1": {25 * ms}}, func(r PubSubResult) bool { return r.Lost == 1 }, 1},
+		{"a read that failed is not stale", []Subscription{sub(got(p1, "v1"), got(q1, "v1"), got(p2, "v2"), Delivery{Body: p3.Body(), ReadErr: "CLUSTERDOWN"})},
+			nil, func(r PubSubResult) bool { return r.Stale == 0 }, 0},
+	}
+	for _, c := range cases {
+		r := checkPubSub(pubs, c.subs, c.restores)
+		if len(r.Violations) != c.bad || !c.check(r) {
+			t.Errorf("%s: got %+v; want %d violations", c.name, r, c.bad)
+		}
+	}
+}
+
+func TestSnapshotRestores(t *testing.T) {
+	start := time.Date(2026, 12, 1, 9, 52, 40, 0, time.UTC)
+	p := filepath.Join(t.TempDir(), "n2.log")
+	os.WriteFile(p, []byte(`time=2026-12-01T09:52:45.480Z level=INFO msg="leader ready"
+time=2026-12-01T09:52:47.250Z level=INFO msg="Installed remote snapshot" component=raft
+garbled Installed remote snapshot
+`), 0o644)
+	got := snapshotRestores(map[string]string{"n2": p}, start)
+	if want := []int64{7250 * ms, never}; len(got["n2"]) != 2 || got["n2"][0] != want[0] || got["n2"][1] != want[1] {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// fakeSubServer answers HELLO and READONLY, confirms SUBSCRIBE, then pushes frames and
+// answers each GET with the next of gets, closing the connection after the last.
+func fakeSubServer(t *testing.T, frames []string, gets []string) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		r := resp.NewReader(c, resp.Limits{})
+		for {
+			cmd, err := r.ReadCommand()
+			if err != nil {
+				return
+			}
+			switch strings.ToUpper(string(cmd[0])) {
+			case "HELLO":
+				c.Write([]byte("%1\r\n$5\r\nproto\r\n:3\r\n"))
+			case "READONLY":
+				c.Write([]byte("+OK\r\n"))
+			case "SUBSCRIBE":
+				c.Write([]byte(">3\r\n$9\r\nsubscribe\r\n$8\r\nchaos.ch\r\n:1\r\n" + strings.Join(frames, "")))
+			case "GET":
+				c.Write([]byte(gets[0]))
+				if gets = gets[1:]; len(gets) == 0 {
+					return // the connection drops
+				}
+			}
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestSubscriberSession: a RESP3 subscription records each message and what its read saw,
+// matching replies to reads across pushes, and records the drop.
+func TestSubscriberSession(t *testing.T) {
+	msg := func(body string) string {
+		return fmt.Sprintf(">3\r\n$7\r\nmessage\r\n$8\r\nchaos.ch\r\n$%d\r\n%s\r\n", len(body), body)
+	}
+	addr := fakeSubServer(t, []string{msg("p1.1=v1"), msg("p1.2=v2")}, []string{"$2\r\nv1\r\n", "_\r\n"})
+	rec := newRecorder(1)
+	var delivered atomic.Int64
+	s := &subscriber{id: 4, node: &node{id: "n1", clientAddr: addr}, proto: 3, rec: rec, delivered: &delivered}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.session(ctx) // the fake server closes after the last GET: a drop
+	h := rec.snapshot()
+	if len(h.Subs) != 1 {
+		t.Fatalf("subscriptions %+v", h.Subs)
+	}
+	sub := h.Subs[0]
+	want := []Delivery{{Body: "p1.1=v1", Read: "v1", ReadOK: true}, {Body: "p1.2=v2", ReadOK: true}}
+	for i := range sub.Got {
+		sub.Got[i].At = 0
+	}
+	if diff := cmp.Diff(want, sub.Got); diff != "" || sub.Dropped == "" || delivered.Load() != 2 {
+		t.Errorf("deliveries (-want +got):\n%s dropped %q, counted %d", diff, sub.Dropped, delivered.Load())
 	}
 }

@@ -17,6 +17,19 @@
 // recovery within a bounded time, and no panic or data race in any node's log. The unfenced
 // resource's overlaps are counted, not failed: they show the faults bite.
 //
+// Two more workloads check DESIGN.md §8.7 and §8.8 (multikey.go, pubsub.go). Multi-key clients
+// set every key of a group to a fresh value with one script, or DEL the whole group, and read
+// groups on followers' own tables: a group seen split, during the run or on any node after
+// healing, is a request applied in part (whatever its outcome: an unknown one may have applied
+// whole or not at all). CHAOS_NONATOMIC=1 make chaos-short runs against nodes built with the tag
+// chaos_nonatomic, which propose a request's commands one entry each, and passes only if that
+// is caught. Publishers publish "key=value" after each acknowledged SET; a subscriber on every
+// node (RESP3, plus one in RESP2 subscribed mode) reads the key on the same connection after each
+// message, and must see the change; no subscription may receive a message twice, or a
+// publisher's messages out of order, or lose one published while it was up. A follower that
+// installs the leader's snapshot skips the log entries it covers, messages included: those
+// losses are counted apart (lost_in_snapshot), not failed.
+//
 // TestChaosShort is the short mode (make chaos-short, part of make test); cmd/raftlock-chaos
 // (under this directory) is the long mode (make chaos). A failing run leaves its history,
 // porcupine's visualizations and every node's log in one folder and prints its path.

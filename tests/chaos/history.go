@@ -131,6 +131,11 @@ type History struct {
 	Unfenced []Access     `json:"unfenced"`
 	Faults   []Fault      `json:"faults"`
 	Clock    []ClockEvent `json:"clock"`
+	// Multi are the multi-key requests and group reads (multikey.go); Publishes and Subs the
+	// pub/sub workload (pubsub.go). None of them is in Ops: the lock model does not know them.
+	Multi     []MultiOp      `json:"multi,omitempty"`
+	Publishes []Publish      `json:"publishes,omitempty"`
+	Subs      []Subscription `json:"subscriptions,omitempty"`
 }
 
 // recorder collects the history from concurrent clients and holds the two protected resources.
@@ -156,26 +161,42 @@ func newRecorder(seed uint64) *recorder {
 
 func (r *recorder) now() int64 { return int64(time.Since(r.start)) }
 
-func (r *recorder) add(op Op) {
-	if op.Outcome == Unknown {
-		op.Complete = never
+// completion is an op's completion time as the history records it: never for an unknown
+// outcome, which may take effect at any time after its invocation.
+func completion(outcome string, complete int64) int64 {
+	if outcome == Unknown {
+		return never
 	}
+	return complete
+}
+
+// record appends v to one of the history's lists under the recorder's lock.
+func record[T any](r *recorder, list *[]T, v T) {
 	r.mu.Lock()
-	r.h.Ops = append(r.h.Ops, op)
+	*list = append(*list, v)
 	r.mu.Unlock()
 }
 
-func (r *recorder) fault(f Fault) {
-	r.mu.Lock()
-	r.h.Faults = append(r.h.Faults, f)
-	r.mu.Unlock()
+func (r *recorder) add(op Op) {
+	op.Complete = completion(op.Outcome, op.Complete)
+	record(r, &r.h.Ops, op)
 }
 
-func (r *recorder) clock(e ClockEvent) {
-	r.mu.Lock()
-	r.h.Clock = append(r.h.Clock, e)
-	r.mu.Unlock()
+func (r *recorder) multi(op MultiOp) {
+	op.Complete = completion(op.Outcome, op.Complete)
+	record(r, &r.h.Multi, op)
 }
+
+func (r *recorder) publish(p Publish) {
+	p.Complete = completion(p.Outcome, p.Complete)
+	record(r, &r.h.Publishes, p)
+}
+
+func (r *recorder) subscription(s Subscription) { record(r, &r.h.Subs, s) }
+
+func (r *recorder) fault(f Fault) { record(r, &r.h.Faults, f) }
+
+func (r *recorder) clock(e ClockEvent) { record(r, &r.h.Clock, e) }
 
 func cellOf(m map[string]*cell, key string) *cell {
 	c := m[key]
@@ -252,5 +273,8 @@ func (r *recorder) snapshot() History {
 	h.Unfenced = append([]Access(nil), h.Unfenced...)
 	h.Faults = append([]Fault(nil), h.Faults...)
 	h.Clock = append([]ClockEvent(nil), h.Clock...)
+	h.Multi = append([]MultiOp(nil), h.Multi...)
+	h.Publishes = append([]Publish(nil), h.Publishes...)
+	h.Subs = append([]Subscription(nil), h.Subs...)
 	return h
 }

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -17,15 +18,18 @@ import (
 
 // Config is one chaos run.
 type Config struct {
-	Bin       string        // raftlock binary
-	Dir       string        // parent of the run folder
-	Seed      uint64        // drives faults and clients
-	Nodes     int           // cluster size (3 or 5)
-	Clients   int           // concurrent workload clients (plus one on durable keys)
-	Duration  time.Duration // workload time under faults
-	Faults    []string      // fault kinds to draw from (default AllFaults)
-	Mixed     bool          // up to two faults at once, at random moments
-	Snapshots bool          // run nodes with tiny snapshot thresholds
+	Bin     string // raftlock binary
+	Dir     string // parent of the run folder
+	Seed    uint64 // drives faults and clients
+	Nodes   int    // cluster size (3 or 5)
+	Clients int    // concurrent workload clients (plus one on durable keys)
+	// MultiClients make multi-key requests (default 2); Publishers publish after changes
+	// (default 2). Each node has a RESP3 subscriber, and the first one a RESP2 one too.
+	MultiClients, Publishers int
+	Duration                 time.Duration // workload time under faults
+	Faults                   []string      // fault kinds to draw from (default AllFaults)
+	Mixed                    bool          // up to two faults at once, at random moments
+	Snapshots                bool          // run nodes with tiny snapshot thresholds
 	// LinTimeout bounds porcupine per key (default 30s); a key it cannot decide in time is
 	// reported as inconclusive, not as passed.
 	LinTimeout time.Duration
@@ -50,13 +54,20 @@ type Result struct {
 	OverlapNoPause  int // of those, overlaps where no holder paused on its own
 	FencedOff       int // accesses the fenced resource rejected (stale tokens)
 	SnapshotInstall int // snapshots installed by followers, from the node logs
+	Multi           AtomicityResult
+	PubSub          PubSubResult
 	Folder          string
 }
 
 // Summary is the one-line summary of a run.
 func (r Result) Summary() string {
-	return fmt.Sprintf("chaos: ops=%d faults=%d unknown=%d violations=%d unfenced_overlap=%d (%d without a client pause) fenced_off=%d inconclusive=%d snapshot_installs=%d seed=%d",
-		r.Ops, r.Faults, r.Unknown, len(r.Violations), r.UnfencedOverlap, r.OverlapNoPause, r.FencedOff, len(r.Inconclusive), r.SnapshotInstall, r.Seed)
+	m, p := r.Multi, r.PubSub
+	return fmt.Sprintf("chaos: ops=%d faults=%d unknown=%d violations=%d unfenced_overlap=%d (%d without a client pause) fenced_off=%d inconclusive=%d snapshot_installs=%d"+
+		" multikey=%d multikey_reads=%d aborted=%d partial=%d"+
+		" published=%d delivered=%d expected=%d duplicates=%d lost=%d lost_in_snapshot=%d order_violations=%d stale_reads=%d seed=%d",
+		r.Ops, r.Faults, r.Unknown, len(r.Violations), r.UnfencedOverlap, r.OverlapNoPause, r.FencedOff, len(r.Inconclusive), r.SnapshotInstall,
+		m.Requests, m.Reads, m.Aborted, m.Partial,
+		p.Published, p.Delivered, p.Expected, p.Duplicates, p.Lost, p.LostInSnapshot, p.OrderViolation, p.Stale, r.Seed)
 }
 
 // Run starts a cluster, runs the workload under faults, heals, checks, and stops the cluster.
@@ -74,6 +85,12 @@ func Run(cfg Config) (res Result, err error) {
 	}
 	if cfg.LinTimeout == 0 {
 		cfg.LinTimeout = 30 * time.Second
+	}
+	if cfg.MultiClients == 0 {
+		cfg.MultiClients = 2
+	}
+	if cfg.Publishers == 0 {
+		cfg.Publishers = 2
 	}
 	logf := cfg.Logf
 	if logf == nil {
@@ -97,16 +114,39 @@ func Run(cfg Config) (res Result, err error) {
 	for i, n := range c.nodes {
 		addrs[i] = n.clientAddr
 	}
+	subCtx, stopSubs := context.WithCancel(context.Background())
+	defer stopSubs()
+	var subWG sync.WaitGroup
+	var delivered atomic.Int64
+	var subs []*subscriber
+	for i, n := range append(c.nodes, c.nodes[0]) {
+		s := &subscriber{id: i, node: n, proto: 3, pattern: i%2 == 1, rec: rec, delivered: &delivered}
+		if i == len(c.nodes) {
+			s.proto, s.pattern = 2, false
+		}
+		subs = append(subs, s)
+		subWG.Add(1)
+		go func() {
+			defer subWG.Done()
+			s.run(subCtx)
+		}()
+	}
 	var stop atomic.Bool
 	var wg sync.WaitGroup
-	for i := range cfg.Clients + 1 {
+	multi, pubs := cfg.Clients+1, cfg.Clients+1+cfg.MultiClients
+	for i := range pubs + cfg.Publishers {
 		w := &worker{id: i, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i+1))), rec: rec, addrs: addrs, node: i, stop: &stop}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if i == cfg.Clients {
+			switch {
+			case i >= pubs:
+				w.publisher(0)
+			case i >= multi:
+				w.multiKey()
+			case i == cfg.Clients:
 				w.durable()
-			} else {
+			default:
 				w.run()
 			}
 		}()
@@ -135,8 +175,26 @@ func Run(cfg Config) (res Result, err error) {
 	if d, err := converge(c, 30*time.Second); err != nil {
 		obs.violations = append(obs.violations, fmt.Sprintf("convergence: %v (last digests %v)", err, d))
 	}
+	// A few messages once healed, with every subscriber subscribed: a run whose last fault
+	// dropped every subscription still checks that none is lost.
+	if !waitSubscribed(subs, 10*time.Second) {
+		obs.violations = append(obs.violations, "recovery: a subscriber could not subscribe again within 10s of healing")
+	}
+	var again atomic.Bool
+	last := &worker{id: pubs + cfg.Publishers, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(pubs+cfg.Publishers+1))), rec: rec, addrs: addrs, stop: &again}
+	last.publisher(5)
+	// every node applied every message: what is still on its way is in sockets and queues
+	if d, err := converge(c, 10*time.Second); err != nil {
+		obs.violations = append(obs.violations, fmt.Sprintf("convergence after the last messages: %v (last digests %v)", err, d))
+	}
+	drain(&delivered, 5*time.Second)
+	stopSubs()
+	subWG.Wait()
 	h := rec.snapshot()
 	if obs.final, err = c.finalReads(durableKeys(h.Ops)); err != nil {
+		obs.violations = append(obs.violations, "final reads: "+err.Error())
+	}
+	if obs.groups, err = c.finalGroups(); err != nil {
 		obs.violations = append(obs.violations, "final reads: "+err.Error())
 	}
 	if err := c.stop(); err != nil {
@@ -148,9 +206,12 @@ func Run(cfg Config) (res Result, err error) {
 		obs.violations = append(obs.violations, fmt.Sprintf("harness: %d raft connections came from an unknown source IP: link faults cannot be directed", n))
 	}
 	c.net.mu.Unlock()
+	logs := map[string]string{}
 	for _, n := range c.nodes {
 		obs.logs = append(obs.logs, n.logPath)
+		logs[n.id] = n.logPath
 	}
+	obs.restores = snapshotRestores(logs, rec.start)
 
 	res, bad, clk := evaluate(h, obs, cfg.LinTimeout)
 	res.Faults = nm.count
@@ -170,6 +231,8 @@ func Run(cfg Config) (res Result, err error) {
 type observed struct {
 	violations []string                        // found while running and healing
 	final      map[string]map[string]finalRead // node -> durable key -> its own table's view
+	groups     map[string]map[string][]string  // node -> multi-key group -> its own table's values
+	restores   map[string][]int64              // node -> when it installed a leader's snapshot
 	logs       []string                        // every node's log
 }
 
@@ -196,6 +259,13 @@ func evaluate(h History, obs observed, linTimeout time.Duration) (Result, []LinR
 	v = append(v, checkResource(h.Fenced, clk)...)
 	if obs.final != nil {
 		v = append(v, checkDurable(h.Ops, obs.final)...)
+	}
+	res.Multi = checkAtomicity(h.Multi, obs.groups)
+	v = append(v, res.Multi.Violations...)
+	res.PubSub = checkPubSub(h.Publishes, h.Subs, obs.restores)
+	v = append(v, res.PubSub.Violations...)
+	if n := res.Multi.Unreported + res.PubSub.Unreported; n > 0 {
+		v = append(v, fmt.Sprintf("... and %d more atomicity and pub/sub violations (counts in the summary line)", n))
 	}
 	var bad []LinResult
 	for _, l := range checkLinearizable(h.Ops, clk, linTimeout) {

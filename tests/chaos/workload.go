@@ -53,20 +53,27 @@ func (w *worker) conn() *client {
 
 // settle fills op's outcome from err, and moves the worker to another node on any failure.
 func (w *worker) settle(op *Op, err error) {
+	op.Outcome, op.Err = outcomeOf(err)
+	if op.Outcome != OK {
+		w.failover()
+	}
+}
+
+// outcomeOf classifies a request's error: none (OK), certainly not done (Fail), or Unknown.
+func outcomeOf(err error) (outcome, text string) {
 	switch {
 	case err == nil:
-		op.Outcome = OK
+		return OK, ""
 	case certainFailure(err):
-		op.Outcome = Fail
-		op.Err = err.Error()
-	default:
-		op.Outcome = Unknown
-		op.Err = err.Error()
+		return Fail, err.Error()
 	}
-	if op.Outcome != OK {
-		w.c.close()
-		w.node = (w.node + 1 + w.rng.IntN(len(w.addrs))) % len(w.addrs)
-	}
+	return Unknown, err.Error()
+}
+
+// failover drops the worker's connection and moves it to another node.
+func (w *worker) failover() {
+	w.c.close()
+	w.node = (w.node + 1 + w.rng.IntN(len(w.addrs))) % len(w.addrs)
 }
 
 // call runs one command against the current node and fills op's outcome and timing.
