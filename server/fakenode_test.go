@@ -36,7 +36,7 @@ type fakeNode struct {
 	follower atomic.Bool
 	leaderMu sync.Mutex
 	leaderCh chan struct{} // closed at the next setLeader
-	keys atomic.Int64 // the table's key count, stored after every commit
+	keys     atomic.Int64  // the table's key count, stored after every commit
 	// waiting is how many requests wait for their commit now; most is the most there were.
 	waiting, most atomic.Int32
 	// execHook, when set, runs at the start of every Exec (before evaluation).
