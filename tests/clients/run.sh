@@ -47,10 +47,7 @@ start_time=$SECONDS
 # On raftlock these scenarios must fail; on redis-server they must pass.
 sorted_set_lock="ZREMRANGEBYSCORE ZSCORE ZCOUNT ZADD ZREVRANGE ZREM (sorted sets, in EVAL)"
 sorted_set_sem="ZREMRANGEBYSCORE ZCARD ZADD ZSCORE ZREM (sorted sets, in EVALSHA)"
-KNOWN_GAPS=(
-  "php/laravel-phpredis cache-db1 SELECT 1 (phpredis drops the refusal: the keys land in database 0)"
-  "php/laravel-predis cache-db1 SELECT 1"
-)
+KNOWN_GAPS=()
 for lib in php/symfony-phpredis php/symfony-predis; do
   for sc in acquire contend refresh release block shared; do
     KNOWN_GAPS+=("$lib $sc $sorted_set_lock")
