@@ -74,7 +74,9 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			flushed = flushed || res[j].Status == fsm.StatusFlushed && res[j].Existed
 			members = members || res[j].Status == fsm.StatusMember
 			if res[j].Status == fsm.StatusPublished {
+				if l.Index > n.replayedTo {
 				publish = append(publish, message{res: &res[j], channel: c.Key, body: c.Owner, shard: c.Kind == fsm.KindShardPublish})
+			}
 			}
 		}
 		resps[i].results = res
@@ -153,6 +155,9 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 	n.wakeMembership()
 	if fn := n.changed.Load(); fn != nil {
 		(*fn)(nil) // any key may have changed
+	}
+	if fn := n.restored.Load(); fn != nil {
+		(*fn)() // the messages of the entries the snapshot covers will never be delivered here
 	}
 	n.log.Info("restored snapshot", "locks", m.Len(), "applied", m.Applied())
 	return nil

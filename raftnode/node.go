@@ -65,6 +65,12 @@ type Node struct {
 	// published, when set, delivers each applied message to this node's subscribers and says
 	// how many got it. It runs where changed does, after it.
 	published atomic.Pointer[func(channel, message []byte, shard bool) int]
+	// restored, when set, is told that a snapshot replaced the table (OnRestore).
+	restored atomic.Pointer[func()]
+	// replayedTo is the last log index when the node started: a restarted node applies its log
+	// again, and the messages of those entries were delivered by the process that logged them,
+	// so they are not delivered again.
+	replayedTo uint64
 
 	// Membership (membership.go): removed is closed once this node learns it was removed;
 	// member is set once a committed configuration listed it (or it started with state);
@@ -129,6 +135,10 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 	logs, err := raft.NewLogCache(logCacheEntries, st.Log)
 	if err != nil {
 		return nil, fmt.Errorf("log cache: %w", err)
+	}
+	// Set before raft starts applying: the FSM goroutine reads it.
+	if n.replayedTo, err = st.Log.LastIndex(); err != nil {
+		return nil, fmt.Errorf("read the log's last index: %w", err)
 	}
 	r, err := raft.NewRaft(cfg.raftConfig(), machineFSM{n}, logs, st.Stable, st.Snapshots, trans)
 	if err != nil {
@@ -361,3 +371,8 @@ func (n *Node) OnChange(fn func(keys [][]byte)) { n.changed.Store(&fn) }
 // batch's change hook and before the batch's requests hear back, in log order. It must not
 // block; channel and message are only valid during the call.
 func (n *Node) OnPublish(fn func(channel, message []byte, shard bool) int) { n.published.Store(&fn) }
+
+// OnRestore registers fn to be told, on raft's apply goroutine after the view lock is released,
+// that a snapshot replaced this node's table: the messages of the entries it covers are never
+// delivered here, so subscribers must learn they missed some.
+func (n *Node) OnRestore(fn func()) { n.restored.Store(&fn) }

@@ -32,6 +32,7 @@ type fakeNode struct {
 	}
 	changed   atomic.Pointer[func(keys [][]byte)]
 	published atomic.Pointer[func(channel, message []byte, shard bool) int]
+	restored  atomic.Pointer[func()]
 	// follower: the node is not the leader and knows none (until setLeader).
 	follower atomic.Bool
 	leaderMu sync.Mutex
@@ -245,6 +246,8 @@ func (f *fakeNode) LeaderChanged() <-chan struct{} {
 	return f.leaderCh
 }
 func (f *fakeNode) OnChange(fn func(keys [][]byte)) { f.changed.Store(&fn) }
+
+func (f *fakeNode) OnRestore(fn func()) { f.restored.Store(&fn) }
 
 func (f *fakeNode) OnPublish(fn func(channel, message []byte, shard bool) int) {
 	f.published.Store(&fn)

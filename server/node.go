@@ -37,6 +37,9 @@ type Node interface {
 	// shard) to this node's subscribers and says how many got it. It runs where OnChange's
 	// hook does, after it, in log order, and must not block.
 	OnPublish(fn func(channel, message []byte, shard bool) int)
+	// OnRestore registers the hook told that a snapshot replaced the node's table: the
+	// messages of the entries it covers are never delivered on this node.
+	OnRestore(fn func())
 	// Stats is the node's current figures, for INFO.
 	Stats() node.Stats
 	// Keys is the number of keys in this node's table, cheaply (every write command asks).

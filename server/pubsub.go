@@ -131,6 +131,33 @@ func (h *hub) deliver(channel, body []byte, shard bool) int {
 
 func clone(b []byte) []byte { return append([]byte{}, b...) }
 
+// dropSubscribers closes every subscriber's connection: the node restored a snapshot, so the
+// messages of the entries it covers will never be delivered here. A closed connection tells the
+// client it may have missed some (it resubscribes); a silent gap would not.
+func (h *hub) dropSubscribers() {
+	h.mu.Lock()
+	seen := map[*conn]bool{}
+	var conns []*conn
+	for k := range h.mu.subs {
+		for _, cs := range h.mu.subs[k] {
+			for c := range cs {
+				if !seen[c] {
+					seen[c] = true
+					conns = append(conns, c)
+				}
+			}
+		}
+	}
+	h.mu.Unlock()
+	if len(conns) > 0 {
+		h.log.Warn("snapshot restored: closing the subscribers' connections (they may have missed messages)", "subscribers", len(conns))
+	}
+	for _, c := range conns {
+		c.cancel()
+		c.nc.Close()
+	}
+}
+
 // names lists the channels of kind k with a subscriber here that match pattern (all when nil).
 func (h *hub) names(k subKind, pattern []byte) []string {
 	h.mu.Lock()

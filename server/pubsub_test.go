@@ -51,3 +51,20 @@ func TestSlowSubscriberIsDisconnected(t *testing.T) {
 	}
 	t.Logf("cut off after %d of %d messages", got, n)
 }
+
+// A restored snapshot closes every subscriber's connection: the messages of the entries the
+// snapshot covers are never delivered on this node, and a closed connection says so.
+func TestRestoreDropsSubscribers(t *testing.T) {
+	addr, f := startFake(t)
+	sub := dialRaw(t, addr)
+	sub.do("SUBSCRIBE", "ch")
+	other := dialRaw(t, addr)
+	(*f.restored.Load())()
+	sub.nc.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := readReply(sub.br); err == nil {
+		t.Error("the subscriber's connection is still open after a restore")
+	}
+	if got := other.do("PING"); got != "+PONG\r\n" {
+		t.Errorf("a connection without subscriptions after a restore: PING = %q", got)
+	}
+}

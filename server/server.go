@@ -223,6 +223,7 @@ func New(cfg Config, n Node, admin Admin) (*Server, error) {
 		s.waiters.changed(keys)
 	})
 	n.OnPublish(s.hub.deliver)
+	n.OnRestore(s.hub.dropSubscribers)
 	s.mu.conns = make(map[*conn]struct{})
 	return s, nil
 }

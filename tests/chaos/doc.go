@@ -27,8 +27,10 @@
 // node (RESP3, plus one in RESP2 subscribed mode) reads the key on the same connection after each
 // message, and must see the change; no subscription may receive a message twice, or a
 // publisher's messages out of order, or lose one published while it was up. A follower that
-// installs the leader's snapshot skips the log entries it covers, messages included: those
-// losses are counted apart (lost_in_snapshot), not failed.
+// installs the leader's snapshot skips the log entries it covers, messages included, so the
+// server closes its subscribers' connections then: a loss on a subscription that stayed up
+// across an install is a violation too, counted apart (lost_in_snapshot) to say where it came
+// from.
 //
 // TestChaosShort is the short mode (make chaos-short, part of make test); cmd/raftlock-chaos
 // (under this directory) is the long mode (make chaos). A failing run leaves its history,
