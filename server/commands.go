@@ -147,7 +147,7 @@ func init() {
 		{name: "select", arity: 2, flags: "fast", run: cmdSelect, summary: "Select the database (0 to 15) the connection's keys are in"},
 		{name: "hello", arity: -1, flags: "fast", run: cmdHello, summary: "Handshake: choose RESP2 or RESP3"},
 		{name: "auth", arity: -2, flags: "fast", run: cmdAuth, summary: "Authenticate (no users are configured)"},
-		{name: "client", arity: -2, run: cmdClient, summary: "Connection management: SETNAME, GETNAME, ID, SETINFO, INFO"},
+		{name: "client", arity: -2, run: cmdClient, summary: "Connection management: SETNAME, GETNAME, ID, SETINFO, INFO, LIST, KILL, NO-EVICT, NO-TOUCH, TRACKING, CACHING"},
 		{name: "quit", arity: -1, flags: "fast", run: cmdQuit, summary: "Close the connection"},
 		{name: "reset", arity: 1, flags: "fast", run: cmdReset, summary: "Reset the connection"},
 		{name: "readonly", arity: 1, flags: "fast", run: cmdReadonly, summary: "Serve this connection's reads from a follower's own table (possibly stale)"},
@@ -156,6 +156,7 @@ func init() {
 		{name: "info", arity: -1, run: cmdInfo, summary: "Server information and statistics"},
 		{name: "command", arity: -1, run: cmdCommand, summary: "Details about commands"},
 		{name: "config", arity: -2, run: cmdConfig, summary: "Read configuration parameters (GET only)"},
+		{name: "wait", arity: 3, flags: "noscript", run: cmdWait, summary: "How many replicas hold this connection's writes: a quorum's, at once"},
 		{name: "time", arity: 1, flags: "loading stale fast", run: cmdTime, summary: "This node's clock"},
 		{name: "role", arity: 1, flags: "noscript loading stale fast", run: cmdRole, summary: "The node's role: master (every node serves every request)"},
 		// cluster.go

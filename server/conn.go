@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/server/resp"
@@ -36,6 +37,9 @@ type conn struct {
 	// pushes carries invalidations from the node's change hook to this connection's writer
 	// (bounded: a client that does not read them is disconnected).
 	pushes chan *push
+
+	// listed is what CLIENT LIST on another connection shows of this one (publishInfo).
+	listed atomic.Pointer[listedInfo]
 
 	// lockSeq numbers this connection's LOCKs without OWNER, to give each a distinct owner; it
 	// survives RESET, so owners stay unique.
@@ -93,6 +97,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		pushes: make(chan *push, pushQueue),
 	}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
+	c.publishInfo()
 	return c
 }
 
@@ -218,4 +223,10 @@ func (c *conn) defaultOwner() []byte {
 	b = append(b, ':')
 	b = strconv.AppendUint(b, c.lockSeq, 10)
 	return b
+}
+
+// kill closes the connection from another one (CLIENT KILL): its reader and serve loop end.
+func (c *conn) kill() {
+	c.cancel()
+	c.nc.Close()
 }

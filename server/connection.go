@@ -3,7 +3,11 @@ package server
 // Connection commands: PING, ECHO, SELECT, HELLO, AUTH, CLIENT, QUIT, RESET, READONLY,
 // READWRITE.
 
-import "github.com/raftlock/raftlock/fsm"
+import (
+	"strings"
+
+	"github.com/raftlock/raftlock/fsm"
+)
 
 // redisVersion is the Redis version raftlock answers to: the feature level of the commands it
 // implements (SET ... GET, PXAT, EXPIRE options, HELLO, CLIENT SETINFO).
@@ -55,6 +59,7 @@ func cmdSelect(r *request) {
 		r.w.Error("ERR DB index is out of range")
 	default:
 		r.c.sess.db = int(db)
+		r.c.publishInfo()
 		r.w.SimpleString("OK")
 	}
 }
@@ -122,6 +127,7 @@ func cmdHello(r *request) {
 	if setName {
 		r.c.sess.name = string(name)
 	}
+	defer r.c.publishInfo()
 	if proto != r.c.out.Protocol() {
 		r.c.closeUpstream() // its replies would come in the old protocol
 	}
@@ -164,6 +170,7 @@ func cmdClient(r *request) {
 			return
 		}
 		r.c.sess.name = string(r.args[2])
+		r.c.publishInfo()
 		r.w.SimpleString("OK")
 	case is(sub, "getname") && len(r.args) == 2:
 		if r.c.sess.name == "" {
@@ -188,6 +195,7 @@ func cmdClient(r *request) {
 			r.w.Error("ERR Unrecognized option '" + string(attr) + "'")
 			return
 		}
+		r.c.publishInfo()
 		r.w.SimpleString("OK")
 	case is(sub, "tracking"):
 		clientTracking(r)
@@ -197,9 +205,20 @@ func cmdClient(r *request) {
 		r.w.Int(trackingRedirect(r.c.sess.track.mode))
 	case is(sub, "trackinginfo") && len(r.args) == 2:
 		trackingInfo(r)
-	case (is(sub, "info") || is(sub, "list")) && len(r.args) == 2:
+	case is(sub, "info") && len(r.args) == 2:
 		r.w.Verbatim("txt", r.infoLine()+"\n")
-	case is(sub, "setname"), is(sub, "getname"), is(sub, "id"), is(sub, "setinfo"), is(sub, "info"), is(sub, "list"):
+	case is(sub, "list"):
+		clientList(r)
+	case is(sub, "kill"):
+		clientKill(r)
+	case (is(sub, "no-evict") || is(sub, "no-touch")) && len(r.args) == 3:
+		if !is(r.args[2], "on") && !is(r.args[2], "off") {
+			r.w.Error(errSyntax)
+			return
+		}
+		r.w.SimpleString("OK") // raftlock evicts nothing, and keeps no access times
+	case is(sub, "setname"), is(sub, "getname"), is(sub, "id"), is(sub, "setinfo"), is(sub, "info"),
+		is(sub, "no-evict"), is(sub, "no-touch"):
 		r.w.Error("ERR wrong number of arguments for 'client|" + lower(sub) + "' command")
 	default:
 		r.w.Error("ERR unknown subcommand '" + string(appendSanitized(nil, sub, 128)) + "'. Try CLIENT HELP.")
@@ -207,9 +226,121 @@ func cmdClient(r *request) {
 }
 
 func (r *request) infoLine() string {
-	return "id=" + itoa(r.c.id) + " addr=" + r.c.nc.RemoteAddr().String() + " laddr=" + r.c.nc.LocalAddr().String() +
-		" name=" + r.c.sess.name + " db=" + itoa(int64(r.c.sess.db)) + " resp=" + itoa(int64(r.w.Protocol())) + " lib-name=" + r.c.sess.libName + " lib-ver=" + r.c.sess.libVer +
+	return r.c.describe(r.c.sess.name, r.c.sess.libName, r.c.sess.libVer, r.c.sess.db, r.c.out.Protocol()) +
 		" locks=" + itoa(int64(len(r.c.sess.tokens)))
+}
+
+// describe is a connection's CLIENT LIST/INFO line (without raftlock's own fields).
+func (c *conn) describe(name, libName, libVer string, db, proto int) string {
+	return "id=" + itoa(c.id) + " addr=" + c.nc.RemoteAddr().String() + " laddr=" + c.nc.LocalAddr().String() +
+		" name=" + name + " db=" + itoa(int64(db)) + " resp=" + itoa(int64(proto)) + " lib-name=" + libName + " lib-ver=" + libVer
+}
+
+// publishInfo makes what CLIENT LIST shows of this connection readable by other connections
+// (its session is its own, under its baton). Called after each change it shows.
+func (c *conn) publishInfo() {
+	c.listed.Store(&listedInfo{name: c.sess.name, libName: c.sess.libName, libVer: c.sess.libVer, db: c.sess.db, proto: c.out.Protocol()})
+}
+
+// listedInfo is the part of a connection's session other connections may read.
+type listedInfo struct {
+	name, libName, libVer string
+	db, proto             int
+}
+
+// CLIENT LIST [ID id ...]: a line per connection of this node.
+func clientList(r *request) {
+	var ids map[int64]bool
+	switch {
+	case len(r.args) == 2:
+	case len(r.args) >= 4 && is(r.args[2], "id"):
+		ids = map[int64]bool{}
+		for _, a := range r.args[3:] {
+			id, ok := parseInt(a)
+			if !ok || id <= 0 {
+				r.w.Error("ERR Invalid client ID")
+				return
+			}
+			ids[id] = true
+		}
+	default:
+		r.w.Error(errSyntax)
+		return
+	}
+	var b strings.Builder
+	for _, c := range r.s.connections() {
+		if ids != nil && !ids[c.id] {
+			continue
+		}
+		if c == r.c {
+			b.WriteString(r.infoLine() + "\n")
+			continue
+		}
+		in := c.listed.Load()
+		b.WriteString(c.describe(in.name, in.libName, in.libVer, in.db, in.proto) + "\n")
+	}
+	r.w.Verbatim("txt", b.String())
+}
+
+// CLIENT KILL addr:port | CLIENT KILL [ID id] [ADDR addr] [LADDR addr] [SKIPME yes|no]: closes
+// the matching connections of this node.
+func clientKill(r *request) {
+	args := r.args[2:]
+	if len(args) == 1 { // the old form: one address, +OK or an error
+		for _, c := range r.s.connections() {
+			if c.nc.RemoteAddr().String() == string(args[0]) {
+				c.kill()
+				r.w.SimpleString("OK")
+				return
+			}
+		}
+		r.w.Error("ERR No such client")
+		return
+	}
+	if len(args) == 0 || len(args)%2 != 0 {
+		r.w.Error(errSyntax)
+		return
+	}
+	var (
+		id          int64
+		addr, laddr string
+		skipMe      = true
+	)
+	for j := 0; j < len(args); j += 2 {
+		switch k, v := args[j], args[j+1]; {
+		case is(k, "id"):
+			n, ok := parseInt(v)
+			if !ok || n <= 0 {
+				r.w.Error("ERR client-id should be greater than 0")
+				return
+			}
+			id = n
+		case is(k, "addr"):
+			addr = string(v)
+		case is(k, "laddr"):
+			laddr = string(v)
+		case is(k, "skipme") && (is(v, "yes") || is(v, "no")):
+			skipMe = is(v, "yes")
+		default:
+			r.w.Error(errSyntax)
+			return
+		}
+	}
+	n := 0
+	for _, c := range r.s.connections() {
+		switch {
+		case id != 0 && c.id != id, addr != "" && c.nc.RemoteAddr().String() != addr,
+			laddr != "" && c.nc.LocalAddr().String() != laddr, skipMe && c == r.c:
+			continue
+		}
+		if c == r.c {
+			r.c.quit = true // replies first, then closes, as Redis does with its own connection
+		} else {
+			c.kill()
+		}
+		n++
+	}
+	r.w.Int(int64(n))
 }
 
 func cmdQuit(r *request) {

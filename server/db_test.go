@@ -120,3 +120,26 @@ func TestMaxKeys(t *testing.T) {
 		}
 	}
 }
+
+// CLIENT LIST shows every connection of the node with what it set; CLIENT KILL closes one.
+func TestClientListAndKill(t *testing.T) {
+	addr, _ := startFake(t)
+	a, b := dialRaw(t, addr), dialRaw(t, addr)
+	b.do("CLIENT", "SETNAME", "worker-b")
+	b.do("SELECT", "4")
+	list := a.do("CLIENT", "LIST")
+	if !strings.Contains(list, "name=worker-b db=4 resp=2") || strings.Count(list, "id=") != 2 {
+		t.Fatalf("CLIENT LIST = %q", list)
+	}
+	id := strings.TrimPrefix(strings.TrimSpace(b.do("CLIENT", "ID")), ":")
+	if got := a.do("CLIENT", "KILL", "ID", id); got != ":1\r\n" {
+		t.Fatalf("CLIENT KILL ID %s = %q", id, got)
+	}
+	b.nc.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := readReply(b.br); err == nil {
+		t.Error("the killed connection still answers")
+	}
+	if got := a.do("PING"); got != "+PONG\r\n" {
+		t.Errorf("the killer's PING = %q", got)
+	}
+}

@@ -276,3 +276,25 @@ func cmdRole(r *request) {
 	r.w.Int(0)
 	r.w.Array(0)
 }
+
+// WAIT numreplicas timeout -> how many replicas have every write this connection was told
+// about. raftlock answers a write only once a majority of the voters stored it, so that many
+// besides the leader have it already: WAIT answers at once with that number (a quorum's other
+// members), and never waits for more.
+func cmdWait(r *request) {
+	// Redis reads the timeout first.
+	switch t, ok := parseInt(r.args[2]); {
+	case !ok:
+		r.w.Error("ERR timeout is not an integer or out of range")
+		return
+	case t < 0:
+		r.w.Error("ERR timeout is negative")
+		return
+	}
+	if _, ok := parseInt(r.args[1]); !ok {
+		r.w.Error(errNotInt)
+		return
+	}
+	voters := r.s.node.Stats().Voters
+	r.w.Int(int64(max(voters/2, 0)))
+}

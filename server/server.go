@@ -22,12 +22,14 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -321,6 +323,18 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	s.scripts.Close()
 	return err
+}
+
+// connections returns the open connections, in the order they were accepted.
+func (s *Server) connections() []*conn {
+	s.mu.Lock()
+	out := make([]*conn, 0, len(s.mu.conns))
+	for c := range s.mu.conns {
+		out = append(out, c)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b *conn) int { return cmp.Compare(a.id, b.id) })
+	return out
 }
 
 // Clients is the number of open connections.
