@@ -75,17 +75,7 @@ func cmdKeys(r *request) {
 	pattern := r.args[1]
 	var keys [][]byte
 	_, err := r.exec(nil, func(v node.View) []fsm.Command {
-		keys = keys[:0]
-		start := []byte{byte(r.db)}
-		v.Ascend(start, func(key []byte, _ fsm.Lock) bool {
-			if int(key[0]) != r.db {
-				return false
-			}
-			if k := userKey(key); globMatch(pattern, k) {
-				keys = append(keys, append([]byte(nil), k...))
-			}
-			return true
-		})
+		keys, _ = listKeys(v, r.db, []byte{byte(r.db)}, 0, pattern, nil)
 		return nil
 	})
 	if err != nil {
@@ -149,23 +139,7 @@ func cmdScan(r *request) {
 		next []byte // nil: the iteration is over
 	)
 	_, err = r.exec(nil, func(v node.View) []fsm.Command {
-		keys, next = keys[:0], nil
-		seen := int64(0)
-		v.Ascend(pos.from, func(key []byte, _ fsm.Lock) bool {
-			if int(key[0]) != r.db {
-				return false
-			}
-			if seen == count {
-				next = append([]byte(nil), key...)
-				return false
-			}
-			seen++
-			k := userKey(key)
-			if (pattern == nil || globMatch(pattern, k)) && (typ == nil || is(typ, "string")) {
-				keys = append(keys, append([]byte(nil), k...))
-			}
-			return true
-		})
+		keys, next = listKeys(v, r.db, pos.from, count, pattern, typ)
 		return nil
 	})
 	if err != nil {
@@ -182,4 +156,27 @@ func cmdScan(r *request) {
 	for _, k := range keys {
 		r.w.Bulk(k)
 	}
+}
+
+// listKeys returns the client keys of database db, from the table key from up, in key order,
+// that match pattern (nil: any) and are of type typ (nil: any), looking at no more than limit
+// keys (0: all of them). next is the table key to resume at, nil when none is left.
+func listKeys(v node.View, db int, from []byte, limit int64, pattern, typ []byte) (keys [][]byte, next []byte) {
+	seen := int64(0)
+	v.Ascend(from, func(key []byte, _ fsm.Lock) bool {
+		if int(key[0]) != db {
+			return false
+		}
+		if limit > 0 && seen == limit {
+			next = append([]byte(nil), key...)
+			return false
+		}
+		seen++
+		k := userKey(key)
+		if (pattern == nil || globMatch(pattern, k)) && (typ == nil || is(typ, "string")) {
+			keys = append(keys, append([]byte(nil), k...))
+		}
+		return true
+	})
+	return keys, next
 }

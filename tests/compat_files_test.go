@@ -27,33 +27,7 @@ func TestRedisCompatFiles(t *testing.T) {
 		}
 		for _, proto := range []int{2, 3} {
 			t.Run(fmt.Sprintf("%s/RESP%d", filepath.Base(file), proto), func(t *testing.T) {
-				var conns [2]*respConn
-				for i, addr := range []string{rs.addr, n.addr} {
-					c, err := dialRESP(addr)
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { c.Close() })
-					if proto == 3 {
-						if r, err := c.do("HELLO", "3"); err != nil || !strings.HasPrefix(string(r), "%") {
-							t.Fatalf("HELLO 3 on %s: %q, %v", addr, r, err)
-						}
-					}
-					conns[i] = c
-				}
-				for _, cmd := range cmds {
-					want, err := conns[0].do(cmd...)
-					if err != nil {
-						t.Fatalf("redis-server: %q: %v", cmd, err)
-					}
-					got, err := conns[1].do(cmd...)
-					if err != nil {
-						t.Fatalf("raftlock: %q: %v (redis-server replied %q)", cmd, err, want)
-					}
-					if string(got) != string(want) {
-						t.Errorf("%q:\n  raftlock:     %q\n  redis-server: %q", cmd, got, want)
-					}
-				}
+				compareReplies(t, rs.addr, n.addr, proto, cmds)
 			})
 		}
 	}

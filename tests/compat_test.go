@@ -136,34 +136,7 @@ func TestRedisCompat(t *testing.T) {
 	n := startNode(t, t.TempDir())
 	for _, proto := range []int{2, 3} {
 		t.Run(fmt.Sprintf("RESP%d", proto), func(t *testing.T) {
-			var conns [2]*respConn
-			for i, addr := range []string{rs.addr, n.addr} {
-				c, err := dialRESP(addr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { c.Close() })
-				if proto == 3 {
-					r, err := c.do("HELLO", "3")
-					if err != nil || !strings.HasPrefix(string(r), "%") {
-						t.Fatalf("HELLO 3 on %s: %q, %v", addr, r, err)
-					}
-				}
-				conns[i] = c
-			}
-			for _, cmd := range compatCommands(fmt.Sprintf("compat%d/", proto)) {
-				want, err := conns[0].do(cmd...)
-				if err != nil {
-					t.Fatalf("redis-server: %q: %v", cmd, err)
-				}
-				got, err := conns[1].do(cmd...)
-				if err != nil {
-					t.Fatalf("raftlock: %q: %v (redis-server replied %q)", cmd, err, want)
-				}
-				if string(got) != string(want) {
-					t.Errorf("%q:\n  raftlock:     %q\n  redis-server: %q", cmd, got, want)
-				}
-			}
+			conns := compareReplies(t, rs.addr, n.addr, proto, compatCommands(fmt.Sprintf("compat%d/", proto)))
 			// QUIT closed both connections.
 			for i, c := range conns {
 				if err := c.readEOF(); err != nil {
@@ -304,4 +277,39 @@ func TestRedisCompatInline(t *testing.T) {
 	if diff := cmp.Diff(replies[0], replies[1]); diff != "" {
 		t.Errorf("replies (-redis-server +raftlock):\n%s", diff)
 	}
+}
+
+// compareReplies sends cmds, in order, on one connection to redis-server (at redisAddr) and one
+// to raftlock (after HELLO 3 on both when proto is 3, whose reply is not compared: it names the
+// server), and requires byte-identical replies. It returns the two connections.
+func compareReplies(t *testing.T, redisAddr, raftlockAddr string, proto int, cmds [][]string) [2]*respConn {
+	t.Helper()
+	var conns [2]*respConn
+	for i, addr := range []string{redisAddr, raftlockAddr} {
+		c, err := dialRESP(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if proto == 3 {
+			if r, err := c.do("HELLO", "3"); err != nil || !strings.HasPrefix(string(r), "%") {
+				t.Fatalf("HELLO 3 on %s: %q, %v", addr, r, err)
+			}
+		}
+		conns[i] = c
+	}
+	for _, cmd := range cmds {
+		want, err := conns[0].do(cmd...)
+		if err != nil {
+			t.Fatalf("redis-server: %q: %v", cmd, err)
+		}
+		got, err := conns[1].do(cmd...)
+		if err != nil {
+			t.Fatalf("raftlock: %q: %v (redis-server replied %q)", cmd, err, want)
+		}
+		if string(got) != string(want) {
+			t.Errorf("%q:\n  raftlock:     %q\n  redis-server: %q", cmd, got, want)
+		}
+	}
+	return conns
 }
