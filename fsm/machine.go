@@ -249,7 +249,7 @@ type undoRecord struct {
 	present bool
 	scripts map[string]string
 	table   *btree.Map[string, Lock]
-	perDB   [256]int
+	perDB   *[256]int // with table: a Flush's, kept apart so other records stay small
 }
 
 // save records the state cmd is about to change. It runs before every command of an entry that
@@ -267,7 +267,8 @@ func (u *undoLog) save(m *Machine, cmd Command) {
 	case KindFlushScripts:
 		r.scripts = maps.Clone(m.scripts)
 	case KindFlush:
-		r.table, r.perDB = m.table.Copy(), m.perDB
+		counts := m.perDB
+		r.table, r.perDB = m.table.Copy(), &counts
 	default:
 		return // changes nothing
 	}
@@ -292,7 +293,7 @@ func (u *undoLog) rollback(m *Machine) {
 		case KindFlushScripts:
 			m.scripts = r.scripts
 		case KindFlush:
-			m.table, m.perDB = r.table, r.perDB
+			m.table, m.perDB = r.table, *r.perDB
 		}
 	}
 	m.lastToken = u.lastToken

@@ -159,6 +159,16 @@ func (n *Node) pendingOnLocked(keys [][]byte) <-chan struct{} {
 		if p, ok := n.mu.pending[string(k)]; ok {
 			return p.done
 		}
+		// A FLUSHDB (marked on its database's byte) or a FLUSHALL (on "") in flight changes
+		// every key of its database: wait for it too.
+		if len(k) > 1 {
+			if p, ok := n.mu.pending[string(k[:1])]; ok {
+				return p.done
+			}
+		}
+		if p, ok := n.mu.pending[""]; ok && len(k) > 0 {
+			return p.done
+		}
 	}
 	return nil
 }

@@ -74,9 +74,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			flushed = flushed || res[j].Status == fsm.StatusFlushed && res[j].Existed
 			members = members || res[j].Status == fsm.StatusMember
 			if res[j].Status == fsm.StatusPublished {
-				if l.Index > n.replayedTo {
-					publish = append(publish, message{res: &res[j], channel: c.Key, body: c.Owner, shard: c.Kind == fsm.KindShardPublish})
-				}
+				publish = append(publish, message{res: &res[j], channel: c.Key, body: c.Owner, shard: c.Kind == fsm.KindShardPublish})
 			}
 		}
 		resps[i].results = res

@@ -67,10 +67,6 @@ type Node struct {
 	published atomic.Pointer[func(channel, message []byte, shard bool) int]
 	// restored, when set, is told that a snapshot replaced the table (OnRestore).
 	restored atomic.Pointer[func()]
-	// replayedTo is the last log index when the node started: a restarted node applies its log
-	// again, and the messages of those entries were delivered by the process that logged them,
-	// so they are not delivered again.
-	replayedTo uint64
 
 	// Membership (membership.go): removed is closed once this node learns it was removed;
 	// member is set once a committed configuration listed it (or it started with state);
@@ -135,10 +131,6 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 	logs, err := raft.NewLogCache(logCacheEntries, st.Log)
 	if err != nil {
 		return nil, fmt.Errorf("log cache: %w", err)
-	}
-	// Set before raft starts applying: the FSM goroutine reads it.
-	if n.replayedTo, err = st.Log.LastIndex(); err != nil {
-		return nil, fmt.Errorf("read the log's last index: %w", err)
 	}
 	r, err := raft.NewRaft(cfg.raftConfig(), machineFSM{n}, logs, st.Stable, st.Snapshots, trans)
 	if err != nil {

@@ -99,3 +99,24 @@ func TestTransactionIsAtomic(t *testing.T) {
 		t.Errorf("EXEC = %q", got)
 	}
 }
+
+// A lock set by the same transaction or script has only a predicted token: LOCKINFO and
+// VALIDATE on it are refused rather than hand out a number no grant will get.
+func TestPredictedTokenIsNotShown(t *testing.T) {
+	addr, _ := startFake(t)
+	r := dialRaw(t, addr)
+	r.do("MULTI")
+	r.do("SET", "pk", "me", "NX", "PX", "10000")
+	r.do("LOCKINFO", "pk")
+	got := r.do("EXEC")
+	if !strings.HasPrefix(got, "*2\r\n+OK\r\n-ERR this lock is set by the same script or transaction") {
+		t.Errorf("EXEC with LOCKINFO of its own lock = %q", got)
+	}
+	got = r.do("EVAL", "redis.call('set', KEYS[1], 'me', 'NX'); return redis.pcall('validate', KEYS[1], 1)", "1", "pk2")
+	if !strings.HasPrefix(got, "-ERR this lock is set by the same script") {
+		t.Errorf("VALIDATE of the script's own lock = %q", got)
+	}
+	if got := r.do("LOCKINFO", "pk"); !strings.Contains(got, "token") {
+		t.Errorf("LOCKINFO after the EXEC = %q, want the real token", got)
+	}
+}

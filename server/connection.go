@@ -286,10 +286,18 @@ func clientList(r *request) {
 // the matching connections of this node.
 func clientKill(r *request) {
 	args := r.args[2:]
+	if len(args) == 0 {
+		r.wrongArgs("client|kill")
+		return
+	}
 	if len(args) == 1 { // the old form: one address, +OK or an error
 		for _, c := range r.s.connections() {
 			if c.nc.RemoteAddr().String() == string(args[0]) {
-				c.kill()
+				if c == r.c {
+					r.c.quit = true // reply first, then close, as Redis does
+				} else {
+					c.kill()
+				}
 				r.w.SimpleString("OK")
 				return
 			}
@@ -356,6 +364,7 @@ func cmdReset(r *request) {
 	c.closeUpstream()
 	c.s.tracker.forget(c)
 	c.s.hub.forget(c, &c.sess.subs)
+	c.writeQueuedPushes() // what was queued before RESET comes before its reply
 	c.sess = newSession()
 	c.hop.watchLost = false // RESET unwatches: no EXEC is left to fail
 	c.out.SetProtocol(2)    // RESET runs alone: r.w is c.out

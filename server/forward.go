@@ -87,6 +87,14 @@ func writeCommand(w *resp.Writer, args [][]byte) {
 	}
 }
 
+// upstreamFits reports whether the current upstream is the one forward would use now (the
+// leader's address, the protocol, the database): else forward dials a new one.
+func (c *conn) upstreamFits(proto, db int) bool {
+	_, addr := c.s.node.LeaderClient()
+	u := c.hop.up
+	return u != nil && u.addr == addr && u.proto == proto && u.db == db
+}
+
 // closeUpstream drops the leader connection (leader change, protocol change, client gone).
 func (c *conn) closeUpstream() {
 	if c.hop.up != nil {

@@ -164,8 +164,8 @@ func cmdUnlock(r *request) {
 	if !ok {
 		return
 	}
-	if t, ok := r.c.sess.tokens[string(key)]; ok && t == token {
-		delete(r.c.sess.tokens, string(key))
+	if t, ok := r.c.sess.tokens[string(key)]; ok && t == token && r.path != onScript {
+		delete(r.c.sess.tokens, string(key)) // (inside a script the release is only predicted)
 	}
 	if released {
 		r.s.stats.releases.Add(1)
@@ -193,7 +193,7 @@ func cmdRenew(r *request) {
 // LOCKINFO key -> {owner, token, pttl} or nil. pttl is -1 for a lock without a lease.
 func cmdLockInfo(r *request) {
 	l, pttl, held, ok := r.readKey(r.args[1])
-	if !ok {
+	if !ok || r.predictedToken(l) {
 		return
 	}
 	if !held {
@@ -207,6 +207,17 @@ func cmdLockInfo(r *request) {
 	r.w.Int(int64(l.Token))
 	r.w.BulkString("pttl")
 	r.w.Int(pttl)
+}
+
+// predictedToken replies an error and reports true when l was set by the script or transaction
+// this request runs in: its token is a prediction until the entry applies, and a resource that
+// keeps the highest token it saw must never be handed one.
+func (r *request) predictedToken(l fsm.Lock) bool {
+	if r.path != onScript || l.Token < fakeIndexBase {
+		return false
+	}
+	r.w.Error("ERR this lock is set by the same script or transaction: its fencing token is known only once that applies; read LOCKINFO after it")
+	return true
 }
 
 // applyIfHolder replicates cmd if key is held with token, and reports whether it applied with
@@ -233,7 +244,7 @@ func cmdValidate(r *request) {
 		return
 	}
 	l, _, held, ok := r.readKey(r.args[1])
-	if !ok {
+	if !ok || r.predictedToken(l) {
 		return
 	}
 	valid := held && l.Token == fsm.Token(t)

@@ -106,21 +106,18 @@ func (h *hub) deliver(channel, body []byte, shard bool) int {
 	h.mu.Lock()
 	if shard {
 		for c := range h.mu.subs[subShard][string(channel)] {
-			full = c.queuePush(&push{kind: pushSMessage, channel: clone(channel), body: clone(body)}, full)
-			n++
+			full, n = c.deliver(&push{kind: pushSMessage, channel: clone(channel), body: clone(body)}, full, n)
 		}
 	} else {
 		for c := range h.mu.subs[subChannel][string(channel)] {
-			full = c.queuePush(&push{kind: pushMessage, channel: clone(channel), body: clone(body)}, full)
-			n++
+			full, n = c.deliver(&push{kind: pushMessage, channel: clone(channel), body: clone(body)}, full, n)
 		}
 		for pattern, conns := range h.mu.subs[subPattern] {
 			if !globMatch([]byte(pattern), channel) {
 				continue
 			}
 			for c := range conns {
-				full = c.queuePush(&push{kind: pushPMessage, pattern: []byte(pattern), channel: clone(channel), body: clone(body)}, full)
-				n++
+				full, n = c.deliver(&push{kind: pushPMessage, pattern: []byte(pattern), channel: clone(channel), body: clone(body)}, full, n)
 			}
 		}
 	}
@@ -130,6 +127,17 @@ func (h *hub) deliver(channel, body []byte, shard bool) int {
 }
 
 func clone(b []byte) []byte { return append([]byte{}, b...) }
+
+// deliver queues a message for c and counts it as received, unless c's queue is full (c is
+// then added to full, to be disconnected: it will not receive it).
+func (c *conn) deliver(p *push, full []*conn, n int) ([]*conn, int) {
+	before := len(full)
+	full = c.queuePush(p, full)
+	if len(full) == before && !slices.Contains(full, c) {
+		n++
+	}
+	return full, n
+}
 
 // dropSubscribers closes every subscriber's connection: the node restored a snapshot, so the
 // messages of the entries it covers will never be delivered here. A closed connection tells the
@@ -220,9 +228,6 @@ func unsubscribe(r *request, k subKind, verb string) {
 		return
 	}
 	c := r.c
-	// Messages published before this command reach the client before its reply, as on Redis,
-	// where they are already in the output buffer.
-	c.writeQueuedPushes()
 	subs := &c.sess.subs
 	names := r.args[1:]
 	if len(names) == 0 {
@@ -231,6 +236,17 @@ func unsubscribe(r *request, k subKind, verb string) {
 		}
 		slices.SortFunc(names, func(a, b []byte) int { return slices.Compare(a, b) })
 	}
+	// Leave the hub first, then write what it queued before: no message delivered for these
+	// names can come after the reply (on Redis they are already in the output buffer).
+	counts := make([]int64, len(names))
+	for i, name := range names {
+		if _, ok := subs[k][string(name)]; ok {
+			delete(subs[k], string(name))
+			r.s.hub.unsubscribe(c, k, string(name))
+		}
+		counts[i] = subs.count(k)
+	}
+	c.writeQueuedPushes()
 	if len(names) == 0 {
 		r.w.Push(3)
 		r.w.BulkString(verb)
@@ -238,15 +254,11 @@ func unsubscribe(r *request, k subKind, verb string) {
 		r.w.Int(subs.count(k))
 		return
 	}
-	for _, name := range names {
-		if _, ok := subs[k][string(name)]; ok {
-			delete(subs[k], string(name))
-			r.s.hub.unsubscribe(c, k, string(name))
-		}
+	for i, name := range names {
 		r.w.Push(3)
 		r.w.BulkString(verb)
 		r.w.Bulk(name)
-		r.w.Int(subs.count(k))
+		r.w.Int(counts[i])
 	}
 }
 

@@ -19,7 +19,8 @@ import (
 const (
 	// maxCursors bounds the SCAN iterations a node remembers.
 	maxCursors = 4096
-	// maxScanCount bounds the keys one SCAN looks at: it holds the view lock while it does.
+	// maxScanCount bounds the keys one SCAN or KEYS looks at: it holds the view lock while it
+	// does.
 	maxScanCount = 100000
 )
 
@@ -60,6 +61,14 @@ func (cs *cursors) save(p scanPosition) uint64 {
 	return id
 }
 
+// put remembers p under id again (a SCAN that failed after taking it).
+func (cs *cursors) put(id uint64, p scanPosition) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.mu.next[id] = p
+	cs.mu.order = append(cs.mu.order, id)
+}
+
 // take returns and forgets cursor id's position.
 func (cs *cursors) take(id uint64) (scanPosition, bool) {
 	cs.mu.Lock()
@@ -73,13 +82,21 @@ func (cs *cursors) take(id uint64) (scanPosition, bool) {
 // hash table's).
 func cmdKeys(r *request) {
 	pattern := r.args[1]
-	var keys [][]byte
+	var (
+		keys [][]byte
+		more []byte
+	)
 	_, err := r.exec(nil, func(v node.View) []fsm.Command {
-		keys, _ = listKeys(v, r.db, []byte{byte(r.db)}, 0, pattern, nil)
+		keys, more = listKeys(v, r.db, []byte{byte(r.db)}, maxScanCount, pattern, nil)
 		return nil
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		r.replyError(err)
+		return
+	case more != nil:
+		// It would hold the view lock, and build a reply, for the whole database.
+		r.w.Error("ERR KEYS would look at more than " + itoa(maxScanCount) + " keys: use SCAN")
 		return
 	}
 	r.w.Array(len(keys))
@@ -143,6 +160,9 @@ func cmdScan(r *request) {
 		return nil
 	})
 	if err != nil {
+		if cur != 0 {
+			r.s.cursors.put(cur, pos) // the iteration goes on from where it was
+		}
 		r.replyError(err)
 		return
 	}

@@ -5,6 +5,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"slices"
 
@@ -32,8 +33,10 @@ const maxScriptBytes = 256 << 10
 type scriptRun struct {
 	ov       *overlay
 	readOnly bool
-	// tx: the overlay is a transaction's (EXEC), not a script's: a queued EVAL runs on it.
-	tx bool
+	// tx: the overlay is a transaction's (EXEC), not a script's: a queued EVAL runs on it,
+	// within ctx, one time limit for the whole transaction (it holds the view lock throughout).
+	tx  bool
+	ctx context.Context
 }
 
 // scriptCaller lets the script engine call commands for the request running the script.
@@ -198,7 +201,11 @@ func evalGeneric(r *request, bySHA, readOnly bool) {
 		}
 		ov = newOverlay(v)
 		run := &scriptRun{ov: ov, readOnly: readOnly}
-		val, runErr = r.s.scripts.Run(r.c.ctx, code, keys, argv, scriptCaller{parent: r, run: run})
+		ctx := r.c.ctx
+		if r.path == onScript && r.script.tx {
+			ctx = r.script.ctx
+		}
+		val, runErr = r.s.scripts.Run(ctx, code, keys, argv, scriptCaller{parent: r, run: run})
 		// As in Redis, effects made before a runtime error stay: scripts are not rolled back.
 		cmds := ov.cmds
 		if !known && !readOnly && runErr == nil {

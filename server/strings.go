@@ -120,6 +120,12 @@ func (r *request) set(key, value []byte, opts setOptions) (out setOutcome, ok bo
 		r.replyError(err)
 		return out, false
 	}
+	if len(res) == 1 && res[0].Status == fsm.StatusGrantRejected && !opts.nx {
+		// Only NX refuses; any other rejection is a key that changed between the evaluation
+		// and the apply (a leadership change): nothing was written.
+		r.w.Error(errAborted)
+		return out, false
+	}
 	if len(res) == 1 && res[0].Status == fsm.StatusGranted {
 		r.s.stats.grants.Add(1)
 		if r.path != onScript { // inside a script the token is only a prediction
@@ -402,7 +408,7 @@ func incrBy(r *request, by int64) {
 		next    int64
 		replyTo string // an error found while evaluating
 	)
-	_, err := r.exec([][]byte{key}, func(v node.View) []fsm.Command {
+	res, err := r.exec([][]byte{key}, func(v node.View) []fsm.Command {
 		replyTo = ""
 		l, _, held := v.Lookup(key)
 		var cur int64
@@ -431,6 +437,10 @@ func incrBy(r *request, by int64) {
 		r.replyError(err)
 	case replyTo != "":
 		r.w.Error(replyTo)
+	case len(res) == 1 && res[0].Status != fsm.StatusGranted:
+		// The key changed between the evaluation and the apply (a leadership change, a flush):
+		// nothing was written.
+		r.w.Error(errAborted)
 	default:
 		r.w.Int(next)
 	}

@@ -83,7 +83,11 @@ func (t *tracker) read(c *conn, key []byte) {
 	}
 	conns[c] = struct{}{}
 	t.mu.Unlock()
-	t.disconnect(full)
+	// read may run under the node's view lock (a script's tracked reads): no logging or socket
+	// I/O here. Cancelling ends the connection's serve loop, which closes the socket.
+	for _, c := range full {
+		c.cancel()
+	}
 }
 
 // broadcast registers c for every change to keys with one of prefixes (all keys when none).

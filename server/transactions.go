@@ -14,6 +14,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"strings"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -51,8 +52,12 @@ func watchedOf(v node.View, key []byte) watched {
 }
 
 // maxQueued bounds the commands one transaction may queue: EXEC evaluates them all under the
-// view lock, and replicates their effects as one entry.
-const maxQueued = 1024
+// view lock, and replicates their effects as one entry. maxExecReply bounds the replies EXEC
+// builds while it holds the view lock.
+const (
+	maxQueued    = 1024
+	maxExecReply = 64 << 20
+)
 
 // runsInMulti reports whether cmd runs at once inside MULTI rather than being queued.
 func runsInMulti(cmd *command) bool {
@@ -164,13 +169,18 @@ func (r *request) unwatch() {
 	c := r.c
 	c.sess.watches = nil
 	c.hop.watchLost = false
-	if c.hop.watching {
-		var sink bytes.Buffer
-		quiet := *r
-		quiet.w = resp.NewWriter(&sink) // a failure only means the watches went with the link
-		quiet.forward([][][]byte{{[]byte("UNWATCH")}}, false)
-		c.hop.watching = false
+	if !c.hop.watching {
+		return
 	}
+	c.hop.watching = false
+	if !c.upstreamFits(r.w.Protocol(), r.db) {
+		c.closeUpstream() // the leader's side forgets the watches with the link
+		return
+	}
+	var sink bytes.Buffer
+	quiet := *r
+	quiet.w = resp.NewWriter(&sink) // a failure only means the watches went with the link
+	quiet.forward([][][]byte{{[]byte("UNWATCH")}}, false)
 }
 
 // EXEC
@@ -192,6 +202,14 @@ func cmdExec(r *request) {
 		// (and they) are gone, whether or not it was noticed yet.
 		if _, addr := c.s.node.LeaderClient(); c.hop.up == nil || c.hop.up.addr != addr {
 			c.closeUpstream()
+		}
+	}
+	for _, q := range tx.queued {
+		if q.cmd.denyOOM && c.s.full() {
+			// Redis checks the key bound again at EXEC: the queue would create keys past it.
+			r.unwatch()
+			r.w.Error(errOOM)
+			return
 		}
 	}
 	needsLeader := len(c.sess.watches) > 0 || c.hop.watching || c.hop.watchLost
@@ -216,13 +234,29 @@ func cmdExec(r *request) {
 // execForwarded sends the transaction to the leader in one write and relays EXEC's reply.
 func (r *request) execForwarded(tx *transaction) {
 	c := r.c
+	for _, q := range tx.queued {
+		if !q.cmd.leader && !forwardableInMulti(q.cmd) {
+			// It would change the follower's link to the leader, not the client's connection.
+			r.unwatch()
+			r.w.Error("EXECABORT Transaction discarded: '" + q.cmd.name + "' changes the connection and cannot run in a transaction sent through a follower; send it on its own, or to the leader")
+			return
+		}
+	}
+	if c.hop.watching && !c.upstreamFits(r.w.Protocol(), r.db) {
+		// The watches live on the leader's side of the current upstream; a new one has none.
+		r.unwatch()
+		r.w.NullArray()
+		return
+	}
 	cmds := make([][][]byte, 0, len(tx.queued)+2)
 	cmds = append(cmds, [][]byte{[]byte("MULTI")})
-	for _, q := range tx.queued {
-		args, ok := r.rewriteTokenlessOf(q.cmd, q.args)
+	for i, q := range tx.queued {
+		qr := *r
+		qr.db = (&transaction{queued: tx.queued[:i+1]}).finalDB(r.db)
+		args, ok := qr.rewriteTokenlessOf(q.cmd, q.args)
 		if !ok {
 			// The token is unknown here: no other command of the transaction runs either.
-			c.hop.watching = false
+			r.unwatch()
 			return
 		}
 		cmds = append(cmds, args)
@@ -242,6 +276,17 @@ func (r *request) execForwarded(tx *transaction) {
 		c.closeUpstream()
 	}
 	r.w.Raw(reply)
+}
+
+// forwardableInMulti reports whether a command that is not the leader's may still be queued in a
+// transaction a follower forwards: it changes nothing of the connection (SELECT's change is
+// followed here, see execForwarded).
+func forwardableInMulti(cmd *command) bool {
+	switch cmd.name {
+	case "ping", "echo", "select", "time", "publish", "spublish":
+		return true
+	}
+	return false
 }
 
 // finalDB is the database the connection is in after the queue's SELECTs, from db.
@@ -270,16 +315,19 @@ func (r *request) execLocal(tx *transaction, watches map[string]watched) {
 		dbs[i] = (&transaction{queued: tx.queued[:i+1]}).finalDB(r.db)
 		if q.cmd.leader {
 			keys = append(keys, dbKeys(dbs[i], q.cmd.keyArgs(q.args))...)
-			if t := c.sess.track.mode; t != trackOff && t != trackBcast {
-				c.trackRead(q.cmd, q.args)
+			if t := c.sess.track.mode; t != trackOff && t != trackBcast && !q.cmd.write && !q.cmd.movable {
+				for _, k := range q.cmd.keyArgs(q.args) {
+					c.s.tracker.read(c, fsm.DBKey(dbs[i], k))
+				}
 			}
 		}
 	}
 	proto := c.out.Protocol()
 	replies := make([]bytes.Buffer, len(tx.queued))
 	var (
-		dirty bool
-		ov    *overlay
+		dirty  bool
+		tooBig bool // the replies passed maxExecReply: nothing is proposed
+		ov     *overlay
 	)
 	hasKeyCommands := len(keys) > 0 || len(watches) > 0
 	for _, q := range tx.queued {
@@ -289,14 +337,18 @@ func (r *request) execLocal(tx *transaction, watches map[string]watched) {
 	if hasKeyCommands {
 		var err error
 		res, err = r.exec(keys, func(v node.View) []fsm.Command {
-			dirty, ov = false, newOverlay(v)
+			dirty, tooBig, ov = false, false, newOverlay(v)
+			size := 0
 			for k, w := range watches {
 				if watchedOf(v, []byte(k)) != w {
 					dirty = true
 					return nil
 				}
 			}
-			run := &scriptRun{ov: ov, tx: true}
+			// One time limit for every script queued: the evaluation holds the view lock.
+			ctx, cancel := context.WithTimeout(c.ctx, r.s.cfg.ScriptTimeout)
+			defer cancel()
+			run := &scriptRun{ov: ov, tx: true, ctx: ctx}
 			for i, q := range tx.queued {
 				replies[i].Reset()
 				if !q.cmd.leader {
@@ -310,6 +362,10 @@ func (r *request) execLocal(tx *transaction, watches map[string]watched) {
 				}
 				q.cmd.run(&request{s: r.s, c: c, w: w, cmd: q.cmd, args: args, db: dbs[i], path: onScript, script: run})
 				w.Flush()
+				if size += replies[i].Len(); size > maxExecReply {
+					tooBig = true
+					return nil
+				}
 			}
 			return ov.cmds
 		})
@@ -319,6 +375,9 @@ func (r *request) execLocal(tx *transaction, watches map[string]watched) {
 			return
 		case dirty:
 			r.w.NullArray()
+			return
+		case tooBig:
+			r.w.Error("ERR the transaction's replies would pass " + itoa(maxExecReply>>20) + " MiB; nothing was applied")
 			return
 		case !ov.appliedAsPredicted(res):
 			r.w.Error("ERR the transaction's commands did not apply as they were evaluated (a key changed between EXEC and its replication: a leadership change intervened); none was applied, run it again")

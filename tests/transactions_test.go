@@ -108,6 +108,23 @@ func TestTransactionsThroughFollower(t *testing.T) {
 	if got := do(a, "EXEC"); got != "*-1\r\n" {
 		t.Errorf("EXEC after a WATCHed key changed elsewhere = %q, want nil", got)
 	}
+	// WATCH, then SELECT: the upstream to the leader is dialled again for the other database,
+	// and the watches with the old one are gone: nil.
+	do(a, "WATCH", "txf:a")
+	do(a, "SELECT", "1")
+	do(a, "MULTI")
+	do(a, "SET", "txf:y", "1")
+	if got := do(a, "EXEC"); got != "*-1\r\n" {
+		t.Errorf("EXEC after WATCH then SELECT through a follower = %q, want nil", got)
+	}
+	do(a, "SELECT", "0")
+	// A command that changes the connection cannot ride in a forwarded transaction.
+	do(a, "MULTI")
+	do(a, "SET", "txf:z", "1")
+	do(a, "CLIENT", "SETNAME", "x")
+	if got := do(a, "EXEC"); !strings.HasPrefix(got, "-EXECABORT") {
+		t.Errorf("EXEC of CLIENT SETNAME through a follower = %q, want EXECABORT", got)
+	}
 	// WATCH, then the leader moves: EXEC cannot be checked any more, so it is nil.
 	do(a, "WATCH", "txf:b")
 	if got := do(mustDial(t, l.addr), "RAFT", "TRANSFER"); got != "+OK\r\n" {
