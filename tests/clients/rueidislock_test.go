@@ -246,8 +246,13 @@ func testRueidislock(t *testing.T, tg target, lib string, single, noloop bool) {
 				defer cancel()
 				break
 			}
-			if !errors.Is(err, rueidislock.ErrNotLocked) {
+			// A try that timed out (a loaded machine: the suites run side by side) is tried
+			// again; the 6 s bound below still holds the keys to expiring in time.
+			if !errors.Is(err, rueidislock.ErrNotLocked) && !errors.Is(err, context.DeadlineExceeded) {
 				fail(t, "the next locker's try: %v", err)
+			}
+			if err != nil && !errors.Is(err, rueidislock.ErrNotLocked) {
+				t.Logf("the next locker's try timed out after %v; trying again", time.Since(frozen))
 			}
 			if time.Since(frozen) > 6*time.Second {
 				fail(t, "the hung holder's keys have not expired %v later", time.Since(frozen))
