@@ -53,7 +53,7 @@ type fakeProposal struct {
 
 // holdTimeout bounds how long held commits wait for the rest of their batch, so a server that
 // fails to pipeline makes a test fail instead of hang.
-const holdTimeout = 2 * time.Second
+const holdTimeout = 10 * time.Second
 
 var (
 	_ Node  = (*fakeNode)(nil)
