@@ -13,6 +13,7 @@ import (
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/server/resp"
 )
 
 // subKind is what a subscription names.
@@ -208,11 +209,21 @@ func subscribe(r *request, k subKind, verb string) {
 			subs[k][string(name)] = struct{}{}
 			r.s.hub.subscribe(c, k, string(name))
 		}
-		r.w.Push(3)
-		r.w.BulkString(verb)
-		r.w.Bulk(name)
-		r.w.Int(subs.count(k))
+		writeSubReply(r.w, verb, name, subs.count(k))
 	}
+}
+
+// writeSubReply writes one (un)subscribe reply, [verb, name, count]: a push in RESP3, an array
+// in RESP2 (a nil name: there was nothing to unsubscribe from).
+func writeSubReply(w *resp.Writer, verb string, name []byte, count int64) {
+	w.Push(3)
+	w.BulkString(verb)
+	if name == nil {
+		w.Null()
+	} else {
+		w.Bulk(name)
+	}
+	w.Int(count)
 }
 
 // UNSUBSCRIBE [channel...], PUNSUBSCRIBE [pattern...], SUNSUBSCRIBE [channel...]: one reply
@@ -248,17 +259,11 @@ func unsubscribe(r *request, k subKind, verb string) {
 	}
 	c.writeQueuedPushes()
 	if len(names) == 0 {
-		r.w.Push(3)
-		r.w.BulkString(verb)
-		r.w.Null()
-		r.w.Int(subs.count(k))
+		writeSubReply(r.w, verb, nil, subs.count(k))
 		return
 	}
 	for i, name := range names {
-		r.w.Push(3)
-		r.w.BulkString(verb)
-		r.w.Bulk(name)
-		r.w.Int(counts[i])
+		writeSubReply(r.w, verb, name, counts[i])
 	}
 }
 
