@@ -18,8 +18,12 @@ const (
 	// commands as a uvarint, then each command's body in order. Only read, for logs written
 	// before databases (its keys are database 0's, without the byte).
 	multiVersion = 2
-	// entryVersion is multiVersion's layout with table keys (keys.go): what EncodeEntry writes.
-	entryVersion = 3
+	// keyedVersion is multiVersion's layout with table keys (keys.go). Only read, for logs
+	// written before collections.
+	keyedVersion = 3
+	// entryVersion is keyedVersion's with two fields after each command's body: the Match's Rev
+	// and the Value (appendCollection). What EncodeEntry writes.
+	entryVersion = 4
 )
 
 // minCommandBody is the fewest bytes a command's body takes (kind, flags, match kind and seven
@@ -36,6 +40,8 @@ func EncodeEntry(dst []byte, cmds []Command) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(cmds)))
 	for _, c := range cmds {
 		dst = c.appendBody(dst)
+		dst = binary.AppendUvarint(dst, c.Match.Rev)
+		dst = appendCollection(dst, c.Value, false)
 	}
 	return dst
 }
@@ -70,7 +76,7 @@ func DecodeEntry(dst []Command, b []byte) ([]Command, error) {
 	switch b[0] {
 	case commandVersion:
 		n = 1
-	case multiVersion, entryVersion:
+	case multiVersion, keyedVersion, entryVersion:
 		n = d.uvarint()
 		if d.err != nil {
 			return nil, d.err
@@ -85,10 +91,10 @@ func DecodeEntry(dst []Command, b []byte) ([]Command, error) {
 	dst = slices.Grow(dst, int(n))[:start+int(n)]
 	for i := range dst[start:] {
 		c := &dst[start+i]
-		if err := d.command(c); err != nil {
+		if err := d.command(c, b[0] == entryVersion); err != nil {
 			return nil, err
 		}
-		if b[0] != entryVersion && keyed(c.Kind) {
+		if b[0] < keyedVersion && keyed(c.Kind) {
 			c.Key = legacyKey(c.Key)
 		}
 	}
@@ -98,8 +104,9 @@ func DecodeEntry(dst []Command, b []byte) ([]Command, error) {
 	return dst, nil
 }
 
-// command reads one command's body into c and validates it.
-func (d *decoder) command(c *Command) error {
+// command reads one command's body into c, with the fields entryVersion adds when current, and
+// validates it.
+func (d *decoder) command(c *Command, current bool) error {
 	if len(d.b) < 3 {
 		return fmt.Errorf("%w: command of %d bytes", ErrCorrupt, len(d.b))
 	}
@@ -115,6 +122,12 @@ func (d *decoder) command(c *Command) error {
 	c.Match.Owner = d.bytes()
 	c.Token = Token(d.uvarint())
 	c.LeaseRev = d.uvarint()
+	if current {
+		c.Match.Rev = d.uvarint()
+		if d.err == nil {
+			c.Value, d.err = readCollection(d, false)
+		}
+	}
 	if d.err != nil {
 		return d.err
 	}
@@ -145,6 +158,21 @@ func (d *decoder) uvarint() uint64 {
 		d.err = fmt.Errorf("%w: bad varint", ErrCorrupt)
 		return 0
 	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) failed() error { return d.err }
+
+func (d *decoder) read(n int) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n > len(d.b) {
+		d.err = fmt.Errorf("%w: %d bytes past the end", ErrCorrupt, n)
+		return nil
+	}
+	v := d.b[:n:n]
 	d.b = d.b[n:]
 	return v
 }

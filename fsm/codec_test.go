@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -78,8 +79,15 @@ func validEntries() [][]fsm.Command {
 		{{Kind: fsm.KindPublish, Key: []byte("ch"), Owner: []byte("released")}, release("k", byToken(3)),
 			{Kind: fsm.KindShardPublish, Owner: []byte("empty channel")}},
 		{{Kind: fsm.KindStoreScript, Key: []byte("sha"), Owner: []byte("return(1)")}, {Kind: fsm.KindFlushScripts, Key: []byte("scripts")}},
+		{write("h", hash("owner", "1", "", ""), matchAbsent), renew("h", byOwner(""), 30000),
+			write("z", &fsm.Collection{Type: fsm.TypeZSet, Elems: [][]byte{[]byte("a"), []byte("b")}, Scores: []float64{math.Inf(-1), 3}}, byRev(maxRev)),
+			write("s", &fsm.Collection{Type: fsm.TypeSet, Elems: [][]byte{[]byte("\x00")}}, matchAny),
+			write("l", &fsm.Collection{Type: fsm.TypeList, Elems: [][]byte{[]byte("x"), []byte("x")}}, byRev(1)),
+			write("h", nil, byRev(7))},
 	}
 }
+
+const maxRev = math.MaxUint64
 
 func TestCodecRoundTrip(t *testing.T) {
 	var entries [][]fsm.Command
@@ -159,8 +167,29 @@ func TestEncodeLayout(t *testing.T) {
 		3, // version 3: table keys, as given
 		2, // two commands
 	}, body...), relBody...)
-	if got := fsm.EncodeEntry(nil, []fsm.Command{c, rel}); !bytes.Equal(got, v3) {
-		t.Errorf("EncodeEntry = %x, want %x", got, v3)
+	if got, err := fsm.DecodeEntry(nil, v3); err != nil || cmp.Diff(got, []fsm.Command{c, rel}, equateEmpty) != "" {
+		t.Errorf("DecodeEntry(v3 %x) = %+v, %v; want the keys as given", v3, got, err)
+	}
+	v4 := slices.Concat([]byte{
+		4, // version 4: Match.Rev and Value after each body
+		2, // two commands
+	}, body, []byte{0, 0}, relBody, []byte{0, 0})
+	if got := fsm.EncodeEntry(nil, []fsm.Command{c, rel}); !bytes.Equal(got, v4) {
+		t.Errorf("EncodeEntry = %x, want %x", got, v4)
+	}
+	w := fsm.Command{Kind: fsm.KindWrite, Key: []byte("h"), Match: fsm.Match{Kind: fsm.MatchRev, Rev: 9},
+		Value: &fsm.Collection{Type: fsm.TypeZSet, Elems: [][]byte{[]byte("m")}, Scores: []float64{1.5}}}
+	wv4 := []byte{4, 1,
+		13, 0, 6, // kind write, no flags, match rev
+		1, 'h', 0, 0, 0, 0, 0, 0, // key, then owner, lease, match token and owner, token, lease rev: empty
+		9,                                          // match rev
+		3, 1, 1, 'm', 0x3f, 0xf8, 0, 0, 0, 0, 0, 0, // a zset of one member "m", score 1.5
+	}
+	if got := fsm.EncodeEntry(nil, []fsm.Command{w}); !bytes.Equal(got, wv4) {
+		t.Errorf("EncodeEntry(write) = %x, want %x", got, wv4)
+	}
+	if got, err := fsm.DecodeEntry(nil, wv4); err != nil || cmp.Diff(got, []fsm.Command{w}, equateEmpty) != "" {
+		t.Errorf("DecodeEntry(%x) = %+v, %v; want [%+v]", wv4, got, err, w)
 	}
 }
 
@@ -293,6 +322,9 @@ func FuzzDecode(f *testing.F) {
 		}
 		enc := fsm.EncodeEntry(nil, cmds)
 		limit := len(b) + int(b[0]&1) // a version 1 entry has no count
+		if b[0] < 4 {
+			limit += 2 * len(cmds) // an older entry has no Match.Rev nor Value (a byte each at least)
+		}
 		if b[0] < 3 {
 			for _, c := range cmds {
 				if c.Kind == fsm.KindGrant || c.Kind == fsm.KindRelease || c.Kind == fsm.KindRenew || c.Kind == fsm.KindExpire {

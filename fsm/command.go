@@ -47,6 +47,13 @@ const (
 	// KindFlush deletes every key of one database (Key = that database's number, one byte:
 	// FLUSHDB) or of all of them (Key empty: FLUSHALL).
 	KindFlush Kind = 12
+	// KindWrite stores the whole new value of a key that holds (or will hold) a collection:
+	// Value, computed by the leader (HSET, ZADD, LPUSH, ...), or the key's deletion when Value is
+	// nil (the collection was emptied). Match is Absent (the key is created), Rev (the key holds
+	// the collection the leader saw) or Any. A key that held a collection keeps its token; a new
+	// one gets a new token. The lease is LeaseMs, or with KeepLease the key's own (none for a new
+	// key): HSET keeps a hash's TTL, PERSIST drops it.
+	KindWrite Kind = 13
 )
 
 func (k Kind) String() string {
@@ -75,6 +82,8 @@ func (k Kind) String() string {
 		return "shard-publish"
 	case KindFlush:
 		return "flush"
+	case KindWrite:
+		return "write"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -97,6 +106,9 @@ const (
 	// the entry at Command.LeaseRev: not after a renewal or a same-owner re-grant (a release of a
 	// ghost lock must spare the lock a retrying owner was just told it holds).
 	MatchLease MatchKind = 5
+	// MatchRev applies only while the key holds the collection the entry at Match.Rev wrote
+	// (Collection.Rev): a Write guarded by it never stores a value computed from another.
+	MatchRev MatchKind = 6
 )
 
 // Match is the guard a Grant, Release or Renew carries. The FSM checks it again at apply time, so
@@ -105,6 +117,7 @@ type Match struct {
 	Kind  MatchKind
 	Token Token  // MatchToken
 	Owner []byte // MatchOwner
+	Rev   uint64 // MatchRev
 }
 
 // Command is one replicated lock-table change. Which fields matter depends on Kind:
@@ -114,6 +127,7 @@ type Match struct {
 //	Renew:   Key, Match (Any, Token, Owner, or Lease with LeaseRev), LeaseMs (> 0)
 //	Expire:  Key, Token, LeaseRev
 //	SetMember: Key (node ID), Owner (client address); RemoveMember: Key
+//	Write:   Key, Value (nil: delete), LeaseMs, KeepLease, Match (Any, Absent or Rev)
 //	StoreScript: Key (SHA1 hex), Owner (source); FlushScripts: nothing
 //	Noop:    nothing
 type Command struct {
@@ -130,6 +144,8 @@ type Command struct {
 	// committed just before a late Expire would be acknowledged and then wiped out.
 	Token    Token
 	LeaseRev uint64
+	// Value is a Write's new value.
+	Value *Collection
 }
 
 // Validate reports whether c is a well-formed command. Apply only sees validated commands; a
@@ -168,6 +184,17 @@ func (c Command) Validate() error {
 		}
 	case KindFlushScripts, KindPublish, KindShardPublish:
 		return nil // a channel may be empty, as in Redis
+	case KindWrite:
+		switch c.Match.Kind {
+		case MatchAny, MatchAbsent, MatchRev:
+		default:
+			return fmt.Errorf("fsm: write with match %d", c.Match.Kind)
+		}
+		if c.Value != nil {
+			if err := c.Value.validate(); err != nil {
+				return err
+			}
+		}
 	case KindFlush:
 		if len(c.Key) > 1 || len(c.Key) == 1 && c.Key[0] >= Databases {
 			return fmt.Errorf("fsm: flush of database %x", c.Key)
@@ -202,6 +229,11 @@ const (
 	StatusAborted Status = 11
 	// StatusFlushed: a Flush ran; Existed says whether it deleted anything.
 	StatusFlushed Status = 12
+	// StatusWritten: a Write stored its value (or deleted the key: Existed says whether it was
+	// held). Token, LeaseRev and LeaseMs are the key's after it.
+	StatusWritten Status = 13
+	// StatusConflict: a Write whose Match did not hold changed nothing.
+	StatusConflict Status = 14
 )
 
 func (s Status) String() string {
@@ -230,6 +262,10 @@ func (s Status) String() string {
 		return "flushed"
 	case StatusAborted:
 		return "aborted"
+	case StatusWritten:
+		return "written"
+	case StatusConflict:
+		return "conflict"
 	}
 	return fmt.Sprintf("status(%d)", uint8(s))
 }
@@ -258,14 +294,14 @@ type Result struct {
 
 // GuardFailed reports whether r is a failed guard: the command found the key not as its proposer
 // saw it, and changed nothing. These are GrantRejected (a Grant whose Match, absent, token or
-// owner, does not hold) and NotFound (a Release or Renew whose key is free or whose Match does
-// not hold). A failed guard aborts the entry that holds it (Machine.ApplyEntry).
+// owner, does not hold), NotFound (a Release or Renew whose key is free or whose Match does
+// not hold) and Conflict (a Write whose Match does not hold). A failed guard aborts the entry that holds it (Machine.ApplyEntry).
 //
 // Every other result is an outcome, not a failure: Expired{Existed: false}, an Expire of a lease
 // that was renewed, re-granted or released meanwhile, is idempotent by design (the leader's
 // timers race the holders' renewals), and member, script and noop commands have no guard.
 func (r Result) GuardFailed() bool {
-	return r.Status == StatusGrantRejected || r.Status == StatusNotFound
+	return r.Status == StatusGrantRejected || r.Status == StatusNotFound || r.Status == StatusConflict
 }
 
 // Aborted reports whether results, those of one entry, say it applied as nothing: it held

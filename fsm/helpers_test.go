@@ -123,7 +123,7 @@ func encode(cmds ...fsm.Command) []byte { return fsm.EncodeEntry(nil, cmds) }
 // encodeV1 is c as an older binary wrote it into the log: an entry of format version 1, which
 // holds exactly one command and no count. Both versions share the command's body.
 func encodeV1(c fsm.Command) []byte {
-	e := encode(c)
+	e := fsm.EncodeKeyedEntry(nil, []fsm.Command{c})
 	return append([]byte{1}, e[2:]...) // version 3 and a count of 1 (one byte) -> version 1
 }
 

@@ -11,13 +11,24 @@ import (
 // Lock is one held key. Values stored in the table are never mutated in place: a change stores a
 // new Lock, so a Snapshot can share them.
 type Lock struct {
+	// Owner is a string's value (SET's value, LOCK's OWNER); empty for a collection.
 	Owner []byte
+	// Value is the collection a hash, set, sorted set or list key holds; nil for a string.
+	Value *Collection
 	Token Token
 	// LeaseRev is the log index of the entry that set the lease now in force (every command of
 	// an entry shares its index): what an Expire compares.
 	LeaseRev uint64
 	// LeaseMs is the lease length from the time LeaseRev was applied; 0 = no lease.
 	LeaseMs uint64
+}
+
+// Type is the type of the value the lock's key holds.
+func (l Lock) Type() Type {
+	if l.Value == nil {
+		return TypeString
+	}
+	return l.Value.Type
 }
 
 // Machine is the lock table. It is not safe for concurrent use: the caller (raftnode) serializes
@@ -168,7 +179,8 @@ func (m *Machine) ApplyEntry(dst []Result, index uint64, cmds []Command) []Resul
 func anyGuarded(cmds []Command) bool {
 	for _, c := range cmds {
 		switch {
-		case c.Kind == KindRelease, c.Kind == KindRenew, c.Kind == KindGrant && c.Match.Kind != MatchAny:
+		case c.Kind == KindRelease, c.Kind == KindRenew,
+			(c.Kind == KindGrant || c.Kind == KindWrite) && c.Match.Kind != MatchAny:
 			return true
 		}
 	}
@@ -206,6 +218,8 @@ func (m *Machine) apply(index uint64, cmd Command) Result {
 		return Result{Status: StatusPublished}
 	case KindFlush:
 		return m.flush(cmd.Key)
+	case KindWrite:
+		return m.write(index, cmd)
 	}
 	return Result{Status: StatusNoop}
 }
@@ -258,7 +272,7 @@ type undoRecord struct {
 func (u *undoLog) save(m *Machine, cmd Command) {
 	r := undoRecord{kind: cmd.Kind, key: string(cmd.Key)}
 	switch cmd.Kind {
-	case KindGrant, KindRelease, KindRenew, KindExpire:
+	case KindGrant, KindRelease, KindRenew, KindExpire, KindWrite:
 		r.lock, r.present = m.table.Get(r.key)
 	case KindSetMember, KindRemoveMember:
 		r.value, r.present = m.members[r.key]
@@ -280,7 +294,7 @@ func (u *undoLog) rollback(m *Machine) {
 	for i := len(u.records) - 1; i >= 0; i-- {
 		r := u.records[i]
 		switch r.kind {
-		case KindGrant, KindRelease, KindRenew, KindExpire:
+		case KindGrant, KindRelease, KindRenew, KindExpire, KindWrite:
 			if r.present {
 				m.set(r.key, r.lock)
 			} else {
@@ -340,7 +354,7 @@ func (m *Machine) grant(index uint64, cmd Command) Result {
 	if next.Owner == nil {
 		next.Owner = []byte{}
 	}
-	if held && bytes.Equal(cur.Owner, cmd.Owner) {
+	if held && cur.Value == nil && bytes.Equal(cur.Owner, cmd.Owner) {
 		// The same holder setting its lock again keeps its token: the token changes only when
 		// the holder does.
 		next.Token = cur.Token
@@ -360,6 +374,43 @@ func (m *Machine) grant(index uint64, cmd Command) Result {
 		r.PrevOwner = cur.Owner
 	}
 	return r
+}
+
+// write stores a Write's value (DESIGN.md §3), or deletes the key when it has none.
+func (m *Machine) write(index uint64, cmd Command) Result {
+	key := string(cmd.Key)
+	cur, held := m.table.Get(key)
+	switch cmd.Match.Kind {
+	case MatchAbsent:
+		if held {
+			return Result{Status: StatusConflict, Token: cur.Token}
+		}
+	case MatchRev:
+		if !held || cur.Value == nil || cur.Value.Rev != cmd.Match.Rev {
+			return Result{Status: StatusConflict, Token: cur.Token}
+		}
+	}
+	if cmd.Value == nil {
+		if held {
+			m.del(key)
+		}
+		return Result{Status: StatusWritten, Existed: held}
+	}
+	next := Lock{Owner: []byte{}, Value: cmd.Value.stored(index), LeaseRev: index, LeaseMs: cmd.LeaseMs}
+	if held && cur.Value != nil {
+		// The collection goes on: the same key, the same holder.
+		next.Token = cur.Token
+		if cmd.KeepLease { // HSET on a hash with a TTL keeps the TTL, as in Redis
+			next.LeaseRev, next.LeaseMs = cur.LeaseRev, cur.LeaseMs
+		}
+	} else {
+		next.Token = m.nextToken(index)
+		if cmd.KeepLease {
+			next.LeaseMs = 0
+		}
+	}
+	m.set(key, next)
+	return Result{Status: StatusWritten, Token: next.Token, LeaseRev: next.LeaseRev, LeaseMs: next.LeaseMs, Existed: held}
 }
 
 // matches reports whether the lock l satisfies the guard of a Release or Renew.

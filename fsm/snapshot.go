@@ -25,6 +25,8 @@ const (
 	snapshotV2 = 2
 	// snapshotV3 is snapshotV2's layout with table keys (keys.go).
 	snapshotV3 = 3
+	// snapshotV4 adds each key's collection (appendCollection, with its Rev) after its owner.
+	snapshotV4 = 4
 )
 
 // maxSnapshotField bounds a key or owner read from a snapshot, so a corrupt length cannot make
@@ -50,14 +52,14 @@ func (m *Machine) Snapshot() *Snapshot {
 // Len is the number of locks in the snapshot.
 func (s *Snapshot) Len() int { return s.table.Len() }
 
-// WriteTo serializes the snapshot (version 2): magic, version, applied index, token counter,
-// count, then each lock in key order, then the member addresses in ID order, then the stored
+// WriteTo serializes the snapshot (version 4): magic, version, applied index, token counter,
+// count, then each lock in key order (key, owner, collection, token, lease), then the member addresses in ID order, then the stored
 // scripts in digest order, then a CRC-32C of everything before it. Key order makes the bytes a
 // pure function of the table, so two nodes' tables can be compared byte for byte.
 func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	cw := &countingWriter{w: w, crc: crc32.New(crc32.MakeTable(crc32.Castagnoli))}
 	bw := bufio.NewWriterSize(cw, 64<<10)
-	buf := append([]byte(snapshotMagic), snapshotV3)
+	buf := append([]byte(snapshotMagic), snapshotV4)
 	buf = binary.AppendUvarint(buf, s.applied)
 	buf = binary.AppendUvarint(buf, uint64(s.lastToken))
 	buf = binary.AppendUvarint(buf, uint64(s.table.Len()))
@@ -70,6 +72,7 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 		buf = binary.AppendUvarint(buf, uint64(len(key)))
 		buf = append(buf, key...)
 		buf = appendBytes(buf, l.Owner)
+		buf = appendCollection(buf, l.Value, true)
 		buf = binary.AppendUvarint(buf, uint64(l.Token))
 		buf = binary.AppendUvarint(buf, l.LeaseRev)
 		buf = binary.AppendUvarint(buf, l.LeaseMs)
@@ -117,7 +120,7 @@ func Restore(r io.Reader) (*Machine, error) {
 		return nil, fmt.Errorf("%w: snapshot header %q", ErrCorrupt, head)
 	}
 	version := head[len(snapshotMagic)]
-	if version != snapshotV1 && version != snapshotV2 && version != snapshotV3 {
+	if version < snapshotV1 || version > snapshotV4 {
 		return nil, fmt.Errorf("%w: snapshot version %d", ErrCorrupt, version)
 	}
 	m := New()
@@ -134,7 +137,11 @@ func Restore(r io.Reader) (*Machine, error) {
 			raw = legacyKey(raw)
 		}
 		key := string(raw)
-		l := Lock{Owner: rd.bytes(), Token: Token(rd.uvarint()), LeaseRev: rd.uvarint(), LeaseMs: rd.uvarint()}
+		l := Lock{Owner: rd.bytes()}
+		if version >= snapshotV4 && rd.err == nil {
+			l.Value, rd.err = readCollection(rd, true)
+		}
+		l.Token, l.LeaseRev, l.LeaseMs = Token(rd.uvarint()), rd.uvarint(), rd.uvarint()
 		if rd.err != nil {
 			break
 		}
@@ -210,6 +217,8 @@ func varintError(buf []byte, n int) error {
 	}
 	return io.ErrUnexpectedEOF
 }
+
+func (d *streamDecoder) failed() error { return d.err }
 
 func (d *streamDecoder) read(n int) []byte {
 	if d.err != nil {

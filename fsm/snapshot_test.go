@@ -397,6 +397,18 @@ func record(key, owner string, tok fsm.Token, leaseRev, leaseMs uint64) []byte {
 	return binary.AppendUvarint(b, leaseMs)
 }
 
+// recordV4 is record in a version 4 snapshot: a string's, whose collection is none (type 0).
+func recordV4(key, owner string, tok fsm.Token, leaseRev, leaseMs uint64) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(key)))
+	b = append(b, key...)
+	b = binary.AppendUvarint(b, uint64(len(owner)))
+	b = append(b, owner...)
+	b = append(b, 0)
+	b = binary.AppendUvarint(b, uint64(tok))
+	b = binary.AppendUvarint(b, leaseRev)
+	return binary.AppendUvarint(b, leaseMs)
+}
+
 func TestRawSnapshotMatchesWriteTo(t *testing.T) {
 	// The hand-built layout is the real one: otherwise the rejections below prove nothing.
 	m := fsm.New()
@@ -404,8 +416,8 @@ func TestRawSnapshotMatchesWriteTo(t *testing.T) {
 		{Kind: fsm.KindSetMember, Key: []byte("n2"), Owner: []byte("127.0.0.1:6380")},
 		{Kind: fsm.KindSetMember, Key: []byte("n1"), Owner: []byte("127.0.0.1:6379")}})
 	m.Advance(300)
-	want := rawSnapshot{magic: "RLSN", version: 3, applied: 300, lastToken: 2, count: 2, records: [][]byte{
-		record("a", "oa", 1, 1, 5), record("b", "", 2, 2, 0),
+	want := rawSnapshot{magic: "RLSN", version: 4, applied: 300, lastToken: 2, count: 2, records: [][]byte{
+		recordV4("a", "oa", 1, 1, 5), recordV4("b", "", 2, 2, 0),
 	}, members: [][2]string{{"n1", "127.0.0.1:6379"}, {"n2", "127.0.0.1:6380"}}}.bytes()
 	if got := snapshotBytes(t, m); !bytes.Equal(got, want) {
 		t.Fatalf("snapshot = %x, want %x", got, want)
@@ -466,7 +478,7 @@ func TestRestoreRejects(t *testing.T) {
 		{"bad magic", rawSnapshot{magic: "RLSX", version: 1}.bytes()},
 		{"lower-case magic", rawSnapshot{magic: "rlsn", version: 1}.bytes()},
 		{"version 0", rawSnapshot{magic: "RLSN", version: 0}.bytes()},
-		{"version 4", rawSnapshot{magic: "RLSN", version: 4}.bytes()},
+		{"version 5", rawSnapshot{magic: "RLSN", version: 5}.bytes()},
 		{"version 255", rawSnapshot{magic: "RLSN", version: 255}.bytes()},
 		{"bytes after the checksum", append(bytes.Clone(good), 0)},
 		{"twice", append(bytes.Clone(good), good...)},

@@ -176,7 +176,7 @@ func (s *tableSnapshot) Release() {}
 // changesLock reports whether an applied result changed a lock (its holder, value or lease).
 func changesLock(r fsm.Result) bool {
 	switch r.Status {
-	case fsm.StatusGranted, fsm.StatusReleased, fsm.StatusRenewed:
+	case fsm.StatusGranted, fsm.StatusReleased, fsm.StatusRenewed, fsm.StatusWritten:
 		return true
 	case fsm.StatusExpired:
 		return r.Existed

@@ -212,13 +212,14 @@ func (q deadlineQueue) init() {
 // applied at now. n.mu is held.
 func (n *Node) trackLeaseLocked(key string, index uint64, res fsm.Result, now time.Time) {
 	switch res.Status {
-	case fsm.StatusGranted, fsm.StatusRenewed:
+	case fsm.StatusGranted, fsm.StatusRenewed, fsm.StatusWritten: // a deleting Write has no lease
 		switch {
 		case res.LeaseMs == 0:
 			n.mu.leases.disarm(key)
 		case res.LeaseRev != index && n.mu.leases.armed(key):
-			// SET ... KEEPTTL: the lease set by an earlier entry goes on, perhaps for a new
-			// holder (due reads the holder's token from the table).
+			// SET ... KEEPTTL, or a Write that kept a collection's lease: the lease set by an
+			// earlier entry goes on, perhaps for a new holder (due reads the holder's token
+			// from the table).
 		default:
 			n.mu.leases.arm(n.mu.machine, key, res.LeaseRev, n.mu.leases.at(now, res.LeaseMs))
 			n.wakeLeases()

@@ -1,0 +1,14 @@
+package fsm
+
+import "encoding/binary"
+
+// EncodeKeyedEntry is the log entry of cmds as a binary before collections wrote it (version 3,
+// no Match.Rev or Value), for tests of older logs.
+func EncodeKeyedEntry(dst []byte, cmds []Command) []byte {
+	dst = append(dst, keyedVersion)
+	dst = binary.AppendUvarint(dst, uint64(len(cmds)))
+	for _, c := range cmds {
+		dst = c.appendBody(dst)
+	}
+	return dst
+}
