@@ -24,7 +24,7 @@ func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, slot *infli
 	if !cmd.arityOK(len(args)) {
 		c.s.stats.errors.Add(1)
 		c.flagTransaction()
-		w.Error("ERR wrong number of arguments for '" + cmd.name + "' command")
+		w.Error(wrongArity(cmd.name))
 		return
 	}
 	if cmd.denyOOM && c.s.full() {

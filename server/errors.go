@@ -50,3 +50,8 @@ func (r *request) replyError(err error) {
 		r.w.Error("ERR " + err.Error())
 	}
 }
+
+// wrongArity is Redis's error for a command given the wrong number of arguments.
+func wrongArity(name string) string {
+	return "ERR wrong number of arguments for '" + name + "' command"
+}

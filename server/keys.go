@@ -202,13 +202,13 @@ func lookupTTL(v node.View, key []byte) (fsm.Lock, int64, bool) {
 	return l, rem.Milliseconds(), true
 }
 
-// TYPE key -> +string, or +none for a missing key.
+// TYPE key -> +string, +hash, +set, +zset or +list, or +none for a missing key.
 func cmdType(r *request) {
-	_, _, held, ok := r.readKey(r.args[1])
+	l, _, held, ok := r.readKey(r.args[1])
 	switch {
 	case !ok:
 	case held:
-		r.w.SimpleString("string")
+		r.w.SimpleString(l.Type().String())
 	default:
 		r.w.SimpleString("none")
 	}
@@ -223,13 +223,18 @@ func cmdPersist(r *request) {
 			return nil
 		}
 		// The same value again, without a lease: the holder, and so its token, stay.
+		if l.Value != nil {
+			w := writeOf(key, l, l.Value, l.Value)
+			w.KeepLease = false
+			return []fsm.Command{w}
+		}
 		return []fsm.Command{grant(key, l.Owner, 0, byToken(l.Token))}
 	})
 	if err != nil {
 		r.replyError(err)
 		return
 	}
-	r.w.Int(b2i(len(res) == 1 && res[0].Status == fsm.StatusGranted))
+	r.w.Int(b2i(len(res) == 1 && (res[0].Status == fsm.StatusGranted || res[0].Status == fsm.StatusWritten)))
 }
 
 // PEXPIRETIME key and EXPIRETIME key -> the Unix time the key expires at (ms, s), -1 without

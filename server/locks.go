@@ -99,7 +99,7 @@ func (r *request) tryLock(key, owner []byte, ttl uint64, explicit bool) (fsm.Tok
 		if !held {
 			return []fsm.Command{grant(key, owner, ttl, fsm.Match{Kind: fsm.MatchAbsent})}
 		}
-		if explicit && bytes.Equal(l.Owner, owner) {
+		if explicit && l.Value == nil && bytes.Equal(l.Owner, owner) {
 			// The same owner asking again (a retry): renew and return the same token.
 			return []fsm.Command{{Kind: fsm.KindRenew, Key: key, LeaseMs: ttl, Match: byToken(l.Token)}}
 		}
@@ -143,7 +143,7 @@ func (r *request) tokenArg(key []byte, arg []byte, cmd string) (fsm.Token, bool)
 // the request has all n arguments, else the one this connection remembers for the key.
 func (r *request) holderToken(n int, name string) (fsm.Token, bool) {
 	if len(r.args) > n {
-		r.w.Error("ERR wrong number of arguments for '" + name + "' command")
+		r.w.Error(wrongArity(name))
 		return 0, false
 	}
 	var tokArg []byte
@@ -190,7 +190,9 @@ func cmdRenew(r *request) {
 	}
 }
 
-// LOCKINFO key -> {owner, token, pttl} or nil. pttl is -1 for a lock without a lease.
+// LOCKINFO key -> {owner, token, pttl} or nil. pttl is -1 for a lock without a lease. The owner
+// is a string's value; of a collection, the element a lock recipe keeps its holder in: a hash's
+// first field (Redisson's "id:thread"), the first member of a set or sorted set, a list's head.
 func cmdLockInfo(r *request) {
 	l, pttl, held, ok := r.readKey(r.args[1])
 	if !ok || r.predictedToken(l) {
@@ -202,7 +204,11 @@ func cmdLockInfo(r *request) {
 	}
 	r.w.Map(3)
 	r.w.BulkString("owner")
-	r.w.Bulk(l.Owner)
+	if l.Value != nil {
+		r.w.Bulk(l.Value.Elems[0])
+	} else {
+		r.w.Bulk(l.Owner)
+	}
 	r.w.BulkString("token")
 	r.w.Int(int64(l.Token))
 	r.w.BulkString("pttl")

@@ -79,6 +79,12 @@ func (o *overlay) apply(cmds []fsm.Command) []fsm.Result {
 			l, _ := o.scratch.Get(c.Key)
 			c.Match = fsm.Match{Kind: fsm.MatchOwner, Owner: l.Owner}
 		}
+		if c.Match.Kind == fsm.MatchRev && c.Match.Rev >= fakeIndexBase {
+			// The collection was written by this script: an earlier command of the same
+			// entry, whose guard vouches for the state this one finds (an entry applies in
+			// order, all or nothing), and whose real revision is not known until it applies.
+			c.Match = fsm.Match{Kind: fsm.MatchAny}
+		}
 		_, before := o.scratch.Get(c.Key)
 		out[i] = o.scratch.Apply(fakeIndexBase, c)
 		if out[i].GuardFailed() {

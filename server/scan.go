@@ -183,7 +183,7 @@ func cmdScan(r *request) {
 // keys (0: all of them). next is the table key to resume at, nil when none is left.
 func listKeys(v node.View, db int, from []byte, limit int64, pattern, typ []byte) (keys [][]byte, next []byte) {
 	seen := int64(0)
-	v.Ascend(from, func(key []byte, _ fsm.Lock) bool {
+	v.Ascend(from, func(key []byte, l fsm.Lock) bool {
 		if int(key[0]) != db {
 			return false
 		}
@@ -193,7 +193,7 @@ func listKeys(v node.View, db int, from []byte, limit int64, pattern, typ []byte
 		}
 		seen++
 		k := userKey(key)
-		if (pattern == nil || globMatch(pattern, k)) && (typ == nil || is(typ, "string")) {
+		if (pattern == nil || globMatch(pattern, k)) && (typ == nil || is(typ, l.Type().String())) {
 			keys = append(keys, append([]byte(nil), k...))
 		}
 		return true

@@ -57,6 +57,11 @@ type Config struct {
 	// may create keys get Redis's -OOM error (deletes, reads and renewals go on). Default ten
 	// million (a few GB of memory on every node); negative: no bound.
 	MaxKeys int
+	// MaxElements bounds the elements of one collection (fields of a hash, members of a set or
+	// sorted set, elements of a list): a command that would grow one past it is refused. Every
+	// change of a collection copies it (values are immutable, DESIGN.md §2), so the bound keeps
+	// a write's cost small. Default 10000.
+	MaxElements int
 	// Redirect makes a follower answer -MOVED <slot> <leader> instead of forwarding requests.
 	Redirect bool
 	// ForwardTimeout bounds how long a follower waits for the leader's reply to a forwarded
@@ -92,6 +97,7 @@ func DefaultConfig() Config {
 		MaxValueBytes:  4096,
 		MaxLeaseMs:     10 * 365 * 24 * 3600 * 1000,
 		MaxKeys:        10_000_000,
+		MaxElements:    10_000,
 		Pipeline:       128,
 		ForwardTimeout: 15 * time.Second,
 		LeaderWait:     time.Second,
@@ -124,6 +130,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxKeys == 0 {
 		c.MaxKeys = d.MaxKeys
+	}
+	if c.MaxElements == 0 {
+		c.MaxElements = d.MaxElements
 	}
 	if c.Pipeline == 0 {
 		c.Pipeline = d.Pipeline

@@ -81,6 +81,7 @@ type setOptions struct {
 	keep   bool   // KEEPTTL
 	lease  uint64 // 0: none
 	past   bool   // an absolute expiry already gone: set and drop at once, as Redis does
+	get    bool   // the old value is replied (SET ... GET, GETSET): only a string's may be
 }
 
 // setOutcome is what a SET-like command found and did.
@@ -93,10 +94,11 @@ type setOutcome struct {
 // set replicates SET key value with opts and reports what it found. On an error it has
 // replied already and returns ok false.
 func (r *request) set(key, value []byte, opts setOptions) (out setOutcome, ok bool) {
+	wrong := false
 	res, err := r.exec([][]byte{key}, func(v node.View) []fsm.Command {
 		l, _, held := v.Lookup(key)
 		out = setOutcome{prev: l.Owner, hadPrev: held, refused: opts.nx && held || opts.xx && !held}
-		if out.refused {
+		if wrong = opts.get && l.Value != nil; wrong || out.refused {
 			return nil
 		}
 		if opts.past {
@@ -118,6 +120,10 @@ func (r *request) set(key, value []byte, opts setOptions) (out setOutcome, ok bo
 	})
 	if err != nil {
 		r.replyError(err)
+		return out, false
+	}
+	if wrong {
+		r.w.Error(errWrongType)
 		return out, false
 	}
 	if len(res) == 1 && res[0].Status == fsm.StatusGrantRejected && !opts.nx {
@@ -191,7 +197,7 @@ func cmdSet(r *request) {
 		}
 		exp.ms = ms
 	}
-	opts.keep = exp.keep
+	opts.keep, opts.get = exp.keep, get
 	if exp.set && !exp.keep {
 		var ok bool
 		if opts.lease, opts.past, ok = r.leaseFor(exp, "set"); !ok {
@@ -246,7 +252,7 @@ func cmdGetSet(r *request) {
 	if !r.checkKey(key) || !r.checkValue(value) {
 		return
 	}
-	out, ok := r.set(key, value, setOptions{})
+	out, ok := r.set(key, value, setOptions{get: true})
 	switch {
 	case !ok:
 	case out.hadPrev:
@@ -260,13 +266,13 @@ func cmdGetSet(r *request) {
 func cmdGetDel(r *request) {
 	key := r.args[1]
 	var (
-		value []byte
-		held  bool
+		value       []byte
+		held, wrong bool
 	)
 	_, err := r.exec([][]byte{key}, func(v node.View) []fsm.Command {
 		var l fsm.Lock
 		l, _, held = v.Lookup(key)
-		if !held {
+		if wrong = l.Value != nil; !held || wrong {
 			return nil
 		}
 		value = l.Owner
@@ -275,6 +281,8 @@ func cmdGetDel(r *request) {
 	switch {
 	case err != nil:
 		r.replyError(err)
+	case wrong:
+		r.w.Error(errWrongType)
 	case !held:
 		r.w.Null()
 	default:
@@ -318,15 +326,15 @@ func cmdGetEX(r *request) {
 		}
 	}
 	var (
-		value []byte
-		held  bool
+		value       []byte
+		held, wrong bool
 	)
 	_, err := r.exec([][]byte{key}, func(v node.View) []fsm.Command {
 		var l fsm.Lock
 		l, _, held = v.Lookup(key)
-		value = l.Owner
+		value, wrong = l.Owner, l.Value != nil
 		switch {
-		case !held, expErr != "":
+		case !held, wrong, expErr != "":
 			return nil
 		case past:
 			return []fsm.Command{{Kind: fsm.KindRelease, Key: key, Match: byToken(l.Token)}}
@@ -340,6 +348,8 @@ func cmdGetEX(r *request) {
 	switch {
 	case err != nil:
 		r.replyError(err)
+	case wrong:
+		r.w.Error(errWrongType)
 	case !held:
 		r.w.Null()
 	case expErr != "":
@@ -357,7 +367,7 @@ func cmdMGet(r *request) {
 		for i, k := range keys {
 			l, _, held := v.Lookup(k)
 			values[i] = nil
-			if held {
+			if held && l.Value == nil { // another type reads as nil, as in Redis
 				values[i] = l.Owner
 			}
 		}
@@ -412,6 +422,10 @@ func incrBy(r *request, by int64) {
 		replyTo = ""
 		l, _, held := v.Lookup(key)
 		var cur int64
+		if held && l.Value != nil {
+			replyTo = errWrongType
+			return nil
+		}
 		if held {
 			var ok bool
 			if cur, ok = parseInt(l.Owner); !ok {
@@ -448,7 +462,7 @@ func incrBy(r *request, by int64) {
 
 // GET key
 func cmdGet(r *request) {
-	l, _, held, ok := r.readKey(r.args[1])
+	l, held, ok := r.readString(r.args[1])
 	switch {
 	case !ok:
 	case !held:
@@ -466,7 +480,7 @@ func cmdGetRange(r *request) {
 		r.w.Error(errNotInt)
 		return
 	}
-	l, _, _, ok := r.readKey(r.args[1])
+	l, _, ok := r.readString(r.args[1])
 	if !ok {
 		return
 	}

@@ -36,19 +36,25 @@ type queuedCommand struct {
 }
 
 // watched is what WATCH saw of a key. A change to the key changes one of them: a new holder its
-// token (and value), a write or renewal its lease revision, a delete held. (A SET KEEPTTL of the
-// same value changes none: it is not seen, the one write WATCH misses.)
+// token (and value), a write or renewal its lease revision, a change of a collection its
+// revision, a delete held. (A SET KEEPTTL of the same value changes none: it is not seen, the
+// one write WATCH misses.)
 type watched struct {
 	held     bool
 	token    fsm.Token
 	leaseRev uint64
+	rev      uint64 // a collection's (fsm.Collection.Rev)
 	value    string
 }
 
 // watchedOf is what v holds of key, a table key.
 func watchedOf(v node.View, key []byte) watched {
 	l, _, held := v.Lookup(key)
-	return watched{held: held, token: l.Token, leaseRev: l.LeaseRev, value: string(l.Owner)}
+	w := watched{held: held, token: l.Token, leaseRev: l.LeaseRev, value: string(l.Owner)}
+	if l.Value != nil {
+		w.rev = l.Value.Rev
+	}
+	return w
 }
 
 // maxQueued bounds the commands one transaction may queue: EXEC evaluates them all under the

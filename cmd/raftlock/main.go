@@ -89,6 +89,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	scfg.Redirect = opts.redirect
 	scfg.LeaderWait = opts.leaderWait
 	scfg.MaxKeys = opts.maxKeys
+	scfg.MaxElements = opts.maxElements
 	scfg.Now = clock.Now
 	if opts.testClock {
 		logger.Warn("--test-clock: DEBUG CLOCK-SHIFT can move this node's lease clock; for tests only")

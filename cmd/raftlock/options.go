@@ -37,9 +37,11 @@ type options struct {
 	// server's default; negative: none).
 	leaderWait time.Duration
 	// maxKeys bounds the keys of all databases (0: the server's default; negative: none).
-	maxKeys   int
-	logLevel  string
-	logFormat string
+	maxKeys int
+	// maxElements bounds the elements of one hash, set, sorted set or list.
+	maxElements int
+	logLevel    string
+	logFormat   string
 	// metricsAddr, when set, serves /metrics and /debug/pprof/ over HTTP.
 	metricsAddr string
 }
@@ -62,6 +64,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"trailing-logs":      fs.String("trailing-logs", "0", "log entries kept behind a snapshot for slow followers (0: default 10240)"),
 		"snapshot-interval":  fs.String("snapshot-interval", "0", "how often to check whether to snapshot (0: default 10s)"),
 		"max-keys":           fs.String("max-keys", "10000000", "the most keys all databases may hold together; past it, commands that create keys get -OOM (-1: no bound)"),
+		"max-elements":       fs.String("max-elements", "10000", "the most elements one hash, set, sorted set or list may hold; past it, commands that would grow it are refused"),
 		"leader-wait":        fs.String("leader-wait", "1s", "how long a request that needs the leader waits for one (after a start, during an election) before CLUSTERDOWN; 0: not at all"),
 		"log-level":          fs.String("log-level", "info", "debug, info, warn or error"),
 		"log-format":         fs.String("log-format", "text", "text or json"),
@@ -130,6 +133,9 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	}
 	if o.maxKeys, err = strconv.Atoi(*vals["max-keys"]); err != nil || o.maxKeys == 0 || o.maxKeys < -1 {
 		return options{}, fmt.Errorf("--max-keys: want a positive number of keys, or -1 for no bound, got %q", *vals["max-keys"])
+	}
+	if o.maxElements, err = strconv.Atoi(*vals["max-elements"]); err != nil || o.maxElements <= 0 {
+		return options{}, fmt.Errorf("--max-elements: want a positive number of elements, got %q", *vals["max-elements"])
 	}
 	if o.leaderWait, err = time.ParseDuration(*vals["leader-wait"]); err != nil || o.leaderWait < 0 {
 		return options{}, fmt.Errorf("--leader-wait: want a duration such as 1s (0: no wait), got %q", *vals["leader-wait"])

@@ -54,6 +54,8 @@ func TestParseOptions(t *testing.T) {
 		{"--leader-wait", "-1s"},
 		{"--max-keys", "0"},
 		{"--max-keys", "many"},
+		{"--max-elements", "0"},
+		{"--max-elements", "-1"},
 		{"--leader-wait", "soon"},
 		{"--bogus"},
 		{"extra"},
