@@ -34,6 +34,28 @@ type View interface {
 // whatever it records each time.
 type Eval func(v View) []fsm.Command
 
+// KeyEvent is what an applied entry did to a key, for keyspace notifications
+// (notify-keyspace-events): every node reports the events of the entries it applies.
+type KeyEvent uint8
+
+const (
+	// KeyDeleted: a DEL, UNLINK, GETDEL, UNLOCK or an emptied collection removed the key.
+	KeyDeleted KeyEvent = iota + 1
+	// KeyExpired: the key's lease ran out (a committed Expire removed it).
+	KeyExpired
+)
+
+// KeyEventOf is the keyspace event an applied command's result is, 0 for none.
+func KeyEventOf(c fsm.Command, r fsm.Result) KeyEvent {
+	switch {
+	case r.Status == fsm.StatusReleased, r.Status == fsm.StatusWritten && r.Existed && c.Value == nil:
+		return KeyDeleted
+	case r.Status == fsm.StatusExpired && r.Existed:
+		return KeyExpired
+	}
+	return 0
+}
+
 // Member is one server of the cluster: its raft configuration entry plus the client address it
 // announced (replicated through the log).
 type Member struct {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
 )
 
 // machineFSM adapts the lock table to raft. It applies batches under Node.mu, arms and disarms
@@ -75,6 +76,8 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			members = members || res[j].Status == fsm.StatusMember
 			if res[j].Status == fsm.StatusPublished {
 				publish = append(publish, message{res: &res[j], channel: c.Key, body: c.Owner, shard: c.Kind == fsm.KindShardPublish})
+			} else if ev := node.KeyEventOf(c, res[j]); ev != 0 {
+				publish = append(publish, message{channel: c.Key, event: ev})
 			}
 		}
 		resps[i].results = res
@@ -97,11 +100,15 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	if fn := n.changed.Load(); fn != nil && (len(changed) > 0 || flushed) {
 		(*fn)(changed)
 	}
-	if fn := n.published.Load(); fn != nil {
-		// In log order, after every change of the batch and before anyone hears back: a
-		// subscriber told "released" finds the key free on this node.
-		for _, m := range publish {
-			m.res.Receivers = (*fn)(m.channel, m.body, m.shard)
+	// In log order, after every change of the batch and before anyone hears back: a subscriber
+	// told "released" finds the key free on this node.
+	deliver, notify := n.published.Load(), n.keyEvent.Load()
+	for _, m := range publish {
+		switch {
+		case m.event != 0 && notify != nil:
+			(*notify)(m.channel, m.event)
+		case m.event == 0 && deliver != nil:
+			m.res.Receivers = (*deliver)(m.channel, m.body, m.shard)
 		}
 	}
 	return out
@@ -111,13 +118,16 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 // entry did not decode.
 type entryResponse struct{ results []fsm.Result }
 
-// message is one applied PUBLISH or SPUBLISH, for delivery once the batch is applied. Its bytes
-// alias the log entry's. An aborted entry's messages are not delivered: they were not applied.
+// message is one applied PUBLISH or SPUBLISH, or with event a key's deletion or expiry (channel
+// is then the key), for delivery once the batch is applied. Its bytes alias the log entry's. An
+// aborted entry's messages are not delivered: they were not applied.
 type message struct {
 	res           *fsm.Result // its result, where the receivers on this node are counted
 	channel, body []byte
 	shard         bool
+	event         node.KeyEvent
 }
+
 
 // badEntry is a log entry ApplyBatch could not decode (and skipped).
 type badEntry struct {

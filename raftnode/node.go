@@ -67,6 +67,8 @@ type Node struct {
 	published atomic.Pointer[func(channel, message []byte, shard bool) int]
 	// restored, when set, is told that a snapshot replaced the table (OnRestore).
 	restored atomic.Pointer[func()]
+	// keyEvent, when set, is told of each key an applied entry deleted or expired (OnKeyEvent).
+	keyEvent atomic.Pointer[func(key []byte, ev node.KeyEvent)]
 
 	// Membership (membership.go): removed is closed once this node learns it was removed;
 	// member is set once a committed configuration listed it (or it started with state);
@@ -363,6 +365,11 @@ func (n *Node) OnChange(fn func(keys [][]byte)) { n.changed.Store(&fn) }
 // batch's change hook and before the batch's requests hear back, in log order. It must not
 // block; channel and message are only valid during the call.
 func (n *Node) OnPublish(fn func(channel, message []byte, shard bool) int) { n.published.Store(&fn) }
+
+// OnKeyEvent registers fn to be told of every key an entry this node applies deletes or expires,
+// for keyspace notifications. It runs where OnPublish's hook does, in log order with the
+// messages. It must not block; key is only valid during the call.
+func (n *Node) OnKeyEvent(fn func(key []byte, ev node.KeyEvent)) { n.keyEvent.Store(&fn) }
 
 // OnRestore registers fn to be told, on raft's apply goroutine after the view lock is released,
 // that a snapshot replaced this node's table: the messages of the entries it covers are never

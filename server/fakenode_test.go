@@ -33,6 +33,7 @@ type fakeNode struct {
 	changed   atomic.Pointer[func(keys [][]byte)]
 	published atomic.Pointer[func(channel, message []byte, shard bool) int]
 	restored  atomic.Pointer[func()]
+	keyEvent  atomic.Pointer[func(key []byte, ev node.KeyEvent)]
 	// follower: the node is not the leader and knows none (until setLeader).
 	follower atomic.Bool
 	leaderMu sync.Mutex
@@ -174,12 +175,14 @@ func (f *fakeNode) commit(batch []*fakeProposal) {
 	if fn := f.changed.Load(); fn != nil && len(changed) > 0 {
 		(*fn)(changed)
 	}
-	if fn := f.published.Load(); fn != nil {
-		for _, p := range batch {
-			for i, c := range p.cmds {
-				if p.results[i].Status == fsm.StatusPublished {
-					p.results[i].Receivers = (*fn)(c.Key, c.Owner, c.Kind == fsm.KindShardPublish)
-				}
+	deliver, notify := f.published.Load(), f.keyEvent.Load()
+	for _, p := range batch {
+		for i, c := range p.cmds {
+			switch ev := node.KeyEventOf(c, p.results[i]); {
+			case p.results[i].Status == fsm.StatusPublished && deliver != nil:
+				p.results[i].Receivers = (*deliver)(c.Key, c.Owner, c.Kind == fsm.KindShardPublish)
+			case ev != 0 && notify != nil:
+				(*notify)(c.Key, ev)
 			}
 		}
 	}
@@ -248,6 +251,8 @@ func (f *fakeNode) LeaderChanged() <-chan struct{} {
 func (f *fakeNode) OnChange(fn func(keys [][]byte)) { f.changed.Store(&fn) }
 
 func (f *fakeNode) OnRestore(fn func()) { f.restored.Store(&fn) }
+
+func (f *fakeNode) OnKeyEvent(fn func(key []byte, ev node.KeyEvent)) { f.keyEvent.Store(&fn) }
 
 func (f *fakeNode) OnPublish(fn func(channel, message []byte, shard bool) int) {
 	f.published.Store(&fn)

@@ -22,12 +22,69 @@ var configParams = [][2]string{
 	{"save", ""},
 	{"timeout", "0"},
 	{"cluster-enabled", "no"},
+	{"notify-keyspace-events", ""},
 }
 
-// CONFIG GET pattern [pattern ...]
+// CONFIG SET parameter value [parameter value ...]: notify-keyspace-events is the one parameter
+// that may change while a node runs (it is this node's, as a Redis instance's is). Like Redis 7,
+// it sets all the pairs or none.
+func configSet(r *request) {
+	pairs := r.args[2:]
+	switch {
+	case len(pairs) < 2:
+		r.w.Error(wrongArity("config|set"))
+		return
+	case len(pairs)%2 != 0:
+		r.w.Error(errSyntax)
+		return
+	}
+	var flags uint32
+	for i := 0; i < len(pairs); i += 2 {
+		name := lower(pairs[i])
+		known := false
+		for _, p := range configParams {
+			known = known || p[0] == name
+		}
+		failed := "ERR CONFIG SET failed (possibly related to argument '" + name + "') - "
+		switch {
+		case !known:
+			r.w.Error("ERR Unknown option or number of arguments for CONFIG SET - '" + string(pairs[i]) + "'")
+			return
+		case seenParam(pairs[:i], name):
+			r.w.Error(failed + "duplicate parameter")
+			return
+		case name != "notify-keyspace-events":
+			r.w.Error(failed + "raftlock sets it by a flag at start")
+			return
+		}
+		var ok bool
+		if flags, ok = parseNotifyFlags(pairs[i+1]); !ok {
+			r.w.Error(failed + "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")
+			return
+		}
+	}
+	r.s.notifyFlags.Store(flags)
+	r.w.SimpleString("OK")
+}
+
+// seenParam reports whether one of the parameters of pairs (name, value, ...) is name.
+func seenParam(pairs [][]byte, name string) bool {
+	for i := 0; i < len(pairs); i += 2 {
+		if is(pairs[i], name) {
+			return true
+		}
+	}
+	return false
+}
+
+// CONFIG GET pattern [pattern ...] · CONFIG SET notify-keyspace-events value
 func cmdConfig(r *request) {
+	if is(r.args[1], "set") {
+		configSet(r)
+		return
+	}
 	if !is(r.args[1], "get") {
-		r.w.Error("ERR raftlock supports only CONFIG GET; its configuration is set by flags at start")
+		r.w.Error("ERR raftlock supports only CONFIG GET and CONFIG SET notify-keyspace-events; the rest of its configuration is set by flags at start")
 		return
 	}
 	if len(r.args) < 3 {
@@ -36,8 +93,11 @@ func cmdConfig(r *request) {
 	}
 	var out [][2]string
 	for _, p := range configParams {
-		if p[0] == "maxclients" {
+		switch p[0] {
+		case "maxclients":
 			p[1] = itoa(int64(r.s.cfg.MaxClients))
+		case "notify-keyspace-events":
+			p[1] = formatNotifyFlags(r.s.notifyFlags.Load())
 		}
 		for _, pat := range r.args[2:] {
 			if ok, _ := path.Match(lower(pat), p[0]); ok {

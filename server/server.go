@@ -184,9 +184,11 @@ type Server struct {
 	tracker *tracker
 	waiters *waiters
 	hub     *hub
-	cursors *cursors
-	log     *slog.Logger
-	start   time.Time
+	// notifyFlags is the notify-keyspace-events setting (notify.go), set by CONFIG SET.
+	notifyFlags atomic.Uint32
+	cursors     *cursors
+	log         *slog.Logger
+	start       time.Time
 	// bootID makes the default owners of this process's LOCKs unlike any earlier process's.
 	bootID string
 
@@ -235,6 +237,7 @@ func New(cfg Config, n Node, admin Admin) (*Server, error) {
 	})
 	n.OnPublish(s.hub.deliver)
 	n.OnRestore(s.hub.dropSubscribers)
+	n.OnKeyEvent(s.notifyKey)
 	s.mu.conns = make(map[*conn]struct{})
 	return s, nil
 }
