@@ -128,7 +128,6 @@ type message struct {
 	event         node.KeyEvent
 }
 
-
 // badEntry is a log entry ApplyBatch could not decode (and skipped).
 type badEntry struct {
 	index uint64
