@@ -33,7 +33,7 @@ type Op struct {
 	Node     string `json:"node"`
 	Key      string `json:"key"`
 	Kind     string `json:"kind"`
-	Via      string `json:"via,omitempty"`   // acquire: "lock" (native) or "set" (SET NX PX)
+	Via      string `json:"via,omitempty"`   // acquire: "lock" (native), "set" (SET NX PX) or "hash" (a script's HSET)
 	Owner    string `json:"owner,omitempty"` // acquire: the attempt's unique owner; renew/release: the holder's
 	TTL      int64  `json:"ttl_ms,omitempty"`
 	Token    uint64 `json:"token,omitempty"` // acquire: granted token (0: unknown); renew/release: the token used
@@ -75,8 +75,11 @@ func (o Op) String() string {
 	switch o.Kind {
 	case Acquire:
 		verb := "lock"
-		if o.Via == "set" {
+		switch o.Via {
+		case "set":
 			verb = "set-nx"
+		case "hash":
+			verb = "hash-lock"
 		}
 		return fmt.Sprintf("c%d %s %s %dms %s -> %s", o.Client, verb, o.Key, o.TTL, o.Owner, res)
 	case Renew:

@@ -1,7 +1,7 @@
 package chaos
 
-// Multi-key atomicity (DESIGN.md §8.7): a script that sets every key of a group to one fresh
-// value, and a DEL of every key of the group. Each is one request, so on every node, at every
+// Multi-key atomicity (DESIGN.md §8.7): a script, or a MULTI/EXEC transaction, that sets every
+// key of a group to one fresh value, and a DEL of every key of the group. Each is one request, so on every node, at every
 // moment, a group's keys hold the same value or are all absent: a group seen otherwise, by a
 // read during the run or in any node's own table after healing, holds a request applied to some
 // of its keys and not the others. A request whose outcome is unknown (a timeout, UNCERTAIN) may
@@ -17,6 +17,7 @@ import (
 // Multi-key op kinds.
 const (
 	MultiSet  = "eval-set" // EVAL setScript over the group's keys, with a value of its own
+	MultiTx   = "exec-set" // MULTI, EXISTS of the group, SET of each key, EXEC
 	MultiDel  = "del"      // DEL of every key of the group
 	MultiRead = "mget"     // READONLY MGET of the group on one node: its own table on a follower
 )
@@ -61,7 +62,7 @@ func (o MultiOp) String() string {
 		res += " (" + o.Err + ")"
 	}
 	what := o.Kind + " " + o.Group
-	if o.Kind == MultiSet {
+	if o.Kind == MultiSet || o.Kind == MultiTx {
 		what += " = " + o.Value
 	}
 	return fmt.Sprintf("c%d %s on %s at %.3fs -> %s", o.Client, what, o.Node, sec(o.Invoke), res)
@@ -91,10 +92,13 @@ func (w *worker) multiKey() {
 		keys := groupKeys(group)
 		op := MultiOp{Client: w.id, Group: group}
 		switch p := w.rng.Float64(); {
-		case p < 0.45:
+		case p < 0.25:
 			op.Kind, op.Value = MultiSet, fmt.Sprintf("w%d-%d", w.id, n)
 			args := append([]string{"EVAL", setScript, fmt.Sprint(groupSize)}, keys...)
 			w.multiCall(&op, append(args, op.Value)...)
+		case p < 0.45:
+			op.Kind, op.Value = MultiTx, fmt.Sprintf("w%d-%d", w.id, n)
+			w.multiTx(&op, keys)
 		case p < 0.7:
 			op.Kind = MultiDel
 			w.multiCall(&op, append([]string{"DEL"}, keys...)...)
@@ -140,6 +144,42 @@ func (w *worker) multiCall(op *MultiOp, args ...string) {
 	for _, x := range a {
 		s, _ := x.(string)
 		op.Values = append(op.Values, s)
+	}
+}
+
+// multiTx sets every key of a group in one MULTI/EXEC on a READONLY connection (the
+// transaction goes to the leader), counting in the same transaction how many held a value.
+func (w *worker) multiTx(op *MultiOp, keys []string) {
+	cmds := [][]string{{"READONLY"}, {"MULTI"}, append([]string{"EXISTS"}, keys...)}
+	for _, k := range keys {
+		cmds = append(cmds, []string{"SET", k, op.Value})
+	}
+	cmds = append(cmds, []string{"EXEC"})
+	c := w.conn()
+	op.Node = c.addr
+	op.Invoke = w.rec.now()
+	vs, errs := c.pipe(opTimeout, nil, cmds...)
+	op.Complete = w.rec.now()
+	var err error
+	for _, e := range errs {
+		if e != nil {
+			err = e // the first queueing error, or EXEC's
+			break
+		}
+	}
+	if op.Outcome, op.Err = outcomeOf(err); op.Outcome != OK {
+		w.failover()
+		return
+	}
+	a, ok := vs[len(vs)-1].([]any)
+	if !ok || len(a) != 1+len(keys) {
+		op.Outcome, op.Err = Unknown, fmt.Sprintf("unexpected EXEC reply %#v", vs[len(vs)-1])
+		return
+	}
+	if n, ok := asInt(a[0]); ok {
+		op.Found = n
+	} else {
+		op.Outcome, op.Err = Unknown, fmt.Sprintf("unexpected EXISTS reply %#v", a[0])
 	}
 }
 
@@ -202,7 +242,7 @@ func checkAtomicity(ops []MultiOp, final map[string]map[string][]string) Atomici
 			res.Reads++
 		case op.Kind != MultiRead:
 			res.Requests++
-			if op.Kind == MultiSet {
+			if op.Kind == MultiSet || op.Kind == MultiTx {
 				writer[op.Value] = op
 			}
 			if strings.Contains(op.Err, "did not apply") || strings.Contains(op.Err, "nothing was applied") {

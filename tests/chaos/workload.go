@@ -132,13 +132,51 @@ func (w *worker) lock(key string, ttl int64) Op {
 // this grant's).
 func (w *worker) setNX(key string, ttl int64) Op {
 	op := Op{Kind: Acquire, Via: "set", Key: key, TTL: ttl, Owner: w.newOwner()}
+	return w.acquireThenRead(op, []string{"SET", key, op.Owner, "NX", "PX", strconv.FormatInt(ttl, 10)}, "OK")
+}
+
+// The hash lock, as Redisson keeps a re-entrant lock: a hash whose field is the holder, with a
+// lease on the key. Each script is one replicated entry (a Write of the hash, and its lease).
+const (
+	hashAcquireScript = "if redis.call('exists', KEYS[1]) == 0 then redis.call('hset', KEYS[1], ARGV[1], 1) " +
+		"redis.call('pexpire', KEYS[1], ARGV[2]) return 1 end return 0"
+	hashRenewScript = "if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then redis.call('pexpire', KEYS[1], ARGV[2]) " +
+		"return 1 end return 0"
+	hashReleaseScript = "if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then redis.call('hdel', KEYS[1], ARGV[1]) " +
+		"return 1 end return 0"
+)
+
+// hashLock acquires with hashAcquireScript, LOCKINFO pipelined behind it for the token (a
+// hash's holder is its first field). Its renewals and release go by owner (hashCall): owners
+// are unique per attempt, so the owner names this grant as its token would.
+func (w *worker) hashLock(key string, ttl int64) Op {
+	op := Op{Kind: Acquire, Via: "hash", Key: key, TTL: ttl, Owner: w.newOwner()}
+	return w.acquireThenRead(op, []string{"EVAL", hashAcquireScript, "1", key, op.Owner, strconv.FormatInt(ttl, 10)}, int64(1))
+}
+
+// hashCall renews (ttl > 0) or releases a hash lock by its owner.
+func (w *worker) hashCall(kind string, key, owner string, token uint64, ttl int64) Op {
+	op := Op{Kind: kind, Key: key, Owner: owner, Token: token, TTL: ttl}
+	script := hashReleaseScript
+	if kind == Renew {
+		script = hashRenewScript
+	}
+	v := w.call(&op, "EVAL", script, "1", key, owner, strconv.FormatInt(ttl, 10))
+	boolReply(&op, v)
+	w.rec.add(op)
+	return op
+}
+
+// acquireThenRead sends an acquire (whose reply is grantedReply when granted, nil when not)
+// with LOCKINFO pipelined behind it, and records both.
+func (w *worker) acquireThenRead(op Op, acquire []string, grantedReply any) Op {
+	key := op.Key
 	rd := Op{Kind: Read, Key: key}
 	c := w.conn()
 	op.Client, op.Node, rd.Client, rd.Node = w.id, c.addr, w.id, c.addr
 	op.Invoke = w.rec.now()
 	rd.Invoke = op.Invoke
-	vs, errs := c.pipe(opTimeout, func(int) { op.Complete = w.rec.now() },
-		[]string{"SET", key, op.Owner, "NX", "PX", strconv.FormatInt(ttl, 10)}, []string{"LOCKINFO", key})
+	vs, errs := c.pipe(opTimeout, func(int) { op.Complete = w.rec.now() }, acquire, []string{"LOCKINFO", key})
 	rd.Complete = w.rec.now()
 	if op.Complete == 0 {
 		op.Complete = rd.Complete
@@ -146,8 +184,8 @@ func (w *worker) setNX(key string, ttl int64) Op {
 	w.settle(&op, errs[0])
 	if op.Outcome == OK {
 		switch vs[0] {
-		case nil:
-		case "OK":
+		case nil, int64(0):
+		case grantedReply:
 			op.Granted = true
 		default:
 			unexpected(&op, vs[0])
@@ -310,10 +348,13 @@ func (w *worker) run() {
 		}
 		ttl := int64(1000 + w.rng.IntN(1001))
 		var g Op
-		if w.rng.IntN(2) == 0 {
+		switch w.rng.IntN(3) {
+		case 0:
 			g = w.lock(key, ttl)
-		} else {
+		case 1:
 			g = w.setNX(key, ttl)
+		default:
+			g = w.hashLock(key, ttl)
 		}
 		if g.Outcome != OK || !g.Granted || g.Token == 0 {
 			// refused, failed, unknown, or SET NX granted without a token to work with: the
@@ -333,7 +374,12 @@ func (w *worker) run() {
 			} else {
 				w.sleep(50*time.Millisecond, time.Duration(ttl/2)*time.Millisecond)
 			}
-			rn := w.renew(key, g.Owner, g.Token, ttl)
+			var rn Op
+			if g.Via == "hash" {
+				rn = w.hashCall(Renew, key, g.Owner, g.Token, ttl)
+			} else {
+				rn = w.renew(key, g.Owner, g.Token, ttl)
+			}
 			switch {
 			case rn.Outcome == OK && rn.Success:
 				h.from, h.validUntil = rn.Invoke, rn.Invoke+ttl*int64(time.Millisecond)
@@ -343,7 +389,11 @@ func (w *worker) run() {
 		}
 		if held && w.rng.Float64() < 0.75 {
 			w.work(h)
-			w.release(key, g.Owner, g.Token)
+			if g.Via == "hash" {
+				w.hashCall(Release, key, g.Owner, g.Token, 0)
+			} else {
+				w.release(key, g.Owner, g.Token)
+			}
 		}
 		if w.rng.Float64() < 0.3 {
 			w.read(key)
