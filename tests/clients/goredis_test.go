@@ -67,7 +67,7 @@ func TestGoRedis(t *testing.T) {
 		t.Run(fmt.Sprintf("resp%d", proto), func(t *testing.T) {
 			t.Parallel()
 			client := func(addr string) redis.UniversalClient {
-				c := redis.NewClient(&redis.Options{Addr: addr, Protocol: proto, Dialer: dial(t, "")})
+				c := redis.NewClient(&redis.Options{Addr: addr, Protocol: proto, Dialer: dial(t, ""), DB: testDB()})
 				t.Cleanup(func() { c.Close() })
 				return c
 			}

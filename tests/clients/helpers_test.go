@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,9 @@ import (
 //	RAFTLOCK_MATRIX         a file to which each scenario appends "library<TAB>scenario<TAB>
 //	                        pass|fail|skip<TAB>detail" (run.sh prints the matrix from it).
 //	RAFTLOCK_TRACE          1: log every command and reply the libraries exchange, to stderr.
+//	RAFTLOCK_DB             the database every plain client SELECTs (default 0; run.sh runs the
+//	                        suite again in database 9, its libraries named "...@db9"). Cluster-mode
+//	                        clients have database 0 only: they skip in any other.
 func addrsFromEnv(t *testing.T, name string) []string {
 	t.Helper()
 	v := os.Getenv(name)
@@ -48,8 +52,20 @@ type target struct {
 	first, second string // the first client's node and the second's
 }
 
-func plainTarget(t *testing.T) target   { return targetOf(t, "RAFTLOCK_ADDRS") }
-func clusterTarget(t *testing.T) target { return targetOf(t, "RAFTLOCK_CLUSTER_ADDRS") }
+func plainTarget(t *testing.T) target { return targetOf(t, "RAFTLOCK_ADDRS") }
+
+func clusterTarget(t *testing.T) target {
+	if testDB() != 0 {
+		t.Skip("cluster-mode clients use database 0 only")
+	}
+	return targetOf(t, "RAFTLOCK_CLUSTER_ADDRS")
+}
+
+// testDB is the database the plain clients select (RAFTLOCK_DB).
+func testDB() int {
+	n, _ := strconv.Atoi(os.Getenv("RAFTLOCK_DB"))
+	return n
+}
 
 func targetOf(t *testing.T, env string) target {
 	a := addrsFromEnv(t, env)
@@ -137,6 +153,9 @@ func record(lib, scenario, result, detail string) {
 	if path == "" {
 		return
 	}
+	if db := testDB(); db != 0 {
+		lib += "@db" + strconv.Itoa(db)
+	}
 	detail = strings.Join(strings.Fields(detail), " ")
 	if len(detail) > 300 {
 		detail = detail[:300] + "..."
@@ -217,7 +236,7 @@ func uniqueKey(parts ...string) string {
 type inspector struct{ c *redis.Client }
 
 func newInspector(t *testing.T, addr string) inspector {
-	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, MaxRetries: -1, DB: testDB()})
 	t.Cleanup(func() { c.Close() })
 	return inspector{c}
 }

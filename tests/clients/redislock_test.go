@@ -63,7 +63,7 @@ func TestRedislock(t *testing.T) {
 	t.Parallel() // each library on its own keys
 	tg := plainTarget(t)
 	client := func(addr string) *redislock.Client {
-		c := redis.NewClient(&redis.Options{Addr: addr, Dialer: dial(t, "")})
+		c := redis.NewClient(&redis.Options{Addr: addr, Dialer: dial(t, ""), DB: testDB()})
 		t.Cleanup(func() { c.Close() })
 		return redislock.New(c)
 	}

@@ -89,7 +89,7 @@ func TestRedsync(t *testing.T) {
 	t.Run("goredis", func(t *testing.T) {
 		t.Parallel()
 		pool := func(addr string) redsyncredis.Pool {
-			c := redis.NewClient(&redis.Options{Addr: addr, Dialer: dial(t, "")})
+			c := redis.NewClient(&redis.Options{Addr: addr, Dialer: dial(t, ""), DB: testDB()})
 			t.Cleanup(func() { c.Close() })
 			return goredispool.NewPool(c)
 		}
@@ -100,7 +100,7 @@ func TestRedsync(t *testing.T) {
 	t.Run("rueidis", func(t *testing.T) {
 		t.Parallel()
 		pool := func(addr string) redsyncredis.Pool {
-			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DialCtxFn: rueidisDial(t, "", nil)})
+			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DialCtxFn: rueidisDial(t, "", nil), SelectDB: testDB()})
 			if err != nil {
 				t.Fatalf("rueidis.NewClient(%s): %v", addr, err)
 			}

@@ -50,7 +50,7 @@ func testRueidislock(t *testing.T, tg target, lib string, single, noloop bool) {
 	newLocker := func(addr, via string, validity time.Duration, evals *atomic.Int64) rueidislock.Locker {
 		l, err := rueidislock.NewLocker(rueidislock.LockerOption{
 			ClientOption: rueidis.ClientOption{InitAddress: []string{addr}, DialCtxFn: rueidisDial(t, via, evals),
-				ForceSingleClient: single},
+				ForceSingleClient: single, SelectDB: testDB()},
 			KeyValidity:    validity,
 			KeyMajority:    majority,
 			NoLoopTracking: noloop,
