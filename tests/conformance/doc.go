@@ -10,4 +10,8 @@
 //   - Redisson 4.7.0-62 (66863978): RLock tryLock with a lease, re-entry, a contender told the
 //     pttl, the watchdog's renewal script, unlock with its latch and publish, a subscribed waiter
 //     woken, forceUnlock, EVALSHA after NOSCRIPT; RFencedLock's INCR token (TestRedissonRLock).
+//   - Spring Integration RedisLockRegistry 6.5.10 (5624e08f) and 7.2.0-M1-3 (f369e899), with
+//     spring-data-redis 4.2.0-M1-1 (a1bd5674): obtain (EVALSHA, NOSCRIPT, EVAL), spin retries,
+//     renew and unlock scripts, 7.x SET IFEQ / DELEX probes and their fallback, an expired lease
+//     at unlock, pub/sub mode's PSUBSCRIBE and unlock message (TestSpringRedisLockRegistry).
 package conformance

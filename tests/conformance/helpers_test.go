@@ -302,3 +302,6 @@ func sha1hex(src string) string {
 	sum := sha1.Sum([]byte(src))
 	return hex.EncodeToString(sum[:])
 }
+
+// errorf is fmt.Errorf, for the conditions testutil.WaitFor polls.
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
