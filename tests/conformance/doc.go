@@ -14,4 +14,8 @@
 //     spring-data-redis 4.2.0-M1-1 (a1bd5674): obtain (EVALSHA, NOSCRIPT, EVAL), spin retries,
 //     renew and unlock scripts, 7.x SET IFEQ / DELEX probes and their fallback, an expired lease
 //     at unlock, pub/sub mode's PSUBSCRIBE and unlock message (TestSpringRedisLockRegistry).
+//   - StackExchange.Redis 3.1.31 (90bbf1fc): the pipelined connect handshake of the interactive
+//     and subscription connections, LockTake (SET EX/PX NX), LockQuery, LockExtend and
+//     LockRelease as WATCH/GET/MULTI/EXEC or UNWATCH, an EXEC aborted by a takeover
+//     (TestStackExchangeRedisLock).
 package conformance
