@@ -18,4 +18,7 @@
 //     and subscription connections, LockTake (SET EX/PX NX), LockQuery, LockExtend and
 //     LockRelease as WATCH/GET/MULTI/EXEC or UNWATCH, an EXEC aborted by a takeover
 //     (TestStackExchangeRedisLock).
+//   - python-redis-lock 4.0.1-5 (e448f12f): acquire (SET NX EX), a waiter blocked in BLPOP on the
+//     signal list woken by release, extend (0/1/2), release (DEL, LPUSH, PEXPIRE the signal,
+//     DEL the lock), reset_all (TestPythonRedisLock; skips on raftlock until lists are in).
 package conformance

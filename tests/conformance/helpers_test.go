@@ -305,3 +305,13 @@ func sha1hex(src string) string {
 
 // errorf is fmt.Errorf, for the conditions testutil.WaitFor polls.
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// requireCommands skips a raftlock run, naming the command, when raftlock does not know one of
+// names: each is sent without arguments, which a server that knows it refuses for its arity
+// and one that does not for being unknown.
+func requireCommands(t *testing.T, s server, c *conn, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		skipIfUnknown(t, s, c.do(name), name)
+	}
+}
