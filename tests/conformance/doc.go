@@ -21,4 +21,7 @@
 //   - python-redis-lock 4.0.1-5 (e448f12f): acquire (SET NX EX), a waiter blocked in BLPOP on the
 //     signal list woken by release, extend (0/1/2), release (DEL, LPUSH, PEXPIRE the signal,
 //     DEL the lock), reset_all (TestPythonRedisLock; skips on raftlock until lists are in).
+//   - redlock-rb 2.0.6 (f176e574): lock, extend (allow_new_lock yes/no), unlock and pttl scripts by
+//     EVALSHA after NOSCRIPT and SCRIPT LOAD, a contender's failed lock and best-effort unlock
+//     (TestRedlockRb).
 package conformance
