@@ -24,4 +24,10 @@
 //   - redlock-rb 2.0.6 (f176e574): lock, extend (allow_new_lock yes/no), unlock and pttl scripts by
 //     EVALSHA after NOSCRIPT and SCRIPT LOAD, a contender's failed lock and best-effort unlock
 //     (TestRedlockRb).
+//   - ShedLock 7.9.0-14 (2495b140), the Jedis and Spring providers: lock (SET NX PX), extend and
+//     early unlock (SET XX PX, or the safeUpdate PEXPIRE script), unlock (DEL, or the safeUpdate
+//     script) (TestShedLockRedis).
+//
+// Not covered yet: Redisson RReadWriteLock, RFairLock and RSemaphore; Medallion
+// (madelson/DistributedLock).
 package conformance
