@@ -9,9 +9,11 @@ package server
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/raftlock/raftlock/fsm"
 )
@@ -81,40 +83,36 @@ func isSpace(c byte) bool {
 // skips those; the callers decide). erange reports a value out of a double's range: rounded to
 // an infinity, or a non-zero value rounded to 0 (glibc's ERANGE; a subnormal result is not).
 func strtod(b []byte) (f float64, erange, ok bool) {
-	if len(b) == 0 || bytes.IndexByte(b, '_') >= 0 { // Go's ParseFloat takes 0x1_0p0; strtod not
+	s := string(b)
+	if s == "" || strings.IndexByte(s, '_') >= 0 { // ParseFloat takes Go's 1_000; strtod does not
 		return 0, false, false
 	}
-	s := string(b)
-	digits := s
-	if len(digits) > 0 && (digits[0] == '+' || digits[0] == '-') {
-		digits = digits[1:]
+	unsigned := s
+	if s[0] == '+' || s[0] == '-' {
+		unsigned = s[1:]
 	}
-	hex := len(digits) > 2 && digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X')
-	if hex && !bytes.ContainsAny(b, "pP") {
+	hex := len(unsigned) > 2 && unsigned[0] == '0' && (unsigned[1] == 'x' || unsigned[1] == 'X')
+	if hex && !strings.ContainsAny(s, "pP") {
 		s += "p0" // strtod's binary exponent is optional, ParseFloat's is not
 	}
 	f, err := strconv.ParseFloat(s, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		return f, true, true
+	}
 	if err != nil {
-		if ne, isNum := err.(*strconv.NumError); isNum && ne.Err == strconv.ErrRange {
-			return f, true, true
-		}
 		return 0, false, false
 	}
 	if f == 0 {
-		// An underflow rounded to 0: a non-zero digit in the mantissa.
-		mantissa := digits
+		// ParseFloat rounds an underflow to 0 silently: a non-zero digit in the mantissa
+		// tells it from a zero.
+		mantissa, marks, nonZero := unsigned, "eE", "123456789"
 		if hex {
-			mantissa = mantissa[2:]
-			if i := bytes.IndexAny([]byte(mantissa), "pP"); i >= 0 {
-				mantissa = mantissa[:i]
-			}
-			erange = bytes.ContainsAny([]byte(mantissa), "123456789abcdefABCDEF")
-		} else {
-			if i := bytes.IndexAny([]byte(mantissa), "eE"); i >= 0 {
-				mantissa = mantissa[:i]
-			}
-			erange = bytes.ContainsAny([]byte(mantissa), "123456789")
+			mantissa, marks, nonZero = unsigned[2:], "pP", "123456789abcdefABCDEF"
 		}
+		if i := strings.IndexAny(mantissa, marks); i >= 0 {
+			mantissa = mantissa[:i]
+		}
+		erange = strings.ContainsAny(mantissa, nonZero)
 	}
 	return f, erange, true
 }
