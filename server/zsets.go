@@ -43,17 +43,9 @@ func zsetRemove(z *fsm.Collection, i int) {
 // order. A score of -0 is stored as 0, as a Redis listpack stores it.
 func zsetInsert(z *fsm.Collection, member []byte, score float64) {
 	if score == 0 {
-		score = 0
+		score = 0 // -0 == 0: it becomes +0
 	}
-	i, _ := slices.BinarySearchFunc(z.Scores, score, func(s, target float64) int {
-		switch {
-		case s < target:
-			return -1
-		case s > target:
-			return 1
-		}
-		return 0
-	})
+	i, _ := slices.BinarySearch(z.Scores, score) // the first of the scores equal to it
 	for i < len(z.Elems) && z.Scores[i] == score && bytes.Compare(z.Elems[i], member) < 0 {
 		i++
 	}
