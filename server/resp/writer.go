@@ -176,8 +176,9 @@ func (w *Writer) Push(n int) {
 }
 
 // Double writes a floating point reply: ",d" in RESP3, a bulk string in RESP2. The number is
-// formatted as Redis (7.2 and later) does: the shortest digits that read back as the same
-// double, in %.17g's notation, with "inf", "-inf" and "nan".
+// formatted as Redis 7.0 does (addReplyDouble): printf's "%.17g", with "inf" and "-inf", so 0.1
+// is "0.10000000000000001" and 3 is "3". (Redis 7.2 switched to the shortest form; 7.0 is the
+// baseline raftlock is compared with.)
 func (w *Writer) Double(d float64) {
 	var tmp [32]byte
 	num := appendDouble(tmp[:0], d)
@@ -274,10 +275,7 @@ func (w *Writer) done() {
 	}
 }
 
-// appendDouble formats d as Redis's d2string does: "inf", "-inf", "nan", "-0", integers up to
-// 2^62 in magnitude as integers, and otherwise the shortest decimal that parses back to d,
-// written in fixed notation when its exponent is in [-4, 17) and in exponent notation (at least
-// two exponent digits) outside, like %.17g.
+// appendDouble formats d as C's printf("%.17g") does, with "inf", "-inf" and "nan".
 func appendDouble(b []byte, d float64) []byte {
 	switch {
 	case math.IsNaN(d):
@@ -286,36 +284,8 @@ func appendDouble(b []byte, d float64) []byte {
 		return append(b, "inf"...)
 	case math.IsInf(d, -1):
 		return append(b, "-inf"...)
-	case d == 0:
-		if math.Signbit(d) {
-			return append(b, "-0"...)
-		}
-		return append(b, '0')
 	}
-	if d >= -(1<<62) && d <= 1<<62 && d == math.Trunc(d) {
-		return strconv.AppendInt(b, int64(d), 10) // Redis's double2ll shortcut
-	}
-	if exp := decimalExponent(d); exp < -4 || exp >= 17 {
-		return strconv.AppendFloat(b, d, 'e', -1, 64)
-	}
-	return strconv.AppendFloat(b, d, 'f', -1, 64)
-}
-
-// decimalExponent returns the exponent of d's shortest decimal form, d = m × 10^exp with
-// 1 <= |m| < 10, without allocating.
-func decimalExponent(d float64) int {
-	var tmp [32]byte
-	s := strconv.AppendFloat(tmp[:0], d, 'e', -1, 64)
-	i := len(s) - 1
-	for s[i] != 'e' {
-		i--
-	}
-	exp := 0
-	for _, c := range s[i+2:] { // skip the 'e' and the sign strconv always writes
-		exp = exp*10 + int(c-'0')
-	}
-	if s[i+1] == '-' {
-		exp = -exp
-	}
-	return exp
+	// Go's 'g' with a precision is C's %g: exponent notation (two digits at least) when the
+	// exponent is below -4 or at least the precision, trailing zeros dropped.
+	return strconv.AppendFloat(b, d, 'g', 17, 64)
 }
