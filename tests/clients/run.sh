@@ -45,17 +45,7 @@ start_time=$SECONDS
 # KNOWN_GAPS: "library scenario what raftlock lacks" (the commands the library sends that raftlock
 # answers with an unknown-command error, read from the library's source and seen in its error).
 # On raftlock these scenarios must fail; on redis-server they must pass.
-sorted_set_lock="ZREMRANGEBYSCORE ZSCORE ZCOUNT ZADD ZREVRANGE ZREM (sorted sets, in EVAL)"
-sorted_set_sem="ZREMRANGEBYSCORE ZCARD ZADD ZSCORE ZREM (sorted sets, in EVALSHA)"
 KNOWN_GAPS=()
-for lib in php/symfony-phpredis php/symfony-predis; do
-  for sc in acquire contend refresh release block shared; do
-    KNOWN_GAPS+=("$lib $sc $sorted_set_lock")
-  done
-done
-for sc in acquire wait expiry; do KNOWN_GAPS+=("node/redis-semaphore-semaphore $sc $sorted_set_sem"); done
-KNOWN_GAPS+=("node/redis-semaphore-multisemaphore acquire $sorted_set_sem")
-unset lib sc
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/raftlock-clients.XXXXXX")
 pids=()   # servers of the current setup
