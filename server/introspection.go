@@ -22,6 +22,7 @@ var configParams = [][2]string{
 	{"save", ""},
 	{"timeout", "0"},
 	{"cluster-enabled", "no"},
+	{"replica-read-only", "yes"}, // followers take no writes of their own (they forward them)
 	{"notify-keyspace-events", ""},
 }
 

@@ -72,8 +72,8 @@ func testStackExchangeRedisLock(t *testing.T, s server) {
 		t.Errorf("CLIENT ID: got %s, want an integer", show(replies[4]))
 	}
 	// Only a "no" would matter (a read-only replica); an empty array teaches nothing.
-	if cfg, ok := replies[5].([]any); !ok || len(cfg) != 0 && (len(cfg) != 2 || cfg[0] != "replica-read-only") {
-		t.Errorf("CONFIG GET replica-read-only: got %s, want the pair or nothing", show(replies[5]))
+	if cfg, ok := replies[5].([]any); !ok || len(cfg) != 2 || cfg[0] != "replica-read-only" || cfg[1] != "yes" {
+		t.Errorf("CONFIG GET replica-read-only: got %s, want [replica-read-only yes]", show(replies[5]))
 	}
 	t.Logf("CONFIG GET replica-read-only: %s", show(replies[5]))
 	if !equal(replies[6], []any{"databases", "16"}) {
