@@ -37,6 +37,9 @@ type scriptRun struct {
 	// within ctx, one time limit for the whole transaction (it holds the view lock throughout).
 	tx  bool
 	ctx context.Context
+	// db is the database the script's redis.calls name keys in: the caller's, until the script
+	// SELECTs another (which, as in Redis 7, does not change the caller's).
+	db int
 }
 
 // scriptCaller lets the script engine call commands for the request running the script.
@@ -57,6 +60,16 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 		return errValue("ERR Unknown Redis command called from script"), nil
 	case cmd.name == "lock":
 		return errValue("ERR LOCK is not allowed from scripts: its token is only known once the grant is applied; use SET key value NX PX ms"), nil
+	case cmd.name == "select" && len(args) == 2:
+		db, ok := parseInt(args[1])
+		switch {
+		case !ok:
+			return errValue(errNotInt), nil
+		case db < 0 || db >= fsm.Databases:
+			return errValue("ERR DB index is out of range"), nil
+		}
+		sc.run.db = int(db)
+		return script.Value{Kind: script.KindStatus, Str: []byte("OK")}, nil
 	case !cmd.leader && cmd.name != "ping" && cmd.name != "echo" && cmd.name != "time", slices.Contains(cmd.flagList, "noscript"):
 		return errValue("ERR This Redis command is not allowed from script"), nil
 	case cmd.write && sc.run.readOnly:
@@ -71,15 +84,15 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 		// view: a change applied right after the script is then pushed, never missed. (A script
 		// that writes a key after reading it hears of its own write unless NOLOOP, as on Redis.)
 		for _, k := range cmd.keyArgs(args) {
-			p.s.tracker.read(p.c, fsm.DBKey(p.db, k))
+			p.s.tracker.read(p.c, fsm.DBKey(sc.run.db, k))
 		}
 	}
 	var capture bytes.Buffer
 	w := resp.NewWriter(&capture)
 	if cmd.leader && !cmd.movable {
-		args = withDBKeys(cmd, args, p.db)
+		args = withDBKeys(cmd, args, sc.run.db)
 	}
-	cmd.run(&request{s: p.s, c: p.c, w: w, cmd: cmd, args: args, db: p.db, path: onScript, script: sc.run})
+	cmd.run(&request{s: p.s, c: p.c, w: w, cmd: cmd, args: args, db: sc.run.db, path: onScript, script: sc.run})
 	w.Flush()
 	reply, rest, err := resp.ParseValue(capture.Bytes())
 	if err != nil || len(rest) != 0 {
@@ -200,7 +213,7 @@ func evalGeneric(r *request, bySHA, readOnly bool) {
 			code = []byte(s)
 		}
 		ov = newOverlay(v)
-		run := &scriptRun{ov: ov, readOnly: readOnly}
+		run := &scriptRun{ov: ov, readOnly: readOnly, db: r.db}
 		ctx := r.c.ctx
 		if r.path == onScript && r.script.tx {
 			ctx = r.script.ctx
