@@ -139,6 +139,13 @@ func init() {
 		{name: "eval_ro", arity: -3, flags: "readonly noscript movablekeys", keys: keySpec{3, 3, 1}, run: cmdEvalRO, summary: "Run a read-only Lua script"},
 		{name: "evalsha_ro", arity: -3, flags: "readonly noscript movablekeys", keys: keySpec{3, 3, 1}, run: cmdEvalSHARO, summary: "Run a stored read-only Lua script by its SHA1"},
 		{name: "script", arity: -2, flags: "write noscript", run: cmdScript, summary: "SCRIPT LOAD, EXISTS, FLUSH, KILL"},
+		// sets.go
+		{name: "sadd", arity: -3, flags: "write denyoom fast", keys: keySpec{1, 1, 1}, run: cmdSAdd, summary: "Add members to a set"},
+		{name: "srem", arity: -3, flags: "write fast", keys: keySpec{1, 1, 1}, run: cmdSRem, summary: "Remove members from a set"},
+		{name: "sismember", arity: 3, flags: "readonly fast", keys: keySpec{1, 1, 1}, run: cmdSIsMember, summary: "Whether a member is in a set"},
+		{name: "smismember", arity: -3, flags: "readonly fast", keys: keySpec{1, 1, 1}, run: cmdSMIsMember, summary: "Whether each member is in a set"},
+		{name: "scard", arity: 2, flags: "readonly fast", keys: keySpec{1, 1, 1}, run: cmdSCard, summary: "The number of members of a set"},
+		{name: "smembers", arity: 2, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdSMembers, summary: "The members of a set"},
 		// transactions.go
 		{name: "multi", arity: 1, flags: "noscript loading stale fast allow_busy", run: cmdMulti, summary: "Start a transaction"},
 		{name: "exec", arity: 1, flags: "noscript loading stale skip_slowlog", run: cmdExec, summary: "Run the queued commands as one replicated entry"},
