@@ -335,7 +335,7 @@ func blockingPop(r *request, head bool) {
 	}
 	// The first try is Redis's: a key of another type before the first non-empty list is an
 	// error. Once waiting, as in Redis 7.0, a key of another type is skipped.
-	strict := true
+	strict, counted := true, false
 	for {
 		// Watch the keys before trying, so a push between the try and the wait is seen.
 		changed, unwatch := r.s.waiters.watch(keys...)
@@ -351,6 +351,11 @@ func blockingPop(r *request, head bool) {
 		if again {
 			unwatch()
 			continue
+		}
+		if !counted {
+			counted = true
+			r.s.waiters.blocked.Add(1)
+			defer r.s.waiters.blocked.Add(-1)
 		}
 		select {
 		case <-changed:

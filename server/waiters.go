@@ -1,12 +1,17 @@
 package server
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // waiters wakes blocked requests (LOCK ... WAIT, BLPOP, BRPOP) when one of their keys changes
 // on this node (a release, an expiry, a push: any applied change. Every node applies every
 // change, so a follower wakes too).
 type waiters struct {
-	mu struct {
+	// blocked counts the blocking pops waiting now (INFO's blocked_clients).
+	blocked atomic.Int64
+	mu      struct {
 		sync.Mutex
 		byKey map[string][]*waiter
 	}
