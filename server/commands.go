@@ -28,6 +28,9 @@ type command struct {
 	// pipelined: the command may run while earlier commands of its connection are in flight
 	// (pipeline.go): it touches only the keys it names (a script: the keys it declares).
 	pipelined bool
+	// blocking: the command may wait for a change of its keys (BLPOP, BRPOP). On a follower it
+	// waits there, forwarding only its tries (lists.go); it never runs pipelined.
+	blocking bool
 }
 
 // keySpec is where a command's keys are: Redis's first, last (negative: from the end) and step.
@@ -159,6 +162,28 @@ func init() {
 		{name: "eval_ro", arity: -3, flags: "readonly noscript movablekeys", keys: keySpec{3, 3, 1}, run: cmdEvalRO, summary: "Run a read-only Lua script"},
 		{name: "evalsha_ro", arity: -3, flags: "readonly noscript movablekeys", keys: keySpec{3, 3, 1}, run: cmdEvalSHARO, summary: "Run a stored read-only Lua script by its SHA1"},
 		{name: "script", arity: -2, flags: "write noscript", run: cmdScript, summary: "SCRIPT LOAD, EXISTS, FLUSH, KILL"},
+		// sets.go
+		{name: "sadd", arity: -3, flags: "write denyoom fast", keys: keySpec{1, 1, 1}, run: cmdSAdd, summary: "Add members to a set"},
+		{name: "srem", arity: -3, flags: "write fast", keys: keySpec{1, 1, 1}, run: cmdSRem, summary: "Remove members from a set"},
+		{name: "sismember", arity: 3, flags: "readonly fast", keys: keySpec{1, 1, 1}, run: cmdSIsMember, summary: "Whether a member is in a set"},
+		{name: "smismember", arity: -3, flags: "readonly fast", keys: keySpec{1, 1, 1}, run: cmdSMIsMember, summary: "Whether each member is in a set"},
+		{name: "scard", arity: 2, flags: "readonly fast", keys: keySpec{1, 1, 1}, run: cmdSCard, summary: "The number of members of a set"},
+		{name: "smembers", arity: 2, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdSMembers, summary: "The members of a set"},
+		// lists.go
+		{name: "lpush", arity: -3, flags: "write denyoom fast", keys: keySpec{1, 1, 1}, run: cmdLPush, summary: "Push elements onto the head of a list"},
+		{name: "rpush", arity: -3, flags: "write denyoom fast", keys: keySpec{1, 1, 1}, run: cmdRPush, summary: "Push elements onto the tail of a list"},
+		{name: "lpushx", arity: -3, flags: "write denyoom fast", keys: keySpec{1, 1, 1}, run: cmdLPushX, summary: "Push elements onto the head of an existing list"},
+		{name: "rpushx", arity: -3, flags: "write denyoom fast", keys: keySpec{1, 1, 1}, run: cmdRPushX, summary: "Push elements onto the tail of an existing list"},
+		{name: "lpop", arity: -2, flags: "write fast", keys: keySpec{1, 1, 1}, run: cmdLPop, summary: "Pop elements from the head of a list"},
+		{name: "rpop", arity: -2, flags: "write fast", keys: keySpec{1, 1, 1}, run: cmdRPop, summary: "Pop elements from the tail of a list"},
+		{name: "llen", arity: 2, flags: "readonly fast", keys: keySpec{1, 1, 1}, run: cmdLLen, summary: "The length of a list"},
+		{name: "lrange", arity: 4, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdLRange, summary: "A range of a list's elements"},
+		{name: "lindex", arity: 3, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdLIndex, summary: "The element at an index of a list"},
+		{name: "lrem", arity: 4, flags: "write", keys: keySpec{1, 1, 1}, run: cmdLRem, summary: "Remove elements equal to one from a list"},
+		{name: "lset", arity: 4, flags: "write denyoom", keys: keySpec{1, 1, 1}, run: cmdLSet, summary: "Set the element at an index of a list"},
+		{name: "ltrim", arity: 4, flags: "write", keys: keySpec{1, 1, 1}, run: cmdLTrim, summary: "Trim a list to a range"},
+		{name: "blpop", arity: -3, flags: "write noscript blocking", keys: keySpec{1, -2, 1}, run: cmdBLPop, summary: "Pop from the head of the first non-empty list, waiting for one"},
+		{name: "brpop", arity: -3, flags: "write noscript blocking", keys: keySpec{1, -2, 1}, run: cmdBRPop, summary: "Pop from the tail of the first non-empty list, waiting for one"},
 		// transactions.go
 		{name: "multi", arity: 1, flags: "noscript loading stale fast allow_busy", run: cmdMulti, summary: "Start a transaction"},
 		{name: "exec", arity: 1, flags: "noscript loading stale skip_slowlog", run: cmdExec, summary: "Run the queued commands as one replicated entry"},
@@ -204,7 +229,8 @@ func init() {
 		cmd.leader = cmd.write || slices.Contains(cmd.flagList, "readonly")
 		cmd.movable = slices.Contains(cmd.flagList, "movablekeys")
 		cmd.denyOOM = slices.Contains(cmd.flagList, "denyoom")
-		cmd.pipelined = cmd.leader && cmd.keys.first > 0
+		cmd.blocking = slices.Contains(cmd.flagList, "blocking")
+		cmd.pipelined = cmd.leader && cmd.keys.first > 0 && !cmd.blocking
 		commands[cmd.name] = cmd
 	}
 }

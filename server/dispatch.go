@@ -58,6 +58,9 @@ func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, slot *infli
 		switch {
 		case c.sess.readonly && !cmd.write:
 			r.path = onLocal
+		case cmd.blocking && !c.hop.forwarded:
+			// It waits here, where its client is, and forwards each pop it tries (lists.go).
+			c.awaitLeader()
 		case !c.awaitLeader():
 			r.route(cmd.write)
 			return

@@ -247,6 +247,7 @@ func (s *Server) infoSection(name string) []infoField {
 		return []infoField{
 			{"connected_clients", itoa(int64(s.Clients()))},
 			{"maxclients", itoa(int64(s.cfg.MaxClients))},
+			{"blocked_clients", itoa(s.waiters.blocked.Load())},
 		}
 	case "persistence":
 		// ioredis's ready check waits for loading:0.

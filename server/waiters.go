@@ -1,44 +1,74 @@
 package server
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
-// waiters wakes LOCK ... WAIT requests when their key changes on this node (a release, an
-// expiry, any applied change: every node applies every change, so a follower wakes too).
+// waiters wakes blocked requests (LOCK ... WAIT, BLPOP, BRPOP) when one of their keys changes
+// on this node (a release, an expiry, a push: any applied change. Every node applies every
+// change, so a follower wakes too).
 type waiters struct {
-	mu struct {
+	// blocked counts the blocking pops waiting now (INFO's blocked_clients).
+	blocked atomic.Int64
+	mu      struct {
 		sync.Mutex
-		byKey map[string][]chan struct{}
+		byKey map[string][]*waiter
 	}
+}
+
+// waiter is one blocked request: ch is closed at the first change of any of its keys.
+type waiter struct {
+	ch   chan struct{}
+	woke bool // ch is closed (guarded by waiters.mu)
 }
 
 func newWaiters() *waiters {
 	w := &waiters{}
-	w.mu.byKey = map[string][]chan struct{}{}
+	w.mu.byKey = map[string][]*waiter{}
 	return w
 }
 
-// watch returns a channel closed at the key's next change, and a func that stops watching.
-func (w *waiters) watch(key []byte) (<-chan struct{}, func()) {
-	ch := make(chan struct{})
-	k := string(key)
+// watch returns a channel closed at the next change of any of keys, and a func that stops
+// watching.
+func (w *waiters) watch(keys ...[]byte) (<-chan struct{}, func()) {
+	wt := &waiter{ch: make(chan struct{})}
 	w.mu.Lock()
-	w.mu.byKey[k] = append(w.mu.byKey[k], ch)
+	for _, key := range keys {
+		k := string(key)
+		w.mu.byKey[k] = append(w.mu.byKey[k], wt)
+	}
 	w.mu.Unlock()
-	return ch, func() {
+	return wt.ch, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		list := w.mu.byKey[k]
-		for i, c := range list {
-			if c == ch {
-				list = append(list[:i], list[i+1:]...)
-				break
-			}
+		for _, key := range keys {
+			w.dropLocked(string(key), wt)
 		}
-		if len(list) == 0 {
-			delete(w.mu.byKey, k)
-		} else {
-			w.mu.byKey[k] = list
+	}
+}
+
+// dropLocked removes wt from key's waiters (it may be there no more).
+func (w *waiters) dropLocked(k string, wt *waiter) {
+	list := w.mu.byKey[k]
+	for i, x := range list {
+		if x == wt {
+			list = append(list[:i], list[i+1:]...)
+			break
 		}
+	}
+	if len(list) == 0 {
+		delete(w.mu.byKey, k)
+	} else {
+		w.mu.byKey[k] = list
+	}
+}
+
+// wakeLocked closes wt's channel once: a waiter on several keys may be woken by each.
+func (wt *waiter) wakeLocked() {
+	if !wt.woke {
+		wt.woke = true
+		close(wt.ch)
 	}
 }
 
@@ -49,16 +79,16 @@ func (w *waiters) changed(keys [][]byte) {
 	defer w.mu.Unlock()
 	if keys == nil {
 		for k, list := range w.mu.byKey {
-			for _, c := range list {
-				close(c)
+			for _, wt := range list {
+				wt.wakeLocked()
 			}
 			delete(w.mu.byKey, k)
 		}
 		return
 	}
 	for _, key := range keys {
-		for _, c := range w.mu.byKey[string(key)] {
-			close(c)
+		for _, wt := range w.mu.byKey[string(key)] {
+			wt.wakeLocked()
 		}
 		delete(w.mu.byKey, string(key))
 	}
