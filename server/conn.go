@@ -84,6 +84,9 @@ type upstreamLink struct {
 type readResult struct {
 	args [][]byte
 	err  error
+	// more: the reader had bytes of a further command buffered when it parsed this one, so
+	// the client sent more behind it (a pipeline), even if the reader has not parsed it yet.
+	more bool
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -139,7 +142,7 @@ func (c *conn) serve() {
 			}
 			cmd := lookupCommand(req.args[0])
 			if cmd != nil && cmd.arityOK(len(req.args)) &&
-				(len(reqs) > 0 || len(c.pipe.inflight) > 0) && c.pipelinable(cmd, req.args) {
+				(req.more || len(reqs) > 0 || len(c.pipe.inflight) > 0) && c.pipelinable(cmd, req.args) {
 				c.startPipelined(cmd, req.args)
 			} else {
 				c.drainPipeline()
@@ -187,7 +190,7 @@ func (c *conn) readLoop(reqs chan<- readResult) {
 			return
 		}
 		select {
-		case reqs <- readResult{args: copyArgs(args)}:
+		case reqs <- readResult{args: copyArgs(args), more: c.r.Buffered() > 0}:
 		case <-c.ctx.Done():
 			return
 		}
