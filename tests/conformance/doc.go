@@ -15,7 +15,7 @@
 //     write lock and the write unlock back to read mode, the read watchdog, latches, forceUnlock
 //     (TestRedissonReadWriteLock). RFairLock: the queue list and deadline sorted set, a second
 //     waiter behind the first, the release waking the head only, a waiter giving up, one past
-//     its deadline dropped (TestRedissonFairLock; skips on raftlock until lists are in).
+//     its deadline dropped (TestRedissonFairLock).
 //     RSemaphore: trySetPermits, tryAcquire's DECRBY, release's INCRBY and publish waking a
 //     waiter, releaseIfExists, addPermits, drainPermits (TestRedissonSemaphore). RCountDownLatch:
 //     trySetCount, countDown to the zero message, delete (TestRedissonCountDownLatch).
@@ -29,7 +29,7 @@
 //     (TestStackExchangeRedisLock).
 //   - python-redis-lock 4.0.1-5 (e448f12f): acquire (SET NX EX), a waiter blocked in BLPOP on the
 //     signal list woken by release, extend (0/1/2), release (DEL, LPUSH, PEXPIRE the signal,
-//     DEL the lock), reset_all (TestPythonRedisLock; skips on raftlock until lists are in).
+//     DEL the lock), reset_all (TestPythonRedisLock).
 //   - redlock-rb 2.0.6 (f176e574): lock, extend (allow_new_lock yes/no), unlock and pttl scripts by
 //     EVALSHA after NOSCRIPT and SCRIPT LOAD, a contender's failed lock and best-effort unlock
 //     (TestRedlockRb).
@@ -40,7 +40,7 @@
 //     StackExchange.Redis's SCRIPT LOAD then EVALSHA: RedisDistributedLock's SET EX NX, extend
 //     and release scripts (TestMedallionRedisLock); RedisDistributedReaderWriterLock's reader
 //     set and writer key, the writer-waiting lock keeping new readers out, the upgrade once the
-//     readers left (TestMedallionReaderWriterLock; skips on raftlock until sets are in);
+//     readers left (TestMedallionReaderWriterLock);
 //     RedisDistributedSemaphore's sorted set scored on the server's TIME, ZADD XX CH extend,
 //     ZREM release, an expired holder purged (TestMedallionRedisSemaphore).
 //
