@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # bench.sh DURATION — measure raftlock with raftlock-bench, one node and three, in one run.
+# RAFTLOCK_BIN picks the server binary (default bin/raftlock), to run an older build side by side.
 #
 # Starts a fresh single node, then a fresh 3-node cluster (loopback, durable: every reply waits
 # for fsync on a majority), each in a temporary data dir, and runs the same scenarios against
@@ -28,7 +29,7 @@ start_nodes() { # count
   for i in $(seq "$n"); do peers+="${peers:+,}n$i=127.0.0.1:$((base + 1000 + i))"; done
   for i in $(seq "$n"); do
     mkdir -p "$work/$n/n$i"
-    bin/raftlock --id "n$i" --dir "$work/$n/n$i" --addr 127.0.0.1:$((base + i)) \
+    "${RAFTLOCK_BIN:-bin/raftlock}" --id "n$i" --dir "$work/$n/n$i" --addr 127.0.0.1:$((base + i)) \
       --raft-addr 127.0.0.1:$((base + 1000 + i)) --peers "$peers" --log-level warn 2>"$work/$n/n$i.log" &
     pids+=($!)
   done
