@@ -37,9 +37,10 @@
 #   CLIENTS_MARKDOWN=FILE  also write the matrix as a Markdown table to FILE: one row per library,
 #                    a column per setup (redis 1-node 3-leader 3-follower), each cell "pass (N)"
 #                    when all N scenarios of the library passed there, else what did not (e.g.
-#                    "2 of 9 fail"), or "-" when it did not run there. docs/compatibility.md
-#                    shows it (regenerate: CLIENTS_MARKDOWN=docs/client-matrix.md tests/clients/run.sh).
-#                    Output and exit status are the same with or without it.
+#                    "2 of 9 fail"), or "-" when it did not run there. A FILE with the lines
+#                    <!-- client-matrix:begin --> and <!-- client-matrix:end --> keeps the rest:
+#                    the table replaces what is between them (CLIENTS_MARKDOWN=docs/compatibility.md
+#                    tests/clients/run.sh). Output and exit status are the same with or without it.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -397,6 +398,21 @@ for g in "${KNOWN_GAPS[@]}"; do
   printf '%s\t%s\t%s\n' "$glib" "$gsc" "$gwhat"
 done >"$work/gaps.tsv"
 
+# write_markdown TABLE FILE: FILE becomes TABLE; or, when FILE has the lines
+# "<!-- client-matrix:begin -->" and "<!-- client-matrix:end -->" (docs/compatibility.md), only
+# what is between them is replaced.
+write_markdown() {
+  local begin='<!-- client-matrix:begin -->' end='<!-- client-matrix:end -->'
+  if [[ -f $2 ]] && grep -qxF "$begin" "$2" && grep -qxF "$end" "$2"; then
+    awk -v begin="$begin" -v end="$end" -v table="$1" '
+      $0 == end { while ((getline l <table) > 0) print l; skip = 0 }
+      !skip { print }
+      $0 == begin { skip = 1 }' "$2" >"$work/spliced.md" && cat "$work/spliced.md" >"$2"
+  else
+    cp "$1" "$2"
+  fi
+} 2>/dev/null
+
 set -- $setups
 matrix=$(awk -F'\t' -v setups="$*" -v suites="$suites" -v md="$work/matrix.md" '
 BEGIN {
@@ -517,7 +533,7 @@ function markdown(   cols, nc, i, j, c, L, nl, libs, seen2, cnt, bad, what) {
 }' "$work/gaps.tsv" "$work/matrix.tsv")
 rc=$?
 if [[ -n ${CLIENTS_MARKDOWN:-} ]]; then
-  if cp "$work/matrix.md" "$CLIENTS_MARKDOWN" 2>/dev/null; then
+  if write_markdown "$work/matrix.md" "$CLIENTS_MARKDOWN"; then
     log "Markdown table: $CLIENTS_MARKDOWN"
   else
     log "could not write the Markdown table to $CLIENTS_MARKDOWN"
