@@ -17,7 +17,7 @@ import (
 type TransportConfig struct {
 	// Bind is the listen address. Required.
 	Bind string
-	// Advertise is the address other nodes dial (default Bind).
+	// Advertise is the address other nodes dial (default: the address the listener got).
 	Advertise string
 	// TLS, when set, makes the transport mutual TLS: a peer must present a certificate signed
 	// by TLS's CA before a byte of its reaches raft, and this node presents its own when it
@@ -40,9 +40,6 @@ type TransportConfig struct {
 }
 
 func (c TransportConfig) withDefaults() TransportConfig {
-	if c.Advertise == "" {
-		c.Advertise = c.Bind
-	}
 	if c.MaxConns == 0 {
 		c.MaxConns = 512
 	}
@@ -85,16 +82,22 @@ func NewTransport(cfg TransportConfig) (*raft.NetworkTransport, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	adv, err := net.ResolveTCPAddr("tcp", cfg.Advertise)
-	if err != nil {
-		return nil, fmt.Errorf("raft advertise address %q: %w", cfg.Advertise, err)
-	}
-	if adv.IP == nil || adv.IP.IsUnspecified() {
-		return nil, fmt.Errorf("raft advertise address %q is not a reachable address", cfg.Advertise)
+	var adv *net.TCPAddr
+	var err error
+	if cfg.Advertise != "" {
+		if adv, err = resolveAdvertise(cfg.Advertise); err != nil {
+			return nil, err
+		}
 	}
 	ln, err := net.Listen("tcp", cfg.Bind)
 	if err != nil {
 		return nil, fmt.Errorf("raft transport on %s: %w", cfg.Bind, err)
+	}
+	if adv == nil {
+		if adv, err = resolveAdvertise(ln.Addr().String()); err != nil {
+			ln.Close()
+			return nil, err
+		}
 	}
 	local := ln.Addr().(*net.TCPAddr)
 	var from *net.TCPAddr
@@ -116,6 +119,17 @@ func NewTransport(cfg TransportConfig) (*raft.NetworkTransport, error) {
 		Timeout: 10 * time.Second,
 		Logger:  newHCLogger(cfg.Logger.With("component", "raft-transport")),
 	}), nil
+}
+
+func resolveAdvertise(addr string) (*net.TCPAddr, error) {
+	adv, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("raft advertise address %q: %w", addr, err)
+	}
+	if adv.IP == nil || adv.IP.IsUnspecified() {
+		return nil, fmt.Errorf("raft advertise address %q is not a reachable address", addr)
+	}
+	return adv, nil
 }
 
 // streamLayer is raft's stream layer: inbound connections through guardedListener (the cap,
