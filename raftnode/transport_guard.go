@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -132,7 +133,7 @@ func (g *guardedListener) admit(nc net.Conn) (*guardedConn, error) {
 	if len(g.mu.conns) >= g.cfg.MaxConns || g.mu.perIP[ip] >= g.cfg.MaxConnsPerIP {
 		return nil, errTooManyRaftConns
 	}
-	c := &guardedConn{Conn: nc, raw: nc, first: g.cfg.HandshakeTimeout, idle: g.cfg.IdleTimeout}
+	c := &guardedConn{Conn: nc, raw: nc, first: g.cfg.HandshakeTimeout, idle: g.cfg.IdleTimeout, stopped: g.ctx}
 	c.release = func() { g.release(c, ip) }
 	g.mu.perIP[ip]++
 	g.mu.conns[c] = struct{}{}
@@ -188,6 +189,7 @@ type guardedConn struct {
 	raw         net.Conn
 	first, idle time.Duration
 	started     bool
+	stopped     context.Context // the listener's: done once it closes
 	closeOnce   sync.Once
 	release     func()
 }
@@ -200,7 +202,12 @@ func (c *guardedConn) Read(b []byte) (int, error) {
 	if err := c.Conn.SetReadDeadline(time.Now().Add(d)); err != nil {
 		return 0, err
 	}
-	return c.Conn.Read(b)
+	n, err := c.Conn.Read(b)
+	if err != nil && c.stopped.Err() != nil {
+		// The transport is closing and closed it: a clean end, not an error for raft to log.
+		err = io.EOF
+	}
+	return n, err
 }
 
 // Close closes the connection and frees its place under the caps. It is idempotent.

@@ -180,7 +180,11 @@ func (c *cluster) join(via *node) *node {
 			raftAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1])),
 			args:     append([]string{"--join", via.addr}, c.extra...),
 		}
-		if lastErr = n.launch(c.t, net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))); lastErr == nil {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
+		if c.clientTLS != nil {
+			testutil.UseTLS(c.t, addr, c.clientTLS)
+		}
+		if lastErr = n.launch(c.t, addr); lastErr == nil {
 			c.nodes = append(c.nodes, n)
 			return n
 		}

@@ -163,7 +163,7 @@ func TestTLSRedisCLI(t *testing.T) {
 
 // TestTLSCluster: three nodes with raft over mutual TLS and TLS client ports form a cluster,
 // elect, replicate, and followers forward over TLS to the leader, which requires their
-// certificates (tls-auth-clients yes).
+// certificates (tls-auth-clients yes); a fourth joins.
 func TestTLSCluster(t *testing.T) {
 	ca := testutil.NewCA(t, "cluster")
 	nodeCert := ca.Issue(t, "node")
@@ -185,6 +185,11 @@ func TestTLSCluster(t *testing.T) {
 			t.Fatalf("LOCKINFO %s on the leader: %+v held %v, %v; want alice's token %d", key, st, held, err, tok)
 		}
 	}
+
+	// A fourth node joins through a member's TLS client port (RAFT ADD, then PROMOTE, over
+	// TLS) and catches up over raft mTLS.
+	n4 := c.join(c.others(l)[0])
+	waitMember(t, l, n4.id, "voter")
 	c.digests() // every node applied the same table
 }
 
