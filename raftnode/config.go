@@ -14,6 +14,7 @@
 package raftnode
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,6 +63,10 @@ type Config struct {
 	TrailingLogs      uint64
 	// ApplyTimeout bounds how long a proposal may wait to be enqueued into raft.
 	ApplyTimeout time.Duration
+	// ClientTLS, when set, is how this node dials other nodes' client ports (RAFT ADD and
+	// PROMOTE on join, RAFT STATS and MEMBERS when it may have been removed): set it when the
+	// cluster's client ports speak TLS. nil: plain TCP.
+	ClientTLS *tls.Config
 	// Now is the clock for lease timers. Tests inject skew and jumps through it. Default
 	// time.Now.
 	Now func() time.Time

@@ -280,7 +280,7 @@ func (n *Node) removedByLeader(ctx context.Context, hints map[string]string) (st
 func (n *Node) callPeer(ctx context.Context, addr string, timeout time.Duration, args ...string) (resp.Value, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c, err := resp.Dial(ctx, addr, timeout)
+	c, err := resp.DialTLS(ctx, addr, timeout, n.cfg.ClientTLS)
 	if err != nil {
 		return resp.Value{}, err
 	}

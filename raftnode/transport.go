@@ -1,6 +1,8 @@
 package raftnode
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -8,62 +10,179 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/raftlock/raftlock/certs"
 )
 
-// NewTCPTransport starts raft's TCP transport listening on bind and advertising advertise
-// (default: bind). Outgoing connections leave from bind's IP address, so a node on 127.0.0.2
-// talks to its peers from 127.0.0.2: a fault harness (or a firewall) can then tell the links
-// between nodes apart and cut one direction of one link.
-func NewTCPTransport(bind, advertise string, logger *slog.Logger) (*raft.NetworkTransport, error) {
-	if advertise == "" {
-		advertise = bind
+// TransportConfig configures the raft transport. A zero field means the documented default.
+type TransportConfig struct {
+	// Bind is the listen address. Required.
+	Bind string
+	// Advertise is the address other nodes dial (default: the address the listener got).
+	Advertise string
+	// TLS, when set, makes the transport mutual TLS: a peer must present a certificate signed
+	// by TLS's CA before a byte of its reaches raft, and this node presents its own when it
+	// dials. nil: plain TCP.
+	TLS *certs.Source
+	// MaxConns bounds the inbound connections open at once (default 512), MaxConnsPerIP those
+	// from one IP address (default 64): a peer keeps a handful open to each other peer (raft's
+	// pool of 3, the pipeline, a snapshot), so only a flood reaches either. One more is closed
+	// at once.
+	MaxConns      int
+	MaxConnsPerIP int
+	// HandshakeTimeout bounds an inbound connection's TLS handshake, or the wait for its first
+	// byte without TLS (default 5 s); IdleTimeout closes an inbound connection that sends
+	// nothing for that long (default 5 min). Outbound connections idle for half of it are
+	// replaced before their next use, so a peer's close never fails an RPC.
+	HandshakeTimeout time.Duration
+	IdleTimeout      time.Duration
+	// Logger receives the transport's logs, raft's transport's included. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c TransportConfig) withDefaults() TransportConfig {
+	if c.MaxConns == 0 {
+		c.MaxConns = 512
 	}
-	adv, err := net.ResolveTCPAddr("tcp", advertise)
+	if c.MaxConnsPerIP == 0 {
+		c.MaxConnsPerIP = 64
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = 5 * time.Second
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 5 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports the first invalid field by name.
+func (c TransportConfig) Validate() error {
+	switch {
+	case c.Bind == "":
+		return errors.New("raftnode: TransportConfig.Bind is required")
+	case c.MaxConns < 0 || c.MaxConnsPerIP < 0:
+		return errors.New("raftnode: TransportConfig.MaxConns and MaxConnsPerIP must not be negative")
+	case c.HandshakeTimeout < 0 || c.IdleTimeout < 0:
+		return errors.New("raftnode: TransportConfig.HandshakeTimeout and IdleTimeout must not be negative")
+	case c.TLS != nil && !c.TLS.HasCA():
+		return errors.New("raftnode: TransportConfig.TLS needs a CA file: peers are verified against it")
+	}
+	return nil
+}
+
+// NewTransport starts raft's network transport on cfg.Bind over the stream layer of this file.
+// Outgoing connections leave from Bind's IP address, so a node on 127.0.0.2 talks to its peers
+// from 127.0.0.2: a fault harness (or a firewall) can then tell the links between nodes apart
+// and cut one direction of one link.
+func NewTransport(cfg TransportConfig) (*raft.NetworkTransport, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var adv *net.TCPAddr
+	var err error
+	if cfg.Advertise != "" {
+		if adv, err = resolveAdvertise(cfg.Advertise); err != nil {
+			return nil, err
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.Bind)
 	if err != nil {
-		return nil, fmt.Errorf("raft advertise address %q: %w", advertise, err)
+		return nil, fmt.Errorf("raft transport on %s: %w", cfg.Bind, err)
 	}
-	if adv.IP == nil || adv.IP.IsUnspecified() {
-		return nil, fmt.Errorf("raft advertise address %q is not a reachable address", advertise)
-	}
-	ln, err := net.Listen("tcp", bind)
-	if err != nil {
-		return nil, fmt.Errorf("raft transport on %s: %w", bind, err)
+	if adv == nil {
+		if adv, err = resolveAdvertise(ln.Addr().String()); err != nil {
+			ln.Close()
+			return nil, err
+		}
 	}
 	local := ln.Addr().(*net.TCPAddr)
 	var from *net.TCPAddr
 	if !local.IP.IsUnspecified() {
 		from = &net.TCPAddr{IP: local.IP}
 	}
-	layer := &streamLayer{Listener: ln, advertise: adv, from: from}
+	layer := &streamLayer{
+		guard:     newGuardedListener(ln, cfg, cfg.Logger.With("component", "raft-listener")),
+		advertise: adv,
+		from:      from,
+		idle:      cfg.IdleTimeout,
+	}
+	if cfg.TLS != nil {
+		layer.dialTLS = cfg.TLS.ClientConfig()
+	}
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  layer,
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
-		Logger:  newHCLogger(logger.With("component", "raft-transport")),
+		Logger:  newHCLogger(cfg.Logger.With("component", "raft-transport")),
 	}), nil
 }
 
-// streamLayer is raft's TCP stream layer with a fixed source address for outgoing connections.
+func resolveAdvertise(addr string) (*net.TCPAddr, error) {
+	adv, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("raft advertise address %q: %w", addr, err)
+	}
+	if adv.IP == nil || adv.IP.IsUnspecified() {
+		return nil, fmt.Errorf("raft advertise address %q is not a reachable address", addr)
+	}
+	return adv, nil
+}
+
+// streamLayer is raft's stream layer: inbound connections through guardedListener (the cap,
+// the deadlines, the TLS handshake), outbound ones from a fixed source address, over TLS when
+// configured.
 type streamLayer struct {
-	net.Listener
+	guard     *guardedListener
 	advertise *net.TCPAddr
 	from      *net.TCPAddr
+	dialTLS   *tls.Config // nil: plain TCP
+	idle      time.Duration
 }
 
 var _ raft.StreamLayer = (*streamLayer)(nil)
 
+func (s *streamLayer) Accept() (net.Conn, error) { return s.guard.Accept() }
+func (s *streamLayer) Close() error              { return s.guard.Close() }
+func (s *streamLayer) Addr() net.Addr            { return s.advertise }
+
+// Dial connects to a peer; raft pools the connection. It is replaced before its next use once
+// it has been idle for half the peer's IdleTimeout (the peer would have closed it by then).
 func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	dial := func() (net.Conn, error) { return s.dial(string(addr), timeout) }
+	nc, err := dial()
+	if err != nil {
+		return nil, err
+	}
+	return newRedialConn(nc, dial, s.idle/2), nil
+}
+
+func (s *streamLayer) dial(addr string, timeout time.Duration) (net.Conn, error) {
 	d := net.Dialer{Timeout: timeout}
 	if s.from != nil {
 		d.LocalAddr = s.from
 	}
-	c, err := d.Dial("tcp", string(addr))
+	c, err := d.Dial("tcp", addr)
 	if err != nil && s.from != nil && errors.Is(err, errAddrNotAvail) {
 		// The bind IP cannot reach this peer (a wildcard-free bind on another interface):
 		// let the kernel choose.
-		return net.DialTimeout("tcp", string(addr), timeout)
+		c, err = net.DialTimeout("tcp", addr, timeout)
 	}
-	return c, err
+	if err != nil || s.dialTLS == nil {
+		return c, err
+	}
+	tc := tls.Client(c, s.dialTLS)
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+	}
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("raft TLS handshake with %s: %w", addr, err)
+	}
+	return tc, nil
 }
-
-func (s *streamLayer) Addr() net.Addr { return s.advertise }

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"strconv"
@@ -42,7 +43,16 @@ func (u *upstream) close() {
 // leader never forwards it again) and matches the client's protocol.
 func (c *conn) dialUpstream(addr string, proto, db int) (*upstream, error) {
 	d := net.Dialer{Timeout: 2 * time.Second}
-	nc, err := d.DialContext(c.ctx, "tcp", addr)
+	var nc net.Conn
+	var err error
+	if c.s.cfg.PeerTLS != nil {
+		// The leader's client port speaks TLS too: verify its certificate against the CA and
+		// present this node's, as a client of the leader's port must.
+		td := tls.Dialer{NetDialer: &d, Config: c.s.cfg.PeerTLS}
+		nc, err = td.DialContext(c.ctx, "tcp", addr)
+	} else {
+		nc, err = d.DialContext(c.ctx, "tcp", addr)
+	}
 	if err != nil {
 		return nil, err
 	}

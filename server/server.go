@@ -24,6 +24,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,6 +63,13 @@ type Config struct {
 	// change of a collection copies it (values are immutable, DESIGN.md §2), so the bound keeps
 	// a write's cost small. Default 10000.
 	MaxElements int
+	// TLS, when set, makes the client port speak TLS (the listening side: certificate, client
+	// authentication). PeerTLS, when set, is how a follower dials the leader's client port to
+	// forward requests: set it whenever the cluster's client ports speak TLS. nil: plain TCP.
+	TLS     *tls.Config
+	PeerTLS *tls.Config
+	// TLSHandshakeTimeout bounds a client's TLS handshake. Default 10 s.
+	TLSHandshakeTimeout time.Duration
 	// Redirect makes a follower answer -MOVED <slot> <leader> instead of forwarding requests.
 	Redirect bool
 	// ForwardTimeout bounds how long a follower waits for the leader's reply to a forwarded
@@ -90,21 +98,22 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Addr:           "127.0.0.1:6379",
-		NodeID:         "raftlock",
-		MaxClients:     10000,
-		MaxKeyBytes:    4096,
-		MaxValueBytes:  4096,
-		MaxLeaseMs:     10 * 365 * 24 * 3600 * 1000,
-		MaxKeys:        10_000_000,
-		MaxElements:    10_000,
-		Pipeline:       128,
-		ForwardTimeout: 15 * time.Second,
-		LeaderWait:     time.Second,
-		Limits:         resp.DefaultLimits(),
-		ScriptTimeout:  time.Second,
-		Now:            time.Now,
-		Logger:         slog.Default(),
+		Addr:                "127.0.0.1:6379",
+		NodeID:              "raftlock",
+		MaxClients:          10000,
+		MaxKeyBytes:         4096,
+		MaxValueBytes:       4096,
+		MaxLeaseMs:          10 * 365 * 24 * 3600 * 1000,
+		MaxKeys:             10_000_000,
+		MaxElements:         10_000,
+		Pipeline:            128,
+		ForwardTimeout:      15 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+		LeaderWait:          time.Second,
+		Limits:              resp.DefaultLimits(),
+		ScriptTimeout:       time.Second,
+		Now:                 time.Now,
+		Logger:              slog.Default(),
 	}
 }
 
@@ -139,6 +148,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ForwardTimeout == 0 {
 		c.ForwardTimeout = d.ForwardTimeout
+	}
+	if c.TLSHandshakeTimeout == 0 {
+		c.TLSHandshakeTimeout = d.TLSHandshakeTimeout
 	}
 	if c.LeaderWait == 0 {
 		c.LeaderWait = d.LeaderWait
@@ -242,11 +254,14 @@ func New(cfg Config, n Node, admin Admin) (*Server, error) {
 	return s, nil
 }
 
-// Listen binds cfg.Addr. Serve then accepts on it.
+// Listen binds cfg.Addr, speaking TLS when cfg.TLS is set. Serve then accepts on it.
 func (s *Server) Listen() (net.Listener, error) {
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", s.cfg.Addr, err)
+	}
+	if s.cfg.TLS != nil {
+		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
 	return ln, nil
 }
@@ -290,11 +305,22 @@ func (s *Server) accept(nc net.Conn) {
 	c := newConn(s, nc)
 	s.mu.Lock()
 	if s.closed.Load() || len(s.mu.conns) >= s.cfg.MaxClients {
+		s.wg.Add(1)
 		s.mu.Unlock()
 		s.stats.connsRejected.Add(1)
-		c.out.Error("ERR max number of clients reached")
-		c.out.Flush()
-		nc.Close()
+		refuse := func() {
+			defer s.wg.Done()
+			c.out.Error("ERR max number of clients reached")
+			c.out.Flush()
+			nc.Close()
+		}
+		if _, ok := nc.(*tls.Conn); ok {
+			// Writing runs the handshake first: not on the accept loop, and not for ever.
+			nc.SetDeadline(time.Now().Add(s.cfg.TLSHandshakeTimeout))
+			go refuse()
+			return
+		}
+		refuse()
 		return
 	}
 	s.mu.conns[c] = struct{}{}
@@ -302,11 +328,32 @@ func (s *Server) accept(nc net.Conn) {
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
-		c.serve()
+		if !c.handshake() {
+			c.cancel()
+			nc.Close()
+		} else {
+			c.serve()
+		}
 		s.mu.Lock()
 		delete(s.mu.conns, c)
 		s.mu.Unlock()
 	}()
+}
+
+// handshake runs a TLS connection's handshake, bounded by TLSHandshakeTimeout, before its
+// first command is read; it reports whether the connection may go on (always, without TLS).
+func (c *conn) handshake() bool {
+	tc, ok := c.nc.(*tls.Conn)
+	if !ok {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.TLSHandshakeTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.s.log.Debug("TLS handshake failed", "remote", tc.RemoteAddr().String(), "err", err)
+		return false
+	}
+	return true
 }
 
 // Close stops accepting, closes every connection and waits for their goroutines. Requests

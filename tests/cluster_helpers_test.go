@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -20,6 +21,9 @@ type cluster struct {
 	t     *testing.T
 	nodes []*node  // every node ever started, in the order started; restart replaces an entry
 	extra []string // flags every node gets (snapshot tuning, --redirect)
+	// clientTLS, when set, is how the tests' helpers reach the nodes' client ports (their
+	// flags in extra make them speak TLS).
+	clientTLS *tls.Config
 }
 
 // Cluster timing bounds. A dead leader is replaced in about a second (500 ms election timeout);
@@ -35,9 +39,16 @@ const (
 // member's client address is in the member table.
 func newCluster(t *testing.T, size int, extra ...string) *cluster {
 	t.Helper()
+	return newClusterTLS(t, size, nil, extra...)
+}
+
+// newClusterTLS is newCluster for nodes whose client ports speak TLS (per extra's flags): the
+// tests reach them with clientTLS.
+func newClusterTLS(t *testing.T, size int, clientTLS *tls.Config, extra ...string) *cluster {
+	t.Helper()
 	var lastErr error
 	for range 3 { // a port picked free may be taken before the node binds it
-		c := &cluster{t: t, extra: extra}
+		c := &cluster{t: t, extra: extra, clientTLS: clientTLS}
 		if lastErr = c.start(size); lastErr == nil {
 			c.waitAnnounced(size)
 			return c
@@ -69,7 +80,11 @@ func (c *cluster) start(size int) error {
 	}
 	for i, n := range c.nodes {
 		n.args = append([]string{"--peers", strings.Join(peers, ",")}, c.extra...)
-		if err := n.start(c.t, net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i]))); err != nil {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i]))
+		if c.clientTLS != nil {
+			testutil.UseTLS(c.t, addr, c.clientTLS)
+		}
+		if err := n.start(c.t, addr); err != nil {
 			return err
 		}
 	}
@@ -165,7 +180,11 @@ func (c *cluster) join(via *node) *node {
 			raftAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1])),
 			args:     append([]string{"--join", via.addr}, c.extra...),
 		}
-		if lastErr = n.launch(c.t, net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))); lastErr == nil {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
+		if c.clientTLS != nil {
+			testutil.UseTLS(c.t, addr, c.clientTLS)
+		}
+		if lastErr = n.launch(c.t, addr); lastErr == nil {
 			c.nodes = append(c.nodes, n)
 			return n
 		}
@@ -339,7 +358,7 @@ func call(addr string, args ...string) (any, error) {
 // callWithin is call with the dial and the round trip each bounded by timeout.
 func callWithin(timeout time.Duration, addr string, args ...string) (any, error) {
 	ctx := context.Background()
-	c, err := resp.Dial(ctx, addr, timeout)
+	c, err := testutil.Dial(ctx, addr, timeout)
 	if err != nil {
 		return nil, err
 	}

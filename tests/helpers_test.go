@@ -265,6 +265,7 @@ func newClient(t testing.TB, addr string, proto int) *redis.Client {
 		DialTimeout:   2 * time.Second,
 		ReadTimeout:   5 * time.Second,
 		WriteTimeout:  5 * time.Second,
+		TLSConfig:     testutil.TLSFor(addr),
 	})
 	t.Cleanup(func() { rdb.Close() })
 	return rdb

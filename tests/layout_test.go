@@ -33,11 +33,12 @@ func TestLayout(t *testing.T) {
 		{"fsm", nil},
 		{"store", nil},
 		{"server/resp", nil},
+		{"certs", nil},
 		{"script", nil},
 		{"node", []string{"fsm"}},
 		{"server", []string{"fsm", "node", "server/resp", "script"}},
 		{"server/ops", []string{"fsm", "node"}},
-		{"raftnode", []string{"fsm", "node", "store", "server/resp"}},
+		{"raftnode", []string{"fsm", "node", "store", "server/resp", "certs"}},
 	} {
 		pkg, want := tc.pkg, tc.want
 		t.Run(pkg, func(t *testing.T) {

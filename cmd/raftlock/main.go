@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/hashicorp/raft"
+	"github.com/raftlock/raftlock/certs"
 	"github.com/raftlock/raftlock/raftnode"
 	"github.com/raftlock/raftlock/server"
 	"github.com/raftlock/raftlock/server/ops"
@@ -51,7 +52,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer st.Close()
 
-	trans, err := raftnode.NewTCPTransport(opts.raftAddr, opts.raftAdvertise, logger)
+	clientTLS, raftTLS, err := loadTLS(opts)
+	if err != nil {
+		return err
+	}
+	stopReload := reloadOnHangup(logger, map[string]*certs.Source{"client": clientTLS, "raft": raftTLS})
+	defer stopReload()
+	trans, err := raftnode.NewTransport(raftnode.TransportConfig{
+		Bind: opts.raftAddr, Advertise: opts.raftAdvertise, TLS: raftTLS, Logger: logger,
+	})
 	if err != nil {
 		return err
 	}
@@ -76,6 +85,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	ncfg.TrailingLogs = opts.trailingLogs
 	ncfg.SnapshotInterval = opts.snapshotInterval
 	ncfg.Logger = logger
+	if clientTLS != nil {
+		ncfg.ClientTLS = clientTLS.ClientConfig()
+	}
 	node, err := raftnode.New(ncfg, raftnode.Stores{Log: st, Stable: st, Snapshots: snaps}, trans)
 	if err != nil {
 		trans.Close()
@@ -96,6 +108,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		scfg.ShiftClock = clock.Shift
 	}
 	scfg.Logger = logger
+	if clientTLS != nil {
+		scfg.TLS = clientTLS.ServerConfig(opts.tlsAuthClients)
+		scfg.PeerTLS = clientTLS.ClientConfig()
+	}
 	srv, err := server.New(scfg, node, node)
 	if err != nil {
 		return err
@@ -105,7 +121,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	logger.Info("raftlock started", "id", opts.id, "addr", ln.Addr().String(), "raft", ncfg.RaftAddr, "dir", opts.dir,
-		"resumed", existing)
+		"resumed", existing, "tls", clientTLS != nil, "raft_tls", raftTLS != nil)
 
 	var web *ops.Server
 	if opts.metricsAddr != "" {

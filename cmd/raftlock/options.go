@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/certs"
 	"github.com/raftlock/raftlock/raftnode"
 )
 
@@ -44,6 +46,12 @@ type options struct {
 	logFormat   string
 	// metricsAddr, when set, serves /metrics and /debug/pprof/ over HTTP.
 	metricsAddr string
+	// TLS (Redis's names): with tls.Cert and tls.Key the client port speaks TLS, clients'
+	// certificates as tlsAuthClients says; with raftTLS's three files the raft transport is
+	// mutual TLS.
+	tls            certs.Files
+	tlsAuthClients tls.ClientAuthType
+	raftTLS        certs.Files
 }
 
 func parseOptions(args []string, getenv func(string) string) (options, error) {
@@ -69,6 +77,14 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"log-level":          fs.String("log-level", "info", "debug, info, warn or error"),
 		"log-format":         fs.String("log-format", "text", "text or json"),
 		"metrics-addr":       fs.String("metrics-addr", "", "HTTP address for /metrics (Prometheus) and /debug/pprof/ (default off; keep it private)"),
+		// TLS, with Redis's names; SIGHUP reloads every file.
+		"tls-cert-file":         fs.String("tls-cert-file", "", "PEM certificate of the client port: with --tls-key-file, clients speak TLS"),
+		"tls-key-file":          fs.String("tls-key-file", "", "PEM private key of --tls-cert-file"),
+		"tls-ca-cert-file":      fs.String("tls-ca-cert-file", "", "PEM CA that client certificates and the other nodes' client-port certificates are verified against"),
+		"tls-auth-clients":      fs.String("tls-auth-clients", "yes", "client certificates: yes (required), no (not asked for), optional (verified if sent)"),
+		"raft-tls-cert-file":    fs.String("raft-tls-cert-file", "", "PEM certificate of the raft transport: with the key and CA, raft is mutual TLS"),
+		"raft-tls-key-file":     fs.String("raft-tls-key-file", "", "PEM private key of --raft-tls-cert-file"),
+		"raft-tls-ca-cert-file": fs.String("raft-tls-ca-cert-file", "", "PEM cluster CA: a raft peer must present a certificate it signed"),
 	}
 	config := fs.String("config", "", "config file of name = value lines")
 	fs.Usage = func() {}
@@ -152,6 +168,9 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 			return options{}, fmt.Errorf("--%s: want true or false, got %q", name, *vals[name])
 		}
 	}
+	if err := o.parseTLS(vals); err != nil {
+		return options{}, err
+	}
 	if s := *vals["peers"]; s != "" {
 		for _, item := range strings.Split(s, ",") {
 			id, addr, ok := strings.Cut(strings.TrimSpace(item), "=")
@@ -168,6 +187,33 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		}
 	}
 	return o, nil
+}
+
+// parseTLS reads the TLS settings: each port's files come together or not at all.
+func (o *options) parseTLS(vals map[string]*string) error {
+	o.tls = certs.Files{Cert: *vals["tls-cert-file"], Key: *vals["tls-key-file"], CA: *vals["tls-ca-cert-file"]}
+	o.raftTLS = certs.Files{Cert: *vals["raft-tls-cert-file"], Key: *vals["raft-tls-key-file"], CA: *vals["raft-tls-ca-cert-file"]}
+	switch v := *vals["tls-auth-clients"]; v {
+	case "yes":
+		o.tlsAuthClients = tls.RequireAndVerifyClientCert
+	case "optional":
+		o.tlsAuthClients = tls.VerifyClientCertIfGiven
+	case "no":
+		o.tlsAuthClients = tls.NoClientCert
+	default:
+		return fmt.Errorf("--tls-auth-clients: want yes, no or optional, got %q", v)
+	}
+	switch {
+	case (o.tls.Cert == "") != (o.tls.Key == ""):
+		return fmt.Errorf("--tls-cert-file and --tls-key-file go together")
+	case o.tls.Cert == "" && o.tls.CA != "":
+		return fmt.Errorf("--tls-ca-cert-file needs --tls-cert-file and --tls-key-file")
+	case o.tls.Cert != "" && o.tls.CA == "" && o.tlsAuthClients != tls.NoClientCert:
+		return fmt.Errorf("--tls-auth-clients %s verifies client certificates: it needs --tls-ca-cert-file (or --tls-auth-clients no)", *vals["tls-auth-clients"])
+	case o.raftTLS != certs.Files{} && (o.raftTLS.Cert == "" || o.raftTLS.Key == "" || o.raftTLS.CA == ""):
+		return fmt.Errorf("--raft-tls-cert-file, --raft-tls-key-file and --raft-tls-ca-cert-file go together")
+	}
+	return nil
 }
 
 // readConfig reads "name = value" lines; blank lines and lines starting with # are skipped.

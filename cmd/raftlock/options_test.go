@@ -1,11 +1,13 @@
 package main
 
 import (
+	"crypto/tls"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/raftlock/raftlock/certs"
 	"github.com/raftlock/raftlock/raftnode"
 )
 
@@ -66,5 +68,37 @@ func TestParseOptions(t *testing.T) {
 	}
 	if _, err := parseOptions([]string{"--config", "/nonexistent"}, getenv); err == nil || !strings.Contains(err.Error(), "config") {
 		t.Errorf("missing config file: %v", err)
+	}
+}
+
+func TestParseTLSOptions(t *testing.T) {
+	getenv := func(string) string { return "" }
+	o, err := parseOptions([]string{"--tls-cert-file", "c", "--tls-key-file", "k", "--tls-ca-cert-file", "ca",
+		"--raft-tls-cert-file", "rc", "--raft-tls-key-file", "rk", "--raft-tls-ca-cert-file", "rca"}, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.tls != (certs.Files{Cert: "c", Key: "k", CA: "ca"}) || o.raftTLS != (certs.Files{Cert: "rc", Key: "rk", CA: "rca"}) ||
+		o.tlsAuthClients != tls.RequireAndVerifyClientCert {
+		t.Errorf("TLS options: %+v %+v %v; want the files, and client certificates required (Redis's default)", o.tls, o.raftTLS, o.tlsAuthClients)
+	}
+	for arg, want := range map[string]tls.ClientAuthType{"no": tls.NoClientCert, "optional": tls.VerifyClientCertIfGiven} {
+		o, err := parseOptions([]string{"--tls-cert-file", "c", "--tls-key-file", "k", "--tls-auth-clients", arg}, getenv)
+		if err != nil && arg == "no" || err == nil && o.tlsAuthClients != want {
+			t.Errorf("--tls-auth-clients %s: %v, %v; want %v", arg, o.tlsAuthClients, err, want)
+		}
+	}
+	for _, bad := range [][]string{
+		{"--tls-cert-file", "c"},
+		{"--tls-key-file", "k"},
+		{"--tls-cert-file", "c", "--tls-key-file", "k"}, // auth-clients yes needs a CA
+		{"--tls-cert-file", "c", "--tls-key-file", "k", "--tls-auth-clients", "optional"},
+		{"--tls-cert-file", "c", "--tls-key-file", "k", "--tls-auth-clients", "maybe"},
+		{"--tls-ca-cert-file", "ca"},
+		{"--raft-tls-cert-file", "rc", "--raft-tls-key-file", "rk"},
+	} {
+		if _, err := parseOptions(bad, getenv); err == nil {
+			t.Errorf("parseOptions(%q) accepted it", bad)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package resp
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -36,8 +37,21 @@ type Client struct {
 // Dial connects to addr. timeout bounds the dial and then each call's I/O (each Do, Flush and
 // Receive); zero means only ctx bounds them.
 func Dial(ctx context.Context, addr string, timeout time.Duration) (*Client, error) {
-	d := net.Dialer{Timeout: timeout}
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	return DialTLS(ctx, addr, timeout, nil)
+}
+
+// DialTLS is Dial over TLS with config (nil: plain TCP, as Dial); the handshake is bounded as
+// the dial is.
+func DialTLS(ctx context.Context, addr string, timeout time.Duration, config *tls.Config) (*Client, error) {
+	var nc net.Conn
+	var err error
+	if config == nil {
+		d := net.Dialer{Timeout: timeout}
+		nc, err = d.DialContext(ctx, "tcp", addr)
+	} else {
+		d := tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: config}
+		nc, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -2,9 +2,12 @@ package testutil
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
+	"sync"
+	"testing"
 	"time"
 
 	"github.com/raftlock/raftlock/server/resp"
@@ -20,11 +23,35 @@ func FreePort(ip string) (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
+// clientTLS maps a client address to the TLS config that reaches it (UseTLS).
+var clientTLS sync.Map
+
+// UseTLS makes Dial, Ping and WaitServing, and every helper built on them, speak TLS with
+// config to addr until tb ends: the tests of a node whose client port speaks TLS use the
+// same helpers as any other.
+func UseTLS(tb testing.TB, addr string, config *tls.Config) {
+	clientTLS.Store(addr, config)
+	tb.Cleanup(func() { clientTLS.Delete(addr) })
+}
+
+// TLSFor returns the TLS config UseTLS set for addr, nil if none.
+func TLSFor(addr string) *tls.Config {
+	if v, ok := clientTLS.Load(addr); ok {
+		return v.(*tls.Config)
+	}
+	return nil
+}
+
+// Dial is resp.Dial, over TLS to an address UseTLS named.
+func Dial(ctx context.Context, addr string, timeout time.Duration) (*resp.Client, error) {
+	return resp.DialTLS(ctx, addr, timeout, TLSFor(addr))
+}
+
 // Ping dials addr and sends PING, within timeout; nil means it answered PONG.
 func Ping(addr string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	c, err := resp.Dial(ctx, addr, timeout)
+	c, err := Dial(ctx, addr, timeout)
 	if err != nil {
 		return err
 	}

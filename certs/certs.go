@@ -1,0 +1,140 @@
+// Package certs holds one set of a node's TLS material (a certificate, its key and the CA that
+// signs its peers' certificates), reloadable while the node runs, and the tls.Configs built on
+// it: the listening side of a port, and the dialing side of one node's connection to another.
+//
+// Reload swaps the material atomically; a handshake reads the material current when it starts
+// (GetConfigForClient, GetClientCertificate, VerifyConnection), so a new certificate or CA
+// applies to the next connection without a restart, and connections already open keep theirs.
+package certs
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+)
+
+// Files names the PEM files of one set of material. Cert and Key are required; CA is required
+// to verify peers' certificates (the dialing side without it trusts the system's roots).
+type Files struct {
+	Cert string
+	Key  string
+	CA   string
+}
+
+// Source is reloadable TLS material. Its methods are safe for concurrent use.
+type Source struct {
+	files Files
+	cur   atomic.Pointer[material]
+}
+
+// material is one loaded generation of the files, with the listening-side configs built on it
+// (one per client-auth mode, built once so their session ticket keys live as long as it does).
+type material struct {
+	cert   *tls.Certificate
+	pool   *x509.CertPool // nil: no CA file
+	server map[tls.ClientAuthType]*tls.Config
+}
+
+// Load reads files and returns a Source of them.
+func Load(files Files) (*Source, error) {
+	if files.Cert == "" || files.Key == "" {
+		return nil, errors.New("certs: a certificate file and a key file are both required")
+	}
+	s := &Source{files: files}
+	if err := s.Reload(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Reload reads the files again. On any error it keeps the material it had and returns the
+// error: a half-written or mismatched new pair never replaces a working one.
+func (s *Source) Reload() error {
+	pair, err := tls.LoadX509KeyPair(s.files.Cert, s.files.Key)
+	if err != nil {
+		return fmt.Errorf("certs: load %s and %s: %w", s.files.Cert, s.files.Key, err)
+	}
+	m := &material{cert: &pair}
+	if s.files.CA != "" {
+		pem, err := os.ReadFile(s.files.CA)
+		if err != nil {
+			return fmt.Errorf("certs: read CA: %w", err)
+		}
+		m.pool = x509.NewCertPool()
+		if !m.pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("certs: %s holds no PEM certificate", s.files.CA)
+		}
+	}
+	m.server = make(map[tls.ClientAuthType]*tls.Config)
+	for _, auth := range []tls.ClientAuthType{tls.NoClientCert, tls.VerifyClientCertIfGiven, tls.RequireAndVerifyClientCert} {
+		m.server[auth] = &tls.Config{
+			MinVersion:   tls.VersionTLS12,
+			Certificates: []tls.Certificate{pair},
+			ClientAuth:   auth,
+			ClientCAs:    m.pool,
+		}
+	}
+	s.cur.Store(m)
+	return nil
+}
+
+// HasCA reports whether the Source verifies peers against a CA file of its own.
+func (s *Source) HasCA() bool { return s.files.CA != "" }
+
+// Leaf returns the current certificate, parsed.
+func (s *Source) Leaf() *x509.Certificate { return s.cur.Load().cert.Leaf }
+
+// ServerConfig returns the listening side's config: the current certificate, TLS 1.2 or newer,
+// and client certificates as auth says (NoClientCert, VerifyClientCertIfGiven or
+// RequireAndVerifyClientCert), verified against the current CA. The two verifying modes need
+// a CA file.
+func (s *Source) ServerConfig(auth tls.ClientAuthType) *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return s.cur.Load().server[auth], nil
+		},
+	}
+}
+
+// ClientConfig returns the dialing side's config for one node's connection to another node:
+// it presents the current certificate when asked for one, and accepts the peer's certificate
+// if it chains to the current CA (the system's roots without a CA file), whatever names it
+// holds: nodes dial each other by the addresses they announce, and membership of the cluster,
+// not a host name, is what the CA vouches for (Redis checks replication peers the same way).
+func (s *Source) ClientConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		// Verification is not skipped: VerifyConnection below does it, against the CA current
+		// at the handshake, which a static RootCAs could not follow across a reload.
+		InsecureSkipVerify: true,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return s.cur.Load().cert, nil
+		},
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			return s.verifyPeer(cs.PeerCertificates)
+		},
+	}
+}
+
+// verifyPeer checks that chain (leaf first) chains to the current CA.
+func (s *Source) verifyPeer(chain []*x509.Certificate) error {
+	if len(chain) == 0 {
+		return errors.New("certs: the peer sent no certificate")
+	}
+	opts := x509.VerifyOptions{
+		Roots:         s.cur.Load().pool,
+		Intermediates: x509.NewCertPool(),
+		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageAny},
+	}
+	for _, c := range chain[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	if _, err := chain[0].Verify(opts); err != nil {
+		return fmt.Errorf("certs: peer certificate: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+package raftnode
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/certs"
+	"github.com/raftlock/raftlock/tests/testutil"
+)
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// newTestTransport starts a transport on 127.0.0.1:0 with cfg's other fields, closed when the
+// test ends, and answers every RPC it receives with term 7 until then.
+func newTestTransport(t *testing.T, cfg TransportConfig) *raft.NetworkTransport {
+	t.Helper()
+	cfg.Bind, cfg.Logger = "127.0.0.1:0", quietLogger()
+	tr, err := NewTransport(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case rpc := <-tr.Consumer():
+				rpc.Respond(&raft.RequestVoteResponse{Term: 7}, nil)
+			case <-stop:
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		<-done
+		tr.Close()
+	})
+	return tr
+}
+
+func loadSource(t *testing.T, ca *testutil.CA, cert testutil.Issued) *certs.Source {
+	t.Helper()
+	src, err := certs.Load(certs.Files{Cert: cert.CertFile, Key: cert.KeyFile, CA: ca.File})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
+func vote(from *raft.NetworkTransport, to raft.ServerAddress) error {
+	var out raft.RequestVoteResponse
+	err := from.RequestVote("n2", to, &raft.RequestVoteRequest{Term: 1}, &out)
+	if err == nil && out.Term != 7 {
+		err = errors.New("unexpected answer")
+	}
+	return err
+}
+
+// TestTransportMutualTLS: peers with certificates of the cluster CA talk; a peer without TLS,
+// or with another CA's certificate, is refused at the handshake.
+func TestTransportMutualTLS(t *testing.T) {
+	ca := testutil.NewCA(t, "cluster")
+	a := newTestTransport(t, TransportConfig{TLS: loadSource(t, ca, ca.Issue(t, "a"))})
+	b := newTestTransport(t, TransportConfig{TLS: loadSource(t, ca, ca.Issue(t, "b"))})
+	if err := vote(a, b.LocalAddr()); err != nil {
+		t.Fatalf("a to b over mTLS: %v", err)
+	}
+	plain := newTestTransport(t, TransportConfig{})
+	if err := vote(plain, b.LocalAddr()); err == nil {
+		t.Errorf("a plain peer to b: answered; want refused")
+	}
+	other := testutil.NewCA(t, "other")
+	stranger := newTestTransport(t, TransportConfig{TLS: loadSource(t, other, other.Issue(t, "s"))})
+	if err := vote(stranger, b.LocalAddr()); err == nil {
+		t.Errorf("another CA's peer to b: answered; want refused")
+	}
+	if err := vote(b, stranger.LocalAddr()); err == nil {
+		t.Errorf("b to another CA's peer: answered; want refused (b verifies whom it dials too)")
+	}
+	if err := vote(b, a.LocalAddr()); err != nil {
+		t.Fatalf("b to a over mTLS after the refusals: %v", err)
+	}
+}
+
+// readsEOF reports whether the server closes nc within d without sending anything.
+func readsEOF(nc net.Conn, d time.Duration) bool {
+	nc.SetReadDeadline(time.Now().Add(d))
+	_, err := nc.Read(make([]byte, 1))
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// TestTransportBounds: connections beyond the per-IP cap are closed at once, a connection that
+// sends nothing is closed after the handshake timeout, and one idle past the idle timeout is
+// closed; a peer's pooled connection, idle past half of that, is replaced before its next RPC.
+func TestTransportBounds(t *testing.T) {
+	srv := newTestTransport(t, TransportConfig{MaxConnsPerIP: 2, HandshakeTimeout: 300 * time.Millisecond, IdleTimeout: 600 * time.Millisecond})
+	addr := string(srv.LocalAddr())
+	var held []net.Conn
+	for range 2 {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		held = append(held, nc)
+	}
+	time.Sleep(50 * time.Millisecond) // both accepted and counted
+	third, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Close()
+	if !readsEOF(third, 200*time.Millisecond) {
+		t.Errorf("a third connection from one IP: still open; want closed at once")
+	}
+	for i, nc := range held {
+		start := time.Now()
+		if !readsEOF(nc, 2*time.Second) {
+			t.Errorf("silent connection %d: still open after 2s; want closed after the 300ms handshake timeout", i)
+		} else if el := time.Since(start); el > time.Second {
+			t.Errorf("silent connection %d closed after %v; want about 300ms", i, el)
+		}
+	}
+
+	// Freed places: a peer gets in, and its pooled connection outlives the idle timeout.
+	peer := newTestTransport(t, TransportConfig{IdleTimeout: 600 * time.Millisecond})
+	if err := vote(peer, srv.LocalAddr()); err != nil {
+		t.Fatalf("a peer after the silent connections left: %v", err)
+	}
+	time.Sleep(800 * time.Millisecond) // the server closed the pooled connection by now
+	if err := vote(peer, srv.LocalAddr()); err != nil {
+		t.Fatalf("the peer's next RPC after its pooled connection idled out: %v", err)
+	}
+}
