@@ -43,6 +43,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		resps   = make([]entryResponse, len(logs))
 	)
 	now := n.cfg.Now()
+	notify := n.keyEvent.Load() // nil: nobody listens, record no key events
 	n.mu.Lock()
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
@@ -76,7 +77,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			members = members || res[j].Status == fsm.StatusMember
 			if res[j].Status == fsm.StatusPublished {
 				publish = append(publish, message{res: &res[j], channel: c.Key, body: c.Owner, shard: c.Kind == fsm.KindShardPublish})
-			} else if ev := node.KeyEventOf(c, res[j]); ev != 0 {
+			} else if ev := node.KeyEventOf(c, res[j]); ev != 0 && notify != nil {
 				publish = append(publish, message{channel: c.Key, event: ev})
 			}
 		}
@@ -102,7 +103,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	// In log order, after every change of the batch and before anyone hears back: a subscriber
 	// told "released" finds the key free on this node.
-	deliver, notify := n.published.Load(), n.keyEvent.Load()
+	deliver := n.published.Load()
 	for _, m := range publish {
 		switch {
 		case m.event != 0 && notify != nil:

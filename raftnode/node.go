@@ -367,9 +367,16 @@ func (n *Node) OnChange(fn func(keys [][]byte)) { n.changed.Store(&fn) }
 func (n *Node) OnPublish(fn func(channel, message []byte, shard bool) int) { n.published.Store(&fn) }
 
 // OnKeyEvent registers fn to be told of every key an entry this node applies deletes or expires,
-// for keyspace notifications. It runs where OnPublish's hook does, in log order with the
-// messages. It must not block; key is only valid during the call.
-func (n *Node) OnKeyEvent(fn func(key []byte, ev node.KeyEvent)) { n.keyEvent.Store(&fn) }
+// for keyspace notifications; nil unregisters it, and then the apply path records no events at
+// all. It runs where OnPublish's hook does, in log order with the messages. It must not block;
+// key is only valid during the call.
+func (n *Node) OnKeyEvent(fn func(key []byte, ev node.KeyEvent)) {
+	if fn == nil {
+		n.keyEvent.Store(nil)
+		return
+	}
+	n.keyEvent.Store(&fn)
+}
 
 // OnRestore registers fn to be told, on raft's apply goroutine after the view lock is released,
 // that a snapshot replaced this node's table: the messages of the entries it covers are never

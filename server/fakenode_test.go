@@ -252,7 +252,13 @@ func (f *fakeNode) OnChange(fn func(keys [][]byte)) { f.changed.Store(&fn) }
 
 func (f *fakeNode) OnRestore(fn func()) { f.restored.Store(&fn) }
 
-func (f *fakeNode) OnKeyEvent(fn func(key []byte, ev node.KeyEvent)) { f.keyEvent.Store(&fn) }
+func (f *fakeNode) OnKeyEvent(fn func(key []byte, ev node.KeyEvent)) {
+	if fn == nil {
+		f.keyEvent.Store(nil)
+		return
+	}
+	f.keyEvent.Store(&fn)
+}
 
 func (f *fakeNode) OnPublish(fn func(channel, message []byte, shard bool) int) {
 	f.published.Store(&fn)

@@ -64,7 +64,7 @@ func configSet(r *request) {
 			return
 		}
 	}
-	r.s.notifyFlags.Store(flags)
+	r.s.setNotifyFlags(flags)
 	r.w.SimpleString("OK")
 }
 

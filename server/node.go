@@ -38,8 +38,8 @@ type Node interface {
 	// hook does, after it, in log order, and must not block.
 	OnPublish(fn func(channel, message []byte, shard bool) int)
 	// OnKeyEvent registers the hook told of each key an applied entry deleted or expired
-	// (keyspace notifications). It runs where OnPublish's does, in log order with the messages,
-	// and must not block.
+	// (keyspace notifications); nil unregisters it (the node then records no events). It runs
+	// where OnPublish's does, in log order with the messages, and must not block.
 	OnKeyEvent(fn func(key []byte, ev node.KeyEvent))
 	// OnRestore registers the hook told that a snapshot replaced the node's table: the
 	// messages of the entries it covers are never delivered on this node.

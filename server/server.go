@@ -198,6 +198,7 @@ type Server struct {
 	hub     *hub
 	// notifyFlags is the notify-keyspace-events setting (notify.go), set by CONFIG SET.
 	notifyFlags atomic.Uint32
+	notifyMu    sync.Mutex // serializes setNotifyFlags
 	cursors     *cursors
 	log         *slog.Logger
 	start       time.Time
@@ -249,7 +250,6 @@ func New(cfg Config, n Node, admin Admin) (*Server, error) {
 	})
 	n.OnPublish(s.hub.deliver)
 	n.OnRestore(s.hub.dropSubscribers)
-	n.OnKeyEvent(s.notifyKey)
 	s.mu.conns = make(map[*conn]struct{})
 	return s, nil
 }
