@@ -235,3 +235,83 @@ func TestOutputLimitWriteStall(t *testing.T) {
 	testutil.WaitFor(t, 10*time.Second, testutil.Cond("the non-reading client is closed", func() bool { return s.Clients() == 0 }))
 	pingFast(t, addr)
 }
+
+// SCRIPT KILL from another connection stops a running script (any: its effects replicate only
+// at its end, so a killed script has none), while a third client's PING stays fast.
+func TestScriptKillFromAnotherConnection(t *testing.T) {
+	addr, _ := startServer(t, func(c *Config) { c.ScriptTimeout = time.Minute })
+	admin := dialRaw(t, addr)
+	if got := admin.do("SCRIPT", "KILL"); got != "-NOTBUSY No scripts in execution right now.\r\n" {
+		t.Errorf("SCRIPT KILL with none running = %q", got)
+	}
+	runner := dialRaw(t, addr)
+	got := make(chan string, 1)
+	go func() {
+		got <- runner.do("EVAL", "redis.call('SET', KEYS[1], 'written') while true do end", "1", "wrote")
+	}()
+	testutil.WaitFor(t, 5*time.Second, testutil.Cond("the script runs", func() bool {
+		return admin.do("SCRIPT", "KILL") == "+OK\r\n"
+	}))
+	pingFast(t, addr)
+	select {
+	case r := <-got:
+		if !strings.HasPrefix(r, "-ERR Script killed by user with SCRIPT KILL...") {
+			t.Errorf("killed EVAL = %q", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("SCRIPT KILL did not stop the script")
+	}
+	if r := admin.do("EXISTS", "wrote"); r != ":0\r\n" {
+		t.Errorf("the killed script's SET applied: EXISTS = %q", r)
+	}
+}
+
+// The EVAL retained 1.28 GB in 0.36 s: now it fails at the script memory limit.
+func TestScriptMemoryBound(t *testing.T) {
+	addr, _ := startServer(t, func(c *Config) {
+		c.ScriptTimeout = 20 * time.Second
+		c.Scripts = DefaultScriptLimits()
+		c.Scripts.Memory = 64 << 20
+	})
+	r := dialRaw(t, addr)
+	start := time.Now()
+	got := r.do("EVAL", "local t = {} for i=1,1e8 do t[i] = string.rep('x', 1000) end", "0")
+	if !strings.HasPrefix(got, "-ERR Script killed: it used more than the script memory limit (64 MiB)") {
+		t.Errorf("EVAL = %q", got)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("stopped after %v", d)
+	}
+	pingFast(t, addr)
+}
+
+func TestScriptCacheBound(t *testing.T) {
+	addr, _ := startServer(t, func(c *Config) {
+		c.Scripts = DefaultScriptLimits()
+		c.Scripts.CacheScripts = 2
+	})
+	r := dialRaw(t, addr)
+	sha1 := r.do("SCRIPT", "LOAD", "return 1")
+	r.do("EVAL", "return 2", "0")
+	full := "-ERR the script cache is full (at most 2 scripts and 67108864 bytes): run stored scripts with EVALSHA, or empty the cache with SCRIPT FLUSH\r\n"
+	if got := r.do("SCRIPT", "LOAD", "return 3"); got != full {
+		t.Errorf("SCRIPT LOAD past the cap = %q", got)
+	}
+	if got := r.do("EVAL", "return 3", "0"); got != full {
+		t.Errorf("EVAL of a new script past the cap = %q", got)
+	}
+	if got := r.do("EVALSHA", strings.TrimSpace(sha1[strings.Index(sha1, "\n")+1:]), "0"); got != ":1\r\n" {
+		t.Errorf("EVALSHA of a stored script = %q", got)
+	}
+	if got := r.do("EVAL", "return 2", "0"); got != ":2\r\n" {
+		t.Errorf("EVAL of a stored script = %q", got)
+	}
+	if got := r.do("EVAL_RO", "return 4", "0"); got != ":4\r\n" {
+		t.Errorf("EVAL_RO (not cached) = %q", got)
+	}
+	r.do("SCRIPT", "FLUSH")
+	if got := r.do("SCRIPT", "LOAD", "return 3"); !strings.HasPrefix(got, "$40") {
+		t.Errorf("SCRIPT LOAD after FLUSH = %q", got)
+	}
+	pingFast(t, addr)
+}

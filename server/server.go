@@ -98,6 +98,8 @@ type Config struct {
 	// ScriptTimeout bounds how long a Lua script may run: it holds the leader's view (and so
 	// every apply) while it runs. Default 1 s, shorter than Redis's 5 s busy limit.
 	ScriptTimeout time.Duration
+	// Scripts bounds what one script may use and what the replicated script cache may hold.
+	Scripts ScriptLimits
 	// Limits bound the RESP parser.
 	Limits resp.Limits
 	// Now is the clock for absolute expiry times (PXAT, EXAT, PEXPIREAT). Default time.Now.
@@ -129,6 +131,7 @@ func DefaultConfig() Config {
 		LeaderWait:          time.Second,
 		Limits:              resp.DefaultLimits(),
 		ScriptTimeout:       time.Second,
+		Scripts:             DefaultScriptLimits(),
 		Now:                 time.Now,
 		Logger:              slog.Default(),
 	}
@@ -183,6 +186,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ScriptTimeout == 0 {
 		c.ScriptTimeout = d.ScriptTimeout
+	}
+	if c.Scripts == (ScriptLimits{}) {
+		c.Scripts = d.Scripts
 	}
 	if c.Limits == (resp.Limits{}) {
 		c.Limits = d.Limits
