@@ -39,6 +39,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if opts.testClock && !testClockBuilt {
+		return errNoTestClock // before anything starts
+	}
 	logger := newLogger(stderr, opts.logLevel, opts.logFormat)
 	slog.SetDefault(logger)
 

@@ -69,7 +69,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"peers":              fs.String("peers", "", "initial voters of a new multi-node cluster: ID=RAFTADDR,... (the same on every node)"),
 		"join":               fs.String("join", "", "client address of any member of an existing cluster to join through"),
 		"redirect":           fs.String("redirect", "false", "followers answer -MOVED with the leader's address instead of forwarding (true/false)"),
-		"test-clock":         fs.String("test-clock", "false", "TESTS ONLY: allow DEBUG CLOCK-SHIFT ms to skew or jump this node's lease clock (true/false)"),
+		"test-clock":         fs.String("test-clock", "false", "TESTS ONLY (builds with -tags raftlock_testclock): allow DEBUG CLOCK-SHIFT ms to skew or jump this node's lease clock (true/false)"),
 		"snapshot-threshold": fs.String("snapshot-threshold", "0", "log entries between snapshots (0: default 16384)"),
 		"trailing-logs":      fs.String("trailing-logs", "0", "log entries kept behind a snapshot for slow followers (0: default 10240)"),
 		"snapshot-interval":  fs.String("snapshot-interval", "0", "how often to check whether to snapshot (0: default 10s)"),
