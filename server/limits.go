@@ -217,3 +217,37 @@ func (s *Server) measureMemory() {
 		}
 	}
 }
+
+// rateGate lets one operation run at a time, at most once per every (RAFT SNAPSHOT and RAFT
+// DIGEST: each walks or writes the whole table).
+type rateGate struct {
+	every time.Duration
+	mu    struct {
+		sync.Mutex
+		busy bool
+		last time.Time
+	}
+}
+
+// enter starts the operation, or says why not: one is running, or the last began too recently.
+func (g *rateGate) enter(what string) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := time.Now()
+	switch {
+	case g.mu.busy:
+		return "ERR " + what + " is busy: one is already running on this node"
+	case !g.mu.last.IsZero() && now.Sub(g.mu.last) < g.every:
+		return "ERR " + what + " too soon: at most one every " + g.every.String() + " on this node; retry in " +
+			(g.every - now.Sub(g.mu.last)).Round(time.Millisecond).String()
+	}
+	g.mu.busy, g.mu.last = true, now
+	return ""
+}
+
+// leave ends the operation enter started.
+func (g *rateGate) leave() {
+	g.mu.Lock()
+	g.mu.busy = false
+	g.mu.Unlock()
+}

@@ -315,3 +315,26 @@ func TestScriptCacheBound(t *testing.T) {
 	}
 	pingFast(t, addr)
 }
+
+func TestRaftSnapshotAndDigestRate(t *testing.T) {
+	addr, _ := startServer(t, nil)
+	r := dialRaw(t, addr)
+	if got := r.do("RAFT", "SNAPSHOT"); got != "+OK\r\n" {
+		t.Fatalf("first RAFT SNAPSHOT = %q", got)
+	}
+	if got := r.do("RAFT", "SNAPSHOT"); !strings.HasPrefix(got, "-ERR RAFT SNAPSHOT too soon: at most one every 5s on this node") {
+		t.Errorf("second RAFT SNAPSHOT at once = %q", got)
+	}
+	if got := r.do("RAFT", "DIGEST"); !strings.HasPrefix(got, "*2") {
+		t.Fatalf("first RAFT DIGEST = %q", got)
+	}
+	if got := r.do("RAFT", "DIGEST"); !strings.HasPrefix(got, "-ERR RAFT DIGEST too soon") {
+		t.Errorf("second RAFT DIGEST at once = %q", got)
+	}
+	pingFast(t, addr)
+	var g rateGate
+	g.every = time.Hour
+	if g.enter("X") != "" || !strings.HasPrefix(g.enter("X"), "ERR X is busy") {
+		t.Error("a second X while one runs is not refused as busy")
+	}
+}

@@ -259,8 +259,10 @@ type Server struct {
 	// usedMemory is the last heap measure; overMemory: it was above MaxMemory (limits.go).
 	usedMemory atomic.Uint64
 	overMemory atomic.Bool
-	stats      serverStats
-	closed     atomic.Bool
+	// snapshots and digests rate-limit RAFT SNAPSHOT and RAFT DIGEST (admin.go).
+	snapshots, digests rateGate
+	stats              serverStats
+	closed             atomic.Bool
 }
 
 type serverStats struct {
@@ -297,6 +299,7 @@ func New(cfg Config, n Node, admin Admin) (*Server, error) {
 	n.OnKeyEvent(s.notifyKey)
 	s.mu.conns = make(map[*conn]struct{})
 	s.readAhead.limit = int64(cfg.TotalReadAheadBytes)
+	s.snapshots.every, s.digests.every = snapshotEvery, digestEvery
 	if cfg.MaxMemory > 0 {
 		s.measureMemory()
 		s.wg.Add(1)
