@@ -64,6 +64,16 @@ func (m *Machine) Script(sha string) (string, bool) {
 // Scripts is the number of stored scripts.
 func (m *Machine) Scripts() int { return len(m.scripts) }
 
+// ScriptBytes is the bytes of the stored scripts' sources (a walk over them: the cache is
+// capped at a few thousand).
+func (m *Machine) ScriptBytes() int {
+	n := 0
+	for _, src := range m.scripts {
+		n += len(src)
+	}
+	return n
+}
+
 // Put stores a lock directly, bypassing the log. Only for scratch tables (a script's predicted
 // effects, tests); a replicated Machine changes only through Apply. The token counter moves up
 // to l.Token, so a later grant still hands out a greater one.

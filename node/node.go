@@ -26,6 +26,8 @@ type View interface {
 	Ascend(from []byte, fn func(key []byte, l fsm.Lock) bool)
 	// Script returns the stored source of a script by its SHA1 hex digest.
 	Script(sha string) (string, bool)
+	// ScriptCache is how many scripts are stored and the bytes of their sources.
+	ScriptCache() (scripts, bytes int)
 }
 
 // Eval turns a request into the commands to replicate, looking at a view. Returning none makes

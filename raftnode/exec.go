@@ -375,3 +375,7 @@ func (n *Node) runVerifier() {
 }
 
 func (v viewReader) Script(sha string) (string, bool) { return v.n.mu.machine.Script(sha) }
+
+func (v viewReader) ScriptCache() (scripts, bytes int) {
+	return v.n.mu.machine.Scripts(), v.n.mu.machine.ScriptBytes()
+}

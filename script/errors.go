@@ -30,6 +30,11 @@ var (
 	ErrTimeout = errors.New("script: time limit exceeded")
 	// ErrClosed is the cause of the Error that Run and Compile return after Close.
 	ErrClosed = errors.New("script: engine closed")
+	// ErrKilled is the cause of an Error for a script stopped by Engine.Kill (SCRIPT KILL).
+	ErrKilled = errors.New("script: killed")
+	// ErrMemory is the cause of an Error for a script stopped because it held more than
+	// Config.MaxMemory, or built a reply larger than Config.MaxReplyBytes.
+	ErrMemory = errors.New("script: memory limit exceeded")
 )
 
 // errEngineClosed is what Run and Compile return after Close.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"runtime/debug"
+	"strconv"
 	"strings"
 
 	lua "github.com/yuin/gopher-lua"
@@ -369,6 +370,11 @@ func (m *vm) pairs(L *lua.LState) int {
 // Lua 5.1 ([string "..."]) in error messages.
 func (m *vm) loadstring(L *lua.LState) int {
 	s := L.CheckString(1)
+	if len(s) > maxChunkBytes {
+		L.Push(lua.LNil)
+		L.Push(lua.LString(chunkTooLarge))
+		return 2
+	}
 	name := L.OptString(2, s)
 	display := chunkID(name)
 	proto, msg := compileChunk([]byte(s), display)
@@ -380,6 +386,55 @@ func (m *vm) loadstring(L *lua.LState) int {
 	m.chunks[display] = name
 	L.Push(L.NewFunctionFromProto(proto))
 	return 1
+}
+
+// chunkTooLarge is what loadstring and load return for a chunk past maxChunkBytes.
+var chunkTooLarge = "chunk too large: loadstring and load compile at most " + strconv.Itoa(maxChunkBytes) + " bytes"
+
+// loadBounded is load(func [, chunkname]) with at most maxChunkBytes of source: it reads the
+// pieces itself (each call of the reader runs under the time limit), then has gopher-lua's
+// load compile them.
+func loadBounded(L *lua.LState, orig lua.LGFunction) int {
+	fn := L.CheckFunction(1)
+	top := L.GetTop()
+	var src strings.Builder
+	for {
+		L.SetTop(top)
+		L.Push(fn)
+		L.Call(0, 1)
+		piece := L.Get(-1)
+		L.Pop(1)
+		if piece == lua.LNil {
+			break
+		}
+		if !lua.LVCanConvToString(piece) {
+			L.Push(lua.LNil)
+			L.Push(lua.LString("reader function must return a string"))
+			return 2
+		}
+		s := piece.String()
+		if s == "" {
+			break
+		}
+		if src.Len()+len(s) > maxChunkBytes {
+			L.Push(lua.LNil)
+			L.Push(lua.LString(chunkTooLarge))
+			return 2
+		}
+		src.WriteString(s)
+	}
+	L.SetTop(top)
+	whole, given := src.String(), false
+	L.Replace(1, L.NewFunction(func(L *lua.LState) int {
+		if given {
+			L.Push(lua.LNil)
+		} else {
+			given = true
+			L.Push(lua.LString(whole))
+		}
+		return 1
+	}))
+	return orig(L)
 }
 
 // chunkID is Lua 5.1's luaO_chunkid: how a chunk name is printed in error messages.

@@ -19,9 +19,11 @@
 //     rather than %.14g (tostring is fixed). The texts this package writes itself (redis.*
 //     errors, compile error prefixes, positions and the " script: <sha>, on
 //     @user_script:<line>." suffix) are Redis's.
-//   - Memory: the VM's stacks are bounded and string.rep is capped (vm.go); other allocations
-//     are bounded only by the time limit, and a loop doubling a string can exhaust memory
-//     faster than that (Redis has no bound either).
+//   - Memory: the VM's stacks are bounded, string.rep is capped, loadstring and load take at
+//     most 256 KiB of source (vm.go), and a run stops once the heap grew by Config.MaxMemory
+//     (gopher-lua has no allocator hook: the runtime's heap figures are read every few
+//     thousand instructions) or its reply passes Config.MaxReplyBytes. Redis bounds none of
+//     these but maxmemory.
 package script
 
 import (
@@ -44,6 +46,13 @@ type Config struct {
 	// Cache is how many compiled scripts are kept, least recently used out first.
 	// Default 1000.
 	Cache int
+	// MaxMemory bounds the heap one run may grow by (measured by the Go runtime every few
+	// thousand instructions, and confirmed by a collection before the run is stopped with an
+	// *Error wrapping ErrMemory). Default 256 MiB.
+	MaxMemory int64
+	// MaxReplyBytes bounds the reply a script returns (the bytes of its strings, a string
+	// counted again each time the reply holds it). Default 64 MiB.
+	MaxReplyBytes int64
 	// Logger receives redis.log's lines. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -55,6 +64,9 @@ func DefaultConfig() Config {
 		Pool:    runtime.GOMAXPROCS(0),
 		Cache:   1000,
 		Logger:  slog.Default(),
+
+		MaxMemory:     256 << 20,
+		MaxReplyBytes: 64 << 20,
 	}
 }
 
@@ -67,6 +79,8 @@ func (c Config) Validate() error {
 		return errors.New("script: Config.Pool must not be negative")
 	case c.Cache < 0:
 		return errors.New("script: Config.Cache must not be negative")
+	case c.MaxMemory < 0 || c.MaxReplyBytes < 0:
+		return errors.New("script: Config.MaxMemory and MaxReplyBytes must not be negative")
 	}
 	return nil
 }
@@ -82,6 +96,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Cache <= 0 {
 		c.Cache = d.Cache
+	}
+	if c.MaxMemory <= 0 {
+		c.MaxMemory = d.MaxMemory
+	}
+	if c.MaxReplyBytes <= 0 {
+		c.MaxReplyBytes = d.MaxReplyBytes
 	}
 	if c.Logger == nil {
 		c.Logger = d.Logger
@@ -108,8 +128,9 @@ type Engine struct {
 	cache *protoCache
 	mu    struct {
 		sync.Mutex
-		closed bool
-		idle   []*vm
+		closed  bool
+		idle    []*vm
+		running map[*vm]struct{} // the VMs running a script now, for Kill
 	}
 	stats struct {
 		runs, failed, timeouts, aborts, compiles, hits, vms atomic.Uint64
@@ -122,6 +143,7 @@ func New(cfg Config) *Engine {
 	cfg = cfg.withDefaults()
 	e := &Engine{cfg: cfg, now: time.Now, cache: newProtoCache(cfg.Cache)}
 	e.mu.idle = make([]*vm, 0, cfg.Pool)
+	e.mu.running = make(map[*vm]struct{})
 	return e
 }
 
@@ -159,10 +181,35 @@ func (e *Engine) run(ctx context.Context, src []byte, keys, argv [][]byte, call 
 	if err != nil {
 		return Value{}, err
 	}
+	m.killed.Store(false)
+	e.mu.Lock()
+	e.mu.running[m] = struct{}{}
+	e.mu.Unlock()
 	v, err := m.run(ctx, script.proto, script.sha, keys, argv, call)
+	e.mu.Lock()
+	delete(e.mu.running, m)
+	e.mu.Unlock()
 	// A stopped run unwound cleanly, but it is rare: start the next one on a fresh VM.
 	e.release(m, m.rc.stop == nil && !m.broken)
 	return v, err
+}
+
+// Kill stops every script running now (SCRIPT KILL): each fails with an *Error wrapping
+// ErrKilled within a few thousand instructions. It reports how many it stopped.
+func (e *Engine) Kill() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for m := range e.mu.running {
+		m.killed.Store(true)
+	}
+	return len(e.mu.running)
+}
+
+// Running is the number of scripts running now.
+func (e *Engine) Running() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.mu.running)
 }
 
 // Compile compiles src and keeps it for Run, as SCRIPT LOAD does. Its error is an *Error with

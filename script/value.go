@@ -84,12 +84,21 @@ const maxReplyDepth = 7995
 
 var errStackLimit = Value{Kind: KindError, Str: []byte("ERR reached lua stack limit")}
 
+// valueCost is what one reply value costs toValue's budget besides its string's bytes.
+const valueCost = 48
+
 // toValue converts a script's return value to a reply, with Redis's rules
 // (script_lua.c luaReplyToRedisReply): a number is an integer (truncated), a string a bulk
 // string, true the integer 1, false and nil a null; a table is an error if its "err" field is
 // a string, a status if its "ok" field is, then the RESP3 tables, else an array of its
 // elements 1..n up to the first nil.
-func toValue(lv lua.LValue, depth int) Value {
+//
+// budget is the bytes the reply may still take (each value costs valueCost, a string its bytes
+// too): once it is negative the conversion stops, and the caller refuses the reply.
+func toValue(lv lua.LValue, depth int, budget *int64) Value {
+	if *budget -= valueCost; *budget < 0 {
+		return Value{}
+	}
 	if depth >= maxReplyDepth {
 		return errStackLimit
 	}
@@ -97,18 +106,21 @@ func toValue(lv lua.LValue, depth int) Value {
 	case lua.LNumber:
 		return Value{Kind: KindInt, Int: truncInt(float64(v))}
 	case lua.LString:
+		if *budget -= int64(len(v)); *budget < 0 {
+			return Value{}
+		}
 		return Value{Kind: KindBulk, Str: []byte(v)}
 	case lua.LBool:
 		if v {
 			return Value{Kind: KindInt, Int: 1}
 		}
 	case *lua.LTable:
-		return tableValue(v, depth)
+		return tableValue(v, depth, budget)
 	}
 	return Value{Kind: KindNil}
 }
 
-func tableValue(t *lua.LTable, depth int) Value {
+func tableValue(t *lua.LTable, depth int, budget *int64) Value {
 	if s, ok := t.RawGetString("err").(lua.LString); ok {
 		// addReplyErrorFormat("-%s"): trailing CR/LF trimmed, inner ones made spaces.
 		return Value{Kind: KindError, Str: []byte(mapCRLF(strings.TrimRight(string(s), "\r\n")))}
@@ -135,22 +147,28 @@ func tableValue(t *lua.LTable, depth int) Value {
 		// for more than one key: Lua and gopher-lua hash differently).
 		arr := []Value{}
 		m.ForEach(func(k, v lua.LValue) {
-			arr = append(arr, toValue(k, depth+1), toValue(v, depth+1))
+			arr = append(arr, toValue(k, depth+1, budget), toValue(v, depth+1, budget))
 		})
 		return Value{Kind: KindArray, Array: arr}
 	}
 	if s, ok := t.RawGetString("set").(*lua.LTable); ok {
 		arr := []Value{}
-		s.ForEach(func(k, _ lua.LValue) { arr = append(arr, toValue(k, depth+1)) })
+		s.ForEach(func(k, _ lua.LValue) { arr = append(arr, toValue(k, depth+1, budget)) })
 		return Value{Kind: KindArray, Array: arr}
 	}
 	n := 0
 	for t.RawGetInt(n+1) != lua.LNil {
 		n++
 	}
+	if int64(n) > *budget/valueCost {
+		*budget = -1
+		return Value{}
+	}
 	arr := make([]Value, n)
 	for i := range arr {
-		arr[i] = toValue(t.RawGetInt(i+1), depth+1)
+		if arr[i] = toValue(t.RawGetInt(i+1), depth+1, budget); *budget < 0 {
+			return Value{}
+		}
 	}
 	return Value{Kind: KindArray, Array: arr}
 }

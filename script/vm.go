@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
@@ -34,6 +37,12 @@ const (
 	maxLibBytes = 64 << 20
 	// checkEvery is how many VM instructions run between two looks at the clock and the ctx.
 	checkEvery = 1024
+	// memoryEvery is how many of those looks pass between two reads of the heap's size.
+	memoryEvery = 8
+	// maxChunkBytes bounds the source loadstring and load compile: compiling cannot be
+	// stopped by the time limit, so its size bounds its time (as maxScriptBytes bounds a
+	// script's, in the server).
+	maxChunkBytes = 256 << 10
 )
 
 // vm is one Lua state with raftlock's sandbox, used by one run at a time.
@@ -67,6 +76,8 @@ type vm struct {
 	chunks map[string]string // loadstring's printed chunk names -> the names given
 	fail   failure
 	broken bool // a panic escaped the VM: its state cannot be trusted
+	// killed asks the current run to stop (Engine.Kill, from another goroutine).
+	killed atomic.Bool
 }
 
 // failure is where the error that ended a run was raised, as Redis's error handler records it.
@@ -128,13 +139,14 @@ func newVM(e *Engine) *vm {
 
 	// Lua's base library as Redis 7.0 keeps it, less gcinfo and coroutine; no print, dofile,
 	// loadfile, require, module, getfenv, setfenv, newproxy, and no os, io, debug or package.
-	for _, name := range []string{"assert", "ipairs", "load", "rawequal", "select", "tonumber",
+	for _, name := range []string{"assert", "ipairs", "rawequal", "select", "tonumber",
 		"type", "unpack", "xpcall", "_VERSION"} {
 		g.RawSetString(name, opened.RawGetString(name))
 	}
 	m.nextFn = L.NewFunction(m.next)
 	origPCall := fn(opened, "pcall").GFunction
 	origSetMT := fn(opened, "setmetatable").GFunction
+	origLoad := fn(opened, "load").GFunction
 	for name, f := range map[string]lua.LGFunction{
 		"error":          luaError,
 		"pcall":          func(L *lua.LState) int { return redisPCallWrapper(L, origPCall) },
@@ -144,6 +156,7 @@ func newVM(e *Engine) *vm {
 		"rawset":         m.rawset,
 		"pairs":          m.pairs,
 		"loadstring":     m.loadstring,
+		"load":           func(L *lua.LState) int { return loadBounded(L, origLoad) },
 		"collectgarbage": collectGarbage,
 		"tostring":       tostring,
 	} {
@@ -230,6 +243,7 @@ func nonexistentGlobal(L *lua.LState) int {
 func (m *vm) run(ctx context.Context, proto *lua.FunctionProto, sha string, keys, argv [][]byte, call Caller) (Value, error) {
 	L := m.L
 	m.rc.begin(ctx, m.e.now, m.e.cfg.Timeout)
+	m.rc.watchMemory(&m.killed, m.e.cfg.MaxMemory)
 	m.call, m.sha, m.fail = call, sha, failure{}
 	m.rng.reset()
 	m.cjson = defaultCJSON()
@@ -239,7 +253,10 @@ func (m *vm) run(ctx context.Context, proto *lua.FunctionProto, sha string, keys
 	err := m.pcall()
 	var v Value
 	if err == nil {
-		v = toValue(L.Get(-1), 0)
+		budget := m.e.cfg.MaxReplyBytes
+		if v = toValue(L.Get(-1), 0, &budget); budget < 0 {
+			m.rc.kill(&Error{Msg: "ERR the script's reply is larger than " + strconv.FormatInt(m.e.cfg.MaxReplyBytes, 10) + " bytes", Err: ErrMemory}, false)
+		}
 	}
 	if !m.broken {
 		L.SetTop(0)
@@ -395,6 +412,14 @@ type runCtx struct {
 	done       chan struct{}
 	stop       *Error // why the run was stopped
 	where      bool   // add the script position to stop's text
+
+	// The memory limit: killed is the VM's SCRIPT KILL flag; every memoryEvery checks the heap
+	// is measured, and once it passed memNext a collection tells what the run holds: more than
+	// maxMem above memBase (the live heap when it began) stops it.
+	killed           *atomic.Bool
+	maxMem           int64
+	memBase, memNext uint64
+	checks           uint32
 }
 
 var closedChan = func() chan struct{} {
@@ -431,10 +456,49 @@ func (r *runCtx) Value(key any) any {
 	return r.parent.Value(key)
 }
 
-// check stops the run if its ctx is done or its time is up.
+// watchMemory arms the kill flag and the memory limit of the run begin started.
+func (r *runCtx) watchMemory(killed *atomic.Bool, maxMem int64) {
+	live, objects := heapFigures()
+	r.killed, r.maxMem, r.memBase, r.memNext = killed, maxMem, live, objects+uint64(maxMem)
+}
+
+// heapFigures is the live heap as of the last collection and the heap's objects now, garbage
+// included: cheap to read (no collection, no stop of the world).
+func heapFigures() (live, objects uint64) {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64(), s[1].Value.Uint64()
+}
+
+// checkMemory stops the run if it holds more than maxMem: when the heap passed memNext, a
+// collection (rare: once per maxMem of growth) tells garbage from what the run keeps.
+func (r *runCtx) checkMemory() {
+	if _, objects := heapFigures(); objects < r.memNext {
+		return
+	}
+	runtime.GC()
+	live, objects := heapFigures()
+	if live > r.memBase+uint64(r.maxMem) {
+		r.kill(&Error{Msg: "ERR Script killed: it used more than the script memory limit (" + strconv.FormatInt(r.maxMem>>20, 10) + " MiB)", Err: ErrMemory}, true)
+		return
+	}
+	r.memNext = objects + uint64(r.maxMem)
+}
+
+// check stops the run if its ctx is done, its time is up, SCRIPT KILL asked, or it holds too
+// much memory.
 func (r *runCtx) check() {
 	if r.done != nil {
 		return
+	}
+	if r.killed != nil && r.killed.Load() {
+		r.kill(&Error{Msg: "ERR Script killed by user with SCRIPT KILL...", Err: ErrKilled}, true)
+		return
+	}
+	if r.checks++; r.maxMem > 0 && r.checks%memoryEvery == 0 {
+		if r.checkMemory(); r.done != nil {
+			return
+		}
 	}
 	if r.parentDone != nil {
 		select {

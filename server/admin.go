@@ -4,6 +4,10 @@ package server
 
 import "time"
 
+// RAFT SNAPSHOT writes, and RAFT DIGEST hashes, the whole table: each runs alone, at most once
+// per snapshotEvery or digestEvery on a node.
+var snapshotEvery, digestEvery = 5 * time.Second, 250 * time.Millisecond
+
 // raftOnLeader lists the RAFT subcommands that must run on the leader.
 var raftOnLeader = map[string]bool{"add": true, "promote": true, "remove": true, "transfer": true, "announce": true}
 
@@ -110,7 +114,13 @@ func cmdRaft(r *request) {
 		}
 		r.w.SimpleString("OK")
 	case "snapshot":
-		if err := admin.Snapshot(); err != nil {
+		if why := r.s.snapshots.enter("RAFT SNAPSHOT"); why != "" {
+			r.w.Error(why)
+			return
+		}
+		err := admin.Snapshot()
+		r.s.snapshots.leave()
+		if err != nil {
 			r.replyError(err)
 			return
 		}
@@ -123,7 +133,12 @@ func cmdRaft(r *request) {
 			r.w.BulkString(f.value)
 		}
 	case "digest":
+		if why := r.s.digests.enter("RAFT DIGEST"); why != "" {
+			r.w.Error(why)
+			return
+		}
 		applied, sum := admin.Digest()
+		r.s.digests.leave()
 		r.w.Array(2)
 		r.w.Int(int64(applied))
 		r.w.BulkString(sum)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/server/resp"
@@ -37,6 +38,13 @@ type conn struct {
 	// pushes carries invalidations from the node's change hook to this connection's writer
 	// (bounded: a client that does not read them is disconnected).
 	pushes chan *push
+	// pushBytes is what the queued pushes hold; softSince is when they went above the soft
+	// output limit (UnixNano, 0: they are not above it). limits.go.
+	pushBytes atomic.Int64
+	softSince atomic.Int64
+	overflow  atomic.Pointer[string] // why the output limit disconnects it
+	// readAhead is the bytes of this connection's commands read and not yet finished.
+	readAhead byteBudget
 
 	// listed is what CLIENT LIST on another connection shows of this one (publishInfo).
 	listed atomic.Pointer[listedInfo]
@@ -87,6 +95,8 @@ type readResult struct {
 	// more: the reader had bytes of a further command buffered when it parsed this one, so
 	// the client sent more behind it (a pipeline), even if the reader has not parsed it yet.
 	more bool
+	// size is the read-ahead bytes the command holds until it finishes (releaseRead).
+	size int64
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -95,10 +105,11 @@ func newConn(s *Server, nc net.Conn) *conn {
 		nc:     nc,
 		id:     s.nextID.Add(1),
 		r:      resp.NewReader(nc, s.cfg.Limits),
-		out:    resp.NewWriter(nc),
 		sess:   newSession(),
 		pushes: make(chan *push, pushQueue),
 	}
+	c.out = resp.NewWriter(stallWriter{c})
+	c.readAhead.limit = int64(s.cfg.ReadAheadBytes)
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	c.publishInfo()
 	return c
@@ -119,7 +130,20 @@ func (c *conn) serve() {
 		c.closeUpstream()
 		c.nc.Close()
 		<-readerDone
+		for req := range reqs { // read, never run: their bytes go back to the server's budget
+			c.releaseRead(req.size)
+		}
 	}()
+	// The idle timer (Config.IdleTimeout) is not reset for every command: each command notes
+	// the time, and the timer, when it fires, waits out what is left.
+	var idle <-chan time.Time
+	var idleTimer *time.Timer
+	var lastActive time.Time
+	if t := c.s.cfg.IdleTimeout; t > 0 {
+		idleTimer = time.NewTimer(t)
+		defer idleTimer.Stop()
+		idle, lastActive = idleTimer.C, time.Now()
+	}
 	for {
 		var head <-chan struct{}
 		if len(c.pipe.inflight) > 0 {
@@ -143,12 +167,16 @@ func (c *conn) serve() {
 			cmd := lookupCommand(req.args[0])
 			if cmd != nil && cmd.arityOK(len(req.args)) &&
 				(req.more || len(reqs) > 0 || len(c.pipe.inflight) > 0) && c.pipelinable(cmd, req.args) {
-				c.startPipelined(cmd, req.args)
+				c.startPipelined(cmd, req.args, req.size)
 			} else {
 				c.drainPipeline()
 				c.baton.Lock()
 				c.dispatch(c.out, cmd, req.args, nil)
 				c.baton.Unlock()
+				c.releaseRead(req.size)
+			}
+			if idleTimer != nil {
+				lastActive = time.Now() // after the command: a blocked one was not idle
 			}
 			c.writeFinished()
 			if c.quit {
@@ -161,6 +189,17 @@ func (c *conn) serve() {
 			// Between two replies, never inside one: pushes and replies stay whole. A
 			// connection with tracking on runs its commands alone, so none is in flight.
 			c.writePush(p)
+		case <-idle:
+			left := c.s.cfg.IdleTimeout - time.Since(lastActive)
+			if left <= 0 && c.idleExempt() {
+				left = c.s.cfg.IdleTimeout
+			}
+			if left > 0 {
+				idleTimer.Reset(left)
+				break
+			}
+			c.s.log.Debug("closing an idle client", "client", c.id, "timeout", c.s.cfg.IdleTimeout)
+			return
 		case <-c.ctx.Done():
 			return
 		}
@@ -189,9 +228,17 @@ func (c *conn) readLoop(reqs chan<- readResult) {
 			}
 			return
 		}
+		more := c.r.Buffered() > 0
+		args = copyArgs(args)
+		size := commandBytes(args)
+		// Past its read-ahead budget the connection reads no more until its commands catch up.
+		if !c.reserveRead(size) {
+			return
+		}
 		select {
-		case reqs <- readResult{args: copyArgs(args), more: c.r.Buffered() > 0}:
+		case reqs <- readResult{args: args, more: more, size: size}:
 		case <-c.ctx.Done():
+			c.releaseRead(size)
 			return
 		}
 	}

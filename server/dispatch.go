@@ -89,9 +89,12 @@ func (c *conn) recoverCommand(w *resp.Writer, args [][]byte) {
 	c.nc.Close()
 }
 
-// full reports whether the table holds Config.MaxKeys keys: commands that may create keys are
-// refused (Redis's denyoom commands past maxmemory).
-func (s *Server) full() bool { return s.cfg.MaxKeys > 0 && s.node.Keys() >= s.cfg.MaxKeys }
+// full reports whether the table holds Config.MaxKeys keys, or the heap is above
+// Config.MaxMemory: commands that may create keys are refused (Redis's denyoom commands past
+// maxmemory).
+func (s *Server) full() bool {
+	return s.cfg.MaxKeys > 0 && s.node.Keys() >= s.cfg.MaxKeys || s.overMemory.Load()
+}
 
 // leaderKnown reports whether a request that needs the leader can be served now: this node is
 // the ready leader, or it knows another leader and where that one serves clients.

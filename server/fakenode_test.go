@@ -301,3 +301,4 @@ func (v fakeView) Ascend(from []byte, fn func(key []byte, l fsm.Lock) bool) {
 	v.m.Ascend(string(from), func(key string, l fsm.Lock) bool { return fn([]byte(key), l) })
 }
 func (v fakeView) Script(sha string) (string, bool) { return v.m.Script(sha) }
+func (v fakeView) ScriptCache() (int, int)          { return v.m.Scripts(), v.m.ScriptBytes() }

@@ -71,8 +71,9 @@ func (c *conn) pipelinable(cmd *command, args [][]byte) bool {
 }
 
 // startPipelined runs the command on its own goroutine and returns once it has proposed or
-// finished. It first waits for commands in flight on the same keys.
-func (c *conn) startPipelined(cmd *command, args [][]byte) {
+// finished. It first waits for commands in flight on the same keys. The command's size
+// read-ahead bytes are released when it finishes.
+func (c *conn) startPipelined(cmd *command, args [][]byte, size int64) {
 	keys := cmd.keyArgs(args)
 	for _, f := range c.pipe.inflight {
 		if sharesKey(f.keys, keys) {
@@ -94,6 +95,7 @@ func (c *conn) startPipelined(cmd *command, args [][]byte) {
 		close(f.done)
 		f.yield()
 		c.baton.Unlock()
+		c.releaseRead(size)
 	}()
 	<-f.yielded
 }

@@ -41,24 +41,31 @@ func invalidate(key []byte) *push {
 }
 
 // queuePush queues p for this connection's writer without blocking (it runs in the node's
-// apply path, under the tracker's or the hub's lock). A full queue adds c to full, for the
-// caller to disconnect once the lock is released.
+// apply path, under the tracker's or the hub's lock). A queue past the connection's output
+// limit (limits.go) adds c to full, for the caller to disconnect once the lock is released.
 func (c *conn) queuePush(p *push, full []*conn) []*conn {
-	select {
-	case c.pushes <- p:
-		return full
-	default:
-		if slices.Contains(full, c) {
+	n := pushSize(p)
+	over := c.overOutputLimit(c.pushBytes.Add(n))
+	if over == "" {
+		select {
+		case c.pushes <- p:
 			return full
+		default:
+			over = "more than " + itoa(pushQueue) + " pushes queued"
 		}
-		return append(full, c)
 	}
+	c.pushBytes.Add(-n)
+	c.overflow.CompareAndSwap(nil, &over)
+	if slices.Contains(full, c) {
+		return full
+	}
+	return append(full, c)
 }
 
 // disconnectSlow closes the connections whose push queue overflowed. It runs with no lock held.
 func disconnectSlow(log *slog.Logger, full []*conn, what string) {
 	for _, c := range full {
-		log.Warn(what+" queue full; closing the connection", "client", c.id)
+		log.Warn("client output buffer limit reached; closing the connection", "client", c.id, "pushes", what, "reason", *c.overflow.Load())
 		c.cancel()
 		c.nc.Close()
 	}
@@ -67,6 +74,9 @@ func disconnectSlow(log *slog.Logger, full []*conn, what string) {
 // writePush writes one push to the connection: RESP3 pushes (">"), or arrays in RESP2, as Redis
 // sends pub/sub messages.
 func (c *conn) writePush(p *push) {
+	if c.pushBytes.Add(-pushSize(p)) <= int64(c.s.cfg.OutputLimit.Soft) {
+		c.softSince.Store(0)
+	}
 	w := c.out
 	switch p.kind {
 	case pushInvalidate:

@@ -18,9 +18,40 @@ import (
 // scriptEngine runs EVAL's Lua.
 type scriptEngine = *script.Engine
 
+// ScriptLimits bound scripts (DESIGN.md §10).
+type ScriptLimits struct {
+	// Memory bounds the heap one run may grow by; Reply the bytes of its reply; CallReplies
+	// the bytes of all the replies its redis.calls return. Defaults 256 MiB, 64 MiB, 64 MiB.
+	Memory, Reply, CallReplies int64
+	// CacheScripts and CacheBytes bound the replicated script cache: a script that is not in
+	// it yet is refused by SCRIPT LOAD and EVAL once it holds as many. Defaults 1000 scripts,
+	// 64 MiB.
+	CacheScripts, CacheBytes int
+}
+
+// DefaultScriptLimits returns the default script limits.
+func DefaultScriptLimits() ScriptLimits {
+	return ScriptLimits{Memory: 256 << 20, Reply: 64 << 20, CallReplies: 64 << 20, CacheScripts: 1000, CacheBytes: 64 << 20}
+}
+
+// cacheRefusal is the error for storing src in a full script cache, "" if it fits. The cache
+// is replicated state, so it is capped by refusing new scripts rather than by evicting old
+// ones: an eviction would have to be a replicated command of its own, and would make EVALSHA
+// of a script an application loaded fail at a moment no one chose. SCRIPT FLUSH is the
+// replicated way to empty it.
+func cacheRefusal(lim ScriptLimits, v node.View, src []byte) string {
+	n, bytes := v.ScriptCache()
+	if n+1 > lim.CacheScripts || bytes+len(src) > lim.CacheBytes {
+		return "ERR the script cache is full (at most " + itoa(int64(lim.CacheScripts)) + " scripts and " + itoa(int64(lim.CacheBytes)) +
+			" bytes): run stored scripts with EVALSHA, or empty the cache with SCRIPT FLUSH"
+	}
+	return ""
+}
+
 func newScriptEngine(cfg Config) scriptEngine {
 	sc := script.DefaultConfig()
 	sc.Timeout = cfg.ScriptTimeout
+	sc.MaxMemory, sc.MaxReplyBytes = cfg.Scripts.Memory, cfg.Scripts.Reply
 	sc.Logger = cfg.Logger.With("component", "script")
 	return script.New(sc)
 }
@@ -40,6 +71,8 @@ type scriptRun struct {
 	// db is the database the script's redis.calls name keys in: the caller's, until the script
 	// SELECTs another (which, as in Redis 7, does not change the caller's).
 	db int
+	// replyBytes is what its redis.calls returned so far (ScriptLimits.CallReplies).
+	replyBytes int64
 }
 
 // scriptCaller lets the script engine call commands for the request running the script.
@@ -94,6 +127,9 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 	}
 	cmd.run(&request{s: p.s, c: p.c, w: w, cmd: cmd, args: args, db: sc.run.db, path: onScript, script: sc.run})
 	w.Flush()
+	if sc.run.replyBytes += int64(capture.Len()); sc.run.replyBytes > p.s.cfg.Scripts.CallReplies {
+		return script.Value{}, errors.New("ERR the script's redis.call replies passed " + itoa(p.s.cfg.Scripts.CallReplies) + " bytes")
+	}
 	reply, rest, err := resp.ParseValue(capture.Bytes())
 	if err != nil || len(rest) != 0 {
 		return script.Value{}, errors.New("ERR internal: undecodable reply inside a script")
@@ -197,13 +233,19 @@ func evalGeneric(r *request, bySHA, readOnly bool) {
 		val      script.Value
 		runErr   error
 		noscript bool
+		refused  string
 		ov       *overlay
 	)
 	// The script sees the client's keys (KEYS); the node waits on their table keys.
 	res, err := r.exec(dbKeys(r.db, keys), func(v node.View) []fsm.Command {
-		val, runErr, noscript, ov = script.Value{}, nil, false, nil
+		val, runErr, noscript, refused, ov = script.Value{}, nil, false, "", nil
 		code := src
 		_, known := v.Script(sha)
+		if !known && !bySHA && !readOnly {
+			if refused = cacheRefusal(r.s.cfg.Scripts, v, src); refused != "" {
+				return nil
+			}
+		}
 		if bySHA {
 			s, ok := v.Script(sha)
 			if !ok {
@@ -220,6 +262,13 @@ func evalGeneric(r *request, bySHA, readOnly bool) {
 		}
 		val, runErr = r.s.scripts.Run(ctx, code, keys, argv, scriptCaller{parent: r, run: run})
 		// As in Redis, effects made before a runtime error stay: scripts are not rolled back.
+		// But a killed script has none: its effects are replicated only once it ends, so
+		// SCRIPT KILL may stop any script, writing or not (Redis refuses to kill one that
+		// wrote, which it cannot undo).
+		if errors.Is(runErr, script.ErrKilled) {
+			ov.want = nil // nothing to compare the (no) results with
+			return nil
+		}
 		cmds := ov.cmds
 		if !known && !readOnly && runErr == nil {
 			// Cache it cluster-wide, so EVALSHA works on every node and after a failover.
@@ -233,6 +282,10 @@ func evalGeneric(r *request, bySHA, readOnly bool) {
 	}
 	if noscript {
 		r.w.Error("NOSCRIPT No matching script. Please use EVAL.")
+		return
+	}
+	if refused != "" {
+		r.w.Error(refused)
 		return
 	}
 	if fsm.Aborted(res) {
@@ -270,14 +323,23 @@ func cmdScript(r *request) {
 			return
 		}
 		sha := script.SHA1Hex(src)
+		refused := ""
 		_, err := r.exec([][]byte{[]byte(sha)}, func(v node.View) []fsm.Command {
+			refused = ""
 			if _, ok := v.Script(sha); ok {
+				return nil
+			}
+			if refused = cacheRefusal(r.s.cfg.Scripts, v, src); refused != "" {
 				return nil
 			}
 			return []fsm.Command{{Kind: fsm.KindStoreScript, Key: []byte(sha), Owner: src}}
 		})
 		if err != nil {
 			r.replyError(err)
+			return
+		}
+		if refused != "" {
+			r.w.Error(refused)
 			return
 		}
 		r.w.BulkString(sha)
@@ -307,7 +369,12 @@ func cmdScript(r *request) {
 		}
 		r.w.SimpleString("OK")
 	case sub == "kill" && len(r.args) == 2:
-		r.w.Error("NOTBUSY No scripts in execution right now.")
+		// It needs no view: the script it stops holds it.
+		if r.s.scripts.Kill() == 0 {
+			r.w.Error("NOTBUSY No scripts in execution right now.")
+			return
+		}
+		r.w.SimpleString("OK")
 	case sub == "load" || sub == "exists" || sub == "flush" || sub == "kill":
 		r.w.Error("ERR wrong number of arguments for 'script|" + sub + "' command")
 	default:

@@ -81,9 +81,33 @@ type Config struct {
 	LeaderWait time.Duration
 	// Pipeline bounds the commands read ahead of execution on one connection. Default 128.
 	Pipeline int
+	// ReadAheadBytes bounds the bytes of the commands one connection has read but not yet
+	// finished: past it the connection stops reading until its commands catch up. A connection
+	// with nothing outstanding may always read one command (at most Limits.MaxCommand).
+	// Default 8 MiB.
+	ReadAheadBytes int
+	// TotalReadAheadBytes bounds the same bytes over all connections together (the one command
+	// each connection may always read aside). Default 256 MiB.
+	TotalReadAheadBytes int
+	// IdleTimeout closes a connection that sent no command for this long (Redis's timeout),
+	// except subscribers, blocked clients and followers' forwarding links. Default 0: never.
+	IdleTimeout time.Duration
+	// MaxMemory refuses commands that may create keys (Redis's denyoom) with -OOM while the
+	// Go heap in use (sampled every MemorySample) is above it (Redis's maxmemory). Default 0:
+	// no bound.
+	MaxMemory uint64
+	// MemorySample is how often the heap is measured for MaxMemory. Default 100 ms.
+	MemorySample time.Duration
+	// OutputLimit is a client's output buffer limit (Redis's client-output-buffer-limit): a
+	// connection whose pending pushes (pub/sub messages, invalidations) pass Hard bytes, or
+	// stay above Soft bytes for SoftTime, or whose socket accepts nothing for WriteStall, is
+	// disconnected with a log line saying why.
+	OutputLimit OutputLimit
 	// ScriptTimeout bounds how long a Lua script may run: it holds the leader's view (and so
 	// every apply) while it runs. Default 1 s, shorter than Redis's 5 s busy limit.
 	ScriptTimeout time.Duration
+	// Scripts bounds what one script may use and what the replicated script cache may hold.
+	Scripts ScriptLimits
 	// Limits bound the RESP parser.
 	Limits resp.Limits
 	// Now is the clock for absolute expiry times (PXAT, EXAT, PEXPIREAT). Default time.Now.
@@ -107,11 +131,16 @@ func DefaultConfig() Config {
 		MaxKeys:             10_000_000,
 		MaxElements:         10_000,
 		Pipeline:            128,
+		ReadAheadBytes:      8 << 20,
+		TotalReadAheadBytes: 256 << 20,
+		MemorySample:        100 * time.Millisecond,
+		OutputLimit:         DefaultOutputLimit(),
 		ForwardTimeout:      15 * time.Second,
-		TLSHandshakeTimeout: 10 * time.Second,
 		LeaderWait:          time.Second,
 		Limits:              resp.DefaultLimits(),
 		ScriptTimeout:       time.Second,
+		Scripts:             DefaultScriptLimits(),
+		TLSHandshakeTimeout: 10 * time.Second,
 		Now:                 time.Now,
 		Logger:              slog.Default(),
 	}
@@ -146,6 +175,18 @@ func (c Config) withDefaults() Config {
 	if c.Pipeline == 0 {
 		c.Pipeline = d.Pipeline
 	}
+	if c.ReadAheadBytes == 0 {
+		c.ReadAheadBytes = d.ReadAheadBytes
+	}
+	if c.TotalReadAheadBytes == 0 {
+		c.TotalReadAheadBytes = d.TotalReadAheadBytes
+	}
+	if c.MemorySample == 0 {
+		c.MemorySample = d.MemorySample
+	}
+	if c.OutputLimit == (OutputLimit{}) {
+		c.OutputLimit = d.OutputLimit
+	}
 	if c.ForwardTimeout == 0 {
 		c.ForwardTimeout = d.ForwardTimeout
 	}
@@ -157,6 +198,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ScriptTimeout == 0 {
 		c.ScriptTimeout = d.ScriptTimeout
+	}
+	if c.Scripts == (ScriptLimits{}) {
+		c.Scripts = d.Scripts
 	}
 	if c.Limits == (resp.Limits{}) {
 		c.Limits = d.Limits
@@ -183,6 +227,14 @@ func (c Config) Validate() error {
 		return errors.New("server: Config.MaxLeaseMs must not be negative")
 	case c.Pipeline < 0 || c.Pipeline > 1<<16:
 		return errors.New("server: Config.Pipeline out of range 1..65536")
+	case c.ReadAheadBytes < 0 || c.TotalReadAheadBytes < 0:
+		return errors.New("server: Config.ReadAheadBytes and TotalReadAheadBytes must not be negative")
+	case c.IdleTimeout < 0:
+		return errors.New("server: Config.IdleTimeout must not be negative")
+	case c.MemorySample < 0:
+		return errors.New("server: Config.MemorySample must not be negative")
+	case c.OutputLimit.Hard < 0 || c.OutputLimit.Soft < 0 || c.OutputLimit.SoftTime < 0 || c.OutputLimit.WriteStall < 0:
+		return errors.New("server: Config.OutputLimit's fields must not be negative")
 	}
 	return c.Limits.Validate()
 }
@@ -215,8 +267,15 @@ type Server struct {
 	}
 	nextID atomic.Int64
 	wg     sync.WaitGroup
-	stats  serverStats
-	closed atomic.Bool
+	// readAhead is the bytes every connection's read-ahead commands hold (TotalReadAheadBytes).
+	readAhead byteBudget
+	// usedMemory is the last heap measure; overMemory: it was above MaxMemory (limits.go).
+	usedMemory atomic.Uint64
+	overMemory atomic.Bool
+	// snapshots and digests rate-limit RAFT SNAPSHOT and RAFT DIGEST (admin.go).
+	snapshots, digests rateGate
+	stats              serverStats
+	closed             atomic.Bool
 }
 
 type serverStats struct {
@@ -251,6 +310,13 @@ func New(cfg Config, n Node, admin Admin) (*Server, error) {
 	n.OnPublish(s.hub.deliver)
 	n.OnRestore(s.hub.dropSubscribers)
 	s.mu.conns = make(map[*conn]struct{})
+	s.readAhead.limit = int64(cfg.TotalReadAheadBytes)
+	s.snapshots.every, s.digests.every = snapshotEvery, digestEvery
+	if cfg.MaxMemory > 0 {
+		s.measureMemory()
+		s.wg.Add(1)
+		go s.sampleMemory()
+	}
 	return s, nil
 }
 

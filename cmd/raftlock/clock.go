@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"sync/atomic"
 	"time"
 )
@@ -17,3 +18,7 @@ func (c *testClock) Now() time.Time { return time.Now().Add(time.Duration(c.offs
 func (c *testClock) Shift(d time.Duration) time.Duration {
 	return time.Duration(c.offset.Add(int64(d)))
 }
+
+// errNoTestClock is run's error for --test-clock on a production build.
+var errNoTestClock = errors.New("--test-clock: this binary was built without the raftlock_testclock tag; " +
+	"the test clock (DEBUG CLOCK-SHIFT) exists only in test builds (go build -tags raftlock_testclock ./cmd/raftlock)")

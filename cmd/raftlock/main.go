@@ -40,6 +40,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if opts.testClock && !testClockBuilt {
+		return errNoTestClock // before anything starts
+	}
 	logger := newLogger(stderr, opts.logLevel, opts.logFormat)
 	slog.SetDefault(logger)
 
@@ -102,6 +105,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	scfg.LeaderWait = opts.leaderWait
 	scfg.MaxKeys = opts.maxKeys
 	scfg.MaxElements = opts.maxElements
+	scfg.MaxClients = opts.maxClients
+	scfg.IdleTimeout = opts.idleTimeout
+	scfg.MaxMemory = opts.maxMemory
 	scfg.Now = clock.Now
 	if opts.testClock {
 		logger.Warn("--test-clock: DEBUG CLOCK-SHIFT can move this node's lease clock; for tests only")
@@ -125,11 +131,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 
 	var web *ops.Server
 	if opts.metricsAddr != "" {
-		if web, err = ops.Start(opts.metricsAddr, node, logger); err != nil {
+		if web, err = ops.Start(ops.Config{Addr: opts.metricsAddr, Pprof: opts.pprof}, node, logger); err != nil {
 			srv.Close()
 			return err
 		}
-		logger.Info("metrics and pprof served", "addr", "http://"+web.Addr().String()+"/metrics")
+		logger.Info("metrics served", "addr", "http://"+web.Addr().String()+"/metrics", "pprof", opts.pprof)
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

@@ -44,7 +44,7 @@ type options struct {
 	maxElements int
 	logLevel    string
 	logFormat   string
-	// metricsAddr, when set, serves /metrics and /debug/pprof/ over HTTP.
+	// metricsAddr, when set, serves /metrics over HTTP (and /debug/pprof/ with pprof).
 	metricsAddr string
 	// TLS (Redis's names): with tls.Cert and tls.Key the client port speaks TLS, clients'
 	// certificates as tlsAuthClients says; with raftTLS's three files the raft transport is
@@ -52,6 +52,16 @@ type options struct {
 	tls            certs.Files
 	tlsAuthClients tls.ClientAuthType
 	raftTLS        certs.Files
+
+	// Resource bounds (DESIGN.md §10), named as Redis names them.
+	// maxClients bounds open client connections (0: the server's default).
+	maxClients int
+	// idleTimeout closes clients idle that long (0: never).
+	idleTimeout time.Duration
+	// maxMemory refuses commands that may create keys with -OOM past this heap (0: no bound).
+	maxMemory uint64
+	// pprof serves /debug/pprof/ on --metrics-addr.
+	pprof bool
 }
 
 func parseOptions(args []string, getenv func(string) string) (options, error) {
@@ -67,7 +77,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"peers":              fs.String("peers", "", "initial voters of a new multi-node cluster: ID=RAFTADDR,... (the same on every node)"),
 		"join":               fs.String("join", "", "client address of any member of an existing cluster to join through"),
 		"redirect":           fs.String("redirect", "false", "followers answer -MOVED with the leader's address instead of forwarding (true/false)"),
-		"test-clock":         fs.String("test-clock", "false", "TESTS ONLY: allow DEBUG CLOCK-SHIFT ms to skew or jump this node's lease clock (true/false)"),
+		"test-clock":         fs.String("test-clock", "false", "TESTS ONLY (builds with -tags raftlock_testclock): allow DEBUG CLOCK-SHIFT ms to skew or jump this node's lease clock (true/false)"),
 		"snapshot-threshold": fs.String("snapshot-threshold", "0", "log entries between snapshots (0: default 16384)"),
 		"trailing-logs":      fs.String("trailing-logs", "0", "log entries kept behind a snapshot for slow followers (0: default 10240)"),
 		"snapshot-interval":  fs.String("snapshot-interval", "0", "how often to check whether to snapshot (0: default 10s)"),
@@ -76,7 +86,12 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"leader-wait":        fs.String("leader-wait", "1s", "how long a request that needs the leader waits for one (after a start, during an election) before CLUSTERDOWN; 0: not at all"),
 		"log-level":          fs.String("log-level", "info", "debug, info, warn or error"),
 		"log-format":         fs.String("log-format", "text", "text or json"),
-		"metrics-addr":       fs.String("metrics-addr", "", "HTTP address for /metrics (Prometheus) and /debug/pprof/ (default off; keep it private)"),
+		"metrics-addr":       fs.String("metrics-addr", "", "HTTP address for /metrics (Prometheus) (default off; keep it private)"),
+		// Resource bounds.
+		"maxclients": fs.String("maxclients", "10000", "the most client connections open at once; one more is told 'max number of clients reached'"),
+		"timeout":    fs.String("timeout", "0", "close a client idle for this many seconds (0: never; subscribers and blocked clients are not idle)"),
+		"maxmemory":  fs.String("maxmemory", "0", "past this much Go heap in use (bytes, or 100mb, 1gb ...), commands that may create keys get -OOM (0: no bound)"),
+		"pprof":      fs.String("pprof", "false", "also serve /debug/pprof/ on --metrics-addr (true/false)"),
 		// TLS, with Redis's names; SIGHUP reloads every file.
 		"tls-cert-file":         fs.String("tls-cert-file", "", "PEM certificate of the client port: with --tls-key-file, clients speak TLS"),
 		"tls-key-file":          fs.String("tls-key-file", "", "PEM private key of --tls-cert-file"),
@@ -159,7 +174,10 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	if o.leaderWait == 0 {
 		o.leaderWait = -1 // the server's "no wait"
 	}
-	for name, dst := range map[string]*bool{"redirect": &o.redirect, "test-clock": &o.testClock} {
+	if err := parseBounds(&o, vals); err != nil {
+		return options{}, err
+	}
+	for name, dst := range map[string]*bool{"redirect": &o.redirect, "test-clock": &o.testClock, "pprof": &o.pprof} {
 		switch *vals[name] {
 		case "true", "1", "yes":
 			*dst = true
@@ -237,4 +255,42 @@ func readConfig(path string) (map[string]string, error) {
 		out[strings.TrimSpace(name)] = strings.Trim(strings.TrimSpace(val), `"`)
 	}
 	return out, sc.Err()
+}
+
+// parseBounds reads the resource bounds' flags into o.
+func parseBounds(o *options, vals map[string]*string) error {
+	var err error
+	if o.maxClients, err = strconv.Atoi(*vals["maxclients"]); err != nil || o.maxClients <= 0 {
+		return fmt.Errorf("--maxclients: want a positive number of clients, got %q", *vals["maxclients"])
+	}
+	secs, err := strconv.ParseInt(*vals["timeout"], 10, 64)
+	if err != nil || secs < 0 || secs > 1<<31 {
+		return fmt.Errorf("--timeout: want a number of seconds (0: never), got %q", *vals["timeout"])
+	}
+	o.idleTimeout = time.Duration(secs) * time.Second
+	if o.maxMemory, err = parseMemory(*vals["maxmemory"]); err != nil {
+		return fmt.Errorf("--maxmemory: %w", err)
+	}
+	return nil
+}
+
+// parseMemory reads a size as Redis's configuration does: bytes, or a number with one of the
+// units k, kb, m, mb, g, gb (any case; k is 1000, kb 1024, and so on).
+func parseMemory(s string) (uint64, error) {
+	units := []struct {
+		suffix string
+		mult   uint64
+	}{{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"k", 1e3}, {"m", 1e6}, {"g", 1e9}, {"b", 1}}
+	num, mult := strings.ToLower(strings.TrimSpace(s)), uint64(1)
+	for _, u := range units {
+		if rest, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = rest, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || n > (1<<63)/mult {
+		return 0, fmt.Errorf("want bytes such as 1073741824, 1024mb or 1gb, got %q", s)
+	}
+	return n * mult, nil
 }

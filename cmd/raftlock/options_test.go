@@ -102,3 +102,34 @@ func TestParseTLSOptions(t *testing.T) {
 		}
 	}
 }
+
+func TestBoundsOptions(t *testing.T) {
+	getenv := func(string) string { return "" }
+	o, err := parseOptions(nil, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.maxClients != 10000 || o.idleTimeout != 0 || o.maxMemory != 0 || o.pprof {
+		t.Errorf("defaults: maxclients %d timeout %v maxmemory %d pprof %v", o.maxClients, o.idleTimeout, o.maxMemory, o.pprof)
+	}
+	o, err = parseOptions([]string{"--maxclients", "50", "--timeout", "300", "--maxmemory", "2gb", "--pprof", "true"}, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.maxClients != 50 || o.idleTimeout != 5*time.Minute || o.maxMemory != 2<<30 || !o.pprof {
+		t.Errorf("set: maxclients %d timeout %v maxmemory %d pprof %v", o.maxClients, o.idleTimeout, o.maxMemory, o.pprof)
+	}
+	for _, tc := range []struct {
+		in   string
+		want uint64
+	}{{"0", 0}, {"1024", 1024}, {"1k", 1000}, {"1kb", 1024}, {"100MB", 100 << 20}, {"3m", 3e6}, {"1g", 1e9}, {"1Gb", 1 << 30}, {"12b", 12}} {
+		if got, err := parseMemory(tc.in); err != nil || got != tc.want {
+			t.Errorf("parseMemory(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range [][]string{{"--maxclients", "0"}, {"--timeout", "-1"}, {"--timeout", "1s"}, {"--maxmemory", "lots"}, {"--maxmemory", "1tb"}, {"--pprof", "maybe"}} {
+		if _, err := parseOptions(bad, getenv); err == nil || !strings.Contains(err.Error(), bad[0]) {
+			t.Errorf("%v: err %v, want one naming the flag", bad, err)
+		}
+	}
+}

@@ -1,5 +1,6 @@
 // Package ops is raftlock's HTTP surface for operators: /metrics (the node's typed Stats in the
-// Prometheus text format) and /debug/pprof/. It is off unless an address is given.
+// Prometheus text format) and, when asked for, /debug/pprof/. It is off unless an address is
+// given.
 package ops
 
 import (
@@ -24,10 +25,19 @@ type Server struct {
 	done chan struct{} // closed when Serve returned
 }
 
-// Start listens on addr and serves /metrics and /debug/pprof/ from src. The address should be a
-// private one: profiles expose internals.
-func Start(addr string, src Stats, logger *slog.Logger) (*Server, error) {
-	ln, err := net.Listen("tcp", addr)
+// Config configures the operator's HTTP surface.
+type Config struct {
+	// Addr is the listen address.
+	Addr string
+	// Pprof also serves Go's profiles under /debug/pprof/. Off by default: profiles expose
+	// internals (and a CPU profile or trace costs the node while it runs).
+	Pprof bool
+}
+
+// Start listens on cfg.Addr and serves /metrics from src (and /debug/pprof/ if cfg.Pprof). The
+// address should be a private one.
+func Start(cfg Config, src Stats, logger *slog.Logger) (*Server, error) {
+	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics address: %w", err)
 	}
@@ -36,11 +46,13 @@ func Start(addr string, src Stats, logger *slog.Logger) (*Server, error) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		WriteMetrics(w, src.Stats())
 	})
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	s := &Server{ln: ln, http: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
