@@ -26,6 +26,9 @@ type View interface {
 	Ascend(from []byte, fn func(key []byte, l fsm.Lock) bool)
 	// Script returns the stored source of a script by its SHA1 hex digest.
 	Script(sha string) (string, bool)
+	// User returns the replicated record of ACL user name: its canonical rules, "" when it was
+	// deleted; ok false when no ACL SETUSER or DELUSER named it (fsm.Machine.User).
+	User(name string) (rules string, ok bool)
 }
 
 // Eval turns a request into the commands to replicate, looking at a view. Returning none makes

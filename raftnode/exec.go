@@ -375,3 +375,5 @@ func (n *Node) runVerifier() {
 }
 
 func (v viewReader) Script(sha string) (string, bool) { return v.n.mu.machine.Script(sha) }
+
+func (v viewReader) User(name string) (string, bool) { return v.n.mu.machine.User(name) }
