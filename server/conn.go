@@ -45,6 +45,13 @@ type conn struct {
 	// survives RESET, so owners stay unique.
 	lockSeq uint64
 	quit    bool
+
+	// user is the ACL user the connection runs as (read by other goroutines: a deleted user's
+	// connections are closed); authed says it authenticated (or needs not). authPass is the
+	// password it authenticated with, for the follower's link to the leader (forward.go).
+	user     atomic.Pointer[string]
+	authed   bool
+	authPass []byte
 }
 
 // session is the state a client sets up on its connection; RESET returns it to newSession().
@@ -100,6 +107,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		pushes: make(chan *push, pushQueue),
 	}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
+	c.resetAuth()
 	c.publishInfo()
 	return c
 }
