@@ -376,7 +376,7 @@ func cmdReset(r *request) {
 	c.s.hub.forget(c, &c.sess.subs)
 	c.writeQueuedPushes() // what was queued before RESET comes before its reply
 	c.sess = newSession()
-	c.resetAuth() // as Redis: back to the default user, authenticated if it needs no password
+	c.resetAuth()           // as Redis: back to the default user, authenticated if it needs no password
 	c.hop.watchLost = false // RESET unwatches: no EXEC is left to fail
 	c.out.SetProtocol(2)    // RESET runs alone: r.w is c.out
 	r.w.SimpleString("RESET")
