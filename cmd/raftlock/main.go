@@ -76,6 +76,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	ncfg.TrailingLogs = opts.trailingLogs
 	ncfg.SnapshotInterval = opts.snapshotInterval
 	ncfg.Logger = logger
+	ncfg.PeerUser, ncfg.PeerPassword = opts.masterUser, opts.masterAuth
 	node, err := raftnode.New(ncfg, raftnode.Stores{Log: st, Stable: st, Snapshots: snaps}, trans)
 	if err != nil {
 		trans.Close()
@@ -96,6 +97,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		scfg.ShiftClock = clock.Shift
 	}
 	scfg.Logger = logger
+	scfg.RequirePass, scfg.ACLFile, scfg.ProtectedMode = opts.requirePass, opts.aclFile, opts.protectedMode
 	srv, err := server.New(scfg, node, node)
 	if err != nil {
 		return err

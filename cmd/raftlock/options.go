@@ -44,6 +44,16 @@ type options struct {
 	logFormat   string
 	// metricsAddr, when set, serves /metrics and /debug/pprof/ over HTTP.
 	metricsAddr string
+
+	// Client authentication (ACL), Redis's names: requirepass is the default user's password,
+	// aclfile a file of users, protectedMode refuses remote clients while the default user
+	// needs no password; masterUser/masterAuth log this node's own calls to peers in (default:
+	// the default user with requirepass).
+	requirePass   string
+	aclFile       string
+	protectedMode bool
+	masterUser    string
+	masterAuth    string
 }
 
 func parseOptions(args []string, getenv func(string) string) (options, error) {
@@ -69,6 +79,12 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"log-level":          fs.String("log-level", "info", "debug, info, warn or error"),
 		"log-format":         fs.String("log-format", "text", "text or json"),
 		"metrics-addr":       fs.String("metrics-addr", "", "HTTP address for /metrics (Prometheus) and /debug/pprof/ (default off; keep it private)"),
+		// ACL (client authentication)
+		"requirepass":    fs.String("requirepass", "", "password of the default user (Redis's requirepass); the same on every node"),
+		"aclfile":        fs.String("aclfile", "", "file of ACL users, one per line as in Redis: user alice on >pw ~locks:* +@all (the same on every node; ACL SETUSER/DELUSER override it)"),
+		"protected-mode": fs.String("protected-mode", "yes", "while the default user has no password, refuse clients not on the loopback interface (yes/no)"),
+		"masteruser":     fs.String("masteruser", "", "user this node logs in as when it calls other nodes (default: default)"),
+		"masterauth":     fs.String("masterauth", "", "password for --masteruser (default: --requirepass)"),
 	}
 	config := fs.String("config", "", "config file of name = value lines")
 	fs.Usage = func() {}
@@ -143,7 +159,12 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	if o.leaderWait == 0 {
 		o.leaderWait = -1 // the server's "no wait"
 	}
-	for name, dst := range map[string]*bool{"redirect": &o.redirect, "test-clock": &o.testClock} {
+	o.requirePass, o.aclFile = *vals["requirepass"], *vals["aclfile"]
+	o.masterUser, o.masterAuth = *vals["masteruser"], *vals["masterauth"]
+	if o.masterAuth == "" {
+		o.masterAuth = o.requirePass
+	}
+	for name, dst := range map[string]*bool{"redirect": &o.redirect, "test-clock": &o.testClock, "protected-mode": &o.protectedMode} {
 		switch *vals[name] {
 		case "true", "1", "yes":
 			*dst = true
