@@ -5,7 +5,8 @@ package server
 // Redis has the command. raftlock's own: LOCK, UNLOCK, RENEW, LOCKINFO and VALIDATE are @lock
 // (with @write or @read); every RAFT subcommand but FORWARDED (a follower's forwarding hop marking
 // itself) is @admin @dangerous; SCRIPT FLUSH is @admin @dangerous too (Redis has it @scripting
-// only), because here it empties every node's script cache.
+// only), because here it empties every node's script cache; FLUSHALL and FLUSHDB are @admin
+// too (Redis has them @keyspace @write @dangerous): one command empties every node's table.
 var aclCategories = map[string]string{
 	"set":              "write string slow",
 	"get":              "read string fast",
@@ -40,8 +41,8 @@ var aclCategories = map[string]string{
 	"persist":          "keyspace write fast",
 	"pexpiretime":      "keyspace read fast",
 	"expiretime":       "keyspace read fast",
-	"flushdb":          "keyspace write slow dangerous",
-	"flushall":         "keyspace write slow dangerous",
+	"flushdb":          "keyspace write slow dangerous admin",
+	"flushall":         "keyspace write slow dangerous admin",
 	"keys":             "keyspace read slow dangerous",
 	"scan":             "keyspace read slow",
 	"exists":           "keyspace read fast",
