@@ -272,7 +272,7 @@ func cmdACL(r *request) {
 		r.w.Map(6)
 		r.w.BulkString("flags")
 		flags := u.flags()
-		r.w.Array(len(flags))
+		r.w.Set(len(flags))
 		for _, f := range flags {
 			r.w.BulkString(f)
 		}
