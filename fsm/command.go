@@ -54,6 +54,13 @@ const (
 	// one gets a new token. The lease is LeaseMs, or with KeepLease the key's own (none for a new
 	// key): HSET keeps a hash's TTL, PERSIST drops it.
 	KindWrite Kind = 13
+	// KindSetUser stores an ACL user (Key = its name, Owner = its rules in the canonical form
+	// ACL LIST prints after the name: "on #<sha256> ~locks:* resetchannels -@all +get"), so every
+	// node enforces the same users (ACL SETUSER). The FSM keeps the text; the server parses it.
+	KindSetUser Kind = 14
+	// KindDelUser deletes an ACL user (Key = its name): it leaves a tombstone, so a user that a
+	// node's --aclfile defines stays deleted on every node (ACL DELUSER).
+	KindDelUser Kind = 15
 )
 
 func (k Kind) String() string {
@@ -84,6 +91,10 @@ func (k Kind) String() string {
 		return "flush"
 	case KindWrite:
 		return "write"
+	case KindSetUser:
+		return "set-user"
+	case KindDelUser:
+		return "del-user"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -129,6 +140,7 @@ type Match struct {
 //	SetMember: Key (node ID), Owner (client address); RemoveMember: Key
 //	Write:   Key, Value (nil: delete), LeaseMs, KeepLease, Match (Any, Absent or Rev)
 //	StoreScript: Key (SHA1 hex), Owner (source); FlushScripts: nothing
+//	SetUser: Key (user name), Owner (canonical rules); DelUser: Key
 //	Noop:    nothing
 type Command struct {
 	Kind Kind
@@ -177,7 +189,11 @@ func (c Command) Validate() error {
 		if len(c.Owner) == 0 {
 			return fmt.Errorf("fsm: set-member without an address")
 		}
-	case KindRemoveMember:
+	case KindRemoveMember, KindDelUser:
+	case KindSetUser:
+		if len(c.Owner) == 0 {
+			return fmt.Errorf("fsm: set-user without rules")
+		}
 	case KindStoreScript:
 		if len(c.Owner) == 0 {
 			return fmt.Errorf("fsm: store-script without a source")
@@ -234,6 +250,8 @@ const (
 	StatusWritten Status = 13
 	// StatusConflict: a Write whose Match did not hold changed nothing.
 	StatusConflict Status = 14
+	// StatusUser: a SetUser or DelUser ran; Existed says whether the user had a record.
+	StatusUser Status = 15
 )
 
 func (s Status) String() string {
@@ -266,6 +284,8 @@ func (s Status) String() string {
 		return "written"
 	case StatusConflict:
 		return "conflict"
+	case StatusUser:
+		return "user"
 	}
 	return fmt.Sprintf("status(%d)", uint8(s))
 }

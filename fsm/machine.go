@@ -39,6 +39,8 @@ type Machine struct {
 	members map[string]string
 	// scripts maps SHA1 hex digests to Lua sources.
 	scripts map[string]string
+	// users maps ACL user names to their canonical rules; "" is a deleted user's tombstone.
+	users map[string]string
 	// applied is the index of the last entry given to Apply; restored from snapshots.
 	applied uint64
 	// lastToken is the largest token handed out (Token's counter); restored from snapshots.
@@ -52,8 +54,19 @@ const btreeDegree = 32
 
 // New returns an empty table.
 func New() *Machine {
-	return &Machine{table: btree.NewMap[string, Lock](btreeDegree), members: map[string]string{}, scripts: map[string]string{}}
+	return &Machine{table: btree.NewMap[string, Lock](btreeDegree), members: map[string]string{}, scripts: map[string]string{},
+		users: map[string]string{}}
 }
+
+// User returns the replicated record of ACL user name: its canonical rules, or "" when it was
+// deleted; ok is false when no ACL SETUSER or DELUSER ever named it.
+func (m *Machine) User(name string) (rules string, ok bool) {
+	rules, ok = m.users[name]
+	return rules, ok
+}
+
+// Users returns a copy of the replicated ACL users, tombstones ("") included.
+func (m *Machine) Users() map[string]string { return maps.Clone(m.users) }
 
 // Script returns the stored source of the script with this SHA1 hex digest.
 func (m *Machine) Script(sha string) (string, bool) {
@@ -224,6 +237,14 @@ func (m *Machine) apply(index uint64, cmd Command) Result {
 	case KindFlushScripts:
 		clear(m.scripts)
 		return Result{Status: StatusScript}
+	case KindSetUser, KindDelUser:
+		_, existed := m.users[string(cmd.Key)]
+		rules := string(cmd.Owner)
+		if cmd.Kind == KindDelUser {
+			rules = "" // the tombstone
+		}
+		m.users[string(cmd.Key)] = rules
+		return Result{Status: StatusUser, Existed: existed}
 	case KindPublish, KindShardPublish:
 		return Result{Status: StatusPublished}
 	case KindFlush:
@@ -263,7 +284,7 @@ type undoLog struct {
 }
 
 // undoRecord is the state one command found: of its key in the table (Grant, Release, Renew,
-// Expire), in members (SetMember, RemoveMember) or in scripts (StoreScript), the whole scripts
+// Expire), in members (SetMember, RemoveMember), in scripts (StoreScript) or in users (SetUser, DelUser), the whole scripts
 // map (FlushScripts), or the whole table, an O(1) copy (Flush).
 type undoRecord struct {
 	kind    Kind
@@ -288,6 +309,8 @@ func (u *undoLog) save(m *Machine, cmd Command) {
 		r.value, r.present = m.members[r.key]
 	case KindStoreScript:
 		r.value, r.present = m.scripts[r.key]
+	case KindSetUser, KindDelUser:
+		r.value, r.present = m.users[r.key]
 	case KindFlushScripts:
 		r.scripts = maps.Clone(m.scripts)
 	case KindFlush:
@@ -314,6 +337,8 @@ func (u *undoLog) rollback(m *Machine) {
 			restoreEntry(m.members, r.key, r.value, r.present)
 		case KindStoreScript:
 			restoreEntry(m.scripts, r.key, r.value, r.present)
+		case KindSetUser, KindDelUser:
+			restoreEntry(m.users, r.key, r.value, r.present)
 		case KindFlushScripts:
 			m.scripts = r.scripts
 		case KindFlush:

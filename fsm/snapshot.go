@@ -27,6 +27,9 @@ const (
 	snapshotV3 = 3
 	// snapshotV4 adds each key's collection (appendCollection, with its Rev) after its owner.
 	snapshotV4 = 4
+	// snapshotV5 adds the ACL users (name, canonical rules; empty rules: a tombstone) after the
+	// scripts.
+	snapshotV5 = 5
 )
 
 // maxSnapshotField bounds a key or owner read from a snapshot, so a corrupt length cannot make
@@ -39,6 +42,7 @@ type Snapshot struct {
 	table     *btree.Map[string, Lock]
 	members   map[string]string
 	scripts   map[string]string
+	users     map[string]string
 	applied   uint64
 	lastToken Token
 }
@@ -46,20 +50,20 @@ type Snapshot struct {
 // Snapshot returns a copy of the table for Persist to serialize concurrently with Apply.
 func (m *Machine) Snapshot() *Snapshot {
 	return &Snapshot{table: m.table.Copy(), members: maps.Clone(m.members), scripts: maps.Clone(m.scripts),
-		applied: m.applied, lastToken: m.lastToken}
+		users: maps.Clone(m.users), applied: m.applied, lastToken: m.lastToken}
 }
 
 // Len is the number of locks in the snapshot.
 func (s *Snapshot) Len() int { return s.table.Len() }
 
-// WriteTo serializes the snapshot (version 4): magic, version, applied index, token counter,
+// WriteTo serializes the snapshot (version 5): magic, version, applied index, token counter,
 // count, then each lock in key order (key, owner, collection, token, lease), then the member addresses in ID order, then the stored
-// scripts in digest order, then a CRC-32C of everything before it. Key order makes the bytes a
+// scripts in digest order, then the ACL users in name order, then a CRC-32C of everything before it. Key order makes the bytes a
 // pure function of the table, so two nodes' tables can be compared byte for byte.
 func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	cw := &countingWriter{w: w, crc: crc32.New(crc32.MakeTable(crc32.Castagnoli))}
 	bw := bufio.NewWriterSize(cw, 64<<10)
-	buf := append([]byte(snapshotMagic), snapshotV4)
+	buf := append([]byte(snapshotMagic), snapshotV5)
 	buf = binary.AppendUvarint(buf, s.applied)
 	buf = binary.AppendUvarint(buf, uint64(s.lastToken))
 	buf = binary.AppendUvarint(buf, uint64(s.table.Len()))
@@ -84,6 +88,7 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	}
 	buf = appendStringMap(buf[:0], s.members)
 	buf = appendStringMap(buf, s.scripts)
+	buf = appendStringMap(buf, s.users)
 	if _, err := bw.Write(buf); err != nil {
 		return cw.n, err
 	}
@@ -120,7 +125,7 @@ func Restore(r io.Reader) (*Machine, error) {
 		return nil, fmt.Errorf("%w: snapshot header %q", ErrCorrupt, head)
 	}
 	version := head[len(snapshotMagic)]
-	if version < snapshotV1 || version > snapshotV4 {
+	if version < snapshotV1 || version > snapshotV5 {
 		return nil, fmt.Errorf("%w: snapshot version %d", ErrCorrupt, version)
 	}
 	m := New()
@@ -167,6 +172,11 @@ func Restore(r io.Reader) (*Machine, error) {
 	}
 	if err := rd.stringMap(m.scripts, "script"); err != nil {
 		return nil, err
+	}
+	if version >= snapshotV5 {
+		if err := rd.userMap(m.users); err != nil {
+			return nil, err
+		}
 	}
 	want := rd.crc.Sum32()
 	var sum [4]byte
@@ -270,6 +280,20 @@ func (d *streamDecoder) stringMap(into map[string]string, what string) error {
 		k, v := string(d.bytes()), string(d.bytes())
 		if d.err == nil && (k == "" || v == "") {
 			return fmt.Errorf("%w: snapshot %s %d empty", ErrCorrupt, what, i)
+		}
+		into[k] = v
+	}
+	return d.err
+}
+
+// userMap reads the ACL users appendStringMap wrote: names must not be empty, rules may (a
+// deleted user's tombstone).
+func (d *streamDecoder) userMap(into map[string]string) error {
+	n := d.uvarint()
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		k, v := string(d.bytes()), string(d.bytes())
+		if d.err == nil && k == "" {
+			return fmt.Errorf("%w: snapshot user %d without a name", ErrCorrupt, i)
 		}
 		into[k] = v
 	}

@@ -383,6 +383,9 @@ func (r rawSnapshot) bytes() []byte {
 		b = append(b, m[1]...)
 	}
 	b = binary.AppendUvarint(b, 0) // no scripts
+	if r.version >= 5 {
+		b = binary.AppendUvarint(b, 0) // no users
+	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
 }
 
@@ -416,7 +419,7 @@ func TestRawSnapshotMatchesWriteTo(t *testing.T) {
 		{Kind: fsm.KindSetMember, Key: []byte("n2"), Owner: []byte("127.0.0.1:6380")},
 		{Kind: fsm.KindSetMember, Key: []byte("n1"), Owner: []byte("127.0.0.1:6379")}})
 	m.Advance(300)
-	want := rawSnapshot{magic: "RLSN", version: 4, applied: 300, lastToken: 2, count: 2, records: [][]byte{
+	want := rawSnapshot{magic: "RLSN", version: 5, applied: 300, lastToken: 2, count: 2, records: [][]byte{
 		recordV4("a", "oa", 1, 1, 5), recordV4("b", "", 2, 2, 0),
 	}, members: [][2]string{{"n1", "127.0.0.1:6379"}, {"n2", "127.0.0.1:6380"}}}.bytes()
 	if got := snapshotBytes(t, m); !bytes.Equal(got, want) {
@@ -478,7 +481,7 @@ func TestRestoreRejects(t *testing.T) {
 		{"bad magic", rawSnapshot{magic: "RLSX", version: 1}.bytes()},
 		{"lower-case magic", rawSnapshot{magic: "rlsn", version: 1}.bytes()},
 		{"version 0", rawSnapshot{magic: "RLSN", version: 0}.bytes()},
-		{"version 5", rawSnapshot{magic: "RLSN", version: 5}.bytes()},
+		{"version 6", rawSnapshot{magic: "RLSN", version: 6}.bytes()},
 		{"version 255", rawSnapshot{magic: "RLSN", version: 255}.bytes()},
 		{"bytes after the checksum", append(bytes.Clone(good), 0)},
 		{"twice", append(bytes.Clone(good), good...)},
@@ -724,5 +727,35 @@ func BenchmarkRestore(b *testing.B) {
 		if _, err := fsm.Restore(bytes.NewReader(buf.Bytes())); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestSnapshotKeepsUsers(t *testing.T) {
+	m := fsm.New()
+	applyAll(t, m, 1, []fsm.Command{
+		{Kind: fsm.KindSetUser, Key: []byte("alice"), Owner: []byte("on nopass ~locks:* resetchannels -@all +get")},
+		{Kind: fsm.KindSetUser, Key: []byte("bob"), Owner: []byte("off resetchannels -@all")},
+		{Kind: fsm.KindDelUser, Key: []byte("bob")},
+	})
+	r := restore(t, snapshotBytes(t, m))
+	want := map[string]string{"alice": "on nopass ~locks:* resetchannels -@all +get", "bob": ""}
+	if diff := cmp.Diff(r.Users(), want); diff != "" {
+		t.Errorf("restored users (-got +want):\n%s", diff)
+	}
+}
+
+func TestAbortedEntryRestoresUsers(t *testing.T) {
+	m := fsm.New()
+	applyAll(t, m, 1, []fsm.Command{{Kind: fsm.KindSetUser, Key: []byte("alice"), Owner: []byte("on nopass")}})
+	res := m.ApplyEntry(nil, 2, []fsm.Command{
+		{Kind: fsm.KindDelUser, Key: []byte("alice")},
+		{Kind: fsm.KindSetUser, Key: []byte("carol"), Owner: []byte("on nopass")},
+		{Kind: fsm.KindRelease, Key: fsm.DBKey(0, []byte("nokey")), Match: fsm.Match{Kind: fsm.MatchAny}},
+	})
+	if !fsm.Aborted(res) {
+		t.Fatalf("results %v, want the entry aborted", res)
+	}
+	if diff := cmp.Diff(m.Users(), map[string]string{"alice": "on nopass"}); diff != "" {
+		t.Errorf("users after the abort (-got +want):\n%s", diff)
 	}
 }

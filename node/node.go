@@ -28,6 +28,9 @@ type View interface {
 	Script(sha string) (string, bool)
 	// ScriptCache is how many scripts are stored and the bytes of their sources.
 	ScriptCache() (scripts, bytes int)
+	// User returns the replicated record of ACL user name: its canonical rules, "" when it was
+	// deleted; ok false when no ACL SETUSER or DELUSER named it (fsm.Machine.User).
+	User(name string) (rules string, ok bool)
 }
 
 // Eval turns a request into the commands to replicate, looking at a view. Returning none makes

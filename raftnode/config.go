@@ -41,6 +41,11 @@ type Config struct {
 	// state adds itself through it, as a non-voter that is promoted once caught up. A node with
 	// state ignores it.
 	Join string
+	// PeerUser and PeerPassword, when PeerPassword is set, authenticate this node's own calls to
+	// other nodes' client ports (RAFT ANNOUNCE, ADD, PROMOTE, STATS, MEMBERS) with AUTH, for
+	// clusters whose clients need a password. The user needs @admin.
+	PeerUser     string
+	PeerPassword string
 
 	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout tune failure detection. The
 	// defaults suit a LAN: a dead leader is replaced in about a second.

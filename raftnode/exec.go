@@ -379,3 +379,4 @@ func (v viewReader) Script(sha string) (string, bool) { return v.n.mu.machine.Sc
 func (v viewReader) ScriptCache() (scripts, bytes int) {
 	return v.n.mu.machine.Scripts(), v.n.mu.machine.ScriptBytes()
 }
+func (v viewReader) User(name string) (string, bool) { return v.n.mu.machine.User(name) }

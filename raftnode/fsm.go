@@ -35,6 +35,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		changed [][]byte
 		bad     []badEntry
 		members bool          // the member table changed
+		users   bool          // the ACL users changed
 		flushed bool          // a FLUSHDB or FLUSHALL deleted keys: any key may have changed
 		configs []*raft.Log   // committed configurations, for membership
 		publish []message     // the messages to deliver
@@ -75,6 +76,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			}
 			flushed = flushed || res[j].Status == fsm.StatusFlushed && res[j].Existed
 			members = members || res[j].Status == fsm.StatusMember
+			users = users || res[j].Status == fsm.StatusUser
 			if res[j].Status == fsm.StatusPublished {
 				publish = append(publish, message{res: &res[j], channel: c.Key, body: c.Owner, shard: c.Kind == fsm.KindShardPublish})
 			} else if ev := node.KeyEventOf(c, res[j]); ev != 0 && notify != nil {
@@ -94,6 +96,9 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	if members {
 		n.leaderChange.notify() // the leader's client address may be known now
 		n.wakeMembership()
+	}
+	if fn := n.users.Load(); fn != nil && users {
+		(*fn)() // before anyone hears back: an ACL SETUSER's reply finds its rules in force
 	}
 	if flushed {
 		changed = nil // nil: every key
@@ -163,6 +168,9 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 	n.wakeMembership()
 	if fn := n.changed.Load(); fn != nil {
 		(*fn)(nil) // any key may have changed
+	}
+	if fn := n.users.Load(); fn != nil {
+		(*fn)() // the snapshot's users replace this node's
 	}
 	if fn := n.restored.Load(); fn != nil {
 		(*fn)() // the messages of the entries the snapshot covers will never be delivered here

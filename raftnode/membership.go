@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -285,6 +286,15 @@ func (n *Node) callPeer(ctx context.Context, addr string, timeout time.Duration,
 		return resp.Value{}, err
 	}
 	defer c.Close()
+	if n.cfg.PeerPassword != "" {
+		v, err := c.Do(ctx, "AUTH", cmp.Or(n.cfg.PeerUser, "default"), n.cfg.PeerPassword)
+		if err == nil {
+			err = v.Err()
+		}
+		if err != nil {
+			return resp.Value{}, fmt.Errorf("authenticate to %s: %w", addr, err)
+		}
+	}
 	v, err := c.Do(ctx, args...)
 	if err == nil {
 		err = v.Err()

@@ -67,6 +67,8 @@ type Node struct {
 	published atomic.Pointer[func(channel, message []byte, shard bool) int]
 	// restored, when set, is told that a snapshot replaced the table (OnRestore).
 	restored atomic.Pointer[func()]
+	// users, when set, is told that the replicated ACL users changed (OnUsers).
+	users atomic.Pointer[func()]
 	// keyEvent, when set, is told of each key an applied entry deleted or expired (OnKeyEvent).
 	keyEvent atomic.Pointer[func(key []byte, ev node.KeyEvent)]
 
@@ -382,3 +384,17 @@ func (n *Node) OnKeyEvent(fn func(key []byte, ev node.KeyEvent)) {
 // that a snapshot replaced this node's table: the messages of the entries it covers are never
 // delivered here, so subscribers must learn they missed some.
 func (n *Node) OnRestore(fn func()) { n.restored.Store(&fn) }
+
+// OnUsers registers fn to be told, on raft's apply goroutine after the view lock is released and
+// before the batch's requests hear back, that the replicated ACL users changed (an ACL SETUSER
+// or DELUSER applied, or a snapshot was restored): fn reads them again with Users. It must not
+// block.
+func (n *Node) OnUsers(fn func()) { n.users.Store(&fn) }
+
+// Users returns a copy of the replicated ACL users: name -> canonical rules, "" for a deleted
+// user (fsm.Machine.Users).
+func (n *Node) Users() map[string]string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.mu.machine.Users()
+}

@@ -31,6 +31,12 @@ type command struct {
 	// blocking: the command may wait for a change of its keys (BLPOP, BRPOP). On a follower it
 	// waits there, forwarding only its tries (lists.go); it never runs pipelined.
 	blocking bool
+	// aclID is the command's name in the ACL catalog (users.go); aclSubs its known
+	// subcommands' (a container command's: CLIENT KILL is "client|kill").
+	aclID   int
+	aclSubs map[string]int
+	// noAuth: the command runs before the connection authenticated (AUTH, HELLO, QUIT, RESET).
+	noAuth bool
 }
 
 // keySpec is where a command's keys are: Redis's first, last (negative: from the end) and step.
@@ -204,11 +210,11 @@ func init() {
 		{name: "ping", arity: -1, flags: "fast", run: cmdPing, summary: "Ping the server"},
 		{name: "echo", arity: 2, flags: "fast", run: cmdEcho, summary: "Echo the argument"},
 		{name: "select", arity: 2, flags: "fast", run: cmdSelect, summary: "Select the database (0 to 15) the connection's keys are in"},
-		{name: "hello", arity: -1, flags: "fast", run: cmdHello, summary: "Handshake: choose RESP2 or RESP3"},
-		{name: "auth", arity: -2, flags: "fast", run: cmdAuth, summary: "Authenticate (no users are configured)"},
+		{name: "hello", arity: -1, flags: "fast no_auth", run: cmdHello, summary: "Handshake: choose RESP2 or RESP3"},
+		{name: "auth", arity: -2, flags: "fast no_auth", run: cmdAuth, summary: "Authenticate as a user (AUTH [user] password)"},
 		{name: "client", arity: -2, run: cmdClient, summary: "Connection management: SETNAME, GETNAME, ID, SETINFO, INFO, LIST, KILL, NO-EVICT, NO-TOUCH, TRACKING, CACHING"},
-		{name: "quit", arity: -1, flags: "fast", run: cmdQuit, summary: "Close the connection"},
-		{name: "reset", arity: 1, flags: "fast", run: cmdReset, summary: "Reset the connection"},
+		{name: "quit", arity: -1, flags: "fast no_auth", run: cmdQuit, summary: "Close the connection"},
+		{name: "reset", arity: 1, flags: "fast no_auth", run: cmdReset, summary: "Reset the connection"},
 		{name: "readonly", arity: 1, flags: "fast", run: cmdReadonly, summary: "Serve this connection's reads from a follower's own table (possibly stale)"},
 		{name: "readwrite", arity: 1, flags: "fast", run: cmdReadwrite, summary: "Back to linearizable reads through the leader"},
 		// introspection.go
@@ -222,6 +228,7 @@ func init() {
 		{name: "cluster", arity: -2, run: cmdCluster, summary: "Cluster topology for cluster-mode clients: SLOTS, SHARDS, NODES, INFO, MYID"},
 		// admin.go
 		{name: "debug", arity: -2, flags: "noscript", run: cmdDebug, summary: "DEBUG CLOCK-SHIFT ms (only on a node started with --test-clock)"},
+		{name: "acl", arity: -2, run: cmdACL, summary: "Users and their permissions: WHOAMI, LIST, USERS, GETUSER, SETUSER, DELUSER, CAT, LOG, GENPASS, DRYRUN"},
 		{name: "raft", arity: -2, run: cmdRaft, summary: "Cluster administration: MEMBERS, ADD, PROMOTE, REMOVE, TRANSFER, SNAPSHOT, STATS, DIGEST"},
 	} {
 		cmd.flagList = strings.Fields(cmd.flags)
@@ -230,9 +237,11 @@ func init() {
 		cmd.movable = slices.Contains(cmd.flagList, "movablekeys")
 		cmd.denyOOM = slices.Contains(cmd.flagList, "denyoom")
 		cmd.blocking = slices.Contains(cmd.flagList, "blocking")
+		cmd.noAuth = slices.Contains(cmd.flagList, "no_auth")
 		cmd.pipelined = cmd.leader && cmd.keys.first > 0 && !cmd.blocking
 		commands[cmd.name] = cmd
 	}
+	buildACLCatalog()
 }
 
 // commandNames returns the table's names in order, for COMMAND and tests.

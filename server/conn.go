@@ -53,6 +53,13 @@ type conn struct {
 	// survives RESET, so owners stay unique.
 	lockSeq uint64
 	quit    bool
+
+	// user is the ACL user the connection runs as (read by other goroutines: a deleted user's
+	// connections are closed); authed says it authenticated (or needs not). authPass is the
+	// password it authenticated with, for the follower's link to the leader (forward.go).
+	user     atomic.Pointer[string]
+	authed   bool
+	authPass []byte
 }
 
 // session is the state a client sets up on its connection; RESET returns it to newSession().
@@ -111,6 +118,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.out = resp.NewWriter(stallWriter{c})
 	c.readAhead.limit = int64(s.cfg.ReadAheadBytes)
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
+	c.resetAuth()
 	c.publishInfo()
 	return c
 }

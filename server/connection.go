@@ -64,24 +64,30 @@ func cmdSelect(r *request) {
 	}
 }
 
-// errWrongPass is Redis's reply to a user other than "default" when no users are configured.
+// errWrongPass is Redis's reply to credentials that open no user.
 const errWrongPass = "WRONGPASS invalid username-password pair or user is disabled."
 
-// authUser reports whether AUTH/HELLO AUTH names a user that exists: with no users configured,
-// Redis accepts any password for "default" (case-sensitive) and refuses everyone else.
-func authUser(user []byte) bool { return string(user) == "default" }
-
+// AUTH [username] password
 func cmdAuth(r *request) {
-	switch {
-	case len(r.args) > 3:
-		r.w.Error(errSyntax)
-	case len(r.args) == 2:
-		r.w.Error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
-	case authUser(r.args[1]):
-		r.w.SimpleString("OK")
+	var user, pass []byte
+	switch len(r.args) {
+	case 2:
+		if u := r.s.users()["default"]; u != nil && u.nopass {
+			r.w.Error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+			return
+		}
+		user, pass = []byte("default"), r.args[1]
+	case 3:
+		user, pass = r.args[1], r.args[2]
 	default:
-		r.w.Error(errWrongPass)
+		r.w.Error(errSyntax)
+		return
 	}
+	if !r.c.login(user, pass, "auth") {
+		r.w.Error(errWrongPass)
+		return
+	}
+	r.w.SimpleString("OK")
 }
 
 // HELLO [protover [AUTH username password] [SETNAME clientname]]
@@ -99,13 +105,13 @@ func cmdHello(r *request) {
 		}
 		proto = int(v)
 	}
-	var name, user []byte
+	var name, user, pass []byte
 	setName, auth := false, false
 	for j := 2; j < len(r.args); j++ {
 		more := len(r.args) - j - 1
 		switch {
 		case is(r.args[j], "auth") && more >= 2:
-			user, auth = r.args[j+1], true
+			user, pass, auth = r.args[j+1], r.args[j+2], true
 			j += 2
 		case is(r.args[j], "setname") && more >= 1:
 			if !validClientName(r.args[j+1]) {
@@ -120,8 +126,12 @@ func cmdHello(r *request) {
 			return
 		}
 	}
-	if auth && !authUser(user) {
+	switch {
+	case auth && !r.c.login(user, pass, "hello"):
 		r.w.Error(errWrongPass)
+		return
+	case !r.c.authed:
+		r.w.Error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
 		return
 	}
 	if setName {
@@ -366,6 +376,7 @@ func cmdReset(r *request) {
 	c.s.hub.forget(c, &c.sess.subs)
 	c.writeQueuedPushes() // what was queued before RESET comes before its reply
 	c.sess = newSession()
+	c.resetAuth()           // as Redis: back to the default user, authenticated if it needs no password
 	c.hop.watchLost = false // RESET unwatches: no EXEC is left to fail
 	c.out.SetProtocol(2)    // RESET runs alone: r.w is c.out
 	r.w.SimpleString("RESET")

@@ -27,6 +27,18 @@ func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, slot *infli
 		w.Error(wrongArity(cmd.name))
 		return
 	}
+	if !c.authed && !cmd.noAuth {
+		c.s.stats.errors.Add(1)
+		c.flagTransaction()
+		w.Error("NOAUTH Authentication required.")
+		return
+	}
+	if d, ok := c.permit(cmd, args, ""); !ok {
+		c.s.stats.errors.Add(1)
+		c.flagTransaction()
+		w.Error(d.noperm())
+		return
+	}
 	if cmd.denyOOM && c.s.full() {
 		c.s.stats.errors.Add(1)
 		c.flagTransaction()

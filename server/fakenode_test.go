@@ -33,6 +33,7 @@ type fakeNode struct {
 	changed   atomic.Pointer[func(keys [][]byte)]
 	published atomic.Pointer[func(channel, message []byte, shard bool) int]
 	restored  atomic.Pointer[func()]
+	users     atomic.Pointer[func()]
 	keyEvent  atomic.Pointer[func(key []byte, ev node.KeyEvent)]
 	// follower: the node is not the leader and knows none (until setLeader).
 	follower atomic.Bool
@@ -172,6 +173,9 @@ func (f *fakeNode) commit(batch []*fakeProposal) {
 	}
 	f.keys.Store(int64(f.mu.table.Len()))
 	f.mu.Unlock()
+	if fn := f.users.Load(); fn != nil {
+		(*fn)() // cheap enough to say after every batch in tests
+	}
 	if fn := f.changed.Load(); fn != nil && len(changed) > 0 {
 		(*fn)(changed)
 	}
@@ -260,6 +264,14 @@ func (f *fakeNode) OnKeyEvent(fn func(key []byte, ev node.KeyEvent)) {
 	f.keyEvent.Store(&fn)
 }
 
+func (f *fakeNode) OnUsers(fn func()) { f.users.Store(&fn) }
+
+func (f *fakeNode) Users() map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mu.table.Users()
+}
+
 func (f *fakeNode) OnPublish(fn func(channel, message []byte, shard bool) int) {
 	f.published.Store(&fn)
 }
@@ -302,3 +314,5 @@ func (v fakeView) Ascend(from []byte, fn func(key []byte, l fsm.Lock) bool) {
 }
 func (v fakeView) Script(sha string) (string, bool) { return v.m.Script(sha) }
 func (v fakeView) ScriptCache() (int, int)          { return v.m.Scripts(), v.m.ScriptBytes() }
+
+func (v fakeView) User(name string) (string, bool) { return v.m.User(name) }

@@ -61,8 +61,14 @@ func (c *conn) dialUpstream(addr string, proto, db int) (*upstream, error) {
 	// The client is gone: drop the leader connection at once, so the leader releases any lock
 	// it grants this client from now on (ghost-lock cleanup happens there).
 	u.stop = context.AfterFunc(c.ctx, func() { nc.Close() })
+	n := 0
+	if c.authPass != nil {
+		// The leader checks the client's requests as its user's too: log in as it there.
+		writeCommand(u.w, [][]byte{[]byte("AUTH"), []byte(*c.user.Load()), c.authPass})
+		n++
+	}
 	writeCommand(u.w, [][]byte{[]byte("RAFT"), []byte("FORWARDED")})
-	n := 1
+	n++
 	if u.proto == 3 {
 		writeCommand(u.w, [][]byte{[]byte("HELLO"), []byte("3")})
 		n++

@@ -185,7 +185,11 @@ func (r *request) writeCommandInfo(cmd *command) {
 	r.w.Int(int64(cmd.keys.first))
 	r.w.Int(int64(cmd.keys.last))
 	r.w.Int(int64(cmd.keys.step))
-	r.w.Set(0) // ACL categories
+	cats := aclCommandCategories(cmd.aclID)
+	r.w.Set(len(cats))
+	for _, c := range cats {
+		r.w.SimpleString("@" + c)
+	}
 	r.w.Set(0) // tips
 	r.w.Array(0)
 	r.w.Array(0)

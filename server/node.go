@@ -44,6 +44,13 @@ type Node interface {
 	// OnRestore registers the hook told that a snapshot replaced the node's table: the
 	// messages of the entries it covers are never delivered on this node.
 	OnRestore(fn func())
+	// OnUsers registers the hook told that the replicated ACL users changed (an ACL SETUSER or
+	// DELUSER applied, a snapshot restored). It runs where OnChange's does, before the batch's
+	// requests hear back, and must not block; the server reads them again with Users.
+	OnUsers(fn func())
+	// Users returns a copy of the replicated ACL users: name -> canonical rules, "" for a
+	// deleted user.
+	Users() map[string]string
 	// Stats is the node's current figures, for INFO.
 	Stats() node.Stats
 	// Keys is the number of keys in this node's table, cheaply (every write command asks).

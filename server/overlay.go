@@ -64,6 +64,7 @@ func (o *overlay) Len(db int) int { return o.base.Len(db) + o.delta[byte(db)] }
 func (o *overlay) Script(sha string) (string, bool) { return o.base.Script(sha) }
 
 func (o *overlay) ScriptCache() (scripts, bytes int) { return o.base.ScriptCache() }
+func (o *overlay) User(name string) (string, bool)   { return o.base.User(name) }
 
 // apply records cmds as the script's effects and returns the results they will have if nothing
 // else changes their keys first (the keys' pending marks see to that on a stable leader).

@@ -112,6 +112,9 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 	case cmd.denyOOM && p.s.full():
 		return errValue("ERR " + errOOM), nil
 	}
+	if d, ok := p.c.permit(cmd, args, "lua"); !ok {
+		return errValue(d.scriptError()), nil
+	}
 	if p.trackReads && !cmd.write {
 		// Track the keys the script reads for its caller now, while the script still holds the
 		// view: a change applied right after the script is then pushed, never missed. (A script

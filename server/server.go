@@ -117,6 +117,15 @@ type Config struct {
 	ShiftClock func(d time.Duration) time.Duration
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
+
+	// RequirePass is the default user's password (Redis's requirepass); empty: none.
+	RequirePass string
+	// ACLFile names a file of users in Redis's aclfile format ("user alice on >pw ~locks:* +@all"),
+	// read at New. Replicated ACL SETUSER/DELUSER override its users (acl.go).
+	ACLFile string
+	// ProtectedMode turns away clients that are not on the loopback interface while the default
+	// user needs no password, with Redis's -DENIED message (Redis's protected-mode).
+	ProtectedMode bool
 }
 
 // DefaultConfig returns the defaults.
@@ -252,6 +261,7 @@ type Server struct {
 	notifyFlags atomic.Uint32
 	notifyMu    sync.Mutex // serializes setNotifyFlags
 	cursors     *cursors
+	acl         users
 	log         *slog.Logger
 	start       time.Time
 	// bootID makes the default owners of this process's LOCKs unlike any earlier process's.
@@ -303,6 +313,15 @@ func New(cfg Config, n Node, admin Admin) (*Server, error) {
 	s.waiters = newWaiters()
 	s.hub = newHub(s.log)
 	s.cursors = newCursors()
+	seed, err := seedUsers(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.acl.seed = seed
+	s.acl.cur.Store(&seed)
+	n.OnUsers(s.reloadUsers)
+	s.mu.conns = make(map[*conn]struct{})
+	s.reloadUsers() // after the hook is set: a change racing it is read by one or the other
 	n.OnChange(func(keys [][]byte) {
 		s.tracker.changed(keys)
 		s.waiters.changed(keys)
@@ -368,6 +387,13 @@ func (s *Server) Serve(ln net.Listener) error {
 
 func (s *Server) accept(nc net.Conn) {
 	s.stats.connsTotal.Add(1)
+	if s.protectedRefuses(nc.RemoteAddr()) {
+		s.stats.connsRejected.Add(1)
+		nc.SetWriteDeadline(time.Now().Add(time.Second))
+		nc.Write([]byte(protectedModeDenied))
+		nc.Close()
+		return
+	}
 	c := newConn(s, nc)
 	s.mu.Lock()
 	if s.closed.Load() || len(s.mu.conns) >= s.cfg.MaxClients {

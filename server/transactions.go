@@ -330,6 +330,17 @@ func (r *request) execLocal(tx *transaction, watches map[string]watched) {
 	}
 	proto := c.out.Protocol()
 	replies := make([]bytes.Buffer, len(tx.queued))
+	// As Redis, EXEC checks each command again: the user's rules may have changed since it
+	// was queued. A command refused now gets the error in its place and does not run.
+	denied := make([]bool, len(tx.queued))
+	for i, q := range tx.queued {
+		if d, ok := c.permit(q.cmd, q.args, "multi"); !ok {
+			denied[i] = true
+			w := resp.NewWriter(&replies[i])
+			w.Error("NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: " + d.execReason())
+			w.Flush()
+		}
+	}
 	var (
 		dirty  bool
 		tooBig bool // the replies passed maxExecReply: nothing is proposed
@@ -356,6 +367,9 @@ func (r *request) execLocal(tx *transaction, watches map[string]watched) {
 			defer cancel()
 			run := &scriptRun{ov: ov, tx: true, ctx: ctx}
 			for i, q := range tx.queued {
+				if denied[i] {
+					continue
+				}
 				replies[i].Reset()
 				if !q.cmd.leader {
 					continue
@@ -391,7 +405,7 @@ func (r *request) execLocal(tx *transaction, watches map[string]watched) {
 		}
 	}
 	for i, q := range tx.queued {
-		if q.cmd.leader {
+		if q.cmd.leader || denied[i] {
 			continue
 		}
 		w := resp.NewWriter(&replies[i])

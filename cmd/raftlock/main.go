@@ -91,6 +91,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if clientTLS != nil {
 		ncfg.ClientTLS = clientTLS.ClientConfig()
 	}
+	ncfg.PeerUser, ncfg.PeerPassword = opts.masterUser, opts.masterAuth
 	node, err := raftnode.New(ncfg, raftnode.Stores{Log: st, Stable: st, Snapshots: snaps}, trans)
 	if err != nil {
 		trans.Close()
@@ -118,6 +119,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		scfg.TLS = clientTLS.ServerConfig(opts.tlsAuthClients)
 		scfg.PeerTLS = clientTLS.ClientConfig()
 	}
+	scfg.RequirePass, scfg.ACLFile, scfg.ProtectedMode = opts.requirePass, opts.aclFile, opts.protectedMode
 	srv, err := server.New(scfg, node, node)
 	if err != nil {
 		return err

@@ -62,6 +62,16 @@ type options struct {
 	maxMemory uint64
 	// pprof serves /debug/pprof/ on --metrics-addr.
 	pprof bool
+
+	// Client authentication (ACL), Redis's names: requirepass is the default user's password,
+	// aclfile a file of users, protectedMode refuses remote clients while the default user
+	// needs no password; masterUser/masterAuth log this node's own calls to peers in (default:
+	// the default user with requirepass).
+	requirePass   string
+	aclFile       string
+	protectedMode bool
+	masterUser    string
+	masterAuth    string
 }
 
 func parseOptions(args []string, getenv func(string) string) (options, error) {
@@ -100,6 +110,12 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"raft-tls-cert-file":    fs.String("raft-tls-cert-file", "", "PEM certificate of the raft transport: with the key and CA, raft is mutual TLS"),
 		"raft-tls-key-file":     fs.String("raft-tls-key-file", "", "PEM private key of --raft-tls-cert-file"),
 		"raft-tls-ca-cert-file": fs.String("raft-tls-ca-cert-file", "", "PEM cluster CA: a raft peer must present a certificate it signed"),
+		// ACL (client authentication)
+		"requirepass":    fs.String("requirepass", "", "password of the default user (Redis's requirepass); the same on every node"),
+		"aclfile":        fs.String("aclfile", "", "file of ACL users, one per line as in Redis: user alice on >pw ~locks:* +@all (the same on every node; ACL SETUSER/DELUSER override it)"),
+		"protected-mode": fs.String("protected-mode", "yes", "while the default user has no password, refuse clients not on the loopback interface (yes/no)"),
+		"masteruser":     fs.String("masteruser", "", "user this node logs in as when it calls other nodes (default: default)"),
+		"masterauth":     fs.String("masterauth", "", "password for --masteruser (default: --requirepass)"),
 	}
 	config := fs.String("config", "", "config file of name = value lines")
 	fs.Usage = func() {}
@@ -177,7 +193,12 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	if err := parseBounds(&o, vals); err != nil {
 		return options{}, err
 	}
-	for name, dst := range map[string]*bool{"redirect": &o.redirect, "test-clock": &o.testClock, "pprof": &o.pprof} {
+	o.requirePass, o.aclFile = *vals["requirepass"], *vals["aclfile"]
+	o.masterUser, o.masterAuth = *vals["masteruser"], *vals["masterauth"]
+	if o.masterAuth == "" {
+		o.masterAuth = o.requirePass
+	}
+	for name, dst := range map[string]*bool{"redirect": &o.redirect, "test-clock": &o.testClock, "pprof": &o.pprof, "protected-mode": &o.protectedMode} {
 		switch *vals[name] {
 		case "true", "1", "yes":
 			*dst = true
