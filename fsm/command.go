@@ -54,6 +54,11 @@ const (
 	// one gets a new token. The lease is LeaseMs, or with KeepLease the key's own (none for a new
 	// key): HSET keeps a hash's TTL, PERSIST drops it.
 	KindWrite Kind = 13
+	// KindSetCluster names the cluster (Key = its ID, chosen at random by the first leader). The
+	// first one applied wins: a later one with another ID is refused (StatusConflict) and changes
+	// nothing, so the ID never changes once set. Numbered apart from the kinds above so that
+	// kinds added meanwhile on other branches do not collide with it.
+	KindSetCluster Kind = 20
 )
 
 func (k Kind) String() string {
@@ -84,6 +89,8 @@ func (k Kind) String() string {
 		return "flush"
 	case KindWrite:
 		return "write"
+	case KindSetCluster:
+		return "set-cluster"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -129,6 +136,7 @@ type Match struct {
 //	SetMember: Key (node ID), Owner (client address); RemoveMember: Key
 //	Write:   Key, Value (nil: delete), LeaseMs, KeepLease, Match (Any, Absent or Rev)
 //	StoreScript: Key (SHA1 hex), Owner (source); FlushScripts: nothing
+//	SetCluster: Key (cluster ID)
 //	Noop:    nothing
 type Command struct {
 	Kind Kind
@@ -177,7 +185,7 @@ func (c Command) Validate() error {
 		if len(c.Owner) == 0 {
 			return fmt.Errorf("fsm: set-member without an address")
 		}
-	case KindRemoveMember:
+	case KindRemoveMember, KindSetCluster:
 	case KindStoreScript:
 		if len(c.Owner) == 0 {
 			return fmt.Errorf("fsm: store-script without a source")
