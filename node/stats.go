@@ -3,6 +3,7 @@ package node
 // Stats is a point-in-time summary of a node, for INFO, RAFT STATS and metrics.
 type Stats struct {
 	ID            string
+	ClusterID     string // empty until the first leader named the cluster
 	State         string // Leader, Follower, Candidate, Shutdown
 	Ready         bool   // leader and caught up: serving
 	LeaderID      string

@@ -27,6 +27,7 @@ func (n *Node) Stats() node.Stats {
 	addr, id := n.raft.LeaderWithID()
 	s := node.Stats{
 		ID:            n.cfg.ID,
+		ClusterID:     n.ClusterID(),
 		State:         n.raft.State().String(),
 		Ready:         n.ready.Load(),
 		LeaderID:      string(id),

@@ -293,6 +293,7 @@ func raftInfo(ns node.Stats) []infoField {
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	return []infoField{
 		{"raft_id", ns.ID},
+		{"cluster_id", ns.ClusterID},
 		{"raft_state", ns.State},
 		{"raft_ready", strconv.FormatBool(ns.Ready)},
 		{"raft_leader_id", ns.LeaderID},
