@@ -24,9 +24,11 @@ import (
 //     own raft address (Announce). It runs when raft observes a leader change, when this node
 //     becomes the ready leader, and when the member table changes, never on a timer unless a
 //     try failed;
-//   - removal: only a committed configuration without this node (raft hands every one to the
-//     FSM's ApplyBatch, noteConfiguration) closes Removed. Nothing said over RESP does: any
-//     client can claim to be the leader there;
+//   - removal: only a configuration without this node that reached it over raft closes
+//     Removed: a committed one it applies (raft hands every one to the FSM's ApplyBatch,
+//     noteConfiguration), or the newest one in its log once no leader contacts it
+//     (droppedByLatestConfiguration: a removed follower seldom learns the commit). Nothing said
+//     over RESP does: any client can claim to be the leader there;
 //   - removal while away: a node removed while down or cut off never receives that
 //     configuration (the leader stops replicating to it). So a member that has seen no leader
 //     for leaderlessBeforeAsking asks the members it knows which of them is the ready leader,
@@ -45,6 +47,9 @@ const (
 	// leaderlessBeforeAsking is how long a member goes without a leader before it asks whether
 	// it was removed while away; membershipCheckEvery is how often it asks again after that.
 	leaderlessBeforeAsking = 6 * time.Second
+	// removedQuiet is how long a member whose newest raft configuration lacks it must go without
+	// a leader before it takes that as its removal (droppedByLatestConfiguration).
+	removedQuiet = 3 * time.Second
 	membershipCheckEvery   = 2 * time.Second
 	// peerTimeout bounds one RESP call to another member.
 	peerTimeout = time.Second
@@ -83,6 +88,24 @@ func (n *Node) noteConfiguration(index uint64, c raft.Configuration) {
 		n.markRemoved("removed from the cluster: a committed configuration no longer lists this node", "index", index)
 	}
 	n.wakeMembership()
+}
+
+// droppedByLatestConfiguration reports whether this node, once a member, is missing from the
+// newest configuration in its log. A leader that removes a follower replicates the change to it
+// but then stops replicating, so the follower rarely learns that it committed and never applies
+// it. The entry came over raft from a leader, not from a client; and had it been lost with its
+// leader (uncommitted), the next leader, with this node still in its configuration, would be
+// contacting it and replacing the entry: so it counts once no leader has been heard of for
+// removedQuiet.
+func (n *Node) droppedByLatestConfiguration() bool {
+	if !n.member.Load() || time.Since(n.raft.LastContact()) < removedQuiet {
+		return false
+	}
+	c, err := n.configuration()
+	if err != nil || len(c.Servers) == 0 {
+		return false
+	}
+	return !slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return s.ID == raft.ServerID(n.cfg.ID) })
 }
 
 // markRemoved stops this node from serving and closes Removed, once; msg says how it learnt.
@@ -180,7 +203,15 @@ func (n *Node) runMembership() {
 			if leaderless.IsZero() {
 				leaderless = time.Now()
 			}
+			if quiet := time.Since(leaderless); quiet >= removedQuiet && n.droppedByLatestConfiguration() {
+				n.markRemoved("removed from the cluster: the newest configuration the leader replicated to this node over "+
+					"raft no longer lists it, and no leader has contacted it since", "quiet", quiet.Round(time.Millisecond))
+				return
+			}
 			wait := leaderlessBeforeAsking - time.Since(leaderless)
+			if q := removedQuiet - time.Since(leaderless); q > 0 && q < wait {
+				wait = q
+			}
 			if wait <= 0 {
 				if leader, removed := n.removedByLeader(ctx, hints); removed && !warned {
 					// Only a committed configuration removes a node: this answer came over RESP
@@ -261,6 +292,9 @@ func (n *Node) join(ctx context.Context) {
 		}
 	}
 	for {
+		// The leader promotes a member it can ask on its client address: announce it first
+		// (the loop of runMembership, which announces otherwise, starts after the join).
+		n.announce(ctx)
 		_, err := n.callPeer(ctx, via, joinTimeout, "RAFT", "PROMOTE", n.cfg.ID)
 		if err == nil {
 			n.log.Info("join: promoted to voter")

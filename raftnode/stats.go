@@ -46,6 +46,11 @@ func (n *Node) Stats() node.Stats {
 		GhostReleases: n.stats.ghostReleases.Load(),
 		MemberHints:   int(n.hints.Load()),
 	}
+	if s.State == "Leader" {
+		if c, err := n.configuration(); err == nil {
+			_, s.ReachableVoters = n.voterCount(c, "")
+		}
+	}
 	if v, err := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64); err == nil {
 		s.LastSnapshot = v
 	}

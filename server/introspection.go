@@ -300,6 +300,7 @@ func raftInfo(ns node.Stats) []infoField {
 		{"raft_leader_addr", ns.LeaderAddr},
 		{"raft_term", u(ns.Term)},
 		{"raft_voters", strconv.Itoa(ns.Voters)},
+		{"raft_reachable_voters", strconv.Itoa(ns.ReachableVoters)},
 		{"raft_last_index", u(ns.LastIndex)},
 		{"raft_commit_index", u(ns.CommitIndex)},
 		{"raft_applied_index", u(ns.AppliedIndex)},
