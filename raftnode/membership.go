@@ -47,10 +47,10 @@ const (
 	// leaderlessBeforeAsking is how long a member goes without a leader before it asks whether
 	// it was removed while away; membershipCheckEvery is how often it asks again after that.
 	leaderlessBeforeAsking = 6 * time.Second
+	membershipCheckEvery   = 2 * time.Second
 	// removedQuiet is how long a member whose newest raft configuration lacks it must go without
 	// a leader before it takes that as its removal (droppedByLatestConfiguration).
-	removedQuiet         = 3 * time.Second
-	membershipCheckEvery = 2 * time.Second
+	removedQuiet = 3 * time.Second
 	// peerTimeout bounds one RESP call to another member.
 	peerTimeout = time.Second
 	// joinTimeout bounds one RAFT ADD or PROMOTE call (forwarded to the leader, committed).
