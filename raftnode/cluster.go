@@ -98,10 +98,9 @@ func (n *Node) AddServer(ctx context.Context, id, raftAddr, clientAddr string, v
 		switch {
 		case string(s.ID) == id && string(s.Address) != raftAddr:
 			// raft would move the member to the new address: a voter's quorum with it.
-			return 0, fmt.Errorf("%w: %s is already a member at %s: RAFT REMOVE it first to give it another address",
-				node.ErrQuorumAtRisk, id, s.Address)
+			return 0, fmt.Errorf("%s is already a member at %s: RAFT REMOVE it first to give it another address", id, s.Address)
 		case string(s.ID) != id && string(s.Address) == raftAddr:
-			return 0, fmt.Errorf("%w: the raft address %s is member %s's", node.ErrQuorumAtRisk, raftAddr, s.ID)
+			return 0, fmt.Errorf("the raft address %s is member %s's", raftAddr, s.ID)
 		case string(s.ID) == id:
 			// Already a member at this address (a join retried after a lost reply): done.
 			if voter && s.Suffrage != raft.Voter {
