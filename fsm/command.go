@@ -61,6 +61,11 @@ const (
 	// KindDelUser deletes an ACL user (Key = its name): it leaves a tombstone, so a user that a
 	// node's --aclfile defines stays deleted on every node (ACL DELUSER).
 	KindDelUser Kind = 15
+	// KindSetCluster names the cluster (Key = its ID, chosen at random by the first leader). The
+	// first one applied wins: a later one with another ID is refused (StatusConflict) and changes
+	// nothing, so the ID never changes once set. Numbered apart from the kinds above so that
+	// kinds added meanwhile on other branches do not collide with it.
+	KindSetCluster Kind = 20
 )
 
 func (k Kind) String() string {
@@ -95,6 +100,8 @@ func (k Kind) String() string {
 		return "set-user"
 	case KindDelUser:
 		return "del-user"
+	case KindSetCluster:
+		return "set-cluster"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -141,6 +148,7 @@ type Match struct {
 //	Write:   Key, Value (nil: delete), LeaseMs, KeepLease, Match (Any, Absent or Rev)
 //	StoreScript: Key (SHA1 hex), Owner (source); FlushScripts: nothing
 //	SetUser: Key (user name), Owner (canonical rules); DelUser: Key
+//	SetCluster: Key (cluster ID)
 //	Noop:    nothing
 type Command struct {
 	Kind Kind
@@ -189,7 +197,7 @@ func (c Command) Validate() error {
 		if len(c.Owner) == 0 {
 			return fmt.Errorf("fsm: set-member without an address")
 		}
-	case KindRemoveMember, KindDelUser:
+	case KindRemoveMember, KindDelUser, KindSetCluster:
 	case KindSetUser:
 		if len(c.Owner) == 0 {
 			return fmt.Errorf("fsm: set-user without rules")

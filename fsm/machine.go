@@ -35,7 +35,8 @@ func (l Lock) Type() Type {
 // Apply with its reads. Snapshot returns a copy that may be used concurrently with Apply.
 type Machine struct {
 	table *btree.Map[string, Lock]
-	// members maps node IDs to the client addresses they advertise.
+	// members maps node IDs to the client addresses they advertise, and clusterIDKey to the
+	// cluster's ID (KindSetCluster): kept here, snapshots carry it without a new version.
 	members map[string]string
 	// scripts maps SHA1 hex digests to Lua sources.
 	scripts map[string]string
@@ -105,7 +106,32 @@ func (m *Machine) Member(id string) (string, bool) {
 }
 
 // Members returns a copy of the member address table.
-func (m *Machine) Members() map[string]string { return maps.Clone(m.members) }
+func (m *Machine) Members() map[string]string {
+	out := maps.Clone(m.members)
+	delete(out, clusterIDKey)
+	return out
+}
+
+// clusterIDKey is where members holds the cluster ID. No node ID can take it: it starts with a
+// NUL byte, which node IDs may not contain (ValidNodeID).
+const clusterIDKey = "\x00cluster-id"
+
+// ClusterID is the cluster's ID, empty until a SetCluster command applied.
+func (m *Machine) ClusterID() string { return m.members[clusterIDKey] }
+
+// ValidNodeID reports whether id can name a node: 1 to 128 printable ASCII bytes, no spaces.
+// Every node ID reaches the member table, where clusterIDKey must stay out of its way.
+func ValidNodeID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
 
 // Applied is the index of the last entry applied (or restored).
 func (m *Machine) Applied() uint64 { return m.applied }
@@ -202,7 +228,7 @@ func (m *Machine) ApplyEntry(dst []Result, index uint64, cmds []Command) []Resul
 func anyGuarded(cmds []Command) bool {
 	for _, c := range cmds {
 		switch {
-		case c.Kind == KindRelease, c.Kind == KindRenew,
+		case c.Kind == KindRelease, c.Kind == KindRenew, c.Kind == KindSetCluster,
 			(c.Kind == KindGrant || c.Kind == KindWrite) && c.Match.Kind != MatchAny:
 			return true
 		}
@@ -224,9 +250,25 @@ func (m *Machine) apply(index uint64, cmd Command) Result {
 	case KindExpire:
 		return m.expire(cmd)
 	case KindSetMember:
+		if string(cmd.Key) == clusterIDKey {
+			return Result{Status: StatusNoop} // only SetCluster sets it
+		}
 		m.members[string(cmd.Key)] = string(cmd.Owner)
 		return Result{Status: StatusMember}
+	case KindSetCluster:
+		cur, ok := m.members[clusterIDKey]
+		switch {
+		case !ok:
+			m.members[clusterIDKey] = string(cmd.Key)
+			return Result{Status: StatusMember}
+		case cur == string(cmd.Key):
+			return Result{Status: StatusMember, Existed: true}
+		}
+		return Result{Status: StatusConflict, Existed: true}
 	case KindRemoveMember:
+		if string(cmd.Key) == clusterIDKey {
+			return Result{Status: StatusNoop} // the cluster ID is never forgotten
+		}
 		_, existed := m.members[string(cmd.Key)]
 		delete(m.members, string(cmd.Key))
 		return Result{Status: StatusMember, Existed: existed}
@@ -306,6 +348,9 @@ func (u *undoLog) save(m *Machine, cmd Command) {
 	case KindGrant, KindRelease, KindRenew, KindExpire, KindWrite:
 		r.lock, r.present = m.table.Get(r.key)
 	case KindSetMember, KindRemoveMember:
+		r.value, r.present = m.members[r.key]
+	case KindSetCluster:
+		r.kind, r.key = KindSetMember, clusterIDKey // restored like a member's entry
 		r.value, r.present = m.members[r.key]
 	case KindStoreScript:
 		r.value, r.present = m.scripts[r.key]

@@ -57,3 +57,41 @@ func TestReleaseByLease(t *testing.T) {
 		t.Errorf("release by the current lease = %v (locks %d), want released", r.Status, m.Len())
 	}
 }
+
+// TestClusterID: the first SetCluster names the cluster for good; another ID is refused, the
+// member commands cannot reach it, and it survives the codec and a snapshot without showing up
+// as a member.
+func TestClusterID(t *testing.T) {
+	m := fsm.New()
+	cluster := func(id string) fsm.Command { return fsm.Command{Kind: fsm.KindSetCluster, Key: []byte(id)} }
+	steps := []struct {
+		cmd  fsm.Command
+		want fsm.Result
+	}{
+		{cluster("c-1"), fsm.Result{Status: fsm.StatusMember}},
+		{cluster("c-1"), fsm.Result{Status: fsm.StatusMember, Existed: true}},
+		{cluster("c-2"), fsm.Result{Status: fsm.StatusConflict, Existed: true}},
+		{fsm.Command{Kind: fsm.KindSetMember, Key: []byte("\x00cluster-id"), Owner: []byte("x")}, fsm.Result{Status: fsm.StatusNoop}},
+		{fsm.Command{Kind: fsm.KindRemoveMember, Key: []byte("\x00cluster-id")}, fsm.Result{Status: fsm.StatusNoop}},
+		{cluster(""), fsm.Result{Status: fsm.StatusNoop}}, // invalid: no ID
+		{fsm.Command{Kind: fsm.KindSetMember, Key: []byte("n1"), Owner: []byte("h:1")}, fsm.Result{Status: fsm.StatusMember}},
+	}
+	for i, s := range steps {
+		if got := m.Apply(uint64(i+1), s.cmd); !cmp.Equal(got, s.want) {
+			t.Errorf("step %d %v %q: got %+v, want %+v", i, s.cmd.Kind, s.cmd.Key, got, s.want)
+		}
+	}
+	if got := m.ClusterID(); got != "c-1" {
+		t.Errorf("ClusterID() = %q, want c-1", got)
+	}
+	if diff := cmp.Diff(m.Members(), map[string]string{"n1": "h:1"}); diff != "" {
+		t.Errorf("members (-got +want):\n%s", diff)
+	}
+	if c, err := decodeOne(encode(cluster("c-9"))); err != nil || c.Kind != fsm.KindSetCluster || string(c.Key) != "c-9" {
+		t.Errorf("codec round trip: %+v, %v", c, err)
+	}
+	r := restore(t, snapshotBytes(t, m))
+	if r.ClusterID() != "c-1" || len(r.Members()) != 1 {
+		t.Errorf("restored: cluster %q, members %v; want c-1 and n1 only", r.ClusterID(), r.Members())
+	}
+}

@@ -79,6 +79,17 @@ var (
 	ErrShutdown = errors.New("node: shutting down")
 	// ErrNoSuchMember means an ID is not in the cluster's configuration.
 	ErrNoSuchMember = errors.New("no such member")
+	// ErrQuorumAtRisk means a membership change was refused because it would leave fewer
+	// reachable voters than a quorum (etcd's strict reconfiguration check).
+	ErrQuorumAtRisk = errors.New("membership change refused: it would leave fewer reachable voters than a quorum")
+	// ErrNotCaughtUp means a non-voter was not promoted: it has not shown it holds the log up
+	// to near the leader's last entry.
+	ErrNotCaughtUp = errors.New("not caught up")
+	// ErrForeignCluster means a node belongs to another cluster than the one it was to join.
+	ErrForeignCluster = errors.New("node belongs to another cluster")
+	// ErrNotMember means an announcement came for a node, or a raft address, that the
+	// committed configuration does not hold.
+	ErrNotMember = errors.New("not a member")
 )
 
 // NotLeaderError means the node is not a leader ready to serve: nothing was proposed. LeaderID

@@ -2,28 +2,32 @@ package node
 
 // Stats is a point-in-time summary of a node, for INFO, RAFT STATS and metrics.
 type Stats struct {
-	ID            string
-	State         string // Leader, Follower, Candidate, Shutdown
-	Ready         bool   // leader and caught up: serving
-	LeaderID      string
-	LeaderAddr    string // raft address
-	Term          uint64
-	LastIndex     uint64
-	CommitIndex   uint64
-	AppliedIndex  uint64
-	LastSnapshot  uint64
-	Voters        int
-	Locks         int
-	Leases        int
-	PendingKeys   int
-	Proposals     uint64 // log entries proposed: one per request that wrote, whatever its commands
-	FailedProps   uint64 // proposals that did not commit, or may not have
-	Aborted       uint64 // entries of several commands that applied as nothing: a guard failed
-	Reads         uint64
-	VerifyRounds  uint64
-	Expired       uint64
-	GhostReleases uint64
-	MemberHints   int // members' client addresses kept for asking them after a restart
+	ID           string
+	ClusterID    string // empty until the first leader named the cluster
+	State        string // Leader, Follower, Candidate, Shutdown
+	Ready        bool   // leader and caught up: serving
+	LeaderID     string
+	LeaderAddr   string // raft address
+	Term         uint64
+	LastIndex    uint64
+	CommitIndex  uint64
+	AppliedIndex uint64
+	LastSnapshot uint64
+	Voters       int
+	// ReachableVoters is, on the leader, how many voters (itself included) its heartbeats
+	// reach: what membership changes are checked against. 0 on other nodes.
+	ReachableVoters int
+	Locks           int
+	Leases          int
+	PendingKeys     int
+	Proposals       uint64 // log entries proposed: one per request that wrote, whatever its commands
+	FailedProps     uint64 // proposals that did not commit, or may not have
+	Aborted         uint64 // entries of several commands that applied as nothing: a guard failed
+	Reads           uint64
+	VerifyRounds    uint64
+	Expired         uint64
+	GhostReleases   uint64
+	MemberHints     int // members' client addresses kept for asking them after a restart
 	// DBKeys and DBLeases are Locks and Leases per database (fsm.Databases of them).
 	DBKeys   [16]int
 	DBLeases [16]int

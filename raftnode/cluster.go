@@ -3,7 +3,9 @@ package raftnode
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/fsm"
@@ -75,23 +77,60 @@ func (n *Node) SetMemberAddr(ctx context.Context, id, addr string) error {
 	return err
 }
 
-// AddServer adds a member: as a non-voter that catches up first (then Promote), or directly as
-// a voter. It returns the log index of the configuration change: a joining node that has
-// applied it has everything committed before its arrival.
+// AddServer adds a member as a non-voter: it counts for no quorum until it has caught up, so
+// not even a dead address can take the cluster out of quorum (quorum.go). With voter set it is
+// promoted automatically once caught up; without, it stays a non-voter until RAFT PROMOTE. When
+// clientAddr is given the node there is asked who it is first, and refused when it names another
+// ID or another cluster. It returns the log index of the configuration change: a joining node
+// that has applied it has everything committed before its arrival.
 func (n *Node) AddServer(ctx context.Context, id, raftAddr, clientAddr string, voter bool) (uint64, error) {
 	if !n.ready.Load() {
 		return 0, n.notLeader()
 	}
-	var f raft.IndexFuture
-	if voter {
-		f = n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout)
-	} else {
-		f = n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout)
+	if !fsm.ValidNodeID(id) {
+		return 0, fmt.Errorf("invalid node ID %q: want 1 to 128 printable characters without spaces", id)
 	}
+	c, err := n.configuration()
+	if err != nil {
+		return 0, err
+	}
+	for _, s := range c.Servers {
+		switch {
+		case string(s.ID) == id && string(s.Address) != raftAddr:
+			// raft would move the member to the new address: a voter's quorum with it.
+			return 0, fmt.Errorf("%s is already a member at %s: RAFT REMOVE it first to give it another address", id, s.Address)
+		case string(s.ID) != id && string(s.Address) == raftAddr:
+			return 0, fmt.Errorf("the raft address %s is member %s's", raftAddr, s.ID)
+		case string(s.ID) == id:
+			// Already a member at this address (a join retried after a lost reply): done.
+			if voter && s.Suffrage != raft.Voter {
+				n.peers.wantPromotion(id, time.Now().Add(promoteDeadline))
+				n.wakeMembership()
+			}
+			return n.raft.LastIndex(), nil
+		}
+	}
+	if clientAddr != "" {
+		if stats, err := n.callPeer(ctx, clientAddr, peerTimeout, "RAFT", "STATS"); err == nil {
+			f := fields(stats)
+			if f["raft_id"] != "" && f["raft_id"] != id {
+				return 0, fmt.Errorf("%w: the node at %s says it is %q, not %s", node.ErrNotMember, clientAddr, f["raft_id"], id)
+			}
+			if ours, theirs := n.ClusterID(), f["cluster_id"]; ours != "" && theirs != "" && ours != theirs {
+				return 0, fmt.Errorf("%w: %s at %s is a member of cluster %s, this is cluster %s: "+
+					"stop it, empty its --dir and start it with --join to add it here", node.ErrForeignCluster, id, clientAddr, theirs, ours)
+			}
+		}
+	}
+	f := n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout)
 	if err := f.Error(); err != nil {
 		return 0, n.applyError(err)
 	}
-	n.log.Info("added member", "member", id, "raft", raftAddr, "voter", voter)
+	n.log.Info("added member as a non-voter", "member", id, "raft", raftAddr, "promote_when_caught_up", voter)
+	if voter {
+		n.peers.wantPromotion(id, time.Now().Add(promoteDeadline))
+		n.wakeMembership()
+	}
 	if clientAddr != "" {
 		if err := n.SetMemberAddr(ctx, id, clientAddr); err != nil {
 			return 0, err
@@ -100,41 +139,61 @@ func (n *Node) AddServer(ctx context.Context, id, raftAddr, clientAddr string, v
 	return f.Index(), nil
 }
 
-// Promote makes a non-voter a voter.
+// Promote makes a non-voter a voter, once it is caught up (caughtUp) and the voters this leader
+// reaches stay a quorum (checkAddVoter).
 func (n *Node) Promote(ctx context.Context, id string) error {
-	members, err := n.Members()
+	if !n.ready.Load() {
+		return n.notLeader()
+	}
+	c, err := n.configuration()
 	if err != nil {
 		return err
 	}
-	for _, m := range members {
-		if m.ID != id {
+	for _, s := range c.Servers {
+		if string(s.ID) != id {
 			continue
 		}
-		if m.Voter {
+		if s.Suffrage == raft.Voter {
+			n.peers.promoted(id)
 			return nil
 		}
-		_, err := n.AddServer(ctx, id, m.RaftAddr, "", true)
-		return err
+		if err := n.caughtUp(ctx, id); err != nil {
+			return err
+		}
+		if err := n.checkAddVoter(c, id); err != nil {
+			return err
+		}
+		if err := n.raft.AddVoter(s.ID, s.Address, 0, n.cfg.ApplyTimeout).Error(); err != nil {
+			return n.applyError(err)
+		}
+		n.peers.promoted(id)
+		n.log.Info("promoted member to voter", "member", id)
+		return nil
 	}
 	return fmt.Errorf("%w: %s", node.ErrNoSuchMember, id)
 }
 
-// RemoveServer removes a member and forgets its client address. A removed node stops serving
-// when it applies the configuration without itself (Removed).
+// RemoveServer removes a member and forgets its client address, unless the voters left would
+// not be a reachable quorum (checkRemove). A removed node stops serving when it applies the
+// configuration without itself (Removed).
 func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	if !n.ready.Load() {
 		return n.notLeader()
 	}
-	members, err := n.Members()
+	c, err := n.configuration()
 	if err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(members, func(m node.Member) bool { return m.ID == id }) {
+	if !slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return string(s.ID) == id }) {
 		return fmt.Errorf("%w: %s", node.ErrNoSuchMember, id)
+	}
+	if err := n.checkRemove(c, id); err != nil {
+		return err
 	}
 	if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
 		return n.applyError(err)
 	}
+	n.peers.promoted(id)
 	n.log.Info("removed member", "member", id)
 	if id == n.cfg.ID {
 		return nil // we are no longer in the cluster: the new leader forgets our address
@@ -144,6 +203,33 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 		return []fsm.Command{{Kind: fsm.KindRemoveMember, Key: key}}
 	}, nil)
 	return err
+}
+
+// Announce records member id's client address, on the leader, for a member that tells it
+// (RAFT ANNOUNCE): only a member of the committed configuration, under its own raft address,
+// and never the leader's own (it records that itself). The caller authenticates the peer.
+func (n *Node) Announce(ctx context.Context, id, clientAddr, raftAddr string) error {
+	if !n.ready.Load() {
+		return n.notLeader()
+	}
+	if id == n.cfg.ID {
+		return fmt.Errorf("%w: %s is the leader, which records its own client address", node.ErrNotMember, id)
+	}
+	if _, _, err := net.SplitHostPort(clientAddr); err != nil || len(clientAddr) > 256 {
+		return fmt.Errorf("%w: %q is not a host:port client address", node.ErrNotMember, clientAddr)
+	}
+	c, err := n.configuration()
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(c.Servers, func(s raft.Server) bool { return string(s.ID) == id })
+	if i < 0 {
+		return fmt.Errorf("%w: %q is not in the cluster's configuration", node.ErrNotMember, id)
+	}
+	if string(c.Servers[i].Address) != raftAddr {
+		return fmt.Errorf("%w: member %s's raft address is %s, not %s", node.ErrNotMember, id, c.Servers[i].Address, raftAddr)
+	}
+	return n.SetMemberAddr(ctx, id, clientAddr)
 }
 
 // Transfer hands leadership to id, or to the most caught-up voter when id is empty.

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/raftlock/raftlock/fsm"
 )
 
 // Config configures a Node. A zero field means the documented default.
@@ -146,12 +147,18 @@ func (c Config) Validate() error {
 	if c.ID == "" {
 		return errors.New("raftnode: Config.ID is required")
 	}
+	if !fsm.ValidNodeID(c.ID) {
+		return fmt.Errorf("raftnode: Config.ID %q: want 1 to 128 printable characters without spaces", c.ID)
+	}
 	if c.Bootstrap && c.RaftAddr == "" && len(c.Peers) == 0 {
 		return errors.New("raftnode: Config.RaftAddr is required to bootstrap")
 	}
 	for i, p := range c.Peers {
 		if p.ID == "" || p.RaftAddr == "" {
 			return fmt.Errorf("raftnode: Config.Peers[%d] needs an ID and a RaftAddr", i)
+		}
+		if !fsm.ValidNodeID(p.ID) {
+			return fmt.Errorf("raftnode: Config.Peers[%d].ID %q: want 1 to 128 printable characters without spaces", i, p.ID)
 		}
 	}
 	if c.MaxAppendEntries < 0 || c.MaxAppendEntries > 1024 {

@@ -86,7 +86,12 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		resps[i].results = res
 	}
 	n.keys.Store(int64(n.mu.machine.Len()))
+	var cluster string
+	if members {
+		cluster = n.mu.machine.ClusterID()
+	}
 	n.mu.Unlock()
+	n.noteClusterID(cluster)
 	for _, b := range bad {
 		n.log.Error("undecodable log entry", "index", b.index, "err", b.err)
 	}
@@ -163,6 +168,7 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 	n.mu.leases.armAll(m, now)
 	n.keys.Store(int64(m.Len()))
 	n.mu.Unlock()
+	n.noteClusterID(m.ClusterID())
 	n.wakeLeases()
 	n.leaderChange.notify() // the member table may name the leader's client address now
 	n.wakeMembership()

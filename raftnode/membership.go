@@ -15,18 +15,28 @@ import (
 
 // This node's place in the cluster, kept by one goroutine (runMembership) and the FSM's
 // configuration hook:
-//   - join: a node started with Config.Join adds itself as a non-voter through any member's
-//     client port (RAFT ADD, forwarded to the leader), catches up, and asks to be promoted;
+//   - join: a node started with Config.Join adds itself through any member's client port (RAFT
+//     ADD, forwarded to the leader), as a non-voter the leader promotes once it has caught up
+//     (quorum.go); the joiner asks for the promotion too (RAFT PROMOTE, refused until it is
+//     caught up), in case the leader changed meanwhile;
 //   - announce: the one way a client address gets into the replicated member table. The ready
-//     leader records its own; a follower asks the leader (RAFT ANNOUNCE). It runs when raft
-//     observes a leader change, when this node becomes the ready leader, and when the member
-//     table changes, never on a timer unless a try failed;
-//   - removal: a committed configuration without this node (raft hands every one to the FSM's
-//     ApplyBatch, noteConfiguration) closes Removed;
+//     leader records its own; a follower asks the leader (RAFT ANNOUNCE id clientaddr
+//     raftaddr), which accepts it only for a member of the committed configuration under its
+//     own raft address (Announce). It runs when raft observes a leader change, when this node
+//     becomes the ready leader, and when the member table changes, never on a timer unless a
+//     try failed;
+//   - removal: only a configuration without this node that reached it over raft closes
+//     Removed: a committed one it applies (raft hands every one to the FSM's ApplyBatch,
+//     noteConfiguration), or the newest one in its log once no leader contacts it
+//     (droppedByLatestConfiguration: a removed follower seldom learns the commit). Nothing said
+//     over RESP does: any client can claim to be the leader there;
 //   - removal while away: a node removed while down or cut off never receives that
-//     configuration (the leader stops replicating to it). Restarted, it would campaign for
-//     ever. So a member that has seen no leader for leaderlessBeforeAsking asks the members it
-//     knows which of them is the ready leader, and asks that one whether it is still a member;
+//     configuration (the leader stops replicating to it). So a member that has seen no leader
+//     for leaderlessBeforeAsking asks the members it knows which of them is the ready leader,
+//     and asks that one whether it is still a member; when it is not, it says so loudly, with
+//     what to do, and keeps running (it cannot win an election: the members refuse its votes);
+//   - promotion: the ready leader promotes the non-voters added as voters once they are
+//     caught up (promotePending);
 //   - hints: the members' client addresses, kept in the stable store, so that a restarted node
 //     can ask them before its log replay (which needs a leader) restores the member table.
 
@@ -39,6 +49,9 @@ const (
 	// it was removed while away; membershipCheckEvery is how often it asks again after that.
 	leaderlessBeforeAsking = 6 * time.Second
 	membershipCheckEvery   = 2 * time.Second
+	// removedQuiet is how long a member whose newest raft configuration lacks it must go without
+	// a leader before it takes that as its removal (droppedByLatestConfiguration).
+	removedQuiet = 3 * time.Second
 	// peerTimeout bounds one RESP call to another member.
 	peerTimeout = time.Second
 	// joinTimeout bounds one RAFT ADD or PROMOTE call (forwarded to the leader, committed).
@@ -48,6 +61,10 @@ const (
 // memberHintsKey is the stable-store key of the member hints (a JSON object id -> client
 // address). raft's own keys (CurrentTerm, LastVoteTerm, LastVoteCand) never collide with it.
 var memberHintsKey = []byte("raftlock/member-hints")
+
+// identityKey is the stable-store key of this node's identity (identity.go: a JSON object of
+// the node ID its data dir was created with and its cluster's ID).
+var identityKey = []byte("raftlock/identity")
 
 // wakeMembership tells the membership goroutine that something it watches changed.
 func (n *Node) wakeMembership() {
@@ -72,6 +89,24 @@ func (n *Node) noteConfiguration(index uint64, c raft.Configuration) {
 		n.markRemoved("removed from the cluster: a committed configuration no longer lists this node", "index", index)
 	}
 	n.wakeMembership()
+}
+
+// droppedByLatestConfiguration reports whether this node, once a member, is missing from the
+// newest configuration in its log. A leader that removes a follower replicates the change to it
+// but then stops replicating, so the follower rarely learns that it committed and never applies
+// it. The entry came over raft from a leader, not from a client; and had it been lost with its
+// leader (uncommitted), the next leader, with this node still in its configuration, would be
+// contacting it and replacing the entry: so it counts once no leader has been heard of for
+// removedQuiet.
+func (n *Node) droppedByLatestConfiguration() bool {
+	if !n.member.Load() || time.Since(n.raft.LastContact()) < removedQuiet {
+		return false
+	}
+	c, err := n.configuration()
+	if err != nil || len(c.Servers) == 0 {
+		return false
+	}
+	return !slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return s.ID == raft.ServerID(n.cfg.ID) })
 }
 
 // markRemoved stops this node from serving and closes Removed, once; msg says how it learnt.
@@ -104,7 +139,7 @@ func (n *Node) runMembership() {
 	observations := make(chan raft.Observation, 16)
 	obs := raft.NewObserver(observations, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
-		case raft.LeaderObservation, raft.RaftState:
+		case raft.LeaderObservation, raft.RaftState, raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation:
 			return true
 		}
 		return false
@@ -121,8 +156,16 @@ func (n *Node) runMembership() {
 			case <-ctx.Done():
 				return
 			case o := <-observations:
-				if s, ok := o.Data.(raft.RaftState); ok && s == raft.Shutdown {
-					n.markRemoved("removed from the cluster: raft stopped on its own")
+				switch d := o.Data.(type) {
+				case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation:
+					n.peers.heartbeat(d) // the leader's view of which voters it reaches
+					continue
+				case raft.LeaderObservation:
+					n.peers.leaderChanged()
+				case raft.RaftState:
+					if d == raft.Shutdown {
+						n.markRemoved("removed from the cluster: raft stopped on its own")
+					}
 				}
 				n.leaderChange.notify()
 				n.wakeMembership()
@@ -138,6 +181,7 @@ func (n *Node) runMembership() {
 	retry := time.NewTimer(0) // the first look at the state happens at once
 	defer retry.Stop()
 	var leaderless time.Time
+	warned := false // told the operator the leader does not list this node, this leaderless spell
 	for {
 		select {
 		case <-ctx.Done():
@@ -147,21 +191,37 @@ func (n *Node) runMembership() {
 		}
 		hints = n.saveMemberHints(hints)
 		next := time.Duration(0)
-		if !n.announce(ctx) {
+		if !n.announce(ctx) || !n.ensureClusterID(ctx) {
 			next = announceRetry
+		}
+		if n.promotePending(ctx) && (next == 0 || joinRetry < next) {
+			next = joinRetry
 		}
 		// Removal while away: only a member that sees no leader asks.
 		if id, _ := n.raft.LeaderWithID(); id != "" || !n.member.Load() {
-			leaderless = time.Time{}
+			leaderless, warned = time.Time{}, false
 		} else {
 			if leaderless.IsZero() {
 				leaderless = time.Now()
 			}
+			if quiet := time.Since(leaderless); quiet >= removedQuiet && n.droppedByLatestConfiguration() {
+				n.markRemoved("removed from the cluster: the newest configuration the leader replicated to this node over "+
+					"raft no longer lists it, and no leader has contacted it since", "quiet", quiet.Round(time.Millisecond))
+				return
+			}
 			wait := leaderlessBeforeAsking - time.Since(leaderless)
+			if q := removedQuiet - time.Since(leaderless); q > 0 && q < wait {
+				wait = q
+			}
 			if wait <= 0 {
-				if leader, removed := n.removedByLeader(ctx, hints); removed {
-					n.markRemoved("removed from the cluster while away: the leader does not list this node", "leader", leader)
-					return
+				if leader, removed := n.removedByLeader(ctx, hints); removed && !warned {
+					// Only a committed configuration removes a node: this answer came over RESP
+					// from whoever says it leads, so it is reported, not obeyed.
+					n.log.Warn("the member that says it is the leader does not list this node: it was probably removed "+
+						"while away. It keeps running, without a leader (only a committed configuration removes a node). "+
+						"If it was removed, stop it, empty its --dir and start it with --join to add it again",
+						"leader", leader)
+					warned = true
 				}
 				wait = membershipCheckEvery
 			}
@@ -196,7 +256,7 @@ func (n *Node) announce(ctx context.Context) bool {
 	if leaderID == "" || leaderAddr == "" {
 		return true // a leader, or its address, is still to come: that change wakes us
 	}
-	if _, err := n.callPeer(ctx, leaderAddr, peerTimeout, "RAFT", "ANNOUNCE", n.cfg.ID, want); err != nil {
+	if _, err := n.callPeer(ctx, leaderAddr, peerTimeout, "RAFT", "ANNOUNCE", n.cfg.ID, want, n.cfg.RaftAddr); err != nil {
 		n.log.Warn("telling the leader our client address failed", "leader", leaderID, "err", err)
 		return false
 	}
@@ -204,14 +264,15 @@ func (n *Node) announce(ctx context.Context) bool {
 	return true
 }
 
-// join adds this new node to the cluster that Config.Join belongs to: first as a non-voter,
-// which catches up from the leader (by snapshot if the log was compacted), then, once it has
-// applied the configuration change that added it, as a voter.
+// join adds this new node to the cluster that Config.Join belongs to: as a non-voter, which
+// catches up from the leader (by snapshot if the log was compacted) and is then promoted to
+// voter by the leader. Once it has applied the configuration change that added it, it asks for
+// the promotion itself too until it is a voter (a new leader does not know it should).
 func (n *Node) join(ctx context.Context) {
 	via := n.cfg.Join
 	var index uint64
 	for {
-		v, err := n.callPeer(ctx, via, joinTimeout, "RAFT", "ADD", n.cfg.ID, n.cfg.RaftAddr, "NONVOTER")
+		v, err := n.callPeer(ctx, via, joinTimeout, "RAFT", "ADD", n.cfg.ID, n.cfg.RaftAddr)
 		if err == nil && v.Kind == resp.KindInteger && v.Int > 0 {
 			index = uint64(v.Int)
 			break
@@ -232,12 +293,15 @@ func (n *Node) join(ctx context.Context) {
 		}
 	}
 	for {
+		// The leader promotes a member it can ask on its client address: announce it first
+		// (the loop of runMembership, which announces otherwise, starts after the join).
+		n.announce(ctx)
 		_, err := n.callPeer(ctx, via, joinTimeout, "RAFT", "PROMOTE", n.cfg.ID)
 		if err == nil {
 			n.log.Info("join: promoted to voter")
 			return
 		}
-		n.log.Warn("join: promotion failed; retrying", "via", via, "err", err)
+		n.log.Info("join: not promoted yet; retrying", "via", via, "err", err)
 		if !sleepCtx(ctx, joinRetry) {
 			return
 		}

@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -86,13 +87,20 @@ type Node struct {
 	// may have changed (LeaderChanged).
 	leaderChange changeSignal
 	hadState     bool // the stores held raft state when the node started, or it bootstrapped them
-	closing      atomic.Bool
-	goMu         sync.Mutex
-	goClosed     bool // under goMu: goFunc starts nothing more
-	stop         chan struct{}
-	wg           sync.WaitGroup
-	closeOnce    sync.Once
-	closeErr     error
+	// hadStateAtStart: the stores held raft state when the node started (identity.go).
+	hadStateAtStart bool
+	// storedCluster is the cluster ID this node's stable store holds (identity.go): its
+	// bootstrap candidate, or the one it last applied.
+	storedCluster atomic.Pointer[string]
+	// peers tracks which voters the leader can reach, and which non-voters to promote (quorum.go).
+	peers     peerState
+	closing   atomic.Bool
+	goMu      sync.Mutex
+	goClosed  bool // under goMu: goFunc starts nothing more
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // pendingKey counts the proposals in flight on one key. Requests on the key wait for done.
@@ -129,6 +137,22 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inspect raft state: %w", err)
 	}
+	n.hadStateAtStart = existing
+	ident, err := n.checkIdentity(existing)
+	if err != nil {
+		return nil, err
+	}
+	if ident.ClusterID != "" {
+		n.storedCluster.Store(&ident.ClusterID)
+	}
+	if existing && cfg.Join != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*peerTimeout)
+		err := n.joinCheck(ctx, ident)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+	}
 	// The cache keeps the newest entries in memory: the leader reads them back to replicate
 	// them, and a follower to apply them, right after writing them. Without it both read each
 	// entry back from pebble (on followers that was a tenth of their CPU).
@@ -150,6 +174,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 		}
 		n.hadState = true // a member from its first configuration on
 	}
+	n.reportStartFlags(ident)
 	n.member.Store(n.hadState)
 	n.goFunc(n.watchLeadership)
 	n.goFunc(n.runLeases)

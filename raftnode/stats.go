@@ -27,6 +27,7 @@ func (n *Node) Stats() node.Stats {
 	addr, id := n.raft.LeaderWithID()
 	s := node.Stats{
 		ID:            n.cfg.ID,
+		ClusterID:     n.ClusterID(),
 		State:         n.raft.State().String(),
 		Ready:         n.ready.Load(),
 		LeaderID:      string(id),
@@ -44,6 +45,11 @@ func (n *Node) Stats() node.Stats {
 		Expired:       n.stats.expired.Load(),
 		GhostReleases: n.stats.ghostReleases.Load(),
 		MemberHints:   int(n.hints.Load()),
+	}
+	if s.State == "Leader" {
+		if c, err := n.configuration(); err == nil {
+			_, s.ReachableVoters = n.voterCount(c, "")
+		}
 	}
 	if v, err := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64); err == nil {
 		s.LastSnapshot = v

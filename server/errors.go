@@ -43,8 +43,9 @@ func (r *request) replyError(err error) {
 		r.w.Error(errUncertain)
 	case errors.Is(err, node.ErrShutdown):
 		r.w.Error(errShutdown)
-	case errors.Is(err, node.ErrNoSuchMember):
-		r.w.Error("ERR " + err.Error())
+	case errors.Is(err, node.ErrNoSuchMember), errors.Is(err, node.ErrQuorumAtRisk), errors.Is(err, node.ErrNotCaughtUp),
+		errors.Is(err, node.ErrForeignCluster), errors.Is(err, node.ErrNotMember):
+		r.w.Error("ERR " + err.Error()) // a refused membership change: the text says why and what to do
 	default:
 		r.s.log.Warn("request failed", "err", err)
 		r.w.Error("ERR " + err.Error())

@@ -293,12 +293,13 @@ func (f *fakeNode) Stats() node.Stats {
 func (f *fakeNode) AddServer(context.Context, string, string, string, bool) (uint64, error) {
 	return 0, node.ErrNoSuchMember
 }
-func (f *fakeNode) Promote(context.Context, string) error               { return node.ErrNoSuchMember }
-func (f *fakeNode) RemoveServer(context.Context, string) error          { return node.ErrNoSuchMember }
-func (f *fakeNode) Transfer(string) error                               { return &node.NotLeaderError{} }
-func (f *fakeNode) SetMemberAddr(context.Context, string, string) error { return nil }
-func (f *fakeNode) Snapshot() error                                     { return nil }
-func (f *fakeNode) Digest() (uint64, string)                            { return f.Stats().AppliedIndex, "" }
+func (f *fakeNode) Promote(context.Context, string) error                  { return node.ErrNoSuchMember }
+func (f *fakeNode) RemoveServer(context.Context, string) error             { return node.ErrNoSuchMember }
+func (f *fakeNode) Transfer(string) error                                  { return &node.NotLeaderError{} }
+func (f *fakeNode) SetMemberAddr(context.Context, string, string) error    { return nil }
+func (f *fakeNode) Announce(context.Context, string, string, string) error { return node.ErrNotMember }
+func (f *fakeNode) Snapshot() error                                        { return nil }
+func (f *fakeNode) Digest() (uint64, string)                               { return f.Stats().AppliedIndex, "" }
 
 // fakeView is the fake node's table seen as a view: a lease has all of its length left.
 type fakeView struct{ m *fsm.Machine }

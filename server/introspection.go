@@ -297,12 +297,14 @@ func raftInfo(ns node.Stats) []infoField {
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	return []infoField{
 		{"raft_id", ns.ID},
+		{"cluster_id", ns.ClusterID},
 		{"raft_state", ns.State},
 		{"raft_ready", strconv.FormatBool(ns.Ready)},
 		{"raft_leader_id", ns.LeaderID},
 		{"raft_leader_addr", ns.LeaderAddr},
 		{"raft_term", u(ns.Term)},
 		{"raft_voters", strconv.Itoa(ns.Voters)},
+		{"raft_reachable_voters", strconv.Itoa(ns.ReachableVoters)},
 		{"raft_last_index", u(ns.LastIndex)},
 		{"raft_commit_index", u(ns.CommitIndex)},
 		{"raft_applied_index", u(ns.AppliedIndex)},

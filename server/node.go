@@ -67,6 +67,9 @@ type Admin interface {
 	RemoveServer(ctx context.Context, id string) error
 	Transfer(id string) error
 	SetMemberAddr(ctx context.Context, id, addr string) error
+	// Announce records a member's client address for that member (RAFT ANNOUNCE): only for a
+	// member of the committed configuration under its own raft address.
+	Announce(ctx context.Context, id, clientAddr, raftAddr string) error
 	// Snapshot takes a raft snapshot now; Digest summarizes this node's applied table.
 	Snapshot() error
 	Digest() (applied uint64, sum string)

@@ -211,12 +211,8 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		return options{}, err
 	}
 	if s := *vals["peers"]; s != "" {
-		for _, item := range strings.Split(s, ",") {
-			id, addr, ok := strings.Cut(strings.TrimSpace(item), "=")
-			if !ok || id == "" || addr == "" {
-				return options{}, fmt.Errorf("--peers: %q is not ID=RAFTADDR", item)
-			}
-			o.peers = append(o.peers, raftnode.Peer{ID: id, RaftAddr: addr})
+		if o.peers, err = parsePeers(s); err != nil {
+			return options{}, err
 		}
 		if !slices.ContainsFunc(o.peers, func(p raftnode.Peer) bool { return p.ID == o.id }) {
 			return options{}, fmt.Errorf("--peers does not name this node's --id %q", o.id)
@@ -253,6 +249,19 @@ func (o *options) parseTLS(vals map[string]*string) error {
 		return fmt.Errorf("--raft-tls-cert-file, --raft-tls-key-file and --raft-tls-ca-cert-file go together")
 	}
 	return nil
+}
+
+// parsePeers reads --peers: ID=RAFTADDR,...
+func parsePeers(s string) ([]raftnode.Peer, error) {
+	var peers []raftnode.Peer
+	for _, item := range strings.Split(s, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("--peers: %q is not ID=RAFTADDR", item)
+		}
+		peers = append(peers, raftnode.Peer{ID: id, RaftAddr: addr})
+	}
+	return peers, nil
 }
 
 // readConfig reads "name = value" lines; blank lines and lines starting with # are skipped.

@@ -1,0 +1,98 @@
+package raftnode
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+
+	"github.com/hashicorp/raft"
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// Recover rewrites a stopped node's stores so that it starts as a member of a cluster of peers
+// alone (hashicorp/raft's RecoverCluster): the offline way out of a cluster that lost its quorum
+// for good. It replays the node's snapshot and every entry of its log into a table, committed
+// or not (an entry the old cluster had not committed becomes committed: nothing committed is
+// lost, something uncommitted may be kept), writes that table as a snapshot whose
+// configuration is peers, and empties the log. id is the node's ID (empty: the one its data dir
+// records); peers must name it. Every other node must be stopped, and stay so until each peer
+// has been recovered with the same peers, or the peers are new and join afterwards.
+func Recover(id string, peers []Peer, st Stores, logger *slog.Logger) error {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	ident, ok, err := loadIdentity(st.Stable)
+	if err != nil {
+		return err
+	}
+	switch {
+	case id == "" && !ok:
+		return errors.New("recover: the data dir records no node ID: give --id")
+	case id == "":
+		id = ident.NodeID
+	case ok && ident.NodeID != id:
+		return fmt.Errorf("recover: data dir belongs to node %q, not %q", ident.NodeID, id)
+	}
+	if len(peers) == 0 {
+		return errors.New("recover: --peers is required: the voters of the recovered cluster, ID=RAFTADDR,...")
+	}
+	if !slices.ContainsFunc(peers, func(p Peer) bool { return p.ID == id }) {
+		return fmt.Errorf("recover: --peers must name this node (%s)", id)
+	}
+	var conf raft.Configuration
+	for _, p := range peers {
+		if !fsm.ValidNodeID(p.ID) || p.RaftAddr == "" {
+			return fmt.Errorf("recover: peer %q=%q: want ID=RAFTADDR", p.ID, p.RaftAddr)
+		}
+		conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+	}
+	cfg := DefaultConfig()
+	cfg.ID, cfg.Logger = id, logger
+	self := peers[slices.IndexFunc(peers, func(p Peer) bool { return p.ID == id })]
+	_, trans := raft.NewInmemTransport(raft.ServerAddress(self.RaftAddr))
+	defer trans.Close()
+	f := &recoveryFSM{m: fsm.New()}
+	if err := raft.RecoverCluster(cfg.raftConfig(), f, st.Log, st.Stable, st.Snapshots, trans, conf); err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+	if f.bad > 0 {
+		logger.Warn("recover: skipped undecodable log entries, as a running node does", "entries", f.bad)
+	}
+	logger.Info("recovered: the node starts as a member of the new configuration", "node_id", id,
+		"cluster_id", f.m.ClusterID(), "locks", f.m.Len(), "last_token", f.m.LastToken(), "configuration", configString(conf))
+	return nil
+}
+
+// recoveryFSM is the table RecoverCluster replays the log into and snapshots. Unlike
+// machineFSM it arms no lease timers and tells no one: the node is not running.
+type recoveryFSM struct {
+	m   *fsm.Machine
+	bad int
+}
+
+func (f *recoveryFSM) Apply(l *raft.Log) interface{} {
+	cmds, err := fsm.DecodeEntry(nil, l.Data)
+	if err != nil {
+		f.bad++
+		f.m.Advance(l.Index)
+		return nil
+	}
+	f.m.ApplyEntry(nil, l.Index, cmds)
+	return nil
+}
+
+func (f *recoveryFSM) Snapshot() (raft.FSMSnapshot, error) {
+	return &tableSnapshot{snap: f.m.Snapshot()}, nil
+}
+
+func (f *recoveryFSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	m, err := fsm.Restore(rc)
+	if err != nil {
+		return fmt.Errorf("restore lock table: %w", err)
+	}
+	f.m = m
+	return nil
+}
