@@ -32,6 +32,7 @@ const (
 func (r *request) replyError(err error) {
 	r.s.stats.errors.Add(1)
 	var nl *node.NotLeaderError
+	var full *waitersFullError
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// The client hung up or the server is closing: there is no one to tell.
@@ -46,6 +47,8 @@ func (r *request) replyError(err error) {
 	case errors.Is(err, node.ErrNoSuchMember), errors.Is(err, node.ErrQuorumAtRisk), errors.Is(err, node.ErrNotCaughtUp),
 		errors.Is(err, node.ErrForeignCluster), errors.Is(err, node.ErrNotMember):
 		r.w.Error("ERR " + err.Error()) // a refused membership change: the text says why and what to do
+	case errors.As(err, &full):
+		r.w.Error("ERR " + err.Error()) // a bound of the waiters (waiters.go)
 	default:
 		r.s.log.Warn("request failed", "err", err)
 		r.w.Error("ERR " + err.Error())

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/tests/testutil"
 )
 
@@ -337,4 +338,77 @@ func TestRaftSnapshotAndDigestRate(t *testing.T) {
 	if g.enter("X") != "" || !strings.HasPrefix(g.enter("X"), "ERR X is busy") {
 		t.Error("a second X while one runs is not refused as busy")
 	}
+}
+
+// watching is how many requests s's waiters hold in all and on key.
+func watching(s *Server, key string) (total, onKey int) {
+	s.waiters.mu.Lock()
+	defer s.waiters.mu.Unlock()
+	return s.waiters.mu.n, len(s.waiters.mu.byKey[key])
+}
+
+// Blocked requests past MaxWaitersPerKey or MaxWaiters are refused at once; one that need not
+// wait is still served.
+func TestWaitersBound(t *testing.T) {
+	addr, s := startServer(t, func(c *Config) { c.MaxWaitersPerKey = 2; c.MaxWaiters = 3 })
+	holder := dialRaw(t, addr)
+	if got := holder.do("LOCK", "w", "100000"); !strings.HasPrefix(got, ":") {
+		t.Fatalf("LOCK = %q", got)
+	}
+	key := string(fsm.DBKey(0, []byte("w")))
+	replies := make(chan string, 3)
+	for range 2 {
+		c := dialRaw(t, addr)
+		go func() { replies <- c.do("LOCK", "w", "1000", "WAIT", "10000") }()
+	}
+	testutil.WaitFor(t, 5*time.Second, testutil.Cond("two waiters on w", func() bool {
+		_, on := watching(s, key)
+		return on == 2
+	}))
+	third := dialRaw(t, addr)
+	start := time.Now()
+	if got, want := third.do("LOCK", "w", "1000", "WAIT", "10000"), "-ERR too many clients waiting on this key (at most 2)\r\n"; got != want {
+		t.Errorf("a third LOCK WAIT on w = %q, want %q", got, want)
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Errorf("the refusal took %v", d)
+	}
+	if got := third.do("LOCK", "w", "1000"); got != "$-1\r\n" {
+		t.Errorf("LOCK without WAIT past the bound = %q, want nil", got)
+	}
+	popper := dialRaw(t, addr)
+	go func() { replies <- popper.do("BLPOP", "q", "10") }()
+	testutil.WaitFor(t, 5*time.Second, testutil.Cond("three waiters", func() bool {
+		total, _ := watching(s, key)
+		return total == 3
+	}))
+	if got, want := third.do("BRPOP", "other", "10"), "-ERR too many clients waiting on this node (at most 3)\r\n"; got != want {
+		t.Errorf("a fourth blocked request = %q, want %q", got, want)
+	}
+	third.do("RPUSH", "other", "x") // LPOP needs no waiting: still served
+	if got := third.do("BLPOP", "other", "10"); got != "*2\r\n$5\r\nother\r\n$1\r\nx\r\n" {
+		t.Errorf("BLPOP of a non-empty list past the bound = %q", got)
+	}
+	pingFast(t, addr)
+	// The waiters are served as before, and leave no trace.
+	holder.do("UNLOCK", "w")
+	third.do("RPUSH", "q", "e")
+	var tokens, pops int
+	for range 3 {
+		switch got := <-replies; {
+		case strings.HasPrefix(got, ":"):
+			tokens++
+		case got == "*2\r\n$1\r\nq\r\n$1\r\ne\r\n":
+			pops++
+		default:
+			t.Errorf("a waiter got %q", got)
+		}
+	}
+	if tokens != 2 || pops != 1 {
+		t.Errorf("the waiters got %d tokens and %d pops, want 2 (the second once the first's lease ends) and 1", tokens, pops)
+	}
+	testutil.WaitFor(t, 12*time.Second, testutil.Cond("no waiters", func() bool {
+		total, _ := watching(s, key)
+		return total == 0
+	}))
 }

@@ -338,7 +338,8 @@ func blockingPop(r *request, head bool) {
 	strict, counted := true, false
 	for {
 		// Watch the keys before trying, so a push between the try and the wait is seen.
-		changed, unwatch := r.s.waiters.watch(keys...)
+		// Past a bound of the waiters (full) the request still tries, but does not wait.
+		changed, unwatch, full := r.s.waiters.watch(keys...)
 		done, again := r.tryPop(keys, head, strict)
 		strict = false
 		if done || !mayBlock {
@@ -351,6 +352,10 @@ func blockingPop(r *request, head bool) {
 		if again {
 			unwatch()
 			continue
+		}
+		if full != nil {
+			r.replyError(full)
+			return
 		}
 		if !counted {
 			counted = true

@@ -58,15 +58,18 @@ func cmdLock(r *request) {
 	var deadline *time.Timer
 	for {
 		// Watch the key before trying, so a release between the refusal and the wait is seen.
-		changed, unwatch := r.s.waiters.watch(key)
+		// Past a bound of the waiters (full) the request still tries once, but does not wait.
+		changed, unwatch, full := r.s.waiters.watch(key)
 		token, granted, err := r.tryLock(key, owner, ttl, explicit)
-		if err != nil || granted || wait == 0 {
+		if err != nil || granted || wait == 0 || full != nil {
 			unwatch()
 			switch {
 			case err != nil:
 				r.replyError(err)
 			case granted:
 				r.w.Int(int64(token))
+			case wait > 0:
+				r.replyError(full)
 			default:
 				r.w.Null()
 			}

@@ -96,6 +96,11 @@ type Config struct {
 	// Go heap in use (sampled every MemorySample) is above it (Redis's maxmemory). Default 0:
 	// no bound.
 	MaxMemory uint64
+	// MaxWaitersPerKey bounds the requests blocked on one key (LOCK ... WAIT, BLPOP, BRPOP) on
+	// this node, MaxWaiters those blocked on all keys: one more is refused at once with an
+	// error instead of waiting. Defaults 10000 and 100000.
+	MaxWaitersPerKey int
+	MaxWaiters       int
 	// MemorySample is how often the heap is measured for MaxMemory. Default 100 ms.
 	MemorySample time.Duration
 	// OutputLimit is a client's output buffer limit (Redis's client-output-buffer-limit): a
@@ -143,6 +148,8 @@ func DefaultConfig() Config {
 		ReadAheadBytes:      8 << 20,
 		TotalReadAheadBytes: 256 << 20,
 		MemorySample:        100 * time.Millisecond,
+		MaxWaitersPerKey:    10_000,
+		MaxWaiters:          100_000,
 		OutputLimit:         DefaultOutputLimit(),
 		ForwardTimeout:      15 * time.Second,
 		LeaderWait:          time.Second,
@@ -189,6 +196,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TotalReadAheadBytes == 0 {
 		c.TotalReadAheadBytes = d.TotalReadAheadBytes
+	}
+	if c.MaxWaitersPerKey == 0 {
+		c.MaxWaitersPerKey = d.MaxWaitersPerKey
+	}
+	if c.MaxWaiters == 0 {
+		c.MaxWaiters = d.MaxWaiters
 	}
 	if c.MemorySample == 0 {
 		c.MemorySample = d.MemorySample
@@ -240,6 +253,8 @@ func (c Config) Validate() error {
 		return errors.New("server: Config.ReadAheadBytes and TotalReadAheadBytes must not be negative")
 	case c.IdleTimeout < 0:
 		return errors.New("server: Config.IdleTimeout must not be negative")
+	case c.MaxWaitersPerKey < 0 || c.MaxWaiters < 0:
+		return errors.New("server: Config.MaxWaitersPerKey and MaxWaiters must not be negative")
 	case c.MemorySample < 0:
 		return errors.New("server: Config.MemorySample must not be negative")
 	case c.OutputLimit.Hard < 0 || c.OutputLimit.Soft < 0 || c.OutputLimit.SoftTime < 0 || c.OutputLimit.WriteStall < 0:
@@ -310,7 +325,7 @@ func New(cfg Config, n Node, admin Admin) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.scripts = newScriptEngine(cfg)
 	s.tracker = newTracker(s.log)
-	s.waiters = newWaiters()
+	s.waiters = newWaiters(cfg.MaxWaitersPerKey, cfg.MaxWaiters)
 	s.hub = newHub(s.log)
 	s.cursors = newCursors()
 	seed, err := seedUsers(cfg)

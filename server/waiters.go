@@ -1,56 +1,105 @@
 package server
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 )
 
 // waiters wakes blocked requests (LOCK ... WAIT, BLPOP, BRPOP) when one of their keys changes
 // on this node (a release, an expiry, a push: any applied change. Every node applies every
-// change, so a follower wakes too).
+// change, so a follower wakes too). It holds at most perKey waiters on one key and total in all
+// (Config.MaxWaitersPerKey, MaxWaiters): each costs memory, and every change of a key walks its
+// list.
 type waiters struct {
 	// blocked counts the blocking pops waiting now (INFO's blocked_clients).
-	blocked atomic.Int64
-	mu      struct {
+	blocked       atomic.Int64
+	perKey, total int
+	mu            struct {
 		sync.Mutex
 		byKey map[string][]*waiter
+		n     int // waiters watching now
 	}
 }
 
 // waiter is one blocked request: ch is closed at the first change of any of its keys.
 type waiter struct {
 	ch   chan struct{}
-	woke bool // ch is closed (guarded by waiters.mu)
+	keys []string // each once
+	// done: wt is in no list and not counted (woken or unwatched; guarded by waiters.mu).
+	done bool
 }
 
-func newWaiters() *waiters {
-	w := &waiters{}
+// waitersFullError refuses a request that would wait past a bound of the waiters.
+type waitersFullError struct {
+	perKey bool // the key's bound, not the node's
+	max    int
+}
+
+func (e *waitersFullError) Error() string {
+	if e.perKey {
+		return fmt.Sprintf("too many clients waiting on this key (at most %d)", e.max)
+	}
+	return fmt.Sprintf("too many clients waiting on this node (at most %d)", e.max)
+}
+
+func newWaiters(perKey, total int) *waiters {
+	w := &waiters{perKey: perKey, total: total}
 	w.mu.byKey = map[string][]*waiter{}
 	return w
 }
 
 // watch returns a channel closed at the next change of any of keys, and a func that stops
-// watching.
-func (w *waiters) watch(keys ...[]byte) (<-chan struct{}, func()) {
-	wt := &waiter{ch: make(chan struct{})}
+// watching (it may be called after the wake, and more than once). When a bound is reached it
+// watches nothing and returns a *waitersFullError instead: the caller may still try its request
+// once, but must not wait.
+func (w *waiters) watch(keys ...[]byte) (<-chan struct{}, func(), error) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.mu.n >= w.total {
+		return nil, func() {}, &waitersFullError{max: w.total}
+	}
+	for _, key := range keys {
+		if len(w.mu.byKey[string(key)]) >= w.perKey {
+			return nil, func() {}, &waitersFullError{perKey: true, max: w.perKey}
+		}
+	}
+	wt := &waiter{ch: make(chan struct{}), keys: make([]string, 0, len(keys))}
 	for _, key := range keys {
 		k := string(key)
-		w.mu.byKey[k] = append(w.mu.byKey[k], wt)
+		list := w.mu.byKey[k]
+		if len(list) > 0 && list[len(list)-1] == wt {
+			continue // k again (BLPOP a a 0): wt was just appended to it
+		}
+		w.mu.byKey[k] = append(list, wt)
+		wt.keys = append(wt.keys, k)
 	}
-	w.mu.Unlock()
+	w.mu.n++
 	return wt.ch, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		for _, key := range keys {
-			w.dropLocked(string(key), wt)
-		}
+		w.finishLocked(wt)
+	}, nil
+}
+
+// finishLocked takes wt out of every list and the count, once.
+func (w *waiters) finishLocked(wt *waiter) {
+	if wt.done {
+		return
+	}
+	wt.done = true
+	w.mu.n--
+	for _, k := range wt.keys {
+		w.dropLocked(k, wt)
 	}
 }
 
 // dropLocked removes wt from key's waiters (it may be there no more).
 func (w *waiters) dropLocked(k string, wt *waiter) {
-	list := w.mu.byKey[k]
+	list, ok := w.mu.byKey[k]
+	if !ok {
+		return
+	}
 	for i, x := range list {
 		if x == wt {
 			list = append(list[:i], list[i+1:]...)
@@ -64,10 +113,11 @@ func (w *waiters) dropLocked(k string, wt *waiter) {
 	}
 }
 
-// wakeLocked closes wt's channel once: a waiter on several keys may be woken by each.
-func (wt *waiter) wakeLocked() {
-	if !wt.woke {
-		wt.woke = true
+// wakeLocked closes wt's channel and forgets wt everywhere: a waiter on several keys is woken
+// once, and leaves no trace on its other keys.
+func (w *waiters) wakeLocked(wt *waiter) {
+	if !wt.done {
+		w.finishLocked(wt)
 		close(wt.ch)
 	}
 }
@@ -78,18 +128,23 @@ func (w *waiters) changed(keys [][]byte) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if keys == nil {
-		for k, list := range w.mu.byKey {
+		for _, list := range w.mu.byKey {
 			for _, wt := range list {
-				wt.wakeLocked()
+				if !wt.done {
+					wt.done = true
+					close(wt.ch)
+				}
 			}
-			delete(w.mu.byKey, k)
 		}
+		clear(w.mu.byKey)
+		w.mu.n = 0
 		return
 	}
 	for _, key := range keys {
-		for _, wt := range w.mu.byKey[string(key)] {
-			wt.wakeLocked()
-		}
+		list := w.mu.byKey[string(key)]
 		delete(w.mu.byKey, string(key))
+		for _, wt := range list {
+			w.wakeLocked(wt)
+		}
 	}
 }
