@@ -412,3 +412,31 @@ func TestWaitersBound(t *testing.T) {
 		return total == 0
 	}))
 }
+
+// CLIENT TRACKING ... BCAST takes at most MaxTrackingPrefixes prefixes of at most
+// MaxTrackingPrefixBytes together; a refused call leaves the connection's tracking as it was.
+func TestTrackingPrefixBound(t *testing.T) {
+	addr, _ := serveNode(t, newFakeNode(), func(c *Config) { c.MaxTrackingPrefixes = 2; c.MaxTrackingPrefixBytes = 8 })
+	bc := dialRaw(t, addr)
+	bc.do("HELLO", "3")
+	for _, tc := range []struct {
+		prefixes []string
+		want     string
+	}{
+		{[]string{"a", "b"}, "+OK\r\n"},
+		{[]string{"a", "b", "c"}, "-ERR too many tracking prefixes (at most 2)\r\n"},
+		{[]string{"abcd", "efghi"}, "-ERR tracking prefixes too long (at most 8 bytes in all)\r\n"},
+	} {
+		args := []string{"CLIENT", "TRACKING", "ON", "BCAST"}
+		for _, p := range tc.prefixes {
+			args = append(args, "PREFIX", p)
+		}
+		if got := bc.do(args...); got != tc.want {
+			t.Errorf("%q = %q, want %q", tc.prefixes, got, tc.want)
+		}
+	}
+	if got := bc.do("CLIENT", "TRACKINGINFO"); !strings.HasSuffix(got, "$8\r\nprefixes\r\n*2\r\n$1\r\na\r\n$1\r\nb\r\n") {
+		t.Errorf("TRACKINGINFO after the refusals = %q, want prefixes a and b", got)
+	}
+	pingFast(t, addr)
+}

@@ -101,6 +101,11 @@ type Config struct {
 	// error instead of waiting. Defaults 10000 and 100000.
 	MaxWaitersPerKey int
 	MaxWaiters       int
+	// MaxTrackingPrefixes bounds the prefixes of one connection's CLIENT TRACKING ... BCAST, and
+	// MaxTrackingPrefixBytes their bytes together: every change of a key is matched against
+	// every broadcasting connection's prefixes. Defaults 1000 and 64 KiB.
+	MaxTrackingPrefixes    int
+	MaxTrackingPrefixBytes int
 	// MemorySample is how often the heap is measured for MaxMemory. Default 100 ms.
 	MemorySample time.Duration
 	// OutputLimit is a client's output buffer limit (Redis's client-output-buffer-limit): a
@@ -136,29 +141,31 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Addr:                "127.0.0.1:6379",
-		NodeID:              "raftlock",
-		MaxClients:          10000,
-		MaxKeyBytes:         4096,
-		MaxValueBytes:       4096,
-		MaxLeaseMs:          10 * 365 * 24 * 3600 * 1000,
-		MaxKeys:             10_000_000,
-		MaxElements:         10_000,
-		Pipeline:            128,
-		ReadAheadBytes:      8 << 20,
-		TotalReadAheadBytes: 256 << 20,
-		MemorySample:        100 * time.Millisecond,
-		MaxWaitersPerKey:    10_000,
-		MaxWaiters:          100_000,
-		OutputLimit:         DefaultOutputLimit(),
-		ForwardTimeout:      15 * time.Second,
-		LeaderWait:          time.Second,
-		Limits:              resp.DefaultLimits(),
-		ScriptTimeout:       time.Second,
-		Scripts:             DefaultScriptLimits(),
-		TLSHandshakeTimeout: 10 * time.Second,
-		Now:                 time.Now,
-		Logger:              slog.Default(),
+		Addr:                   "127.0.0.1:6379",
+		NodeID:                 "raftlock",
+		MaxClients:             10000,
+		MaxKeyBytes:            4096,
+		MaxValueBytes:          4096,
+		MaxLeaseMs:             10 * 365 * 24 * 3600 * 1000,
+		MaxKeys:                10_000_000,
+		MaxElements:            10_000,
+		Pipeline:               128,
+		ReadAheadBytes:         8 << 20,
+		TotalReadAheadBytes:    256 << 20,
+		MemorySample:           100 * time.Millisecond,
+		MaxWaitersPerKey:       10_000,
+		MaxWaiters:             100_000,
+		MaxTrackingPrefixes:    1000,
+		MaxTrackingPrefixBytes: 64 << 10,
+		OutputLimit:            DefaultOutputLimit(),
+		ForwardTimeout:         15 * time.Second,
+		LeaderWait:             time.Second,
+		Limits:                 resp.DefaultLimits(),
+		ScriptTimeout:          time.Second,
+		Scripts:                DefaultScriptLimits(),
+		TLSHandshakeTimeout:    10 * time.Second,
+		Now:                    time.Now,
+		Logger:                 slog.Default(),
 	}
 }
 
@@ -202,6 +209,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxWaiters == 0 {
 		c.MaxWaiters = d.MaxWaiters
+	}
+	if c.MaxTrackingPrefixes == 0 {
+		c.MaxTrackingPrefixes = d.MaxTrackingPrefixes
+	}
+	if c.MaxTrackingPrefixBytes == 0 {
+		c.MaxTrackingPrefixBytes = d.MaxTrackingPrefixBytes
 	}
 	if c.MemorySample == 0 {
 		c.MemorySample = d.MemorySample
@@ -255,6 +268,8 @@ func (c Config) Validate() error {
 		return errors.New("server: Config.IdleTimeout must not be negative")
 	case c.MaxWaitersPerKey < 0 || c.MaxWaiters < 0:
 		return errors.New("server: Config.MaxWaitersPerKey and MaxWaiters must not be negative")
+	case c.MaxTrackingPrefixes < 0 || c.MaxTrackingPrefixBytes < 0:
+		return errors.New("server: Config.MaxTrackingPrefixes and MaxTrackingPrefixBytes must not be negative")
 	case c.MemorySample < 0:
 		return errors.New("server: Config.MemorySample must not be negative")
 	case c.OutputLimit.Hard < 0 || c.OutputLimit.Soft < 0 || c.OutputLimit.SoftTime < 0 || c.OutputLimit.WriteStall < 0:

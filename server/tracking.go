@@ -226,6 +226,7 @@ func clientTracking(r *request) {
 	}
 	var bcast, optin, optout, noloop bool
 	var prefixes []string
+	prefixBytes := 0
 	for j := 3; j < len(args); j++ {
 		switch {
 		case is(args[j], "bcast"):
@@ -238,6 +239,7 @@ func clientTracking(r *request) {
 			noloop = true
 		case is(args[j], "prefix") && j+1 < len(args):
 			prefixes = append(prefixes, string(args[j+1]))
+			prefixBytes += len(args[j+1])
 			j++
 		case is(args[j], "redirect") && j+1 < len(args):
 			r.w.Error("ERR raftlock does not support REDIRECT: turn tracking on over RESP3 (HELLO 3) to receive invalidations on the same connection")
@@ -256,6 +258,12 @@ func clientTracking(r *request) {
 		return
 	case len(prefixes) > 0 && !bcast:
 		r.w.Error("ERR PREFIX option requires BCAST mode to be enabled")
+		return
+	case len(prefixes) > r.s.cfg.MaxTrackingPrefixes:
+		r.w.Error("ERR too many tracking prefixes (at most " + itoa(int64(r.s.cfg.MaxTrackingPrefixes)) + ")")
+		return
+	case prefixBytes > r.s.cfg.MaxTrackingPrefixBytes:
+		r.w.Error("ERR tracking prefixes too long (at most " + itoa(int64(r.s.cfg.MaxTrackingPrefixBytes)) + " bytes in all)")
 		return
 	case on && r.w.Protocol() != 3:
 		r.w.Error("ERR raftlock sends invalidations only over RESP3: send HELLO 3 first (REDIRECT is not supported)")
