@@ -168,6 +168,10 @@ type Command struct {
 	Value *Collection
 }
 
+// MaxMemberAddr bounds a member's client address in KindSetMember: a host:port needs far less,
+// and the member table is replicated to every node and kept in every snapshot.
+const MaxMemberAddr = 256
+
 // Validate reports whether c is a well-formed command. Apply only sees validated commands; a
 // proposer validates before it proposes, and Decode validates what it decodes.
 func (c Command) Validate() error {
@@ -196,6 +200,9 @@ func (c Command) Validate() error {
 	case KindSetMember:
 		if len(c.Owner) == 0 {
 			return fmt.Errorf("fsm: set-member without an address")
+		}
+		if len(c.Owner) > MaxMemberAddr {
+			return fmt.Errorf("fsm: set-member address of %d bytes (at most %d)", len(c.Owner), MaxMemberAddr)
 		}
 	case KindRemoveMember, KindDelUser, KindSetCluster:
 	case KindSetUser:

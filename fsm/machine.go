@@ -112,6 +112,15 @@ func (m *Machine) Members() map[string]string {
 	return out
 }
 
+// MemberCount is how many members have an address in the table.
+func (m *Machine) MemberCount() int {
+	n := len(m.members)
+	if _, ok := m.members[clusterIDKey]; ok {
+		n--
+	}
+	return n
+}
+
 // clusterIDKey is where members holds the cluster ID. No node ID can take it: it starts with a
 // NUL byte, which node IDs may not contain (ValidNodeID).
 const clusterIDKey = "\x00cluster-id"

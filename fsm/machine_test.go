@@ -409,6 +409,8 @@ func TestApplyInvalid(t *testing.T) {
 		{"expire empty key", expire("", 1, 1)},
 		{"kind 0", fsm.Command{Key: []byte("a"), Match: matchAny}},
 		{"kind 6", fsm.Command{Kind: 6, Key: []byte("a"), Match: matchAny}},
+		{"set-member address past MaxMemberAddr", fsm.Command{Kind: fsm.KindSetMember, Key: []byte("n1"),
+			Owner: bytes.Repeat([]byte("a"), fsm.MaxMemberAddr+1)}},
 		{"kind 255", fsm.Command{Kind: 255, Key: []byte("a"), Match: matchAny}},
 		{"renew without a lease", renew("a", byToken(1), 0)},
 		{"grant match 0", grant("a", "o2", 1000, fsm.Match{})},

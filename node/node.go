@@ -90,6 +90,9 @@ var (
 	// ErrNotMember means an announcement came for a node, or a raft address, that the
 	// committed configuration does not hold.
 	ErrNotMember = errors.New("not a member")
+	// ErrMemberTable means a member's client address was not recorded: it is too long, or the
+	// replicated member table is full.
+	ErrMemberTable = errors.New("member address refused")
 )
 
 // NotLeaderError means the node is not a leader ready to serve: nothing was proposed. LeaderID

@@ -65,15 +65,78 @@ func (n *Node) MemberAddr(id string) (string, bool) {
 }
 
 // SetMemberAddr records (through the log) that node id serves clients at addr. The leader
-// calls it for itself after each election; followers reach it through ANNOUNCE.
+// calls it for itself after each election; followers reach it through ANNOUNCE. It proposes
+// nothing past the bounds of the member table: an address longer than fsm.MaxMemberAddr, or a
+// new member's once Config.MaxMembers have one.
 func (n *Node) SetMemberAddr(ctx context.Context, id, addr string) error {
+	if err := checkMemberAddr(addr); err != nil {
+		return err
+	}
+	n.memberWrites.Lock()
+	defer n.memberWrites.Unlock()
 	key := []byte(id)
+	full := false
 	_, err := n.Exec(ctx, [][]byte{key}, func(v node.View) []fsm.Command {
-		if cur, ok := n.mu.machine.Member(id); ok && cur == addr {
+		cur, ok := n.mu.machine.Member(id)
+		full = !ok && n.mu.machine.MemberCount() >= n.cfg.MaxMembers
+		if ok && cur == addr || full {
 			return nil
 		}
 		return []fsm.Command{{Kind: fsm.KindSetMember, Key: key, Owner: []byte(addr)}}
 	}, nil)
+	if err == nil && full {
+		return n.memberTableFull()
+	}
+	return err
+}
+
+// checkMemberAddr refuses a client address the member table would not take.
+func checkMemberAddr(addr string) error {
+	if len(addr) > fsm.MaxMemberAddr {
+		return fmt.Errorf("%w: a client address of %d bytes (at most %d)", node.ErrMemberTable, len(addr), fsm.MaxMemberAddr)
+	}
+	return nil
+}
+
+func (n *Node) memberTableFull() error {
+	return fmt.Errorf("%w: the member table is full (at most %d members)", node.ErrMemberTable, n.cfg.MaxMembers)
+}
+
+// forgetNonMembers drops, on the ready leader, the addresses of nodes that the raft
+// configuration no longer lists: a leader that removed itself, or a RemoveServer whose
+// KindRemoveMember did not commit, leaves them behind. The table is read before the
+// configuration, so an address recorded after a member was added is never taken for a
+// leftover.
+func (n *Node) forgetNonMembers(ctx context.Context) error {
+	if !n.ready.Load() {
+		return nil
+	}
+	n.mu.Lock()
+	addrs := n.mu.machine.Members()
+	n.mu.Unlock()
+	c, err := n.configuration()
+	if err != nil {
+		return err
+	}
+	var gone [][]byte
+	for id := range addrs {
+		if !slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return string(s.ID) == id }) {
+			gone = append(gone, []byte(id))
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	_, err = n.Exec(ctx, gone, func(node.View) []fsm.Command {
+		cmds := make([]fsm.Command, len(gone))
+		for i, id := range gone {
+			cmds[i] = fsm.Command{Kind: fsm.KindRemoveMember, Key: id}
+		}
+		return cmds
+	}, nil)
+	if err == nil {
+		n.log.Info("forgot the client addresses of nodes no longer members", "count", len(gone))
+	}
 	return err
 }
 
@@ -111,6 +174,16 @@ func (n *Node) AddServer(ctx context.Context, id, raftAddr, clientAddr string, v
 		}
 	}
 	if clientAddr != "" {
+		// Refuse what SetMemberAddr would refuse before the member is added.
+		if err := checkMemberAddr(clientAddr); err != nil {
+			return 0, err
+		}
+		n.mu.Lock()
+		full := n.mu.machine.MemberCount() >= n.cfg.MaxMembers
+		n.mu.Unlock()
+		if full {
+			return 0, n.memberTableFull()
+		}
 		if stats, err := n.callPeer(ctx, clientAddr, peerTimeout, "RAFT", "STATS"); err == nil {
 			f := fields(stats)
 			if f["raft_id"] != "" && f["raft_id"] != id {
@@ -196,7 +269,7 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	n.peers.promoted(id)
 	n.log.Info("removed member", "member", id)
 	if id == n.cfg.ID {
-		return nil // we are no longer in the cluster: the new leader forgets our address
+		return nil // we are no longer in the cluster: the new leader forgets our address (forgetNonMembers)
 	}
 	key := []byte(id)
 	_, err = n.Exec(ctx, [][]byte{key}, func(node.View) []fsm.Command {

@@ -73,6 +73,9 @@ type Config struct {
 	// PROMOTE on join, RAFT STATS and MEMBERS when it may have been removed): set it when the
 	// cluster's client ports speak TLS. nil: plain TCP.
 	ClientTLS *tls.Config
+	// MaxMembers bounds the replicated member table (the client addresses members announce):
+	// the leader records no address for a new member past it. Default 1024.
+	MaxMembers int
 	// Now is the clock for lease timers. Tests inject skew and jumps through it. Default
 	// time.Now.
 	Now func() time.Time
@@ -98,6 +101,7 @@ func DefaultConfig() Config {
 		SnapshotInterval:   10 * time.Second,
 		TrailingLogs:       10240,
 		ApplyTimeout:       5 * time.Second,
+		MaxMembers:         1024,
 		Now:                time.Now,
 		Logger:             slog.Default(),
 	}
@@ -133,6 +137,9 @@ func (c Config) withDefaults() Config {
 	if c.ApplyTimeout == 0 {
 		c.ApplyTimeout = d.ApplyTimeout
 	}
+	if c.MaxMembers == 0 {
+		c.MaxMembers = d.MaxMembers
+	}
 	if c.Now == nil {
 		c.Now = d.Now
 	}
@@ -163,6 +170,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxAppendEntries < 0 || c.MaxAppendEntries > 1024 {
 		return fmt.Errorf("raftnode: Config.MaxAppendEntries %d out of range 1..1024", c.MaxAppendEntries)
+	}
+	if c.MaxMembers < 0 {
+		return errors.New("raftnode: Config.MaxMembers must not be negative")
 	}
 	if c.LeaderLeaseTimeout > c.HeartbeatTimeout && c.HeartbeatTimeout != 0 {
 		return errors.New("raftnode: Config.LeaderLeaseTimeout must not exceed HeartbeatTimeout")

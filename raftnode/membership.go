@@ -37,6 +37,8 @@ import (
 //     what to do, and keeps running (it cannot win an election: the members refuse its votes);
 //   - promotion: the ready leader promotes the non-voters added as voters once they are
 //     caught up (promotePending);
+//   - leftovers: the ready leader forgets the client addresses of nodes the configuration no
+//     longer lists (forgetNonMembers), so the member table holds members only;
 //   - hints: the members' client addresses, kept in the stable store, so that a restarted node
 //     can ask them before its log replay (which needs a leader) restores the member table.
 
@@ -192,6 +194,10 @@ func (n *Node) runMembership() {
 		hints = n.saveMemberHints(hints)
 		next := time.Duration(0)
 		if !n.announce(ctx) || !n.ensureClusterID(ctx) {
+			next = announceRetry
+		}
+		if err := n.forgetNonMembers(ctx); err != nil {
+			n.log.Warn("forgetting the addresses of former members failed", "err", err)
 			next = announceRetry
 		}
 		if n.promotePending(ctx) && (next == 0 || joinRetry < next) {

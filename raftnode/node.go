@@ -83,6 +83,9 @@ type Node struct {
 	memberWake chan struct{}
 	stable     raft.StableStore
 	hints      atomic.Int64
+	// memberWrites serializes SetMemberAddr, whose check of Config.MaxMembers and proposal
+	// must not interleave with another's (two new members at the last free place).
+	memberWrites sync.Mutex
 	// leaderChange is notified whenever the leader, this node's readiness or the member table
 	// may have changed (LeaderChanged).
 	leaderChange changeSignal
