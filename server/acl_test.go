@@ -251,3 +251,23 @@ func FuzzACLRules(f *testing.F) {
 		}
 	})
 }
+
+// CLIENT INFO and CLIENT LIST name each connection's ACL user, where Redis 7 does: after db=
+// (and cmd=, which raftlock does not keep), before resp=.
+func TestClientInfoUser(t *testing.T) {
+	addr, _ := startFake(t)
+	admin := dialRaw(t, addr)
+	admin.do("ACL", "SETUSER", "alice", "on", ">pw", "+@all", "allkeys")
+	c := dialRaw(t, addr)
+	if got := c.do("CLIENT", "INFO"); !strings.Contains(got, " db=0 user=default resp=2 ") {
+		t.Errorf("CLIENT INFO before AUTH = %q, want db=0 user=default resp=2", got)
+	}
+	c.do("AUTH", "alice", "pw")
+	if got := c.do("CLIENT", "INFO"); !strings.Contains(got, " db=0 user=alice resp=2 ") {
+		t.Errorf("CLIENT INFO as alice = %q, want db=0 user=alice resp=2", got)
+	}
+	list := admin.do("CLIENT", "LIST")
+	if strings.Count(list, " user=alice ") != 1 || strings.Count(list, " user=default ") != 1 {
+		t.Errorf("CLIENT LIST = %q, want one line of user=alice and one of user=default", list)
+	}
+}

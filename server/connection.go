@@ -240,10 +240,17 @@ func (r *request) infoLine() string {
 		" locks=" + itoa(int64(len(r.c.sess.tokens)))
 }
 
-// describe is a connection's CLIENT LIST/INFO line (without raftlock's own fields).
+// describe is a connection's CLIENT LIST/INFO line (without raftlock's own fields), its
+// fields in Redis 7's order: user= (the ACL user, authenticated or not yet) comes after db=
+// and the fields raftlock does not keep (cmd=), before resp=.
 func (c *conn) describe(name, libName, libVer string, db, proto int) string {
+	user := "default"
+	if u := c.user.Load(); u != nil {
+		user = *u
+	}
 	return "id=" + itoa(c.id) + " addr=" + c.nc.RemoteAddr().String() + " laddr=" + c.nc.LocalAddr().String() +
-		" name=" + name + " db=" + itoa(int64(db)) + " resp=" + itoa(int64(proto)) + " lib-name=" + libName + " lib-ver=" + libVer
+		" name=" + name + " db=" + itoa(int64(db)) + " user=" + user + " resp=" + itoa(int64(proto)) +
+		" lib-name=" + libName + " lib-ver=" + libVer
 }
 
 // publishInfo makes what CLIENT LIST shows of this connection readable by other connections

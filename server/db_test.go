@@ -128,7 +128,7 @@ func TestClientListAndKill(t *testing.T) {
 	b.do("CLIENT", "SETNAME", "worker-b")
 	b.do("SELECT", "4")
 	list := a.do("CLIENT", "LIST")
-	if !strings.Contains(list, "name=worker-b db=4 resp=2") || strings.Count(list, "id=") != 2 {
+	if !strings.Contains(list, "name=worker-b db=4 user=default resp=2") || strings.Count(list, "id=") != 2 {
 		t.Fatalf("CLIENT LIST = %q", list)
 	}
 	id := strings.TrimPrefix(strings.TrimSpace(b.do("CLIENT", "ID")), ":")
