@@ -45,8 +45,16 @@ func runTests(m *testing.M) int {
 	}
 	code := m.Run()
 	if code == 0 {
-		// Every client and process a test starts is closed by its cleanup.
-		if err := goleak.Find(); err != nil {
+		// Every client and process a test starts is closed by its cleanup. A closed go-redis
+		// client's background redial (ConnPool.tryDial, after a node was stopped) ends only
+		// after its dial timeout and a 1 s pause: look again for up to 5 s, not
+		// only goleak's own second or so, which made this check fail now and then.
+		err := goleak.Find()
+		for deadline := time.Now().Add(5 * time.Second); err != nil && time.Now().Before(deadline); {
+			time.Sleep(200 * time.Millisecond)
+			err = goleak.Find()
+		}
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "tests: leaked goroutines:", err)
 			return 1
 		}
