@@ -11,7 +11,7 @@
 # SCALE_LOCKS (default 1000000) sets the fill; SCALE_EXPIRY (default "10000 100000") the expiry
 # runs; SCALE_PROFILE_DIR, if set, receives the node's heap profile with the locks held (read it
 # with `go tool pprof -sample_index=inuse_space -top bin/raftlock DIR/heap-full.pb.gz`). Uses
-# bin/ from `make build`, free loopback ports and a temp dir; stops every process it starts, by
+# bin/ from `make build` (RAFTLOCK_BIN: another server binary, to compare builds), free loopback ports and a temp dir; stops every process it starts, by
 # PID, and removes the temp dir, whatever happens. About 2-4 minutes at 1M.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,7 +65,7 @@ tool() {
 # start_node: exec the node on $work/data; started_ns is when.
 start_node() {
   started_ns=$(date +%s%N)
-  bin/raftlock --id scale --dir "$work/data" --addr "127.0.0.1:$port" --raft-addr "127.0.0.1:$raft_port" \
+  "${RAFTLOCK_BIN:-bin/raftlock}" --id scale --dir "$work/data" --addr "127.0.0.1:$port" --raft-addr "127.0.0.1:$raft_port" \
     --metrics-addr "127.0.0.1:$pprof_port" --log-level info 2>>"$work/node.log" &
   pid=$!
 }
