@@ -3,11 +3,13 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -204,12 +206,16 @@ func runBench(ctx context.Context, cfg Config, log *slog.Logger) (Result, error)
 		p.budget.Store(cfg.Ops)
 	}
 
+	tlsConf, err := cfg.Auth.tlsConfig()
+	if err != nil {
+		return Result{}, err
+	}
 	workers := make([]*worker, cfg.Conns)
 	for i := range workers {
 		workers[i] = &worker{
 			id:     i,
 			plan:   p,
-			client: newClient(cfg.Addr),
+			client: newClient(cfg.Addr, cfg.Auth, tlsConf),
 			owner:  fmt.Sprintf("raftlock-bench-%s-%d", p.runID, i),
 		}
 	}
@@ -245,10 +251,14 @@ func runBench(ctx context.Context, cfg Config, log *slog.Logger) (Result, error)
 // newClient returns a client that holds exactly one connection: one pool
 // slot, pipelines on that same pool, no retries (a retried LOCK could take a
 // second lock), RESP2, no CLIENT SETINFO, and the context's deadline honoured
-// on every read and write.
-func newClient(addr string) *redis.Client {
+// on every read and write. Over TLS with tlsConf if it is not nil; with
+// auth.Pass, go-redis sends AUTH [user] pass first on every connection.
+func newClient(addr string, auth Auth, tlsConf *tls.Config) *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr:                  addr,
+		TLSConfig:             tlsConf,
+		Username:              auth.User,
+		Password:              auth.Pass,
 		Protocol:              2,
 		PoolSize:              1,
 		PipelinePoolSize:      -1,
@@ -263,7 +273,8 @@ func newClient(addr string) *redis.Client {
 
 // connect opens every worker's connection with a PING, so that dialing is
 // not measured and an unreachable server fails the run at once. An error
-// reply to PING still proves the connection works. It returns the first
+// reply to PING still proves the connection works, except NOAUTH or
+// WRONGPASS (missing or wrong -user/-pass), which fails it. It returns the first
 // failure and how many connections failed.
 func connect(ctx context.Context, clients []*redis.Client) error {
 	errs := make([]error, len(clients))
@@ -272,7 +283,7 @@ func connect(ctx context.Context, clients []*redis.Client) error {
 		wg.Go(func() {
 			err := c.Ping(ctx).Err()
 			var rerr redis.Error
-			if err != nil && !errors.As(err, &rerr) {
+			if err != nil && (!errors.As(err, &rerr) || refusedAuth(err)) {
 				errs[i] = err
 			}
 		})
@@ -292,6 +303,13 @@ func connect(ctx context.Context, clients []*redis.Client) error {
 		return fmt.Errorf("%w (%d of %d connections failed)", first, failed, len(clients))
 	}
 	return nil
+}
+
+// refusedAuth reports whether err is the server refusing the connection's
+// credentials (or their absence): the run could only fail every operation.
+func refusedAuth(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "NOAUTH") || strings.HasPrefix(msg, "WRONGPASS")
 }
 
 // collect merges the workers' tallies.

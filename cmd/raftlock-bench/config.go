@@ -1,12 +1,15 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
 	"net"
+	"os"
 	"time"
 )
 
@@ -73,6 +76,67 @@ type Config struct {
 	// Warmup runs the workload before measuring; nothing done during warmup
 	// counts in the figures, except errors.
 	Warmup time.Duration
+	// Auth is how every connection proves who it is: TLS and AUTH.
+	Auth Auth
+}
+
+// Auth is how the benchmark reaches a secured server: TLS on the client
+// port, and a user and password sent as AUTH on every connection.
+type Auth struct {
+	// TLS makes every connection TLS, verifying the server's certificate
+	// against CAFile (the system's roots if empty).
+	TLS bool
+	// CAFile is the PEM file of the CA that signed the server's certificate.
+	CAFile string
+	// CertFile and KeyFile, both or neither, are the client certificate
+	// presented to a server that asks for one (tls-auth-clients yes).
+	CertFile, KeyFile string
+	// User is the ACL user AUTH names; empty means the default user.
+	User string
+	// Pass, if not empty, is sent as AUTH [User] Pass on every connection
+	// before anything else.
+	Pass string
+}
+
+// Validate reports the first inconsistent field.
+func (a Auth) Validate() error {
+	switch {
+	case !a.TLS && (a.CAFile != "" || a.CertFile != "" || a.KeyFile != ""):
+		return errors.New("tls-ca, tls-cert and tls-key need -tls")
+	case (a.CertFile == "") != (a.KeyFile == ""):
+		return errors.New("tls-cert and tls-key go together")
+	case a.User != "" && a.Pass == "":
+		return errors.New("user needs -pass")
+	}
+	return nil
+}
+
+// tlsConfig loads the files and returns the connections' TLS config, nil
+// without TLS. The server name is the address's host (crypto/tls fills it
+// in on dial).
+func (a Auth) tlsConfig() (*tls.Config, error) {
+	if !a.TLS {
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if a.CAFile != "" {
+		b, err := os.ReadFile(a.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls-ca: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("tls-ca %s: no PEM certificate in it", a.CAFile)
+		}
+	}
+	if a.CertFile != "" {
+		pair, err := tls.LoadX509KeyPair(a.CertFile, a.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls-cert/tls-key: %w", err)
+		}
+		c.Certificates = []tls.Certificate{pair}
+	}
+	return c, nil
 }
 
 // DefaultConfig returns the defaults of the command-line flags.
@@ -112,6 +176,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("ttl must be at least 1 ms, got %v", c.TTL)
 	case c.TTL%time.Millisecond != 0:
 		return fmt.Errorf("ttl must be whole milliseconds, got %v", c.TTL)
+	}
+	if err := c.Auth.Validate(); err != nil {
+		return err
 	}
 	switch c.Mode {
 	case ModeNative, ModeSetNX, ModeSetNXEval:
@@ -178,6 +245,12 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&ttlMS, "ttl", def.TTL.Milliseconds(), "lock lease in milliseconds")
 	fs.StringVar(&o.KeysPrefix, "keys-prefix", def.KeysPrefix, "prefix of every key")
 	fs.DurationVar(&o.Warmup, "warmup", def.Warmup, "unmeasured run before measuring")
+	fs.BoolVar(&o.Auth.TLS, "tls", false, "connect with TLS")
+	fs.StringVar(&o.Auth.CAFile, "tls-ca", "", "PEM `file` of the CA that signed the server's certificate (default: the system's roots)")
+	fs.StringVar(&o.Auth.CertFile, "tls-cert", "", "client certificate PEM `file`, for a server that asks for one (with -tls-key)")
+	fs.StringVar(&o.Auth.KeyFile, "tls-key", "", "client key PEM `file` (with -tls-cert)")
+	fs.StringVar(&o.Auth.User, "user", "", "ACL user sent with AUTH (default: the default user; needs -pass)")
+	fs.StringVar(&o.Auth.Pass, "pass", "", "password sent as AUTH [user] pass on every connection")
 	fs.BoolVar(&o.JSON, "json", false, "print one JSON object on stdout (the table goes to stderr)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

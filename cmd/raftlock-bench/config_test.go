@@ -38,6 +38,12 @@ func TestParseArgs(t *testing.T) {
 			o.Workload, o.Mode = WorkloadContended, ModeSetNX
 		})},
 		{"empty prefix", []string{"-keys-prefix", ""}, with(func(o *options) { o.KeysPrefix = "" })},
+		{"tls and auth", []string{"-tls", "-tls-ca", "ca.crt", "-tls-cert", "c.crt", "-tls-key", "c.key", "-user", "alice", "-pass", "pw"},
+			with(func(o *options) {
+				o.Auth = Auth{TLS: true, CAFile: "ca.crt", CertFile: "c.crt", KeyFile: "c.key", User: "alice", Pass: "pw"}
+			})},
+		{"tls alone", []string{"-tls"}, with(func(o *options) { o.Auth.TLS = true })},
+		{"password alone", []string{"-pass", "pw"}, with(func(o *options) { o.Auth.Pass = "pw" })},
 		{"hostname addr", []string{"-addr", "localhost:6379"}, with(func(o *options) { o.Addr = "localhost:6379" })},
 	}
 	for _, tt := range tests {
@@ -75,6 +81,10 @@ func TestParseArgsRejects(t *testing.T) {
 		{"unknown flag", []string{"-frobnicate"}, "frobnicate"},
 		{"malformed number", []string{"-conns", "many"}, "conns"},
 		{"positional argument", []string{"extra"}, "extra"},
+		{"ca without tls", []string{"-tls-ca", "ca.crt"}, "tls"},
+		{"cert without key", []string{"-tls", "-tls-cert", "c.crt"}, "tls-key"},
+		{"key without cert", []string{"-tls", "-tls-key", "c.key"}, "tls-cert"},
+		{"user without password", []string{"-user", "alice"}, "pass"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,7 +112,7 @@ func TestParseArgsHelp(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("parseArgs(-h) = %v, want flag.ErrHelp", err)
 	}
-	for _, f := range []string{"-addr", "-conns", "-pipeline", "-duration", "-ops", "-mode", "-workload", "-ttl", "-keys-prefix", "-warmup", "-json"} {
+	for _, f := range []string{"-addr", "-conns", "-pipeline", "-duration", "-ops", "-mode", "-workload", "-ttl", "-keys-prefix", "-warmup", "-json", "-tls", "-tls-ca", "-tls-cert", "-tls-key", "-user", "-pass"} {
 		if !strings.Contains(stderr.String(), f) {
 			t.Errorf("usage does not mention %s", f)
 		}

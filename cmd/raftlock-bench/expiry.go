@@ -62,7 +62,7 @@ func (r *expiryResult) Errors() int64 { return r.ServerErrors + r.IOErrors + r.U
 // summarizes the probes' grants before, during and after the wave.
 func runExpiryScenario(ctx context.Context, c ExpiryConfig, log *slog.Logger) (expiryResult, error) {
 	var res expiryResult
-	mon := newClient(c.Addr)
+	mon := newClient(c.Addr, Auth{}, nil)
 	defer mon.Close()
 	base, err := mon.DBSize(ctx).Result()
 	if err != nil {
@@ -78,7 +78,7 @@ func runExpiryScenario(ctx context.Context, c ExpiryConfig, log *slog.Logger) (e
 	errs := &errorLog{log: log}
 	for i := range probes {
 		probes[i] = &probe{
-			id: i, client: newClient(c.Addr), t0: t0, errs: errs,
+			id: i, client: newClient(c.Addr, Auth{}, nil), t0: t0, errs: errs,
 			prefix: c.KeysPrefix + runID + ":probe:" + strconv.Itoa(i) + ":",
 			owner:  "raftlock-bench-" + runID + "-probe-" + strconv.Itoa(i),
 		}

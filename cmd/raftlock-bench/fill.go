@@ -78,7 +78,7 @@ func (f *filler) run(ctx context.Context) (fillResult, error) {
 	workers := make([]*fillWorker, f.conns)
 	clients := make([]*redis.Client, f.conns)
 	for i := range workers {
-		workers[i] = &fillWorker{id: i, client: newClient(f.addr)}
+		workers[i] = &fillWorker{id: i, client: newClient(f.addr, Auth{}, nil)}
 		clients[i] = workers[i].client
 	}
 	defer func() {

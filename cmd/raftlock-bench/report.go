@@ -37,9 +37,9 @@ func loadAvg() string {
 
 // printSettings writes the one-line description of the run.
 func printSettings(w io.Writer, cfg Config, h host) {
-	fmt.Fprintf(w, "raftlock-bench addr=%s conns=%d pipeline=%d mode=%s workload=%s duration=%v warmup=%v ops=%d ttl=%v keys-prefix=%q gomaxprocs=%d cpus=%d loadavg=%q\n",
+	fmt.Fprintf(w, "raftlock-bench addr=%s conns=%d pipeline=%d mode=%s workload=%s duration=%v warmup=%v ops=%d ttl=%v keys-prefix=%q tls=%t auth=%t gomaxprocs=%d cpus=%d loadavg=%q\n",
 		cfg.Addr, cfg.Conns, cfg.Pipeline, cfg.Mode, cfg.Workload, cfg.Duration, cfg.Warmup, cfg.Ops, cfg.TTL, cfg.KeysPrefix,
-		h.GOMAXPROCS, h.NumCPU, h.LoadAvgStart)
+		cfg.Auth.TLS, cfg.Auth.Pass != "", h.GOMAXPROCS, h.NumCPU, h.LoadAvgStart)
 }
 
 // printTable writes one line per measured operation, then a summary line.
@@ -93,6 +93,8 @@ type jsonSettings struct {
 	Ops          int64  `json:"ops"`
 	TTLMS        int64  `json:"ttl_ms"`
 	KeysPrefix   string `json:"keys_prefix"`
+	TLS          bool   `json:"tls"`
+	Auth         bool   `json:"auth"` // whether AUTH was sent (never the password)
 	GOMAXPROCS   int    `json:"gomaxprocs"`
 	NumCPU       int    `json:"num_cpu"`
 	GoVersion    string `json:"go_version"`
@@ -129,6 +131,8 @@ func printJSON(w io.Writer, cfg Config, res Result, h host, runErr error) error 
 			Ops:          cfg.Ops,
 			TTLMS:        cfg.TTL.Milliseconds(),
 			KeysPrefix:   cfg.KeysPrefix,
+			TLS:          cfg.Auth.TLS,
+			Auth:         cfg.Auth.Pass != "",
 			GOMAXPROCS:   h.GOMAXPROCS,
 			NumCPU:       h.NumCPU,
 			GoVersion:    runtime.Version(),
