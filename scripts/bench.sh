@@ -8,6 +8,9 @@
 # pipelining 16 cycles, SET NX PX + DEL at 50 connections, and one key contended by 16 clients.
 # On the cluster it also runs 16 connections through a follower (forwarding). Prints one table.
 # Stops every node it started, by PID, whatever happens.
+# BENCH_SECURE=1 runs the same with security on: client TLS (no client certificates), mutual TLS
+# on the raft transport and a --requirepass, from a throwaway CA made with openssl in the temp dir;
+# raftlock-bench connects with -tls and -pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${1:-5s}
@@ -24,17 +27,41 @@ stop_nodes() {
 }
 trap 'stop_nodes; rm -rf "$work"' EXIT
 
+node_flags=() bench_flags=() cli_flags=()
+if [ "${BENCH_SECURE:-0}" = 1 ]; then
+  # One certificate for every node, good for both ends of a connection on 127.0.0.1 (the recipe
+  # of docs/security.md).
+  tls="$work/tls" pass=bench-$RANDOM$RANDOM
+  mkdir -p "$tls"
+  openssl ecparam -name prime256v1 -genkey -noout -out "$tls/ca.key" 2>/dev/null
+  openssl req -x509 -new -key "$tls/ca.key" -sha256 -days 1 -subj "/CN=raftlock bench CA" -out "$tls/ca.crt" 2>/dev/null
+  openssl ecparam -name prime256v1 -genkey -noout -out "$tls/node.key" 2>/dev/null
+  openssl req -new -key "$tls/node.key" -subj "/CN=node" -out "$tls/node.csr" 2>/dev/null
+  printf '%s\n' "subjectAltName = DNS:localhost, IP:127.0.0.1" "extendedKeyUsage = serverAuth, clientAuth" \
+    "keyUsage = digitalSignature" >"$tls/node.ext"
+  openssl x509 -req -in "$tls/node.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -CAcreateserial -days 1 -sha256 \
+    -extfile "$tls/node.ext" -out "$tls/node.crt" 2>/dev/null
+  node_flags=(--tls-cert-file "$tls/node.crt" --tls-key-file "$tls/node.key" --tls-ca-cert-file "$tls/ca.crt"
+    --tls-auth-clients no --raft-tls-cert-file "$tls/node.crt" --raft-tls-key-file "$tls/node.key"
+    --raft-tls-ca-cert-file "$tls/ca.crt" --requirepass "$pass")
+  bench_flags=(-tls -tls-ca "$tls/ca.crt" -pass "$pass")
+  cli_flags=(--tls --cacert "$tls/ca.crt" -a "$pass" --no-auth-warning)
+  echo "secure: client TLS, raft mutual TLS, requirepass" >&2
+fi
+
+cli() { redis-cli "${cli_flags[@]}" "$@"; }
+
 start_nodes() { # count
   local n=$1 peers="" i
   for i in $(seq "$n"); do peers+="${peers:+,}n$i=127.0.0.1:$((base + 1000 + i))"; done
   for i in $(seq "$n"); do
     mkdir -p "$work/$n/n$i"
     "${RAFTLOCK_BIN:-bin/raftlock}" --id "n$i" --dir "$work/$n/n$i" --addr 127.0.0.1:$((base + i)) \
-      --raft-addr 127.0.0.1:$((base + 1000 + i)) --peers "$peers" --log-level warn 2>"$work/$n/n$i.log" &
+      --raft-addr 127.0.0.1:$((base + 1000 + i)) --peers "$peers" --log-level warn "${node_flags[@]}" 2>"$work/$n/n$i.log" &
     pids+=($!)
   done
   for _ in $(seq 200); do
-    redis-cli -p $((base + 1)) DBSIZE 2>/dev/null | grep -qE '^[0-9]+$' && return 0
+    cli -p $((base + 1)) DBSIZE 2>/dev/null | grep -qE '^[0-9]+$' && return 0
     sleep 0.05
   done
   echo "cluster of $n did not become ready" >&2
@@ -45,7 +72,7 @@ start_nodes() { # count
 leader_port() {
   local i
   for i in 1 2 3; do
-    if redis-cli -p $((base + i)) INFO raft 2>/dev/null | grep -q "raft_state:Leader"; then
+    if cli -p $((base + i)) INFO raft 2>/dev/null | grep -q "raft_state:Leader"; then
       echo $((base + i))
       return
     fi
@@ -56,7 +83,7 @@ run() { # label port args...
   local label=$1 port=$2
   shift 2
   echo "== $label: $*" >&2
-  bin/raftlock-bench -addr 127.0.0.1:"$port" -duration "$duration" -warmup 1s -json "$@" 2>/dev/null |
+  bin/raftlock-bench -addr 127.0.0.1:"$port" -duration "$duration" -warmup 1s -json "${bench_flags[@]}" "$@" 2>/dev/null |
     sed "s/^{/{\"label\":\"$label\",\"args\":\"$*\",/" >>"$results" || echo "   (errors: see above)" >&2
 }
 
