@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -230,6 +231,58 @@ func forgeAppend(t *testing.T, raftAddr string, term uint64) error {
 	}, &out)
 }
 
+// forgeTransport returns a hashicorp/raft NetworkTransport of the attacker's own, closed when
+// the test ends, and the RPC header its frames carry.
+func forgeTransport(t *testing.T) (*raft.NetworkTransport, raft.RPCHeader) {
+	t.Helper()
+	trans, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, 2*time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { trans.Close() })
+	return trans, raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: []byte(trans.LocalAddr())}
+}
+
+// forgeConfigAppend sends an AppendEntries with term whose one entry is a LogConfiguration of
+// garbage: on a plain transport, the entry that makes raft panic on every restart.
+func forgeConfigAppend(t *testing.T, raftAddr string, term uint64) error {
+	t.Helper()
+	trans, hdr := forgeTransport(t)
+	var out raft.AppendEntriesResponse
+	return trans.AppendEntries("", raft.ServerAddress(raftAddr), &raft.AppendEntriesRequest{
+		RPCHeader: hdr,
+		Term:      term,
+		Entries:   []*raft.Log{{Index: 1 << 30, Term: term, Type: raft.LogConfiguration, Data: []byte("\xffgarbage")}},
+	}, &out)
+}
+
+// forgeSnapshot sends an InstallSnapshot with term and a made-up table: on a plain transport it
+// would replace the node's whole state.
+func forgeSnapshot(t *testing.T, raftAddr string, term uint64) error {
+	t.Helper()
+	trans, hdr := forgeTransport(t)
+	data := []byte("intruder snapshot")
+	var out raft.InstallSnapshotResponse
+	return trans.InstallSnapshot("", raft.ServerAddress(raftAddr), &raft.InstallSnapshotRequest{
+		RPCHeader:          hdr,
+		SnapshotVersion:    raft.SnapshotVersionMax,
+		Term:               term,
+		LastLogIndex:       1 << 30,
+		LastLogTerm:        term,
+		Size:               int64(len(data)),
+		ConfigurationIndex: 1 << 30,
+	}, &out, bytes.NewReader(data))
+}
+
+// forgeTimeoutNow sends a TimeoutNow, the leadership-transfer order that makes a node start an
+// election at once.
+func forgeTimeoutNow(t *testing.T, raftAddr string) error {
+	t.Helper()
+	trans, hdr := forgeTransport(t)
+	var out raft.TimeoutNowResponse
+	return trans.TimeoutNow("", raft.ServerAddress(raftAddr), &raft.TimeoutNowRequest{RPCHeader: hdr}, &out)
+}
+
 func raftTerm(t *testing.T, addr string) uint64 {
 	t.Helper()
 	info, err := infoRaft(addr)
@@ -244,9 +297,11 @@ func raftTerm(t *testing.T, addr string) uint64 {
 }
 
 // TestRaftForgedFrames is the raft-port attack. Without mutual TLS a forged RequestVote
-// with a higher term moves the node's term (the control: the attack is real); with it, the
-// attacker's connection fails at the handshake, before raft reads a frame, and the cluster's
-// term and table stay as they were.
+// with a higher term moves the node's term, and a forged TimeoutNow to a follower makes it the
+// leader (the controls: the attacks are real); with it, every forged frame (RequestVote,
+// AppendEntries, one carrying a garbage configuration, InstallSnapshot, TimeoutNow) fails at the
+// handshake, before raft reads a frame, and the cluster's leader, terms and table stay as they
+// were.
 func TestRaftForgedFrames(t *testing.T) {
 	t.Run("plain-transport-control", func(t *testing.T) {
 		n := startNode(t, t.TempDir())
@@ -258,6 +313,25 @@ func TestRaftForgedFrames(t *testing.T) {
 		testutil.WaitFor(t, 5*time.Second, func() error {
 			if got := raftTerm(t, n.addr); got < forged {
 				return fmt.Errorf("term %d after the forged vote for term %d", got, forged)
+			}
+			return nil
+		})
+	})
+
+	t.Run("plain-transport-control-timeout-now", func(t *testing.T) {
+		c := newCluster(t, 3)
+		l := c.leader()
+		f := c.others(l)[0]
+		if err := forgeTimeoutNow(t, f.raftAddr); err != nil {
+			t.Fatalf("forged TimeoutNow to %s over plain TCP: %v; want it answered", f.id, err)
+		}
+		testutil.WaitFor(t, 10*time.Second, func() error {
+			got, err := c.findLeader()
+			if err != nil {
+				return err
+			}
+			if got.id != f.id {
+				return fmt.Errorf("leader %s after the forged TimeoutNow to %s (leader was %s)", got.id, f.id, l.id)
 			}
 			return nil
 		})
@@ -284,6 +358,15 @@ func TestRaftForgedFrames(t *testing.T) {
 			}
 			if err := forgeAppend(t, n.raftAddr, forged); err == nil {
 				t.Errorf("forged AppendEntries to %s: answered; want the connection refused", n.id)
+			}
+			if err := forgeConfigAppend(t, n.raftAddr, forged); err == nil {
+				t.Errorf("forged AppendEntries with a garbage configuration to %s: answered; want the connection refused", n.id)
+			}
+			if err := forgeSnapshot(t, n.raftAddr, forged); err == nil {
+				t.Errorf("forged InstallSnapshot to %s: answered; want the connection refused", n.id)
+			}
+			if err := forgeTimeoutNow(t, n.raftAddr); err == nil {
+				t.Errorf("forged TimeoutNow to %s: answered; want the connection refused", n.id)
 			}
 		}
 		// A certificate from another CA is refused the same way, at the handshake.
