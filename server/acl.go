@@ -132,6 +132,32 @@ func (s *Server) defaultAuthed() bool {
 	return u != nil && u.enabled && u.nopass
 }
 
+// AuthRequired reports whether clients must authenticate: the default user needs a password
+// (or is off), or other ACL users exist. The operator's HTTP surface asks it on every request
+// to /debug/pprof/ (ops.Users), so ACL SETUSER takes effect there at once.
+func (s *Server) AuthRequired() bool {
+	return !s.defaultAuthed() || len(s.users()) > 1
+}
+
+// AdminAuth reports whether user (the default user if empty) and pass open a user, checked as
+// AUTH checks them, that may run every @admin command: who may read the node's profiles
+// (ops.Users). A refusal is not written to ACL LOG, which records clients of the RESP port.
+func (s *Server) AdminAuth(user, pass string) bool {
+	if user == "" {
+		user = "default"
+	}
+	u := s.users()[user]
+	if u == nil || !u.checkPassword([]byte(pass)) {
+		return false
+	}
+	for _, id := range catalog.cats["admin"] {
+		if !u.allowed[id] {
+			return false
+		}
+	}
+	return true
+}
+
 // protectedRefuses reports whether protected mode turns the client at addr away: it is on, the
 // default user needs no password, and the client is not on the loopback interface.
 func (s *Server) protectedRefuses(addr net.Addr) bool {

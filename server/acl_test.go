@@ -271,3 +271,43 @@ func TestClientInfoUser(t *testing.T) {
 		t.Errorf("CLIENT LIST = %q, want one line of user=alice and one of user=default", list)
 	}
 }
+
+// TestAdminAuth: the operator's HTTP surface asks for credentials once a password or an ACL
+// user exists, and takes them only from an enabled user, with AUTH's password check, who may run
+// every @admin command.
+func TestAdminAuth(t *testing.T) {
+	_, open := serveNode(t, newFakeNode(), nil)
+	if open.AuthRequired() {
+		t.Error("AuthRequired with a nopass default user and no other users: true, want false")
+	}
+	file := filepath.Join(t.TempDir(), "users.acl")
+	os.WriteFile(file, []byte("user ops on >opspw +@all\nuser app on >apppw ~* +@all -@admin\nuser gone off >gonepw +@all\n"), 0o600)
+	addr, s := serveNode(t, newFakeNode(), func(c *Config) { c.RequirePass = "sec"; c.ACLFile = file })
+	if !s.AuthRequired() {
+		t.Error("AuthRequired with requirepass: false, want true")
+	}
+	for _, tc := range []struct {
+		user, pass string
+		want       bool
+	}{
+		{"", "sec", true},
+		{"default", "sec", true},
+		{"default", "wrong", false},
+		{"ops", "opspw", true},
+		{"ops", "sec", false},
+		{"app", "apppw", false}, // -@admin
+		{"gone", "gonepw", false},
+		{"nosuch", "sec", false},
+	} {
+		if got := s.AdminAuth(tc.user, tc.pass); got != tc.want {
+			t.Errorf("AdminAuth(%q, %q) = %v, want %v", tc.user, tc.pass, got, tc.want)
+		}
+	}
+	// A replicated ACL SETUSER counts at once.
+	c := dialRaw(t, addr)
+	c.do("AUTH", "sec")
+	c.do("ACL", "SETUSER", "ops", "-config")
+	if s.AdminAuth("ops", "opspw") {
+		t.Error("AdminAuth(ops) after -config: true, want false")
+	}
+}

@@ -1,6 +1,6 @@
 // Package ops is raftlock's HTTP surface for operators: /metrics (the node's typed Stats in the
-// Prometheus text format) and, when asked for, /debug/pprof/. It is off unless an address is
-// given.
+// Prometheus text format) and, when asked for, /debug/pprof/, behind HTTP basic auth of an
+// @admin user once the node's clients must authenticate. It is off unless an address is given.
 package ops
 
 import (
@@ -18,6 +18,16 @@ import (
 // Stats is what the HTTP surface reads: the node's typed figures.
 type Stats interface{ Stats() node.Stats }
 
+// Users is who may read the profiles: the node's ACL users (server.Server).
+type Users interface {
+	// AuthRequired reports whether clients must authenticate (a password on the default user,
+	// or ACL users); asked on every request.
+	AuthRequired() bool
+	// AdminAuth reports whether user (the default user if empty) and pass open a user who may
+	// run every @admin command.
+	AdminAuth(user, pass string) bool
+}
+
 // Server serves the operator's HTTP surface on one address until Close.
 type Server struct {
 	ln   net.Listener
@@ -32,6 +42,9 @@ type Config struct {
 	// Pprof also serves Go's profiles under /debug/pprof/. Off by default: profiles expose
 	// internals (and a CPU profile or trace costs the node while it runs).
 	Pprof bool
+	// Users, if not nil, guards /debug/pprof/ with HTTP basic auth whenever Users.AuthRequired:
+	// the credentials of a user with @admin. /metrics stays open (figures, no keys or owners).
+	Users Users
 }
 
 // Start listens on cfg.Addr and serves /metrics from src (and /debug/pprof/ if cfg.Pprof). The
@@ -47,11 +60,12 @@ func Start(cfg Config, src Stats, logger *slog.Logger) (*Server, error) {
 		WriteMetrics(w, src.Stats())
 	})
 	if cfg.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		guard := func(h http.HandlerFunc) http.Handler { return adminOnly(cfg.Users, h) }
+		mux.Handle("/debug/pprof/", guard(pprof.Index))
+		mux.Handle("/debug/pprof/cmdline", guard(pprof.Cmdline))
+		mux.Handle("/debug/pprof/profile", guard(pprof.Profile))
+		mux.Handle("/debug/pprof/symbol", guard(pprof.Symbol))
+		mux.Handle("/debug/pprof/trace", guard(pprof.Trace))
 	}
 	s := &Server{ln: ln, http: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, done: make(chan struct{})}
 	go func() {
@@ -61,6 +75,24 @@ func Start(cfg Config, src Stats, logger *slog.Logger) (*Server, error) {
 		}
 	}()
 	return s, nil
+}
+
+// adminOnly serves h to anyone while users needs no authentication (or is nil), and otherwise
+// only to a request whose basic auth credentials users.AdminAuth accepts; others get 401 and
+// the challenge. Basic auth sends the password in the clear: use TLS in front, or a private
+// address.
+func adminOnly(users Users, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if users != nil && users.AuthRequired() {
+			user, pass, ok := r.BasicAuth()
+			if !ok || !users.AdminAuth(user, pass) {
+				w.Header().Set("WWW-Authenticate", `Basic realm="raftlock pprof", charset="UTF-8"`)
+				http.Error(w, "401 unauthorized: the credentials of a user with @admin are required", http.StatusUnauthorized)
+				return
+			}
+		}
+		h(w, r)
+	})
 }
 
 // Addr is the address the surface listens on.

@@ -65,3 +65,71 @@ func TestPprofOnlyWhenAsked(t *testing.T) {
 		})
 	}
 }
+
+// users is a fixed Users: AuthRequired as required, and one admin's credentials.
+type users struct {
+	required   bool
+	user, pass string
+}
+
+func (u users) AuthRequired() bool { return u.required }
+func (u users) AdminAuth(user, pass string) bool {
+	return user == u.user && pass == u.pass
+}
+
+// Once the node's clients must authenticate, profiles need an @admin user's basic auth; /metrics
+// stays open.
+func TestPprofBehindAuth(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		users            Users
+		user, pass       string
+		noAuth, withAuth int // /debug/pprof/'s status without and with the credentials
+	}{
+		{"no users", nil, "ops", "pw", http.StatusOK, http.StatusOK},
+		{"auth not required", users{false, "ops", "pw"}, "ops", "pw", http.StatusOK, http.StatusOK},
+		{"admin", users{true, "ops", "pw"}, "ops", "pw", http.StatusUnauthorized, http.StatusOK},
+		{"wrong password", users{true, "ops", "pw"}, "ops", "guess", http.StatusUnauthorized, http.StatusUnauthorized},
+		{"default user by password alone", users{true, "", "pw"}, "", "pw", http.StatusUnauthorized, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Start(Config{Addr: "127.0.0.1:0", Pprof: true, Users: tc.users}, fixedStats{Locks: 3}, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			get := func(path string, auth bool) *http.Response {
+				t.Helper()
+				req, err := http.NewRequestWithContext(t.Context(), "GET", "http://"+s.Addr().String()+path, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if auth {
+					req.SetBasicAuth(tc.user, tc.pass)
+				}
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				return res
+			}
+			if res := get("/metrics", false); res.StatusCode != http.StatusOK {
+				t.Errorf("/metrics without credentials = %d, want 200", res.StatusCode)
+			}
+			for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/symbol"} {
+				res := get(path, false)
+				if res.StatusCode != tc.noAuth {
+					t.Errorf("%s without credentials = %d, want %d", path, res.StatusCode, tc.noAuth)
+				}
+				if res.StatusCode == http.StatusUnauthorized && !strings.HasPrefix(res.Header.Get("WWW-Authenticate"), "Basic ") {
+					t.Errorf("%s: 401 with WWW-Authenticate %q, want a Basic challenge", path, res.Header.Get("WWW-Authenticate"))
+				}
+				if got := get(path, true).StatusCode; got != tc.withAuth {
+					t.Errorf("%s with %q:%q = %d, want %d", path, tc.user, tc.pass, got, tc.withAuth)
+				}
+			}
+		})
+	}
+}
