@@ -62,11 +62,17 @@ tool() {
   return "$rc"
 }
 
+# The heap figures come from pprof, which a node serves only with --pprof true (binaries built
+# before that flag served it always, and do not know the flag).
+bin=${RAFTLOCK_BIN:-bin/raftlock}
+pprof_flag=()
+case $("$bin" --help 2>&1 || true) in *-pprof*) pprof_flag=(--pprof true) ;; esac
+
 # start_node: exec the node on $work/data; started_ns is when.
 start_node() {
   started_ns=$(date +%s%N)
-  "${RAFTLOCK_BIN:-bin/raftlock}" --id scale --dir "$work/data" --addr "127.0.0.1:$port" --raft-addr "127.0.0.1:$raft_port" \
-    --metrics-addr "127.0.0.1:$pprof_port" --log-level info 2>>"$work/node.log" &
+  "$bin" --id scale --dir "$work/data" --addr "127.0.0.1:$port" --raft-addr "127.0.0.1:$raft_port" \
+    --metrics-addr "127.0.0.1:$pprof_port" "${pprof_flag[@]}" --log-level info 2>>"$work/node.log" &
   pid=$!
 }
 
