@@ -160,6 +160,19 @@ func TestTLSRedisCLI(t *testing.T) {
 	if out := redisCLI(t, n.addr, "", append(tlsArgs, "UNLOCK", "job", strconv.FormatInt(tok, 10))...); out != "1\n" {
 		t.Errorf("redis-cli --tls UNLOCK job %d: %q; want 1", tok, out)
 	}
+
+	// With a password as well (issue #13's "done means"): a client without it changes nothing,
+	// one with it locks.
+	if out := redisCLI(t, n.addr, "", append(tlsArgs, "ACL", "SETUSER", "default", "on", ">s3cret")...); out != "OK\n" {
+		t.Fatalf("redis-cli --tls ACL SETUSER default on >s3cret: %q; want OK", out)
+	}
+	if out := redisCLI(t, n.addr, "", append(tlsArgs, "LOCK", "job2", "10000")...); !strings.HasPrefix(out, "NOAUTH") {
+		t.Errorf("redis-cli --tls LOCK without the password: %q; want NOAUTH", out)
+	}
+	out = redisCLI(t, n.addr, "", append(tlsArgs, "--no-auth-warning", "-a", "s3cret", "LOCK", "job2", "10000")...)
+	if tok, err := strconv.ParseInt(strings.TrimSuffix(out, "\n"), 10, 64); err != nil || tok <= 0 {
+		t.Errorf("redis-cli --tls -a s3cret LOCK job2 10000: %q; want a token", out)
+	}
 }
 
 // TestTLSCluster: three nodes with raft over mutual TLS and TLS client ports form a cluster,
