@@ -327,7 +327,8 @@ func FuzzDecode(f *testing.F) {
 		}
 		if b[0] < 3 {
 			for _, c := range cmds {
-				if c.Kind == fsm.KindGrant || c.Kind == fsm.KindRelease || c.Kind == fsm.KindRenew || c.Kind == fsm.KindExpire {
+				switch c.Kind {
+				case fsm.KindGrant, fsm.KindRelease, fsm.KindRenew, fsm.KindExpire, fsm.KindWrite:
 					limit++ // and its keys no database byte
 				}
 			}
