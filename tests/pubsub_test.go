@@ -14,12 +14,7 @@ import (
 func TestRedisCompatPubSub(t *testing.T) {
 	rs := startRedis(t)
 	n := startNode(t, t.TempDir())
-	type step struct {
-		pub     bool     // the publisher sends it; else the subscriber
-		cmd     []string // nil: read one more reply on the subscriber (a message)
-		replies int      // replies to read for cmd (default 1)
-	}
-	steps := []step{
+	steps := []pubsubStep{
 		{cmd: []string{"SUBSCRIBE", "ch:a", "ch:b"}, replies: 2},
 		{cmd: []string{"SUBSCRIBE", "ch:a"}},
 		{cmd: []string{"PSUBSCRIBE", "h*llo", "ch:?"}, replies: 2},
@@ -57,10 +52,36 @@ func TestRedisCompatPubSub(t *testing.T) {
 	}
 	// In RESP2 a subscribed connection refuses other commands: checked while subscribed.
 	refusals := [][]string{{"GET", "k"}, {"CLIENT", "GETNAME"}, {"PUBSUB", "NUMPAT"}}
+	var all []pubsubStep
+	for j, s := range steps {
+		all = append(all, s)
+		if j == 3 {
+			for _, cmd := range refusals {
+				all = append(all, pubsubStep{cmd: cmd})
+			}
+		}
+	}
+	compareTranscripts(t, rs.addr, n.addr, all, nil)
+}
+
+// pubsubStep is one step of a subscriber-and-writer transcript: a command sent by the writer
+// (pub) or the subscriber, or (cmd nil) one more message read on the subscriber.
+type pubsubStep struct {
+	pub     bool
+	cmd     []string
+	replies int // replies to read for cmd (default 1)
+}
+
+// compareTranscripts runs steps on redis-server (addrA) and raftlock (addrB), each with a
+// subscriber and a writer connection, in RESP2 and RESP3 (the subscriber's HELLO 3), and
+// requires every reply to be byte-identical. after, when not nil, runs on each server's writer
+// once its steps are done (to reset what they set).
+func compareTranscripts(t *testing.T, addrA, addrB string, steps []pubsubStep, after []string) {
+	t.Helper()
 	for _, proto := range []int{2, 3} {
 		t.Run(fmt.Sprintf("RESP%d", proto), func(t *testing.T) {
 			var got [2][]string // per server: every reply read, in order
-			for i, addr := range []string{rs.addr, n.addr} {
+			for i, addr := range []string{addrA, addrB} {
 				sub, err := dialRESP(addr)
 				if err != nil {
 					t.Fatal(err)
@@ -76,30 +97,27 @@ func TestRedisCompatPubSub(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				record := func(what string, c *respConn, cmd []string, replies int) {
-					if cmd != nil {
-						if err := c.writeRaw(encodeCommand(cmd...)); err != nil {
+				for _, s := range steps {
+					c, what := sub, "sub"
+					if s.pub {
+						c, what = pub, "pub"
+					}
+					if s.cmd != nil {
+						if err := c.writeRaw(encodeCommand(s.cmd...)); err != nil {
 							t.Fatal(err)
 						}
 					}
-					for range max(replies, 1) {
+					for range max(s.replies, 1) {
 						r, err := c.readReply()
 						if err != nil {
-							t.Fatalf("%s: %s %q: %v (so far: %q)", addr, what, cmd, err, got[i])
+							t.Fatalf("%s: %s %q: %v (so far: %q)", addr, what, s.cmd, err, got[i])
 						}
-						got[i] = append(got[i], fmt.Sprintf("%s %q -> %q", what, cmd, r))
+						got[i] = append(got[i], fmt.Sprintf("%s %q -> %q", what, s.cmd, r))
 					}
 				}
-				for j, s := range steps {
-					if s.pub {
-						record("pub", pub, s.cmd, s.replies)
-					} else {
-						record("sub", sub, s.cmd, s.replies)
-					}
-					if j == 3 {
-						for _, cmd := range refusals {
-							record("sub", sub, cmd, 1)
-						}
+				if after != nil {
+					if _, err := pub.do(after...); err != nil {
+						t.Fatal(err)
 					}
 				}
 			}
