@@ -147,3 +147,17 @@ func TestPlain(t *testing.T) {
 		t.Errorf("Plain (-want +got):\n%s", diff)
 	}
 }
+
+func TestGoflagsTags(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                          "",
+		"-tags=chaos_nonatomic":     "chaos_nonatomic",
+		"-race --tags=a,b -mod=mod": "a,b",
+		"-mod=mod -tags=x -tags=y":  "x,y",
+		"-trimpath":                 "",
+	} {
+		if got := strings.Join(goflagsTags(in), ","); got != want {
+			t.Errorf("goflagsTags(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
