@@ -1,5 +1,7 @@
 package node
 
+import "time"
+
 // Stats is a point-in-time summary of a node, for INFO, RAFT STATS and metrics.
 type Stats struct {
 	ID           string
@@ -12,6 +14,9 @@ type Stats struct {
 	LastIndex    uint64
 	CommitIndex  uint64
 	AppliedIndex uint64
+	// LastContact is how long ago this node last heard from a leader: 0 on the leader, -1 when
+	// it never has (since its start).
+	LastContact  time.Duration
 	LastSnapshot uint64
 	Voters       int
 	// ReachableVoters is, on the leader, how many voters (itself included) its heartbeats

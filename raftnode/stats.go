@@ -1,8 +1,10 @@
 package raftnode
 
 import (
+	"fmt"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/store"
@@ -46,6 +48,13 @@ func (n *Node) Stats() node.Stats {
 		GhostReleases: n.stats.ghostReleases.Load(),
 		MemberHints:   int(n.hints.Load()),
 	}
+	switch last := n.raft.LastContact(); {
+	case s.State == "Leader":
+	case last.IsZero():
+		s.LastContact = -1
+	default:
+		s.LastContact = time.Since(last)
+	}
 	if s.State == "Leader" {
 		if c, err := n.configuration(); err == nil {
 			_, s.ReachableVoters = n.voterCount(c, "")
@@ -73,3 +82,23 @@ func (n *Node) Stats() node.Stats {
 // Keys is the number of keys in the applied table, without taking the view lock: every write
 // command of the server asks it (its key bound).
 func (n *Node) Keys() int { return int(n.keys.Load()) }
+
+// healthKey is the stable-store key ProbeStore writes.
+const healthKey = "raftlock/health-probe"
+
+// ProbeStore checks that this node's store takes a durable write: it writes the time to a key of
+// its own in the stable store (one synced batch) and reads it back. /readyz asks it.
+func (n *Node) ProbeStore() error {
+	want := uint64(time.Now().UnixNano())
+	if err := n.stable.SetUint64([]byte(healthKey), want); err != nil {
+		return err
+	}
+	got, err := n.stable.GetUint64([]byte(healthKey))
+	if err != nil {
+		return err
+	}
+	if got != want {
+		return fmt.Errorf("store probe read back %d, wrote %d", got, want)
+	}
+	return nil
+}

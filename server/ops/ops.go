@@ -1,5 +1,6 @@
-// Package ops is raftlock's HTTP surface for operators: /metrics (the node's typed Stats in the
-// Prometheus text format) and, when asked for, /debug/pprof/, behind HTTP basic auth of an
+// Package ops is raftlock's HTTP surface for operators: /livez and /readyz (health probes for
+// load balancers, systemd and Kubernetes), /metrics (the node's typed Stats in the Prometheus
+// text format) and, when asked for, /debug/pprof/, behind HTTP basic auth of an
 // @admin user once the node's clients must authenticate. It is off unless an address is given.
 package ops
 
@@ -42,6 +43,8 @@ type Config struct {
 	// Pprof also serves Go's profiles under /debug/pprof/. Off by default: profiles expose
 	// internals (and a CPU profile or trace costs the node while it runs).
 	Pprof bool
+	// Probe, if not nil, is asked by /readyz whether the store takes a durable write.
+	Probe Probe
 	// Users, if not nil, guards /debug/pprof/ with HTTP basic auth whenever Users.AuthRequired:
 	// the credentials of a user with @admin. /metrics stays open (figures, no keys or owners).
 	Users Users
@@ -59,6 +62,7 @@ func Start(cfg Config, src Stats, logger *slog.Logger) (*Server, error) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		WriteMetrics(w, src.Stats())
 	})
+	serveHealth(mux, src, cfg.Probe)
 	if cfg.Pprof {
 		guard := func(h http.HandlerFunc) http.Handler { return adminOnly(cfg.Users, h) }
 		mux.Handle("/debug/pprof/", guard(pprof.Index))
