@@ -342,6 +342,22 @@ func (n *Node) verifyLeader(ctx context.Context) error {
 	}
 }
 
+// awaitFuture waits for f's outcome, or until stop is closed. hashicorp/raft (v1.8) can leave a
+// VerifyLeader future unanswered for ever: its verify channel is buffered, and a request queued
+// as the main loop exits (a leader removing itself, then Shutdown) is never drained. Close waits
+// for the verifier, so it must not wait on such a future; the goroutine left behind then ends
+// only if raft ever answers (one per node at most, at shutdown).
+func awaitFuture(f raft.Future, stop <-chan struct{}) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-stop:
+		return node.ErrShutdown
+	}
+}
+
 func (n *Node) runVerifier() {
 	var batch []chan error
 	for {
@@ -361,7 +377,7 @@ func (n *Node) runVerifier() {
 				break drain
 			}
 		}
-		err := n.raft.VerifyLeader().Error()
+		err := awaitFuture(n.raft.VerifyLeader(), n.stop)
 		if err == nil && !n.ready.Load() {
 			err = n.notLeader()
 		} else if err != nil {
