@@ -43,7 +43,7 @@ type command struct {
 type keySpec struct{ first, last, step int }
 
 // keyArgs returns the keys a command names in args (a script's declared keys for EVAL and
-// friends). It shares args' memory; our fixed positions are contiguous (step 1).
+// friends). With a step of 1 (every command but MSET) it shares args' memory.
 func (cmd *command) keyArgs(args [][]byte) [][]byte {
 	if cmd.movable {
 		if n, ok := parseInt(args[2]); ok && n >= 0 && int(n) <= len(args)-3 {
@@ -58,7 +58,23 @@ func (cmd *command) keyArgs(args [][]byte) [][]byte {
 	if last < 0 {
 		last = len(args) + last
 	}
-	return args[first:min(last+1, len(args))]
+	last = min(last, len(args)-1)
+	if cmd.keys.step <= 1 {
+		return args[first : last+1]
+	}
+	var keys [][]byte
+	for i := first; i <= last; i += cmd.keys.step {
+		keys = append(keys, args[i])
+	}
+	return keys
+}
+
+// keyPositions calls fn with the index in args of each key keyArgs returns, in order.
+func (cmd *command) keyPositions(args [][]byte, fn func(i int)) {
+	step := max(cmd.keys.step, 1)
+	for n, i := len(cmd.keyArgs(args)), cmd.keys.first; n > 0; n, i = n-1, i+step {
+		fn(i)
+	}
 }
 
 // arityOK applies Redis's arity convention: n = exactly n args with the name, -n = at least n.
@@ -95,6 +111,7 @@ func init() {
 		{name: "lockinfo", arity: 2, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdLockInfo, summary: "Owner, fencing token and remaining lease of a lock"},
 		{name: "validate", arity: 3, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdValidate, summary: "Whether a token is the current holder's"},
 		// strings.go
+		{name: "mset", arity: -3, flags: "write denyoom", keys: keySpec{1, -1, 2}, run: cmdMSet, summary: "Set several keys at once, all or none"},
 		{name: "set", arity: -3, flags: "write denyoom", keys: keySpec{1, 1, 1}, run: cmdSet, summary: "Set a key (a lock) with NX/XX, an expiry and GET"},
 		{name: "get", arity: 2, flags: "readonly fast", keys: keySpec{1, 1, 1}, run: cmdGet, summary: "Get the value (owner) of a key"},
 		{name: "getrange", arity: 4, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdGetRange, summary: "Get a substring of a key's value"},

@@ -12,14 +12,15 @@ import "github.com/raftlock/raftlock/fsm"
 // withDBKeys returns args with cmd's key arguments replaced by database db's table keys (a new
 // slice; args is left as it is).
 func withDBKeys(cmd *command, args [][]byte, db int) [][]byte {
-	keys := cmd.keyArgs(args)
-	if len(keys) == 0 {
+	var out [][]byte
+	cmd.keyPositions(args, func(i int) {
+		if out == nil {
+			out = append([][]byte(nil), args...)
+		}
+		out[i] = fsm.DBKey(db, args[i])
+	})
+	if out == nil {
 		return args
-	}
-	out := append([][]byte(nil), args...)
-	first := cmd.keys.first
-	for i := range keys {
-		out[first+i] = fsm.DBKey(db, keys[i])
 	}
 	return out
 }

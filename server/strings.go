@@ -216,6 +216,50 @@ func cmdSet(r *request) {
 	}
 }
 
+// MSET key value [key value ...] -> +OK. Every key is set, without an expiry, in one entry: all
+// of them or none (a key that changed between evaluation and apply aborts it, TRYAGAIN).
+func cmdMSet(r *request) {
+	if len(r.args)%2 != 1 {
+		r.w.Error(wrongArity("mset"))
+		return
+	}
+	pairs := r.args[1:]
+	keys := make([][]byte, 0, len(pairs)/2)
+	for i := 0; i < len(pairs); i += 2 {
+		if !r.checkKey(pairs[i]) || !r.checkValue(pairs[i+1]) {
+			return
+		}
+		keys = append(keys, pairs[i])
+	}
+	res, err := r.exec(keys, func(v node.View) []fsm.Command {
+		cmds := make([]fsm.Command, 0, len(keys))
+		seen := map[string]bool{}
+		for i := 0; i < len(pairs); i += 2 {
+			m := fsm.Match{Kind: fsm.MatchAbsent}
+			switch l, _, held := v.Lookup(pairs[i]); {
+			case seen[string(pairs[i])]:
+				// Set again by this entry: its first command's guard vouches for it (the last
+				// value wins, as in Redis).
+				m = fsm.Match{Kind: fsm.MatchAny}
+			case held:
+				m = byToken(l.Token)
+			}
+			seen[string(pairs[i])] = true
+			cmds = append(cmds, grant(pairs[i], pairs[i+1], 0, m))
+		}
+		return cmds
+	})
+	switch {
+	case err != nil:
+		r.replyError(err)
+	case fsm.Aborted(res) || len(res) > 0 && res[0].Status != fsm.StatusGranted:
+		r.w.Error(errAborted)
+	default:
+		r.s.stats.grants.Add(uint64(len(res)))
+		r.w.SimpleString("OK")
+	}
+}
+
 // SETNX key value -> :1 set, :0 the key exists.
 func cmdSetNX(r *request) {
 	key, value := r.args[1], r.args[2]
