@@ -15,34 +15,10 @@ import (
 func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, slot *inflight) {
 	defer c.recoverCommand(w, args)
 	c.s.stats.commands.Add(1)
-	if cmd == nil {
+	if msg := c.refusal(cmd, args); msg != "" {
 		c.s.stats.errors.Add(1)
-		c.flagTransaction()
-		w.Error(unknownCommand(args))
-		return
-	}
-	if !cmd.arityOK(len(args)) {
-		c.s.stats.errors.Add(1)
-		c.flagTransaction()
-		w.Error(wrongArity(cmd.name))
-		return
-	}
-	if !c.authed && !cmd.noAuth {
-		c.s.stats.errors.Add(1)
-		c.flagTransaction()
-		w.Error("NOAUTH Authentication required.")
-		return
-	}
-	if d, ok := c.permit(cmd, args, ""); !ok {
-		c.s.stats.errors.Add(1)
-		c.flagTransaction()
-		w.Error(d.noperm())
-		return
-	}
-	if cmd.denyOOM && c.s.full() {
-		c.s.stats.errors.Add(1)
-		c.flagTransaction()
-		w.Error(errOOM)
+		c.flagTransaction() // a refused command inside MULTI makes EXEC abort, as in Redis
+		w.Error(msg)
 		return
 	}
 	if c.sess.subs.active() && c.out.Protocol() == 2 && !allowedSubscribed(cmd) {
@@ -82,6 +58,26 @@ func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, slot *infli
 		r.args = withDBKeys(cmd, args, r.db) // it runs here: its keys become table keys
 	}
 	cmd.run(r)
+}
+
+// refusal is the error a command gets before it runs, in Redis's order of checks: unknown, wrong
+// arity, not authenticated, not permitted, past the key or memory bound; "" when it may run.
+func (c *conn) refusal(cmd *command, args [][]byte) string {
+	switch {
+	case cmd == nil:
+		return unknownCommand(args)
+	case !cmd.arityOK(len(args)):
+		return wrongArity(cmd.name)
+	case !c.authed && !cmd.noAuth:
+		return "NOAUTH Authentication required."
+	}
+	if d, ok := c.permit(cmd, args, ""); !ok {
+		return d.noperm()
+	}
+	if cmd.denyOOM && c.s.full() {
+		return errOOM
+	}
+	return ""
 }
 
 // recoverCommand turns a bug that panics in a command's code into an error reply and the end of
