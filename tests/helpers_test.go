@@ -11,14 +11,12 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/raftlock/raftlock/server/resp"
 	"github.com/raftlock/raftlock/tests/testutil"
@@ -30,36 +28,7 @@ var raftlockBin string
 func TestMain(m *testing.M) { os.Exit(runTests(m)) }
 
 func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "raftlock-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "tests:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	raftlockBin = filepath.Join(dir, "raftlock")
-	// Under the race detector the server is built with it too, and Launch's log check looks
-	// for its reports in the node's log.
-	if err := testutil.GoBuild(raftlockBin, "github.com/raftlock/raftlock/cmd/raftlock", raceEnabled); err != nil {
-		fmt.Fprintln(os.Stderr, "tests:", err)
-		return 1
-	}
-	code := m.Run()
-	if code == 0 {
-		// Every client and process a test starts is closed by its cleanup. A closed go-redis
-		// client's background redial (ConnPool.tryDial, after a node was stopped) ends only
-		// after its dial timeout and a 1 s pause: look again for up to 5 s, not
-		// only goleak's own second or so, which made this check fail now and then.
-		err := goleak.Find()
-		for deadline := time.Now().Add(5 * time.Second); err != nil && time.Now().Before(deadline); {
-			time.Sleep(200 * time.Millisecond)
-			err = goleak.Find()
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "tests: leaked goroutines:", err)
-			return 1
-		}
-	}
-	return code
+	return testutil.RunWithRaftlock(m, "tests", raceEnabled, func(bin string) { raftlockBin = bin })
 }
 
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.

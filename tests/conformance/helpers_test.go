@@ -9,13 +9,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/raftlock/raftlock/server/resp"
 	"github.com/raftlock/raftlock/tests/testutil"
@@ -27,25 +24,7 @@ var raftlockBin string
 func TestMain(m *testing.M) { os.Exit(runTests(m)) }
 
 func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "raftlock-conformance-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "conformance:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	raftlockBin = filepath.Join(dir, "raftlock")
-	if err := testutil.GoBuild(raftlockBin, "github.com/raftlock/raftlock/cmd/raftlock", raceEnabled); err != nil {
-		fmt.Fprintln(os.Stderr, "conformance:", err)
-		return 1
-	}
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "conformance: leaked goroutines:", err)
-			return 1
-		}
-	}
-	return code
+	return testutil.RunWithRaftlock(m, "conformance", raceEnabled, func(bin string) { raftlockBin = bin })
 }
 
 // server is one server a conformance scenario runs against.
