@@ -157,16 +157,13 @@ func cmdHIncrBy(r *request) {
 // HGET key field -> the field's value, or nil.
 func cmdHGet(r *request) {
 	h, ok := r.readTyped(r.args[1], fsm.TypeHash)
-	switch {
-	case !ok:
-	case h == nil:
+	if !ok {
+		return
+	}
+	if v, found := hashGet(h, r.args[2]); found {
+		r.w.Bulk(v)
+	} else {
 		r.w.Null()
-	default:
-		if v, found := h.HashGet(r.args[2]); found {
-			r.w.Bulk(v)
-		} else {
-			r.w.Null()
-		}
 	}
 }
 
