@@ -2,9 +2,10 @@
 // libraries that cannot be installed on the build machine (Java, .NET, Python, Ruby) work on
 // raftlock: each test speaks the exact command sequence one library sends for its lock
 // operations, with Lua scripts of our own that do what the library's do, and asserts what the
-// library would conclude from the replies. Every test runs twice with the same assertions,
-// against a real redis-server (which proves the test reproduces the library) and a raftlock node.
-// Tests whose commands raftlock does not have yet skip their raftlock half, naming the command.
+// library would conclude from the replies. Every test runs three times with the same
+// assertions: against a real redis-server (which proves the test reproduces the library), a
+// single raftlock node, and a follower of a 3-node raftlock cluster (every connection forwarded
+// to the leader, pub/sub delivered by the follower's own apply).
 //
 // Libraries, the source read, and what is covered:
 //   - Redisson 4.7.0-62 (66863978): RLock tryLock with a lease, re-entry, a contender told the

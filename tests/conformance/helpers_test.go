@@ -53,6 +53,49 @@ func onBoth(t *testing.T, scenario func(t *testing.T, s server)) {
 	t.Run("raftlock", func(t *testing.T) {
 		scenario(t, server{addr: startRaftlock(t), raftlock: true})
 	})
+	t.Run("raftlock-3-follower", func(t *testing.T) {
+		scenario(t, server{addr: startFollower(t), raftlock: true})
+	})
+}
+
+// startFollower starts a 3-node raftlock cluster and returns the client address of a follower
+// once it serves (forwarding to the leader): the library's every connection then goes through
+// a node that is not the leader.
+func startFollower(t *testing.T) string {
+	t.Helper()
+	addrs, raftAddrs, peers := make([]string, 3), make([]string, 3), make([]string, 3)
+	for i := range addrs {
+		addrs[i], raftAddrs[i] = freeAddr(t), freeAddr(t)
+		peers[i] = fmt.Sprintf("n%d=%s", i+1, raftAddrs[i])
+	}
+	for i := range addrs {
+		if _, err := testutil.Launch(t, fmt.Sprintf("raftlock-n%d", i+1), raftlockBin, "--dir", t.TempDir(),
+			"--addr", addrs[i], "--raft-addr", raftAddrs[i], "--id", fmt.Sprintf("n%d", i+1),
+			"--peers", strings.Join(peers, ",")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var follower string
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		for _, addr := range addrs {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			c, err := resp.Dial(ctx, addr, time.Second)
+			if err != nil {
+				cancel()
+				continue
+			}
+			v, _ := c.Do(ctx, "INFO", "raft")
+			n, _ := c.Do(ctx, "DBSIZE") // forwarded: the leader is known and serves
+			c.Close()
+			cancel()
+			if strings.Contains(string(v.Str), "raft_state:Follower") && n.Kind == resp.KindInteger {
+				follower = addr
+				return nil
+			}
+		}
+		return errors.New("no follower that serves yet")
+	})
+	return follower
 }
 
 // startRaftlock starts a single raftlock node, bootstrapped on a fresh directory, and returns
