@@ -196,7 +196,7 @@ func (n *Node) AddServer(ctx context.Context, id, raftAddr, clientAddr string, v
 		}
 	}
 	f := n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout)
-	if err := f.Error(); err != nil {
+	if err := n.waitFuture(f); err != nil {
 		return 0, n.applyError(err)
 	}
 	n.log.Info("added member as a non-voter", "member", id, "raft", raftAddr, "promote_when_caught_up", voter)
@@ -236,7 +236,7 @@ func (n *Node) Promote(ctx context.Context, id string) error {
 		if err := n.checkAddVoter(c, id); err != nil {
 			return err
 		}
-		if err := n.raft.AddVoter(s.ID, s.Address, 0, n.cfg.ApplyTimeout).Error(); err != nil {
+		if err := n.waitFuture(n.raft.AddVoter(s.ID, s.Address, 0, n.cfg.ApplyTimeout)); err != nil {
 			return n.applyError(err)
 		}
 		n.peers.promoted(id)
@@ -263,7 +263,7 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	if err := n.checkRemove(c, id); err != nil {
 		return err
 	}
-	if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+	if err := n.waitFuture(n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout)); err != nil {
 		return n.applyError(err)
 	}
 	n.peers.promoted(id)
@@ -324,7 +324,7 @@ func (n *Node) Transfer(id string) error {
 		}
 		f = n.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(members[i].RaftAddr))
 	}
-	if err := f.Error(); err != nil {
+	if err := n.waitFuture(f); err != nil {
 		return fmt.Errorf("leadership transfer: %w", err)
 	}
 	return nil

@@ -214,7 +214,7 @@ var splitSubmit func(n *Node, cmds []fsm.Command) raft.ApplyFuture
 // the entry before it reached the log, otherwise ErrUncertain. An entry is never half applied,
 // so there is no partial outcome to report.
 func (n *Node) await(cmds []fsm.Command, future raft.ApplyFuture) (results []fsm.Result, err error) {
-	err = future.Error()
+	err = n.waitFuture(future)
 	if err == nil {
 		if r, ok := future.Response().(*entryResponse); ok && len(r.results) == len(cmds) {
 			results = r.results
@@ -343,10 +343,10 @@ func (n *Node) verifyLeader(ctx context.Context) error {
 }
 
 // awaitFuture waits for f's outcome, or until stop is closed. hashicorp/raft (v1.8) can leave a
-// VerifyLeader future unanswered for ever: its verify channel is buffered, and a request queued
-// as the main loop exits (a leader removing itself, then Shutdown) is never drained. Close waits
-// for the verifier, so it must not wait on such a future; the goroutine left behind then ends
-// only if raft ever answers (one per node at most, at shutdown).
+// future unanswered for ever: its verify and apply channels are buffered (BatchApplyCh), and a
+// request queued as the main loop exits (Shutdown, or a leader removing itself) is never drained.
+// Close waits for the node's goroutines, so none may wait on such a future; the goroutine left
+// behind ends only if raft ever answers (at shutdown, one per future raft dropped).
 func awaitFuture(f raft.Future, stop <-chan struct{}) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
@@ -356,6 +356,15 @@ func awaitFuture(f raft.Future, stop <-chan struct{}) error {
 	case <-stop:
 		return node.ErrShutdown
 	}
+}
+
+// waitFuture is awaitFuture on the node's stop channel, for futures whose outcome is raft's: a
+// node shutting down reports raft.ErrRaftShutdown, which leaves an entry uncertain (applyError).
+func (n *Node) waitFuture(f raft.Future) error {
+	if err := awaitFuture(f, n.stop); !errors.Is(err, node.ErrShutdown) {
+		return err
+	}
+	return raft.ErrRaftShutdown
 }
 
 func (n *Node) runVerifier() {

@@ -281,7 +281,7 @@ func (n *Node) watchLeadership() {
 
 func (n *Node) becomeReady(gen uint64) {
 	for n.leaderGen.Load() == gen {
-		err := n.raft.Barrier(n.cfg.ApplyTimeout).Error()
+		err := n.waitFuture(n.raft.Barrier(n.cfg.ApplyTimeout))
 		if err == nil {
 			break
 		}
@@ -336,7 +336,7 @@ func (n *Node) Leader() (id, raftAddr string) {
 
 // Snapshot asks raft for a snapshot now (and the log compaction that follows it).
 func (n *Node) Snapshot() error {
-	if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+	if err := n.waitFuture(n.raft.Snapshot()); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	return nil

@@ -474,6 +474,41 @@ func TestCancelledWhileWaitingOnPending(t *testing.T) {
 	}
 }
 
+// Close returns while proposals are still arriving, and every proposal returns too: raft
+// (v1.8) never answers an entry still in its apply queue when it shuts down, so neither Close
+// nor a request may wait on such a future for ever (both once hung a restart in CI).
+func TestCloseWithProposalsInFlight(t *testing.T) {
+	for round := range 5 {
+		n := newNode(t)
+		var wg sync.WaitGroup
+		for w := range 16 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					key := fmt.Sprintf("r%d-w%d-%d", round, w, i)
+					if _, err := tryLock(context.Background(), n, key, "o", 0); err != nil {
+						return // the node is closing: an error, certain or not, is the answer
+					}
+				}
+			})
+		}
+		time.Sleep(time.Duration(round*7) * time.Millisecond)
+		closed := make(chan error, 1)
+		go func() { closed <- n.Close() }()
+		select {
+		case <-closed:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("round %d: Close did not return within 15s of proposals in flight", round)
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("round %d: proposals still waiting 15s after Close returned", round)
+		}
+	}
+}
+
 func TestClose(t *testing.T) {
 	n := newNode(t)
 	mustLock(t, n, "k", "o", 0)

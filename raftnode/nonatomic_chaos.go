@@ -31,7 +31,7 @@ func submitSplit(n *Node, cmds []fsm.Command) raft.ApplyFuture {
 		}
 		f := n.raft.Apply(fsm.EncodeEntry(nil, []fsm.Command{c}), n.cfg.ApplyTimeout)
 		n.stats.proposals.Add(1)
-		if out.err = f.Error(); out.err != nil {
+		if out.err = n.waitFuture(f); out.err != nil {
 			return out
 		}
 		r, ok := f.Response().(*entryResponse)
