@@ -169,6 +169,7 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 	n.keys.Store(int64(m.Len()))
 	n.mu.Unlock()
 	n.noteClusterID(m.ClusterID())
+	n.seedCommittedConfig()
 	n.wakeLeases()
 	n.leaderChange.notify() // the member table may name the leader's client address now
 	n.wakeMembership()

@@ -25,11 +25,11 @@ import (
 //     own raft address (Announce). It runs when raft observes a leader change, when this node
 //     becomes the ready leader, and when the member table changes, never on a timer unless a
 //     try failed;
-//   - removal: only a configuration without this node that reached it over raft closes
-//     Removed: a committed one it applies (raft hands every one to the FSM's ApplyBatch,
-//     noteConfiguration), or the newest one in its log once no leader contacts it
-//     (droppedByLatestConfiguration: a removed follower seldom learns the commit). Nothing said
-//     over RESP does: any client can claim to be the leader there;
+//   - removal: only a committed configuration without this node closes Removed (removal.go):
+//     one it applies (raft hands every one to the FSM's ApplyBatch, noteConfiguration), or the
+//     newest one in its log once no leader contacts it (droppedByLatestConfiguration: a removed
+//     follower seldom learns the commit) and the ready leader confirms that its committed
+//     configuration lacks this node (RAFT MEMBER). A leader's word alone never does;
 //   - removal while away: a node removed while down or cut off never receives that
 //     configuration (the leader stops replicating to it). So a member that has seen no leader
 //     for leaderlessBeforeAsking asks the members it knows which of them is the ready leader,
@@ -80,6 +80,7 @@ func (n *Node) wakeMembership() {
 // raft's LogConfiguration entries). It runs on raft's FSM goroutine, with no lock held: it only
 // compares and signals.
 func (n *Node) noteConfiguration(index uint64, c raft.Configuration) {
+	n.committedConf.set(index, c.Servers)
 	in := slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return s.ID == raft.ServerID(n.cfg.ID) })
 	// A joining node replays older configurations without itself, so only a node that has been
 	// in one can find itself removed. A node that restarts with state was a member (or crashed
@@ -96,10 +97,9 @@ func (n *Node) noteConfiguration(index uint64, c raft.Configuration) {
 // droppedByLatestConfiguration reports whether this node, once a member, is missing from the
 // newest configuration in its log. A leader that removes a follower replicates the change to it
 // but then stops replicating, so the follower rarely learns that it committed and never applies
-// it. The entry came over raft from a leader, not from a client; and had it been lost with its
-// leader (uncommitted), the next leader, with this node still in its configuration, would be
-// contacting it and replacing the entry: so it counts once no leader has been heard of for
-// removedQuiet.
+// it. The entry came over raft from a leader, not from a client, but it may never have committed
+// (its leader lost quorum or crashed first): after removedQuiet without a leader, the node asks
+// the ready leader whether the removal committed (removalConfirmed) and leaves only if so.
 func (n *Node) droppedByLatestConfiguration() bool {
 	if !n.member.Load() || time.Since(n.raft.LastContact()) < removedQuiet {
 		return false
@@ -183,7 +183,8 @@ func (n *Node) runMembership() {
 	retry := time.NewTimer(0) // the first look at the state happens at once
 	defer retry.Stop()
 	var leaderless time.Time
-	warned := false // told the operator the leader does not list this node, this leaderless spell
+	warned := false            // told the operator the leader does not list this node, this leaderless spell
+	unconfirmedWarned := false // told the operator its log drops it but no leader confirms it
 	for {
 		select {
 		case <-ctx.Done():
@@ -205,15 +206,24 @@ func (n *Node) runMembership() {
 		}
 		// Removal while away: only a member that sees no leader asks.
 		if id, _ := n.raft.LeaderWithID(); id != "" || !n.member.Load() {
-			leaderless, warned = time.Time{}, false
+			leaderless, warned, unconfirmedWarned = time.Time{}, false, false
 		} else {
 			if leaderless.IsZero() {
 				leaderless = time.Now()
 			}
 			if quiet := time.Since(leaderless); quiet >= removedQuiet && n.droppedByLatestConfiguration() {
-				n.markRemoved("removed from the cluster: the newest configuration the leader replicated to this node over "+
-					"raft no longer lists it, and no leader has contacted it since", "quiet", quiet.Round(time.Millisecond))
-				return
+				if leader, ok := n.removalConfirmed(ctx, hints); ok {
+					n.markRemoved("removed from the cluster: the newest configuration the leader replicated to this node over "+
+						"raft no longer lists it, and the leader confirms that the removal committed",
+						"leader", leader, "quiet", quiet.Round(time.Millisecond))
+					return
+				}
+				if !unconfirmedWarned {
+					n.log.Warn("the newest configuration in this node's log no longer lists it, but no ready leader confirms "+
+						"that the removal committed: it keeps running and asks again (a removal that never commits, "+
+						"its leader lost, does not remove a node)", "quiet", quiet.Round(time.Millisecond))
+					unconfirmedWarned = true
+				}
 			}
 			wait := leaderlessBeforeAsking - time.Since(leaderless)
 			if q := removedQuiet - time.Since(leaderless); q > 0 && q < wait {

@@ -36,6 +36,10 @@ type Node struct {
 	raft  *raft.Raft
 	trans raft.Transport
 	logs  raft.LogStore // the store under raft's log cache, for its figures
+	// snapshots is raft's snapshot store; committedConf the newest configuration known to be
+	// committed (removal.go).
+	snapshots     raft.SnapshotStore
+	committedConf committedConfig
 
 	// mu guards the view: the applied table, its lease timers and the pending proposals.
 	// Requests are evaluated and registered under it, and raft applies under it, so a request
@@ -132,6 +136,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 		// One buffered wake-up is enough: runMembership rereads everything when it runs.
 		memberWake: make(chan struct{}, 1),
 		stable:     st.Stable,
+		snapshots:  st.Snapshots,
 	}
 	n.mu.machine = fsm.New()
 	n.mu.leases = newLeases(cfg.Now(), 0)
@@ -163,6 +168,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("log cache: %w", err)
 	}
+	n.seedCommittedConfig()
 	r, err := raft.NewRaft(cfg.raftConfig(), machineFSM{n}, logs, st.Stable, st.Snapshots, trans)
 	if err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)

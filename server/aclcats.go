@@ -229,5 +229,6 @@ var aclSubcommands = map[string]string{
 	"raft|snapshot":                 "admin slow dangerous",
 	"raft|stats":                    "admin slow dangerous",
 	"raft|digest":                   "admin slow dangerous",
+	"raft|member":                   "admin slow dangerous",
 	"raft|forwarded":                "fast connection",
 }

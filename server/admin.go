@@ -11,12 +11,13 @@ var snapshotEvery, digestEvery = 5 * time.Second, 250 * time.Millisecond
 // raftOnLeader lists the RAFT subcommands that must run on the leader.
 var raftOnLeader = map[string]bool{"add": true, "promote": true, "remove": true, "transfer": true, "announce": true}
 
-// RAFT MEMBERS | ADD id raftaddr [NONVOTER] [CLIENT addr] | PROMOTE id | REMOVE id |
+// RAFT MEMBERS | MEMBER id | ADD id raftaddr [NONVOTER] [CLIENT addr] | PROMOTE id | REMOVE id |
 // TRANSFER [id] | ANNOUNCE id clientaddr raftaddr | SNAPSHOT | STATS | DIGEST | FORWARDED
 //
 // ADD always adds a non-voter; without NONVOTER the leader promotes it once it has caught up.
 // ADD, PROMOTE and REMOVE are refused when they could leave fewer reachable voters than a
-// quorum. ANNOUNCE is the members' own (a follower telling the leader its client address).
+// quorum. ANNOUNCE is the members' own (a follower telling the leader its client address), and
+// MEMBER too: a node whose log drops it asks the leader whether that removal committed.
 func cmdRaft(r *request) {
 	sub := lower(r.args[1])
 	admin := r.s.admin
@@ -140,6 +141,20 @@ func cmdRaft(r *request) {
 			r.w.BulkString(f.name)
 			r.w.BulkString(f.value)
 		}
+	case "member":
+		if len(r.args) != 3 {
+			wrongArgs()
+			return
+		}
+		st := admin.MemberStatus(string(r.args[2]))
+		r.w.Map(4)
+		for _, kv := range []struct {
+			name string
+			v    int64
+		}{{"leader_ready", b2i(st.LeaderReady)}, {"known", b2i(st.Known)}, {"config_index", int64(st.ConfigIndex)}, {"member", b2i(st.Member)}} {
+			r.w.BulkString(kv.name)
+			r.w.Int(kv.v)
+		}
 	case "digest":
 		if why := r.s.digests.enter("RAFT DIGEST"); why != "" {
 			r.w.Error(why)
@@ -151,7 +166,7 @@ func cmdRaft(r *request) {
 		r.w.Int(int64(applied))
 		r.w.BulkString(sum)
 	default:
-		r.w.Error("ERR unknown subcommand '" + string(appendSanitized(nil, r.args[1], 128)) + "'. Try RAFT MEMBERS, ADD, PROMOTE, REMOVE, TRANSFER, SNAPSHOT, STATS or DIGEST.")
+		r.w.Error("ERR unknown subcommand '" + string(appendSanitized(nil, r.args[1], 128)) + "'. Try RAFT MEMBERS, MEMBER, ADD, PROMOTE, REMOVE, TRANSFER, SNAPSHOT, STATS or DIGEST.")
 	}
 }
 

@@ -300,6 +300,7 @@ func (f *fakeNode) SetMemberAddr(context.Context, string, string) error    { ret
 func (f *fakeNode) Announce(context.Context, string, string, string) error { return node.ErrNotMember }
 func (f *fakeNode) Snapshot() error                                        { return nil }
 func (f *fakeNode) Digest() (uint64, string)                               { return f.Stats().AppliedIndex, "" }
+func (f *fakeNode) MemberStatus(string) node.MemberStatus                  { return node.MemberStatus{} }
 
 // fakeView is the fake node's table seen as a view: a lease has all of its length left.
 type fakeView struct{ m *fsm.Machine }

@@ -73,4 +73,7 @@ type Admin interface {
 	// Snapshot takes a raft snapshot now; Digest summarizes this node's applied table.
 	Snapshot() error
 	Digest() (applied uint64, sum string)
+	// MemberStatus says whether id is in the newest configuration this node knows to be
+	// committed (RAFT MEMBER).
+	MemberStatus(id string) node.MemberStatus
 }

@@ -1,0 +1,127 @@
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/hashicorp/raft"
+	"github.com/raftlock/raftlock/node"
+)
+
+// A node leaves the cluster only on a committed configuration that no longer lists it. It
+// learns of one in two ways:
+//   - it applies that configuration itself (noteConfiguration): the usual way for a leader that
+//     removes itself, and for a follower the leader kept replicating to long enough;
+//   - its newest configuration (which came over raft from a leader) drops it, no leader has
+//     contacted it since, and the ready leader of the cluster confirms over RESP (RAFT MEMBER,
+//     with the peer credentials and TLS the node uses for every call to a member) that its
+//     committed configuration does not list it. hashicorp/raft stops replicating to a follower
+//     as soon as it appends the configuration that removes it, so the follower seldom learns
+//     the commit over raft.
+//
+// A configuration that drops the node but never commits (its leader lost quorum, or crashed
+// before the others had it) is not enough on its own: the node keeps running, says so, and asks
+// again. Each node keeps the newest configuration it has seen committed (committedConfig) to
+// answer that question for the others.
+
+// committedConfig is the newest configuration this node knows to be committed: the last one it
+// applied (raft hands every configuration entry to the FSM once committed) or, before any,
+// the one in its newest snapshot.
+type committedConfig struct {
+	mu      sync.Mutex
+	index   uint64
+	servers []raft.Server
+	known   bool
+}
+
+func (c *committedConfig) set(index uint64, servers []raft.Server) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.known && index < c.index {
+		return // an older snapshot's: what was applied since is newer
+	}
+	c.index, c.servers, c.known = index, slices.Clone(servers), true
+}
+
+// get returns the configuration's index and whether id is in it; known is false while this
+// node has seen no committed configuration.
+func (c *committedConfig) get(id string) (index uint64, member, known bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	member = slices.ContainsFunc(c.servers, func(s raft.Server) bool { return string(s.ID) == id })
+	return c.index, member, c.known
+}
+
+// seedCommittedConfig takes the configuration of the newest snapshot in the store as committed
+// (a snapshot covers committed entries only). It runs at start and after each restore: raft
+// restores a snapshot's configuration itself and never shows it to the FSM.
+func (n *Node) seedCommittedConfig() {
+	if n.snapshots == nil {
+		return
+	}
+	metas, err := n.snapshots.List()
+	if err != nil || len(metas) == 0 {
+		return
+	}
+	n.committedConf.set(metas[0].ConfigurationIndex, metas[0].Configuration.Servers)
+}
+
+// MemberStatus answers RAFT MEMBER id: whether id is in the newest configuration this node
+// knows to be committed. Only a ready leader's answer counts (it has applied everything
+// committed before its term), and the asking node checks that it is one.
+func (n *Node) MemberStatus(id string) node.MemberStatus {
+	index, member, known := n.committedConf.get(id)
+	return node.MemberStatus{
+		LeaderReady: n.ready.Load(),
+		Known:       known,
+		ConfigIndex: index,
+		Member:      member,
+	}
+}
+
+// askMemberStatus asks the node at addr for its MemberStatus of id (RAFT MEMBER). Tests of the
+// decision replace it to reach in-memory nodes, which have no client port.
+var askMemberStatus = func(ctx context.Context, n *Node, addr, id string) (node.MemberStatus, error) {
+	v, err := n.callPeer(ctx, addr, peerTimeout, "RAFT", "MEMBER", id)
+	if err != nil {
+		return node.MemberStatus{}, err
+	}
+	f := fields(v)
+	if f == nil || f["config_index"] == "" {
+		return node.MemberStatus{}, errors.New("RAFT MEMBER: unexpected reply")
+	}
+	index, err := strconv.ParseUint(f["config_index"], 10, 64)
+	if err != nil {
+		return node.MemberStatus{}, errors.New("RAFT MEMBER: config_index is not a number")
+	}
+	return node.MemberStatus{LeaderReady: f["leader_ready"] == "1", Known: f["known"] == "1",
+		ConfigIndex: index, Member: f["member"] == "1"}, nil
+}
+
+// removalConfirmed reports whether a ready leader says its committed configuration no longer
+// lists this node, and which member said so. It asks the members of this node's newest
+// configuration at the client addresses it knows (the member table, else the hints).
+func (n *Node) removalConfirmed(ctx context.Context, hints map[string]string) (string, bool) {
+	members, err := n.Members()
+	if err != nil {
+		return "", false
+	}
+	for _, m := range members {
+		addr := m.ClientAddr
+		if addr == "" {
+			addr = hints[m.ID]
+		}
+		if m.ID == n.cfg.ID || addr == "" {
+			continue
+		}
+		st, err := askMemberStatus(ctx, n, addr, n.cfg.ID)
+		if err != nil || !st.LeaderReady {
+			continue
+		}
+		return m.ID, st.Known && !st.Member
+	}
+	return "", false
+}
