@@ -353,6 +353,10 @@ func logTail(p string, from int64) string {
 	return string(b[from:])
 }
 
+// removedWhileAway is what a node logs when the leader's committed configuration lacks it but
+// its own log never received that configuration (raftnode's runMembership).
+const removedWhileAway = "probably removed while away"
+
 // membership removes a node (sometimes the leader) with RAFT REMOVE, checks that it leaves the
 // configuration and exits, runs without it for a moment, and re-adds it with an empty data
 // directory through --join (as a non-voter that catches up, then is promoted).
@@ -380,6 +384,7 @@ func (nm *nemesis) membership(rng *rand.Rand) string {
 	}
 	cl := &client{addr: c.nodes[via].clientAddr}
 	removeAt := c.rec.now()
+	logFrom := logSize(nd.logPath)
 	reply, err := cl.do(15*time.Second, "RAFT", "REMOVE", nd.id)
 	cl.close()
 	wait := 10 * time.Second
@@ -396,12 +401,21 @@ func (nm *nemesis) membership(rng *rand.Rand) string {
 	nd.removed = true
 	nd.mu.Unlock()
 	desc := fmt.Sprintf("RAFT REMOVE %s (%s) via %s (%v %v)", nd.id, role, c.nodes[via].id, reply, err)
-	if !nd.waitExit(15 * time.Second) {
+	exited := nd.waitExit(15 * time.Second)
+	switch {
+	case !exited && strings.Contains(logTail(nd.logPath, logFrom), removedWhileAway):
+		// Cut off when removed, it never got the configuration without it, and only a
+		// committed configuration removes a node: it says so and keeps running, as documented.
+		if err := nd.stopClean(); err != nil {
+			nm.violation("membership: %s, removed while cut off: %v", nd.id, err)
+		}
+		desc += ", was cut off: said it was probably removed while away and kept running (stopped)"
+	case !exited:
 		nm.violation("membership: %s, %s, was removed (RAFT REMOVE via %s at %.3fs) but did not exit within 15s; goroutine dump in %s",
 			nd.id, role, c.nodes[via].id, sec(removeAt), nd.logPath)
 		nd.quit()
 		desc += ", did not exit (goroutine dump, killed)"
-	} else {
+	default:
 		desc += ", exited"
 	}
 	d := hold(rng, 1000, 3000)
