@@ -57,7 +57,8 @@ bench-compare: build
 bench-scale: build
 	scripts/bench-scale.sh
 
-# Three nodes on 127.0.0.1:6379-6381 (raft 7379-7381), data in ./cluster-data; Ctrl-C stops them.
+# Three nodes on 127.0.0.1:6379-6381 (raft 7379-7381, HTTP 9121-9123: status page, /readyz,
+# /metrics; it prints where), data in ./cluster-data; Ctrl-C stops them.
 cluster: build
 	scripts/cluster.sh 6379
 

@@ -145,6 +145,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	// Under systemd's Type=notify: READY=1 once the node serves as /readyz judges it,
+	// STOPPING=1 as it begins to shut down (notify.go).
+	sd := sdNotifier{socket: os.Getenv("NOTIFY_SOCKET"), log: logger}
+	stopReady := sd.notifyWhenReady(func() (bool, []string) { return ops.Ready(node.Stats(), node.ProbeStore) })
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down")
@@ -153,6 +157,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	case err = <-served:
 		logger.Error("client listener failed", "err", err)
 	}
+	stopReady()
+	sd.notify("STOPPING=1", "STATUS=shutting down")
 	if web != nil {
 		web.Close()
 	}

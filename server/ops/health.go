@@ -82,3 +82,11 @@ func serveHealth(mux *http.ServeMux, src Stats, probe Probe) {
 		writeJSON(w, code, h)
 	})
 }
+
+// Ready reports whether a node with figures s can serve, as /readyz judges it (with the store
+// probed through probe when not nil), and if not, why not. The service manager's readiness
+// notice (cmd/raftlock) asks it too, so both say the same.
+func Ready(s node.Stats, probe Probe) (ready bool, reasons []string) {
+	h := readiness(s, probe)
+	return h.Ready, h.Reasons
+}
