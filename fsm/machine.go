@@ -48,6 +48,9 @@ type Machine struct {
 	lastToken Token
 	// perDB counts the keys of each database (a table key's first byte, keys.go).
 	perDB [256]int
+	// format is the cluster's log format (format.go): raised by applied entries, restored from
+	// snapshots (one of snapshotV4 or later was taken in FormatCurrent).
+	format byte
 }
 
 // btreeDegree trades memory per node for depth; 32 keeps a million locks four levels deep.
@@ -56,7 +59,7 @@ const btreeDegree = 32
 // New returns an empty table.
 func New() *Machine {
 	return &Machine{table: btree.NewMap[string, Lock](btreeDegree), members: map[string]string{}, scripts: map[string]string{},
-		users: map[string]string{}}
+		users: map[string]string{}, format: FormatPrevious}
 }
 
 // User returns the replicated record of ACL user name: its canonical rules, or "" when it was

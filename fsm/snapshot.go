@@ -45,12 +45,13 @@ type Snapshot struct {
 	users     map[string]string
 	applied   uint64
 	lastToken Token
+	format    byte
 }
 
 // Snapshot returns a copy of the table for Persist to serialize concurrently with Apply.
 func (m *Machine) Snapshot() *Snapshot {
 	return &Snapshot{table: m.table.Copy(), members: maps.Clone(m.members), scripts: maps.Clone(m.scripts),
-		users: maps.Clone(m.users), applied: m.applied, lastToken: m.lastToken}
+		users: maps.Clone(m.users), applied: m.applied, lastToken: m.lastToken, format: m.format}
 }
 
 // Len is the number of locks in the snapshot.
@@ -60,10 +61,19 @@ func (s *Snapshot) Len() int { return s.table.Len() }
 // count, then each lock in key order (key, owner, collection, token, lease), then the member addresses in ID order, then the stored
 // scripts in digest order, then the ACL users in name order, then a CRC-32C of everything before it. Key order makes the bytes a
 // pure function of the table, so two nodes' tables can be compared byte for byte.
+//
+// A table still in FormatPrevious that holds only strings and no ACL users is written as
+// version 3, which the previous release restores: a follower of that release may be sent it
+// during a rolling upgrade. (A cluster in that format refuses what would make collections or
+// users: they come from entries only FormatCurrent carries.)
 func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
+	version := byte(snapshotV5)
+	if s.format < FormatCurrent && len(s.users) == 0 && !s.hasCollection() {
+		version = snapshotV3
+	}
 	cw := &countingWriter{w: w, crc: crc32.New(crc32.MakeTable(crc32.Castagnoli))}
 	bw := bufio.NewWriterSize(cw, 64<<10)
-	buf := append([]byte(snapshotMagic), snapshotV5)
+	buf := append([]byte(snapshotMagic), version)
 	buf = binary.AppendUvarint(buf, s.applied)
 	buf = binary.AppendUvarint(buf, uint64(s.lastToken))
 	buf = binary.AppendUvarint(buf, uint64(s.table.Len()))
@@ -76,7 +86,9 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 		buf = binary.AppendUvarint(buf, uint64(len(key)))
 		buf = append(buf, key...)
 		buf = appendBytes(buf, l.Owner)
-		buf = appendCollection(buf, l.Value, true)
+		if version >= snapshotV4 {
+			buf = appendCollection(buf, l.Value, true)
+		}
 		buf = binary.AppendUvarint(buf, uint64(l.Token))
 		buf = binary.AppendUvarint(buf, l.LeaseRev)
 		buf = binary.AppendUvarint(buf, l.LeaseMs)
@@ -88,7 +100,9 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	}
 	buf = appendStringMap(buf[:0], s.members)
 	buf = appendStringMap(buf, s.scripts)
-	buf = appendStringMap(buf, s.users)
+	if version >= snapshotV5 {
+		buf = appendStringMap(buf, s.users)
+	}
 	if _, err := bw.Write(buf); err != nil {
 		return cw.n, err
 	}
@@ -99,6 +113,17 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	n, err := w.Write(sum)
 	cw.n += int64(n)
 	return cw.n, err
+}
+
+// hasCollection reports whether a key of the snapshot holds a collection (only snapshotV4 and
+// later can carry one).
+func (s *Snapshot) hasCollection() bool {
+	found := false
+	s.table.Scan(func(_ string, l Lock) bool {
+		found = l.Value != nil
+		return !found
+	})
+	return found
 }
 
 type countingWriter struct {
@@ -129,6 +154,9 @@ func Restore(r io.Reader) (*Machine, error) {
 		return nil, fmt.Errorf("%w: snapshot version %d", ErrCorrupt, version)
 	}
 	m := New()
+	if version >= snapshotV4 {
+		m.format = FormatCurrent
+	}
 	m.applied = rd.uvarint()
 	if version >= snapshotV2 {
 		m.lastToken = Token(rd.uvarint())

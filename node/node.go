@@ -118,3 +118,9 @@ type MemberStatus struct {
 	ConfigIndex uint64 // that configuration's log index
 	Member      bool   // the member is in it
 }
+
+// ErrOlderMembers means a write needs a log format that a member of the cluster, still running
+// an older raftlock, cannot read: the rolling upgrade must finish first (fsm/format.go).
+var ErrOlderMembers = errors.New("this write needs every member of the cluster to run this raftlock release or newer, " +
+	"and the cluster is still in the previous release's log format (a rolling upgrade is under way, or a member " +
+	"has not been reached yet): finish upgrading every member, then retry")

@@ -106,13 +106,22 @@ func (n *Node) propose(ctx context.Context, keys [][]byte, eval node.Eval) (*pro
 				return nil, err
 			}
 		}
+		format := n.mu.machine.Format()
+		if need := fsm.NeedsFormat(cmds); need > format {
+			// An older member could not read the entry: wait for the cluster to switch (format.go).
+			n.mu.Unlock()
+			if err := n.awaitFormat(ctx, need); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if err := ctx.Err(); err != nil {
 			n.mu.Unlock()
 			return nil, err
 		}
 		n.markPendingLocked(cmds)
 		n.mu.Unlock()
-		return &proposal{n: n, ctx: ctx, cmds: cmds, future: n.submit(cmds)}, nil
+		return &proposal{n: n, ctx: ctx, cmds: cmds, future: n.submit(cmds, format)}, nil
 	}
 }
 
@@ -193,14 +202,28 @@ func (n *Node) markPendingLocked(cmds []fsm.Command) {
 // Node.mu. Raft batches concurrent proposals into one append and one fsync (BatchApplyCh). Order
 // across keys does not matter, and on one key the pending marks already keep requests in order.
 // The proposals counter counts entries, one per request that wrote, whatever its commands.
-func (n *Node) submit(cmds []fsm.Command) raft.ApplyFuture {
+//
+// format is the table's log format when the request was evaluated, which carries cmds: the
+// entry is written in it (a format only ever moves up, so every member still reads it).
+func (n *Node) submit(cmds []fsm.Command, format byte) raft.ApplyFuture {
 	if splitSubmit != nil && len(cmds) > 1 {
 		return splitSubmit(n, cmds)
 	}
-	f := n.raft.Apply(fsm.EncodeEntry(nil, cmds), n.cfg.ApplyTimeout)
+	data, err := fsm.EncodeEntryIn(nil, cmds, format)
+	if err != nil {
+		return refusedFuture{err} // propose checked the format: a bug, refused before the log
+	}
+	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
 	n.stats.proposals.Add(1)
 	return f
 }
+
+// refusedFuture is the outcome of an entry that never reached raft.
+type refusedFuture struct{ err error }
+
+func (f refusedFuture) Error() error          { return f.err }
+func (f refusedFuture) Index() uint64         { return 0 }
+func (f refusedFuture) Response() interface{} { return nil }
 
 // splitSubmit is nil in every build but the chaos harness's deliberately broken one
 // (nonatomic_chaos.go, build tag chaos_nonatomic), where it proposes a request's commands as one

@@ -65,6 +65,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			n.mu.machine.Advance(l.Index)
 			continue
 		}
+		n.mu.machine.NoteFormat(fsm.FormatOf(l.Data))
 		// One request's commands, applied whole or not at all (a failed guard aborts them).
 		start := len(results)
 		results = n.mu.machine.ApplyEntry(results, l.Index, cmds)
@@ -86,6 +87,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		resps[i].results = res
 	}
 	n.keys.Store(int64(n.mu.machine.Len()))
+	n.noteFormatLocked()
 	var cluster string
 	if members {
 		cluster = n.mu.machine.ClusterID()
@@ -167,6 +169,7 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 	n.mu.leases = newLeases(n.mu.leases.epoch, m.Len())
 	n.mu.leases.armAll(m, now)
 	n.keys.Store(int64(m.Len()))
+	n.noteFormatLocked()
 	n.mu.Unlock()
 	n.noteClusterID(m.ClusterID())
 	n.seedCommittedConfig()

@@ -194,7 +194,7 @@ func (n *Node) runMembership() {
 		}
 		hints = n.saveMemberHints(hints)
 		next := time.Duration(0)
-		if !n.announce(ctx) || !n.ensureClusterID(ctx) {
+		if !n.announce(ctx) || !n.upgradeFormat(ctx, hints) || !n.ensureClusterID(ctx) {
 			next = announceRetry
 		}
 		if err := n.forgetNonMembers(ctx); err != nil {

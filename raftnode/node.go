@@ -40,6 +40,12 @@ type Node struct {
 	// committed (removal.go).
 	snapshots     raft.SnapshotStore
 	committedConf committedConfig
+	// format is the table's log format (fsm.Machine.Format), for proposers that do not hold mu;
+	// formatChange is notified when it changes; formatWarned is set once the node said why the
+	// cluster stays in the previous format (format.go).
+	format       atomic.Uint32
+	formatChange changeSignal
+	formatWarned atomic.Bool
 
 	// mu guards the view: the applied table, its lease timers and the pending proposals.
 	// Requests are evaluated and registered under it, and raft applies under it, so a request
@@ -139,6 +145,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 		snapshots:  st.Snapshots,
 	}
 	n.mu.machine = fsm.New()
+	n.format.Store(uint32(n.mu.machine.Format()))
 	n.mu.leases = newLeases(cfg.Now(), 0)
 	n.mu.pending = make(map[string]*pendingKey)
 	existing, err := raft.HasExistingState(st.Log, st.Stable, st.Snapshots)

@@ -30,6 +30,8 @@ func (n *Node) Stats() node.Stats {
 	s := node.Stats{
 		ID:            n.cfg.ID,
 		ClusterID:     n.ClusterID(),
+		LogFormat:     int(n.format.Load()),
+		LogFormatMax:  int(LogFormatMax),
 		State:         n.raft.State().String(),
 		Ready:         n.ready.Load(),
 		LeaderID:      string(id),

@@ -315,6 +315,8 @@ func raftInfo(ns node.Stats) []infoField {
 		{"raft_verified_reads", u(ns.Reads)},
 		{"raft_verify_rounds", u(ns.VerifyRounds)},
 		{"raft_member_hints", strconv.Itoa(ns.MemberHints)},
+		{"raft_log_format", strconv.Itoa(ns.LogFormat)},
+		{"raft_log_format_max", strconv.Itoa(ns.LogFormatMax)},
 		{"store_first_index", u(ns.Store.FirstIndex)},
 		{"store_last_index", u(ns.Store.LastIndex)},
 		{"store_snapshots", strconv.Itoa(ns.Store.Snapshots)},

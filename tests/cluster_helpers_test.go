@@ -51,6 +51,7 @@ func newClusterTLS(t *testing.T, size int, clientTLS *tls.Config, extra ...strin
 		c := &cluster{t: t, extra: extra, clientTLS: clientTLS}
 		if lastErr = c.start(size); lastErr == nil {
 			c.waitAnnounced(size)
+			c.waitSettled()
 			return c
 		}
 		for _, n := range c.nodes {
@@ -124,6 +125,36 @@ func (c *cluster) waitAnnounced(want int) {
 		}
 		if known != want {
 			return fmt.Errorf("%d of %d members announced a client address: %v", known, want, ms)
+		}
+		return nil
+	})
+}
+
+// waitSettled waits for what a new cluster's first leader writes once its members have
+// announced themselves: the switch to the current log format, the cluster ID and the member
+// addresses, applied on every node. Tests then start from a quiet cluster (a forged TimeoutNow
+// to a follower still catching up on those entries loses its election).
+func (c *cluster) waitSettled() {
+	c.t.Helper()
+	testutil.WaitFor(c.t, settleTimeout, func() error {
+		applied := map[string]bool{}
+		for _, n := range c.nodes {
+			v, err := call(n.addr, "INFO", "raft")
+			if err != nil {
+				return err
+			}
+			info := fmt.Sprint(v)
+			if !strings.Contains(info, "raft_log_format:4\r\n") || strings.Contains(info, "cluster_id:\r\n") {
+				return fmt.Errorf("%s has not switched to log format 4 or learnt the cluster ID yet", n.id)
+			}
+			for _, line := range strings.Split(info, "\r\n") {
+				if v, ok := strings.CutPrefix(line, "raft_applied_index:"); ok {
+					applied[v] = true
+				}
+			}
+		}
+		if len(applied) != 1 {
+			return fmt.Errorf("the nodes have applied different indexes: %v", applied)
 		}
 		return nil
 	})

@@ -1,0 +1,77 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// A cluster's log format is the entry and snapshot layout every member can read. A rolling
+// upgrade runs old and new binaries side by side, so a node never writes what an older member
+// would fail to decode: until the leader has seen every member run a binary that reads the
+// current layout, the cluster stays in the format of the previous release, and commands that
+// need the current one (typed values, ACL users, the cluster ID) wait or are refused. The
+// leader switches the cluster by committing one entry in the current layout (a no-op); every
+// node that applies it, and every snapshot taken after it, is in the current format from then
+// on. There is no way back: once switched, a binary of the previous release cannot rejoin.
+const (
+	// FormatPrevious is what raftlock 067da38 (the previous release) reads: entries of
+	// keyedVersion, snapshots of snapshotV3, command kinds up to KindFlush, matches up to
+	// MatchLease.
+	FormatPrevious byte = keyedVersion
+	// FormatCurrent is what this binary writes once every member reads it: entryVersion
+	// entries and snapshotV5 snapshots.
+	FormatCurrent byte = entryVersion
+)
+
+// ErrNeedsFormat means commands cannot be written in the cluster's format: they need a newer
+// one than an older member reads.
+var ErrNeedsFormat = errors.New("fsm: the cluster's log format is older than these commands need")
+
+// FormatOf returns the format an entry is written in (its version byte), for Machine.NoteFormat.
+func FormatOf(entry []byte) byte {
+	if len(entry) == 0 {
+		return 0
+	}
+	return entry[0]
+}
+
+// NeedsFormat returns the oldest format that can carry cmds.
+func NeedsFormat(cmds []Command) byte {
+	for _, c := range cmds {
+		if c.Kind > KindFlush || c.Match.Kind > MatchLease || c.Match.Rev != 0 || c.Value != nil {
+			return FormatCurrent
+		}
+	}
+	return FormatPrevious
+}
+
+// EncodeEntryIn appends the log entry of cmds in format (FormatPrevious or FormatCurrent). It
+// refuses, with ErrNeedsFormat, commands that format cannot carry.
+func EncodeEntryIn(dst []byte, cmds []Command, format byte) ([]byte, error) {
+	switch {
+	case format >= FormatCurrent:
+		return EncodeEntry(dst, cmds), nil
+	case format != FormatPrevious:
+		return dst, fmt.Errorf("fsm: unknown log format %d", format)
+	case NeedsFormat(cmds) > format:
+		return dst, ErrNeedsFormat
+	}
+	dst = append(dst, keyedVersion)
+	dst = binary.AppendUvarint(dst, uint64(len(cmds)))
+	for _, c := range cmds {
+		dst = c.appendBody(dst)
+	}
+	return dst, nil
+}
+
+// Format is the log format the cluster is in, as far as this table has applied: FormatCurrent
+// once an entry of that layout applied (or a snapshot taken after one was restored).
+func (m *Machine) Format() byte { return m.format }
+
+// NoteFormat records that an entry of format applied.
+func (m *Machine) NoteFormat(format byte) {
+	if format > m.format && format <= FormatCurrent {
+		m.format = format
+	}
+}

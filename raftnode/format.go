@@ -1,0 +1,115 @@
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
+)
+
+// The cluster's log format (fsm/format.go) during a rolling upgrade: a node writes entries in
+// the format the applied table is in (Node.format, a copy of fsm.Machine.Format kept for the
+// proposers, which read it without Node.mu), and a request whose commands need the current
+// format waits up to formatWait for the switch, then fails with node.ErrOlderMembers. The
+// ready leader switches the cluster (upgradeFormat) once every member of the configuration says
+// over RESP that it reads the current format (RAFT STATS raft_log_format_max): one no-op entry in
+// the current layout, which every node applies.
+
+// formatWait bounds how long a write that needs the current format waits for the switch: a new
+// cluster switches as soon as its members have announced themselves, a fraction of a second.
+var formatWait = 5 * time.Second
+
+// LogFormatMax is the newest log format this binary reads and writes (RAFT STATS and INFO raft
+// raft_log_format_max).
+const LogFormatMax = fsm.FormatCurrent
+
+// noteFormatLocked copies the table's format for the proposers; n.mu is held.
+func (n *Node) noteFormatLocked() {
+	if f := uint32(n.mu.machine.Format()); f != n.format.Load() {
+		n.format.Store(f)
+		n.formatChange.notify()
+		n.wakeMembership() // the cluster ID waits for the current format
+	}
+}
+
+// awaitFormat waits until the cluster's format is at least need, for at most formatWait.
+func (n *Node) awaitFormat(ctx context.Context, need byte) error {
+	deadline := time.NewTimer(formatWait)
+	defer deadline.Stop()
+	for {
+		changed := n.formatChange.wait()
+		if byte(n.format.Load()) >= need {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return node.ErrOlderMembers
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.stop:
+			return node.ErrShutdown
+		}
+	}
+}
+
+// askPeerFormat asks member id, at client address addr, for the newest log format it reads; a
+// member that does not say (a binary from before formats were announced) reads only the
+// previous release's. Tests of in-memory nodes, which have no client port, replace it.
+var askPeerFormat = func(ctx context.Context, n *Node, id, addr string) (byte, error) {
+	if addr == "" {
+		return 0, errors.New("its client address is not known yet")
+	}
+	v, err := n.callPeer(ctx, addr, peerTimeout, "RAFT", "STATS")
+	if err != nil {
+		return 0, err
+	}
+	max, err := strconv.ParseUint(fields(v)["raft_log_format_max"], 10, 8)
+	if err != nil {
+		return fsm.FormatPrevious, nil
+	}
+	return byte(max), nil
+}
+
+// upgradeFormat switches a cluster still in the previous format to the current one once every
+// member reads it. It runs on the membership goroutine and reports false when it should be
+// tried again later (a member could not be reached, or still runs an older binary).
+func (n *Node) upgradeFormat(ctx context.Context, hints map[string]string) bool {
+	if !n.ready.Load() || byte(n.format.Load()) >= fsm.FormatCurrent {
+		return true
+	}
+	members, err := n.Members()
+	if err != nil {
+		return false
+	}
+	for _, m := range members {
+		if m.ID == n.cfg.ID {
+			continue
+		}
+		addr := m.ClientAddr
+		if addr == "" {
+			addr = hints[m.ID] // until it announces itself again: that change wakes us
+		}
+		f, err := askPeerFormat(ctx, n, m.ID, addr)
+		if err != nil || f < fsm.FormatCurrent {
+			if !n.formatWarned.Swap(true) {
+				n.log.Info("the cluster stays in the previous release's log format until every member runs this release",
+					"member", m.ID, "member_format", f, "err", err)
+			}
+			return false
+		}
+	}
+	// Every member reads the current format: one no-op in its layout switches the cluster.
+	f := n.raft.Apply(fsm.EncodeEntry(nil, []fsm.Command{{Kind: fsm.KindNoop}}), n.cfg.ApplyTimeout)
+	n.stats.proposals.Add(1)
+	if err := n.waitFuture(f); err != nil {
+		n.log.Warn("switching the cluster to the current log format failed; retrying", "err", err)
+		return false
+	}
+	n.log.Info("every member runs this release: the cluster now writes log format "+strconv.Itoa(int(fsm.FormatCurrent)),
+		"members", len(members))
+	return true
+}
