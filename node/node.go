@@ -124,3 +124,7 @@ type MemberStatus struct {
 var ErrOlderMembers = errors.New("this write needs every member of the cluster to run this raftlock release or newer, " +
 	"and the cluster is still in the previous release's log format (a rolling upgrade is under way, or a member " +
 	"has not been reached yet): finish upgrading every member, then retry")
+
+// ErrOlderBinary means a member runs a raftlock release too old to read the cluster's log
+// format, so it is not promoted to voter.
+var ErrOlderBinary = errors.New("member runs an older release")

@@ -233,6 +233,9 @@ func (n *Node) Promote(ctx context.Context, id string) error {
 		if err := n.caughtUp(ctx, id); err != nil {
 			return err
 		}
+		if err := n.readsOurFormat(ctx, id); err != nil {
+			return err
+		}
 		if err := n.checkAddVoter(c, id); err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package raftnode
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -72,6 +73,26 @@ var askPeerFormat = func(ctx context.Context, n *Node, id, addr string) (byte, e
 		return fsm.FormatPrevious, nil
 	}
 	return byte(max), nil
+}
+
+// readsOurFormat refuses to promote a member that cannot read the cluster's log format: a
+// binary of the previous release added to a cluster that has switched (it fails on every entry
+// of the current layout; as a voter it would count towards commits it cannot apply).
+func (n *Node) readsOurFormat(ctx context.Context, id string) error {
+	format := byte(n.format.Load())
+	if format < fsm.FormatCurrent {
+		return nil
+	}
+	addr, _ := n.MemberAddr(id)
+	got, err := askPeerFormat(ctx, n, id, addr)
+	if err != nil {
+		return fmt.Errorf("%w: %s: cannot ask which log format it reads: %v", node.ErrNotCaughtUp, id, err)
+	}
+	if got < format {
+		return fmt.Errorf("%w: %s reads log format %d only, and this cluster writes format %d: run this release on it",
+			node.ErrOlderBinary, id, got, format)
+	}
+	return nil
 }
 
 // upgradeFormat switches a cluster still in the previous format to the current one once every
