@@ -229,5 +229,7 @@ var aclSubcommands = map[string]string{
 	"raft|snapshot":                 "admin slow dangerous",
 	"raft|stats":                    "admin slow dangerous",
 	"raft|digest":                   "admin slow dangerous",
+	"raft|backup":                   "admin slow dangerous",
+	"raft|readindex":                "admin slow dangerous",
 	"raft|forwarded":                "fast connection",
 }

@@ -73,4 +73,9 @@ type Admin interface {
 	// Snapshot takes a raft snapshot now; Digest summarizes this node's applied table.
 	Snapshot() error
 	Digest() (applied uint64, sum string)
+	// Backup returns a backup file of the whole replicated state, holding every write
+	// acknowledged before the call (RAFT BACKUP); ReadIndex, on the leader, the index a node
+	// must have applied to hold them (RAFT READINDEX, a follower's first step of a backup).
+	Backup(ctx context.Context) ([]byte, error)
+	ReadIndex(ctx context.Context) (uint64, error)
 }
