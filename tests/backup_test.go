@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/backup"
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // heldLock is a LOCK acknowledged before the backup began: what the restored cluster must hold.
@@ -265,4 +267,72 @@ func restoreCmd(t *testing.T, args ...string) (string, error) {
 	defer cancel()
 	out, err := exec.CommandContext(ctx, raftlockBin, append([]string{"restore"}, args...)...).CombinedOutput()
 	return string(out), err
+}
+
+// TestBackupAuthTLS: `raftlock backup` goes through the client port's TLS and AUTH like any
+// client, and RAFT BACKUP is @admin: refused without TLS, without a password, and to a user
+// denied @admin; taken with --tls and an @admin user (or the default user's password from
+// RAFTLOCK_PASS).
+func TestBackupAuthTLS(t *testing.T) {
+	ca := testutil.NewCA(t, "cluster")
+	cli := ca.Issue(t, "client")
+	aclFile := filepath.Join(t.TempDir(), "users.acl")
+	if err := os.WriteFile(aclFile, []byte("user reader on >rpass ~* &* +@all -@admin\nuser ops on >opass ~* &* +@all\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := startNodeWith(t, ca.ClientTLS(&cli), append(clientTLSFlags(ca, ca.Issue(t, "node"), "yes"), "--aclfile", aclFile)...)
+	ctx := testContext(t, 30*time.Second)
+	rdb := newClient(t, n.addr, 2).Conn() // one connection: AUTH holds for what follows
+	defer rdb.Close()
+	// The default user gets a password once the node serves (the start-up checks PING as it).
+	if err := rdb.Do(ctx, "ACL", "SETUSER", "default", "on", ">s3cret").Err(); err != nil {
+		t.Fatalf("ACL SETUSER default: %v", err)
+	}
+	if err := rdb.Do(ctx, "AUTH", "ops", "opass").Err(); err != nil {
+		t.Fatalf("AUTH ops: %v", err)
+	}
+	tok, err := rdb.Do(ctx, "LOCK", "secure/job", "60000", "OWNER", "me").Int64()
+	if err != nil {
+		t.Fatalf("LOCK: %v", err)
+	}
+
+	tlsArgs := []string{"--tls", "--tls-ca", ca.File, "--tls-cert", cli.CertFile, "--tls-key", cli.KeyFile}
+	file := filepath.Join(t.TempDir(), "secure.rlbackup")
+	backupCmd := func(env []string, args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, raftlockBin, append([]string{"backup", "--from", n.addr, "--out", file, "--timeout", "20s"}, args...)...)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no TLS", []string{"--user", "ops", "--pass", "opass"}, "authenticate to"},
+		{"no password", tlsArgs, "NOAUTH"},
+		{"wrong password", append(tlsArgs, "--user", "ops", "--pass", "nope"), "WRONGPASS"},
+		{"not @admin", append(tlsArgs, "--user", "reader", "--pass", "rpass"), "NOPERM"},
+	} {
+		out, err := backupCmd(nil, tc.args...)
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("backup with %s: %v\n%s\nwant a failure saying %q", tc.name, err, out, tc.want)
+		}
+		if _, err := os.Stat(file); !os.IsNotExist(err) {
+			t.Fatalf("backup with %s left a file (%v)", tc.name, err)
+		}
+	}
+	if out, err := backupCmd(nil, append(tlsArgs, "--user", "ops", "--pass", "opass")...); err != nil {
+		t.Fatalf("backup as ops over TLS: %v\n%s", err, out)
+	}
+	_, m, err := backup.ReadFile(file)
+	if err != nil {
+		t.Fatalf("read the backup: %v", err)
+	}
+	if l, ok := m.Get(fsm.DBKey(0, []byte("secure/job"))); !ok || string(l.Owner) != "me" || int64(l.Token) != tok {
+		t.Errorf("the backup holds %+v (%v) for secure/job, want owner me, token %d", l, ok, tok)
+	}
+	if out, err := backupCmd([]string{"RAFTLOCK_PASS=s3cret"}, tlsArgs...); err != nil {
+		t.Errorf("backup as default with RAFTLOCK_PASS: %v\n%s", err, out)
+	}
 }
