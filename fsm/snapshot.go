@@ -327,3 +327,39 @@ func (d *streamDecoder) userMap(into map[string]string) error {
 	}
 	return d.err
 }
+
+// Applied is the index of the last entry the snapshot's table applied.
+func (s *Snapshot) Applied() uint64 { return s.applied }
+
+// LastToken is the snapshot's token counter: the largest token handed out before it.
+func (s *Snapshot) LastToken() Token { return s.lastToken }
+
+// ClusterID is the cluster ID in the snapshot's member table, empty when it has none.
+func (s *Snapshot) ClusterID() string { return s.members[clusterIDKey] }
+
+// WithLeases returns a copy of the snapshot in which each lock that has a lease holds
+// lease(key, lock) as its LeaseMs instead: a backup records the lease each lock has left
+// rather than the one it was granted. lease must return more than zero (zero means no lease);
+// it is called in key order. The snapshot itself does not change.
+func (s *Snapshot) WithLeases(lease func(key string, l Lock) uint64) *Snapshot {
+	c := *s
+	c.table = s.table.Copy()
+	s.table.Scan(func(key string, l Lock) bool {
+		if l.LeaseMs > 0 {
+			l.LeaseMs = max(lease(key, l), 1)
+			c.table.Set(key, l)
+		}
+		return true
+	})
+	return &c
+}
+
+// WithoutMembers returns a copy of the snapshot with an empty member table: no member client
+// addresses and no cluster ID, what a new cluster seeded from it starts with (its first leader
+// chooses a cluster ID, its members announce their addresses). The snapshot itself does not
+// change.
+func (s *Snapshot) WithoutMembers() *Snapshot {
+	c := *s
+	c.members = map[string]string{}
+	return &c
+}

@@ -230,5 +230,7 @@ var aclSubcommands = map[string]string{
 	"raft|stats":                    "admin slow dangerous",
 	"raft|digest":                   "admin slow dangerous",
 	"raft|member":                   "admin slow dangerous",
+	"raft|backup":                   "admin slow dangerous",
+	"raft|readindex":                "admin slow dangerous",
 	"raft|forwarded":                "fast connection",
 }

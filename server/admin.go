@@ -5,19 +5,24 @@ package server
 import "time"
 
 // RAFT SNAPSHOT writes, and RAFT DIGEST hashes, the whole table: each runs alone, at most once
-// per snapshotEvery or digestEvery on a node.
-var snapshotEvery, digestEvery = 5 * time.Second, 250 * time.Millisecond
+// per snapshotEvery or digestEvery on a node. RAFT BACKUP copies it (docs/backup.md): one at a
+// time, at most once per backupEvery, so a node never holds more than one backup in memory.
+var snapshotEvery, digestEvery, backupEvery = 5 * time.Second, 250 * time.Millisecond, time.Second
 
 // raftOnLeader lists the RAFT subcommands that must run on the leader.
-var raftOnLeader = map[string]bool{"add": true, "promote": true, "remove": true, "transfer": true, "announce": true}
+var raftOnLeader = map[string]bool{"add": true, "promote": true, "remove": true, "transfer": true, "announce": true, "readindex": true}
 
 // RAFT MEMBERS | MEMBER id | ADD id raftaddr [NONVOTER] [CLIENT addr] | PROMOTE id | REMOVE id |
-// TRANSFER [id] | ANNOUNCE id clientaddr raftaddr | SNAPSHOT | STATS | DIGEST | FORWARDED
+// TRANSFER [id] | ANNOUNCE id clientaddr raftaddr | SNAPSHOT | STATS | DIGEST | BACKUP |
+// READINDEX | FORWARDED
 //
 // ADD always adds a non-voter; without NONVOTER the leader promotes it once it has caught up.
 // ADD, PROMOTE and REMOVE are refused when they could leave fewer reachable voters than a
 // quorum. ANNOUNCE is the members' own (a follower telling the leader its client address), and
-// MEMBER too: a node whose log drops it asks the leader whether that removal committed.
+// MEMBER and READINDEX too: a node whose log drops it asks the leader whether that removal
+// committed, and a follower taking a backup asks the leader up to where it must apply. BACKUP
+// replies with a backup file of the whole state as one bulk string (`raftlock backup` writes
+// it to a file): consistent with every write acknowledged before it, on any node.
 func cmdRaft(r *request) {
 	sub := lower(r.args[1])
 	admin := r.s.admin
@@ -155,6 +160,33 @@ func cmdRaft(r *request) {
 			r.w.BulkString(kv.name)
 			r.w.Int(kv.v)
 		}
+	case "backup":
+		if len(r.args) != 2 {
+			wrongArgs()
+			return
+		}
+		if why := r.s.backups.enter("RAFT BACKUP"); why != "" {
+			r.w.Error(why)
+			return
+		}
+		data, err := admin.Backup(r.c.ctx)
+		r.s.backups.leave()
+		if err != nil {
+			r.replyError(err)
+			return
+		}
+		r.w.Bulk(data)
+	case "readindex":
+		if len(r.args) != 2 {
+			wrongArgs()
+			return
+		}
+		index, err := admin.ReadIndex(r.c.ctx)
+		if err != nil {
+			r.replyError(err)
+			return
+		}
+		r.w.Int(int64(index))
 	case "digest":
 		if why := r.s.digests.enter("RAFT DIGEST"); why != "" {
 			r.w.Error(why)
@@ -166,7 +198,7 @@ func cmdRaft(r *request) {
 		r.w.Int(int64(applied))
 		r.w.BulkString(sum)
 	default:
-		r.w.Error("ERR unknown subcommand '" + string(appendSanitized(nil, r.args[1], 128)) + "'. Try RAFT MEMBERS, MEMBER, ADD, PROMOTE, REMOVE, TRANSFER, SNAPSHOT, STATS or DIGEST.")
+		r.w.Error("ERR unknown subcommand '" + string(appendSanitized(nil, r.args[1], 128)) + "'. Try RAFT MEMBERS, MEMBER, ADD, PROMOTE, REMOVE, TRANSFER, SNAPSHOT, STATS, DIGEST or BACKUP.")
 	}
 }
 

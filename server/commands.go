@@ -246,7 +246,7 @@ func init() {
 		// admin.go
 		{name: "debug", arity: -2, flags: "noscript", run: cmdDebug, summary: "DEBUG CLOCK-SHIFT ms (only on a node started with --test-clock)"},
 		{name: "acl", arity: -2, run: cmdACL, summary: "Users and their permissions: WHOAMI, LIST, USERS, GETUSER, SETUSER, DELUSER, CAT, LOG, GENPASS, DRYRUN"},
-		{name: "raft", arity: -2, run: cmdRaft, summary: "Cluster administration: MEMBERS, ADD, PROMOTE, REMOVE, TRANSFER, SNAPSHOT, STATS, DIGEST"},
+		{name: "raft", arity: -2, run: cmdRaft, summary: "Cluster administration: MEMBERS, ADD, PROMOTE, REMOVE, TRANSFER, SNAPSHOT, STATS, DIGEST, BACKUP"},
 	} {
 		cmd.flagList = strings.Fields(cmd.flags)
 		cmd.write = slices.Contains(cmd.flagList, "write")

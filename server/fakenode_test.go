@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/backup"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
 )
@@ -301,6 +302,15 @@ func (f *fakeNode) Announce(context.Context, string, string, string) error { ret
 func (f *fakeNode) Snapshot() error                                        { return nil }
 func (f *fakeNode) Digest() (uint64, string)                               { return f.Stats().AppliedIndex, "" }
 func (f *fakeNode) MemberStatus(string) node.MemberStatus                  { return node.MemberStatus{} }
+func (f *fakeNode) ReadIndex(context.Context) (uint64, error)              { return f.Stats().AppliedIndex, nil }
+
+// Backup is the fake's table in the backup format, as raftnode's leader takes it.
+func (f *fakeNode) Backup(context.Context) ([]byte, error) {
+	f.mu.Lock()
+	snap := f.mu.table.Snapshot()
+	f.mu.Unlock()
+	return backup.Encode(backup.Header{SourceNode: "n1"}, snap)
+}
 
 // fakeView is the fake node's table seen as a view: a lease has all of its length left.
 type fakeView struct{ m *fsm.Machine }

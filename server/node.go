@@ -76,4 +76,9 @@ type Admin interface {
 	// MemberStatus says whether id is in the newest configuration this node knows to be
 	// committed (RAFT MEMBER).
 	MemberStatus(id string) node.MemberStatus
+	// Backup returns a backup file of the whole replicated state, holding every write
+	// acknowledged before the call (RAFT BACKUP); ReadIndex, on the leader, the index a node
+	// must have applied to hold them (RAFT READINDEX, a follower's first step of a backup).
+	Backup(ctx context.Context) ([]byte, error)
+	ReadIndex(ctx context.Context) (uint64, error)
 }

@@ -312,10 +312,10 @@ type Server struct {
 	// usedMemory is the last heap measure; overMemory: it was above MaxMemory (limits.go).
 	usedMemory atomic.Uint64
 	overMemory atomic.Bool
-	// snapshots and digests rate-limit RAFT SNAPSHOT and RAFT DIGEST (admin.go).
-	snapshots, digests rateGate
-	stats              serverStats
-	closed             atomic.Bool
+	// snapshots, digests and backups rate-limit RAFT SNAPSHOT, DIGEST and BACKUP (admin.go).
+	snapshots, digests, backups rateGate
+	stats                       serverStats
+	closed                      atomic.Bool
 }
 
 type serverStats struct {
@@ -360,7 +360,7 @@ func New(cfg Config, n Node, admin Admin) (*Server, error) {
 	n.OnRestore(s.hub.dropSubscribers)
 	s.mu.conns = make(map[*conn]struct{})
 	s.readAhead.limit = int64(cfg.TotalReadAheadBytes)
-	s.snapshots.every, s.digests.every = snapshotEvery, digestEvery
+	s.snapshots.every, s.digests.every, s.backups.every = snapshotEvery, digestEvery, backupEvery
 	if cfg.MaxMemory > 0 {
 		s.measureMemory()
 		s.wg.Add(1)

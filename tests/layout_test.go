@@ -38,7 +38,8 @@ func TestLayout(t *testing.T) {
 		{"node", []string{"fsm"}},
 		{"server", []string{"fsm", "node", "server/resp", "script"}},
 		{"server/ops", []string{"fsm", "node"}},
-		{"raftnode", []string{"fsm", "node", "store", "server/resp", "certs"}},
+		{"backup", []string{"fsm"}},
+		{"raftnode", []string{"fsm", "node", "store", "server/resp", "certs", "backup"}},
 	} {
 		pkg, want := tc.pkg, tc.want
 		t.Run(pkg, func(t *testing.T) {

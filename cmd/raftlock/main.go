@@ -35,10 +35,17 @@ func main() {
 
 // run starts the node and serves until ctx ends, then shuts down in order: stop accepting
 // clients, hand off leadership, stop raft and its transport, close the store. `raftlock
-// recover ...` runs the offline recovery instead (recover.go).
+// recover ...` runs the offline recovery instead (recover.go); `raftlock backup ...` and
+// `raftlock restore ...` take and restore backups (backup.go).
 func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "recover" {
 		return runRecover(args[1:], stderr)
+	}
+	if len(args) > 0 && args[0] == "backup" {
+		return runBackup(ctx, args[1:], os.Stdout)
+	}
+	if len(args) > 0 && args[0] == "restore" {
+		return runRestore(args[1:], stderr)
 	}
 	opts, err := parseOptions(args, os.Getenv)
 	if err != nil {

@@ -2,6 +2,7 @@ package resp
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -30,8 +31,10 @@ type Client struct {
 	nc      net.Conn
 	br      *bufio.Reader
 	timeout time.Duration
-	out     []byte // commands sent but not yet flushed
-	err     error  // sticky: why the connection is closed
+	// maxReply bounds one reply (SetMaxReply); zero means MaxClientReply.
+	maxReply int
+	out      []byte // commands sent but not yet flushed
+	err      error  // sticky: why the connection is closed
 }
 
 // Dial connects to addr. timeout bounds the dial and then each call's I/O (each Do, Flush and
@@ -103,7 +106,7 @@ func (c *Client) Receive(ctx context.Context) (Value, error) {
 	var v Value
 	err := c.io(ctx, func() error {
 		var err error
-		v, err = ReadValue(c.br, MaxClientReply)
+		v, err = ReadValue(c.br, cmp.Or(c.maxReply, MaxClientReply))
 		return err
 	})
 	if err != nil {
@@ -111,6 +114,10 @@ func (c *Client) Receive(ctx context.Context) (Value, error) {
 	}
 	return v, v.Err()
 }
+
+// SetMaxReply bounds each later reply at n bytes instead of MaxClientReply: for a caller that
+// expects one large reply (`raftlock backup` reading RAFT BACKUP).
+func (c *Client) SetMaxReply(n int) { c.maxReply = n }
 
 // Close closes the connection. It is idempotent.
 func (c *Client) Close() error {

@@ -1,0 +1,239 @@
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/raftlock/raftlock/backup"
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/server/resp"
+	"github.com/raftlock/raftlock/store"
+)
+
+// backupCatchUp bounds how long a follower waits to apply what the leader had applied when a
+// backup was asked of it.
+const backupCatchUp = 30 * time.Second
+
+// ReadIndex returns, on the ready leader, an index that every write acknowledged before the
+// call is at or below: the index of the last entry its table applied, read before leadership is
+// confirmed (a leader replies only once a write is applied on it, and a ready leader has
+// applied everything its predecessors committed). A follower that has applied up to it has
+// every such write. RAFT READINDEX serves it to followers taking a backup.
+func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
+	if !n.ready.Load() {
+		return 0, n.notLeader()
+	}
+	n.mu.Lock()
+	index := n.mu.machine.Applied()
+	n.mu.Unlock()
+	if err := n.verifyLeader(ctx); err != nil {
+		return 0, err
+	}
+	return index, nil
+}
+
+// Backup returns a backup file (package backup) of this node's whole replicated state, taken
+// while it serves. It is linearizable: it holds every write acknowledged before Backup was
+// called. The leader reads its table and then confirms its leadership; a follower asks the
+// leader for its read index (RAFT READINDEX, over the client port, logged in as the node's
+// peer user) and reads its own table once it has applied that far, so a backup from a
+// follower costs the leader one round trip. Each lock's lease in the file is what it has left
+// by this node's timer (at least 1 ms), rounded up to the millisecond.
+func (n *Node) Backup(ctx context.Context) ([]byte, error) {
+	var want uint64
+	leader := n.ready.Load()
+	if !leader {
+		var err error
+		if want, err = n.leaderReadIndex(ctx); err != nil {
+			return nil, err
+		}
+		if err := n.awaitApplied(ctx, want); err != nil {
+			return nil, err
+		}
+	}
+	n.mu.Lock()
+	snap := n.mu.machine.Snapshot()
+	deadlines := maps.Clone(n.mu.leases.deadline)
+	epoch := n.mu.leases.epoch
+	now := n.cfg.Now()
+	n.mu.Unlock()
+	if leader {
+		if err := n.verifyLeader(ctx); err != nil {
+			return nil, fmt.Errorf("backup: %w", err)
+		}
+	}
+	elapsed := now.Sub(epoch)
+	snap = snap.WithLeases(func(key string, l fsm.Lock) uint64 {
+		d, ok := deadlines[key]
+		if !ok {
+			return l.LeaseMs // not armed (cannot happen for a lease in force): the whole lease
+		}
+		left := max(time.Duration(d)-elapsed, 0)
+		return uint64((left + time.Millisecond - 1) / time.Millisecond)
+	})
+	cluster := n.ClusterID()
+	data, err := backup.Encode(backup.Header{
+		ClusterID: cluster, SourceNode: n.cfg.ID, Term: n.raft.CurrentTerm(), Created: now.UTC(),
+	}, snap)
+	if err != nil {
+		return nil, err
+	}
+	n.log.Info("backup taken", "locks", snap.Len(), "applied", snap.Applied(), "read_index", want, "bytes", len(data), "leader", leader)
+	return data, nil
+}
+
+// leaderReadIndex asks the leader for its read index.
+func (n *Node) leaderReadIndex(ctx context.Context) (uint64, error) {
+	id, addr := n.LeaderClient()
+	if addr == "" {
+		return 0, n.notLeader()
+	}
+	v, err := n.callPeer(ctx, addr, peerTimeout, "RAFT", "READINDEX")
+	if err != nil {
+		return 0, fmt.Errorf("backup: read index from the leader %s at %s: %w", id, addr, err)
+	}
+	if v.Kind != resp.KindInteger || v.Int < 0 {
+		return 0, fmt.Errorf("backup: the leader %s answered RAFT READINDEX with %q", id, v.Text())
+	}
+	return uint64(v.Int), nil
+}
+
+// awaitApplied waits until this node's table has applied index, for at most backupCatchUp.
+func (n *Node) awaitApplied(ctx context.Context, index uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, backupCatchUp)
+	defer cancel()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n.mu.Lock()
+		applied := n.mu.machine.Applied()
+		n.mu.Unlock()
+		if applied >= index {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-n.stop:
+			return node.ErrShutdown
+		case <-ctx.Done():
+			return fmt.Errorf("backup: this node applied %d, the leader's read index is %d: not caught up within %v: %w",
+				applied, index, backupCatchUp, ctx.Err())
+		}
+	}
+}
+
+// RestoreBackup writes a new data dir at dir, for node id of a new cluster of peers, seeded
+// from a backup file's table (backup.Decode's). The dir starts as a raft snapshot of the table
+// at the backup's applied index with peers as its committed configuration, and an empty log:
+// a node started on it serves the table, and its voters elect a leader among the peers each
+// restored from the same file (or a single one, which others then join). The table's member
+// table is emptied, so the new cluster's first leader chooses a NEW cluster ID and the members
+// announce their own addresses: the old cluster may still be running, and the two must never
+// be taken for one. Fencing tokens go on above the backup's token counter; leases are armed
+// afresh by each node when it loads the table, for what they had left at the backup.
+//
+// dir must not exist, or be empty; nothing is written to it unless everything succeeds: the
+// dir is built beside it and renamed into place.
+func RestoreBackup(dir, id string, peers []Peer, m *fsm.Machine, logger *slog.Logger) error {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if !fsm.ValidNodeID(id) {
+		return fmt.Errorf("restore: node ID %q: 1 to 128 printable characters, no spaces", id)
+	}
+	if len(peers) == 0 {
+		return errors.New("restore: no peers: the voters of the new cluster, ID=RAFTADDR,... (this node included)")
+	}
+	if !slices.ContainsFunc(peers, func(p Peer) bool { return p.ID == id }) {
+		return fmt.Errorf("restore: the peers must name this node (%s)", id)
+	}
+	var conf raft.Configuration
+	for _, p := range peers {
+		if !fsm.ValidNodeID(p.ID) || p.RaftAddr == "" {
+			return fmt.Errorf("restore: peer %q=%q: want ID=RAFTADDR", p.ID, p.RaftAddr)
+		}
+		conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+	}
+	if err := checkEmptyDir(dir); err != nil {
+		return err
+	}
+	parent := filepath.Dir(filepath.Clean(dir))
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".restore-")
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	defer os.RemoveAll(tmp) // gone once renamed into place
+	if err := writeRestoredStore(filepath.Join(tmp, "raft"), id, conf, m, logger); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, 0o750); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if err := checkEmptyDir(dir); err != nil { // nothing may have appeared meanwhile
+		return err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return fmt.Errorf("restore: move the new data dir into place: %w", err)
+	}
+	if d, err := os.Open(parent); err == nil { // make the rename durable
+		d.Sync()
+		d.Close()
+	}
+	logger.Info("restored: a node started on the dir serves the backup's table as a member of a new cluster",
+		"dir", dir, "node_id", id, "configuration", configString(conf), "locks", m.Len(), "last_token", m.LastToken(), "applied", m.Applied())
+	return nil
+}
+
+// checkEmptyDir refuses a dir that exists and holds anything: restore never writes over data.
+func checkEmptyDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("restore: %w", err)
+	case len(entries) > 0:
+		return fmt.Errorf("restore: %s is not empty: restore writes only a new data dir (give a dir that does not exist, or an empty one)", dir)
+	}
+	return nil
+}
+
+// writeRestoredStore creates the pebble store at path holding the node's identity and the
+// snapshot of m with configuration conf.
+func writeRestoredStore(path, id string, conf raft.Configuration, m *fsm.Machine, logger *slog.Logger) (err error) {
+	st, err := store.Open(store.Config{Dir: path, Logger: logger})
+	if err != nil {
+		return fmt.Errorf("restore: create the store: %w", err)
+	}
+	defer func() {
+		if cerr := st.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("restore: close the store: %w", cerr)
+		}
+	}()
+	if err := saveIdentity(st, identity{NodeID: id}); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	snap := m.Snapshot().WithoutMembers()
+	// Term 1: the new cluster's first term. Its log starts after the backup's applied index,
+	// so every lease revision and fencing token of the backup stays below what it writes.
+	index := max(snap.Applied(), 1)
+	_, trans := raft.NewInmemTransport(conf.Servers[0].Address)
+	defer trans.Close()
+	sink, err := st.Snapshots(2).Create(raft.SnapshotVersionMax, index, 1, conf, 1, trans)
+	if err != nil {
+		return fmt.Errorf("restore: create the snapshot: %w", err)
+	}
+	if err := (&tableSnapshot{snap: snap}).Persist(sink); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	return nil
+}

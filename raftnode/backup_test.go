@@ -1,0 +1,92 @@
+package raftnode
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/backup"
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/store"
+	"github.com/raftlock/raftlock/tests/testutil"
+)
+
+// The leader's backup holds what each lease has left by its timers; a node started on a dir
+// RestoreBackup wrote serves that table, leases counting from its start, under a new cluster
+// ID, with tokens above the backup's.
+func TestBackupAndRestoreBackup(t *testing.T) {
+	clock := newFakeClock()
+	n := newNode(t, func(c *Config) { c.Now = clock.Now })
+	a := mustLock(t, n, "a", "alice", 10000)
+	mustLock(t, n, "b", "bob", 60000)
+	hasClusterID(t, n)
+	old := n.ClusterID()
+	clock.Advance(4 * time.Second)
+
+	data, err := n.Backup(t.Context())
+	if err != nil {
+		t.Fatalf("Backup: %v", err)
+	}
+	h, m, err := backup.Decode(data)
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	if h.SourceNode != "n1" || h.ClusterID != old || h.Keys != 2 || h.Term == 0 {
+		t.Errorf("header %+v", h)
+	}
+	for key, want := range map[string]uint64{"a": 6000, "b": 56000} {
+		if l, ok := m.Get([]byte(key)); !ok || l.LeaseMs != want {
+			t.Errorf("backup's %s: %+v (%v); want %d ms left", key, l, ok, want)
+		}
+	}
+
+	dir := filepath.Join(t.TempDir(), "restored")
+	if err := RestoreBackup(dir, "r1", []Peer{{ID: "r1", RaftAddr: addrOf("r1")}}, m, testLogger()); err != nil {
+		t.Fatalf("RestoreBackup: %v", err)
+	}
+	if err := RestoreBackup(dir, "r1", []Peer{{ID: "r1", RaftAddr: addrOf("r1")}}, m, testLogger()); err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Errorf("RestoreBackup over its own dir: %v; want it refused as not empty", err)
+	}
+	if err := RestoreBackup(filepath.Join(t.TempDir(), "x"), "r1", []Peer{{ID: "r2", RaftAddr: addrOf("r2")}}, m, testLogger()); err == nil {
+		t.Errorf("RestoreBackup with peers that do not name the node succeeded")
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(dir)); len(entries) != 1 {
+		t.Errorf("RestoreBackup left more than the dir beside it: %v", entries)
+	}
+
+	st, err := store.Open(store.Config{Dir: filepath.Join(dir, "raft"), Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	later := newFakeClock()
+	later.Advance(time.Hour) // the restore happens long after the backup: leases count from it
+	cfg := testConfig("r1")
+	cfg.Now = later.Now
+	r := startNode(t, cfg, Stores{Log: st, Stable: st, Snapshots: st.Snapshots(2)})
+	leader(t, []*testNode{r})
+	if l, left, ok := r.LocalLookup([]byte("a")); !ok || l.Token != a.Token || string(l.Owner) != "alice" || left != 6*time.Second {
+		t.Errorf("restored a: %+v, %v left (%v); want alice's token %d with 6s left", l, left, ok, a.Token)
+	}
+	hasClusterID(t, r)
+	if r.ClusterID() == old {
+		t.Errorf("the restored node kept the cluster ID %s", old)
+	}
+	if res := mustLock(t, r, "c", "carol", 1000); res.Token <= fsm.Token(h.LastToken) {
+		t.Errorf("a grant after the restore got token %d, not above the backup's %d", res.Token, h.LastToken)
+	}
+}
+
+// hasClusterID waits until n's table holds a cluster ID.
+func hasClusterID(t *testing.T, n *testNode) {
+	t.Helper()
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		if n.ClusterID() == "" {
+			return errors.New("no cluster ID yet")
+		}
+		return nil
+	})
+}
