@@ -133,6 +133,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 		memberWake: make(chan struct{}, 1),
 		stable:     st.Stable,
 	}
+	n.stats.init()
 	n.mu.machine = fsm.New()
 	n.mu.leases = newLeases(cfg.Now(), 0)
 	n.mu.pending = make(map[string]*pendingKey)
