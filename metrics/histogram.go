@@ -15,19 +15,19 @@ import (
 const MaxBuckets = 24
 
 // Scale is a histogram's bucket layout: bucket i holds the values up to Base<<i (in raw units),
-// for i below Buckets; one more bucket holds the rest (+Inf). Unit converts a raw value to the
-// unit the histogram is exported in (1e-9: nanoseconds observed, seconds exported).
+// for i below Buckets; one more bucket holds the rest (+Inf). A raw value divided by PerUnit is
+// in the unit the histogram is exported in (1e9: nanoseconds observed, seconds exported).
 type Scale struct {
 	Base    uint64
 	Buckets int
-	Unit    float64
+	PerUnit float64
 }
 
 var (
 	// Latency is the layout of every latency histogram: 10 µs to about 21 s, doubling.
-	Latency = Scale{Base: uint64(10 * time.Microsecond), Buckets: 22, Unit: 1e-9}
+	Latency = Scale{Base: uint64(10 * time.Microsecond), Buckets: 22, PerUnit: 1e9}
 	// Sizes is the layout of count histograms (entries per batch): 1 to 2048, doubling.
-	Sizes = Scale{Base: 1, Buckets: 12, Unit: 1}
+	Sizes = Scale{Base: 1, Buckets: 12, PerUnit: 1}
 )
 
 // Histogram counts observations into a Scale's buckets. The zero value is not usable: make one
@@ -41,7 +41,7 @@ type Histogram struct {
 // NewHistogram returns an empty histogram of scale s. It panics if s has no buckets or more
 // than MaxBuckets, or a zero Base: a programming error in a package-level layout.
 func NewHistogram(s Scale) *Histogram {
-	if s.Buckets <= 0 || s.Buckets > MaxBuckets || s.Base == 0 {
+	if s.Buckets <= 0 || s.Buckets > MaxBuckets || s.Base == 0 || s.PerUnit <= 0 {
 		panic("metrics: invalid histogram scale")
 	}
 	return &Histogram{scale: s}
@@ -100,10 +100,15 @@ func (s Snapshot) Count() uint64 {
 }
 
 // UpperBound is bucket i's upper bound in the exported unit (i < Scale.Buckets).
-func (s Snapshot) UpperBound(i int) float64 { return float64(s.Scale.Base<<i) * s.Scale.Unit }
+func (s Snapshot) UpperBound(i int) float64 { return float64(s.Scale.Base<<i) / s.Scale.PerUnit }
 
-// SumValue is the sum in the exported unit.
-func (s Snapshot) SumValue() float64 { return float64(s.Sum) * s.Scale.Unit }
+// SumValue is the sum in the exported unit (0 for the zero Snapshot).
+func (s Snapshot) SumValue() float64 {
+	if s.Scale.PerUnit == 0 {
+		return 0
+	}
+	return float64(s.Sum) / s.Scale.PerUnit
+}
 
 // Quantile estimates the q-quantile (0 < q <= 1) in the exported unit, as Prometheus's
 // histogram_quantile does: linearly within the bucket that holds it. It returns 0 with no

@@ -7,7 +7,7 @@ import (
 )
 
 func TestBucket(t *testing.T) {
-	s := Scale{Base: 10, Buckets: 4, Unit: 1} // bounds 10, 20, 40, 80, +Inf
+	s := Scale{Base: 10, Buckets: 4, PerUnit: 1} // bounds 10, 20, 40, 80, +Inf
 	for _, tc := range []struct {
 		v    uint64
 		want int
