@@ -107,13 +107,15 @@ type statusRates struct {
 	Commits  float64 `json:"commits"`
 }
 
-// statusLatency is a histogram's figures: all-time count, and quantiles over the rate window.
+// statusLatency is a histogram's figures: all-time count, and the count, rate and quantiles
+// over the rate window (0 quantiles when none fell in it).
 type statusLatency struct {
-	Name  string  `json:"name"`
-	Count uint64  `json:"count"`
-	Rate  float64 `json:"rate"`
-	P50Ms float64 `json:"p50_ms"`
-	P99Ms float64 `json:"p99_ms"`
+	Name        string  `json:"name"`
+	Count       uint64  `json:"count"`
+	WindowCount uint64  `json:"window_count"`
+	Rate        float64 `json:"rate"`
+	P50Ms       float64 `json:"p50_ms"`
+	P99Ms       float64 `json:"p99_ms"`
 }
 
 type statusCount struct {
@@ -238,7 +240,7 @@ func (src *statusSource) build(ctx context.Context, now time.Time) []byte {
 		Commits: rate(cur.commit.Count(), old.commit.Count())}
 	lat := func(name string, now, then metrics.Snapshot) statusLatency {
 		d := now.Sub(then)
-		return statusLatency{Name: name, Count: now.Count(), Rate: rate(now.Count(), then.Count()),
+		return statusLatency{Name: name, Count: now.Count(), WindowCount: d.Count(), Rate: rate(now.Count(), then.Count()),
 			P50Ms: d.Quantile(0.5) * 1e3, P99Ms: d.Quantile(0.99) * 1e3}
 	}
 	for i, f := range cur.latency {

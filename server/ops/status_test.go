@@ -138,4 +138,6 @@ func TestStatusRates(t *testing.T) {
 
 type countingServer struct{ commands uint64 }
 
-func (c *countingServer) ServerStats() node.ServerStats { return node.ServerStats{Commands: c.commands} }
+func (c *countingServer) ServerStats() node.ServerStats {
+	return node.ServerStats{Commands: c.commands}
+}

@@ -86,8 +86,9 @@ function render(s) {
 
   fill("latency", (tb) => {
     for (const l of s.latency.concat(s.raft)) {
+      const q = (ms) => (l.window_count > 0 ? fmt(ms, 3) : "–");
       row(tb, [l.name, { v: fmt(l.count), cls: "num" }, { v: fmt(l.rate, 1), cls: "num" },
-        { v: fmt(l.p50_ms, 3), cls: "num" }, { v: fmt(l.p99_ms, 3), cls: "num" }], { "data-family": l.name });
+        { v: q(l.p50_ms), cls: "num" }, { v: q(l.p99_ms), cls: "num" }], { "data-family": l.name });
     }
   });
 
