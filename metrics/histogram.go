@@ -30,8 +30,9 @@ var (
 	Sizes = Scale{Base: 1, Buckets: 12, PerUnit: 1}
 )
 
-// Histogram counts observations into a Scale's buckets. The zero value is not usable: make one
-// with NewHistogram. It is safe for concurrent use.
+// Histogram counts observations into a Scale's buckets. Make one with NewHistogram; a nil
+// *Histogram observes nothing and snapshots empty (a Node built by hand in a test has none). It
+// is safe for concurrent use.
 type Histogram struct {
 	scale  Scale
 	counts [MaxBuckets + 1]atomic.Uint64 // per bucket; counts[scale.Buckets] is +Inf
@@ -49,6 +50,9 @@ func NewHistogram(s Scale) *Histogram {
 
 // Observe records v (raw units).
 func (h *Histogram) Observe(v uint64) {
+	if h == nil {
+		return
+	}
 	h.counts[h.scale.bucket(v)].Add(1)
 	h.sum.Add(v)
 }

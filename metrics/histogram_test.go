@@ -91,3 +91,12 @@ func BenchmarkObserve(b *testing.B) {
 		}
 	})
 }
+
+func TestNilHistogram(t *testing.T) {
+	var h *Histogram
+	h.Observe(3)
+	h.Since(time.Now())
+	if got := h.Snapshot().Count(); got != 0 {
+		t.Errorf("nil histogram counts %d", got)
+	}
+}
