@@ -29,7 +29,13 @@ func TestStatsFigures(t *testing.T) {
 	if err := l.Transfer(""); err != nil {
 		t.Fatal(err)
 	}
-	next := leader(t, nodes)
+	var next *testNode
+	testutil.WaitFor(t, 5*time.Second, func() error { // the old leader may look ready for a moment
+		if next = leader(t, nodes); next == l {
+			return fmt.Errorf("%s still leads", l.id)
+		}
+		return nil
+	})
 	for _, n := range nodes {
 		testutil.WaitFor(t, 5*time.Second, func() error {
 			s := n.Stats()
