@@ -110,9 +110,9 @@ func (e *NotLeaderError) Error() string {
 	return fmt.Sprintf("node: not leader (leader is %s at %s)", e.LeaderID, e.LeaderAddr)
 }
 
-// MemberStatus is a node's answer to whether a member is in the newest configuration it knows
+// Membership is a node's answer to whether a member is in the newest configuration it knows
 // to be committed (RAFT MEMBER): a removed node that never applied its removal asks the leader.
-type MemberStatus struct {
+type Membership struct {
 	LeaderReady bool   // the answering node is the ready leader
 	Known       bool   // it has seen a committed configuration
 	ConfigIndex uint64 // that configuration's log index

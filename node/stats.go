@@ -1,6 +1,10 @@
 package node
 
-import "time"
+import (
+	"time"
+
+	"github.com/raftlock/raftlock/metrics"
+)
 
 // Stats is a point-in-time summary of a node, for INFO, RAFT STATS and metrics.
 type Stats struct {
@@ -40,6 +44,14 @@ type Stats struct {
 	DBKeys   [16]int
 	DBLeases [16]int
 	Store    StoreStats
+	// CommitLatency is, on the leader, from a request's entry handed to raft to its result
+	// applied here; BatchSize is the entries of each batch this node applied.
+	CommitLatency metrics.Snapshot
+	BatchSize     metrics.Snapshot
+	// LeaderChanges counts the new leaders (or new terms of one) this node observed;
+	// RecentLeaders is the last few observations, oldest first.
+	LeaderChanges uint64
+	RecentLeaders []LeaderChange
 }
 
 // StoreStats is the raft log and snapshot store's part of Stats.
@@ -47,4 +59,75 @@ type StoreStats struct {
 	FirstIndex uint64
 	LastIndex  uint64
 	Snapshots  int
+	// SyncLatency is the time of each synced write of raft's log (pebble commit and fsync).
+	SyncLatency metrics.Snapshot
+}
+
+// LeaderChange is a change of leader this node observed: the leader from At on (empty: none
+// known) and the term this node was in when it saw it.
+type LeaderChange struct {
+	At       time.Time
+	LeaderID string
+	Term     uint64
+}
+
+// MemberStatus is one member as the status page shows it: its configuration entry and the
+// figures it reported when asked (its RAFT STATS; this node's own Stats for itself). Err says
+// why it could not be asked; its figures are then zero.
+type MemberStatus struct {
+	Member
+	State        string
+	Term         uint64
+	LastIndex    uint64
+	CommitIndex  uint64
+	AppliedIndex uint64
+	Err          string
+}
+
+// ServerStats is the client face's figures (server.Server.ServerStats): INFO's counters, and
+// the latency of each command family, refusals by reason and the most contended keys, for
+// /metrics and the status page.
+type ServerStats struct {
+	Clients      int
+	Blocked      int64 // blocking pops waiting now
+	Connections  uint64
+	Rejected     uint64 // connections turned away (maxclients, protected mode)
+	Commands     uint64 // commands processed
+	Errors       uint64 // error replies
+	Grants       uint64 // LOCK / SET NX grants
+	Refusals     uint64 // LOCK / SET NX that found the key held
+	Releases     uint64
+	AuthFailures uint64 // AUTH or HELLO ... AUTH with a wrong user or password
+	// Families is the latency of the commands of each family, in a fixed order; a command's
+	// count is in its family's Latency.Count.
+	Families []FamilyStats
+	// Refused counts commands refused before they ran, by reason, in a fixed order.
+	Refused []ReasonCount
+	// DBWaiters is, per database, the requests waiting on its keys now (LOCK ... WAIT, BLPOP).
+	DBWaiters [16]int
+	// Contended is the keys most often refused (a LOCK or SET NX that found them held) over
+	// ContendedWindow, most first, on this node (only the leader evaluates requests).
+	Contended       []KeyCount
+	ContendedWindow time.Duration
+}
+
+// FamilyStats is one command family's latency, from its arrival at dispatch to its reply.
+type FamilyStats struct {
+	Name    string
+	Latency metrics.Snapshot
+}
+
+// ReasonCount is a count by reason.
+type ReasonCount struct {
+	Reason string
+	Count  uint64
+}
+
+// KeyCount is a key and how often it was refused; Count may be over by up to Err (the sketch
+// that finds the keys is approximate).
+type KeyCount struct {
+	DB    int
+	Key   string
+	Count uint64
+	Err   uint64
 }

@@ -64,6 +64,7 @@ type proposal struct {
 	ctx    context.Context
 	cmds   []fsm.Command
 	future raft.ApplyFuture // the entry of cmds
+	start  time.Time        // when cmds went to raft (commit latency)
 	gen    uint64           // leaderGen when a read was evaluated
 }
 
@@ -121,7 +122,8 @@ func (n *Node) propose(ctx context.Context, keys [][]byte, eval node.Eval) (*pro
 		}
 		n.markPendingLocked(cmds)
 		n.mu.Unlock()
-		return &proposal{n: n, ctx: ctx, cmds: cmds, future: n.submit(cmds, format)}, nil
+		start := time.Now()
+		return &proposal{n: n, ctx: ctx, cmds: cmds, future: n.submit(cmds, format), start: start}, nil
 	}
 }
 
@@ -141,6 +143,9 @@ func (p *proposal) wait() ([]fsm.Result, error) {
 		return nil, nil
 	}
 	results, err := n.await(p.cmds, p.future)
+	if err == nil {
+		n.stats.commit.Since(p.start)
+	}
 	if p.ctx.Err() != nil {
 		n.releaseGhosts(p.cmds, results)
 	}

@@ -30,6 +30,7 @@ func (f machineFSM) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft
 // before its reply goes out.
 func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	n := f.n
+	n.stats.batch.Observe(uint64(len(logs)))
 	out := make([]interface{}, len(logs))
 	var (
 		changed [][]byte

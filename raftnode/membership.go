@@ -148,6 +148,9 @@ func (n *Node) runMembership() {
 	})
 	n.raft.RegisterObserver(obs)
 	defer n.raft.DeregisterObserver(obs)
+	if _, id := n.raft.LeaderWithID(); id != "" { // elected before the observer was there
+		n.stats.leaders.note(string(id), n.raft.CurrentTerm(), time.Now())
+	}
 	// Observations are handled on their own goroutine: the loop below may be in a call to
 	// another member, and requests waiting for a leader must hear of one at once.
 	observed := make(chan struct{})
@@ -164,6 +167,7 @@ func (n *Node) runMembership() {
 					continue
 				case raft.LeaderObservation:
 					n.peers.leaderChanged()
+					n.stats.leaders.note(string(d.LeaderID), n.raft.CurrentTerm(), time.Now())
 				case raft.RaftState:
 					if d == raft.Shutdown {
 						n.markRemoved("removed from the cluster: raft stopped on its own")

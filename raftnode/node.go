@@ -144,6 +144,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 		stable:     st.Stable,
 		snapshots:  st.Snapshots,
 	}
+	n.stats.init()
 	n.mu.machine = fsm.New()
 	n.format.Store(uint32(n.mu.machine.Format()))
 	n.mu.leases = newLeases(cfg.Now(), 0)

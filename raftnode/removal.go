@@ -69,12 +69,12 @@ func (n *Node) seedCommittedConfig() {
 	n.committedConf.set(metas[0].ConfigurationIndex, metas[0].Configuration.Servers)
 }
 
-// MemberStatus answers RAFT MEMBER id: whether id is in the newest configuration this node
+// Membership answers RAFT MEMBER id: whether id is in the newest configuration this node
 // knows to be committed. Only a ready leader's answer counts (it has applied everything
 // committed before its term), and the asking node checks that it is one.
-func (n *Node) MemberStatus(id string) node.MemberStatus {
+func (n *Node) Membership(id string) node.Membership {
 	index, member, known := n.committedConf.get(id)
-	return node.MemberStatus{
+	return node.Membership{
 		LeaderReady: n.ready.Load(),
 		Known:       known,
 		ConfigIndex: index,
@@ -82,22 +82,22 @@ func (n *Node) MemberStatus(id string) node.MemberStatus {
 	}
 }
 
-// askMemberStatus asks the node at addr for its MemberStatus of id (RAFT MEMBER). Tests of the
+// askMembership asks the node at addr for its Membership of id (RAFT MEMBER). Tests of the
 // decision replace it to reach in-memory nodes, which have no client port.
-var askMemberStatus = func(ctx context.Context, n *Node, addr, id string) (node.MemberStatus, error) {
+var askMembership = func(ctx context.Context, n *Node, addr, id string) (node.Membership, error) {
 	v, err := n.callPeer(ctx, addr, peerTimeout, "RAFT", "MEMBER", id)
 	if err != nil {
-		return node.MemberStatus{}, err
+		return node.Membership{}, err
 	}
 	f := fields(v)
 	if f == nil || f["config_index"] == "" {
-		return node.MemberStatus{}, errors.New("RAFT MEMBER: unexpected reply")
+		return node.Membership{}, errors.New("RAFT MEMBER: unexpected reply")
 	}
 	index, err := strconv.ParseUint(f["config_index"], 10, 64)
 	if err != nil {
-		return node.MemberStatus{}, errors.New("RAFT MEMBER: config_index is not a number")
+		return node.Membership{}, errors.New("RAFT MEMBER: config_index is not a number")
 	}
-	return node.MemberStatus{LeaderReady: f["leader_ready"] == "1", Known: f["known"] == "1",
+	return node.Membership{LeaderReady: f["leader_ready"] == "1", Known: f["known"] == "1",
 		ConfigIndex: index, Member: f["member"] == "1"}, nil
 }
 
@@ -117,7 +117,7 @@ func (n *Node) removalConfirmed(ctx context.Context, hints map[string]string) (s
 		if m.ID == n.cfg.ID || addr == "" {
 			continue
 		}
-		st, err := askMemberStatus(ctx, n, addr, n.cfg.ID)
+		st, err := askMembership(ctx, n, addr, n.cfg.ID)
 		if err != nil || !st.LeaderReady {
 			continue
 		}

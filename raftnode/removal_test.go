@@ -26,14 +26,14 @@ func TestUncommittedRemovalDoesNotRemove(t *testing.T) {
 	for _, n := range nodes {
 		byAddr[n.cfg.ClientAddr] = n
 	}
-	orig := askMemberStatus
-	askMemberStatus = func(_ context.Context, _ *Node, addr, id string) (node.MemberStatus, error) {
+	orig := askMembership
+	askMembership = func(_ context.Context, _ *Node, addr, id string) (node.Membership, error) {
 		if n := byAddr[addr]; n != nil {
-			return n.MemberStatus(id), nil
+			return n.Membership(id), nil
 		}
-		return node.MemberStatus{}, errors.New("no such member")
+		return node.Membership{}, errors.New("no such member")
 	}
-	t.Cleanup(func() { askMemberStatus = orig })
+	t.Cleanup(func() { askMembership = orig })
 
 	l := leader(t, nodes)
 	rest := others(l, nodes)

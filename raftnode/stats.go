@@ -3,9 +3,11 @@ package raftnode
 import (
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/raftlock/raftlock/metrics"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/store"
 )
@@ -18,6 +20,53 @@ type counters struct {
 	verifyRounds    atomic.Uint64
 	expired         atomic.Uint64
 	ghostReleases   atomic.Uint64
+	// commit times a proposal from raft.Apply to its applied result; batch counts the entries
+	// of each batch applied (newCounters makes both).
+	commit, batch *metrics.Histogram
+	leaders       leaderLog
+}
+
+func (c *counters) init() {
+	c.commit = metrics.NewHistogram(metrics.Latency)
+	c.batch = metrics.NewHistogram(metrics.Sizes)
+}
+
+// leaderLogSize is how many leader changes leaderLog keeps.
+const leaderLogSize = 16
+
+// leaderLog counts the leader changes this node observes and keeps the last leaderLogSize.
+type leaderLog struct {
+	mu      sync.Mutex
+	changes uint64 // a new leader, or a new term of the same one
+	ring    [leaderLogSize]node.LeaderChange
+	n       int // observations recorded in ring (total; the ring keeps the last)
+	last    node.LeaderChange
+}
+
+// note records that raft reported leader id (empty: none) while this node was in term.
+func (l *leaderLog) note(id string, term uint64, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n > 0 && l.last.LeaderID == id && l.last.Term == term {
+		return
+	}
+	if id != "" {
+		l.changes++
+	}
+	l.last = node.LeaderChange{At: at, LeaderID: id, Term: term}
+	l.ring[l.n%leaderLogSize] = l.last
+	l.n++
+}
+
+// recent returns the count of changes and the kept observations, oldest first.
+func (l *leaderLog) recent() (uint64, []node.LeaderChange) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]node.LeaderChange, 0, min(l.n, leaderLogSize))
+	for i := max(0, l.n-leaderLogSize); i < l.n; i++ {
+		out = append(out, l.ring[i%leaderLogSize])
+	}
+	return l.changes, out
 }
 
 // storeReporter is the figures a production store (store.Store) reports; raft's in-memory
@@ -49,7 +98,10 @@ func (n *Node) Stats() node.Stats {
 		Expired:       n.stats.expired.Load(),
 		GhostReleases: n.stats.ghostReleases.Load(),
 		MemberHints:   int(n.hints.Load()),
+		CommitLatency: n.stats.commit.Snapshot(),
+		BatchSize:     n.stats.batch.Snapshot(),
 	}
+	s.LeaderChanges, s.RecentLeaders = n.stats.leaders.recent()
 	switch last := n.raft.LastContact(); {
 	case s.State == "Leader":
 	case last.IsZero():
@@ -67,7 +119,7 @@ func (n *Node) Stats() node.Stats {
 	}
 	if r, ok := n.logs.(storeReporter); ok {
 		ss := r.Stats()
-		s.Store = node.StoreStats{FirstIndex: ss.FirstIndex, LastIndex: ss.LastIndex, Snapshots: ss.Snapshots}
+		s.Store = node.StoreStats{FirstIndex: ss.FirstIndex, LastIndex: ss.LastIndex, Snapshots: ss.Snapshots, SyncLatency: ss.SyncLatency}
 	}
 	n.mu.Lock()
 	s.Locks = n.mu.machine.Len()

@@ -184,6 +184,7 @@ func (c *conn) resetAuth() {
 func (c *conn) login(user, pass []byte, object string) bool {
 	u := c.s.users()[string(user)]
 	if u == nil || !u.checkPassword(pass) {
+		c.s.metrics.authFailures.Add(1)
 		c.logACL("auth", object, string(user), "")
 		return false
 	}

@@ -151,7 +151,7 @@ func cmdRaft(r *request) {
 			wrongArgs()
 			return
 		}
-		st := admin.MemberStatus(string(r.args[2]))
+		st := admin.Membership(string(r.args[2]))
 		r.w.Map(4)
 		for _, kv := range []struct {
 			name string

@@ -14,15 +14,18 @@ import (
 // on a READONLY follower's own table, or through the node.
 func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, slot *inflight) {
 	defer c.recoverCommand(w, args)
+	start := time.Now()
 	c.s.stats.commands.Add(1)
-	if msg := c.refusal(cmd, args); msg != "" {
+	if msg, why := c.refusal(cmd, args); msg != "" {
 		c.s.stats.errors.Add(1)
+		c.s.metrics.refuse(why)
 		c.flagTransaction() // a refused command inside MULTI makes EXEC abort, as in Redis
 		w.Error(msg)
 		return
 	}
 	if c.sess.subs.active() && c.out.Protocol() == 2 && !allowedSubscribed(cmd) {
 		c.s.stats.errors.Add(1)
+		c.s.metrics.refuse(refusedSubscribed)
 		w.Error("ERR Can't execute '" + fullName(cmd, args) + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
 		return
 	}
@@ -51,6 +54,7 @@ func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, slot *infli
 			c.awaitLeader()
 		case !c.awaitLeader():
 			r.route(cmd.write)
+			c.s.metrics.latency[cmd.fam].Since(start)
 			return
 		}
 	}
@@ -58,26 +62,28 @@ func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, slot *infli
 		r.args = withDBKeys(cmd, args, r.db) // it runs here: its keys become table keys
 	}
 	cmd.run(r)
+	c.s.metrics.latency[cmd.fam].Since(start)
 }
 
 // refusal is the error a command gets before it runs, in Redis's order of checks: unknown, wrong
-// arity, not authenticated, not permitted, past the key or memory bound; "" when it may run.
-func (c *conn) refusal(cmd *command, args [][]byte) string {
+// arity, not authenticated, not permitted, past the key or memory bound, and why; "" when it
+// may run.
+func (c *conn) refusal(cmd *command, args [][]byte) (string, refusalReason) {
 	switch {
 	case cmd == nil:
-		return unknownCommand(args)
+		return unknownCommand(args), refusedUnknown
 	case !cmd.arityOK(len(args)):
-		return wrongArity(cmd.name)
+		return wrongArity(cmd.name), refusedArity
 	case !c.authed && !cmd.noAuth:
-		return "NOAUTH Authentication required."
+		return "NOAUTH Authentication required.", refusedNoAuth
 	}
 	if d, ok := c.permit(cmd, args, ""); !ok {
-		return d.noperm()
+		return d.noperm(), refusedNoPerm
 	}
 	if cmd.denyOOM && c.s.full() {
-		return errOOM
+		return errOOM, refusedOOM
 	}
-	return ""
+	return "", refusedNone
 }
 
 // recoverCommand turns a bug that panics in a command's code into an error reply and the end of

@@ -37,6 +37,7 @@ func (r *request) replyError(err error) {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// The client hung up or the server is closing: there is no one to tell.
 	case errors.As(err, &nl) && nl.LeaderID == "":
+		r.s.metrics.refuse(refusedNoLeader)
 		r.w.Error(errNoLeader)
 	case errors.As(err, &nl):
 		r.w.Error("TRYAGAIN this node is not the leader; the leader is " + nl.LeaderID + " at " + nl.LeaderAddr)

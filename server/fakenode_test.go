@@ -301,7 +301,7 @@ func (f *fakeNode) SetMemberAddr(context.Context, string, string) error    { ret
 func (f *fakeNode) Announce(context.Context, string, string, string) error { return node.ErrNotMember }
 func (f *fakeNode) Snapshot() error                                        { return nil }
 func (f *fakeNode) Digest() (uint64, string)                               { return f.Stats().AppliedIndex, "" }
-func (f *fakeNode) MemberStatus(string) node.MemberStatus                  { return node.MemberStatus{} }
+func (f *fakeNode) Membership(string) node.Membership                      { return node.Membership{} }
 func (f *fakeNode) ReadIndex(context.Context) (uint64, error)              { return f.Stats().AppliedIndex, nil }
 
 // Backup is the fake's table in the backup format, as raftnode's leader takes it.

@@ -158,9 +158,11 @@ func (r *request) forward(cmds [][][]byte, mayApply bool) (reply []byte, ok bool
 	switch {
 	case id == "" || id == r.s.cfg.NodeID:
 		// No leader, or it is us but not ready yet (catching up after the election).
+		r.s.metrics.refuse(refusedNoLeader)
 		r.w.Error(errNoLeader)
 		return nil, false
 	case addr == "":
+		r.s.metrics.refuse(refusedNoLeader)
 		r.w.Error("CLUSTERDOWN the leader " + id + " has not announced its client address yet; retry shortly")
 		return nil, false
 	case r.s.cfg.Redirect:

@@ -121,6 +121,7 @@ func (r *request) tryLock(key, owner []byte, ttl uint64, explicit bool) (fsm.Tok
 		}
 	}
 	r.s.stats.refusals.Add(1)
+	r.s.metrics.contention.record(key, time.Now())
 	return 0, false, nil
 }
 

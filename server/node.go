@@ -73,9 +73,9 @@ type Admin interface {
 	// Snapshot takes a raft snapshot now; Digest summarizes this node's applied table.
 	Snapshot() error
 	Digest() (applied uint64, sum string)
-	// MemberStatus says whether id is in the newest configuration this node knows to be
+	// Membership says whether id is in the newest configuration this node knows to be
 	// committed (RAFT MEMBER).
-	MemberStatus(id string) node.MemberStatus
+	Membership(id string) node.Membership
 	// Backup returns a backup file of the whole replicated state, holding every write
 	// acknowledged before the call (RAFT BACKUP); ReadIndex, on the leader, the index a node
 	// must have applied to hold them (RAFT READINDEX, a follower's first step of a backup).

@@ -315,6 +315,7 @@ type Server struct {
 	// snapshots, digests and backups rate-limit RAFT SNAPSHOT, DIGEST and BACKUP (admin.go).
 	snapshots, digests, backups rateGate
 	stats                       serverStats
+	metrics                     *serverMetrics // latency, refusals by reason, contention (metrics.go)
 	closed                      atomic.Bool
 }
 
@@ -338,6 +339,7 @@ func New(cfg Config, n Node, admin Admin) (*Server, error) {
 	s := &Server{cfg: cfg, node: n, admin: admin, log: cfg.Logger.With("component", "server"), start: time.Now(),
 		bootID: strconv.FormatUint(rand.Uint64()>>16, 36)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.metrics = newServerMetrics()
 	s.scripts = newScriptEngine(cfg)
 	s.tracker = newTracker(s.log)
 	s.waiters = newWaiters(cfg.MaxWaitersPerKey, cfg.MaxWaiters)

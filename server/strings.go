@@ -139,6 +139,7 @@ func (r *request) set(key, value []byte, opts setOptions) (out setOutcome, ok bo
 		}
 	} else if out.refused || len(res) == 1 && res[0].Status == fsm.StatusGrantRejected {
 		r.s.stats.refusals.Add(1)
+		r.s.metrics.contention.record(key, time.Now())
 		out.refused = true
 	}
 	return out, true

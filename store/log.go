@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/hashicorp/raft"
@@ -60,7 +61,10 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 			}
 			lo, hi = min(lo, l.Index), max(hi, l.Index)
 		}
-		return b.Commit(pebble.Sync)
+		start := time.Now()
+		err := b.Commit(pebble.Sync)
+		s.syncs.Since(start)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("store logs [%d, %d]: %w", logs[0].Index, logs[len(logs)-1].Index, err)

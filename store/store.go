@@ -23,6 +23,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/raftlock/raftlock/metrics"
 )
 
 // Key family prefixes. Big-endian indexes after the prefix make pebble's byte order the
@@ -167,6 +168,9 @@ type Store struct {
 
 	// lastSnapMillis makes snapshot IDs unique within this process (see snapshotID).
 	lastSnapMillis atomic.Int64
+
+	// syncs times StoreLogs' synced commits: what each append of raft's log waits for disk.
+	syncs *metrics.Histogram
 }
 
 // Open opens (creating if needed) the pebble database in cfg.Dir, recovers the cached log
@@ -189,7 +193,7 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open pebble %s: %w", cfg.Dir, err)
 	}
-	s := &Store{db: db, log: cfg.Logger, cfg: cfg}
+	s := &Store{db: db, log: cfg.Logger, cfg: cfg, syncs: metrics.NewHistogram(metrics.Latency)}
 	s.readers.m = make(map[*snapshotReader]struct{})
 
 	first, last, err := logBounds(db)
@@ -259,12 +263,15 @@ type Stats struct {
 	OpenSnapshotReaders int
 	// Closed reports whether Close was called; then only the log bounds are filled.
 	Closed bool
+	// SyncLatency is the time of each synced commit of raft's log entries (StoreLogs): the
+	// pebble write and its fsync.
+	SyncLatency metrics.Snapshot
 }
 
 // Stats returns a snapshot of the store's counters. Errors reading the on-disk estimates
 // are logged and leave the field zero: stats are best effort.
 func (s *Store) Stats() Stats {
-	st := Stats{FirstIndex: s.first.Load(), LastIndex: s.last.Load()}
+	st := Stats{FirstIndex: s.first.Load(), LastIndex: s.last.Load(), SyncLatency: s.syncs.Snapshot()}
 	if st.FirstIndex != 0 && st.LastIndex >= st.FirstIndex {
 		st.LogEntries = st.LastIndex - st.FirstIndex + 1
 	}

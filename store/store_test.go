@@ -316,7 +316,7 @@ func TestPersistence(t *testing.T) {
 
 	st := s.Stats()
 	want := Stats{FirstIndex: 11, LastIndex: 90, LogEntries: 80, Snapshots: 1, LatestSnapshot: snapID}
-	if diff := cmp.Diff(st, want, cmpopts.IgnoreFields(Stats{}, "LogBytes", "DiskBytes")); diff != "" {
+	if diff := cmp.Diff(st, want, cmpopts.IgnoreFields(Stats{}, "LogBytes", "DiskBytes", "SyncLatency")); diff != "" {
 		t.Errorf("Stats (-got +want):\n%s", diff)
 	}
 	if st.DiskBytes == 0 {
@@ -434,5 +434,20 @@ func TestCustomFS(t *testing.T) {
 	mustStore(t, s, makeLogs(1, 1, 1))
 	if names, err := fs.List("db"); err != nil || len(names) == 0 {
 		t.Fatalf("memfs List(db) = %v, %v, want pebble's files", names, err)
+	}
+}
+
+// TestSyncLatency checks that every StoreLogs call (one synced commit) is timed once.
+func TestSyncLatency(t *testing.T) {
+	s := openStore(t, testConfig(t))
+	for i := uint64(0); i < 5; i++ {
+		mustStore(t, s, makeLogs(1+10*i, 10*i+10, 1))
+	}
+	sync := s.Stats().SyncLatency
+	if got := sync.Count(); got != 5 {
+		t.Errorf("SyncLatency.Count = %d, want 5 (one per StoreLogs)", got)
+	}
+	if sync.Sum == 0 {
+		t.Errorf("SyncLatency.Sum = 0, want the commits' time")
 	}
 }

@@ -24,6 +24,8 @@ type cluster struct {
 	// clientTLS, when set, is how the tests' helpers reach the nodes' client ports (their
 	// flags in extra make them speak TLS).
 	clientTLS *tls.Config
+	// nodeArgs, when set, gives node i (from 0) flags of its own (its --metrics-addr).
+	nodeArgs func(i int) []string
 }
 
 // Cluster timing bounds. A dead leader is replaced in about a second (500 ms election timeout);
@@ -46,9 +48,15 @@ func newCluster(t *testing.T, size int, extra ...string) *cluster {
 // tests reach them with clientTLS.
 func newClusterTLS(t *testing.T, size int, clientTLS *tls.Config, extra ...string) *cluster {
 	t.Helper()
+	return newClusterWith(t, size, &cluster{clientTLS: clientTLS, extra: extra})
+}
+
+// newClusterWith is newCluster with the flags and TLS of proto (its nodes are started anew).
+func newClusterWith(t *testing.T, size int, proto *cluster) *cluster {
+	t.Helper()
 	var lastErr error
 	for range 3 { // a port picked free may be taken before the node binds it
-		c := &cluster{t: t, extra: extra, clientTLS: clientTLS}
+		c := &cluster{t: t, extra: proto.extra, clientTLS: proto.clientTLS, nodeArgs: proto.nodeArgs}
 		if lastErr = c.start(size); lastErr == nil {
 			c.waitAnnounced(size)
 			c.waitSettled()
@@ -81,6 +89,9 @@ func (c *cluster) start(size int) error {
 	}
 	for i, n := range c.nodes {
 		n.args = append([]string{"--peers", strings.Join(peers, ",")}, c.extra...)
+		if c.nodeArgs != nil {
+			n.args = append(n.args, c.nodeArgs(i)...)
+		}
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i]))
 		if c.clientTLS != nil {
 			testutil.UseTLS(c.t, addr, c.clientTLS)

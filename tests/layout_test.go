@@ -31,15 +31,16 @@ func TestLayout(t *testing.T) {
 		want []string
 	}{
 		{"fsm", nil},
-		{"store", nil},
+		{"metrics", nil},
+		{"store", []string{"metrics"}},
 		{"server/resp", nil},
 		{"certs", nil},
 		{"script", nil},
-		{"node", []string{"fsm"}},
-		{"server", []string{"fsm", "node", "server/resp", "script"}},
-		{"server/ops", []string{"fsm", "node"}},
+		{"node", []string{"fsm", "metrics"}},
+		{"server", []string{"fsm", "node", "server/resp", "script", "metrics"}},
+		{"server/ops", []string{"fsm", "node", "metrics"}},
+		{"raftnode", []string{"fsm", "node", "store", "server/resp", "certs", "backup", "metrics"}},
 		{"backup", []string{"fsm"}},
-		{"raftnode", []string{"fsm", "node", "store", "server/resp", "certs", "backup"}},
 	} {
 		pkg, want := tc.pkg, tc.want
 		t.Run(pkg, func(t *testing.T) {

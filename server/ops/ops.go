@@ -1,7 +1,8 @@
 // Package ops is raftlock's HTTP surface for operators: /livez and /readyz (health probes for
-// load balancers, systemd and Kubernetes), /metrics (the node's typed Stats in the Prometheus
-// text format) and, when asked for, /debug/pprof/, behind HTTP basic auth of an
-// @admin user once the node's clients must authenticate. It is off unless an address is given.
+// load balancers, systemd and Kubernetes), /metrics (the node's and the server's typed figures in
+// the Prometheus text format), the status page at / with its /status.json, and, when asked for,
+// /debug/pprof/. The status page and the profiles are behind HTTP basic auth of an @admin user
+// once the node's clients must authenticate. It is off unless an address is given.
 package ops
 
 import (
@@ -11,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"sync/atomic"
 	"time"
 
 	"github.com/raftlock/raftlock/node"
@@ -31,9 +33,10 @@ type Users interface {
 
 // Server serves the operator's HTTP surface on one address until Close.
 type Server struct {
-	ln   net.Listener
-	http *http.Server
-	done chan struct{} // closed when Serve returned
+	ln    net.Listener
+	http  *http.Server
+	done  chan struct{} // closed when Serve returned
+	stats httpStats
 }
 
 // Config configures the operator's HTTP surface.
@@ -45,9 +48,14 @@ type Config struct {
 	Pprof bool
 	// Probe, if not nil, is asked by /readyz whether the store takes a durable write.
 	Probe Probe
-	// Users, if not nil, guards /debug/pprof/ with HTTP basic auth whenever Users.AuthRequired:
-	// the credentials of a user with @admin. /metrics stays open (figures, no keys or owners).
+	// Users, if not nil, guards the status page and /debug/pprof/ with HTTP basic auth whenever
+	// Users.AuthRequired: the credentials of a user with @admin. /metrics stays open (figures,
+	// no keys or owners).
 	Users Users
+	// Server, if not nil, adds the client face's figures to /metrics and the status page.
+	Server ServerStats
+	// Members, if not nil, lists the members with their figures on the status page.
+	Members Members
 }
 
 // Start listens on cfg.Addr and serves /metrics from src (and /debug/pprof/ if cfg.Pprof). The
@@ -57,21 +65,30 @@ func Start(cfg Config, src Stats, logger *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metrics address: %w", err)
 	}
+	s := &Server{ln: ln, done: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		WriteMetrics(w, src.Stats())
+		var respFailures uint64
+		if cfg.Server != nil {
+			ss := cfg.Server.ServerStats()
+			WriteServerMetrics(w, ss)
+			respFailures = ss.AuthFailures
+		}
+		writeAuthFailures(w, respFailures, s.stats.authFailures.Load())
 	})
 	serveHealth(mux, src, cfg.Probe)
+	guard := func(h http.HandlerFunc) http.Handler { return adminOnly(cfg.Users, &s.stats.authFailures, h) }
+	serveStatus(mux, guard, newStatusSource(src, cfg.Server, cfg.Members))
 	if cfg.Pprof {
-		guard := func(h http.HandlerFunc) http.Handler { return adminOnly(cfg.Users, h) }
 		mux.Handle("/debug/pprof/", guard(pprof.Index))
 		mux.Handle("/debug/pprof/cmdline", guard(pprof.Cmdline))
 		mux.Handle("/debug/pprof/profile", guard(pprof.Profile))
 		mux.Handle("/debug/pprof/symbol", guard(pprof.Symbol))
 		mux.Handle("/debug/pprof/trace", guard(pprof.Trace))
 	}
-	s := &Server{ln: ln, http: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, done: make(chan struct{})}
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		defer close(s.done)
 		if err := s.http.Serve(ln); err != nil && err != http.ErrServerClosed {
@@ -83,14 +100,15 @@ func Start(cfg Config, src Stats, logger *slog.Logger) (*Server, error) {
 
 // adminOnly serves h to anyone while users needs no authentication (or is nil), and otherwise
 // only to a request whose basic auth credentials users.AdminAuth accepts; others get 401 and
-// the challenge. Basic auth sends the password in the clear: use TLS in front, or a private
-// address.
-func adminOnly(users Users, h http.HandlerFunc) http.Handler {
+// the challenge, and count in failures. Basic auth sends the password in the clear: use TLS in
+// front, or a private address.
+func adminOnly(users Users, failures *atomic.Uint64, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if users != nil && users.AuthRequired() {
 			user, pass, ok := r.BasicAuth()
 			if !ok || !users.AdminAuth(user, pass) {
-				w.Header().Set("WWW-Authenticate", `Basic realm="raftlock pprof", charset="UTF-8"`)
+				failures.Add(1)
+				w.Header().Set("WWW-Authenticate", `Basic realm="raftlock", charset="UTF-8"`)
 				http.Error(w, "401 unauthorized: the credentials of a user with @admin are required", http.StatusUnauthorized)
 				return
 			}
@@ -141,4 +159,5 @@ func WriteMetrics(w io.Writer, s node.Stats) {
 	metric("store_first_index", "gauge", "First raft log index kept in the store.", float64(s.Store.FirstIndex))
 	metric("store_last_index", "gauge", "Last raft log index in the store.", float64(s.Store.LastIndex))
 	metric("store_snapshots", "gauge", "Snapshots kept in the store.", float64(s.Store.Snapshots))
+	writeNodeHistograms(w, s)
 }

@@ -77,8 +77,8 @@ func (u users) AdminAuth(user, pass string) bool {
 	return user == u.user && pass == u.pass
 }
 
-// Once the node's clients must authenticate, profiles need an @admin user's basic auth; /metrics
-// stays open.
+// Once the node's clients must authenticate, profiles and the status page need an @admin user's
+// basic auth; /metrics stays open.
 func TestPprofBehindAuth(t *testing.T) {
 	for _, tc := range []struct {
 		name             string
@@ -118,7 +118,8 @@ func TestPprofBehindAuth(t *testing.T) {
 			if res := get("/metrics", false); res.StatusCode != http.StatusOK {
 				t.Errorf("/metrics without credentials = %d, want 200", res.StatusCode)
 			}
-			for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/symbol"} {
+			// The status page shows member and key names: it is guarded as the profiles are.
+			for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/symbol", "/", "/status.json", "/status.js", "/status.css"} {
 				res := get(path, false)
 				if res.StatusCode != tc.noAuth {
 					t.Errorf("%s without credentials = %d, want %d", path, res.StatusCode, tc.noAuth)

@@ -1,0 +1,143 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/metrics"
+	"github.com/raftlock/raftlock/node"
+)
+
+type fixedServer node.ServerStats
+
+func (s fixedServer) ServerStats() node.ServerStats { return node.ServerStats(s) }
+
+type fixedMembers []node.MemberStatus
+
+func (m fixedMembers) MemberStatus(context.Context) ([]node.MemberStatus, error) { return m, nil }
+
+func hist(scale metrics.Scale, vs ...uint64) metrics.Snapshot {
+	h := metrics.NewHistogram(scale)
+	for _, v := range vs {
+		h.Observe(v)
+	}
+	return h.Snapshot()
+}
+
+func TestWriteServerMetrics(t *testing.T) {
+	var b strings.Builder
+	WriteServerMetrics(&b, node.ServerStats{
+		Families: []node.FamilyStats{{Name: "lock", Latency: hist(metrics.Latency, uint64(15*time.Microsecond), uint64(time.Minute))}},
+		Refused:  []node.ReasonCount{{Reason: "noperm", Count: 4}},
+	})
+	out := b.String()
+	for _, want := range []string{
+		"# TYPE raftlock_request_duration_seconds histogram\n",
+		`raftlock_request_duration_seconds_bucket{family="lock",le="1e-05"} 0` + "\n",
+		`raftlock_request_duration_seconds_bucket{family="lock",le="2e-05"} 1` + "\n",
+		`raftlock_request_duration_seconds_bucket{family="lock",le="20.97152"} 1` + "\n",
+		`raftlock_request_duration_seconds_bucket{family="lock",le="+Inf"} 2` + "\n",
+		`raftlock_request_duration_seconds_sum{family="lock"} 60.000015` + "\n",
+		`raftlock_request_duration_seconds_count{family="lock"} 2` + "\n",
+		`raftlock_refused_commands_total{reason="noperm"} 4` + "\n",
+		`raftlock_waiters{db="0"} 0` + "\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("metrics lack %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestStatusDocument(t *testing.T) {
+	ns := fixedStats{ID: "n1", State: "Leader", Ready: true, LeaderID: "n1", Term: 4, CommitIndex: 120, AppliedIndex: 118,
+		LeaderChanges: 2, RecentLeaders: []node.LeaderChange{{LeaderID: "n2", Term: 3}, {LeaderID: "n1", Term: 4}}}
+	ns.DBKeys[0], ns.DBKeys[5], ns.DBLeases[5] = 3, 7, 2
+	ss := fixedServer{Commands: 10, Contended: []node.KeyCount{{DB: 5, Key: "<b>hot</b>", Count: 9}}}
+	ss.DBWaiters[5] = 1
+	members := fixedMembers{
+		{Member: node.Member{ID: "n1", Leader: true, Voter: true}, State: "Leader", Term: 4, CommitIndex: 120, AppliedIndex: 118},
+		{Member: node.Member{ID: "n2", Voter: true}, State: "Follower", Term: 4, CommitIndex: 119, AppliedIndex: 100},
+		{Member: node.Member{ID: "n3", Voter: true}, Err: "dial tcp: connection refused"},
+	}
+	s, err := Start(Config{Addr: "127.0.0.1:0", Server: ss, Members: members}, ns, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	res, err := http.Get("http://" + s.Addr().String() + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var got status
+	if err := json.NewDecoder(res.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Node.State != "Leader" || got.Node.Term != 4 || got.Node.ApplyLag != 2 {
+		t.Errorf("node = %+v, want Leader, term 4, apply lag 2", got.Node)
+	}
+	lags := map[string]uint64{}
+	for _, m := range got.Members {
+		lags[m.ID] = m.Lag
+	}
+	if lags["n1"] != 2 || lags["n2"] != 20 || got.Members[2].Error == "" {
+		t.Errorf("members = %+v, want lags n1 2, n2 20 and n3's error", got.Members)
+	}
+	if got.Totals.Keys != 10 || got.Totals.Leases != 2 || got.Totals.Waiters != 1 || len(got.Databases) != 2 {
+		t.Errorf("databases %+v totals %+v, want db 0 and 5, 10 keys, 2 leases, 1 waiter", got.Databases, got.Totals)
+	}
+	if len(got.Contended) != 1 || got.Contended[0].Key != "<b>hot</b>" || got.LeaderChanges != 2 || len(got.RecentLeaders) != 2 {
+		t.Errorf("contended %+v, leader changes %d %+v", got.Contended, got.LeaderChanges, got.RecentLeaders)
+	}
+	for _, path := range []string{"/", "/status.js", "/status.css"} {
+		res, err := http.Get("http://" + s.Addr().String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || len(body) == 0 || !strings.Contains(res.Header.Get("Content-Security-Policy"), "default-src 'self'") {
+			t.Errorf("%s = %d (%d bytes), CSP %q; want 200, a body, and only 'self'", path, res.StatusCode, len(body), res.Header.Get("Content-Security-Policy"))
+		}
+		if strings.Contains(string(body), "http://") || strings.Contains(string(body), "https://") {
+			t.Errorf("%s names an address elsewhere: the page must need nothing but the binary", path)
+		}
+	}
+	if res, err := http.Get("http://" + s.Addr().String() + "/nothing-here"); err != nil || res.StatusCode != http.StatusNotFound {
+		t.Errorf("/nothing-here = %v %v, want 404", res.StatusCode, err)
+	}
+}
+
+func TestStatusRates(t *testing.T) {
+	now := time.Unix(100, 0)
+	ss := &countingServer{}
+	src := newStatusSource(fixedStats{}, ss, nil)
+	src.now = func() time.Time { return now }
+	var st status
+	json.Unmarshal(src.document(t.Context()), &st)
+	if st.Rates.Seconds != 0 {
+		t.Errorf("first document: rates over %g s, want 0 (one sample)", st.Rates.Seconds)
+	}
+	ss.commands = 50
+	now = now.Add(500 * time.Millisecond)
+	if doc := src.document(t.Context()); !strings.Contains(string(doc), `"commands":0`) {
+		t.Errorf("within statusEvery the document is the cached one; got %s", doc)
+	}
+	now = now.Add(4500 * time.Millisecond)
+	json.Unmarshal(src.document(t.Context()), &st)
+	if st.Rates.Seconds != 5 || st.Rates.Commands != 10 {
+		t.Errorf("rates = %+v, want 50 commands over 5 s = 10/s", st.Rates)
+	}
+}
+
+type countingServer struct{ commands uint64 }
+
+func (c *countingServer) ServerStats() node.ServerStats {
+	return node.ServerStats{Commands: c.commands}
+}
