@@ -24,6 +24,7 @@ type cluster struct {
 	// clientTLS, when set, is how the tests' helpers reach the nodes' client ports (their
 	// flags in extra make them speak TLS).
 	clientTLS *tls.Config
+	bin       string // the binary the nodes start with (node.bin); empty: raftlockBin
 }
 
 // Cluster timing bounds. A dead leader is replaced in about a second (500 ms election timeout);
@@ -46,9 +47,20 @@ func newCluster(t *testing.T, size int, extra ...string) *cluster {
 // tests reach them with clientTLS.
 func newClusterTLS(t *testing.T, size int, clientTLS *tls.Config, extra ...string) *cluster {
 	t.Helper()
+	return startCluster(t, size, "", clientTLS, extra)
+}
+
+// newClusterOf is newCluster whose nodes run the binary bin (an older release, say).
+func newClusterOf(t *testing.T, bin string, size int, extra ...string) *cluster {
+	t.Helper()
+	return startCluster(t, size, bin, nil, extra)
+}
+
+func startCluster(t *testing.T, size int, bin string, clientTLS *tls.Config, extra []string) *cluster {
+	t.Helper()
 	var lastErr error
 	for range 3 { // a port picked free may be taken before the node binds it
-		c := &cluster{t: t, extra: extra, clientTLS: clientTLS}
+		c := &cluster{t: t, extra: extra, clientTLS: clientTLS, bin: bin}
 		if lastErr = c.start(size); lastErr == nil {
 			c.waitAnnounced(size)
 			return c
@@ -72,6 +84,7 @@ func (c *cluster) start(size int) error {
 	for i := range size {
 		n := &node{
 			id:       fmt.Sprintf("n%d", i+1),
+			bin:      c.bin,
 			dir:      c.t.TempDir(),
 			raftAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[size+i])),
 		}
