@@ -550,3 +550,77 @@ func readonlyClient(t testing.TB, addr string) *redis.Client {
 	t.Cleanup(func() { rdb.Close() })
 	return rdb
 }
+
+// TestRollChecks checks the rolling load's own judges on made-up histories.
+func TestRollChecks(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	grant := func(key string, token int64, sent, done int) rollOp {
+		return rollOp{key: key, kind: opLock, out: acked, token: token, sent: at(sent), done: at(done)}
+	}
+	unlock := func(key string, token int64, out outcome, sent, done int) rollOp {
+		return rollOp{key: key, kind: opUnlock, out: out, token: token, sent: at(sent), done: at(done)}
+	}
+	tests := []struct {
+		name   string
+		a, b   []rollOp
+		nGrant int // problems checkGrants must find
+	}{
+		{"handed over", []rollOp{grant("k", 5, 0, 1), unlock("k", 5, acked, 2, 3)}, []rollOp{grant("k", 7, 1, 4)}, 0},
+		{"handed over, release unknown", []rollOp{grant("k", 5, 0, 1), unlock("k", 5, unknown, 2, 3)}, []rollOp{grant("k", 7, 1, 4)}, 0},
+		{"never released", []rollOp{grant("k", 5, 0, 1)}, []rollOp{grant("k", 7, 1, 4)}, 1},
+		{"release not sent", []rollOp{grant("k", 5, 0, 1), unlock("k", 5, notSent, 2, 3)}, []rollOp{grant("k", 7, 1, 4)}, 1},
+		{"granted before the release was sent", []rollOp{grant("k", 5, 0, 1), unlock("k", 5, acked, 5, 6)}, []rollOp{grant("k", 7, 1, 4)}, 1},
+		{"one token, two owners", []rollOp{grant("k", 5, 0, 1)}, []rollOp{grant("k", 5, 0, 2)}, 1},
+		{"one token, two keys", []rollOp{grant("k", 5, 0, 1), grant("j", 5, 2, 3)}, nil, 1},
+		{"same owner again", []rollOp{grant("k", 5, 0, 1), grant("k", 5, 2, 3)}, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := &rollLoad{phases: []string{"p"}, workers: []*rollWorker{
+				{id: 0, owner: "a", ops: tt.a}, {id: 1, owner: "b", ops: tt.b},
+			}}
+			if got := l.checkGrants(); len(got) != tt.nGrant {
+				t.Errorf("checkGrants = %v, want %d problems", got, tt.nGrant)
+			}
+		})
+	}
+
+	free := keyState{known: true, floor: -1}
+	heldBy := func(tok int64) keyState { return keyState{known: true, held: true, token: tok, floor: -1} }
+	judges := []struct {
+		name   string
+		sa, sb keyState
+		st     lockState
+		held   bool
+		bad    bool
+	}{
+		{"held as acknowledged", heldBy(5), free, lockState{owner: "a", token: 5}, true, false},
+		{"acknowledged grant lost", heldBy(5), free, lockState{}, false, true},
+		{"acknowledged grant, other token", heldBy(5), free, lockState{owner: "a", token: 6}, true, true},
+		{"acknowledged grant, other owner", heldBy(5), free, lockState{owner: "b", token: 5}, true, true},
+		{"free as acknowledged", free, free, lockState{}, false, false},
+		{"acknowledged release lost", free, free, lockState{owner: "a", token: 5}, true, true},
+		{"unknown grant held", keyState{token: 0, floor: 9}, free, lockState{owner: "a", token: 10}, true, false},
+		{"unknown grant, old token", keyState{token: 0, floor: 9}, free, lockState{owner: "a", token: 8}, true, true},
+		{"unknown release, still held", keyState{token: 5, floor: -1}, free, lockState{owner: "a", token: 5}, true, false},
+	}
+	for _, tt := range judges {
+		t.Run(tt.name, func(t *testing.T) {
+			l := &rollLoad{phases: []string{"p"}, workers: []*rollWorker{
+				{id: 0, owner: "a", keys: []string{"k"}, state: map[string]keyState{"k": tt.sa}},
+				{id: 1, owner: "b", keys: []string{"k"}, state: map[string]keyState{"k": tt.sb}},
+			}}
+			if got := l.judge("n1", "k", tt.st, tt.held); (len(got) > 0) != tt.bad {
+				t.Errorf("judge = %v, want problems: %v", got, tt.bad)
+			}
+		})
+	}
+	l := &rollLoad{phases: []string{"p"}, workers: []*rollWorker{
+		{id: 0, owner: "a", keys: []string{"k"}, state: map[string]keyState{"k": heldBy(5)}},
+		{id: 1, owner: "b", keys: []string{"k"}, state: map[string]keyState{"k": heldBy(7)}},
+	}}
+	if got := l.checkClaims(); len(got) != 1 {
+		t.Errorf("checkClaims with two holders = %v, want 1 problem", got)
+	}
+}

@@ -86,7 +86,7 @@ func TestRollingUpgrade(t *testing.T) {
 		t.Fatalf("after RAFT TRANSFER %s: %s leads", a.id, l.id)
 	}
 	load.waitProgress("", progressOps, progressWait)
-	c.checkRunning()
+	c.checkReplicated()
 
 	// Old reads new: b, still old, comes back behind the new leader's compacted log.
 	load.setPhase(fmt.Sprintf("restart old %s, installs a new leader's snapshot", b.id))
@@ -143,6 +143,7 @@ func (c *cluster) cycle(load *rollLoad, n *node, bin string, kill bool) *node {
 	n = c.restartObserved(n)
 	c.waitCaughtUp(n)
 	load.waitProgress(n.addr, progressOps, progressWait)
+	c.checkReplicated()
 	c.t.Logf("%s: %s binary stopped in %v, %s binary caught up and serving %v later",
 		n.id, from, stopped.Round(time.Millisecond), binName(n), (time.Since(began) - stopped).Round(time.Millisecond))
 	return n
@@ -168,27 +169,34 @@ func (n *node) metricsAddr() string {
 }
 
 // waitCaughtUp waits until every live node names the same ready leader, n has applied every
-// entry the leader had committed a moment before, and, on a binary that has it, n's /readyz
-// says it is ready.
+// entry that leader had committed when n came back (it has caught up on what it missed; the load
+// goes on meanwhile), and, on a binary that has it, n's /readyz says it is ready.
 func (c *cluster) waitCaughtUp(n *node) {
 	c.t.Helper()
+	var (
+		leader *node
+		target uint64
+	)
 	testutil.WaitFor(c.t, catchUpTimeout, func() error {
-		l, err := c.findLeader()
+		if leader == nil {
+			l, err := c.findLeader()
+			if err != nil {
+				return err
+			}
+			if target, err = raftInt(l, "raft_commit_index"); err != nil {
+				return err
+			}
+			leader = l
+		}
+		applied, err := raftInt(n, "raft_applied_index")
 		if err != nil {
 			return err
 		}
-		li, err := infoRaft(l.addr)
-		if err != nil {
-			return err
+		if applied < target {
+			return fmt.Errorf("%s has applied %d; the leader %s had committed %d when it came back", n.id, applied, leader.id, target)
 		}
-		ni, err := infoRaft(n.addr)
-		if err != nil {
+		if _, err := c.findLeader(); err != nil {
 			return err
-		}
-		commit, _ := strconv.ParseUint(li["raft_commit_index"], 10, 64)
-		applied, _ := strconv.ParseUint(ni["raft_applied_index"], 10, 64)
-		if applied < commit {
-			return fmt.Errorf("%s has applied %d, the leader %s had committed %d", n.id, applied, l.id, commit)
 		}
 		if web := n.metricsAddr(); web != "" && binName(n) == "new" {
 			return readyz(web)
@@ -231,6 +239,40 @@ func (c *cluster) checkRunning() {
 		}
 	}
 }
+
+// checkReplicated takes a lock through the leader and waits until every live node shows it in
+// its own table (READONLY): each node applies what the leader writes, whichever binary either
+// runs. A node whose log says it could not decode an entry fails the test at once, naming it
+// (an old binary given an entry format it does not know skips the entry and falls behind).
+func (c *cluster) checkReplicated() {
+	c.t.Helper()
+	c.checkRunning()
+	l := c.leader()
+	key := fmt.Sprintf("replicated/%d", time.Now().UnixNano())
+	tok, err := callInt(l.addr, "LOCK", key, strconv.Itoa(rollLease), "OWNER", "replicated")
+	if err != nil {
+		c.t.Fatalf("LOCK %s on the leader %s: %v", key, l.id, err)
+	}
+	ctx := testContext(c.t, catchUpTimeout)
+	for _, n := range c.live() {
+		rdb := readonlyClient(c.t, n.addr)
+		testutil.WaitFor(c.t, catchUpTimeout, func() error {
+			if strings.Contains(n.Log(), undecodableEntry) {
+				c.t.Fatalf("%s (%s binary) could not decode an entry written under the leader %s (%s binary): %q in its log (printed below)",
+					n.id, binName(n), l.id, binName(l), undecodableEntry)
+			}
+			st, held, err := lockInfo(ctx, rdb, key)
+			if err == nil && (!held || st.owner != "replicated" || st.token != tok) {
+				err = fmt.Errorf("%s (%s binary): LOCKINFO %s = %s; want held by replicated with token %d (granted by the leader %s)",
+					n.id, binName(n), key, showLock(st, held), tok, l.id)
+			}
+			return err
+		})
+	}
+}
+
+// undecodableEntry is what raftnode logs for a log entry it cannot decode (and skips).
+const undecodableEntry = "undecodable log entry"
 
 // raftInt reads one integer field of INFO raft on n.
 func raftInt(n *node, field string) (uint64, error) {
@@ -324,6 +366,7 @@ func (c *cluster) lagAndRestart(load *rollLoad, n, leader *node, bin string) *no
 			n.id, leader.id, sentinel, showLock(st, held), err, tok)
 	}
 	load.waitProgress(n.addr, progressOps, progressWait)
+	c.checkReplicated()
 	c.t.Logf("%s: %s binary stopped at index %d; the leader %s (%s binary) snapshotted at %d and kept its log from %d; %s binary installed it and caught up in %v in all",
 		n.id, from, last, leader.id, binName(leader), snap, first, binName(n), time.Since(began).Round(time.Millisecond))
 	return n
