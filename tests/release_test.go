@@ -48,7 +48,7 @@ func releaseBinary(t *testing.T, commit string) string {
 		t.Fatalf("extract %s: %v", commit, err)
 	}
 	tmp := fmt.Sprintf("%s.tmp-%d", bin, os.Getpid())
-	build := exec.Command("go", "build", "-tags", "raftlock_testclock", "-o", tmp, "./cmd/raftlock")
+	build := exec.Command("go", "build", "-buildvcs=false", "-tags", "raftlock_testclock", "-o", tmp, "./cmd/raftlock")
 	build.Dir = src
 	if b, err := build.CombinedOutput(); err != nil {
 		os.Remove(tmp)

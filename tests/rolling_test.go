@@ -102,9 +102,14 @@ func TestRollingUpgrade(t *testing.T) {
 
 	load.setPhase("all upgraded")
 	formats.settled(c)
-	// The new binary's snapshot of the whole cluster, taken and then read at a restart.
-	l := c.leader()
-	c.snapshot(l)
+	// Snapshots in the format the whole cluster now writes: the leader's, and a follower's own,
+	// which it restores when it restarts.
+	c.snapshot(c.leader())
+	f = c.followers()
+	c.snapshot(f[0])
+	load.setPhase(fmt.Sprintf("restart %s on its new snapshot", f[0].id))
+	c.cycle(load, f[0], raftlockBin, false)
+	load.setPhase("end")
 	load.waitProgress("", progressOps, progressWait)
 	load.verify(c)
 	t.Logf("rolling upgrade: %v in all", time.Since(began).Round(time.Millisecond))
