@@ -26,6 +26,7 @@ type cluster struct {
 	clientTLS *tls.Config
 	// nodeArgs, when set, gives node i (from 0) flags of its own (its --metrics-addr).
 	nodeArgs func(i int) []string
+	bin      string // the binary the nodes start with (node.bin); empty: raftlockBin
 }
 
 // Cluster timing bounds. A dead leader is replaced in about a second (500 ms election timeout);
@@ -51,12 +52,19 @@ func newClusterTLS(t *testing.T, size int, clientTLS *tls.Config, extra ...strin
 	return newClusterWith(t, size, &cluster{clientTLS: clientTLS, extra: extra})
 }
 
-// newClusterWith is newCluster with the flags and TLS of proto (its nodes are started anew).
+// newClusterOf is newCluster whose nodes run the binary bin (an older release, say).
+func newClusterOf(t *testing.T, bin string, size int, extra ...string) *cluster {
+	t.Helper()
+	return newClusterWith(t, size, &cluster{bin: bin, extra: extra})
+}
+
+// newClusterWith is newCluster with the flags, TLS and binary of proto (its nodes are started
+// anew).
 func newClusterWith(t *testing.T, size int, proto *cluster) *cluster {
 	t.Helper()
 	var lastErr error
 	for range 3 { // a port picked free may be taken before the node binds it
-		c := &cluster{t: t, extra: proto.extra, clientTLS: proto.clientTLS, nodeArgs: proto.nodeArgs}
+		c := &cluster{t: t, extra: proto.extra, clientTLS: proto.clientTLS, nodeArgs: proto.nodeArgs, bin: proto.bin}
 		if lastErr = c.start(size); lastErr == nil {
 			c.waitAnnounced(size)
 			c.waitSettled()
@@ -81,6 +89,7 @@ func (c *cluster) start(size int) error {
 	for i := range size {
 		n := &node{
 			id:       fmt.Sprintf("n%d", i+1),
+			bin:      c.bin,
 			dir:      c.t.TempDir(),
 			raftAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[size+i])),
 		}
@@ -147,6 +156,9 @@ func (c *cluster) waitAnnounced(want int) {
 // to a follower still catching up on those entries loses its election).
 func (c *cluster) waitSettled() {
 	c.t.Helper()
+	if c.bin != "" {
+		return // an older release's cluster: it has no log format to switch to
+	}
 	testutil.WaitFor(c.t, settleTimeout, func() error {
 		applied := map[string]bool{}
 		for _, n := range c.nodes {

@@ -58,6 +58,7 @@ type node struct {
 	id       string
 	starts   int
 	args     []string // more flags, passed again at every restart (--peers, --join, tuning)
+	bin      string   // the binary it runs (and runs again at restart); empty: raftlockBin
 }
 
 // kill9 kills the process with SIGKILL and waits for it to be gone.
@@ -113,7 +114,7 @@ func (n *node) restart(t testing.TB) *node {
 	if n.Running() {
 		t.Fatalf("%s: restart while still running", n.Name())
 	}
-	m := &node{dir: n.dir, raftAddr: n.raftAddr, id: n.id, starts: n.starts, args: n.args}
+	m := &node{dir: n.dir, raftAddr: n.raftAddr, id: n.id, starts: n.starts, args: n.args, bin: n.bin}
 	if err := m.launch(t, n.addr); err != nil {
 		t.Fatalf("restart raftlock: %v", err)
 	}
@@ -135,7 +136,11 @@ func (n *node) start(t testing.TB, addr string) error {
 	t.Helper()
 	n.starts++
 	args := append([]string{"--dir", n.dir, "--addr", addr, "--raft-addr", n.raftAddr, "--id", n.id}, n.args...)
-	p, err := testutil.Launch(t, fmt.Sprintf("raftlock-%s-start%d", n.id, n.starts), raftlockBin, args...)
+	bin := n.bin
+	if bin == "" {
+		bin = raftlockBin
+	}
+	p, err := testutil.Launch(t, fmt.Sprintf("raftlock-%s-start%d", n.id, n.starts), bin, args...)
 	if err != nil {
 		return err
 	}
