@@ -328,14 +328,35 @@ func (n *Node) join(ctx context.Context) {
 	}
 }
 
-// removedByLeader finds, among the members this node knows (their client addresses from the
-// applied table, or else from the hints), one that says it is the ready leader, and reports
-// whether that leader's member list lacks this node. Only a leader's answer counts: its
-// configuration is the newest, so a node that was just added is never told it is gone.
+// removedByLeader finds, among the members this node knows, one that says it is the ready
+// leader, and reports whether that leader's member list lacks this node. Only a leader's answer
+// counts: its configuration is the newest, so a node that was just added is never told it is
+// gone.
 func (n *Node) removedByLeader(ctx context.Context, hints map[string]string) (string, bool) {
+	removed := false
+	leader := n.askReadyLeader(ctx, hints, func(addr string) bool {
+		stats, err := n.callPeer(ctx, addr, peerTimeout, "RAFT", "STATS")
+		if f := fields(stats); err != nil || f["raft_state"] != "Leader" || f["raft_ready"] != "true" {
+			return false
+		}
+		list, err := n.callPeer(ctx, addr, peerTimeout, "RAFT", "MEMBERS")
+		if err != nil || list.Kind != resp.KindArray || len(list.Elems) == 0 {
+			return true // the leader, but no usable answer: ask again later
+		}
+		removed = !slices.ContainsFunc(list.Elems, func(e resp.Value) bool { return fields(e)["id"] == n.cfg.ID })
+		return true
+	})
+	return leader, removed
+}
+
+// askReadyLeader calls ask for the members of this node's newest configuration other than
+// itself, at the client addresses it knows (the applied member table, else the hints), until
+// ask reports that the member at addr is the ready leader, and returns that member's ID ("" if
+// none was).
+func (n *Node) askReadyLeader(ctx context.Context, hints map[string]string, ask func(addr string) bool) string {
 	members, err := n.Members()
 	if err != nil {
-		return "", false
+		return ""
 	}
 	for _, m := range members {
 		addr := m.ClientAddr
@@ -347,17 +368,11 @@ func (n *Node) removedByLeader(ctx context.Context, hints map[string]string) (st
 		if m.ID == n.cfg.ID || addr == "" {
 			continue
 		}
-		stats, err := n.callPeer(ctx, addr, peerTimeout, "RAFT", "STATS")
-		if f := fields(stats); err != nil || f["raft_state"] != "Leader" || f["raft_ready"] != "true" {
-			continue
+		if ctx.Err() == nil && ask(addr) {
+			return m.ID
 		}
-		list, err := n.callPeer(ctx, addr, peerTimeout, "RAFT", "MEMBERS")
-		if err != nil || list.Kind != resp.KindArray || len(list.Elems) == 0 {
-			return "", false
-		}
-		return m.ID, !slices.ContainsFunc(list.Elems, func(e resp.Value) bool { return fields(e)["id"] == n.cfg.ID })
 	}
-	return "", false
+	return ""
 }
 
 // callPeer sends one command to another node's client port and returns its reply; an error

@@ -105,23 +105,14 @@ var askMembership = func(ctx context.Context, n *Node, addr, id string) (node.Me
 // lists this node, and which member said so. It asks the members of this node's newest
 // configuration at the client addresses it knows (the member table, else the hints).
 func (n *Node) removalConfirmed(ctx context.Context, hints map[string]string) (string, bool) {
-	members, err := n.Members()
-	if err != nil {
-		return "", false
-	}
-	for _, m := range members {
-		addr := m.ClientAddr
-		if addr == "" {
-			addr = hints[m.ID]
-		}
-		if m.ID == n.cfg.ID || addr == "" {
-			continue
-		}
+	removed := false
+	leader := n.askReadyLeader(ctx, hints, func(addr string) bool {
 		st, err := askMembership(ctx, n, addr, n.cfg.ID)
 		if err != nil || !st.LeaderReady {
-			continue
+			return false
 		}
-		return m.ID, st.Known && !st.Member
-	}
-	return "", false
+		removed = st.Known && !st.Member
+		return true
+	})
+	return leader, leader != "" && removed
 }
