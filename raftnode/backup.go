@@ -219,7 +219,8 @@ func writeRestoredStore(path, id string, conf raft.Configuration, m *fsm.Machine
 			err = fmt.Errorf("restore: close the store: %w", cerr)
 		}
 	}()
-	if err := saveIdentity(st, identity{NodeID: id}); err != nil {
+	// Every voter of the new cluster is restored by this release: it may write its format.
+	if err := saveIdentity(st, identity{NodeID: id, BootstrapFormat: fsm.FormatCurrent}); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 	snap := m.Snapshot().WithoutMembers()

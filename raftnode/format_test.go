@@ -29,7 +29,7 @@ func TestLogFormatWaitsForEveryMember(t *testing.T) {
 	formatWait = 300 * time.Millisecond
 	defer func() { formatWait = old }()
 
-	nodes := newCluster(t, 3)
+	nodes := newUpgradedCluster(t, 3)
 	l := leader(t, nodes)
 	mustLock(t, l, "job", "alice", 0)
 	if got := lastCommandFormat(t, l); got != fsm.FormatPrevious {
@@ -64,6 +64,53 @@ func TestLogFormatWaitsForEveryMember(t *testing.T) {
 	if got := lastCommandFormat(t, l); got != fsm.FormatCurrent {
 		t.Fatalf("after the switch an entry of format %d, want %d", got, fsm.FormatCurrent)
 	}
+}
+
+// A cluster this release bootstraps writes the current format at once, even while a member is
+// unreachable: all its members run this release (an older one is never promoted into it).
+func TestLogFormatOfANewCluster(t *testing.T) {
+	for _, id := range []string{"n2", "n3"} { // ignored: the cluster is new
+		olderMembers.Store(id, true)
+		defer olderMembers.Delete(id)
+	}
+	nodes := newCluster(t, 3)
+	for _, n := range nodes {
+		testutil.WaitFor(t, 5*time.Second, func() error {
+			if f := n.Stats().LogFormat; f != int(fsm.FormatCurrent) {
+				return fmt.Errorf("%s is in log format %d", n.id, f)
+			}
+			return nil
+		})
+	}
+}
+
+// newUpgradedCluster starts size nodes on stores bootstrapped as the previous release did (no
+// identity in the stable store): the data dirs of a cluster being upgraded in place.
+func newUpgradedCluster(t *testing.T, size int) []*testNode {
+	t.Helper()
+	var servers []raft.Server
+	for i := 1; i <= size; i++ {
+		id := fmt.Sprintf("n%d", i)
+		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(id), Address: raft.ServerAddress(addrOf(id))})
+	}
+	var nodes []*testNode
+	for _, s := range servers {
+		st := newStores()
+		conf := raft.DefaultConfig()
+		conf.LocalID = s.ID
+		_, trans := raft.NewInmemTransport(s.Address)
+		if err := raft.BootstrapCluster(conf, st.Log, st.Stable, st.Snapshots, trans, raft.Configuration{Servers: servers}); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, startNode(t, testConfig(string(s.ID)), st))
+	}
+	connectAll(nodes)
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			n.trans.DisconnectAll()
+		}
+	})
+	return nodes
 }
 
 // A node alone switches to the current format at once: nobody else has to read its log.

@@ -118,6 +118,7 @@ func newNode(t *testing.T, mod ...func(*Config)) *testNode {
 	}
 	n := startNode(t, cfg, newStores())
 	leader(t, []*testNode{n})
+	settle(t, []*testNode{n})
 	return n
 }
 
@@ -166,7 +167,29 @@ func newCluster(t *testing.T, size int, mod ...func(*Config)) []*testNode {
 		}
 	})
 	leader(t, nodes)
+	settle(t, nodes)
 	return nodes
+}
+
+// settle waits for what a new cluster's first leader writes on its own once ready (the switch
+// to the current log format, the cluster ID) to apply on every node, so that a test's own
+// entries are the only ones it sees.
+func settle(t *testing.T, nodes []*testNode) {
+	t.Helper()
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		var applied uint64
+		for i, n := range nodes {
+			s := n.Stats()
+			if s.LogFormat != int(fsm.FormatCurrent) || s.ClusterID == "" {
+				return fmt.Errorf("%s: log format %d, cluster ID %q", n.id, s.LogFormat, s.ClusterID)
+			}
+			if i > 0 && s.AppliedIndex != applied {
+				return fmt.Errorf("%s applied %d, %s %d", n.id, s.AppliedIndex, nodes[0].id, applied)
+			}
+			applied = s.AppliedIndex
+		}
+		return nil
+	})
 }
 
 // connectAll connects every transport to every other one (heals every partition).

@@ -38,6 +38,10 @@ import (
 type identity struct {
 	NodeID    string `json:"node_id"`
 	ClusterID string `json:"cluster_id,omitempty"`
+	// BootstrapFormat is the log format of the release that created this cluster, when this
+	// node bootstrapped it (or restored it from a backup): every member of a new cluster runs
+	// that release, so its leader need not ask them before writing that format (format.go).
+	BootstrapFormat byte `json:"bootstrap_format,omitempty"`
 }
 
 // newClusterID returns a random cluster ID: 16 random bytes in hex.
@@ -93,8 +97,11 @@ func (n *Node) checkIdentity(existing bool) (identity, error) {
 	id = identity{NodeID: n.cfg.ID}
 	if existing {
 		n.log.Info("recording the node identity of a data dir created before identities", "node_id", n.cfg.ID)
-	} else if n.cfg.Bootstrap && len(n.cfg.Peers) == 0 {
-		id.ClusterID = newClusterID()
+	} else if n.cfg.Bootstrap {
+		id.BootstrapFormat = fsm.FormatCurrent
+		if len(n.cfg.Peers) == 0 {
+			id.ClusterID = newClusterID()
+		}
 	}
 	return id, saveIdentity(n.stable, id)
 }
@@ -190,7 +197,7 @@ func (n *Node) noteClusterID(id string) {
 		// identities, gets here: a committed ID never changes.
 		n.log.Warn("the log names another cluster ID than this node's stable store; adopting the log's", "stored", *p, "log", id)
 	}
-	if err := saveIdentity(n.stable, identity{NodeID: n.cfg.ID, ClusterID: id}); err != nil {
+	if err := saveIdentity(n.stable, identity{NodeID: n.cfg.ID, ClusterID: id, BootstrapFormat: n.bootstrapFormat}); err != nil {
 		n.log.Warn("remembering the cluster ID failed", "err", err)
 		return
 	}

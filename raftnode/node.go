@@ -46,6 +46,8 @@ type Node struct {
 	format       atomic.Uint32
 	formatChange changeSignal
 	formatWarned atomic.Bool
+	// bootstrapFormat is the identity's BootstrapFormat: set when this node created its cluster.
+	bootstrapFormat byte
 
 	// mu guards the view: the applied table, its lease timers and the pending proposals.
 	// Requests are evaluated and registered under it, and raft applies under it, so a request
@@ -161,6 +163,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 	if ident.ClusterID != "" {
 		n.storedCluster.Store(&ident.ClusterID)
 	}
+	n.bootstrapFormat = ident.BootstrapFormat
 	if existing && cfg.Join != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*peerTimeout)
 		err := n.joinCheck(ctx, ident)

@@ -38,10 +38,16 @@ func TestUncommittedRemovalDoesNotRemove(t *testing.T) {
 	l := leader(t, nodes)
 	rest := others(l, nodes)
 	f, third := rest[0], rest[1]
-	// f must know the leader's client address to ask it later (the leader records its own).
+	// f must know the client addresses of whichever leads after the heal to ask it (the leader
+	// records its own; in-memory followers cannot announce theirs over RESP: record it for them).
+	if err := l.SetMemberAddr(t.Context(), third.id, third.cfg.ClientAddr); err != nil {
+		t.Fatal(err)
+	}
 	testutil.WaitFor(t, 5*time.Second, func() error {
-		if addr, ok := f.MemberAddr(l.id); !ok || addr != l.cfg.ClientAddr {
-			return fmt.Errorf("%s does not know the leader's client address yet", f.id)
+		for _, m := range []*testNode{l, third} {
+			if addr, ok := f.MemberAddr(m.id); !ok || addr != m.cfg.ClientAddr {
+				return fmt.Errorf("%s does not know %s's client address yet", f.id, m.id)
+			}
 		}
 		return nil
 	})
