@@ -140,6 +140,9 @@ func (n *Node) awaitTurn(ctx context.Context, key []byte, w *lockWaiter, deadlin
 	vctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
 	defer cancel()
 	if err := n.verifyLeader(vctx); err != nil {
+		if ctx.Err() == nil && vctx.Err() != nil {
+			return nil, n.notLeader() // no quorum confirmed it in time: not a leader to trust
+		}
 		return nil, err
 	}
 	return nil, nil
