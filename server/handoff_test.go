@@ -75,3 +75,30 @@ func TestLockWaitSkipsGoneWaiter(t *testing.T) {
 		t.Errorf("LOCKINFO = %q, want held by next", r)
 	}
 }
+
+// A key freed by a change that is neither a release nor an expiry (the last pop of a list, a
+// FLUSHDB) still goes to its queued waiter.
+func TestLockWaitAfterOtherFrees(t *testing.T) {
+	addr, s := startServer(t, nil)
+	c, waiter := dialRaw(t, addr), dialRaw(t, addr)
+	for _, free := range [][]string{{"LPOP", "k"}, {"FLUSHDB"}} {
+		if r := c.do("RPUSH", "k", "x"); r != ":1\r\n" {
+			t.Fatalf("RPUSH = %q", r)
+		}
+		got := make(chan string, 1)
+		go func() { got <- waiter.do("LOCK", "k", "10000", "WAIT", "4000") }()
+		waitLockWaiters(t, s, 1)
+		c.do(free...)
+		select {
+		case r := <-got:
+			if !strings.HasPrefix(r, ":") {
+				t.Fatalf("after %s the waiter got %q, want the lock", free[0], r)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("after %s the waiter got no answer", free[0])
+		}
+		if r := waiter.do("UNLOCK", "k"); r != ":1\r\n" {
+			t.Fatalf("UNLOCK = %q", r)
+		}
+	}
+}
