@@ -45,8 +45,14 @@ func (n *Node) LockWait(ctx context.Context, key []byte, eval node.Eval, grant f
 	defer deadline.Stop()
 	for {
 		res, w, err := n.tryOrQueue(ctx, key, eval, grant)
-		if err != nil || w == nil {
-			return res, err
+		if err != nil {
+			return nil, err
+		}
+		if w == nil {
+			if len(res) == 1 && res[0].GuardFailed() && !passed(deadline.C) {
+				continue // eval's own Grant was refused at apply (the view changed under it): wait on
+			}
+			return res, nil
 		}
 		out, err := n.awaitTurn(ctx, key, w, deadline.C)
 		if err != nil || out == nil {
@@ -60,6 +66,16 @@ func (n *Node) LockWait(ctx context.Context, key []byte, eval node.Eval, grant f
 		}
 		// The hand-off entry aborted (only a change of the view under it does that): nothing
 		// applied, so try again, at the back of the queue.
+	}
+}
+
+// passed reports whether the deadline has fired.
+func passed(deadline <-chan time.Time) bool {
+	select {
+	case <-deadline:
+		return true
+	default:
+		return false
 	}
 }
 
