@@ -60,9 +60,12 @@ var errReadRaced = errors.New("raftnode: leadership changed during the read; eva
 // proposal is a request that propose evaluated: its commands are in raft's queue, or it is a
 // read or refusal waiting for the leadership check. wait gives its outcome.
 type proposal struct {
-	n      *Node
-	ctx    context.Context
-	cmds   []fsm.Command
+	n    *Node
+	ctx  context.Context
+	cmds []fsm.Command
+	// hands are the waiters granted by the last len(hands) commands of cmds (handoff.go):
+	// the request's own results leave them out.
+	hands  []*lockWaiter
 	future raft.ApplyFuture // the entry of cmds
 	start  time.Time        // when cmds went to raft (commit latency)
 	gen    uint64           // leaderGen when a read was evaluated
@@ -74,6 +77,12 @@ type proposal struct {
 // it yields to raft, returning as soon as the commands are queued. wait must be called on every
 // proposal returned, or its keys stay marked as in flight.
 func (n *Node) propose(ctx context.Context, keys [][]byte, eval node.Eval) (*proposal, error) {
+	return n.proposeFreed(ctx, keys, eval, nil)
+}
+
+// proposeFreed is propose that also hands off keys of freed that are free in the view to their
+// head waiters (handoff.go). Every entry may carry hand-off grants after its own commands.
+func (n *Node) proposeFreed(ctx context.Context, keys [][]byte, eval node.Eval, freed []string) (*proposal, error) {
 	for {
 		if !n.ready.Load() {
 			return nil, n.notLeader()
@@ -96,7 +105,7 @@ func (n *Node) propose(ctx context.Context, keys [][]byte, eval node.Eval) (*pro
 			n.mu.Unlock()
 			return nil, err
 		}
-		if len(cmds) == 0 {
+		if len(cmds) == 0 && len(freed) == 0 {
 			n.mu.Unlock()
 			n.stats.reads.Add(1)
 			return &proposal{n: n, ctx: ctx, gen: gen}, nil
@@ -120,10 +129,15 @@ func (n *Node) propose(ctx context.Context, keys [][]byte, eval node.Eval) (*pro
 			n.mu.Unlock()
 			return nil, err
 		}
+		cmds, hands := n.handoffsLocked(cmds, freed, format)
+		if len(cmds) == 0 {
+			n.mu.Unlock()
+			return &proposal{n: n, ctx: ctx, gen: gen}, nil
+		}
 		n.markPendingLocked(cmds)
 		n.mu.Unlock()
 		start := time.Now()
-		return &proposal{n: n, ctx: ctx, cmds: cmds, future: n.submit(cmds, format), start: start}, nil
+		return &proposal{n: n, ctx: ctx, cmds: cmds, hands: hands, future: n.submit(cmds, format), start: start}, nil
 	}
 }
 
@@ -146,8 +160,16 @@ func (p *proposal) wait() ([]fsm.Result, error) {
 	if err == nil {
 		n.stats.commit.Since(p.start)
 	}
+	cmds := p.cmds
+	if len(p.hands) > 0 {
+		n.answerHandoffs(p.hands, p.cmds, results, err)
+		cmds = cmds[:len(cmds)-len(p.hands)]
+		if results != nil {
+			results = results[:len(cmds):len(cmds)]
+		}
+	}
 	if p.ctx.Err() != nil {
-		n.releaseGhosts(p.cmds, results)
+		n.releaseGhosts(cmds, results)
 	}
 	if err != nil {
 		return nil, err

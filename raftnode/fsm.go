@@ -89,6 +89,11 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	n.keys.Store(int64(n.mu.machine.Len()))
 	n.noteFormatLocked()
+	if flushed {
+		n.kickHandoffsLocked(nil)
+	} else if len(changed) > 0 {
+		n.kickHandoffsLocked(changed)
+	}
 	var cluster string
 	if members {
 		cluster = n.mu.machine.ClusterID()

@@ -59,6 +59,8 @@ type Node struct {
 		machine *fsm.Machine
 		leases  leases
 		pending map[string]*pendingKey
+		// handoff holds the LOCK ... WAIT queues of the keys that have one (handoff.go).
+		handoff map[string][]*lockWaiter
 	}
 
 	// ready is true while this node is the leader and has applied everything committed before
@@ -286,6 +288,10 @@ func (n *Node) watchLeadership() {
 		case isLeader := <-ch:
 			gen := n.leaderGen.Add(1)
 			n.ready.Store(false)
+			lost := n.notLeader()
+			n.mu.Lock()
+			n.failWaitersLocked(lost) // no waiter is left without an answer (handoff.go)
+			n.mu.Unlock()
 			n.leaderChange.notify()
 			if !isLeader {
 				n.log.Info("lost leadership")

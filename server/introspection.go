@@ -252,6 +252,7 @@ func (s *Server) infoSection(name string) []infoField {
 			{"connected_clients", itoa(int64(s.Clients()))},
 			{"maxclients", itoa(int64(s.cfg.MaxClients))},
 			{"blocked_clients", itoa(s.waiters.blocked.Load())},
+			{"lock_waiters", itoa(int64(s.lockWaiters()))},
 		}
 	case "persistence":
 		// ioredis's ready check waits for loading:0.

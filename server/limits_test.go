@@ -340,11 +340,12 @@ func TestRaftSnapshotAndDigestRate(t *testing.T) {
 	}
 }
 
-// watching is how many requests s's waiters hold in all and on key.
+// watching is how many requests s's waiters hold in all and on key (watching it, or queued
+// on it in the node).
 func watching(s *Server, key string) (total, onKey int) {
 	s.waiters.mu.Lock()
 	defer s.waiters.mu.Unlock()
-	return s.waiters.mu.n, len(s.waiters.mu.byKey[key])
+	return s.waiters.mu.n, len(s.waiters.mu.byKey[key]) + s.waiters.mu.queued[key]
 }
 
 // Blocked requests past MaxWaitersPerKey or MaxWaiters are refused at once; one that need not

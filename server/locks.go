@@ -55,6 +55,12 @@ func cmdLock(r *request) {
 	if !explicit {
 		owner = r.c.defaultOwner()
 	}
+	if q, ok := r.s.node.(queueNode); ok && wait > 0 && r.path == onNode {
+		r.lockQueued(q, key, owner, ttl, explicit, time.Duration(wait)*time.Millisecond)
+		return
+	}
+	// A node without queues (or a LOCK in a transaction): wait for a change of the key, try
+	// again.
 	var deadline *time.Timer
 	for {
 		// Watch the key before trying, so a release between the refusal and the wait is seen.
@@ -95,9 +101,18 @@ func cmdLock(r *request) {
 // tryLock makes one LOCK attempt: a grant on a free key, a renewal when the same explicit owner
 // holds it (a retry gets its token back), a refusal otherwise.
 func (r *request) tryLock(key, owner []byte, ttl uint64, explicit bool) (fsm.Token, bool, error) {
-	refused := false
-	res, err := r.exec([][]byte{key}, func(v node.View) []fsm.Command {
-		refused = false
+	res, err := r.exec([][]byte{key}, lockEval(key, owner, ttl, explicit))
+	if err != nil {
+		return 0, false, err
+	}
+	token, granted := r.lockResult(key, res)
+	return token, granted, nil
+}
+
+// lockEval is one LOCK attempt's evaluation: a Grant on a free key, a Renew when the same
+// explicit owner holds it, nothing (a refusal) otherwise.
+func lockEval(key, owner []byte, ttl uint64, explicit bool) node.Eval {
+	return func(v node.View) []fsm.Command {
 		l, _, held := v.Lookup(key)
 		if !held {
 			return []fsm.Command{grant(key, owner, ttl, fsm.Match{Kind: fsm.MatchAbsent})}
@@ -106,23 +121,23 @@ func (r *request) tryLock(key, owner []byte, ttl uint64, explicit bool) (fsm.Tok
 			// The same owner asking again (a retry): renew and return the same token.
 			return []fsm.Command{{Kind: fsm.KindRenew, Key: key, LeaseMs: ttl, Match: byToken(l.Token)}}
 		}
-		refused = true
 		return nil
-	})
-	if err != nil {
-		return 0, false, err
 	}
-	if !refused {
+}
+
+// lockResult reads the outcome of a LOCK attempt (no results: a refusal) and counts it.
+func (r *request) lockResult(key []byte, res []fsm.Result) (fsm.Token, bool) {
+	if len(res) == 1 {
 		switch res := res[0]; res.Status {
 		case fsm.StatusGranted, fsm.StatusRenewed:
 			r.s.stats.grants.Add(1)
 			r.c.sess.tokens[string(key)] = res.Token
-			return res.Token, true, nil
+			return res.Token, true
 		}
 	}
 	r.s.stats.refusals.Add(1)
 	r.s.metrics.contention.record(key, time.Now())
-	return 0, false, nil
+	return 0, false
 }
 
 // tokenArg returns the token a token-less UNLOCK/RENEW means: the one this connection holds.

@@ -18,7 +18,11 @@ type waiters struct {
 	mu            struct {
 		sync.Mutex
 		byKey map[string][]*waiter
-		n     int // waiters watching now
+		// queued counts, per key, the LOCK ... WAITs in a queueing node's queue (reserve):
+		// the node holds them, the bounds count them here.
+		queued  map[string]int
+		nQueued int
+		n       int // waiters watching or queued now
 	}
 }
 
@@ -46,6 +50,7 @@ func (e *waitersFullError) Error() string {
 func newWaiters(perKey, total int) *waiters {
 	w := &waiters{perKey: perKey, total: total}
 	w.mu.byKey = map[string][]*waiter{}
+	w.mu.queued = map[string]int{}
 	return w
 }
 
@@ -60,7 +65,7 @@ func (w *waiters) watch(keys ...[]byte) (<-chan struct{}, func(), error) {
 		return nil, func() {}, &waitersFullError{max: w.total}
 	}
 	for _, key := range keys {
-		if len(w.mu.byKey[string(key)]) >= w.perKey {
+		if len(w.mu.byKey[string(key)])+w.mu.queued[string(key)] >= w.perKey {
 			return nil, func() {}, &waitersFullError{perKey: true, max: w.perKey}
 		}
 	}
@@ -137,7 +142,7 @@ func (w *waiters) changed(keys [][]byte) {
 			}
 		}
 		clear(w.mu.byKey)
-		w.mu.n = 0
+		w.mu.n = w.mu.nQueued
 		return
 	}
 	for _, key := range keys {
@@ -147,4 +152,30 @@ func (w *waiters) changed(keys [][]byte) {
 			w.wakeLocked(wt)
 		}
 	}
+}
+
+// reserve counts one queued LOCK ... WAIT on key in the bounds, until done is called (once).
+// When a bound is reached it counts nothing and returns a *waitersFullError.
+func (w *waiters) reserve(key []byte) (done func(), err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := string(key)
+	switch {
+	case w.mu.n >= w.total:
+		return nil, &waitersFullError{max: w.total}
+	case len(w.mu.byKey[k])+w.mu.queued[k] >= w.perKey:
+		return nil, &waitersFullError{perKey: true, max: w.perKey}
+	}
+	w.mu.queued[k]++
+	w.mu.nQueued++
+	w.mu.n++
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.mu.queued[k]--; w.mu.queued[k] == 0 {
+			delete(w.mu.queued, k)
+		}
+		w.mu.nQueued--
+		w.mu.n--
+	}, nil
 }

@@ -215,7 +215,7 @@ func runBench(ctx context.Context, cfg Config, log *slog.Logger) (Result, error)
 		workers[i] = &worker{
 			id:     i,
 			plan:   p,
-			client: newClient(cfg.Addr, cfg.Auth, tlsConf),
+			client: newWorkerClient(cfg, tlsConf),
 			owner:  fmt.Sprintf("raftlock-bench-%s-%d", p.runID, i),
 		}
 	}
@@ -254,7 +254,22 @@ func runBench(ctx context.Context, cfg Config, log *slog.Logger) (Result, error)
 // on every read and write. Over TLS with tlsConf if it is not nil; with
 // auth.Pass, go-redis sends AUTH [user] pass first on every connection.
 func newClient(addr string, auth Auth, tlsConf *tls.Config) *redis.Client {
-	return redis.NewClient(&redis.Options{
+	return redis.NewClient(clientOptions(addr, auth, tlsConf))
+}
+
+// newWorkerClient is newClient for a worker of cfg's run: in the hot-wait
+// workload a read may take the whole WAIT.
+func newWorkerClient(cfg Config, tlsConf *tls.Config) *redis.Client {
+	o := clientOptions(cfg.Addr, cfg.Auth, tlsConf)
+	if cfg.Workload == WorkloadHotWait {
+		o.ReadTimeout = netTimeout + cfg.Wait
+	}
+	return redis.NewClient(o)
+}
+
+// clientOptions are newClient's.
+func clientOptions(addr string, auth Auth, tlsConf *tls.Config) *redis.Options {
+	return &redis.Options{
 		Addr:                  addr,
 		TLSConfig:             tlsConf,
 		Username:              auth.User,
@@ -268,7 +283,7 @@ func newClient(addr string, auth Auth, tlsConf *tls.Config) *redis.Client {
 		DialTimeout:           netTimeout,
 		ReadTimeout:           netTimeout,
 		WriteTimeout:          netTimeout,
-	})
+	}
 }
 
 // connect opens every worker's connection with a PING, so that dialing is
@@ -347,9 +362,14 @@ func collect(p *plan, workers []*worker) Result {
 	}
 	names := [numOps]string{opAttempt: "attempt", opAcquire: "acquire", opRelease: "release", opCycle: "cycle"}
 	ops := []int{opAcquire, opRelease, opCycle}
-	if p.cfg.Workload == WorkloadContended {
+	switch p.cfg.Workload {
+	case WorkloadContended:
 		names[opCycle] = "handoff"
 		ops = []int{opAttempt, opAcquire, opRelease, opCycle}
+	case WorkloadHotWait:
+		// acquire is the LOCK ... WAIT that was granted: its latency is the wait.
+		names[opAcquire], names[opCycle] = "wait", "handoff"
+		ops = []int{opAcquire, opRelease, opCycle}
 	}
 	for _, op := range ops {
 		h := &total.hist[op]
@@ -384,7 +404,7 @@ func (w *worker) loop(ctx context.Context) {
 			}
 		}
 		var ioFailed bool
-		if p.cfg.Workload == WorkloadContended {
+		if p.cfg.Workload != WorkloadDistinct {
 			ioFailed = w.attempt(ctx, measured)
 		} else {
 			ioFailed = w.distinct(ctx, n, measured)
@@ -459,8 +479,8 @@ func (w *worker) distinct(ctx context.Context, n int, measured bool) (ioFailed b
 	return ioFailed
 }
 
-// attempt makes one try at the shared key and, if granted, releases it at
-// once. It reports whether an I/O error occurred.
+// attempt makes one try at the shared key (hot-wait: queues for it) and, if
+// granted, releases it at once. It reports whether an I/O error occurred.
 func (w *worker) attempt(ctx context.Context, measured bool) (ioFailed bool) {
 	p := w.plan
 	w.seq++
@@ -529,7 +549,10 @@ func (w *worker) acquireName() string {
 }
 
 func (w *worker) acquireArgs(key, value string) []any {
-	if w.plan.cfg.Mode == ModeNative {
+	switch {
+	case w.plan.cfg.Workload == WorkloadHotWait:
+		return []any{"LOCK", key, w.plan.ttlMS, "OWNER", w.owner, "WAIT", w.plan.cfg.Wait.Milliseconds()}
+	case w.plan.cfg.Mode == ModeNative:
 		return []any{"LOCK", key, w.plan.ttlMS, "OWNER", w.owner}
 	}
 	return []any{"SET", key, value, "NX", "PX", w.plan.ttlMS}

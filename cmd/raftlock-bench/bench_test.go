@@ -62,6 +62,20 @@ func checkClean(t *testing.T, cfg Config, res Result) {
 		}
 	}
 	cycles := uint64(res.Cycles)
+	if cfg.Workload == WorkloadHotWait {
+		if res.Handoffs <= 0 {
+			t.Errorf("Handoffs = %d, want > 0", res.Handoffs)
+		}
+		if got, want := res.Handoffs+res.Refusals, res.Cycles; got != want {
+			t.Errorf("Handoffs+Refusals = %d, want Cycles %d", got, want)
+		}
+		h := uint64(res.Handoffs)
+		want := map[string]uint64{"wait": h, "release": h, "handoff": h}
+		if fmt.Sprint(counts) != fmt.Sprint(want) {
+			t.Errorf("op counts = %v, want %v", counts, want)
+		}
+		return
+	}
 	if cfg.Workload == WorkloadContended {
 		if res.Handoffs <= 0 {
 			t.Errorf("Handoffs = %d, want > 0", res.Handoffs)

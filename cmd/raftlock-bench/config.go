@@ -38,7 +38,14 @@ const (
 	// WorkloadContended has all workers fight for one key, retrying at once
 	// when refused: it measures handoffs.
 	WorkloadContended Workload = "contended"
+	// WorkloadHotWait has all workers queue on one key with LOCK ... WAIT
+	// (native mode): each grantee releases at once and queues again, so it
+	// measures the server's hand-offs to waiters, not clients' retries.
+	WorkloadHotWait Workload = "hot-wait"
 )
+
+// maxWait is the server's bound on LOCK ... WAIT.
+const maxWait = time.Minute
 
 // Limits that keep a typo from exhausting memory or file descriptors.
 const (
@@ -71,6 +78,9 @@ type Config struct {
 	Workload Workload
 	// TTL is the lease given to every lock; it is sent in whole milliseconds.
 	TTL time.Duration
+	// Wait is the WAIT of every LOCK in the hot-wait workload (whole
+	// milliseconds); the connections' read timeout is extended by it.
+	Wait time.Duration
 	// KeysPrefix starts every key the benchmark touches.
 	KeysPrefix string
 	// Warmup runs the workload before measuring; nothing done during warmup
@@ -149,6 +159,7 @@ func DefaultConfig() Config {
 		Mode:       ModeNative,
 		Workload:   WorkloadDistinct,
 		TTL:        10 * time.Second,
+		Wait:       30 * time.Second,
 		KeysPrefix: "bench:",
 		Warmup:     time.Second,
 	}
@@ -193,8 +204,17 @@ func (c Config) Validate() error {
 		if c.Pipeline != 1 {
 			return fmt.Errorf("pipeline must be 1 with workload %s, got %d", WorkloadContended, c.Pipeline)
 		}
+	case WorkloadHotWait:
+		switch {
+		case c.Mode != ModeNative:
+			return fmt.Errorf("workload %s needs mode %s (LOCK ... WAIT), got %s", WorkloadHotWait, ModeNative, c.Mode)
+		case c.Pipeline != 1:
+			return fmt.Errorf("pipeline must be 1 with workload %s, got %d", WorkloadHotWait, c.Pipeline)
+		case c.Wait < time.Millisecond || c.Wait > maxWait || c.Wait%time.Millisecond != 0:
+			return fmt.Errorf("wait must be whole milliseconds in [1ms, %v], got %v", maxWait, c.Wait)
+		}
 	default:
-		return fmt.Errorf("workload must be %s or %s, got %q", WorkloadDistinct, WorkloadContended, c.Workload)
+		return fmt.Errorf("workload must be %s, %s or %s, got %q", WorkloadDistinct, WorkloadContended, WorkloadHotWait, c.Workload)
 	}
 	return nil
 }
@@ -202,6 +222,9 @@ func (c Config) Validate() error {
 // HardTimeout is the deadline of the whole run: warmup plus duration plus
 // a 30 s grace for connecting, draining and slow replies.
 func (c Config) HardTimeout() time.Duration {
+	if c.Workload == WorkloadHotWait {
+		return c.Warmup + c.Duration + c.Wait + hardTimeoutGrace // the last waits may run their WAIT out
+	}
 	return c.Warmup + c.Duration + hardTimeoutGrace
 }
 
@@ -221,11 +244,12 @@ var errUsage = errors.New("invalid command line")
 func parseArgs(args []string, stderr io.Writer) (options, error) {
 	def := DefaultConfig()
 	var (
-		o     options
-		mode  string
-		wl    string
-		ttlMS int64
-		fs    = flag.NewFlagSet("raftlock-bench", flag.ContinueOnError)
+		o      options
+		mode   string
+		wl     string
+		ttlMS  int64
+		waitMS int64
+		fs     = flag.NewFlagSet("raftlock-bench", flag.ContinueOnError)
 	)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -241,8 +265,9 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.Duration, "duration", def.Duration, "measured time, after warmup")
 	fs.Int64Var(&o.Ops, "ops", def.Ops, "stop after this many measured cycles in total (contended: attempts); 0 = until duration")
 	fs.StringVar(&mode, "mode", string(def.Mode), "lock commands: native (LOCK/UNLOCK), setnx (SET NX PX/DEL) or setnx-eval (SET NX PX/EVAL compare-and-delete)")
-	fs.StringVar(&wl, "workload", string(def.Workload), "distinct (a new key per cycle) or contended (all workers on one key)")
+	fs.StringVar(&wl, "workload", string(def.Workload), "distinct (a new key per cycle), contended (all workers retry one key) or hot-wait (all workers queue on one key with LOCK ... WAIT; native mode)")
 	fs.Int64Var(&ttlMS, "ttl", def.TTL.Milliseconds(), "lock lease in milliseconds")
+	fs.Int64Var(&waitMS, "wait", def.Wait.Milliseconds(), "LOCK ... WAIT in milliseconds (hot-wait workload)")
 	fs.StringVar(&o.KeysPrefix, "keys-prefix", def.KeysPrefix, "prefix of every key")
 	fs.DurationVar(&o.Warmup, "warmup", def.Warmup, "unmeasured run before measuring")
 	fs.BoolVar(&o.Auth.TLS, "tls", false, "connect with TLS")
@@ -270,6 +295,7 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 		return options{}, err
 	}
 	o.Mode, o.Workload, o.TTL = Mode(mode), Workload(wl), time.Duration(ttlMS)*time.Millisecond
+	o.Wait = time.Duration(min(max(waitMS, 0), int64(maxWait/time.Millisecond)+1)) * time.Millisecond
 	if err := o.Validate(); err != nil {
 		err = fmt.Errorf("%w: %w", errUsage, err)
 		fmt.Fprintln(stderr, err)

@@ -26,16 +26,19 @@ func TestParseArgs(t *testing.T) {
 		{"defaults", nil, options{Config: def}},
 		{"all flags", []string{
 			"-addr", "10.0.0.1:7000", "-conns", "64", "-pipeline", "8", "-duration", "3s", "-ops", "1000",
-			"-mode", "setnx-eval", "-workload", "distinct", "-ttl", "2500", "-keys-prefix", "x:", "-warmup", "0", "-json",
+			"-mode", "setnx-eval", "-workload", "distinct", "-ttl", "2500", "-wait", "1500", "-keys-prefix", "x:", "-warmup", "0", "-json",
 		}, options{
 			Config: Config{
 				Addr: "10.0.0.1:7000", Conns: 64, Pipeline: 8, Duration: 3 * time.Second, Ops: 1000,
-				Mode: ModeSetNXEval, Workload: WorkloadDistinct, TTL: 2500 * time.Millisecond, KeysPrefix: "x:",
+				Mode: ModeSetNXEval, Workload: WorkloadDistinct, TTL: 2500 * time.Millisecond, Wait: 1500 * time.Millisecond, KeysPrefix: "x:",
 			},
 			JSON: true,
 		}},
 		{"contended with pipeline 1", []string{"-workload", "contended", "-mode", "setnx"}, with(func(o *options) {
 			o.Workload, o.Mode = WorkloadContended, ModeSetNX
+		})},
+		{"hot-wait", []string{"-workload", "hot-wait", "-wait", "2000"}, with(func(o *options) {
+			o.Workload, o.Wait = WorkloadHotWait, 2*time.Second
 		})},
 		{"empty prefix", []string{"-keys-prefix", ""}, with(func(o *options) { o.KeysPrefix = "" })},
 		{"tls and auth", []string{"-tls", "-tls-ca", "ca.crt", "-tls-cert", "c.crt", "-tls-key", "c.key", "-user", "alice", "-pass", "pw"},
@@ -133,6 +136,11 @@ func TestValidate(t *testing.T) {
 		{"empty mode", func(c *Config) { c.Mode = "" }, "mode"},
 		{"empty workload", func(c *Config) { c.Workload = "" }, "workload"},
 		{"empty addr", func(c *Config) { c.Addr = "" }, "addr"},
+		{"hot-wait", func(c *Config) { c.Workload = WorkloadHotWait }, ""},
+		{"hot-wait needs native", func(c *Config) { c.Workload, c.Mode = WorkloadHotWait, ModeSetNX }, "mode native"},
+		{"hot-wait needs a wait", func(c *Config) { c.Workload, c.Wait = WorkloadHotWait, 0 }, "wait"},
+		{"hot-wait wait bounded", func(c *Config) { c.Workload, c.Wait = WorkloadHotWait, maxWait+time.Millisecond }, "wait"},
+		{"hot-wait unpipelined", func(c *Config) { c.Workload, c.Pipeline = WorkloadHotWait, 2 }, "pipeline"},
 		{"zero warmup is fine", func(c *Config) { c.Warmup = 0 }, ""},
 		{"max conns is fine", func(c *Config) { c.Conns = maxConns }, ""},
 	}

@@ -7,7 +7,9 @@
 // the compare-and-delete script). Workloads: distinct (a fresh key per
 // cycle; -pipeline P sends P acquires as one pipeline, then P releases) and
 // contended (every worker retries one key; a granted lock is released at
-// once, a handoff).
+// once, a handoff) and hot-wait (native: every worker queues on one key with
+// LOCK ... WAIT -wait ms, releases its grant at once and queues again; the
+// server's hand-offs to waiters, with the wait's latency).
 //
 // The subcommands fill, expiry and ready are the scale scenarios (scale.go):
 // hold a million locks, let many leases expire at once under load, time a

@@ -37,8 +37,12 @@ func loadAvg() string {
 
 // printSettings writes the one-line description of the run.
 func printSettings(w io.Writer, cfg Config, h host) {
-	fmt.Fprintf(w, "raftlock-bench addr=%s conns=%d pipeline=%d mode=%s workload=%s duration=%v warmup=%v ops=%d ttl=%v keys-prefix=%q tls=%t auth=%t gomaxprocs=%d cpus=%d loadavg=%q\n",
-		cfg.Addr, cfg.Conns, cfg.Pipeline, cfg.Mode, cfg.Workload, cfg.Duration, cfg.Warmup, cfg.Ops, cfg.TTL, cfg.KeysPrefix,
+	wait := ""
+	if cfg.Workload == WorkloadHotWait {
+		wait = fmt.Sprintf(" wait=%v", cfg.Wait)
+	}
+	fmt.Fprintf(w, "raftlock-bench addr=%s conns=%d pipeline=%d mode=%s workload=%s%s duration=%v warmup=%v ops=%d ttl=%v keys-prefix=%q tls=%t auth=%t gomaxprocs=%d cpus=%d loadavg=%q\n",
+		cfg.Addr, cfg.Conns, cfg.Pipeline, cfg.Mode, cfg.Workload, wait, cfg.Duration, cfg.Warmup, cfg.Ops, cfg.TTL, cfg.KeysPrefix,
 		cfg.Auth.TLS, cfg.Auth.Pass != "", h.GOMAXPROCS, h.NumCPU, h.LoadAvgStart)
 }
 
@@ -53,7 +57,7 @@ func printTable(w io.Writer, cfg Config, res Result, h host) {
 		fmt.Fprintf(w, "%-8s %10d %11.1f %9.1f %9.1f %9.1f %9.1f %9.1f\n",
 			op.Name, op.Count, op.PerSec, us(op.Mean), us(op.P50), us(op.P99), us(op.P999), us(op.Max))
 	}
-	if cfg.Workload == WorkloadContended {
+	if cfg.Workload != WorkloadDistinct {
 		fmt.Fprintf(w, "attempts=%d handoffs=%d handoffs/s=%.1f refusals=%d", res.Cycles, res.Handoffs, res.Rate(res.Handoffs), res.Refusals)
 	} else {
 		fmt.Fprintf(w, "cycles=%d cycles/s=%.1f", res.Cycles, res.Rate(res.Cycles))

@@ -1,0 +1,290 @@
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/tests/testutil"
+)
+
+// lockWait is LOCK key owner lease WAIT wait through LockWait.
+func lockWait(ctx context.Context, n *testNode, key, owner string, leaseMs uint64, wait time.Duration) (fsm.Result, bool, error) {
+	var saw fsm.Lock
+	res, err := n.LockWait(ctx, []byte(key), lockEval(key, owner, leaseMs, &saw), fsm.Command{Kind: fsm.KindGrant, Key: []byte(key), Owner: []byte(owner), LeaseMs: leaseMs, Match: fsm.Match{Kind: fsm.MatchAbsent}}, wait)
+	if err != nil || len(res) == 0 {
+		return fsm.Result{}, false, err
+	}
+	if len(res) != 1 {
+		return fsm.Result{}, false, fmt.Errorf("LockWait %s: %d results, want 1", key, len(res))
+	}
+	return res[0], res[0].Status == fsm.StatusGranted, nil
+}
+
+// waitQueued waits until n holds want queued waiters.
+func waitQueued(t *testing.T, n *testNode, want int) {
+	t.Helper()
+	testutil.WaitFor(t, 5*time.Second, testutil.Cond(fmt.Sprintf("%d queued waiters", want), func() bool {
+		return n.LockWaiters() == want
+	}))
+}
+
+// entryAt decodes the command entry at index of n's log.
+func entryAt(t *testing.T, n *testNode, index uint64) []fsm.Command {
+	t.Helper()
+	var l raft.Log
+	if err := n.logs.GetLog(index, &l); err != nil {
+		t.Fatalf("log entry %d: %v", index, err)
+	}
+	cmds, err := fsm.DecodeEntry(nil, l.Data)
+	if err != nil {
+		t.Fatalf("decode entry %d: %v", index, err)
+	}
+	return cmds
+}
+
+// kinds lists an entry's commands as kind:key:owner, for comparison.
+func kinds(cmds []fsm.Command) string {
+	s := ""
+	for _, c := range cmds {
+		s += fmt.Sprintf("[%s %s %s]", c.Kind, c.Key, c.Owner)
+	}
+	return s
+}
+
+// Waiters are granted in the order they queued, each by the entry that releases the lock before
+// it, with tokens that only grow and no two holders at once.
+func TestHandoffFIFO(t *testing.T) {
+	n := newNode(t)
+	holder := mustLock(t, n, "k", "holder", 0)
+	const waiters = 20
+	type grant struct {
+		i   int
+		res fsm.Result
+		err error
+	}
+	grants := make(chan grant, waiters)
+	var holding atomic.Int32
+	var overlap atomic.Bool
+	var wg sync.WaitGroup
+	for i := range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, ok, err := lockWait(t.Context(), n, "k", fmt.Sprint("w", i), 0, 10*time.Second)
+			if err == nil && !ok {
+				err = fmt.Errorf("not granted: %+v", res)
+			}
+			if err == nil {
+				if holding.Add(1) != 1 {
+					overlap.Store(true)
+				}
+				holding.Add(-1)
+				_, err = propose(context.Background(), n, releaseCmd("k", res.Token))
+			}
+			grants <- grant{i, res, err}
+		}()
+		waitQueued(t, n, i+1)
+	}
+	if r, err := propose(t.Context(), n, releaseCmd("k", holder.Token)); err != nil || r.Status != fsm.StatusReleased {
+		t.Fatalf("release = %+v, %v", r, err)
+	}
+	wg.Wait()
+	close(grants)
+	var order []int
+	var prev fsm.Token
+	for g := range grants {
+		if g.err != nil {
+			t.Fatalf("waiter %d: %v", g.i, g.err)
+		}
+		order = append(order, g.i)
+		if g.res.Token <= prev {
+			t.Errorf("waiter %d got token %d after %d: tokens must grow", g.i, g.res.Token, prev)
+		}
+		prev = g.res.Token
+		// The grant travelled in the entry of the release before it.
+		cmds := entryAt(t, n, g.res.LeaseRev)
+		if len(cmds) != 2 || cmds[0].Kind != fsm.KindRelease || cmds[1].Kind != fsm.KindGrant || string(cmds[1].Owner) != fmt.Sprint("w", g.i) {
+			t.Errorf("waiter %d's grant is in entry %s, want [Release k][Grant k w%d]", g.i, kinds(cmds), g.i)
+		}
+	}
+	for i, got := range order {
+		if got != i {
+			t.Fatalf("grant order %v, want the queue's 0..%d", order, waiters-1)
+		}
+	}
+	if overlap.Load() {
+		t.Error("two waiters held the lock at once")
+	}
+	if q := n.LockWaiters(); q != 0 {
+		t.Errorf("%d waiters left queued", q)
+	}
+}
+
+// A lease that runs out hands the lock to the head waiter in the Expire's own entry: nobody can
+// take the key in between.
+func TestHandoffOnExpiry(t *testing.T) {
+	n := newNode(t)
+	mustLock(t, n, "k", "holder", 200)
+	got := make(chan error, 1)
+	var res fsm.Result
+	go func() {
+		var ok bool
+		var err error
+		res, ok, err = lockWait(t.Context(), n, "k", "next", 0, 5*time.Second)
+		if err == nil && !ok {
+			err = errors.New("not granted")
+		}
+		got <- err
+	}()
+	waitQueued(t, n, 1)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter got no answer")
+	}
+	cmds := entryAt(t, n, res.LeaseRev)
+	if len(cmds) != 2 || cmds[0].Kind != fsm.KindExpire || cmds[1].Kind != fsm.KindGrant || string(cmds[1].Owner) != "next" {
+		t.Errorf("the hand-off entry is %s, want [Expire k][Grant k next]", kinds(cmds))
+	}
+}
+
+// A waiter whose client is gone is skipped: the next one gets the lock.
+func TestHandoffSkipsGoneWaiter(t *testing.T) {
+	n := newNode(t)
+	holder := mustLock(t, n, "k", "holder", 0)
+	gone, cancel := context.WithCancel(t.Context())
+	goneErr := make(chan error, 1)
+	go func() {
+		_, _, err := lockWait(gone, n, "k", "gone", 0, 10*time.Second)
+		goneErr <- err
+	}()
+	waitQueued(t, n, 1)
+	next := make(chan fsm.Result, 1)
+	go func() {
+		res, _, _ := lockWait(t.Context(), n, "k", "next", 0, 10*time.Second)
+		next <- res
+	}()
+	waitQueued(t, n, 2)
+	cancel()
+	if err := <-goneErr; !errors.Is(err, context.Canceled) {
+		t.Errorf("the gone waiter = %v, want context.Canceled", err)
+	}
+	if _, err := propose(t.Context(), n, releaseCmd("k", holder.Token)); err != nil {
+		t.Fatal(err)
+	}
+	res := <-next
+	if l, _, ok := n.LocalLookup([]byte("k")); !ok || string(l.Owner) != "next" || res.Token != l.Token {
+		t.Errorf("after the release k = %+v (%v), want held by next with token %d", l, ok, res.Token)
+	}
+}
+
+// goneAtGrant is a client that is there when its waiter is taken from the queue and gone by the
+// time its grant applied: the race ghost-lock cleanup exists for.
+type goneAtGrant struct {
+	context.Context
+	calls atomic.Int32
+}
+
+func (c *goneAtGrant) Err() error {
+	if c.calls.Add(1) == 1 {
+		return nil
+	}
+	return context.Canceled
+}
+
+// A grant handed to a client that hung up meanwhile is a ghost: released at once, and that
+// release hands the lock on to the next waiter.
+func TestHandoffGhostContinuesChain(t *testing.T) {
+	n := newNode(t)
+	holder := mustLock(t, n, "k", "holder", 0)
+	ghost := &goneAtGrant{Context: context.Background()}
+	ghostDone := make(chan fsm.Result, 1)
+	go func() {
+		res, _, _ := lockWait(ghost, n, "k", "ghost", 0, 10*time.Second)
+		ghostDone <- res
+	}()
+	waitQueued(t, n, 1)
+	next := make(chan fsm.Result, 1)
+	go func() {
+		res, _, _ := lockWait(t.Context(), n, "k", "next", 0, 10*time.Second)
+		next <- res
+	}()
+	waitQueued(t, n, 2)
+	if _, err := propose(t.Context(), n, releaseCmd("k", holder.Token)); err != nil {
+		t.Fatal(err)
+	}
+	g := <-ghostDone
+	select {
+	case res := <-next:
+		if res.Status != fsm.StatusGranted || res.Token <= g.Token {
+			t.Errorf("next = %+v, want granted after the ghost's token %d", res, g.Token)
+		}
+		cmds := entryAt(t, n, res.LeaseRev)
+		if len(cmds) != 2 || cmds[0].Kind != fsm.KindRelease || cmds[0].Match.Token != g.Token || string(cmds[1].Owner) != "next" {
+			t.Errorf("next's grant is in entry %s, want the ghost's release", kinds(cmds))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter after a ghost was never granted")
+	}
+}
+
+// A leader that loses leadership answers every waiter queued on it at once, with the
+// not-leader error: none waits for its deadline.
+func TestHandoffLeaderLossAnswersWaiters(t *testing.T) {
+	nodes := newCluster(t, 3)
+	l := leader(t, nodes)
+	mustLock(t, l, "k", "holder", 0)
+	const waiters = 5
+	errs := make(chan error, waiters)
+	for i := range waiters {
+		go func() {
+			_, _, err := lockWait(t.Context(), l, "k", fmt.Sprint("w", i), 0, 30*time.Second)
+			errs <- err
+		}()
+	}
+	waitQueued(t, l, waiters)
+	isolate(l, nodes)
+	lost := time.Now()
+	for range waiters {
+		select {
+		case err := <-errs:
+			if notLeaderErr(err) == nil && !errors.Is(err, node.ErrUncertain) {
+				t.Errorf("a waiter on the deposed leader = %v, want not leader", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("a waiter on the deposed leader still waits %v after the partition", time.Since(lost))
+		}
+	}
+	t.Logf("waiters answered %v after the partition", time.Since(lost))
+	if q := l.LockWaiters(); q != 0 {
+		t.Errorf("%d waiters left queued on the old leader", q)
+	}
+}
+
+// A waiter whose deadline passes gets nothing and leaves the queue.
+func TestHandoffDeadline(t *testing.T) {
+	n := newNode(t)
+	mustLock(t, n, "k", "holder", 0)
+	start := time.Now()
+	res, ok, err := lockWait(t.Context(), n, "k", "late", 0, 300*time.Millisecond)
+	if err != nil || ok {
+		t.Fatalf("LockWait on a held key = %+v, %v, %v; want a refusal", res, ok, err)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("gave up after %v, want 300ms", d)
+	}
+	if q := n.LockWaiters(); q != 0 {
+		t.Errorf("%d waiters left queued", q)
+	}
+}

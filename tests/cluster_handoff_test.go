@@ -1,0 +1,180 @@
+package tests
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/tests/testutil"
+)
+
+// lockWaiters is INFO clients' lock_waiters on addr: the LOCK ... WAITs queued there.
+func lockWaiters(addr string) (int, error) {
+	v, err := call(addr, "INFO", "clients")
+	if err != nil {
+		return 0, err
+	}
+	s, _ := v.(string)
+	for line := range strings.SplitSeq(s, "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && k == "lock_waiters" {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, fmt.Errorf("INFO clients has no lock_waiters: %q", s)
+}
+
+// waitLockWaiters waits until addr queues want LOCK ... WAITs.
+func waitLockWaiters(t *testing.T, addr string, want int) {
+	t.Helper()
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		got, err := lockWaiters(addr)
+		if err == nil && got != want {
+			err = fmt.Errorf("%d lock waiters on %s, want %d", got, addr, want)
+		}
+		return err
+	})
+}
+
+// tokenOf parses an integer reply.
+func tokenOf(reply []byte) (int64, bool) {
+	s := string(reply)
+	if !strings.HasPrefix(s, ":") || !strings.HasSuffix(s, "\r\n") {
+		return 0, false
+	}
+	t, err := strconv.ParseInt(s[1:len(s)-2], 10, 64)
+	return t, err == nil
+}
+
+// LOCK ... WAIT sent through the followers queues on the leader, in the order the waiters came:
+// the holder's UNLOCK and then each grantee's hands the lock to the next, with growing tokens
+// and never two holders at once (issue #15 item 3).
+func TestClusterLockWaitFIFOThroughFollowers(t *testing.T) {
+	c := newCluster(t, 3)
+	l := c.leader()
+	fs := c.followers()
+	holder, err := dialRESP(l.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	reply, err := holder.do("LOCK", "fifo", "60000", "OWNER", "holder")
+	tok, ok := tokenOf(reply)
+	if err != nil || !ok {
+		t.Fatalf("LOCK = %q, %v", reply, err)
+	}
+	const waiters = 20
+	type grant struct {
+		i     int
+		token int64
+		err   error
+	}
+	grants := make(chan grant, waiters)
+	var holding atomic.Int32
+	var overlap atomic.Bool
+	for i := range waiters {
+		via := fs[i%len(fs)]
+		wc, err := dialRESP(via.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer wc.Close()
+		wc.timeout = 30 * time.Second
+		go func() {
+			reply, err := wc.do("LOCK", "fifo", "60000", "OWNER", fmt.Sprint("w", i), "WAIT", "30000")
+			tok, ok := tokenOf(reply)
+			if err == nil && !ok {
+				err = fmt.Errorf("LOCK WAIT through %s = %q", via.id, reply)
+			}
+			if err == nil {
+				if holding.Add(1) != 1 {
+					overlap.Store(true)
+				}
+				holding.Add(-1)
+				if reply, err = wc.do("UNLOCK", "fifo", strconv.FormatInt(tok, 10)); err == nil && string(reply) != ":1\r\n" {
+					err = fmt.Errorf("UNLOCK = %q", reply)
+				}
+			}
+			grants <- grant{i, tok, err}
+		}()
+		waitLockWaiters(t, l.addr, i+1)
+	}
+	if reply, err := holder.do("UNLOCK", "fifo"); err != nil || string(reply) != ":1\r\n" {
+		t.Fatalf("holder's UNLOCK = %q, %v", reply, err)
+	}
+	var order []int
+	prev := tok
+	for range waiters {
+		var g grant
+		select {
+		case g = <-grants:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("only %d of %d waiters were granted: %v", len(order), waiters, order)
+		}
+		if g.err != nil {
+			t.Fatalf("waiter %d: %v", g.i, g.err)
+		}
+		if g.token <= prev {
+			t.Errorf("waiter %d got token %d after %d: tokens must grow", g.i, g.token, prev)
+		}
+		prev = g.token
+		order = append(order, g.i)
+	}
+	for i, got := range order {
+		if got != i {
+			t.Fatalf("grant order %v, want the queue's order 0..%d", order, waiters-1)
+		}
+	}
+	if overlap.Load() {
+		t.Error("two waiters held the lock at once")
+	}
+	c.digests()
+}
+
+// A leadership change leaves no waiter without an answer: the LOCK ... WAITs queued on the old
+// leader, directly and through a follower, are answered promptly (an error to retry on, or
+// nil), long before their WAIT ends.
+func TestClusterLockWaitLeaderChange(t *testing.T) {
+	c := newCluster(t, 3)
+	l := c.leader()
+	fs := c.followers()
+	if v, err := call(l.addr, "LOCK", "lc", "60000"); err != nil {
+		t.Fatalf("LOCK = %v, %v", v, err)
+	}
+	vias := []*node{l, fs[0], fs[1]}
+	answers := make(chan string, len(vias))
+	for i, via := range vias {
+		wc, err := dialRESP(via.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer wc.Close()
+		wc.timeout = 40 * time.Second
+		go func() {
+			reply, err := wc.do("LOCK", "lc", "60000", "WAIT", "30000")
+			if err != nil {
+				answers <- "read error: " + err.Error()
+				return
+			}
+			answers <- string(reply)
+		}()
+		waitLockWaiters(t, l.addr, i+1)
+	}
+	if v, err := call(l.addr, "RAFT", "TRANSFER", fs[0].id); err != nil || v != "OK" {
+		t.Fatalf("RAFT TRANSFER: %v, %v", v, err)
+	}
+	moved := time.Now()
+	for range vias {
+		select {
+		case a := <-answers:
+			if strings.HasPrefix(a, ":") || strings.HasPrefix(a, "read error") {
+				t.Errorf("a waiter on the old leader got %q, want an error or nil", a)
+			}
+			t.Logf("answered %q after %v", strings.TrimSpace(a), time.Since(moved))
+		case <-time.After(10 * time.Second):
+			t.Fatalf("a waiter still has no answer %v after the leader changed", time.Since(moved))
+		}
+	}
+}
