@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/hashicorp/raft"
@@ -56,6 +57,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	logger := newLogger(stderr, opts.logLevel, opts.logFormat)
 	slog.SetDefault(logger)
+	if limit, ok := opts.goMemoryLimit(os.Getenv("GOMEMLIMIT")); ok {
+		debug.SetMemoryLimit(limit)
+	}
+	logger.Info("go memory limit", "bytes", debug.SetMemoryLimit(-1), "gomemlimit_env", os.Getenv("GOMEMLIMIT"))
 
 	if err := os.MkdirAll(opts.dir, 0o750); err != nil {
 		return fmt.Errorf("data dir: %w", err)
