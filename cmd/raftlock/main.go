@@ -57,10 +57,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	logger := newLogger(stderr, opts.logLevel, opts.logFormat)
 	slog.SetDefault(logger)
-	if limit, ok := opts.goMemoryLimit(os.Getenv("GOMEMLIMIT")); ok {
-		debug.SetMemoryLimit(limit)
-	}
-	logger.Info("go memory limit", "bytes", debug.SetMemoryLimit(-1), "gomemlimit_env", os.Getenv("GOMEMLIMIT"))
+	stopMemoryLimit := setMemoryLimit(opts, os.Getenv("GOMEMLIMIT"))
+	defer stopMemoryLimit()
+	logger.Info("go memory limit", "bytes", debug.SetMemoryLimit(-1), "flag", opts.memoryLimitFlag(), "gomemlimit_env", os.Getenv("GOMEMLIMIT"))
 
 	if err := os.MkdirAll(opts.dir, 0o750); err != nil {
 		return fmt.Errorf("data dir: %w", err)

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -106,7 +105,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"maxclients":   fs.String("maxclients", "10000", "the most client connections open at once; one more is told 'max number of clients reached'"),
 		"timeout":      fs.String("timeout", "0", "close a client idle for this many seconds (0: never; subscribers and blocked clients are not idle)"),
 		"maxmemory":    fs.String("maxmemory", "0", "past this much Go heap in use (bytes, or 100mb, 1gb ...), commands that may create keys get -OOM (0: no bound)"),
-		"memory-limit": fs.String("memory-limit", "auto", "the Go runtime's soft memory limit (GOMEMLIMIT), bytes or 256mb ...; auto: GOMEMLIMIT if set, else maxmemory + 25% if set, else 256mb; 0: none"),
+		"memory-limit": fs.String("memory-limit", "auto", "the Go runtime's soft memory limit (GOMEMLIMIT), bytes or 256mb ...; auto: GOMEMLIMIT if set, else the live heap + 25%, at least maxmemory + 25% if set, else at least 256mb; 0: none"),
 		"pprof":        fs.String("pprof", "false", "also serve /debug/pprof/ on --metrics-addr (true/false)"),
 		// TLS, with Redis's names; SIGHUP reloads every file.
 		"tls-cert-file":         fs.String("tls-cert-file", "", "PEM certificate of the client port: with --tls-key-file, clients speak TLS"),
@@ -313,31 +312,6 @@ func parseBounds(o *options, vals map[string]*string) error {
 		return fmt.Errorf("--memory-limit: %w", err)
 	}
 	return nil
-}
-
-// defaultMemoryLimit is the soft memory limit of a node given neither --memory-limit,
-// --maxmemory nor GOMEMLIMIT: a million small locks live in about 200 MB of heap, and without a
-// limit the Go runtime lets the heap grow to twice its live data between collections (GOGC=100),
-// so RSS would be twice what the table needs. Past the limit the collector runs more often (at
-// most about half the CPU, the runtime's own cap); the heap may still grow beyond it.
-const defaultMemoryLimit = 256 << 20
-
-// goMemoryLimit is the soft memory limit to give the Go runtime (debug.SetMemoryLimit), and
-// whether to set one at all: an explicit --memory-limit wins (0: none, the runtime's default);
-// auto leaves an explicit GOMEMLIMIT (env) alone, else takes maxmemory + 25% (the heap the
-// server lets grow before it refuses new keys, plus room to collect), else defaultMemoryLimit.
-func (o options) goMemoryLimit(envGOMEMLIMIT string) (limit int64, set bool) {
-	switch {
-	case !o.memoryLimitAuto && o.memoryLimit == 0:
-		return math.MaxInt64, true // none: the runtime's own default
-	case !o.memoryLimitAuto:
-		return int64(min(o.memoryLimit, math.MaxInt64)), true
-	case envGOMEMLIMIT != "":
-		return 0, false
-	case o.maxMemory > 0:
-		return int64(min(o.maxMemory+o.maxMemory/4, math.MaxInt64)), true
-	}
-	return defaultMemoryLimit, true
 }
 
 // parseMemory reads a size as Redis's configuration does: bytes, or a number with one of the

@@ -2,7 +2,6 @@ package main
 
 import (
 	"crypto/tls"
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -132,34 +131,5 @@ func TestBoundsOptions(t *testing.T) {
 		if _, err := parseOptions(bad, getenv); err == nil || !strings.Contains(err.Error(), bad[0]) {
 			t.Errorf("%v: err %v, want one naming the flag", bad, err)
 		}
-	}
-}
-
-func TestMemoryLimit(t *testing.T) {
-	getenv := func(string) string { return "" }
-	for _, tc := range []struct {
-		args    []string
-		env     string // GOMEMLIMIT
-		want    int64
-		wantSet bool
-	}{
-		{nil, "", defaultMemoryLimit, true},
-		{nil, "1GiB", 0, false}, // auto leaves an explicit GOMEMLIMIT alone
-		{[]string{"--maxmemory", "400mb"}, "", 500 << 20, true},
-		{[]string{"--maxmemory", "400mb"}, "1GiB", 0, false},
-		{[]string{"--memory-limit", "512mb"}, "1GiB", 512 << 20, true}, // the flag wins
-		{[]string{"--memory-limit", "0"}, "", math.MaxInt64, true},     // none
-		{[]string{"--memory-limit", "AUTO", "--maxmemory", "1gb"}, "", 1<<30 + 1<<28, true},
-	} {
-		o, err := parseOptions(tc.args, getenv)
-		if err != nil {
-			t.Fatalf("%v: %v", tc.args, err)
-		}
-		if got, set := o.goMemoryLimit(tc.env); got != tc.want || set != tc.wantSet {
-			t.Errorf("%v GOMEMLIMIT=%q: got %d, %v; want %d, %v", tc.args, tc.env, got, set, tc.want, tc.wantSet)
-		}
-	}
-	if _, err := parseOptions([]string{"--memory-limit", "lots"}, getenv); err == nil || !strings.Contains(err.Error(), "--memory-limit") {
-		t.Errorf("--memory-limit lots: err %v, want one naming the flag", err)
 	}
 }
