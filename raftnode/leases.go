@@ -40,9 +40,12 @@ func (ls *leases) arm(m *fsm.Machine, key string, rev uint64, deadline int64) {
 }
 
 // armAll queues a timer for every lease of m (a restored table, whose Deadlines RestoreAt set):
-// one heap build instead of a push each, in a queue sized to fit.
+// one heap build instead of a push each. The queue is sized to fit with an eighth to spare: one
+// filled to the brim would be copied whole by the first grant after a restart (with a million
+// locks, 72 MB of queue at once, which made that grant wait seconds for the collector).
 func (ls *leases) armAll(m *fsm.Machine) {
-	ls.queue = make(deadlineQueue, 0, m.Leases())
+	n := m.Leases()
+	ls.queue = make(deadlineQueue, 0, n+n/8+64)
 	m.Scan(func(key string, l fsm.Lock) bool {
 		if l.LeaseMs > 0 {
 			ls.queue = append(ls.queue, queued{deadline: l.Deadline, rev: l.LeaseRev, key: key})
