@@ -49,9 +49,10 @@ func expire(key string, tok fsm.Token, leaseRev uint64) fsm.Command {
 	return fsm.Command{Kind: fsm.KindExpire, Key: []byte(key), Token: tok, LeaseRev: leaseRev}
 }
 
-// lock builds a table entry for a want table.
+// lock builds a table entry for a want table. Its Deadline is what a machine whose lease clock
+// reads 0 (no SetLeaseClock; Restore) gives a lease of leaseMs (at most 100 years).
 func lock(owner string, tok fsm.Token, leaseRev, leaseMs uint64) fsm.Lock {
-	return fsm.Lock{Owner: []byte(owner), Token: tok, LeaseRev: leaseRev, LeaseMs: leaseMs}
+	return fsm.Lock{Owner: []byte(owner), Token: tok, LeaseRev: leaseRev, LeaseMs: leaseMs, Deadline: int64(min(leaseMs, 100*365*24*3600*1000)) * 1e6}
 }
 
 // table returns the machine's lock table, read through Scan.

@@ -21,6 +21,12 @@ type Lock struct {
 	LeaseRev uint64
 	// LeaseMs is the lease length from the time LeaseRev was applied; 0 = no lease.
 	LeaseMs uint64
+	// Deadline is when this node's timer for the lease in force ends, on the applier's clock
+	// (SetLeaseClock, RestoreAt): LeaseMs after the lease was set or restored here. It is local
+	// to the node that applied it, like the timer it stands for: never replicated, never in a
+	// snapshot's bytes, and no command's outcome depends on it. Kept beside the entry so that a
+	// lease costs the node no map of its own. 0 when there is no lease.
+	Deadline int64
 }
 
 // Type is the type of the value the lock's key holds.
@@ -46,11 +52,34 @@ type Machine struct {
 	applied uint64
 	// lastToken is the largest token handed out (Token's counter); restored from snapshots.
 	lastToken Token
-	// perDB counts the keys of each database (a table key's first byte, keys.go).
-	perDB [256]int
+	// counts are the keys and the leases of each database (a table key's first byte, keys.go).
+	counts dbCounts
+	// leaseClock is the caller's clock reading for the leases applied now (SetLeaseClock).
+	leaseClock int64
 	// format is the cluster's log format (format.go): raised by applied entries, restored from
 	// snapshots (one of snapshotV4 or later was taken in FormatCurrent).
 	format byte
+}
+
+// dbCounts counts the keys, and the keys with a lease, of each database.
+type dbCounts struct{ keys, leases [256]int }
+
+// maxDeadlineMs keeps Deadline arithmetic far from int64's overflow (about 292 years of
+// nanoseconds): a longer lease ends after 100 years, which is never on any clock that matters.
+const maxDeadlineMs = 100 * 365 * 24 * 3600 * 1000
+
+// SetLeaseClock sets the clock reading, in nanoseconds of the caller's own clock, at which the
+// entries applied from now on are applied: each lease they set gets Deadline = now + LeaseMs. It
+// is the node's local view of time, given, never read: the replicated state (everything a
+// snapshot holds, every Result) does not depend on it.
+func (m *Machine) SetLeaseClock(now int64) { m.leaseClock = now }
+
+// deadline is when a lease of ms set now ends on the lease clock; 0 for no lease.
+func (m *Machine) deadline(ms uint64) int64 {
+	if ms == 0 {
+		return 0
+	}
+	return m.leaseClock + int64(min(ms, maxDeadlineMs))*1e6
 }
 
 // btreeDegree trades memory per node for depth; 32 keeps a million locks four levels deep.
@@ -152,20 +181,54 @@ func (m *Machine) Applied() uint64 { return m.applied }
 func (m *Machine) Len() int { return m.table.Len() }
 
 // LenDB is the number of keys of database db.
-func (m *Machine) LenDB(db int) int { return m.perDB[byte(db)] }
+func (m *Machine) LenDB(db int) int { return m.counts.keys[byte(db)] }
+
+// Leases is the number of held keys that have a lease.
+func (m *Machine) Leases() int {
+	n := 0
+	for _, c := range m.counts.leases {
+		n += c
+	}
+	return n
+}
+
+// LeasesDB is the number of keys of database db that have a lease.
+func (m *Machine) LeasesDB(db int) int { return m.counts.leases[byte(db)] }
 
 // set stores l at key and keeps the per-database counts; every change to the table goes through
 // set or del.
 func (m *Machine) set(key string, l Lock) {
-	if _, existed := m.table.Set(key, l); !existed {
-		m.perDB[key[0]]++
+	prev, existed := m.table.Set(key, l)
+	switch {
+	case !existed:
+		m.counts.keys[key[0]]++
+	case prev.LeaseMs > 0:
+		m.counts.leases[key[0]]--
+	}
+	if l.LeaseMs > 0 {
+		m.counts.leases[key[0]]++
 	}
 }
 
 func (m *Machine) del(key string) {
-	if _, existed := m.table.Delete(key); existed {
-		m.perDB[key[0]]--
+	if prev, existed := m.table.Delete(key); existed {
+		m.counts.keys[key[0]]--
+		if prev.LeaseMs > 0 {
+			m.counts.leases[key[0]]--
+		}
 	}
+}
+
+// Entry returns the lock on key as Get does, with the table's own copy of the key: a caller
+// that keeps the key (a lease timer) shares its bytes instead of holding a second copy.
+func (m *Machine) Entry(key []byte) (stored string, l Lock, ok bool) {
+	m.table.Ascend(string(key), func(k string, v Lock) bool {
+		if k == string(key) {
+			stored, l, ok = k, v, true
+		}
+		return false
+	})
+	return stored, l, ok
 }
 
 // Get returns the lock on key, if it is held.
@@ -314,7 +377,7 @@ func (m *Machine) flush(db []byte) Result {
 	if len(db) == 0 {
 		existed := m.table.Len() > 0
 		m.table = btree.NewMap[string, Lock](btreeDegree)
-		m.perDB = [256]int{}
+		m.counts = dbCounts{}
 		return Result{Status: StatusFlushed, Existed: existed}
 	}
 	var doomed []string
@@ -348,7 +411,7 @@ type undoRecord struct {
 	present bool
 	scripts map[string]string
 	table   *btree.Map[string, Lock]
-	perDB   *[256]int // with table: a Flush's, kept apart so other records stay small
+	counts  *dbCounts // with table: a Flush's, kept apart so other records stay small
 }
 
 // save records the state cmd is about to change. It runs before every command of an entry that
@@ -371,8 +434,8 @@ func (u *undoLog) save(m *Machine, cmd Command) {
 	case KindFlushScripts:
 		r.scripts = maps.Clone(m.scripts)
 	case KindFlush:
-		counts := m.perDB
-		r.table, r.perDB = m.table.Copy(), &counts
+		counts := m.counts
+		r.table, r.counts = m.table.Copy(), &counts
 	default:
 		return // changes nothing
 	}
@@ -399,7 +462,7 @@ func (u *undoLog) rollback(m *Machine) {
 		case KindFlushScripts:
 			m.scripts = r.scripts
 		case KindFlush:
-			m.table, m.perDB = r.table, *r.perDB
+			m.table, m.counts = r.table, *r.counts
 		}
 	}
 	m.lastToken = u.lastToken
@@ -442,6 +505,7 @@ func (m *Machine) grant(index uint64, cmd Command) Result {
 		Owner:    bytes.Clone(cmd.Owner),
 		LeaseRev: index,
 		LeaseMs:  cmd.LeaseMs,
+		Deadline: m.deadline(cmd.LeaseMs),
 	}
 	if next.Owner == nil {
 		next.Owner = []byte{}
@@ -455,9 +519,9 @@ func (m *Machine) grant(index uint64, cmd Command) Result {
 	}
 	if cmd.KeepLease {
 		if held {
-			next.LeaseRev, next.LeaseMs = cur.LeaseRev, cur.LeaseMs
+			next.LeaseRev, next.LeaseMs, next.Deadline = cur.LeaseRev, cur.LeaseMs, cur.Deadline
 		} else {
-			next.LeaseMs = 0
+			next.LeaseMs, next.Deadline = 0, 0
 		}
 	}
 	m.set(key, next)
@@ -488,17 +552,17 @@ func (m *Machine) write(index uint64, cmd Command) Result {
 		}
 		return Result{Status: StatusWritten, Existed: held}
 	}
-	next := Lock{Owner: []byte{}, Value: cmd.Value.stored(index), LeaseRev: index, LeaseMs: cmd.LeaseMs}
+	next := Lock{Owner: []byte{}, Value: cmd.Value.stored(index), LeaseRev: index, LeaseMs: cmd.LeaseMs, Deadline: m.deadline(cmd.LeaseMs)}
 	if held && cur.Value != nil {
 		// The collection goes on: the same key, the same holder.
 		next.Token = cur.Token
 		if cmd.KeepLease { // HSET on a hash with a TTL keeps the TTL, as in Redis
-			next.LeaseRev, next.LeaseMs = cur.LeaseRev, cur.LeaseMs
+			next.LeaseRev, next.LeaseMs, next.Deadline = cur.LeaseRev, cur.LeaseMs, cur.Deadline
 		}
 	} else {
 		next.Token = m.nextToken(index)
 		if cmd.KeepLease {
-			next.LeaseMs = 0
+			next.LeaseMs, next.Deadline = 0, 0
 		}
 	}
 	m.set(key, next)
@@ -538,7 +602,7 @@ func (m *Machine) renew(index uint64, cmd Command) Result {
 		return Result{Status: StatusNotFound}
 	}
 	next := cur
-	next.LeaseRev, next.LeaseMs = index, cmd.LeaseMs
+	next.LeaseRev, next.LeaseMs, next.Deadline = index, cmd.LeaseMs, m.deadline(cmd.LeaseMs)
 	m.set(key, next)
 	return Result{Status: StatusRenewed, Token: next.Token, LeaseRev: next.LeaseRev, LeaseMs: next.LeaseMs}
 }

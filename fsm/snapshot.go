@@ -141,8 +141,14 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 
 // Restore reads a snapshot written by Snapshot.WriteTo, of this version or an older one, into a
 // new Machine. It checks the checksum and every length, so a torn or corrupt snapshot is an
-// error, never a wrong table.
-func Restore(r io.Reader) (*Machine, error) {
+// error, never a wrong table. Its leases' Deadlines are on a lease clock that reads 0 (see
+// RestoreAt).
+func Restore(r io.Reader) (*Machine, error) { return RestoreAt(r, 0) }
+
+// RestoreAt is Restore for a node whose lease clock (SetLeaseClock) reads now: every restored
+// lease runs in full from now (Lock.Deadline = now + LeaseMs), since the snapshot cannot say how
+// much of it had run. The table's leases end late, never early.
+func RestoreAt(r io.Reader, now int64) (*Machine, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	rd := &streamDecoder{r: br, crc: crc32.New(crc32.MakeTable(crc32.Castagnoli))}
 	head := rd.read(len(snapshotMagic) + 1)
@@ -154,6 +160,7 @@ func Restore(r io.Reader) (*Machine, error) {
 		return nil, fmt.Errorf("%w: snapshot version %d", ErrCorrupt, version)
 	}
 	m := New()
+	m.leaseClock = now
 	if version >= snapshotV4 {
 		m.format = FormatCurrent
 	}
@@ -183,8 +190,12 @@ func Restore(r io.Reader) (*Machine, error) {
 		}
 		prev = key
 		maxToken = max(maxToken, l.Token)
+		l.Deadline = m.deadline(l.LeaseMs)
 		m.table.Load(key, l)
-		m.perDB[key[0]]++
+		m.counts.keys[key[0]]++
+		if l.LeaseMs > 0 {
+			m.counts.leases[key[0]]++
+		}
 	}
 	if rd.err != nil {
 		return nil, rd.err

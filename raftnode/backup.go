@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -62,7 +61,6 @@ func (n *Node) Backup(ctx context.Context) ([]byte, error) {
 	}
 	n.mu.Lock()
 	snap := n.mu.machine.Snapshot()
-	deadlines := maps.Clone(n.mu.leases.deadline)
 	epoch := n.mu.leases.epoch
 	now := n.cfg.Now()
 	n.mu.Unlock()
@@ -71,13 +69,8 @@ func (n *Node) Backup(ctx context.Context) ([]byte, error) {
 			return nil, fmt.Errorf("backup: %w", err)
 		}
 	}
-	elapsed := now.Sub(epoch)
-	snap = snap.WithLeases(func(key string, l fsm.Lock) uint64 {
-		d, ok := deadlines[key]
-		if !ok {
-			return l.LeaseMs // not armed (cannot happen for a lease in force): the whole lease
-		}
-		left := max(time.Duration(d)-elapsed, 0)
+	snap = snap.WithLeases(func(_ string, l fsm.Lock) uint64 {
+		left := max(time.Duration(l.Deadline)-now.Sub(epoch), 0) // the Deadlines are this node's timers
 		return uint64((left + time.Millisecond - 1) / time.Millisecond)
 	})
 	cluster := n.ClusterID()

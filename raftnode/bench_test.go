@@ -24,7 +24,7 @@ func BenchmarkApplyBatch(b *testing.B) {
 	cfg := testConfig("n1").withDefaults()
 	n := &Node{cfg: cfg, log: cfg.Logger, leaseWake: make(chan struct{}, 1), memberWake: make(chan struct{}, 1)}
 	n.mu.machine = fsm.New()
-	n.mu.leases = newLeases(cfg.Now(), 0)
+	n.mu.leases = newLeases(cfg.Now())
 	n.mu.pending = map[string]*pendingKey{}
 	f := machineFSM{n}
 	owner := []byte("owner-0123456789")

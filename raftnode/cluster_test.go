@@ -312,7 +312,7 @@ func TestLeaseQueueBounded(t *testing.T) {
 	})
 	for _, n := range nodes {
 		n.mu.Lock()
-		queued, armed := len(n.mu.leases.queue), len(n.mu.leases.deadline)
+		queued, armed := len(n.mu.leases.queue), n.mu.machine.Leases()
 		n.mu.Unlock()
 		role := "follower"
 		if n == l {

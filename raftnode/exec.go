@@ -358,7 +358,7 @@ func (v viewReader) Lookup(key []byte) (fsm.Lock, time.Duration, bool) {
 	if l.LeaseMs == 0 {
 		return l, 0, true
 	}
-	rem, ok := v.n.mu.leases.remaining(string(key), v.now)
+	rem, ok := v.n.mu.leases.remaining(l, v.now)
 	if !ok {
 		rem = msDuration(l.LeaseMs)
 	}

@@ -47,6 +47,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	now := n.cfg.Now()
 	notify := n.keyEvent.Load() // nil: nobody listens, record no key events
 	n.mu.Lock()
+	n.mu.machine.SetLeaseClock(n.mu.leases.clock(now)) // every lease this batch sets ends LeaseMs after now
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
 			if l.Type == raft.LogConfiguration {
@@ -72,7 +73,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		results = n.mu.machine.ApplyEntry(results, l.Index, cmds)
 		res := results[start:len(results):len(results)]
 		for j, c := range cmds {
-			n.trackLeaseLocked(string(c.Key), l.Index, res[j], now)
+			n.trackLeaseLocked(c.Key, l.Index, res[j])
 			if changesLock(res[j]) {
 				changed = append(changed, c.Key)
 			}
@@ -164,16 +165,16 @@ func (f machineFSM) Snapshot() (raft.FSMSnapshot, error) {
 // node cannot know how much of each lease had run, so it ends late, never early.
 func (f machineFSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	m, err := fsm.Restore(rc)
+	n := f.n
+	now := n.cfg.Now()
+	// The leases' epoch is set once, in New: reading it needs no lock.
+	m, err := fsm.RestoreAt(rc, n.mu.leases.clock(now))
 	if err != nil {
 		return fmt.Errorf("restore lock table: %w", err)
 	}
-	n := f.n
-	now := n.cfg.Now()
 	n.mu.Lock()
 	n.mu.machine = m
-	n.mu.leases = newLeases(n.mu.leases.epoch, m.Len())
-	n.mu.leases.armAll(m, now)
+	n.mu.leases.armAll(m)
 	n.keys.Store(int64(m.Len()))
 	n.noteFormatLocked()
 	n.mu.Unlock()

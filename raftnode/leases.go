@@ -11,80 +11,57 @@ import (
 // the client sent its request, so no node's timer ends before the client's), and only the
 // leader acts on them. They are guarded by Node.mu, together with the table they shadow.
 //
-// One lease costs a map slot and a queue entry (about 70 bytes with a short key): a node holds
-// a timer for every leased lock, so this is most of a lock's memory after the table itself.
-// The holder's token and the lease revision are read from the table when a timer ends, not
-// kept here.
+// A lease's deadline lives beside its entry in the table (fsm.Lock.Deadline, on the lease clock
+// that ApplyBatch gives the machine: nanoseconds since epoch), so the timers need no map of
+// their own: one queue entry per arming (32 bytes), whose key shares the table's bytes. The
+// holder's token and the lease revision are read from the table when a timer ends.
 type leases struct {
-	// deadline is each armed key's deadline, in nanoseconds of this node's clock since epoch.
-	deadline map[string]int64
 	// queue holds a timer per arming, by deadline; renewals leave stale entries, which pop
 	// skips by comparing revisions with the table.
 	queue deadlineQueue
 	epoch time.Time
-	// perDB counts the armed leases of each database (a table key's first byte), for INFO.
-	perDB [256]int
 }
 
-func newLeases(epoch time.Time, capacity int) leases {
-	return leases{deadline: make(map[string]int64, capacity), epoch: epoch}
-}
+func newLeases(epoch time.Time) leases { return leases{epoch: epoch} }
 
-// at is a deadline in the leases' clock: ms after now.
-func (ls *leases) at(now time.Time, ms uint64) int64 {
-	return int64(now.Sub(ls.epoch) + msDuration(ms))
-}
+// clock is now on the leases' clock: nanoseconds since epoch (fsm.Machine.SetLeaseClock).
+func (ls *leases) clock(now time.Time) int64 { return int64(now.Sub(ls.epoch)) }
 
-// arm sets key's timer, armed by the entry at index rev of table m.
+// arm queues the timer of the lease that the entry at index rev set on key, held in m. key is
+// the table's own (fsm.Machine.Entry), so the queue holds no copy of it.
 func (ls *leases) arm(m *fsm.Machine, key string, rev uint64, deadline int64) {
-	if _, ok := ls.deadline[key]; !ok {
-		ls.perDB[key[0]]++
-	}
-	ls.deadline[key] = deadline
 	ls.queue.push(queued{deadline: deadline, rev: rev, key: key})
 	// Renewals and re-grants leave stale entries behind, and only the leader pops due ones: on
 	// a follower the queue would grow with every write. Compacting when stale entries outnumber
 	// live ones keeps it within twice the live leases, at O(log n) amortized per arm.
-	if len(ls.queue) > 2*len(ls.deadline)+64 {
+	if len(ls.queue) > 2*m.Leases()+64 {
 		ls.compact(m)
 	}
 }
 
-// armAll arms many timers at once (a restored table): one heap build instead of a push each.
-func (ls *leases) armAll(m *fsm.Machine, now time.Time) {
+// armAll queues a timer for every lease of m (a restored table, whose Deadlines RestoreAt set):
+// one heap build instead of a push each. The queue is sized to fit with an eighth to spare: one
+// filled to the brim would be copied whole by the first grant after a restart (with a million
+// locks, 72 MB of queue at once, which made that grant wait seconds for the collector).
+func (ls *leases) armAll(m *fsm.Machine) {
+	n := m.Leases()
+	ls.queue = make(deadlineQueue, 0, n+n/8+64)
 	m.Scan(func(key string, l fsm.Lock) bool {
 		if l.LeaseMs > 0 {
-			d := ls.at(now, l.LeaseMs)
-			if _, ok := ls.deadline[key]; !ok {
-				ls.perDB[key[0]]++
-			}
-			ls.deadline[key] = d
-			ls.queue = append(ls.queue, queued{deadline: d, rev: l.LeaseRev, key: key})
+			ls.queue = append(ls.queue, queued{deadline: l.Deadline, rev: l.LeaseRev, key: key})
 		}
 		return true
 	})
 	ls.queue.init()
 }
 
-func (ls *leases) disarm(key string) {
-	if _, ok := ls.deadline[key]; ok {
-		ls.perDB[key[0]]--
-		delete(ls.deadline, key)
-	}
-}
-
-func (ls *leases) armed(key string) bool {
-	_, ok := ls.deadline[key]
-	return ok
-}
-
-// remaining is how long key's lease has left by this node's timer.
-func (ls *leases) remaining(key string, now time.Time) (time.Duration, bool) {
-	d, ok := ls.deadline[key]
-	if !ok {
+// remaining is how long the lease of l, a lock of the applied table, has left by this node's
+// timer; false when l has no lease.
+func (ls *leases) remaining(l fsm.Lock, now time.Time) (time.Duration, bool) {
+	if l.LeaseMs == 0 {
 		return 0, false
 	}
-	return max(time.Duration(d)-now.Sub(ls.epoch), 0), true
+	return max(time.Duration(l.Deadline-ls.clock(now)), 0), true
 }
 
 // expiry names one lease the leader should end with an Expire command.
@@ -99,7 +76,7 @@ type expiry struct {
 // is retried by requeue.
 func (ls *leases) due(m *fsm.Machine, now time.Time, limit int) []expiry {
 	var out []expiry
-	t := int64(now.Sub(ls.epoch))
+	t := ls.clock(now)
 	for len(ls.queue) > 0 && len(out) < limit {
 		top := ls.queue[0]
 		if top.deadline > t {
@@ -117,18 +94,14 @@ func (ls *leases) due(m *fsm.Machine, now time.Time, limit int) []expiry {
 // inForce returns the lock that q's timer is for, if the lease q was armed for is still the one
 // in force.
 func (ls *leases) inForce(m *fsm.Machine, q queued) (fsm.Lock, bool) {
-	if !ls.armed(q.key) {
-		return fsm.Lock{}, false
-	}
 	l, ok := m.Get([]byte(q.key))
 	return l, ok && l.LeaseRev == q.rev && l.LeaseMs > 0
 }
 
-// requeue schedules another attempt for an expiry whose proposal failed.
+// requeue schedules another attempt for an expiry whose proposal failed (due checks again
+// whether its lease is still in force).
 func (ls *leases) requeue(e expiry, at time.Time) {
-	if ls.armed(e.key) {
-		ls.queue.push(queued{deadline: int64(at.Sub(ls.epoch)), rev: e.rev, key: e.key})
-	}
+	ls.queue.push(queued{deadline: ls.clock(at), rev: e.rev, key: e.key})
 }
 
 // next is the earliest deadline queued.
@@ -208,35 +181,25 @@ func (q deadlineQueue) init() {
 	}
 }
 
-// trackLeaseLocked keeps the lease timers in step with the result of the entry at index,
-// applied at now. n.mu is held.
-func (n *Node) trackLeaseLocked(key string, index uint64, res fsm.Result, now time.Time) {
+// trackLeaseLocked arms the timer of the lease that the entry at index set on key, as res says;
+// the table (fsm.Lock.Deadline) already holds when it ends. A lease that ended (released,
+// expired, dropped, flushed) needs nothing: its queue entry is stale and pop skips it. n.mu is
+// held.
+func (n *Node) trackLeaseLocked(key []byte, index uint64, res fsm.Result) {
 	switch res.Status {
-	case fsm.StatusGranted, fsm.StatusRenewed, fsm.StatusWritten: // a deleting Write has no lease
-		switch {
-		case res.LeaseMs == 0:
-			n.mu.leases.disarm(key)
-		case res.LeaseRev != index && n.mu.leases.armed(key):
-			// SET ... KEEPTTL, or a Write that kept a collection's lease: the lease set by an
-			// earlier entry goes on, perhaps for a new holder (due reads the holder's token
-			// from the table).
-		default:
-			n.mu.leases.arm(n.mu.machine, key, res.LeaseRev, n.mu.leases.at(now, res.LeaseMs))
-			n.wakeLeases()
+	case fsm.StatusGranted, fsm.StatusRenewed, fsm.StatusWritten:
+		// res.LeaseRev != index: SET ... KEEPTTL, or a Write that kept a collection's lease: the
+		// lease set by an earlier entry goes on, perhaps for a new holder (due reads the
+		// holder's token from the table), with the timer it has.
+		if res.LeaseMs == 0 || res.LeaseRev != index {
+			return
 		}
-	case fsm.StatusReleased:
-		n.mu.leases.disarm(key)
-	case fsm.StatusExpired:
-		if res.Existed {
-			n.mu.leases.disarm(key)
+		stored, l, ok := n.mu.machine.Entry(key)
+		if !ok || l.LeaseRev != index {
+			return // a later command of the entry released or replaced it
 		}
-	case fsm.StatusFlushed:
-		// key is the flushed database's number, or empty for every database.
-		for k := range n.mu.leases.deadline {
-			if key == "" || k[0] == key[0] {
-				n.mu.leases.disarm(k)
-			}
-		}
+		n.mu.leases.arm(n.mu.machine, stored, index, l.Deadline)
+		n.wakeLeases()
 	}
 }
 

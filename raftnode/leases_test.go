@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/raftlock/raftlock/fsm"
 )
@@ -18,15 +19,32 @@ type leaseTable struct {
 
 func newLeaseTable(epoch time.Time) *leaseTable {
 	n := &Node{leaseWake: make(chan struct{}, 1)}
-	n.mu.machine, n.mu.leases = fsm.New(), newLeases(epoch, 0)
+	n.mu.machine, n.mu.leases = fsm.New(), newLeases(epoch)
 	return &leaseTable{n: n}
 }
 
 func (lt *leaseTable) apply(now time.Time, c fsm.Command) fsm.Result {
+	return lt.applyEntry(now, c)[0]
+}
+
+// applyEntry applies cmds as one entry.
+func (lt *leaseTable) applyEntry(now time.Time, cmds ...fsm.Command) []fsm.Result {
 	lt.index++
-	res := lt.n.mu.machine.Apply(lt.index, c)
-	lt.n.trackLeaseLocked(string(c.Key), lt.index, res, now)
+	lt.n.mu.machine.SetLeaseClock(lt.n.mu.leases.clock(now))
+	res := lt.n.mu.machine.ApplyEntry(nil, lt.index, cmds)
+	for j, c := range cmds {
+		lt.n.trackLeaseLocked(c.Key, lt.index, res[j])
+	}
 	return res
+}
+
+// remaining is key's lease left at now by the node's timer.
+func (lt *leaseTable) remaining(key string, now time.Time) (time.Duration, bool) {
+	l, ok := lt.n.mu.machine.Get([]byte(key))
+	if !ok {
+		return 0, false
+	}
+	return lt.n.mu.leases.remaining(l, now)
 }
 
 // Timers end in deadline order; a renewed, released or re-granted lease's old timer never ends
@@ -56,7 +74,7 @@ func TestLeaseTimers(t *testing.T) {
 	if a2.LeaseRev != a.LeaseRev || a2.Token == a.Token {
 		t.Fatalf("KEEPTTL result %+v after %+v: want the same lease revision, a new token", a2, a)
 	}
-	if rem, ok := ls.remaining("a", at(100)); !ok || rem != 200*time.Millisecond {
+	if rem, ok := lt.remaining("a", at(100)); !ok || rem != 200*time.Millisecond {
 		t.Errorf("a's remaining lease at 100 ms = %v, %v; want 200ms", rem, ok)
 	}
 
@@ -74,8 +92,8 @@ func TestLeaseTimers(t *testing.T) {
 	if want := []string{"b@100", "a@300", "c@520"}; !slices.Equal(ended, want) {
 		t.Errorf("leases ended %v; want %v", ended, want)
 	}
-	if len(ls.deadline) != 0 || lt.n.mu.machine.Len() != 0 {
-		t.Errorf("after every expiry: %d armed, %d locks; want none", len(ls.deadline), lt.n.mu.machine.Len())
+	if lt.n.mu.machine.Leases() != 0 || lt.n.mu.machine.Len() != 0 {
+		t.Errorf("after every expiry: %d armed, %d locks; want none", lt.n.mu.machine.Leases(), lt.n.mu.machine.Len())
 	}
 
 	// A failed Expire proposal is requeued; compaction (forced by churn) keeps it.
@@ -89,8 +107,8 @@ func TestLeaseTimers(t *testing.T) {
 		k := fmt.Sprintf("churn%d", i%5)
 		lt.apply(at(1020), grant(k, 1_000_000))
 	}
-	if len(ls.queue) > 2*len(ls.deadline)+64 {
-		t.Errorf("queue of %d for %d armed leases: not compacted", len(ls.queue), len(ls.deadline))
+	if len(ls.queue) > 2*lt.n.mu.machine.Leases()+64 {
+		t.Errorf("queue of %d for %d armed leases: not compacted", len(ls.queue), lt.n.mu.machine.Leases())
 	}
 	if got := ls.due(lt.n.mu.machine, at(1100), 10); len(got) != 1 || got[0].key != "r" {
 		t.Errorf("due at 1100 = %v; want the requeued r", got)
@@ -124,7 +142,78 @@ func TestLeaseQueueOrder(t *testing.T) {
 	}
 	lt.n.mu.leases.compact(lt.n.mu.machine)
 	check("arm", &lt.n.mu.leases)
-	restored := newLeases(epoch, 0)
-	restored.armAll(lt.n.mu.machine, epoch)
+	restored := newLeases(epoch)
+	restored.armAll(lt.n.mu.machine)
 	check("armAll", &restored)
+}
+
+// A renewal re-arms (the old timer ends nothing, the new one ends the lease at its new
+// deadline), a release leaves nothing to end, and a key set twice in one entry ends at the
+// entry's last lease, never at an earlier command's.
+func TestLeaseRenewReleaseEntry(t *testing.T) {
+	epoch := time.Unix(0, 0)
+	lt := newLeaseTable(epoch)
+	ls := &lt.n.mu.leases
+	at := func(ms int) time.Time { return epoch.Add(time.Duration(ms) * time.Millisecond) }
+	grant := func(key string, ms uint64) fsm.Command {
+		return fsm.Command{Kind: fsm.KindGrant, Key: []byte(key), Owner: []byte("o"), LeaseMs: ms, Match: fsm.Match{Kind: fsm.MatchAny}}
+	}
+	renew := func(key string, ms uint64) fsm.Command {
+		return fsm.Command{Kind: fsm.KindRenew, Key: []byte(key), LeaseMs: ms, Match: fsm.Match{Kind: fsm.MatchAny}}
+	}
+	lt.apply(at(0), grant("r", 100))
+	lt.apply(at(50), renew("r", 100)) // now ends at 150
+	lt.apply(at(0), grant("gone", 100))
+	lt.apply(at(10), fsm.Command{Kind: fsm.KindRelease, Key: []byte("gone"), Match: fsm.Match{Kind: fsm.MatchAny}})
+	lt.applyEntry(at(0), grant("multi", 100), renew("multi", 1000)) // MULTI: SET PX 100, PEXPIRE 1000
+	if rem, ok := lt.remaining("multi", at(0)); !ok || rem != time.Second {
+		t.Errorf("multi's lease at 0 = %v, %v; want 1s", rem, ok)
+	}
+	if rem, ok := lt.remaining("gone", at(20)); ok {
+		t.Errorf("released key has a lease: %v", rem)
+	}
+	var ended []string
+	for _, now := range []int{100, 149, 150, 999, 1000} {
+		for _, e := range ls.due(lt.n.mu.machine, at(now), 10) {
+			ended = append(ended, fmt.Sprintf("%s@%d", e.key, now))
+			lt.apply(at(now), fsm.Command{Kind: fsm.KindExpire, Key: []byte(e.key), Token: e.token, LeaseRev: e.rev})
+		}
+	}
+	// multi was armed twice by its entry (one push per command), both for the entry's final
+	// lease: the second Expire finds it gone, a no-op.
+	if want := []string{"r@150", "multi@1000", "multi@1000"}; !slices.Equal(ended, want) {
+		t.Errorf("leases ended %v; want %v", ended, want)
+	}
+	if n := lt.n.mu.machine.Len(); n != 0 {
+		t.Errorf("%d locks left; want none", n)
+	}
+}
+
+// The queue stays within twice the live leases plus a constant however often they are re-granted,
+// and the live timers' keys are the table's own bytes, not copies.
+func TestLeaseQueueSharesKeys(t *testing.T) {
+	epoch := time.Unix(0, 0)
+	lt := newLeaseTable(epoch)
+	const keys = 100
+	for round := range 50 {
+		for i := range keys {
+			lt.apply(epoch, fsm.Command{Kind: fsm.KindGrant, Key: fmt.Appendf(nil, "k%d", i), Owner: []byte("o"),
+				LeaseMs: uint64(1000 + round), Match: fsm.Match{Kind: fsm.MatchAny}})
+			if q := len(lt.n.mu.leases.queue); q > 2*keys+64 {
+				t.Fatalf("round %d: %d queued for %d leases", round, q, keys)
+			}
+		}
+	}
+	fresh := 0
+	for _, q := range lt.n.mu.leases.queue {
+		if stored, l, ok := lt.n.mu.machine.Entry([]byte(q.key)); ok && l.LeaseRev == q.rev {
+			fresh++
+			if unsafe.StringData(stored) != unsafe.StringData(q.key) {
+				t.Errorf("queued key %q does not share the table's bytes", q.key)
+			}
+		}
+	}
+	if fresh != keys {
+		t.Errorf("%d live timers for %d leases", fresh, keys)
+	}
 }

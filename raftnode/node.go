@@ -151,7 +151,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 	n.stats.init()
 	n.mu.machine = fsm.New()
 	n.format.Store(uint32(n.mu.machine.Format()))
-	n.mu.leases = newLeases(cfg.Now(), 0)
+	n.mu.leases = newLeases(cfg.Now())
 	n.mu.pending = make(map[string]*pendingKey)
 	existing, err := raft.HasExistingState(st.Log, st.Stable, st.Snapshots)
 	if err != nil {

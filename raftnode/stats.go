@@ -123,10 +123,10 @@ func (n *Node) Stats() node.Stats {
 	}
 	n.mu.Lock()
 	s.Locks = n.mu.machine.Len()
-	s.Leases = len(n.mu.leases.deadline)
+	s.Leases = n.mu.machine.Leases()
 	for db := range s.DBKeys {
 		s.DBKeys[db] = n.mu.machine.LenDB(db)
-		s.DBLeases[db] = n.mu.leases.perDB[db]
+		s.DBLeases[db] = n.mu.machine.LeasesDB(db)
 	}
 	s.PendingKeys = len(n.mu.pending)
 	n.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/hashicorp/raft"
@@ -56,6 +57,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	logger := newLogger(stderr, opts.logLevel, opts.logFormat)
 	slog.SetDefault(logger)
+	stopMemoryLimit := setMemoryLimit(opts, os.Getenv("GOMEMLIMIT"))
+	defer stopMemoryLimit()
+	logger.Info("go memory limit", "bytes", debug.SetMemoryLimit(-1), "flag", opts.memoryLimitFlag(), "gomemlimit_env", os.Getenv("GOMEMLIMIT"))
 
 	if err := os.MkdirAll(opts.dir, 0o750); err != nil {
 		return fmt.Errorf("data dir: %w", err)

@@ -60,6 +60,10 @@ type options struct {
 	idleTimeout time.Duration
 	// maxMemory refuses commands that may create keys with -OOM past this heap (0: no bound).
 	maxMemory uint64
+	// memoryLimit is --memory-limit: "auto" (memoryLimitAuto), "0" (off) or bytes; see
+	// goMemoryLimit.
+	memoryLimit     uint64
+	memoryLimitAuto bool
 	// pprof serves /debug/pprof/ on --metrics-addr.
 	pprof bool
 
@@ -98,10 +102,11 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"log-format":         fs.String("log-format", "text", "text or json"),
 		"metrics-addr":       fs.String("metrics-addr", "", "HTTP address for /metrics (Prometheus) (default off; keep it private)"),
 		// Resource bounds.
-		"maxclients": fs.String("maxclients", "10000", "the most client connections open at once; one more is told 'max number of clients reached'"),
-		"timeout":    fs.String("timeout", "0", "close a client idle for this many seconds (0: never; subscribers and blocked clients are not idle)"),
-		"maxmemory":  fs.String("maxmemory", "0", "past this much Go heap in use (bytes, or 100mb, 1gb ...), commands that may create keys get -OOM (0: no bound)"),
-		"pprof":      fs.String("pprof", "false", "also serve /debug/pprof/ on --metrics-addr (true/false)"),
+		"maxclients":   fs.String("maxclients", "10000", "the most client connections open at once; one more is told 'max number of clients reached'"),
+		"timeout":      fs.String("timeout", "0", "close a client idle for this many seconds (0: never; subscribers and blocked clients are not idle)"),
+		"maxmemory":    fs.String("maxmemory", "0", "past this much Go heap in use (bytes, or 100mb, 1gb ...), commands that may create keys get -OOM (0: no bound)"),
+		"memory-limit": fs.String("memory-limit", "auto", "the Go runtime's soft memory limit (GOMEMLIMIT), bytes or 256mb ...; auto: GOMEMLIMIT if set, else the live heap + 25%, at least maxmemory + 25% if set, else at least 256mb; 0: none"),
+		"pprof":        fs.String("pprof", "false", "also serve /debug/pprof/ on --metrics-addr (true/false)"),
 		// TLS, with Redis's names; SIGHUP reloads every file.
 		"tls-cert-file":         fs.String("tls-cert-file", "", "PEM certificate of the client port: with --tls-key-file, clients speak TLS"),
 		"tls-key-file":          fs.String("tls-key-file", "", "PEM private key of --tls-cert-file"),
@@ -300,6 +305,11 @@ func parseBounds(o *options, vals map[string]*string) error {
 	o.idleTimeout = time.Duration(secs) * time.Second
 	if o.maxMemory, err = parseMemory(*vals["maxmemory"]); err != nil {
 		return fmt.Errorf("--maxmemory: %w", err)
+	}
+	if v := *vals["memory-limit"]; strings.EqualFold(strings.TrimSpace(v), "auto") {
+		o.memoryLimitAuto = true
+	} else if o.memoryLimit, err = parseMemory(v); err != nil {
+		return fmt.Errorf("--memory-limit: %w", err)
 	}
 	return nil
 }
