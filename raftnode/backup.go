@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -143,18 +142,9 @@ func RestoreBackup(dir, id string, peers []Peer, m *fsm.Machine, logger *slog.Lo
 	if !fsm.ValidNodeID(id) {
 		return fmt.Errorf("restore: node ID %q: 1 to 128 printable characters, no spaces", id)
 	}
-	if len(peers) == 0 {
-		return errors.New("restore: no peers: the voters of the new cluster, ID=RAFTADDR,... (this node included)")
-	}
-	if !slices.ContainsFunc(peers, func(p Peer) bool { return p.ID == id }) {
-		return fmt.Errorf("restore: the peers must name this node (%s)", id)
-	}
-	var conf raft.Configuration
-	for _, p := range peers {
-		if !fsm.ValidNodeID(p.ID) || p.RaftAddr == "" {
-			return fmt.Errorf("restore: peer %q=%q: want ID=RAFTADDR", p.ID, p.RaftAddr)
-		}
-		conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+	conf, err := votersOf("restore", id, peers)
+	if err != nil {
+		return err
 	}
 	if err := checkEmptyDir(dir); err != nil {
 		return err

@@ -35,18 +35,9 @@ func Recover(id string, peers []Peer, st Stores, logger *slog.Logger) error {
 	case ok && ident.NodeID != id:
 		return fmt.Errorf("recover: data dir belongs to node %q, not %q", ident.NodeID, id)
 	}
-	if len(peers) == 0 {
-		return errors.New("recover: --peers is required: the voters of the recovered cluster, ID=RAFTADDR,...")
-	}
-	if !slices.ContainsFunc(peers, func(p Peer) bool { return p.ID == id }) {
-		return fmt.Errorf("recover: --peers must name this node (%s)", id)
-	}
-	var conf raft.Configuration
-	for _, p := range peers {
-		if !fsm.ValidNodeID(p.ID) || p.RaftAddr == "" {
-			return fmt.Errorf("recover: peer %q=%q: want ID=RAFTADDR", p.ID, p.RaftAddr)
-		}
-		conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+	conf, err := votersOf("recover", id, peers)
+	if err != nil {
+		return err
 	}
 	cfg := DefaultConfig()
 	cfg.ID, cfg.Logger = id, logger
@@ -95,4 +86,23 @@ func (f *recoveryFSM) Restore(rc io.ReadCloser) error {
 	}
 	f.m = m
 	return nil
+}
+
+// votersOf is the configuration of peers, all voters, for op (recover, restore) on node id: it
+// must name id, and every peer needs a valid ID and a raft address.
+func votersOf(op, id string, peers []Peer) (raft.Configuration, error) {
+	if len(peers) == 0 {
+		return raft.Configuration{}, fmt.Errorf("%s: --peers is required: the voters of the cluster, ID=RAFTADDR,... (this node included)", op)
+	}
+	if !slices.ContainsFunc(peers, func(p Peer) bool { return p.ID == id }) {
+		return raft.Configuration{}, fmt.Errorf("%s: --peers must name this node (%s)", op, id)
+	}
+	var conf raft.Configuration
+	for _, p := range peers {
+		if !fsm.ValidNodeID(p.ID) || p.RaftAddr == "" {
+			return raft.Configuration{}, fmt.Errorf("%s: peer %q=%q: want ID=RAFTADDR", op, p.ID, p.RaftAddr)
+		}
+		conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+	}
+	return conf, nil
 }
