@@ -196,7 +196,7 @@ func runRestore(args []string, stderr io.Writer) error {
 		if *peers != "" {
 			return errors.New("restore: --peers needs --id: which of the peers this node is")
 		}
-		*id = "node-" + strings.NewReplacer(":", "-", "[", "", "]", "").Replace(*raftAddr)
+		*id = defaultNodeID(*raftAddr)
 	}
 	list := []raftnode.Peer{{ID: *id, RaftAddr: *raftAddr}}
 	if *peers != "" {

@@ -165,7 +165,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		logLevel: *vals["log-level"], logFormat: *vals["log-format"], metricsAddr: *vals["metrics-addr"],
 	}
 	if o.id == "" {
-		o.id = "node-" + strings.NewReplacer(":", "-", "[", "", "]", "").Replace(o.raftAddr)
+		o.id = defaultNodeID(o.raftAddr)
 	}
 	if o.advertise == "" {
 		o.advertise = o.addr
@@ -333,4 +333,10 @@ func parseMemory(s string) (uint64, error) {
 		return 0, fmt.Errorf("want bytes such as 1073741824, 1024mb or 1gb, got %q", s)
 	}
 	return n * mult, nil
+}
+
+// defaultNodeID is a node's ID when --id is not given: derived from its raft address, so the
+// same address always names the same node (raftlock restore derives it the same way).
+func defaultNodeID(raftAddr string) string {
+	return "node-" + strings.NewReplacer(":", "-", "[", "", "]", "").Replace(raftAddr)
 }
