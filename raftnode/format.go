@@ -106,10 +106,10 @@ func (n *Node) upgradeFormat(ctx context.Context, hints map[string]string) bool 
 	if err != nil {
 		return false
 	}
+	// A cluster this release created (bootstrapped, or restored from a backup) has only
+	// members of it or newer: an older binary cannot join it (readsOurFormat). Otherwise ask.
 	for _, m := range members {
 		if m.ID == n.cfg.ID || n.bootstrapFormat >= fsm.FormatCurrent {
-			// A cluster this release created (bootstrapped, or restored from a backup) has
-			// only members of it or newer: an older binary cannot join it (readsOurFormat).
 			continue
 		}
 		addr := m.ClientAddr

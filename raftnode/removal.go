@@ -29,21 +29,21 @@ import (
 
 // committedConfig is the newest configuration this node knows to be committed: the last one it
 // applied (raft hands every configuration entry to the FSM once committed) or, before any,
-// the one in its newest snapshot.
+// the one in its newest snapshot. An empty one is never kept: no committed configuration lists
+// nobody, and an empty one would count every node as removed.
 type committedConfig struct {
 	mu      sync.Mutex
 	index   uint64
 	servers []raft.Server
-	known   bool
 }
 
 func (c *committedConfig) set(index uint64, servers []raft.Server) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.known && index < c.index {
-		return // an older snapshot's: what was applied since is newer
+	if len(servers) == 0 || index < c.index {
+		return // none, or an older snapshot's: what was applied since is newer
 	}
-	c.index, c.servers, c.known = index, slices.Clone(servers), true
+	c.index, c.servers = index, slices.Clone(servers)
 }
 
 // get returns the configuration's index and whether id is in it; known is false while this
@@ -52,7 +52,7 @@ func (c *committedConfig) get(id string) (index uint64, member, known bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	member = slices.ContainsFunc(c.servers, func(s raft.Server) bool { return string(s.ID) == id })
-	return c.index, member, c.known
+	return c.index, member, len(c.servers) > 0
 }
 
 // seedCommittedConfig takes the configuration of the newest snapshot in the store as committed
