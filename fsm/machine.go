@@ -585,6 +585,24 @@ func matches(l Lock, cmd Command) bool {
 	return false
 }
 
+// Frees reports whether cmd, a Release or an Expire, deletes the lock l its key holds: the
+// rule release and expire apply, for a proposer deciding who gets the key next.
+func Frees(l Lock, cmd Command) bool {
+	switch cmd.Kind {
+	case KindRelease:
+		return matches(l, cmd)
+	case KindExpire:
+		return expires(l, cmd)
+	}
+	return false
+}
+
+// expires reports whether an Expire ends the lease of l: both must match, since a re-grant
+// changes the token and a renew the lease revision.
+func expires(l Lock, cmd Command) bool {
+	return l.Token == cmd.Token && l.LeaseRev == cmd.LeaseRev && l.LeaseMs != 0
+}
+
 func (m *Machine) release(cmd Command) Result {
 	key := string(cmd.Key)
 	cur, held := m.table.Get(key)
@@ -610,8 +628,7 @@ func (m *Machine) renew(index uint64, cmd Command) Result {
 func (m *Machine) expire(cmd Command) Result {
 	key := string(cmd.Key)
 	cur, held := m.table.Get(key)
-	// Both must match: a re-grant changes the token, a renew changes the lease revision.
-	if !held || cur.Token != cmd.Token || cur.LeaseRev != cmd.LeaseRev || cur.LeaseMs == 0 {
+	if !held || !expires(cur, cmd) {
 		return Result{Status: StatusExpired, Existed: false}
 	}
 	m.del(key)

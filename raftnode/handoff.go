@@ -8,6 +8,7 @@ package raftnode
 import (
 	"bytes"
 	"context"
+	"slices"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -41,6 +42,7 @@ type handoffOutcome struct {
 // is gone (ctx done) is skipped; every waiter queued on a node that loses leadership is
 // answered at once with the not-leader error.
 func (n *Node) LockWait(ctx context.Context, key []byte, eval node.Eval, grant fsm.Command, wait time.Duration) ([]fsm.Result, error) {
+	until := time.Now().Add(wait)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
@@ -54,6 +56,9 @@ func (n *Node) LockWait(ctx context.Context, key []byte, eval node.Eval, grant f
 			}
 			return res, nil
 		}
+		// Armed again for each turn: an earlier turn may have consumed the timer's one tick
+		// (taken at the deadline, its hand-off then aborted); past until it fires at once.
+		deadline.Reset(time.Until(until))
 		out, err := n.awaitTurn(ctx, key, w, deadline.C)
 		if err != nil || out == nil {
 			return nil, err
@@ -242,9 +247,8 @@ func (n *Node) handoffsLocked(cmds []fsm.Command, freed []string, format byte) (
 		if _, busy := n.mu.pending[string(c.Key)]; busy {
 			continue
 		}
-		l, held := n.mu.machine.Get(c.Key)
-		if !held || c.Kind == fsm.KindExpire && (l.Token != c.Token || l.LeaseRev != c.LeaseRev) {
-			continue
+		if l, held := n.mu.machine.Get(c.Key); !held || !fsm.Frees(l, c) {
+			continue // its guard would fail: the key stays held, no grant can follow
 		}
 		if w := head(string(c.Key)); w != nil {
 			hands = append(hands, w)
@@ -336,6 +340,10 @@ func (n *Node) kickHandoffsLocked(keys [][]byte) {
 	if len(freed) == 0 {
 		return
 	}
+	// A key an entry touched twice is in keys twice: one grant for it, or the second would fail
+	// its guard and abort the entry.
+	slices.Sort(freed)
+	freed = slices.Compact(freed)
 	n.goFunc(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
 		defer cancel()

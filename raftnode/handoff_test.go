@@ -286,3 +286,85 @@ func TestHandoffDeadline(t *testing.T) {
 		t.Errorf("%d waiters left queued", q)
 	}
 }
+
+// An entry that frees a key it touches twice (two deleting Writes here, as a MULTI can make)
+// hands the key to one waiter: the kick's entry holds one grant, and the next waiter keeps its
+// place. (With a grant per mention the second failed its guard and aborted the kick.)
+func TestHandoffKickOnceForAKeyTouchedTwice(t *testing.T) {
+	n := newNode(t)
+	mustLock(t, n, "k", "holder", 0)
+	type grant struct {
+		res fsm.Result
+		err error
+	}
+	got := make([]chan grant, 2)
+	for i := range got {
+		got[i] = make(chan grant, 1)
+		go func() {
+			res, ok, err := lockWait(t.Context(), n, "k", fmt.Sprint("w", i), 0, 10*time.Second)
+			if err == nil && !ok {
+				err = fmt.Errorf("not granted: %+v", res)
+			}
+			got[i] <- grant{res, err}
+		}()
+		waitQueued(t, n, i+1)
+	}
+	del := fsm.Command{Kind: fsm.KindWrite, Key: []byte("k"), Match: fsm.Match{Kind: fsm.MatchAny}}
+	if _, err := execCmds(t.Context(), n, del, del); err != nil {
+		t.Fatal(err)
+	}
+	var g grant
+	select {
+	case g = <-got[0]:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first waiter was not granted the freed key")
+	}
+	if g.err != nil {
+		t.Fatal(g.err)
+	}
+	if cmds := entryAt(t, n, g.res.LeaseRev); len(cmds) != 1 || cmds[0].Kind != fsm.KindGrant || string(cmds[0].Owner) != "w0" {
+		t.Fatalf("the kick's entry is %s, want one [Grant k w0]", kinds(cmds))
+	}
+	if q := n.LockWaiters(); q != 1 {
+		t.Fatalf("%d waiters queued after the first grant, want the second still there", q)
+	}
+}
+
+// A Release whose guard fails (a stale token) frees nothing, so it hands nothing off: the head
+// waiter keeps its place and is the one the real release grants.
+func TestHandoffNotOnAFailedRelease(t *testing.T) {
+	n := newNode(t)
+	holder := mustLock(t, n, "k", "holder", 0)
+	first := make(chan string, 2) // the waiters, in the order they were granted
+	for i := range 2 {
+		go func() {
+			res, ok, err := lockWait(t.Context(), n, "k", fmt.Sprint("w", i), 0, 10*time.Second)
+			if err != nil || !ok {
+				first <- fmt.Sprintf("w%d not granted: %+v, %v", i, res, err)
+				return
+			}
+			first <- fmt.Sprint("w", i)
+			propose(context.Background(), n, releaseCmd("k", res.Token))
+		}()
+		waitQueued(t, n, i+1)
+	}
+	if r, err := propose(t.Context(), n, releaseCmd("k", holder.Token+100)); err != nil || r.Status == fsm.StatusReleased {
+		t.Fatalf("release with a stale token = %+v, %v; want refused", r, err)
+	}
+	if q := n.LockWaiters(); q != 2 {
+		t.Fatalf("%d waiters queued after a failed release, want 2", q)
+	}
+	if _, err := propose(t.Context(), n, releaseCmd("k", holder.Token)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"w0", "w1"} {
+		select {
+		case w := <-first:
+			if w != want {
+				t.Fatalf("%s granted, want %s: the queue's order", w, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s was not granted", want)
+		}
+	}
+}
