@@ -2,6 +2,7 @@ package raftnode
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -60,9 +61,10 @@ func (n *Node) runLeases() {
 //
 // A round's Expires travel as one log entry, with no flag for "independent commands": an Expire
 // has no failing guard (one whose lease was renewed, re-granted or released meanwhile is
-// Expired{Existed: false}, a no-op), so an entry of them can never abort, and applying it costs
-// no undo (fsm.Machine.ApplyEntry). One entry instead of up to expireBatch keeps a burst of
-// expiries from crowding the log and raft's queue.
+// Expired{Existed: false}, a no-op). One entry instead of up to expireBatch keeps a burst of
+// expiries from crowding the log and raft's queue. The entry can abort only through a hand-off
+// Grant propose added for a waiter (handoff.go), when its key changed between evaluation and
+// apply: then no Expire applied, and all of them are queued again.
 func (n *Node) expireDue() time.Duration {
 	now := n.cfg.Now()
 	n.mu.Lock()
@@ -97,6 +99,9 @@ func (n *Node) expireDue() time.Duration {
 			}
 		}
 		n.stats.expired.Add(uint64(expired))
+		if err == nil && fsm.Aborted(results) {
+			err = errExpiryAborted
+		}
 		if err != nil {
 			n.requeueExpiries(due, now, len(due), err)
 		}
@@ -109,6 +114,9 @@ func (n *Node) expireDue() time.Duration {
 	n.mu.Unlock()
 	return n.sleepUntil(next, ok)
 }
+
+// errExpiryAborted is why an expiry round whose entry aborted is retried.
+var errExpiryAborted = errors.New("the entry aborted: a hand-off grant in it found its key changed")
 
 // sleepUntil is how long the lease loop sleeps before the deadline next (ok false: none).
 func (n *Node) sleepUntil(next time.Time, ok bool) time.Duration {
