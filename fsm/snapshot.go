@@ -194,7 +194,7 @@ func RestoreAt(r io.Reader, now int64) (*Machine, error) {
 		m.table.Load(key, l)
 		m.counts.keys[key[0]]++
 		if l.LeaseMs > 0 {
-			m.counts.leases[key[0]]++
+			m.counts.lease(key[0], 1)
 		}
 	}
 	if rd.err != nil {
