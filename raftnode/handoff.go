@@ -89,11 +89,9 @@ func passed(deadline <-chan time.Time) bool {
 func (n *Node) tryOrQueue(ctx context.Context, key []byte, eval node.Eval, grant fsm.Command) ([]fsm.Result, *lockWaiter, error) {
 	var w *lockWaiter
 	notReady := false
+	// propose evaluates again only after a wait that comes before, or instead of, returning
+	// the commands; an evaluation that queued w returned none, so propose returned at once.
 	p, err := n.propose(ctx, [][]byte{key}, func(v node.View) []fsm.Command {
-		if w != nil { // evaluated again: leave the queue first
-			n.dropWaiterLocked(w)
-			w = nil
-		}
 		cmds := eval(v)
 		if len(cmds) > 0 {
 			return cmds
@@ -108,11 +106,6 @@ func (n *Node) tryOrQueue(ctx context.Context, key []byte, eval node.Eval, grant
 		return nil
 	})
 	if err != nil {
-		if w != nil {
-			n.mu.Lock()
-			n.dropWaiterLocked(w)
-			n.mu.Unlock()
-		}
 		return nil, nil, err
 	}
 	if notReady {
