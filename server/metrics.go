@@ -134,9 +134,8 @@ type contention struct {
 	window time.Duration
 	mu     struct {
 		sync.Mutex
-		start      time.Time // of the current window
-		cur, prev  map[string]*slot
-		prevWindow bool // prev holds the window just before cur
+		start     time.Time // of the current window
+		cur, prev map[string]slot
 	}
 }
 
@@ -150,34 +149,34 @@ func (c *contention) record(k []byte, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.rotateLocked(now)
-	if s := c.mu.cur[string(k)]; s != nil {
+	if s, ok := c.mu.cur[string(k)]; ok {
 		s.count++
+		c.mu.cur[string(k)] = s
 		return
 	}
 	if len(c.mu.cur) < contentionSlots {
-		c.mu.cur[string(k)] = &slot{count: 1}
+		c.mu.cur[string(k)] = slot{count: 1}
 		return
 	}
-	var minKey string
-	var minSlot *slot
+	minKey, minSlot, found := "", slot{}, false
 	for key, s := range c.mu.cur {
-		if minSlot == nil || s.count < minSlot.count {
-			minKey, minSlot = key, s
+		if !found || s.count < minSlot.count {
+			minKey, minSlot, found = key, s, true
 		}
 	}
 	delete(c.mu.cur, minKey)
-	c.mu.cur[string(k)] = &slot{count: minSlot.count + 1, err: minSlot.count}
+	c.mu.cur[string(k)] = slot{count: minSlot.count + 1, err: minSlot.count}
 }
 
 // rotateLocked starts a new window when the current one is over.
 func (c *contention) rotateLocked(now time.Time) {
 	switch {
 	case c.mu.cur == nil:
-		c.mu.start, c.mu.cur = now, map[string]*slot{}
+		c.mu.start, c.mu.cur = now, map[string]slot{}
 	case now.Sub(c.mu.start) >= 2*c.window:
-		c.mu.start, c.mu.cur, c.mu.prev = now, map[string]*slot{}, nil
+		c.mu.start, c.mu.cur, c.mu.prev = now, map[string]slot{}, nil
 	case now.Sub(c.mu.start) >= c.window:
-		c.mu.start, c.mu.prev, c.mu.cur = c.mu.start.Add(c.window), c.mu.cur, map[string]*slot{}
+		c.mu.start, c.mu.prev, c.mu.cur = c.mu.start.Add(c.window), c.mu.cur, map[string]slot{}
 	}
 }
 
@@ -187,7 +186,7 @@ func (c *contention) top(now time.Time, n int) ([]node.KeyCount, time.Duration) 
 	c.mu.Lock()
 	c.rotateLocked(now)
 	sum := make(map[string]slot, len(c.mu.cur)+len(c.mu.prev))
-	for _, m := range []map[string]*slot{c.mu.prev, c.mu.cur} {
+	for _, m := range []map[string]slot{c.mu.prev, c.mu.cur} {
 		for k, s := range m {
 			t := sum[k]
 			t.count += s.count

@@ -3,6 +3,7 @@ package ops
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/raftlock/raftlock/node"
@@ -50,7 +51,7 @@ func readiness(s node.Stats, probe Probe) health {
 		h.Reasons = append(h.Reasons, "no contact from the leader for more than "+readyContact.String())
 	}
 	if s.CommitIndex > s.AppliedIndex+readyLag {
-		h.Reasons = append(h.Reasons, "applied index more than 1024 entries behind the commit index")
+		h.Reasons = append(h.Reasons, "applied index more than "+strconv.Itoa(readyLag)+" entries behind the commit index")
 	}
 	if probe != nil {
 		if err := probe(); err != nil {
