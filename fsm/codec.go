@@ -24,6 +24,10 @@ const (
 	// entryVersion is keyedVersion's with two fields after each command's body: the Match's Rev
 	// and the Value (appendCollection). What EncodeEntry writes.
 	entryVersion = 4
+	// batchVersion is several requests' entries in one log entry (group commit): version, the
+	// number of requests as a uvarint, then each request's entry in entryVersion's layout
+	// without its version byte. Each request still applies whole or not at all on its own.
+	batchVersion = 5
 )
 
 // minCommandBody is the fewest bytes a command's body takes (kind, flags, match kind and seven
@@ -64,16 +68,69 @@ func (c Command) appendBody(dst []byte) []byte {
 	return dst
 }
 
-// DecodeEntry parses a log entry of either version into its commands, validating each, and
-// appends them to dst (which may be nil, or a buffer to reuse). An entry holds at least one
-// command. The commands' byte slices alias b. On an error it returns nil.
+// AppendBatch appends the log entry that carries the requests' entries, each as EncodeEntry
+// wrote it, in order (batchVersion). A group commit of one request needs no batch: its entry
+// goes in the log as it is.
+func AppendBatch(dst []byte, entries [][]byte) []byte {
+	dst = append(dst, batchVersion)
+	dst = binary.AppendUvarint(dst, uint64(len(entries)))
+	for _, e := range entries {
+		dst = append(dst, e[1:]...)
+	}
+	return dst
+}
+
+// DecodeEntry parses a log entry of one request, of any version but batchVersion, into its
+// commands, validating each, and appends them to dst (which may be nil, or a buffer to reuse).
+// An entry holds at least one command. The commands' byte slices alias b. On an error it
+// returns nil.
 func DecodeEntry(dst []Command, b []byte) ([]Command, error) {
+	if len(b) > 0 && b[0] == batchVersion {
+		return nil, fmt.Errorf("%w: a batch of requests where one request's entry was expected", ErrCorrupt)
+	}
+	dst, _, err := DecodeEntries(dst, nil, b)
+	return dst, err
+}
+
+// DecodeEntries parses a log entry of any version into the commands of the requests it
+// carries, appending them to dst, and appends to ends where each request's commands end in
+// dst: one request for every version but batchVersion. The whole entry is checked before
+// anything is returned, so a corrupt batch is skipped whole, on every node alike. On an error
+// it returns nil, nil.
+func DecodeEntries(dst []Command, ends []int, b []byte) ([]Command, []int, error) {
 	if len(b) == 0 {
-		return nil, fmt.Errorf("%w: empty entry", ErrCorrupt)
+		return nil, nil, fmt.Errorf("%w: empty entry", ErrCorrupt)
 	}
 	d := decoder{b: b[1:]}
+	version, requests := b[0], uint64(1)
+	if version == batchVersion {
+		requests = d.uvarint()
+		if d.err != nil {
+			return nil, nil, d.err
+		}
+		// Each request takes a count and at least one command.
+		if requests == 0 || requests > uint64(len(d.b)/(minCommandBody+1)) {
+			return nil, nil, fmt.Errorf("%w: batch of %d requests in %d bytes", ErrCorrupt, requests, len(d.b))
+		}
+		version = entryVersion
+	}
+	for range requests {
+		var err error
+		if dst, err = d.entry(dst, version); err != nil {
+			return nil, nil, err
+		}
+		ends = append(ends, len(dst))
+	}
+	if len(d.b) != 0 {
+		return nil, nil, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.b))
+	}
+	return dst, ends, nil
+}
+
+// entry reads the commands of one request's entry of version, after its version byte.
+func (d *decoder) entry(dst []Command, version byte) ([]Command, error) {
 	var n uint64
-	switch b[0] {
+	switch version {
 	case commandVersion:
 		n = 1
 	case multiVersion, keyedVersion, entryVersion:
@@ -85,21 +142,18 @@ func DecodeEntry(dst []Command, b []byte) ([]Command, error) {
 			return nil, fmt.Errorf("%w: entry of %d commands in %d bytes", ErrCorrupt, n, len(d.b))
 		}
 	default:
-		return nil, fmt.Errorf("%w: entry version %d", ErrCorrupt, b[0])
+		return nil, fmt.Errorf("%w: entry version %d", ErrCorrupt, version)
 	}
 	start := len(dst)
 	dst = slices.Grow(dst, int(n))[:start+int(n)]
 	for i := range dst[start:] {
 		c := &dst[start+i]
-		if err := d.command(c, b[0] == entryVersion); err != nil {
+		if err := d.command(c, version == entryVersion); err != nil {
 			return nil, err
 		}
-		if b[0] < keyedVersion && keyed(c.Kind) {
+		if version < keyedVersion && keyed(c.Kind) {
 			c.Key = legacyKey(c.Key)
 		}
-	}
-	if len(d.b) != 0 {
-		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.b))
 	}
 	return dst, nil
 }

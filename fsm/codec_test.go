@@ -281,6 +281,40 @@ func TestDecodeRejects(t *testing.T) {
 	}
 }
 
+// checkBatch: a batch that decodes holds requests of valid commands, each request non-empty,
+// whose canonical encoding decodes to the same requests; one that does not decodes to nothing.
+func checkBatch(t *testing.T, b []byte) {
+	in := bytes.Clone(b)
+	cmds, ends, err := fsm.DecodeEntries(nil, nil, b)
+	if !bytes.Equal(b, in) {
+		t.Fatalf("DecodeEntries modified its input: %x, was %x", b, in)
+	}
+	if err != nil {
+		if !errors.Is(err, fsm.ErrCorrupt) || cmds != nil || ends != nil {
+			t.Fatalf("DecodeEntries(%x) = %d commands, %v, %v; want ErrCorrupt and nothing", b, len(cmds), ends, err)
+		}
+		return
+	}
+	var entries [][]byte
+	from := 0
+	for _, end := range ends {
+		if end <= from {
+			t.Fatalf("DecodeEntries(%x) accepted a request of no commands (ends %v)", b, ends)
+		}
+		for _, c := range cmds[from:end] {
+			if err := c.Validate(); err != nil {
+				t.Fatalf("DecodeEntries(%x) accepted an invalid command %+v: %v", b, c, err)
+			}
+		}
+		entries = append(entries, fsm.EncodeEntry(nil, cmds[from:end]))
+		from = end
+	}
+	cmds2, ends2, err := fsm.DecodeEntries(nil, nil, fsm.AppendBatch(nil, entries))
+	if err != nil || cmp.Diff(cmds2, cmds, equateEmpty) != "" || !slices.Equal(ends2, ends) {
+		t.Fatalf("the batch's canonical encoding decodes to %d commands, ends %v, %v; want %d, %v", len(cmds2), ends2, err, len(cmds), ends)
+	}
+}
+
 // FuzzDecode: DecodeEntry never panics; whatever it accepts is valid commands whose encoding is
 // canonical (decodes to the same commands and re-encodes to the same bytes, never longer than
 // the input but for the count a version 1 entry lacks), and applies without panicking and
@@ -297,10 +331,22 @@ func FuzzDecode(f *testing.F) {
 	for _, cmds := range validEntries() {
 		f.Add(fsm.EncodeEntry(nil, cmds))
 	}
+	entries := validEntries()
+	for i := range entries {
+		var batch [][]byte
+		for _, cmds := range entries[i:min(i+3, len(entries))] {
+			batch = append(batch, fsm.EncodeEntry(nil, cmds))
+		}
+		f.Add(fsm.AppendBatch(nil, batch))
+	}
 	f.Add([]byte{})
 	f.Add([]byte{1, 2, 1, 2, 0x80, 0x00})
 	f.Add([]byte{2, 1, 2, 1, 2, 0x80, 0x00})
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if fsm.FormatOf(b) == fsm.FormatBatch {
+			checkBatch(t, b)
+			return
+		}
 		in := bytes.Clone(b)
 		cmds, err := fsm.DecodeEntry(nil, b)
 		if !bytes.Equal(b, in) {

@@ -19,9 +19,14 @@ const (
 	// keyedVersion, snapshots of snapshotV3, command kinds up to KindFlush, matches up to
 	// MatchLease.
 	FormatPrevious byte = keyedVersion
-	// FormatCurrent is what this binary writes once every member reads it: entryVersion
-	// entries and snapshotV5 snapshots.
-	FormatCurrent byte = entryVersion
+	// FormatTyped is what raftlock 1c0631b reads and writes: entryVersion entries (typed values,
+	// ACL users, the cluster ID) and snapshotV5 snapshots.
+	FormatTyped byte = entryVersion
+	// FormatBatch adds batchVersion entries: several requests in one log entry (group commit).
+	// Snapshots are as in FormatTyped.
+	FormatBatch byte = batchVersion
+	// FormatCurrent is the newest format this binary writes once every member reads it.
+	FormatCurrent = FormatBatch
 )
 
 // ErrNeedsFormat means commands cannot be written in the cluster's format: they need a newer
@@ -40,17 +45,17 @@ func FormatOf(entry []byte) byte {
 func NeedsFormat(cmds []Command) byte {
 	for _, c := range cmds {
 		if c.Kind > KindFlush || c.Match.Kind > MatchLease || c.Match.Rev != 0 || c.Value != nil {
-			return FormatCurrent
+			return FormatTyped
 		}
 	}
 	return FormatPrevious
 }
 
-// EncodeEntryIn appends the log entry of cmds in format (FormatPrevious or FormatCurrent). It
-// refuses, with ErrNeedsFormat, commands that format cannot carry.
+// EncodeEntryIn appends the log entry of cmds in format (FormatPrevious or later). It refuses,
+// with ErrNeedsFormat, commands that format cannot carry.
 func EncodeEntryIn(dst []byte, cmds []Command, format byte) ([]byte, error) {
 	switch {
-	case format >= FormatCurrent:
+	case format >= FormatTyped:
 		return EncodeEntry(dst, cmds), nil
 	case format != FormatPrevious:
 		return dst, fmt.Errorf("fsm: unknown log format %d", format)
@@ -65,8 +70,9 @@ func EncodeEntryIn(dst []byte, cmds []Command, format byte) ([]byte, error) {
 	return dst, nil
 }
 
-// Format is the log format the cluster is in, as far as this table has applied: FormatCurrent
-// once an entry of that layout applied (or a snapshot taken after one was restored).
+// Format is the log format the cluster is in, as far as this table has applied: the newest of
+// the layouts of the entries applied, FormatTyped after a snapshot of that format or later was
+// restored (a snapshot does not say whether batches were in use: the leader switches again).
 func (m *Machine) Format() byte { return m.format }
 
 // NoteFormat records that an entry of format applied.

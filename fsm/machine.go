@@ -57,7 +57,7 @@ type Machine struct {
 	// leaseClock is the caller's clock reading for the leases applied now (SetLeaseClock).
 	leaseClock int64
 	// format is the cluster's log format (format.go): raised by applied entries, restored from
-	// snapshots (one of snapshotV4 or later was taken in FormatCurrent).
+	// snapshots (one of snapshotV4 or later was taken in FormatTyped or later).
 	format byte
 }
 

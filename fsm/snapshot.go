@@ -65,10 +65,10 @@ func (s *Snapshot) Len() int { return s.table.Len() }
 // A table still in FormatPrevious that holds only strings and no ACL users is written as
 // version 3, which the previous release restores: a follower of that release may be sent it
 // during a rolling upgrade. (A cluster in that format refuses what would make collections or
-// users: they come from entries only FormatCurrent carries.)
+// users: they come from entries only FormatTyped carries.)
 func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	version := byte(snapshotV5)
-	if s.format < FormatCurrent && len(s.users) == 0 && !s.hasCollection() {
+	if s.format < FormatTyped && len(s.users) == 0 && !s.hasCollection() {
 		version = snapshotV3
 	}
 	cw := &countingWriter{w: w, crc: crc32.New(crc32.MakeTable(crc32.Castagnoli))}
@@ -162,7 +162,7 @@ func RestoreAt(r io.Reader, now int64) (*Machine, error) {
 	m := New()
 	m.leaseClock = now
 	if version >= snapshotV4 {
-		m.format = FormatCurrent
+		m.format = FormatTyped
 	}
 	m.applied = rd.uvarint()
 	if version >= snapshotV2 {

@@ -419,7 +419,7 @@ func TestRawSnapshotMatchesWriteTo(t *testing.T) {
 		{Kind: fsm.KindSetMember, Key: []byte("n2"), Owner: []byte("127.0.0.1:6380")},
 		{Kind: fsm.KindSetMember, Key: []byte("n1"), Owner: []byte("127.0.0.1:6379")}})
 	m.Advance(300)
-	m.NoteFormat(fsm.FormatCurrent) // the layout of a cluster whose members all read version 5
+	m.NoteFormat(fsm.FormatTyped) // the layout of a cluster whose members all read version 5 snapshots
 	want := rawSnapshot{magic: "RLSN", version: 5, applied: 300, lastToken: 2, count: 2, records: [][]byte{
 		recordV4("a", "oa", 1, 1, 5), recordV4("b", "", 2, 2, 0),
 	}, members: [][2]string{{"n1", "127.0.0.1:6379"}, {"n2", "127.0.0.1:6380"}}}.bytes()

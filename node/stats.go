@@ -45,9 +45,11 @@ type Stats struct {
 	DBLeases [16]int
 	Store    StoreStats
 	// CommitLatency is, on the leader, from a request's entry handed to raft to its result
-	// applied here; BatchSize is the entries of each batch this node applied.
+	// applied here; BatchSize is the entries of each batch this node applied; GroupSize, on
+	// the leader, the requests of each group commit (one log entry) it sent.
 	CommitLatency metrics.Snapshot
 	BatchSize     metrics.Snapshot
+	GroupSize     metrics.Snapshot
 	// LeaderChanges counts the new leaders (or new terms of one) this node observed;
 	// RecentLeaders is the last few observations, oldest first.
 	LeaderChanges uint64

@@ -65,10 +65,12 @@ type proposal struct {
 	cmds []fsm.Command
 	// hands are the waiters granted by the last len(hands) commands of cmds (handoff.go):
 	// the request's own results leave them out.
-	hands  []*lockWaiter
-	future raft.ApplyFuture // the entry of cmds
-	start  time.Time        // when cmds went to raft (commit latency)
-	gen    uint64           // leaderGen when a read was evaluated
+	hands []*lockWaiter
+	// future is the entry of cmds, or grouped its place in a group commit (groupcommit.go).
+	future  raft.ApplyFuture
+	grouped *groupEntry
+	start   time.Time // when cmds went to raft (commit latency)
+	gen     uint64    // leaderGen when a read was evaluated
 }
 
 // propose is Exec's first half, and the one path by which anything reaches the log: client
@@ -136,8 +138,9 @@ func (n *Node) proposeFreed(ctx context.Context, keys [][]byte, eval node.Eval, 
 		}
 		n.markPendingLocked(cmds)
 		n.mu.Unlock()
-		start := time.Now()
-		return &proposal{n: n, ctx: ctx, cmds: cmds, hands: hands, future: n.submit(cmds, format), start: start}, nil
+		p := &proposal{n: n, ctx: ctx, cmds: cmds, hands: hands, start: time.Now()}
+		p.future, p.grouped = n.submit(cmds, format)
+		return p, nil
 	}
 }
 
@@ -156,7 +159,7 @@ func (p *proposal) wait() ([]fsm.Result, error) {
 		}
 		return nil, nil
 	}
-	results, err := n.await(p.cmds, p.future)
+	results, err := n.await(p.cmds, p.future, p.grouped)
 	if err == nil {
 		n.stats.commit.Since(p.start)
 	}
@@ -223,26 +226,32 @@ func (n *Node) markPendingLocked(cmds []fsm.Command) {
 	}
 }
 
-// submit hands cmds to raft as one log entry: the request's commands commit together and apply
-// together, all or nothing (fsm.Machine.ApplyEntry). It runs without Node.mu: raft.Apply can
-// block while raft's queue is full, and draining that queue needs the apply path, which takes
-// Node.mu. Raft batches concurrent proposals into one append and one fsync (BatchApplyCh). Order
-// across keys does not matter, and on one key the pending marks already keep requests in order.
-// The proposals counter counts entries, one per request that wrote, whatever its commands.
+// submit hands cmds to raft as one request's entry: its commands commit together and apply
+// together, all or nothing (fsm.Machine.ApplyEntry). In a cluster whose members all read
+// batches (fsm.FormatBatch), the entry joins the next group commit (groupcommit.go) and its
+// place there is returned; otherwise it is a log entry of its own and its future is. It runs
+// without Node.mu: raft.Apply can block while raft's queue is full, and draining that queue
+// needs the apply path, which takes Node.mu. Raft also writes the log entries queued together
+// in one append and one fsync (BatchApplyCh). Order across keys does not matter, and on one key
+// the pending marks already keep requests in order. The proposals counter counts requests that
+// wrote, whatever their commands.
 //
 // format is the table's log format when the request was evaluated, which carries cmds: the
 // entry is written in it (a format only ever moves up, so every member still reads it).
-func (n *Node) submit(cmds []fsm.Command, format byte) raft.ApplyFuture {
+func (n *Node) submit(cmds []fsm.Command, format byte) (raft.ApplyFuture, *groupEntry) {
 	if splitSubmit != nil && len(cmds) > 1 {
-		return splitSubmit(n, cmds)
+		return splitSubmit(n, cmds), nil
+	}
+	if format >= fsm.FormatBatch && n.cfg.BatchesInFlight > 0 {
+		return nil, n.submitGrouped(cmds)
 	}
 	data, err := fsm.EncodeEntryIn(nil, cmds, format)
 	if err != nil {
-		return refusedFuture{err} // propose checked the format: a bug, refused before the log
+		return refusedFuture{err}, nil // propose checked the format: a bug, refused before the log
 	}
 	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
 	n.stats.proposals.Add(1)
-	return f
+	return f, nil
 }
 
 // refusedFuture is the outcome of an entry that never reached raft.
@@ -263,9 +272,10 @@ var splitSubmit func(n *Node, cmds []fsm.Command) raft.ApplyFuture
 // the request's error, with no results: a certain one (nothing was proposed) when raft refused
 // the entry before it reached the log, otherwise ErrUncertain. An entry is never half applied,
 // so there is no partial outcome to report.
-func (n *Node) await(cmds []fsm.Command, future raft.ApplyFuture) (results []fsm.Result, err error) {
-	err = n.waitFuture(future)
-	if err == nil {
+func (n *Node) await(cmds []fsm.Command, future raft.ApplyFuture, grouped *groupEntry) (results []fsm.Result, err error) {
+	if grouped != nil {
+		results, err = grouped.wait(n.stop)
+	} else if err = n.waitFuture(future); err == nil {
 		if r, ok := future.Response().(*entryResponse); ok && len(r.results) == len(cmds) {
 			results = r.results
 		} else {

@@ -80,7 +80,7 @@ var askPeerFormat = func(ctx context.Context, n *Node, id, addr string) (byte, e
 // of the current layout; as a voter it would count towards commits it cannot apply).
 func (n *Node) readsOurFormat(ctx context.Context, id string) error {
 	format := byte(n.format.Load())
-	if format < fsm.FormatCurrent {
+	if format <= fsm.FormatPrevious {
 		return nil
 	}
 	addr, _ := n.MemberAddr(id)
@@ -95,11 +95,12 @@ func (n *Node) readsOurFormat(ctx context.Context, id string) error {
 	return nil
 }
 
-// upgradeFormat switches a cluster still in the previous format to the current one once every
-// member reads it. It runs on the membership goroutine and reports false when it should be
+// upgradeFormat moves a cluster in an older format to the newest one every member reads, up to
+// the current one. It runs on the membership goroutine and reports false when it should be
 // tried again later (a member could not be reached, or still runs an older binary).
 func (n *Node) upgradeFormat(ctx context.Context, hints map[string]string) bool {
-	if !n.ready.Load() || byte(n.format.Load()) >= fsm.FormatCurrent {
+	from := byte(n.format.Load())
+	if !n.ready.Load() || from >= fsm.FormatCurrent {
 		return true
 	}
 	members, err := n.Members()
@@ -108,6 +109,7 @@ func (n *Node) upgradeFormat(ctx context.Context, hints map[string]string) bool 
 	}
 	// A cluster this release created (bootstrapped, or restored from a backup) has only
 	// members of it or newer: an older binary cannot join it (readsOurFormat). Otherwise ask.
+	to := fsm.FormatCurrent
 	for _, m := range members {
 		if m.ID == n.cfg.ID || n.bootstrapFormat >= fsm.FormatCurrent {
 			continue
@@ -117,22 +119,37 @@ func (n *Node) upgradeFormat(ctx context.Context, hints map[string]string) bool 
 			addr = hints[m.ID] // until it announces itself again: that change wakes us
 		}
 		f, err := askPeerFormat(ctx, n, m.ID, addr)
-		if err != nil || f < fsm.FormatCurrent {
-			if !n.formatWarned.Swap(true) {
-				n.log.Info("the cluster stays in the previous release's log format until every member runs this release",
-					"member", m.ID, "member_format", f, "err", err)
-			}
+		if err != nil {
+			n.warnOlderFormat(m.ID, f, err)
+			return false
+		}
+		to = min(to, f)
+		if to <= from {
+			n.warnOlderFormat(m.ID, f, nil)
 			return false
 		}
 	}
-	// Every member reads the current format: one no-op in its layout switches the cluster.
-	f := n.raft.Apply(fsm.EncodeEntry(nil, []fsm.Command{{Kind: fsm.KindNoop}}), n.cfg.ApplyTimeout)
+	// One no-op in the layout of format to switches the cluster: a batch of one request for
+	// FormatBatch, a request's entry for FormatTyped.
+	noop := fsm.EncodeEntry(nil, []fsm.Command{{Kind: fsm.KindNoop}})
+	if to >= fsm.FormatBatch {
+		noop = fsm.AppendBatch(nil, [][]byte{noop})
+	}
+	f := n.raft.Apply(noop, n.cfg.ApplyTimeout)
 	n.stats.proposals.Add(1)
 	if err := n.waitFuture(f); err != nil {
-		n.log.Warn("switching the cluster to the current log format failed; retrying", "err", err)
+		n.log.Warn("switching the cluster to a newer log format failed; retrying", "format", to, "err", err)
 		return false
 	}
-	n.log.Info("every member runs this release: the cluster now writes log format "+strconv.Itoa(int(fsm.FormatCurrent)),
-		"members", len(members))
-	return true
+	n.log.Info("every member reads it: the cluster now writes log format "+strconv.Itoa(int(to)),
+		"members", len(members), "from", from)
+	return to >= fsm.FormatCurrent
+}
+
+// warnOlderFormat says, once, why the cluster stays in an older log format.
+func (n *Node) warnOlderFormat(member string, format byte, err error) {
+	if !n.formatWarned.Swap(true) {
+		n.log.Info("the cluster stays in an older log format until every member runs this release",
+			"member", member, "member_format", format, "err", err)
+	}
 }

@@ -3,6 +3,7 @@ package raftnode
 import (
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/fsm"
@@ -41,6 +42,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		configs []*raft.Log   // committed configurations, for membership
 		publish []message     // the messages to deliver
 		cmds    []fsm.Command // reused: one entry's commands, decoded
+		ends    []int         // reused: where each request's commands end in cmds
 		results = make([]fsm.Result, 0, len(logs))
 		resps   = make([]entryResponse, len(logs))
 	)
@@ -58,7 +60,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		out[i] = &resps[i]
 		var err error
-		cmds, err = fsm.DecodeEntry(cmds[:0], l.Data)
+		cmds, ends, err = fsm.DecodeEntries(cmds[:0], ends[:0], l.Data)
 		if err != nil {
 			// Only our own encoder writes the log, so this is a bug or disk corruption that the
 			// store's checks missed. Every node sees the same bytes and skips them the same way.
@@ -68,10 +70,18 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			continue
 		}
 		n.mu.machine.NoteFormat(fsm.FormatOf(l.Data))
-		// One request's commands, applied whole or not at all (a failed guard aborts them).
-		start := len(results)
-		results = n.mu.machine.ApplyEntry(results, l.Index, cmds)
+		// Each request's commands, applied whole or not at all (a failed guard aborts them); a
+		// batch's requests share its index, which their keys never do (the leader's pending
+		// marks keep two requests on one key out of one batch).
+		start, from := len(results), 0
+		for _, end := range ends {
+			results = n.mu.machine.ApplyEntry(results, l.Index, cmds[from:end])
+			from = end
+		}
 		res := results[start:len(results):len(results)]
+		if len(ends) > 1 {
+			resps[i].ends = slices.Clone(ends)
+		}
 		for j, c := range cmds {
 			n.trackLeaseLocked(c.Key, l.Index, res[j])
 			if changesLock(res[j]) {
@@ -135,8 +145,26 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 }
 
 // entryResponse is what ApplyBatch answers for an entry: one result per command, none when the
-// entry did not decode.
-type entryResponse struct{ results []fsm.Result }
+// entry did not decode. For a batch of requests (group commit), ends says where each request's
+// results end.
+type entryResponse struct {
+	results []fsm.Result
+	ends    []int
+}
+
+// request returns the results of request i of an entry that carried n requests, or nil when
+// the entry is not what the proposer sent.
+func (r *entryResponse) request(i, n int) []fsm.Result {
+	switch {
+	case r.ends == nil && n == 1:
+		return r.results
+	case len(r.ends) != n || i >= n:
+		return nil
+	case i == 0:
+		return r.results[:r.ends[0]:r.ends[0]]
+	}
+	return r.results[r.ends[i-1]:r.ends[i]:r.ends[i]]
+}
 
 // message is one applied PUBLISH or SPUBLISH, or with event a key's deletion or expiry (channel
 // is then the key), for delivery once the batch is applied. Its bytes alias the log entry's. An

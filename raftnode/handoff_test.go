@@ -38,18 +38,29 @@ func waitQueued(t *testing.T, n *testNode, want int) {
 	}))
 }
 
-// entryAt decodes the command entry at index of n's log.
-func entryAt(t *testing.T, n *testNode, index uint64) []fsm.Command {
+// entryAt decodes the request on key of the command entry at index of n's log (an entry may
+// carry several requests, a group commit, but only one of them on a key).
+func entryAt(t *testing.T, n *testNode, index uint64, key string) []fsm.Command {
 	t.Helper()
 	var l raft.Log
 	if err := n.logs.GetLog(index, &l); err != nil {
 		t.Fatalf("log entry %d: %v", index, err)
 	}
-	cmds, err := fsm.DecodeEntry(nil, l.Data)
+	cmds, ends, err := fsm.DecodeEntries(nil, nil, l.Data)
 	if err != nil {
 		t.Fatalf("decode entry %d: %v", index, err)
 	}
-	return cmds
+	from := 0
+	for _, end := range ends {
+		for _, c := range cmds[from:end] {
+			if string(c.Key) == key {
+				return cmds[from:end]
+			}
+		}
+		from = end
+	}
+	t.Fatalf("entry %d has no request on %q: %s", index, key, kinds(cmds))
+	return nil
 }
 
 // kinds lists an entry's commands as kind:key:owner, for comparison.
@@ -111,7 +122,7 @@ func TestHandoffFIFO(t *testing.T) {
 			t.Errorf("waiters %d and %d got the same token %d", all[k-1].i, g.i, g.res.Token)
 		}
 		// The grant travelled in the entry of the release before it.
-		cmds := entryAt(t, n, g.res.LeaseRev)
+		cmds := entryAt(t, n, g.res.LeaseRev, "k")
 		if len(cmds) != 2 || cmds[0].Kind != fsm.KindRelease || cmds[1].Kind != fsm.KindGrant || string(cmds[1].Owner) != fmt.Sprint("w", g.i) {
 			t.Errorf("waiter %d's grant is in entry %s, want [Release k][Grant k w%d]", g.i, kinds(cmds), g.i)
 		}
@@ -151,7 +162,7 @@ func TestHandoffOnExpiry(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiter got no answer")
 	}
-	cmds := entryAt(t, n, res.LeaseRev)
+	cmds := entryAt(t, n, res.LeaseRev, "k")
 	if len(cmds) != 2 || cmds[0].Kind != fsm.KindExpire || cmds[1].Kind != fsm.KindGrant || string(cmds[1].Owner) != "next" {
 		t.Errorf("the hand-off entry is %s, want [Expire k][Grant k next]", kinds(cmds))
 	}
@@ -228,7 +239,7 @@ func TestHandoffGhostContinuesChain(t *testing.T) {
 		if res.Status != fsm.StatusGranted || res.Token <= g.Token {
 			t.Errorf("next = %+v, want granted after the ghost's token %d", res, g.Token)
 		}
-		cmds := entryAt(t, n, res.LeaseRev)
+		cmds := entryAt(t, n, res.LeaseRev, "k")
 		if len(cmds) != 2 || cmds[0].Kind != fsm.KindRelease || cmds[0].Match.Token != g.Token || string(cmds[1].Owner) != "next" {
 			t.Errorf("next's grant is in entry %s, want the ghost's release", kinds(cmds))
 		}
@@ -322,7 +333,7 @@ func TestHandoffKickOnceForAKeyTouchedTwice(t *testing.T) {
 	if g.err != nil {
 		t.Fatal(g.err)
 	}
-	if cmds := entryAt(t, n, g.res.LeaseRev); len(cmds) != 1 || cmds[0].Kind != fsm.KindGrant || string(cmds[0].Owner) != "w0" {
+	if cmds := entryAt(t, n, g.res.LeaseRev, "k"); len(cmds) != 1 || cmds[0].Kind != fsm.KindGrant || string(cmds[0].Owner) != "w0" {
 		t.Fatalf("the kick's entry is %s, want one [Grant k w0]", kinds(cmds))
 	}
 	if q := n.LockWaiters(); q != 1 {

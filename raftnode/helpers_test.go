@@ -27,16 +27,22 @@ func TestMain(m *testing.M) {
 	// In-memory nodes have no client port to ask for the log format they read: they all run
 	// this binary, except the IDs a test lists in olderMembers.
 	askPeerFormat = func(_ context.Context, _ *Node, id, _ string) (byte, error) {
-		if _, old := olderMembers.Load(id); old {
+		if v, old := olderMembers.Load(id); old {
+			if f, ok := v.(byte); ok {
+				return f, nil
+			}
 			return fsm.FormatPrevious, nil
 		}
 		return fsm.FormatCurrent, nil
 	}
-	// awaitFuture leaves a goroutine behind when raft never answers a verify future (see there).
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/raftlock/raftlock/raftnode.awaitFuture.func1"))
+	// awaitFuture and finishBatch leave a goroutine behind when raft never answers a future
+	// (see there).
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/raftlock/raftlock/raftnode.awaitFuture.func1"),
+		goleak.IgnoreAnyFunction("github.com/raftlock/raftlock/raftnode.(*Node).finishBatch"))
 }
 
-// olderMembers holds the IDs of in-memory members that claim to run the previous release.
+// olderMembers holds the IDs of in-memory members that claim to run an older release: the
+// previous one (true), or one that reads up to the format stored (a byte).
 var olderMembers sync.Map
 
 // Timings for in-memory clusters: elections in a few hundred milliseconds, replies in about one.

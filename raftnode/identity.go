@@ -208,7 +208,7 @@ func (n *Node) noteClusterID(id string) {
 // ensureClusterID is run by the ready leader: a table without a cluster ID (a new cluster, or
 // one from before identities) gets one, this node's candidate if it has one.
 func (n *Node) ensureClusterID(ctx context.Context) bool {
-	if !n.ready.Load() || byte(n.format.Load()) < fsm.FormatCurrent {
+	if !n.ready.Load() || byte(n.format.Load()) < fsm.FormatTyped {
 		return true // an older member could not read the entry: after the switch (format.go)
 	}
 	n.mu.Lock()

@@ -71,6 +71,8 @@ type Node struct {
 	verifyReqs chan chan error
 
 	stats counters
+	// group is the leader's queue of requests waiting for a group commit (groupcommit.go).
+	group groupCommit
 	// keys is the table's key count, stored after every apply (Keys).
 	keys atomic.Int64
 	// changed, when set, is told the keys of every applied batch's changes to the lock table

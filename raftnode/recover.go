@@ -64,13 +64,18 @@ type recoveryFSM struct {
 }
 
 func (f *recoveryFSM) Apply(l *raft.Log) interface{} {
-	cmds, err := fsm.DecodeEntry(nil, l.Data)
+	cmds, ends, err := fsm.DecodeEntries(nil, nil, l.Data)
 	if err != nil {
 		f.bad++
 		f.m.Advance(l.Index)
 		return nil
 	}
-	f.m.ApplyEntry(nil, l.Index, cmds)
+	f.m.NoteFormat(fsm.FormatOf(l.Data))
+	from := 0
+	for _, end := range ends { // a group commit's requests, each whole or not at all
+		f.m.ApplyEntry(nil, l.Index, cmds[from:end])
+		from = end
+	}
 	return nil
 }
 

@@ -21,14 +21,15 @@ type counters struct {
 	expired         atomic.Uint64
 	ghostReleases   atomic.Uint64
 	// commit times a proposal from raft.Apply to its applied result; batch counts the entries
-	// of each batch applied (newCounters makes both).
-	commit, batch *metrics.Histogram
-	leaders       leaderLog
+	// of each batch applied; group the requests of each group commit sent (init makes them).
+	commit, batch, group *metrics.Histogram
+	leaders              leaderLog
 }
 
 func (c *counters) init() {
 	c.commit = metrics.NewHistogram(metrics.Latency)
 	c.batch = metrics.NewHistogram(metrics.Sizes)
+	c.group = metrics.NewHistogram(metrics.Sizes)
 }
 
 // leaderLogSize is how many leader changes leaderLog keeps.
@@ -100,6 +101,7 @@ func (n *Node) Stats() node.Stats {
 		MemberHints:   int(n.hints.Load()),
 		CommitLatency: n.stats.commit.Snapshot(),
 		BatchSize:     n.stats.batch.Snapshot(),
+		GroupSize:     n.stats.group.Snapshot(),
 	}
 	s.LeaderChanges, s.RecentLeaders = n.stats.leaders.recent()
 	switch last := n.raft.LastContact(); {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/server/resp"
 	"github.com/raftlock/raftlock/tests/testutil"
 )
@@ -167,8 +168,8 @@ func (c *cluster) waitSettled() {
 				return err
 			}
 			info := fmt.Sprint(v)
-			if !strings.Contains(info, "raft_log_format:4\r\n") || strings.Contains(info, "cluster_id:\r\n") {
-				return fmt.Errorf("%s has not switched to log format 4 or learnt the cluster ID yet", n.id)
+			if !strings.Contains(info, fmt.Sprintf("raft_log_format:%d\r\n", fsm.FormatCurrent)) || strings.Contains(info, "cluster_id:\r\n") {
+				return fmt.Errorf("%s has not switched to log format %d or learnt the cluster ID yet", n.id, fsm.FormatCurrent)
 			}
 			for _, line := range strings.Split(info, "\r\n") {
 				if v, ok := strings.CutPrefix(line, "raft_applied_index:"); ok {

@@ -59,6 +59,9 @@ func TestParseOptions(t *testing.T) {
 		{"--max-elements", "0"},
 		{"--max-elements", "-1"},
 		{"--leader-wait", "soon"},
+		{"--group-commit", "0"},
+		{"--group-commit", "65"},
+		{"--group-commit", "on"},
 		{"--bogus"},
 		{"extra"},
 	} {

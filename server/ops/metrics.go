@@ -75,6 +75,8 @@ func writeNodeHistograms(w io.Writer, s node.Stats) {
 	p.histogram("commit_duration_seconds", s.CommitLatency)
 	p.head("apply_batch_entries", "histogram", "Raft log entries in each batch this node applied.")
 	p.histogram("apply_batch_entries", s.BatchSize)
+	p.head("group_commit_requests", "histogram", "On the leader, the requests carried by each raft log entry it proposed (group commit).")
+	p.histogram("group_commit_requests", s.GroupSize)
 	p.head("log_sync_duration_seconds", "histogram", "Each synced write of raft log entries to the store (pebble commit with fsync).")
 	p.histogram("log_sync_duration_seconds", s.Store.SyncLatency)
 	p.metric("apply_lag_entries", "gauge", "Raft commit index minus applied index on this node.", float64(s.CommitIndex-min(s.AppliedIndex, s.CommitIndex)))

@@ -1,0 +1,280 @@
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/tests/testutil"
+)
+
+// holdApplies makes n's apply goroutine wait in the change hook (after the table changed,
+// before the batch's futures resolve) until the returned release is called: the entries in
+// raft stay in flight, as on a slow disk.
+func holdApplies(t *testing.T, n *testNode) (hold, release func()) {
+	var holding atomic.Bool
+	gate := make(chan struct{})
+	n.OnChange(func([][]byte) {
+		if holding.Load() {
+			<-gate
+		}
+	})
+	released := false
+	release = func() {
+		if !released {
+			released = true
+			holding.Store(false)
+			close(gate)
+		}
+	}
+	t.Cleanup(release)
+	return func() { holding.Store(true) }, release
+}
+
+// grantEval grants key to owner.
+func grantEval(key, owner string) node.Eval {
+	return func(node.View) []fsm.Command { return []fsm.Command{grantCmd(key, owner)} }
+}
+
+// While the batches in flight are not answered, requests queue, and the next batch carries all
+// of them in one log entry, in the order they were proposed (a pipelining connection's order),
+// each with its own results and a token above the one before.
+func TestGroupCommitCarriesWhatQueued(t *testing.T) {
+	n := newNode(t)
+	settle(t, []*testNode{n})
+	hold, release := holdApplies(t, n)
+	hold()
+	var inflight []*proposal
+	for i := range n.Node.cfg.BatchesInFlight {
+		p, err := n.propose(t.Context(), [][]byte{[]byte(fmt.Sprint("first", i))}, grantEval(fmt.Sprint("first", i), "o"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		inflight = append(inflight, p)
+	}
+	const queued = 40
+	var ps []*proposal
+	for i := range queued {
+		key := fmt.Sprint("k", i)
+		p, err := n.propose(t.Context(), [][]byte{[]byte(key)}, grantEval(key, "o"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	n.group.mu.Lock()
+	waiting := len(n.group.queue)
+	n.group.mu.Unlock()
+	if waiting != queued {
+		t.Fatalf("%d requests queued behind %d batches in flight, want %d", waiting, n.Node.cfg.BatchesInFlight, queued)
+	}
+	release()
+	for _, p := range inflight {
+		if _, err := p.wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var last fsm.Token
+	var index uint64
+	for i, p := range ps {
+		res, err := p.wait()
+		if err != nil || len(res) != 1 || res[0].Status != fsm.StatusGranted {
+			t.Fatalf("request %d: %+v, %v", i, res, err)
+		}
+		if res[0].Token <= last {
+			t.Errorf("request %d got token %d after %d", i, res[0].Token, last)
+		}
+		if i > 0 && res[0].LeaseRev != index {
+			t.Errorf("request %d applied at index %d, request 0 at %d: not one entry", i, res[0].LeaseRev, index)
+		}
+		last, index = res[0].Token, res[0].LeaseRev
+	}
+	var l raft.Log
+	if err := n.logs.GetLog(index, &l); err != nil {
+		t.Fatal(err)
+	}
+	cmds, ends, err := fsm.DecodeEntries(nil, nil, l.Data)
+	if err != nil || fsm.FormatOf(l.Data) != fsm.FormatBatch || len(ends) != queued {
+		t.Fatalf("entry %d: format %d, %d requests, %v; want a batch of %d", index, fsm.FormatOf(l.Data), len(ends), err, queued)
+	}
+	for i, c := range cmds {
+		if string(c.Key) != fmt.Sprint("k", i) || ends[i] != i+1 {
+			t.Fatalf("request %d of the batch is on %q (ends %v), want k%d: not in proposal order", i, c.Key, ends, i)
+		}
+	}
+	if s := n.Stats().GroupSize; s.Count() == 0 || s.Sum < queued {
+		t.Errorf("GroupSize = %+v, want a group of %d counted", s, queued)
+	}
+}
+
+// Each request of a batch applies whole or not at all on its own: a failed guard aborts its
+// own request, never its neighbours'.
+func TestGroupCommitRequestsAbortAlone(t *testing.T) {
+	n := newNode(t)
+	settle(t, []*testNode{n})
+	x := mustLock(t, n, "x", "o", 0)
+	reqs := [][]fsm.Command{
+		{grantCmd("a", "o")},
+		{grantCmd("b", "o"), releaseCmd("x", x.Token+1)}, // the wrong token: b must not be granted
+		{grantCmd("c", "o")},
+	}
+	var entries [][]byte
+	for _, r := range reqs {
+		entries = append(entries, fsm.EncodeEntry(nil, r))
+	}
+	f := n.raft.Apply(fsm.AppendBatch(nil, entries), 5*time.Second)
+	if err := f.Error(); err != nil {
+		t.Fatal(err)
+	}
+	resp := f.Response().(*entryResponse)
+	want := [][]fsm.Status{{fsm.StatusGranted}, {fsm.StatusAborted, fsm.StatusNotFound}, {fsm.StatusGranted}}
+	for i := range reqs {
+		got := resp.request(i, len(reqs))
+		if len(got) != len(want[i]) {
+			t.Fatalf("request %d: %d results, want %d", i, len(got), len(want[i]))
+		}
+		for j, r := range got {
+			if r.Status != want[i][j] {
+				t.Errorf("request %d, command %d: %+v, want %s", i, j, r, want[i][j])
+			}
+		}
+	}
+	if !held(n, "a") || held(n, "b") || !held(n, "c") || !held(n, "x") {
+		t.Errorf("after the batch a=%v b=%v c=%v x=%v, want a, c and x held", held(n, "a"), held(n, "b"), held(n, "c"), held(n, "x"))
+	}
+	if resp.request(3, 3) != nil || resp.request(0, 2) != nil {
+		t.Error("request() answered for a request the entry does not carry")
+	}
+}
+
+// Requests that queue behind batches the node cannot commit get an answer when it stops, and
+// nothing is left waiting.
+func TestGroupCommitAnswersAtClose(t *testing.T) {
+	n := newNode(t)
+	settle(t, []*testNode{n})
+	hold, release := holdApplies(t, n)
+	hold()
+	var ps []*proposal
+	for i := range 8 {
+		key := fmt.Sprint("k", i)
+		p, err := n.propose(t.Context(), [][]byte{[]byte(key)}, grantEval(key, "o"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	done := make(chan error, len(ps))
+	for _, p := range ps {
+		go func() {
+			_, err := p.wait()
+			done <- err
+		}()
+	}
+	closed := make(chan struct{})
+	go func() {
+		closeNode(t, n)
+		close(closed)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	release() // raft's shutdown waits for the apply goroutine
+	<-closed
+	for range ps {
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, node.ErrUncertain) && notLeaderErr(err) == nil {
+				t.Errorf("a request queued at Close got %v, want success, ErrUncertain or not leader", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a request queued at Close got no answer")
+		}
+	}
+}
+
+// A cluster whose members read entries of typed values but not batches (the release before
+// group commit) switches to FormatTyped only, and writes one log entry per request, however
+// many arrive together; once they run this release it switches to batches.
+func TestLogFormatBatchWaitsForEveryMember(t *testing.T) {
+	for _, id := range []string{"n2", "n3"} {
+		olderMembers.Store(id, fsm.FormatTyped)
+		defer olderMembers.Delete(id)
+	}
+	nodes := newUpgradedCluster(t, 3)
+	l := leader(t, nodes)
+	for _, n := range nodes {
+		testutil.WaitFor(t, 5*time.Second, func() error {
+			if f := n.Stats().LogFormat; f != int(fsm.FormatTyped) {
+				return fmt.Errorf("%s is in log format %d, want %d", n.id, f, fsm.FormatTyped)
+			}
+			return nil
+		})
+	}
+	concurrentLocks := func(prefix string) {
+		errs := make(chan error, 32)
+		for i := range 32 {
+			go func() {
+				_, err := tryLock(t.Context(), l, fmt.Sprint(prefix, i), "o", 0)
+				errs <- err
+			}()
+		}
+		for range 32 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	from := l.raft.LastIndex()
+	concurrentLocks("typed")
+	if got := batchesIn(t, l, from); got != 0 {
+		t.Fatalf("%d batch entries while members read no batches", got)
+	}
+
+	olderMembers.Delete("n2")
+	olderMembers.Delete("n3")
+	l.wakeMembership()
+	for _, n := range nodes {
+		testutil.WaitFor(t, 5*time.Second, func() error {
+			if f := n.Stats().LogFormat; f != int(fsm.FormatBatch) {
+				return fmt.Errorf("%s is in log format %d, want %d", n.id, f, fsm.FormatBatch)
+			}
+			return nil
+		})
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for round := 0; ctx.Err() == nil; round++ {
+		from = l.raft.LastIndex()
+		concurrentLocks(fmt.Sprint("batched", round, "-"))
+		if batchesIn(t, l, from) > 0 {
+			return
+		}
+	}
+	t.Fatal("no batch entry among concurrent locks after the switch")
+}
+
+// batchesIn counts the batch entries of n's log after index from, the switch's no-op aside.
+func batchesIn(t *testing.T, n *testNode, from uint64) int {
+	t.Helper()
+	last, err := n.logs.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := 0
+	for i := from + 1; i <= last; i++ {
+		var l raft.Log
+		if err := n.logs.GetLog(i, &l); err != nil {
+			t.Fatal(err)
+		}
+		if l.Type == raft.LogCommand && fsm.FormatOf(l.Data) == fsm.FormatBatch {
+			if _, ends, _ := fsm.DecodeEntries(nil, nil, l.Data); len(ends) > 1 {
+				count++
+			}
+		}
+	}
+	return count
+}
