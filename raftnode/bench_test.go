@@ -3,6 +3,8 @@ package raftnode
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,37 +60,68 @@ func BenchmarkApplyBatch(b *testing.B) {
 // BenchmarkExecLockUnlock is LOCK then UNLOCK through Exec on a single in-memory node: the
 // leader's evaluation, proposal, commit and apply. One op = both requests.
 func BenchmarkExecLockUnlock(b *testing.B) {
+	n := benchNode(b, false)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		lockUnlock(b, n, benchKey(i))
+	}
+}
+
+// BenchmarkExecLockUnlockParallel is BenchmarkExecLockUnlock from 16 goroutines at once, with
+// group commit (several requests per log entry) and without: CPU time per op is the figure.
+func BenchmarkExecLockUnlockParallel(b *testing.B) {
+	for _, off := range []bool{false, true} {
+		b.Run(fmt.Sprintf("group-commit=%v", !off), func(b *testing.B) {
+			n := benchNode(b, off)
+			var next atomic.Int64
+			b.ReportAllocs()
+			b.SetParallelism(16 / max(1, runtime.GOMAXPROCS(0)))
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					lockUnlock(b, n, fmt.Appendf(nil, "plock:%d", next.Add(1))) // never two at once
+				}
+			})
+		})
+	}
+}
+
+// benchNode starts a single in-memory node for a benchmark and waits until it serves in the
+// current log format.
+func benchNode(b *testing.B, noGroupCommit bool) *Node {
 	cfg := testConfig("n1")
 	cfg.Bootstrap = true
+	cfg.NoGroupCommit = noGroupCommit
 	_, trans := raft.NewInmemTransport(raft.ServerAddress(cfg.RaftAddr))
 	n, err := New(cfg, newStores(), trans)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer n.Close()
+	b.Cleanup(func() { n.Close() })
 	testutil.WaitFor(b, 5*time.Second, func() error {
-		if !n.IsLeader() {
-			return fmt.Errorf("not leader yet")
+		if !n.IsLeader() || n.Stats().LogFormat != int(fsm.FormatCurrent) {
+			return fmt.Errorf("not a ready leader in the current format yet")
 		}
 		return nil
 	})
+	return n
+}
+
+var benchOwner = []byte("owner-0123456789")
+
+// lockUnlock grants k and releases it, as two requests.
+func lockUnlock(b *testing.B, n *Node, k []byte) {
 	ctx := context.Background()
-	owner := []byte("owner-0123456789")
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		k := benchKey(i)
-		res, err := n.Exec(ctx, [][]byte{k}, func(node.View) []fsm.Command {
-			return []fsm.Command{{Kind: fsm.KindGrant, Key: k, Owner: owner, LeaseMs: 30000, Match: fsm.Match{Kind: fsm.MatchAbsent}}}
-		}, nil)
-		if err != nil || len(res) != 1 || res[0].Status != fsm.StatusGranted {
-			b.Fatalf("LOCK: %v %+v", err, res)
-		}
-		tok := res[0].Token
-		res, err = n.Exec(ctx, [][]byte{k}, func(node.View) []fsm.Command {
-			return []fsm.Command{{Kind: fsm.KindRelease, Key: k, Match: fsm.Match{Kind: fsm.MatchToken, Token: tok}}}
-		}, nil)
-		if err != nil || len(res) != 1 || res[0].Status != fsm.StatusReleased {
-			b.Fatalf("UNLOCK: %v %+v", err, res)
-		}
+	res, err := n.Exec(ctx, [][]byte{k}, func(node.View) []fsm.Command {
+		return []fsm.Command{{Kind: fsm.KindGrant, Key: k, Owner: benchOwner, LeaseMs: 30000, Match: fsm.Match{Kind: fsm.MatchAbsent}}}
+	}, nil)
+	if err != nil || len(res) != 1 || res[0].Status != fsm.StatusGranted {
+		b.Fatalf("LOCK: %v %+v", err, res)
+	}
+	tok := res[0].Token
+	res, err = n.Exec(ctx, [][]byte{k}, func(node.View) []fsm.Command {
+		return []fsm.Command{{Kind: fsm.KindRelease, Key: k, Match: fsm.Match{Kind: fsm.MatchToken, Token: tok}}}
+	}, nil)
+	if err != nil || len(res) != 1 || res[0].Status != fsm.StatusReleased {
+		b.Fatalf("UNLOCK: %v %+v", err, res)
 	}
 }

@@ -61,12 +61,9 @@ type Config struct {
 	CommitTimeout time.Duration
 	// MaxAppendEntries caps how many entries go in one append and one fsync.
 	MaxAppendEntries int
-	// BatchesInFlight is how many group commits (several requests in one log entry,
-	// groupcommit.go) the leader keeps in raft at once; requests that arrive meanwhile go
-	// together in the next. 1 gives the largest batches but leaves the leader's disk idle while
-	// the followers write; 2 overlaps them. Default 2; -1 turns group commit off (one log entry
-	// per request, as a cluster still in an older log format writes).
-	BatchesInFlight int
+	// NoGroupCommit turns group commit off (groupcommit.go): one log entry per request, as a
+	// cluster still in an older log format writes. For comparisons.
+	NoGroupCommit bool
 	// SnapshotThreshold is how many new log entries trigger a snapshot; SnapshotInterval is how
 	// often raft checks; TrailingLogs is how many entries stay behind a snapshot for slow
 	// followers.
@@ -103,7 +100,6 @@ func DefaultConfig() Config {
 		LeaderLeaseTimeout: 250 * time.Millisecond,
 		CommitTimeout:      25 * time.Millisecond,
 		MaxAppendEntries:   512,
-		BatchesInFlight:    2,
 		SnapshotThreshold:  16384,
 		SnapshotInterval:   10 * time.Second,
 		TrailingLogs:       10240,
@@ -131,9 +127,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxAppendEntries == 0 {
 		c.MaxAppendEntries = d.MaxAppendEntries
-	}
-	if c.BatchesInFlight == 0 {
-		c.BatchesInFlight = d.BatchesInFlight
 	}
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = d.SnapshotThreshold
@@ -181,9 +174,6 @@ func (c Config) Validate() error {
 	if c.MaxAppendEntries < 0 || c.MaxAppendEntries > 1024 {
 		return fmt.Errorf("raftnode: Config.MaxAppendEntries %d out of range 1..1024", c.MaxAppendEntries)
 	}
-	if c.BatchesInFlight < -1 || c.BatchesInFlight > 64 {
-		return fmt.Errorf("raftnode: Config.BatchesInFlight %d out of range 1..64 (or -1: off)", c.BatchesInFlight)
-	}
 	if c.MaxMembers < 0 {
 		return errors.New("raftnode: Config.MaxMembers must not be negative")
 	}
@@ -202,9 +192,13 @@ func (c Config) raftConfig() *raft.Config {
 	rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
 	rc.CommitTimeout = c.CommitTimeout
 	rc.MaxAppendEntries = c.MaxAppendEntries
-	// BatchApplyCh lets raft take up to MaxAppendEntries queued proposals into one append and
-	// one fsync: the group commit that makes many concurrent clients cheap.
-	rc.BatchApplyCh = true
+	// No BatchApplyCh: with an unbuffered apply channel raft.Apply returns when raft's leader
+	// loop takes the entry, which it does once the append before it is written. That is the
+	// moment to send the next group commit (groupcommit.go): it carries everything that queued
+	// meanwhile. The leader loop still takes every proposal waiting to be sent into one append
+	// and one fsync, so entries proposed one by one (group commit off, an older log format, the
+	// node's own proposals) are written together too.
+	rc.BatchApplyCh = false
 	// A leader that removes itself must not stop raft on its own: raft never answers the
 	// proposals and leadership checks still queued when it shuts down, so requests (and Close)
 	// would wait for ever. It steps down and keeps running as a follower, which answers them

@@ -242,7 +242,7 @@ func (n *Node) submit(cmds []fsm.Command, format byte) (raft.ApplyFuture, *group
 	if splitSubmit != nil && len(cmds) > 1 {
 		return splitSubmit(n, cmds), nil
 	}
-	if format >= fsm.FormatBatch && n.cfg.BatchesInFlight > 0 {
+	if format >= fsm.FormatBatch && !n.cfg.NoGroupCommit {
 		return nil, n.submitGrouped(cmds)
 	}
 	data, err := fsm.EncodeEntryIn(nil, cmds, format)

@@ -11,16 +11,18 @@ import (
 
 // Group commit (DESIGN.md §3, §12): the leader puts the entries of concurrent requests in one
 // raft log entry (fsm.AppendBatch), each request still applied whole or not at all on its own.
-// hashicorp/raft already writes the entries queued together in one append and one fsync; what
-// a batch saves is raft's cost per entry (its future, its log struct, its share of every
-// append and replication message) and one goroutine per request waiting on that future.
+// What a batch saves is raft's cost per entry (its future, its log struct, its share of every
+// append and replication message) and a goroutine per request waiting on that future.
 //
-// A batch is sized by what arrived while the previous ones were in flight, never by a timer:
-// the leader keeps at most Config.BatchesInFlight batches in raft, and a request that finds
-// a free place goes at once, alone if nobody else is waiting. So one client waits for nothing
-// but its own commit, and under load each commit carries everything that queued behind the
-// ones before it. Batches reach raft in the order their requests were queued, so one
-// connection's pipelined requests reach the log in the order it sent them.
+// A batch is sized by what arrived while the previous one was being written, never by a timer.
+// raft's apply channel is unbuffered (Config.raftConfig), so raft.Apply returns only when the
+// leader loop takes the entry, and the leader loop takes the next one only after it has written
+// (and fsynced) the one before. One request at a time sends: a request that finds nobody
+// sending sends the queue itself, at once (alone if nobody else is waiting, so one client waits
+// for nothing but its own commit); the ones that arrive meanwhile queue behind it and go
+// together in the next batch, sent by a goroutine that keeps sending while the queue is not
+// empty. Batches reach raft in the order their requests were queued, so one connection's
+// pipelined requests reach the log in the order it sent them.
 
 // maxBatchBytes bounds one batch's log entry: requests queued past it wait for the next batch
 // (a request larger than the bound goes alone).
@@ -28,9 +30,9 @@ const maxBatchBytes = 1 << 20
 
 // groupCommit is the leader's queue of request entries waiting for a batch.
 type groupCommit struct {
-	mu       sync.Mutex
-	queue    []*groupEntry
-	inflight int // batches given to raft whose outcome is not known yet
+	mu      sync.Mutex
+	queue   []*groupEntry
+	sending bool // a goroutine is giving raft a batch, and sends the queue after it
 }
 
 // groupEntry is one request's entry in a group commit, and its outcome once the batch's is
@@ -44,7 +46,7 @@ type groupEntry struct {
 }
 
 // wait returns the entry's outcome, or raft.ErrRaftShutdown once the node stops: a batch
-// queued as raft shut down may never be answered (awaitFuture).
+// given to raft as it shut down may never be answered (awaitFuture).
 func (e *groupEntry) wait(stop <-chan struct{}) ([]fsm.Result, error) {
 	select {
 	case <-e.done:
@@ -54,42 +56,79 @@ func (e *groupEntry) wait(stop <-chan struct{}) ([]fsm.Result, error) {
 	}
 }
 
-// submitGrouped queues a request's commands for the next group commit and sends a batch at
-// once if fewer than BatchesInFlight are in raft. It runs without Node.mu.
+// submitGrouped queues a request's commands for the next group commit, and sends the queue if
+// nobody is sending. It runs without Node.mu.
 func (n *Node) submitGrouped(cmds []fsm.Command) *groupEntry {
 	e := &groupEntry{data: fsm.EncodeEntry(nil, cmds), cmds: len(cmds), done: make(chan struct{})}
 	n.stats.proposals.Add(1)
 	g := &n.group
 	g.mu.Lock()
 	g.queue = append(g.queue, e)
-	if g.inflight < n.cfg.BatchesInFlight {
-		g.inflight++
-		n.sendBatchLocked()
+	if g.sending {
+		g.mu.Unlock()
+		return e
 	}
+	g.sending = true
+	batch := g.takeLocked()
 	g.mu.Unlock()
+	n.sendBatch(batch)
+	// What queued while raft took the batch goes next, from a goroutine of its own: this
+	// request's reply must not wait behind other requests' sends.
+	g.mu.Lock()
+	more := len(g.queue) > 0
+	g.sending = more
+	g.mu.Unlock()
+	if more {
+		go n.sendQueued()
+	}
 	return e
 }
 
-// sendBatchLocked gives raft the queued entries, up to maxBatchBytes, as one log entry (a
-// lone request's entry as it is), and starts the goroutine that hands out its outcome. It
-// holds group.mu while raft.Apply enqueues, so batches reach the log in queue order; raft's
-// queue is drained by its leader loop, which never takes group.mu.
-func (n *Node) sendBatchLocked() {
+// sendQueued sends batches until the queue is empty.
+func (n *Node) sendQueued() {
 	g := &n.group
+	for {
+		g.mu.Lock()
+		if len(g.queue) == 0 {
+			g.sending = false
+			g.mu.Unlock()
+			return
+		}
+		batch := g.takeLocked()
+		g.mu.Unlock()
+		n.sendBatch(batch)
+	}
+}
+
+// takeLocked removes the queue's first entries, up to maxBatchBytes, and returns them.
+func (g *groupCommit) takeLocked() []*groupEntry {
 	size, count := 0, 0
 	for count < len(g.queue) && (count == 0 || size+len(g.queue[count].data) <= maxBatchBytes) {
 		size += len(g.queue[count].data)
 		count++
 	}
+	if count == len(g.queue) {
+		batch := g.queue
+		g.queue = nil
+		return batch
+	}
 	batch := slices.Clone(g.queue[:count])
 	g.queue = slices.Delete(g.queue, 0, count) // which clears the tail: no sent entry stays referenced
+	return batch
+}
+
+// sendBatch gives raft the batch as one log entry (a lone request's entry as it is), waiting
+// until raft's leader loop takes it, and starts the goroutine that hands out its outcome.
+func (n *Node) sendBatch(batch []*groupEntry) {
 	var data []byte
 	if len(batch) == 1 {
 		data = batch[0].data
 	} else {
+		size := 0
 		entries := make([][]byte, len(batch))
 		for i, e := range batch {
 			entries[i] = e.data
+			size += len(e.data)
 		}
 		data = fsm.AppendBatch(make([]byte, 0, size+8), entries)
 	}
@@ -98,20 +137,11 @@ func (n *Node) sendBatchLocked() {
 	go n.finishBatch(f, batch)
 }
 
-// finishBatch waits for a batch's outcome, sends the next batch if requests queued meanwhile,
-// then gives each request its results. It is not one of the node's goroutines (goFunc): Close
-// does not wait for it, and if raft never answers a batch dropped at shutdown, its requests
-// are answered by the node's stop instead (groupEntry.wait).
+// finishBatch waits for a batch's outcome and gives each request its results. It is not one of
+// the node's goroutines (goFunc): Close does not wait for it, and if raft never answers a batch
+// dropped at shutdown, its requests are answered by the node's stop instead (groupEntry.wait).
 func (n *Node) finishBatch(f raft.ApplyFuture, batch []*groupEntry) {
 	err := f.Error()
-	g := &n.group
-	g.mu.Lock()
-	if len(g.queue) > 0 {
-		n.sendBatchLocked() // this batch's place in raft passes to the next
-	} else {
-		g.inflight--
-	}
-	g.mu.Unlock()
 	var resp *entryResponse
 	if err == nil {
 		resp, _ = f.Response().(*entryResponse)

@@ -102,7 +102,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	ncfg.SnapshotThreshold = opts.snapshotThreshold
 	ncfg.TrailingLogs = opts.trailingLogs
 	ncfg.SnapshotInterval = opts.snapshotInterval
-	ncfg.BatchesInFlight = opts.batchesInFlight
+	ncfg.NoGroupCommit = !opts.groupCommit
 	ncfg.Logger = logger
 	if clientTLS != nil {
 		ncfg.ClientTLS = clientTLS.ClientConfig()

@@ -38,8 +38,8 @@ type options struct {
 	// leaderWait bounds how long a request waits for a leader before CLUSTERDOWN (0: the
 	// server's default; negative: none).
 	leaderWait time.Duration
-	// batchesInFlight is raftnode's Config.BatchesInFlight (-1: no group commit).
-	batchesInFlight int
+	// groupCommit is false for raftnode's Config.NoGroupCommit.
+	groupCommit bool
 	// maxKeys bounds the keys of all databases (0: the server's default; negative: none).
 	maxKeys int
 	// maxElements bounds the elements of one hash, set, sorted set or list.
@@ -99,7 +99,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"snapshot-interval":  fs.String("snapshot-interval", "0", "how often to check whether to snapshot (0: default 10s)"),
 		"max-keys":           fs.String("max-keys", "10000000", "the most keys all databases may hold together; past it, commands that create keys get -OOM (-1: no bound)"),
 		"max-elements":       fs.String("max-elements", "10000", "the most elements one hash, set, sorted set or list may hold; past it, commands that would grow it are refused"),
-		"group-commit":       fs.String("group-commit", "2", "how many group commits (the requests that arrived together, in one raft log entry) the leader keeps in flight, 1 to 64; off: one log entry per request"),
+		"group-commit":       fs.String("group-commit", "yes", "the leader puts the requests that queued while it wrote the last log entry in one raft log entry (yes/no; no: one entry per request)"),
 		"leader-wait":        fs.String("leader-wait", "1s", "how long a request that needs the leader waits for one (after a start, during an election) before CLUSTERDOWN; 0: not at all"),
 		"log-level":          fs.String("log-level", "info", "debug, info, warn or error"),
 		"log-format":         fs.String("log-format", "text", "text or json"),
@@ -198,10 +198,12 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	if o.leaderWait == 0 {
 		o.leaderWait = -1 // the server's "no wait"
 	}
-	if v := *vals["group-commit"]; v == "off" {
-		o.batchesInFlight = -1
-	} else if o.batchesInFlight, err = strconv.Atoi(v); err != nil || o.batchesInFlight < 1 || o.batchesInFlight > 64 {
-		return options{}, fmt.Errorf("--group-commit: want 1 to 64 batches in flight, or off, got %q", v)
+	switch v := *vals["group-commit"]; v {
+	case "yes":
+		o.groupCommit = true
+	case "no":
+	default:
+		return options{}, fmt.Errorf("--group-commit: want yes or no, got %q", v)
 	}
 	if err := parseBounds(&o, vals); err != nil {
 		return options{}, err
