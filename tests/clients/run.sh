@@ -14,7 +14,10 @@
 # (tests/php: Laravel cache locks, Symfony Lock's RedisStore; phpredis and predis). The suites of
 # one setup run side by side (each library on keys of its own); setups run one after the other.
 # Prints a library x scenario x setup matrix and, last, "N passed, M failed"; exits non-zero on
-# any failure. Every process it starts is stopped by PID on exit, whatever happens.
+# any failure. A scenario that has a result on the redis setup and none on a raftlock setup shows
+# as MISSING there and counts as failed: a library that ran nothing on raftlock fails each of its
+# scenarios (the check needs redis among CLIENTS_SETUPS). Every process it starts is stopped by
+# PID on exit, whatever happens.
 #
 # KNOWN_GAPS (below) lists the scenarios that need a command raftlock does not have yet. They
 # still run everywhere; on raftlock their failure shows as "gap" and is not counted, but a gap
@@ -37,7 +40,8 @@
 #   CLIENTS_MARKDOWN=FILE  also write the matrix as a Markdown table to FILE: one row per library,
 #                    a column per setup (redis 1-node 3-leader 3-follower), each cell "pass (N)"
 #                    when all N scenarios of the library passed there, else what did not (e.g.
-#                    "2 of 9 fail"), or "-" when it did not run there. A FILE with the lines
+#                    "2 of 9 fail", "no result" when it ran on redis but left nothing there), or
+#                    "-" when it did not run there. A FILE with the lines
 #                    <!-- client-matrix:begin --> and <!-- client-matrix:end --> keeps the rest:
 #                    the table replaces what is between them (CLIENTS_MARKDOWN=docs/compatibility.md
 #                    tests/clients/run.sh). Output and exit status are the same with or without it.
@@ -451,6 +455,27 @@ END {
       nfail++
     }
   }
+  # A scenario with a result on redis-server and none on a raftlock setup: its suite dropped it
+  # without a word (a library that ran nothing there, a test that returned early). It fails, one
+  # line per library and setup. Not the setup checks, the runners or a known gap (checked above).
+  for (i = 1; i <= ns; i++) if (S[i] == "redis") baseline = 1
+  for (j = 1; baseline && j <= n; j++) {
+    k = order[j]
+    if (lib[j] == "servers" || lib[j] == "raftlock" || sc[j] == "runner" || (k in gap) || !((k, "redis") in cell)) continue
+    nred[lib[j]]++
+    for (i = 1; i <= ns; i++) {
+      if (S[i] == "redis" || ((k, S[i]) in cell)) continue
+      cell[k, S[i]] = "missing"
+      m = lib[j] SUBSEP S[i]
+      if (!(m in nmiss)) { mlib[++nm] = lib[j]; msetup[nm] = S[i] }
+      nmiss[m]++; mscs[m] = mscs[m] (nmiss[m] > 1 ? "," : "") sc[j]
+    }
+  }
+  for (i = 1; i <= nm; i++) {
+    m = mlib[i] SUBSEP msetup[i]
+    if (nmiss[m] == nred[mlib[i]]) fails[++nf] = sprintf("%-11s %-22s %-13s %s", msetup[i], mlib[i], "all " nmiss[m], "no result on this setup, though the library ran on redis-server")
+    else fails[++nf] = sprintf("%-11s %-22s %-13s %s", msetup[i], mlib[i], mscs[m], "no result on this setup, though it ran on redis-server")
+  }
   wl = 7; for (j = 1; j <= n; j++) if (length(lib[j]) > wl) wl = length(lib[j])
   printf "\n%-*s  %-14s", wl, "library", "scenario"
   for (i = 1; i <= ns; i++) printf "  %-10s", S[i]
@@ -461,9 +486,10 @@ END {
     for (i = 1; i <= ns; i++) {
       r = ((k, S[i]) in cell) ? cell[k, S[i]] : "-"
       if (r == "fail") r = "FAIL"
+      else if (r == "missing") r = "MISSING"
       printf "  %-10s", r
       if (r == "pass") np++
-      else if (r == "FAIL") nfail++
+      else if (r == "FAIL" || r == "MISSING") nfail++
       else if (r == "skip") nskip++
       else if (r == "gap") ngap++
     }
@@ -478,7 +504,7 @@ END {
     for (i = 1; i <= ngl; i++) printf "  %s:%s\n      lacks %s\n      saw   %s\n", gaplib[i], gapscs[i], gapwhat[i], substr(gapsaw[i], 1, 150)
   }
   markdown()
-  printf "\n%d skipped (a scenario they need did not pass); - = not applicable\n", nskip
+  printf "\n%d skipped (a scenario they need did not pass); - = not applicable; MISSING = no result, counted as failed\n", nskip
   printf "%d known gaps (failed on raftlock as KNOWN_GAPS expects, not counted)\n", ngap
   printf "%d passed, %d failed\n", np + 0, nfail + 0
   exit (nfail > 0 || np == 0)
@@ -506,11 +532,13 @@ function markdown(   cols, nc, i, j, c, L, nl, libs, seen2, cnt, bad, what) {
       }
       if (!cnt["all"]) what = "-"
       else if (cnt["pass"] == cnt["all"]) what = "pass (" cnt["all"] ")"
+      else if (cnt["missing"] == cnt["all"]) what = "no result"
       else {
         if (cnt["fail"]) what = cnt["fail"] " of " cnt["all"] " fail"
         else what = (cnt["pass"] + 0) " of " cnt["all"] " pass"
         if (cnt["skip"]) what = what ", " cnt["skip"] " skipped"
         if (cnt["gap"]) what = what ", " cnt["gap"] " known gap" (cnt["gap"] > 1 ? "s" : "")
+        if (cnt["missing"]) what = what ", " cnt["missing"] " missing"
       }
       printf " %s |", what >md
     }
