@@ -32,6 +32,9 @@
 # php-symfony-lock). Installs nothing else.
 #
 # Environment:
+#   RAFTLOCK_CLIENTS_TIMEOUT  seconds the whole run (builds, servers, suites) may take, default 600
+#                    (a full run takes about 150): past it, the run says so, stops every process
+#                    it started and fails, so that a hanging setup cannot hold `make test`.
 #   CLIENTS_SETUPS   setups to run (default "redis 1-node 3-leader 3-follower")
 #   CLIENTS_SUITES   suites to run (default "go node python php")
 #   RAFTLOCK_BIN     test this raftlock binary instead of building one
@@ -51,7 +54,14 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 setups=${CLIENTS_SETUPS:-"redis 1-node 3-leader 3-follower"}
 suites=${CLIENTS_SUITES:-"go node python php"}
 suite_timeout=150 # seconds, per suite and setup; each takes 5-30 s
+clients_timeout=${RAFTLOCK_CLIENTS_TIMEOUT:-600}
+if [[ ! $clients_timeout =~ ^[1-9][0-9]*$ ]]; then
+  echo "RAFTLOCK_CLIENTS_TIMEOUT=$clients_timeout: want a whole number of seconds above 0" >&2
+  echo "0 passed, 1 failed"
+  exit 1
+fi
 start_time=$SECONDS
+deadline=$((start_time + clients_timeout))
 
 # KNOWN_GAPS: "library scenario what raftlock lacks" (the commands the library sends that raftlock
 # answers with an unknown-command error, read from the library's source and seen in its error).
@@ -74,9 +84,33 @@ stop_all() {
   pids=()
 }
 
+# The bound on the whole run: a watchdog sends this shell SIGALRM at the deadline; on_deadline
+# says so and exits, and cleanup stops what is running. The shell takes the signal at once while
+# it waits for a background job (the suites, the builds), but only after a command it runs in the
+# foreground has finished: those are bounded too (cli, npm ci).
+watchdog=""
+stop_watchdog() {
+  [[ -n $watchdog ]] || return 0
+  pkill -TERM -P "$watchdog" 2>/dev/null # its sleep: the watchdog then ends without signalling
+  wait "$watchdog" 2>/dev/null
+  watchdog=""
+}
+on_deadline() {
+  local rows np nf
+  rows=$(cat "$work"/rows-*.tsv 2>/dev/null)
+  np=$(grep -c $'\tpass\t' <<<"$rows") nf=$(grep -c $'\tfail\t' <<<"$rows")
+  log "the run passed its bound of $clients_timeout s (RAFTLOCK_CLIENTS_TIMEOUT)${setup:+ in setup $setup}:" \
+    "stopping every process it started; the run fails"
+  printf '%s\n' "stopped at the $clients_timeout s bound (RAFTLOCK_CLIENTS_TIMEOUT)${setup:+ in setup $setup}: the matrix is incomplete" \
+    "$np passed, $((nf + 1)) failed"
+  exit 124
+}
+
 keep_work=1
 cleanup() {
   trap - EXIT INT TERM
+  trap '' ALRM # a watchdog that fires now changes nothing
+  stop_watchdog
   local p
   for p in "${builds[@]}"; do kill -TERM "$p" 2>/dev/null; done
   for p in "${suite_jobs[@]}"; do
@@ -92,9 +126,17 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'echo "interrupted" >&2; exit 130' INT TERM
+trap on_deadline ALRM
+(sleep "$clients_timeout" && kill -ALRM $$) 2>/dev/null &
+watchdog=$!
 
 log() { printf '[%3ds] %s\n' $((SECONDS - start_time)) "$*" >&2; }
 have() { command -v "$1" >/dev/null 2>&1; }
+# left prints the seconds left before the deadline, at least 1.
+left() { echo $((deadline - SECONDS > 1 ? deadline - SECONDS : 1)); }
+# cli PORT ARGS...: redis-cli on PORT, 2 s at most: a server that accepts and never answers must
+# not hold this shell, nor the deadline's trap, which waits for a command in the foreground.
+cli() { timeout 2 redis-cli -p "$@"; }
 
 # free_port prints a port nothing listens on, below the ephemeral range, not handed out before.
 used_ports=" "
@@ -143,7 +185,7 @@ for s in $suites; do
     elif [[ ! -d $root/tests/node/node_modules \
       || $root/tests/node/package-lock.json -nt $root/tests/node/node_modules/.package-lock.json ]]; then
       log "npm ci in tests/node"
-      if ! (cd "$root/tests/node" && npm ci --no-audit --no-fund) >"$work/npm-ci.log" 2>&1; then
+      if ! (cd "$root/tests/node" && timeout -k 5 "$(left)" npm ci --no-audit --no-fund) >"$work/npm-ci.log" 2>&1; then
         suite_problem+=("node: npm ci failed: $(tail -3 "$work/npm-ci.log" | tr '\n' ' ')")
       fi
     fi
@@ -195,12 +237,11 @@ wait_raftlock_build() { # -> 0 when the binary is there
 # --- servers ------------------------------------------------------------------------------------
 # wait_info PORT SECTION PATTERN: until `INFO SECTION` on PORT matches PATTERN (10 s at most).
 wait_info() {
-  local i
-  for i in $(seq 100); do
-    redis-cli -p "$1" INFO "$2" 2>/dev/null | grep -q "$3" && return 0
+  local end=$((SECONDS + 10))
+  until cli "$1" INFO "$2" 2>/dev/null | grep -q "$3"; do
+    ((SECONDS < end)) || return 1
     sleep 0.1
   done
-  return 1
 }
 
 start_redis() { # -> addrs, cluster_addrs
@@ -219,9 +260,9 @@ start_redis() { # -> addrs, cluster_addrs
   pids+=($!)
   wait_info "$p1" server redis_version || return 1
   wait_info "$p2" server redis_version || return 1
-  redis-cli -p "$p2" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null || return 1
+  cli "$p2" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null || return 1
   for i in $(seq 100); do
-    redis-cli -p "$p2" CLUSTER INFO | grep -q 'cluster_state:ok' && break
+    cli "$p2" CLUSTER INFO | grep -q 'cluster_state:ok' && break
     sleep 0.1
   done
   addrs=127.0.0.1:$p1 cluster_addrs=127.0.0.1:$p2
@@ -248,17 +289,17 @@ start_raftlock() { # N -> node_ports (client ports), leader, followers
 }
 
 find_leader() { # -> leader (port), followers (ports); 15 s at most
-  local i p
-  for i in $(seq 150); do
+  local p end=$((SECONDS + 15))
+  while ((SECONDS < end)); do
     leader="" followers=()
     for p in "${node_ports[@]}"; do
-      if redis-cli -p "$p" INFO raft 2>/dev/null | grep -q '^raft_state:Leader'; then
+      if cli "$p" INFO raft 2>/dev/null | grep -q '^raft_state:Leader'; then
         leader=$p
       else
         followers+=("$p")
       fi
     done
-    if [[ -n $leader ]] && redis-cli -p "$leader" INFO raft | grep -q '^raft_ready:true'; then
+    if [[ -n $leader ]] && cli "$leader" INFO raft | grep -q '^raft_ready:true'; then
       return 0
     fi
     sleep 0.1
@@ -377,6 +418,7 @@ for setup in $setups; do
   esac
 done
 stop_all
+stop_watchdog # the bound covers the builds, servers and suites; the matrix is quick
 
 # --- the matrix -----------------------------------------------------------------------------------
 # Rows of every setup, ordered by suite, library, then scenario in flow order.
