@@ -14,7 +14,10 @@
 # (tests/php: Laravel cache locks, Symfony Lock's RedisStore; phpredis and predis). The suites of
 # one setup run side by side (each library on keys of its own); setups run one after the other.
 # Prints a library x scenario x setup matrix and, last, "N passed, M failed"; exits non-zero on
-# any failure. Every process it starts is stopped by PID on exit, whatever happens.
+# any failure. A scenario that has a result on the redis setup and none on a raftlock setup shows
+# as MISSING there and counts as failed: a library that ran nothing on raftlock fails each of its
+# scenarios (the check needs redis among CLIENTS_SETUPS). Every process it starts is stopped by
+# PID on exit, whatever happens.
 #
 # KNOWN_GAPS (below) lists the scenarios that need a command raftlock does not have yet. They
 # still run everywhere; on raftlock their failure shows as "gap" and is not counted, but a gap
@@ -29,6 +32,9 @@
 # php-symfony-lock). Installs nothing else.
 #
 # Environment:
+#   RAFTLOCK_CLIENTS_TIMEOUT  seconds the whole run (builds, servers, suites) may take, default 600
+#                    (a full run takes about 150): past it, the run says so, stops every process
+#                    it started and fails, so that a hanging setup cannot hold `make test`.
 #   CLIENTS_SETUPS   setups to run (default "redis 1-node 3-leader 3-follower")
 #   CLIENTS_SUITES   suites to run (default "go node python php")
 #   RAFTLOCK_BIN     test this raftlock binary instead of building one
@@ -37,7 +43,8 @@
 #   CLIENTS_MARKDOWN=FILE  also write the matrix as a Markdown table to FILE: one row per library,
 #                    a column per setup (redis 1-node 3-leader 3-follower), each cell "pass (N)"
 #                    when all N scenarios of the library passed there, else what did not (e.g.
-#                    "2 of 9 fail"), or "-" when it did not run there. A FILE with the lines
+#                    "2 of 9 fail", "no result" when it ran on redis but left nothing there), or
+#                    "-" when it did not run there. A FILE with the lines
 #                    <!-- client-matrix:begin --> and <!-- client-matrix:end --> keeps the rest:
 #                    the table replaces what is between them (CLIENTS_MARKDOWN=docs/compatibility.md
 #                    tests/clients/run.sh). Output and exit status are the same with or without it.
@@ -47,7 +54,14 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 setups=${CLIENTS_SETUPS:-"redis 1-node 3-leader 3-follower"}
 suites=${CLIENTS_SUITES:-"go node python php"}
 suite_timeout=150 # seconds, per suite and setup; each takes 5-30 s
+clients_timeout=${RAFTLOCK_CLIENTS_TIMEOUT:-600}
+if [[ ! $clients_timeout =~ ^[1-9][0-9]*$ ]]; then
+  echo "RAFTLOCK_CLIENTS_TIMEOUT=$clients_timeout: want a whole number of seconds above 0" >&2
+  echo "0 passed, 1 failed"
+  exit 1
+fi
 start_time=$SECONDS
+deadline=$((start_time + clients_timeout))
 
 # KNOWN_GAPS: "library scenario what raftlock lacks" (the commands the library sends that raftlock
 # answers with an unknown-command error, read from the library's source and seen in its error).
@@ -70,9 +84,33 @@ stop_all() {
   pids=()
 }
 
+# The bound on the whole run: a watchdog sends this shell SIGALRM at the deadline; on_deadline
+# says so and exits, and cleanup stops what is running. The shell takes the signal at once while
+# it waits for a background job (the suites, the builds), but only after a command it runs in the
+# foreground has finished: those are bounded too (cli, npm ci).
+watchdog=""
+stop_watchdog() {
+  [[ -n $watchdog ]] || return 0
+  pkill -TERM -P "$watchdog" 2>/dev/null # its sleep: the watchdog then ends without signalling
+  wait "$watchdog" 2>/dev/null
+  watchdog=""
+}
+on_deadline() {
+  local rows np nf
+  rows=$(cat "$work"/rows-*.tsv 2>/dev/null)
+  np=$(grep -c $'\tpass\t' <<<"$rows") nf=$(grep -c $'\tfail\t' <<<"$rows")
+  log "the run passed its bound of $clients_timeout s (RAFTLOCK_CLIENTS_TIMEOUT)${setup:+ in setup $setup}:" \
+    "stopping every process it started; the run fails"
+  printf '%s\n' "stopped at the $clients_timeout s bound (RAFTLOCK_CLIENTS_TIMEOUT)${setup:+ in setup $setup}: the matrix is incomplete" \
+    "$np passed, $((nf + 1)) failed"
+  exit 124
+}
+
 keep_work=1
 cleanup() {
   trap - EXIT INT TERM
+  trap '' ALRM # a watchdog that fires now changes nothing
+  stop_watchdog
   local p
   for p in "${builds[@]}"; do kill -TERM "$p" 2>/dev/null; done
   for p in "${suite_jobs[@]}"; do
@@ -88,9 +126,17 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'echo "interrupted" >&2; exit 130' INT TERM
+trap on_deadline ALRM
+(sleep "$clients_timeout" && kill -ALRM $$) 2>/dev/null &
+watchdog=$!
 
 log() { printf '[%3ds] %s\n' $((SECONDS - start_time)) "$*" >&2; }
 have() { command -v "$1" >/dev/null 2>&1; }
+# left prints the seconds left before the deadline, at least 1.
+left() { echo $((deadline - SECONDS > 1 ? deadline - SECONDS : 1)); }
+# cli PORT ARGS...: redis-cli on PORT, 2 s at most: a server that accepts and never answers must
+# not hold this shell, nor the deadline's trap, which waits for a command in the foreground.
+cli() { timeout 2 redis-cli -p "$@"; }
 
 # free_port prints a port nothing listens on, below the ephemeral range, not handed out before.
 used_ports=" "
@@ -139,7 +185,7 @@ for s in $suites; do
     elif [[ ! -d $root/tests/node/node_modules \
       || $root/tests/node/package-lock.json -nt $root/tests/node/node_modules/.package-lock.json ]]; then
       log "npm ci in tests/node"
-      if ! (cd "$root/tests/node" && npm ci --no-audit --no-fund) >"$work/npm-ci.log" 2>&1; then
+      if ! (cd "$root/tests/node" && timeout -k 5 "$(left)" npm ci --no-audit --no-fund) >"$work/npm-ci.log" 2>&1; then
         suite_problem+=("node: npm ci failed: $(tail -3 "$work/npm-ci.log" | tr '\n' ' ')")
       fi
     fi
@@ -191,12 +237,11 @@ wait_raftlock_build() { # -> 0 when the binary is there
 # --- servers ------------------------------------------------------------------------------------
 # wait_info PORT SECTION PATTERN: until `INFO SECTION` on PORT matches PATTERN (10 s at most).
 wait_info() {
-  local i
-  for i in $(seq 100); do
-    redis-cli -p "$1" INFO "$2" 2>/dev/null | grep -q "$3" && return 0
+  local end=$((SECONDS + 10))
+  until cli "$1" INFO "$2" 2>/dev/null | grep -q "$3"; do
+    ((SECONDS < end)) || return 1
     sleep 0.1
   done
-  return 1
 }
 
 start_redis() { # -> addrs, cluster_addrs
@@ -215,9 +260,9 @@ start_redis() { # -> addrs, cluster_addrs
   pids+=($!)
   wait_info "$p1" server redis_version || return 1
   wait_info "$p2" server redis_version || return 1
-  redis-cli -p "$p2" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null || return 1
+  cli "$p2" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null || return 1
   for i in $(seq 100); do
-    redis-cli -p "$p2" CLUSTER INFO | grep -q 'cluster_state:ok' && break
+    cli "$p2" CLUSTER INFO | grep -q 'cluster_state:ok' && break
     sleep 0.1
   done
   addrs=127.0.0.1:$p1 cluster_addrs=127.0.0.1:$p2
@@ -244,17 +289,17 @@ start_raftlock() { # N -> node_ports (client ports), leader, followers
 }
 
 find_leader() { # -> leader (port), followers (ports); 15 s at most
-  local i p
-  for i in $(seq 150); do
+  local p end=$((SECONDS + 15))
+  while ((SECONDS < end)); do
     leader="" followers=()
     for p in "${node_ports[@]}"; do
-      if redis-cli -p "$p" INFO raft 2>/dev/null | grep -q '^raft_state:Leader'; then
+      if cli "$p" INFO raft 2>/dev/null | grep -q '^raft_state:Leader'; then
         leader=$p
       else
         followers+=("$p")
       fi
     done
-    if [[ -n $leader ]] && redis-cli -p "$leader" INFO raft | grep -q '^raft_ready:true'; then
+    if [[ -n $leader ]] && cli "$leader" INFO raft | grep -q '^raft_ready:true'; then
       return 0
     fi
     sleep 0.1
@@ -373,6 +418,7 @@ for setup in $setups; do
   esac
 done
 stop_all
+stop_watchdog # the bound covers the builds, servers and suites; the matrix is quick
 
 # --- the matrix -----------------------------------------------------------------------------------
 # Rows of every setup, ordered by suite, library, then scenario in flow order.
@@ -451,6 +497,27 @@ END {
       nfail++
     }
   }
+  # A scenario with a result on redis-server and none on a raftlock setup: its suite dropped it
+  # without a word (a library that ran nothing there, a test that returned early). It fails, one
+  # line per library and setup. Not the setup checks, the runners or a known gap (checked above).
+  for (i = 1; i <= ns; i++) if (S[i] == "redis") baseline = 1
+  for (j = 1; baseline && j <= n; j++) {
+    k = order[j]
+    if (lib[j] == "servers" || lib[j] == "raftlock" || sc[j] == "runner" || (k in gap) || !((k, "redis") in cell)) continue
+    nred[lib[j]]++
+    for (i = 1; i <= ns; i++) {
+      if (S[i] == "redis" || ((k, S[i]) in cell)) continue
+      cell[k, S[i]] = "missing"
+      m = lib[j] SUBSEP S[i]
+      if (!(m in nmiss)) { mlib[++nm] = lib[j]; msetup[nm] = S[i] }
+      nmiss[m]++; mscs[m] = mscs[m] (nmiss[m] > 1 ? "," : "") sc[j]
+    }
+  }
+  for (i = 1; i <= nm; i++) {
+    m = mlib[i] SUBSEP msetup[i]
+    if (nmiss[m] == nred[mlib[i]]) fails[++nf] = sprintf("%-11s %-22s %-13s %s", msetup[i], mlib[i], "all " nmiss[m], "no result on this setup, though the library ran on redis-server")
+    else fails[++nf] = sprintf("%-11s %-22s %-13s %s", msetup[i], mlib[i], mscs[m], "no result on this setup, though it ran on redis-server")
+  }
   wl = 7; for (j = 1; j <= n; j++) if (length(lib[j]) > wl) wl = length(lib[j])
   printf "\n%-*s  %-14s", wl, "library", "scenario"
   for (i = 1; i <= ns; i++) printf "  %-10s", S[i]
@@ -461,9 +528,10 @@ END {
     for (i = 1; i <= ns; i++) {
       r = ((k, S[i]) in cell) ? cell[k, S[i]] : "-"
       if (r == "fail") r = "FAIL"
+      else if (r == "missing") r = "MISSING"
       printf "  %-10s", r
       if (r == "pass") np++
-      else if (r == "FAIL") nfail++
+      else if (r == "FAIL" || r == "MISSING") nfail++
       else if (r == "skip") nskip++
       else if (r == "gap") ngap++
     }
@@ -478,7 +546,7 @@ END {
     for (i = 1; i <= ngl; i++) printf "  %s:%s\n      lacks %s\n      saw   %s\n", gaplib[i], gapscs[i], gapwhat[i], substr(gapsaw[i], 1, 150)
   }
   markdown()
-  printf "\n%d skipped (a scenario they need did not pass); - = not applicable\n", nskip
+  printf "\n%d skipped (a scenario they need did not pass); - = not applicable; MISSING = no result, counted as failed\n", nskip
   printf "%d known gaps (failed on raftlock as KNOWN_GAPS expects, not counted)\n", ngap
   printf "%d passed, %d failed\n", np + 0, nfail + 0
   exit (nfail > 0 || np == 0)
@@ -506,11 +574,13 @@ function markdown(   cols, nc, i, j, c, L, nl, libs, seen2, cnt, bad, what) {
       }
       if (!cnt["all"]) what = "-"
       else if (cnt["pass"] == cnt["all"]) what = "pass (" cnt["all"] ")"
+      else if (cnt["missing"] == cnt["all"]) what = "no result"
       else {
         if (cnt["fail"]) what = cnt["fail"] " of " cnt["all"] " fail"
         else what = (cnt["pass"] + 0) " of " cnt["all"] " pass"
         if (cnt["skip"]) what = what ", " cnt["skip"] " skipped"
         if (cnt["gap"]) what = what ", " cnt["gap"] " known gap" (cnt["gap"] > 1 ? "s" : "")
+        if (cnt["missing"]) what = what ", " cnt["missing"] " missing"
       }
       printf " %s |", what >md
     }

@@ -225,15 +225,6 @@ func isErr(v any, prefix string) bool {
 	return ok && strings.HasPrefix(err.Error(), prefix)
 }
 
-// skipIfUnknown skips the rest of a raftlock run when reply says the server does not know the
-// command: a command family not on main yet, named in the skip.
-func skipIfUnknown(t *testing.T, s server, reply any, command string) {
-	t.Helper()
-	if s.raftlock && isErr(reply, "ERR unknown command") {
-		t.Skipf("raftlock lacks %s: %v", command, reply)
-	}
-}
-
 // pttlIn fails the test unless PTTL key is in (lo, hi].
 func (c *conn) pttlIn(key string, lo, hi int64) {
 	c.t.Helper()
@@ -327,13 +318,3 @@ func sha1hex(src string) string {
 
 // errorf is fmt.Errorf, for the conditions testutil.WaitFor polls.
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
-
-// requireCommands skips a raftlock run, naming the command, when raftlock does not know one of
-// names: each is sent without arguments, which a server that knows it refuses for its arity
-// and one that does not for being unknown.
-func requireCommands(t *testing.T, s server, c *conn, names ...string) {
-	t.Helper()
-	for _, name := range names {
-		skipIfUnknown(t, s, c.do(name), name)
-	}
-}

@@ -163,7 +163,6 @@ func testMedallionReaderWriterLock(t *testing.T, s server) {
 		expiry  = "30000"
 	)
 	c := dial(t, s.addr)
-	requireCommands(t, s, c, "SADD", "SREM", "SISMEMBER", "SCARD")
 	loaded := map[string]script{}
 	read := func(id string) []string {
 		return c.scriptEvaluate(loaded, medallionReadAcquire, []string{writer, readers}, id, expiry)

@@ -178,7 +178,6 @@ func testRedissonFairLock(t *testing.T, s server) {
 		latchMs  = "13000"
 	)
 	a := dial(t, s.addr)
-	requireCommands(t, s, a, "LINDEX", "LPOP", "RPUSH", "LRANGE", "LREM")
 	subB, subD := dial(t, s.addr), dial(t, s.addr)
 	tryLock, tryOnce, giveUp := a.load(fairTryLock), a.load(fairTryOnce), a.load(fairGiveUp)
 	unlock, force := a.load(fairUnlock), a.load(fairForce)
