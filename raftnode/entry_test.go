@@ -107,12 +107,23 @@ func TestMultiKeyRequestAcrossLeaderChange(t *testing.T) {
 	nodes := newCluster(t, 3)
 	outcomes := map[string]int{}
 	for round := range 8 {
-		l := leader(t, nodes)
 		keys := []string{fmt.Sprintf("r%d-a", round), fmt.Sprintf("r%d-b", round), fmt.Sprintf("r%d-c", round)}
 		var cmds []fsm.Command
-		for _, k := range keys {
-			cmds = append(cmds, releaseCmd(k, mustLock(t, l, k, "o", 0).Token))
-		}
+		var l *testNode
+		// The node cut off in the round before may still unseat the leader as it rejoins (its
+		// term went up while it was alone): take the locks on whoever leads once that settled.
+		testutil.WaitFor(t, 5*time.Second, func() error {
+			l, cmds = leader(t, nodes), nil
+			for _, k := range keys {
+				out, err := tryLock(t.Context(), l, k, "o", 0)
+				if err != nil {
+					return fmt.Errorf("LOCK %s on %s: %v", k, l.id, err)
+				}
+				// Refused: an earlier try took it after all (only this test locks these keys).
+				cmds = append(cmds, releaseCmd(k, out.token))
+			}
+			return nil
+		})
 		waitConverged(t, l, nodes)
 
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
