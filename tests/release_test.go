@@ -14,7 +14,7 @@ import (
 // TestRollingUpgrade starts its cluster on the binary built from it and replaces its nodes one
 // by one with this tree's. Bump it at every release, so the test always upgrades from the
 // release before.
-const previousRelease = "067da38421f15131877ce2bcaea790b5c833cd14"
+const previousRelease = "1c0631b684efefc5b82ed622641574b32dd7a62b"
 
 // releaseBinary returns the path of raftlock built from commit, taken from git history. It is
 // built once per commit and kept under the user's cache directory (raftlock-test/), so a second

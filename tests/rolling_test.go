@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/server/resp"
 	"github.com/raftlock/raftlock/tests/testutil"
 )
@@ -377,9 +378,10 @@ func (c *cluster) lagAndRestart(load *rollLoad, n, leader *node, bin string) *no
 	return n
 }
 
-// formatWatch follows the log format INFO raft reports (raft_log_format; the previous release
-// reports none): while old binaries are members it must stay the one they read (3); once every
-// member runs the new binary it must move on (to 4), the same on every node.
+// formatWatch follows the log format INFO raft reports (raft_log_format): while old binaries
+// are members it must stay one they read (below fsm.FormatCurrent: 4 for 1c0631b, whose new
+// clusters write its own format at once); once every member runs the new binary it must move
+// on to fsm.FormatCurrent, the same on every node.
 type formatWatch struct {
 	t     *testing.T
 	mixed map[string]string // field -> value reported while the cluster was mixed
@@ -421,9 +423,10 @@ func (f *formatWatch) look(c *cluster, when string) {
 // fields; a field that exists must have moved on from its mixed-cluster value.
 func (f *formatWatch) settled(c *cluster) {
 	f.t.Helper()
-	if f.mixed["raft_log_format"] != "3" {
-		f.t.Fatalf("while old binaries were members the new ones reported raft_log_format %q, want 3", f.mixed["raft_log_format"])
+	if mixed, err := strconv.Atoi(f.mixed["raft_log_format"]); err != nil || mixed >= int(fsm.FormatCurrent) {
+		f.t.Fatalf("while old binaries were members the nodes reported raft_log_format %q, want one below %d", f.mixed["raft_log_format"], fsm.FormatCurrent)
 	}
+	want := map[string]string{"raft_log_format": strconv.Itoa(int(fsm.FormatCurrent))}
 	testutil.WaitFor(f.t, catchUpTimeout, func() error {
 		var first map[string]string
 		for _, n := range c.live() {
@@ -437,11 +440,10 @@ func (f *formatWatch) settled(c *cluster) {
 					return fmt.Errorf("%s still reports %s:%s with every member upgraded", n.id, k, v)
 				}
 			}
-			if first == nil {
-				first = fields
-			} else if fmt.Sprint(first) != fmt.Sprint(fields) {
-				return fmt.Errorf("format fields differ: %v, %s %v", first, n.id, fields)
+			if fmt.Sprint(fields) != fmt.Sprint(want) {
+				return fmt.Errorf("%s reports %v, want %v", n.id, fields, want)
 			}
+			first = fields
 		}
 		f.t.Logf("every node upgraded: log format fields %v (were %v)", first, f.mixed)
 		return nil
