@@ -141,6 +141,9 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			m.res.Receivers = (*deliver)(m.channel, m.body, m.shard)
 		}
 	}
+	// Every hook has run: the leader's own group commits are answered now, not after raft
+	// hands their futures to another goroutine.
+	n.answerApplied(logs, out)
 	return out
 }
 

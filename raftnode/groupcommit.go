@@ -3,6 +3,7 @@ package raftnode
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/fsm"
@@ -12,27 +13,64 @@ import (
 // Group commit (DESIGN.md §3, §12): the leader puts the entries of concurrent requests in one
 // raft log entry (fsm.AppendBatch), each request still applied whole or not at all on its own.
 // What a batch saves is raft's cost per entry (its future, its log struct, its share of every
-// append and replication message) and a goroutine per request waiting on that future.
+// append and replication message) and a goroutine hand-off per request.
 //
 // A batch is sized by what arrived while the previous one was being written, never by a timer.
-// raft's apply channel is unbuffered (Config.raftConfig), so raft.Apply returns only when the
-// leader loop takes the entry, and the leader loop takes the next one only after it has written
-// (and fsynced) the one before. One request at a time sends: a request that finds nobody
-// sending sends the queue itself, at once (alone if nobody else is waiting, so one client waits
-// for nothing but its own commit); the ones that arrive meanwhile queue behind it and go
-// together in the next batch, sent by a goroutine that keeps sending while the queue is not
-// empty. Batches reach raft in the order their requests were queued, so one connection's
-// pipelined requests reach the log in the order it sent them.
+// One goroutine at a time sends: it gives raft a batch, then waits until the leader's log store
+// has written it (writeWatch, which sees the batch's own bytes go by), and only then takes the
+// queue for the next batch: everything that arrived during that write. A request that finds
+// nobody sending sends the queue itself, at once (alone if nobody else is waiting, so one
+// client waits for nothing but its own commit); what queues meanwhile is sent by a goroutine
+// that keeps sending while the queue is not empty. The leader's disk is thus always writing a
+// full batch, while the followers write the one before. Batches reach raft in the order their
+// requests were queued, so one connection's pipelined requests reach the log in that order.
 
 // maxBatchBytes bounds one batch's log entry: requests queued past it wait for the next batch
 // (a request larger than the bound goes alone).
 const maxBatchBytes = 1 << 20
 
-// groupCommit is the leader's queue of request entries waiting for a batch.
+// groupCommit is the leader's queue of request entries waiting for a batch, and the batches
+// given to raft whose requests have not been answered yet.
 type groupCommit struct {
 	mu      sync.Mutex
 	queue   []*groupEntry
 	sending bool // a goroutine is giving raft a batch, and sends the queue after it
+	// sent are the batches in raft, oldest first. Whoever takes a batch out answers its
+	// requests: ApplyBatch when it applies the batch's own log entry (the leader applies the
+	// very bytes it proposed, so the entry is told apart by its first byte's address), or
+	// runFinisher with raft's outcome when it did not (an error, or an entry replaced).
+	sent []*sentBatch
+	// finish hands runFinisher every batch sent, in order; writing hands runSender the batch a
+	// request just sent for itself.
+	finish  chan *sentBatch
+	writing chan *sentBatch
+}
+
+// finishQueue bounds the batches sent and not yet finished; a sender blocks past it.
+const finishQueue = 4096
+
+// sentBatch is a batch given to raft: its log entry's first byte, its requests, and raft's
+// future for it. written is closed once the leader's store wrote the entry, or raft answered.
+type sentBatch struct {
+	first   *byte
+	entries []*groupEntry
+	future  raft.ApplyFuture
+	written chan struct{}
+	once    sync.Once
+}
+
+// settle closes written, once.
+func (sb *sentBatch) settle() { sb.once.Do(func() { close(sb.written) }) }
+
+// claimLocked takes the sent batch whose log entry starts at first out of sent, or returns nil.
+func (g *groupCommit) claimLocked(first *byte) *sentBatch {
+	for i, b := range g.sent {
+		if b.first == first {
+			g.sent = slices.Delete(g.sent, i, i+1)
+			return b
+		}
+	}
+	return nil
 }
 
 // groupEntry is one request's entry in a group commit, and its outcome once the batch's is
@@ -71,32 +109,45 @@ func (n *Node) submitGrouped(cmds []fsm.Command) *groupEntry {
 	g.sending = true
 	batch := g.takeLocked()
 	g.mu.Unlock()
-	n.sendBatch(batch)
-	// What queued while raft took the batch goes next, from a goroutine of its own: this
-	// request's reply must not wait behind other requests' sends.
-	g.mu.Lock()
-	more := len(g.queue) > 0
-	g.sending = more
-	g.mu.Unlock()
-	if more {
-		go n.sendQueued()
+	// runSender waits for the write and sends what queued meanwhile: this request goes on to
+	// wait for its own outcome (a pipelining connection to propose its next request).
+	sb := n.sendBatch(batch)
+	select {
+	case g.writing <- sb:
+	case <-n.stop: // its requests are answered by the stop (groupEntry.wait)
 	}
 	return e
 }
 
-// sendQueued sends batches until the queue is empty.
-func (n *Node) sendQueued() {
+// runSender keeps the group commit going while requests queue: once the batch just sent is
+// written (or answered), it sends the queue as the next batch, or, if nothing queued, lets
+// the next request send its own. It is not one of the node's goroutines (goFunc), for the
+// reason runFinisher is not: it may wait on raft when raft shuts down.
+func (n *Node) runSender() {
 	g := &n.group
 	for {
-		g.mu.Lock()
-		if len(g.queue) == 0 {
-			g.sending = false
-			g.mu.Unlock()
+		var sb *sentBatch
+		select {
+		case sb = <-g.writing:
+		case <-n.stop:
 			return
 		}
-		batch := g.takeLocked()
-		g.mu.Unlock()
-		n.sendBatch(batch)
+		for sb != nil {
+			select {
+			case <-sb.written:
+			case <-n.stop:
+				return
+			}
+			g.mu.Lock()
+			if len(g.queue) == 0 {
+				g.sending = false
+				g.mu.Unlock()
+				break
+			}
+			batch := g.takeLocked()
+			g.mu.Unlock()
+			sb = n.sendBatch(batch)
+		}
 	}
 }
 
@@ -118,8 +169,10 @@ func (g *groupCommit) takeLocked() []*groupEntry {
 }
 
 // sendBatch gives raft the batch as one log entry (a lone request's entry as it is), waiting
-// until raft's leader loop takes it, and starts the goroutine that hands out its outcome.
-func (n *Node) sendBatch(batch []*groupEntry) {
+// until raft's leader loop takes it, and hands it to runFinisher for its outcome. The next
+// batch waits for sb.written: closed when the leader's store wrote this one (writeWatch), or
+// by runFinisher once raft answered it, should the store never see it (raft refused it).
+func (n *Node) sendBatch(batch []*groupEntry) *sentBatch {
 	var data []byte
 	if len(batch) == 1 {
 		data = batch[0].data
@@ -133,24 +186,101 @@ func (n *Node) sendBatch(batch []*groupEntry) {
 		data = fsm.AppendBatch(make([]byte, 0, size+8), entries)
 	}
 	n.stats.group.Observe(uint64(len(batch)))
-	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
-	go n.finishBatch(f, batch)
+	sb := &sentBatch{first: &data[0], entries: batch}
+	g := &n.group
+	g.mu.Lock()
+	g.sent = append(g.sent, sb)
+	g.mu.Unlock()
+	sb.written = make(chan struct{})
+	n.writes.expect(sb)
+	sb.future = n.raft.Apply(data, n.cfg.ApplyTimeout)
+	select {
+	case n.group.finish <- sb:
+	case <-n.stop: // its requests are answered by the stop (groupEntry.wait)
+	}
+	return sb
 }
 
-// finishBatch waits for a batch's outcome and gives each request its results. It is not one of
-// the node's goroutines (goFunc): Close does not wait for it, and if raft never answers a batch
-// dropped at shutdown, its requests are answered by the node's stop instead (groupEntry.wait).
-func (n *Node) finishBatch(f raft.ApplyFuture, batch []*groupEntry) {
-	err := f.Error()
-	var resp *entryResponse
-	if err == nil {
-		resp, _ = f.Response().(*entryResponse)
+// writeWatch is the leader's raft log store, which tells the group commit's sender when the
+// batch it waits for is written (groupcommit.go). On followers it only forwards.
+type writeWatch struct {
+	raft.LogStore
+	want atomic.Pointer[sentBatch]
+}
+
+// expect makes the next write of sb's entry close sb.written.
+func (w *writeWatch) expect(sb *sentBatch) { w.want.Store(sb) }
+
+func (w *writeWatch) StoreLog(l *raft.Log) error { return w.StoreLogs([]*raft.Log{l}) }
+
+func (w *writeWatch) StoreLogs(logs []*raft.Log) error {
+	err := w.LogStore.StoreLogs(logs)
+	if sb := w.want.Load(); sb != nil {
+		for _, l := range logs {
+			if len(l.Data) > 0 && &l.Data[0] == sb.first {
+				w.want.CompareAndSwap(sb, nil)
+				sb.settle()
+				break
+			}
+		}
 	}
+	return err
+}
+
+// runFinisher waits, batch after batch in the order they were sent (the order raft answers
+// them), for each batch's outcome and, unless ApplyBatch answered its requests when it applied
+// the entry (the usual case: one goroutine hand-off fewer per request), gives each request its
+// results or raft's error. It is not one of the node's goroutines (goFunc): Close does not wait
+// for it, since raft may never answer a batch dropped at shutdown; the requests of such a batch
+// are answered by the node's stop instead (groupEntry.wait), and the finisher is left waiting.
+func (n *Node) runFinisher() {
+	g := &n.group
+	for {
+		var sb *sentBatch
+		select {
+		case sb = <-g.finish:
+		case <-n.stop:
+			return
+		}
+		err := sb.future.Error()
+		sb.settle()
+		g.mu.Lock()
+		mine := g.claimLocked(sb.first) == sb
+		g.mu.Unlock()
+		if !mine {
+			continue
+		}
+		var resp *entryResponse
+		if err == nil {
+			resp, _ = sb.future.Response().(*entryResponse)
+		}
+		answerBatch(sb.entries, resp, err)
+	}
+}
+
+// answerApplied answers the requests of the sent batches among logs, which ApplyBatch applied,
+// with out's responses. ApplyBatch calls it once every hook of the batch has run.
+func (n *Node) answerApplied(logs []*raft.Log, out []interface{}) {
+	g := &n.group
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i := 0; i < len(logs) && len(g.sent) > 0; i++ {
+		if l := logs[i]; l.Type == raft.LogCommand && len(l.Data) > 0 {
+			if sb := g.claimLocked(&l.Data[0]); sb != nil {
+				resp, _ := out[i].(*entryResponse)
+				answerBatch(sb.entries, resp, nil) // closes channels only: cheap under g.mu
+			}
+		}
+	}
+}
+
+// answerBatch gives each request of a batch its results, or err.
+func answerBatch(batch []*groupEntry, resp *entryResponse, err error) {
 	for i, e := range batch {
 		switch {
 		case err != nil:
 			e.err = err
-		case resp == nil:
+		case resp == nil || resp.results == nil:
 			e.err = node.ErrUncertain // the entry did not decode on this node (ApplyBatch logged it)
 		default:
 			if r := resp.request(i, len(batch)); len(r) == e.cmds {

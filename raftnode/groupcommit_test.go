@@ -13,8 +13,8 @@ import (
 	"github.com/raftlock/raftlock/tests/testutil"
 )
 
-// busySender makes n's group commit behave as if a batch were being given to raft: requests
-// queue until the test calls n.sendQueued (what the sending goroutine does next).
+// busySender makes n's group commit behave as if a batch were being written: requests queue
+// until the test sends the queue, as runSender does next.
 func busySender(n *testNode) {
 	n.group.mu.Lock()
 	n.group.sending = true
@@ -49,7 +49,10 @@ func TestGroupCommitCarriesWhatQueued(t *testing.T) {
 	if waiting != queued {
 		t.Fatalf("%d requests queued behind a send, want %d", waiting, queued)
 	}
-	go n.sendQueued()
+	n.group.mu.Lock()
+	batch := n.group.takeLocked()
+	n.group.mu.Unlock()
+	n.group.writing <- n.sendBatch(batch) // runSender waits for its write, finds no queue, and stops sending
 	var last fsm.Token
 	var index uint64
 	for i, p := range ps {

@@ -35,10 +35,11 @@ func TestMain(m *testing.M) {
 		}
 		return fsm.FormatCurrent, nil
 	}
-	// awaitFuture and finishBatch leave a goroutine behind when raft never answers a future
-	// (see there).
+	// awaitFuture, runFinisher and runSender leave a goroutine behind when raft never answers a
+	// future (see there).
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/raftlock/raftlock/raftnode.awaitFuture.func1"),
-		goleak.IgnoreAnyFunction("github.com/raftlock/raftlock/raftnode.(*Node).finishBatch"))
+		goleak.IgnoreAnyFunction("github.com/raftlock/raftlock/raftnode.(*Node).runFinisher"),
+		goleak.IgnoreAnyFunction("github.com/raftlock/raftlock/raftnode.(*Node).runSender"))
 }
 
 // olderMembers holds the IDs of in-memory members that claim to run an older release: the

@@ -71,8 +71,10 @@ type Node struct {
 	verifyReqs chan chan error
 
 	stats counters
-	// group is the leader's queue of requests waiting for a group commit (groupcommit.go).
-	group groupCommit
+	// group is the leader's queue of requests waiting for a group commit; writes tells its
+	// sender when the batch it gave raft is written (groupcommit.go).
+	group  groupCommit
+	writes *writeWatch
 	// keys is the table's key count, stored after every apply (Keys).
 	keys atomic.Int64
 	// changed, when set, is told the keys of every applied batch's changes to the lock table
@@ -143,6 +145,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 		leaseWake: make(chan struct{}, 1),
 		// Buffered so many requests can queue for one batched leadership check.
 		verifyReqs: make(chan chan error, 1024),
+		group:      groupCommit{finish: make(chan *sentBatch, finishQueue), writing: make(chan *sentBatch, 1)},
 		stop:       make(chan struct{}),
 		removed:    make(chan struct{}),
 		// One buffered wake-up is enough: runMembership rereads everything when it runs.
@@ -179,7 +182,8 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 	// The cache keeps the newest entries in memory: the leader reads them back to replicate
 	// them, and a follower to apply them, right after writing them. Without it both read each
 	// entry back from pebble (on followers that was a tenth of their CPU).
-	logs, err := raft.NewLogCache(logCacheEntries, st.Log)
+	n.writes = &writeWatch{LogStore: st.Log}
+	logs, err := raft.NewLogCache(logCacheEntries, n.writes)
 	if err != nil {
 		return nil, fmt.Errorf("log cache: %w", err)
 	}
@@ -203,6 +207,8 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 	n.goFunc(n.watchLeadership)
 	n.goFunc(n.runLeases)
 	n.goFunc(n.runVerifier)
+	go n.runFinisher() // not goFunc: see there
+	go n.runSender()
 	n.goFunc(n.runMembership)
 	return n, nil
 }
