@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench-compare.sh — raftlock side by side with redis-server (appendfsync always, and no
-# persistence), Redlock over 3 redis-servers through redsync, and etcd (1 and 3 members), in one
-# run on this machine. Prints one Markdown table (stdout); progress goes to stderr.
+# persistence), Redlock over 3 redis-servers through redsync (appendfsync always, and no
+# persistence), and etcd (1 and 3 members), in one run on this machine. Prints one Markdown
+# table (stdout); progress goes to stderr.
 #
 # Needs bin/raftlock (make build) and /usr/bin/redis-server. Builds bin/etcd and
 # bin/raftlock-compare from the nested module tests/bench (etcd 3.7.3 from the Go module proxy:
@@ -9,8 +10,10 @@
 #
 # Environment: COMPARE_DURATION (measured time per cell, default 3s), COMPARE_WARMUP (0.5s),
 # COMPARE_RUNS (3; each figure is the median over the runs), COMPARE_SYSTEMS (default all; e.g.
-# raftlock3,etcd3), COMPARE_TIMEOUT (12m: the driver then stops everything and prints what it
-# has, so that even with a cold build of etcd the target ends within 15 minutes), REDIS_SERVER.
+# raftlock3,etcd3; the keys are raftlock1 raftlock3 redis-always redis-none redsync
+# redsync-none etcd1 etcd3), COMPARE_TIMEOUT (12m: the driver then stops everything and prints
+# what it has, so that even with a cold build of etcd the target ends within 15 minutes),
+# REDIS_SERVER.
 # The defaults take about ten minutes on two cores. Extra arguments go to the driver (-h).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,8 +1,9 @@
 // Command compare measures raftlock side by side with the systems it
 // replaces or competes with, in one run on one machine: raftlock (1 and 3
 // nodes), redis-server (appendfsync always, and no persistence), Redlock over
-// three redis-servers through redsync, and etcd (1 and 3 members) through
-// client/v3/concurrency's Mutex. Every system gets the same load shapes
+// three redis-servers through redsync (appendfsync always, and no
+// persistence), and etcd (1 and 3 members) through client/v3/concurrency's
+// Mutex. Every system gets the same load shapes
 // (distinct keys at 1, 16 and 64 connections, pipelined where the protocol
 // allows, SET NX PX at 50 connections, one hot key) and the machine to
 // itself: one system runs at a time, the systems take turns round by round,

@@ -112,6 +112,8 @@ func allSystems() []*system {
 		{key: "redis-always", name: "redis appendfsync always", nodes: 1, start: redisN(1, true), clients: []client{setNX}},
 		{key: "redis-none", name: "redis no persistence", nodes: 1, start: redisN(1, false), clients: []client{setNX}},
 		{key: "redsync", name: "Redlock, 3× redis appendfsync always", nodes: 3, start: redisN(3, true), clients: []client{redsyncClient}},
+		// What many Redlock deployments really run: nothing survives a restart.
+		{key: "redsync-none", name: "Redlock, 3× redis no persistence", nodes: 3, start: redisN(3, false), clients: []client{redsyncClient}},
 		{key: "etcd1", name: "etcd 1 member", nodes: 1, start: etcd(1), clients: []client{etcdMutex}},
 		{key: "etcd3", name: "etcd 3 members", nodes: 3, start: etcd(3), clients: []client{etcdMutex}},
 	}
