@@ -73,6 +73,11 @@ type cellResult struct {
 	errs     int64 // failed operations, warmup included
 	firstErr error
 	load1    float64 // 1-minute load average when the cell started
+	// cpuUS is the servers' CPU (user+system, every process of the
+	// system) per acquire+release pair over the measured window, in
+	// microseconds; 0 if it could not be read.
+	cpuUS  float64
+	cpuErr error // why cpuUS is 0
 }
 
 // tally is one worker's count; merged after the workers stop.
@@ -101,8 +106,9 @@ type cellRun struct {
 }
 
 // measure drives w with the load s describes for t.warmup+t.duration and
-// returns what it measured after the warmup.
-func measure(ctx context.Context, w *workers, s setting, t timing) cellResult {
+// returns what it measured after the warmup; cpu reads the servers' CPU at
+// the start and the end of the measured window.
+func measure(ctx context.Context, w *workers, s setting, t timing, cpu cpuMeter) cellResult {
 	load := loadAvg()
 	start := time.Now()
 	r := &cellRun{
@@ -122,6 +128,7 @@ func measure(ctx context.Context, w *workers, s setting, t timing) cellResult {
 	for i, l := range w.lockers {
 		wg.Go(func() { r.work(ctx, i, l, &tallies[i]) })
 	}
+	used := sampleCPU(ctx, cpu, r.warmupEnd, r.end)
 	wg.Wait()
 
 	var (
@@ -146,6 +153,7 @@ func measure(ctx context.Context, w *workers, s setting, t timing) cellResult {
 		res.rate = float64(n) / elapsed.Seconds()
 	}
 	res.p50, res.p99, res.p999 = acq.Quantile(0.50), acq.Quantile(0.99), acq.Quantile(0.999)
+	res.cpuUS, res.cpuErr = used.perPair(res.rate), used.err
 	return res
 }
 

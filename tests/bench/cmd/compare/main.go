@@ -120,7 +120,7 @@ func measureSystem(ctx context.Context, cfg config, sys *system, dir string, rou
 			res.add(cl.setting, row, cellResult{errs: 1, firstErr: err})
 			continue
 		}
-		r := measure(ctx, w, cl.setting, cfg.timing)
+		r := measure(ctx, w, cl.setting, cfg.timing, c.cpuTime)
 		w.close()
 		if ctx.Err() != nil {
 			return // cut short: not a measurement
@@ -130,8 +130,11 @@ func measureSystem(ctx context.Context, cfg config, sys *system, dir string, rou
 		if r.errs > 0 {
 			msg = fmt.Sprintf("  %d errors, first: %v", r.errs, r.firstErr)
 		}
-		fmt.Fprintf(log, "run %d  %-48s %-20s %9.0f/s  p50 %s  p99 %s  p999 %s  load %.2f%s\n",
-			round+1, row, cl.setting.name, r.rate, ms(r.p50), ms(r.p99), ms(r.p999), r.load1, msg)
+		if r.cpuErr != nil {
+			msg += fmt.Sprintf("  cpu unknown: %v", r.cpuErr)
+		}
+		fmt.Fprintf(log, "run %d  %-48s %-20s %9.0f/s  p50 %s  p99 %s  p999 %s  cpu %s µs/pair  load %.2f%s\n",
+			round+1, row, cl.setting.name, r.rate, ms(r.p50), ms(r.p99), ms(r.p999), num(r.cpuUS), r.load1, msg)
 	}
 }
 

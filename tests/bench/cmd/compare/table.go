@@ -28,6 +28,7 @@ type summary struct {
 	runs                int
 	rate                float64
 	p50, p99, p999      float64 // milliseconds
+	cpuUS               float64 // servers' CPU per pair, µs; 0 if unknown
 	load1               float64
 	spread              float64 // (max-min)/median of rate
 	errs                int64
@@ -43,6 +44,7 @@ func (r results) summary(s setting, row string) (summary, bool) {
 	var (
 		sum                         summary
 		rate, p50, p99, p999, load1 []float64
+		cpu                         []float64
 	)
 	for _, c := range cs {
 		sum.errs += c.errs
@@ -57,12 +59,18 @@ func (r results) summary(s setting, row string) (summary, bool) {
 		p99 = append(p99, msf(c.p99))
 		p999 = append(p999, msf(c.p999))
 		load1 = append(load1, c.load1)
+		if c.cpuUS > 0 {
+			cpu = append(cpu, c.cpuUS)
+		}
 	}
 	sum.runs, sum.attempted = len(rate), len(cs)
 	if len(rate) == 0 {
 		return sum, true
 	}
 	sum.rate, sum.p50, sum.p99, sum.p999, sum.load1 = stats.Median(rate), stats.Median(p50), stats.Median(p99), stats.Median(p999), stats.Median(load1)
+	if len(cpu) > 0 {
+		sum.cpuUS = stats.Median(cpu)
+	}
 	lo, hi := rate[0], rate[0]
 	for _, x := range rate {
 		lo, hi = min(lo, x), max(hi, x)
@@ -79,8 +87,8 @@ func printReport(w io.Writer, cfg config, systems []*system, res results, load1 
 		time.Now().Format("2006-01-02 15:04"), runtime.NumCPU(), load1, runtime.Version(),
 		version(cfg.redisServer, "--version"), version(cfg.etcd, "--version"),
 		cfg.runs, cfg.duration, cfg.warmup, took.Round(time.Second))
-	fmt.Fprintln(w, "| setting | system, client | ops/s | acquire p50 ms | acquire p99 ms | acquire p999 ms | ops/s spread | errors | load1 | raftlock row compared | ops/s ratio | p50 ratio | p99 ratio | p999 ratio |")
-	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|")
+	fmt.Fprintln(w, "| setting | system, client | ops/s | acquire p50 ms | acquire p99 ms | acquire p999 ms | server CPU µs/pair | ops/s spread | errors | load1 | raftlock row compared | ops/s ratio | p50 ratio | p99 ratio | p999 ratio | CPU ratio |")
+	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|")
 	for _, s := range allSettings {
 		for _, sys := range systems {
 			for i := range sys.clients {
@@ -101,8 +109,10 @@ func printReport(w io.Writer, cfg config, systems []*system, res results, load1 
 	fmt.Fprintln(w, "16 conns × 16 deep: Redis protocol pipelines 16 cycles per connection; etcd multiplexes 16 mutexes (a session each) per gRPC connection; Redlock cannot pipeline.")
 	fmt.Fprintln(w, "raftlock rows use LOCK key ttl / UNLOCK key token, or SET key value NX PX ttl / EVALSHA of the compare-and-delete script (loaded once). Everything durable fsyncs before replying,")
 	fmt.Fprintln(w, "except the rows that say \"no persistence\". raftlock 3 nodes and etcd 3 members are driven through their leader.")
+	fmt.Fprintln(w, "server CPU µs/pair: user+system time of every server process of the system (all nodes or members; all 3 redis-servers for Redlock), from /proc/PID/stat")
+	fmt.Fprintln(w, "over the measured window, per acquire+release pair (on the hot key, per handoff); the load generator's own CPU is not in it. Clock ticks of 1/CLK_TCK s.")
 	fmt.Fprintln(w, "ops/s spread: (max-min)/median over the runs. load1: median 1-minute load average when the cell started.")
-	fmt.Fprintln(w, "ratios: the raftlock row named (same node count; LOCK/UNLOCK, or SET NX PX on the SET NX PX row) ÷ this row: ops/s above 1 and latency below 1 favour raftlock.")
+	fmt.Fprintln(w, "ratios: the raftlock row named (same node count; LOCK/UNLOCK, or SET NX PX on the SET NX PX row) ÷ this row: ops/s above 1, latency and CPU below 1 favour raftlock.")
 	fmt.Fprintln(w)
 	printTargets(w, res)
 }
@@ -114,10 +124,10 @@ func rowCells(sum summary, ref string, res results, s setting) []string {
 		errs += " (" + oneLine(sum.firstErr.Error(), 60) + ")"
 	}
 	if sum.runs == 0 {
-		return []string{"failed", "", "", "", "", errs, "", "", "", "", "", ""}
+		return []string{"failed", "", "", "", "", "", errs, "", "", "", "", "", "", ""}
 	}
 	out := []string{
-		fmt.Sprintf("%.0f", sum.rate), num(sum.p50), num(sum.p99), num(sum.p999),
+		fmt.Sprintf("%.0f", sum.rate), num(sum.p50), num(sum.p99), num(sum.p999), num(sum.cpuUS),
 		fmt.Sprintf("%.0f%%", 100*sum.spread), errs, fmt.Sprintf("%.2f", sum.load1),
 	}
 	if sum.runs < sum.attempted {
@@ -125,10 +135,10 @@ func rowCells(sum summary, ref string, res results, s setting) []string {
 	}
 	refSum, ok := res.summary(s, ref)
 	if ref == "" || !ok || refSum.runs == 0 {
-		return append(out, "—", "", "", "", "")
+		return append(out, "—", "", "", "", "", "")
 	}
 	return append(out, strings.TrimPrefix(ref, "raftlock "),
-		ratio(refSum.rate, sum.rate), ratio(refSum.p50, sum.p50), ratio(refSum.p99, sum.p99), ratio(refSum.p999, sum.p999))
+		ratio(refSum.rate, sum.rate), ratio(refSum.p50, sum.p50), ratio(refSum.p99, sum.p99), ratio(refSum.p999, sum.p999), ratio(refSum.cpuUS, sum.cpuUS))
 }
 
 // printTargets prints the comparisons the project's targets name.
