@@ -13,8 +13,11 @@
 # raftlock3,etcd3; the keys are raftlock1 raftlock3 redis-always redis-none redsync
 # redsync-none etcd1 etcd3), COMPARE_TIMEOUT (12m: the driver then stops everything and prints
 # what it has, so that even with a cold build of etcd the target ends within 15 minutes),
-# REDIS_SERVER.
-# The defaults take about ten minutes on two cores. Extra arguments go to the driver (-h).
+# REDIS_SERVER, COMPARE_WAITERS (16: the sizes of the hand-off cells, where that many clients queue
+# on one key, raftlock with LOCK ... WAIT and etcd with its Mutex; "16,2000" adds 2000 waiters,
+# about a minute more per run, most of it etcd's, whose queue of 2000 does not come round within
+# the 10s bound on the cell's warmup; "" for none).
+# The defaults take about eleven minutes on two cores. Extra arguments go to the driver (-h).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x bin/raftlock ] || { echo "bin/raftlock missing: run make build" >&2; exit 1; }
@@ -23,4 +26,5 @@ root=$PWD
 exec bin/raftlock-compare \
   -raftlock bin/raftlock -etcd bin/etcd -redis-server "${REDIS_SERVER:-/usr/bin/redis-server}" \
   -duration "${COMPARE_DURATION:-3s}" -warmup "${COMPARE_WARMUP:-500ms}" -runs "${COMPARE_RUNS:-3}" \
-  -timeout "${COMPARE_TIMEOUT:-12m}" -systems "${COMPARE_SYSTEMS:-}" "$@"
+  -timeout "${COMPARE_TIMEOUT:-12m}" -systems "${COMPARE_SYSTEMS:-}" \
+  -waiters "${COMPARE_WAITERS-16}" "$@"

@@ -44,6 +44,10 @@ type setting struct {
 	// hot has every worker contend for one key, retrying at once when
 	// refused (etcd: waiting in its queue); each grant is released at once.
 	hot bool
+	// handoff has every worker queue for one key (raftlock: LOCK ... WAIT;
+	// etcd: Mutex.Lock), conns of them, each grant released at once: it
+	// measures the server's hand-offs to the next waiter (handoff.go).
+	handoff bool
 }
 
 // timing is how long each cell runs.

@@ -55,9 +55,11 @@ func (r results) summary(s setting, row string) (summary, bool) {
 			continue // failed: it only adds its errors
 		}
 		rate = append(rate, c.rate)
-		p50 = append(p50, msf(c.p50))
-		p99 = append(p99, msf(c.p99))
-		p999 = append(p999, msf(c.p999))
+		if c.p50 > 0 { // a hand-off cell may have measured no wait
+			p50 = append(p50, msf(c.p50))
+			p99 = append(p99, msf(c.p99))
+			p999 = append(p999, msf(c.p999))
+		}
 		load1 = append(load1, c.load1)
 		if c.cpuUS > 0 {
 			cpu = append(cpu, c.cpuUS)
@@ -89,7 +91,7 @@ func printReport(w io.Writer, cfg config, systems []*system, res results, load1 
 		cfg.runs, cfg.duration, cfg.warmup, took.Round(time.Second))
 	fmt.Fprintln(w, "| setting | system, client | ops/s | acquire p50 ms | acquire p99 ms | acquire p999 ms | server CPU µs/pair | ops/s spread | errors | load1 | raftlock row compared | ops/s ratio | p50 ratio | p99 ratio | p999 ratio | CPU ratio |")
 	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|")
-	for _, s := range allSettings {
+	for _, s := range cfg.settings() {
 		for _, sys := range systems {
 			for i := range sys.clients {
 				cl := &sys.clients[i]
@@ -106,15 +108,20 @@ func printReport(w io.Writer, cfg config, systems []*system, res results, load1 
 	fmt.Fprintln(w, "ops/s: acquire+release cycles per second on distinct keys; on the hot key, handoffs per second (grants, each released at once).")
 	fmt.Fprintln(w, "acquire p50/p99/p999: latency of the acquire, from asking to the grant (not of the whole cycle); a pipelined batch charges its round trip to each")
 	fmt.Fprintln(w, "of its operations; on the hot key, from the first try to the grant: Redis-protocol clients retry at once when refused, etcd's Mutex waits in its queue.")
+	fmt.Fprintln(w, "hand-off, N waiters: N clients queue on one key and release each grant at once, so the server hands the lock to the next waiter: raftlock with")
+	fmt.Fprintf(w, "LOCK key ttl OWNER o WAIT %d (one connection per waiter; the leader's FIFO), etcd with Mutex.Lock (a session per waiter over up to %d gRPC connections;\n", handoffWait.Milliseconds(), etcdHandoffConns)
+	fmt.Fprintln(w, "FIFO by revision). ops/s is hand-offs per second (acquire→release→next acquire) and p50/p99/p999 the wait, from asking to the grant; the warmup")
+	fmt.Fprintln(w, "lasts until every waiter has been granted once, so that each wait measured began at the tail of the full queue. Redis and Redlock have no queue.")
 	fmt.Fprintln(w, "16 conns × 16 deep: Redis protocol pipelines 16 cycles per connection; etcd multiplexes 16 mutexes (a session each) per gRPC connection; Redlock cannot pipeline.")
 	fmt.Fprintln(w, "raftlock rows use LOCK key ttl / UNLOCK key token, or SET key value NX PX ttl / EVALSHA of the compare-and-delete script (loaded once). Everything durable fsyncs before replying,")
 	fmt.Fprintln(w, "except the rows that say \"no persistence\". raftlock 3 nodes and etcd 3 members are driven through their leader.")
 	fmt.Fprintln(w, "server CPU µs/pair: user+system time of every server process of the system (all nodes or members; all 3 redis-servers for Redlock), from /proc/PID/stat")
 	fmt.Fprintln(w, "over the measured window, per acquire+release pair (on the hot key, per handoff); the load generator's own CPU is not in it. Clock ticks of 1/CLK_TCK s.")
 	fmt.Fprintln(w, "ops/s spread: (max-min)/median over the runs. load1: median 1-minute load average when the cell started.")
-	fmt.Fprintln(w, "ratios: the raftlock row named (same node count; LOCK/UNLOCK, or SET NX PX on the SET NX PX row) ÷ this row: ops/s above 1, latency and CPU below 1 favour raftlock.")
+	fmt.Fprintln(w, "ratios: the raftlock row named (same node count; LOCK/UNLOCK, SET NX PX on the SET NX PX row, LOCK WAIT on the hand-off rows) ÷ this row:")
+	fmt.Fprintln(w, "ops/s above 1, latency and CPU below 1 favour raftlock.")
 	fmt.Fprintln(w)
-	printTargets(w, res)
+	printTargets(w, cfg, res)
 }
 
 // rowCells renders one row after its first two columns.
@@ -142,10 +149,11 @@ func rowCells(sum summary, ref string, res results, s setting) []string {
 }
 
 // printTargets prints the comparisons the project's targets name.
-func printTargets(w io.Writer, res results) {
+func printTargets(w io.Writer, cfg config, res results) {
 	const (
 		rl1SetNX  = "raftlock 1 node, " + setNXLabel
 		rl3       = "raftlock 3 nodes, " + nativeLabel
+		rl3Wait   = "raftlock 3 nodes, " + waitLabel
 		etcd3     = "etcd 3 members, concurrency.Mutex"
 		redsync3  = "Redlock, 3× redis appendfsync always, redsync"
 		redsyncNo = "Redlock, 3× redis no persistence, redsync"
@@ -166,6 +174,12 @@ func printTargets(w io.Writer, res results) {
 	fmt.Fprintf(w, "- 3-node raftlock, 1 conn, acquire p50: %s ms (etcd 3 members %s ms, redsync %s ms)\n", num(a.p50), num(e.p50), num(r.p50))
 	a, e, r = get(conns16, rl3), get(conns16, etcd3), get(conns16, redsync3)
 	fmt.Fprintf(w, "- 3-node raftlock, 16 conns, acquire p99: %s ms (etcd 3 members %s ms, redsync %s ms)\n", num(a.p99), num(e.p99), num(r.p99))
+	for _, n := range cfg.waiters {
+		s := handoffSetting(n)
+		a, e = get(s, rl3Wait), get(s, etcd3)
+		fmt.Fprintf(w, "- 3-node raftlock, hot key with %d waiters: %s hand-offs/s = %s etcd 3 members (%s); wait p50 %s ms vs %s ms, p99 %s ms vs %s ms; CPU %s µs vs %s µs per hand-off\n",
+			n, opsOrNA(a), ratio(a.rate, e.rate), opsOrNA(e), num(a.p50), num(e.p50), num(a.p99), num(e.p99), num(a.cpuUS), num(e.cpuUS))
+	}
 }
 
 // ratio returns a/b as "1.23×", or "n/a" when either is missing.
