@@ -103,10 +103,11 @@ func measureHandoff(ctx context.Context, w *workers, s setting, t timing, cpu cp
 	from := time.Now()
 	used := sampleCPU(ctx, cpu, from, from.Add(t.duration))
 	to := time.Now()
+	windowRan := ctx.Err() == nil
 	stopWaiting()
 	wg.Wait()
 
-	res := cellResult{load1: load}
+	res := cellResult{load1: load, measured: windowRan}
 	var (
 		waits    stats.Samples
 		handoffs int

@@ -71,6 +71,9 @@ var errRefused = errors.New("lock on a fresh key refused")
 
 // cellResult is what one cell measured.
 type cellResult struct {
+	// measured says the cell's window ran and rate is a figure: above 0,
+	// or (a hand-off cell whose queue did not move within it) 0.
+	measured bool
 	rate     float64 // acquire+release cycles per second (hot: handoffs)
 	p50, p99 time.Duration
 	p999     time.Duration
@@ -156,6 +159,7 @@ func measure(ctx context.Context, w *workers, s setting, t timing, cpu cpuMeter)
 	if elapsed := last.Sub(r.warmupEnd); elapsed > 0 {
 		res.rate = float64(n) / elapsed.Seconds()
 	}
+	res.measured = res.rate > 0
 	res.p50, res.p99, res.p999 = acq.Quantile(0.50), acq.Quantile(0.99), acq.Quantile(0.999)
 	res.cpuUS, res.cpuErr = used.perPair(res.rate), used.err
 	return res

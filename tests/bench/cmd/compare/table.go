@@ -51,7 +51,7 @@ func (r results) summary(s setting, row string) (summary, bool) {
 		if sum.firstErr == nil {
 			sum.firstErr = c.firstErr
 		}
-		if c.rate <= 0 {
+		if !c.measured {
 			continue // failed: it only adds its errors
 		}
 		rate = append(rate, c.rate)
@@ -77,7 +77,9 @@ func (r results) summary(s setting, row string) (summary, bool) {
 	for _, x := range rate {
 		lo, hi = min(lo, x), max(hi, x)
 	}
-	sum.spread = (hi - lo) / sum.rate
+	if sum.rate > 0 {
+		sum.spread = (hi - lo) / sum.rate
+	}
 	return sum, true
 }
 
@@ -111,7 +113,8 @@ func printReport(w io.Writer, cfg config, systems []*system, res results, load1 
 	fmt.Fprintln(w, "hand-off, N waiters: N clients queue on one key and release each grant at once, so the server hands the lock to the next waiter: raftlock with")
 	fmt.Fprintf(w, "LOCK key ttl OWNER o WAIT %d (one connection per waiter; the leader's FIFO), etcd with Mutex.Lock (a session per waiter over up to %d gRPC connections;\n", handoffWait.Milliseconds(), etcdHandoffConns)
 	fmt.Fprintln(w, "FIFO by revision). ops/s is hand-offs per second (acquire→release→next acquire) and p50/p99/p999 the wait, from asking to the grant; the warmup")
-	fmt.Fprintln(w, "lasts until every waiter has been granted once, so that each wait measured began at the tail of the full queue. Redis and Redlock have no queue.")
+	fmt.Fprintf(w, "lasts until every waiter has been granted once, so that each wait measured began at the tail of the full queue, but at most %v more: a queue that\n", handoffRampLimit)
+	fmt.Fprintln(w, "did not come round by then shows its hand-offs/s (0 if none in the window), no waits, and an error that says so. Redis and Redlock have no queue.")
 	fmt.Fprintln(w, "16 conns × 16 deep: Redis protocol pipelines 16 cycles per connection; etcd multiplexes 16 mutexes (a session each) per gRPC connection; Redlock cannot pipeline.")
 	fmt.Fprintln(w, "raftlock rows use LOCK key ttl / UNLOCK key token, or SET key value NX PX ttl / EVALSHA of the compare-and-delete script (loaded once). Everything durable fsyncs before replying,")
 	fmt.Fprintln(w, "except the rows that say \"no persistence\". raftlock 3 nodes and etcd 3 members are driven through their leader.")
