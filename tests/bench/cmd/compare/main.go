@@ -3,14 +3,14 @@
 // nodes), redis-server (appendfsync always, and no persistence), Redlock over
 // three redis-servers through redsync (appendfsync always, and no
 // persistence), and etcd (1 and 3 members) through client/v3/concurrency's
-// Mutex. Every system gets the same load shapes
-// (distinct keys at 1, 16 and 64 connections, pipelined where the protocol
-// allows, SET NX PX at 50 connections, one hot key; and where the server
-// queues waiters, raftlock and etcd, N clients queued on one key) and the
-// machine to itself: one system runs at a time, the systems take turns
-// round by round, and each figure is the median over the rounds. It prints
-// one Markdown table with raftlock's ratio to each peer, and the servers'
-// CPU per acquire+release pair.
+// Mutex. Every system gets the same load shapes (distinct keys at 1, 16 and
+// 64 connections, pipelined where the protocol allows, SET NX PX at 50
+// connections, one hot key; and where the server queues waiters, raftlock
+// and etcd, N clients queued on one key) and the machine to itself: one
+// system runs at a time, the systems take turns round by round, and each
+// figure is the median over the rounds. It prints one Markdown table with
+// raftlock's ratio to each peer, and the servers' CPU per acquire+release
+// pair.
 //
 // It starts every server itself, each on free loopback ports with a fresh
 // temporary data directory, and stops them by PID when done, on error, and
