@@ -185,10 +185,14 @@ func printTargets(w io.Writer, cfg config, res results) {
 	}
 }
 
-// ratio returns a/b as "1.23×", or "n/a" when either is missing.
+// ratio returns a/b as "1.23×" (one significant digit below 0.01:
+// "0.002×"), or "n/a" when either is missing.
 func ratio(a, b float64) string {
 	if a <= 0 || b <= 0 || math.IsNaN(a) || math.IsNaN(b) {
 		return "n/a"
+	}
+	if r := a / b; r < 0.01 {
+		return fmt.Sprintf("%.1g×", r)
 	}
 	return fmt.Sprintf("%.2f×", a/b)
 }
