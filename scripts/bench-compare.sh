@@ -14,9 +14,9 @@
 # redsync-none etcd1 etcd3), COMPARE_TIMEOUT (12m: the driver then stops everything and prints
 # what it has, so that even with a cold build of etcd the target ends within 15 minutes),
 # REDIS_SERVER, COMPARE_WAITERS (16: the sizes of the hand-off cells, where that many clients queue
-# on one key, raftlock with LOCK ... WAIT and etcd with its Mutex; "16,2000" adds 2000 waiters,
-# about a minute more per run, most of it etcd's, whose queue of 2000 does not come round within
-# the 10s bound on the cell's warmup; "" for none).
+# on one key, raftlock with LOCK ... WAIT and etcd with its Mutex; "" for none). "16,2000" adds
+# 2000 waiters, about 50s more per run, most of it etcd's, whose queue of 2000 does not come round
+# within the 10s bound on the cell's warmup: with 3 runs, raise COMPARE_TIMEOUT to 15m.
 # The defaults take about eleven minutes on two cores. Extra arguments go to the driver (-h).
 set -euo pipefail
 cd "$(dirname "$0")/.."
