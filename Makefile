@@ -55,8 +55,10 @@ bench: build
 	scripts/bench.sh $(BENCHTIME)
 
 # raftlock side by side with redis-server (appendfsync always / no persistence), Redlock over 3
-# Redis through redsync, and etcd 1 and 3 members (concurrency.Mutex), in one run: one table with
-# ops/s, p50/p99/p999 and raftlock's ratio to each. See docs/performance.md.
+# Redis through redsync (appendfsync always / no persistence), and etcd 1 and 3 members
+# (concurrency.Mutex), in one run: one table with ops/s, p50/p99/p999, the servers' CPU per
+# acquire+release pair and raftlock's ratio to each; hand-offs to 16 clients queued on one key
+# (COMPARE_WAITERS=16,2000 adds 2000). See docs/performance.md.
 bench-compare: build
 	scripts/bench-compare.sh
 

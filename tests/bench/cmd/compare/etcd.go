@@ -26,14 +26,14 @@ type etcdLocker struct {
 	held *concurrency.Mutex
 }
 
-// openEtcd opens s.conns clients (one gRPC connection each) to addr, the
-// leader's client address, and s.depth lockers on each, every locker with a
-// session of its own: gRPC multiplexes their requests, which is how etcd
-// keeps several operations in flight on one connection.
-func openEtcd(ctx context.Context, addr string, s setting) (*workers, error) {
+// openEtcd opens conns clients (one gRPC connection each) to addr, the
+// leader's client address, and n lockers spread over them, every locker
+// with a session of its own: gRPC multiplexes their requests, which is how
+// etcd keeps several operations in flight on one connection.
+func openEtcd(ctx context.Context, addr string, conns, n int) (*workers, error) {
 	var (
 		clients  []*clientv3.Client
-		sessions = make([]*concurrency.Session, s.conns*s.depth)
+		sessions = make([]*concurrency.Session, n)
 		errs     = make([]error, len(sessions))
 		wg       sync.WaitGroup
 	)
@@ -42,7 +42,7 @@ func openEtcd(ctx context.Context, addr string, s setting) (*workers, error) {
 			_ = c.Close() // nothing to do about a failed close
 		}
 	}
-	for i := range s.conns {
+	for range conns {
 		c, err := clientv3.New(clientv3.Config{
 			Endpoints:   []string{addr},
 			DialTimeout: netTimeout,
@@ -54,10 +54,10 @@ func openEtcd(ctx context.Context, addr string, s setting) (*workers, error) {
 			return nil, err
 		}
 		clients = append(clients, c)
-		for j := range s.depth {
-			k := i*s.depth + j
-			wg.Go(func() { sessions[k], errs[k] = concurrency.NewSession(c, concurrency.WithTTL(sessionTTL)) })
-		}
+	}
+	for k := range sessions {
+		c := clients[k%len(clients)]
+		wg.Go(func() { sessions[k], errs[k] = concurrency.NewSession(c, concurrency.WithTTL(sessionTTL)) })
 	}
 	wg.Wait()
 	closeSessions := func() {

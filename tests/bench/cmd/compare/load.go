@@ -44,6 +44,10 @@ type setting struct {
 	// hot has every worker contend for one key, retrying at once when
 	// refused (etcd: waiting in its queue); each grant is released at once.
 	hot bool
+	// handoff has every worker queue for one key (raftlock: LOCK ... WAIT;
+	// etcd: Mutex.Lock), conns of them, each grant released at once: it
+	// measures the server's hand-offs to the next waiter (handoff.go).
+	handoff bool
 }
 
 // timing is how long each cell runs.
@@ -67,12 +71,20 @@ var errRefused = errors.New("lock on a fresh key refused")
 
 // cellResult is what one cell measured.
 type cellResult struct {
+	// measured says the cell's window ran and rate is a figure: above 0,
+	// or (a hand-off cell whose queue did not move within it) 0.
+	measured bool
 	rate     float64 // acquire+release cycles per second (hot: handoffs)
 	p50, p99 time.Duration
 	p999     time.Duration
 	errs     int64 // failed operations, warmup included
 	firstErr error
 	load1    float64 // 1-minute load average when the cell started
+	// cpuUS is the servers' CPU (user+system, every process of the
+	// system) per acquire+release pair over the measured window, in
+	// microseconds; 0 if it could not be read.
+	cpuUS  float64
+	cpuErr error // why cpuUS is 0
 }
 
 // tally is one worker's count; merged after the workers stop.
@@ -101,8 +113,9 @@ type cellRun struct {
 }
 
 // measure drives w with the load s describes for t.warmup+t.duration and
-// returns what it measured after the warmup.
-func measure(ctx context.Context, w *workers, s setting, t timing) cellResult {
+// returns what it measured after the warmup; cpu reads the servers' CPU at
+// the start and the end of the measured window.
+func measure(ctx context.Context, w *workers, s setting, t timing, cpu cpuMeter) cellResult {
 	load := loadAvg()
 	start := time.Now()
 	r := &cellRun{
@@ -122,6 +135,7 @@ func measure(ctx context.Context, w *workers, s setting, t timing) cellResult {
 	for i, l := range w.lockers {
 		wg.Go(func() { r.work(ctx, i, l, &tallies[i]) })
 	}
+	used := sampleCPU(ctx, cpu, r.warmupEnd, r.end)
 	wg.Wait()
 
 	var (
@@ -145,7 +159,9 @@ func measure(ctx context.Context, w *workers, s setting, t timing) cellResult {
 	if elapsed := last.Sub(r.warmupEnd); elapsed > 0 {
 		res.rate = float64(n) / elapsed.Seconds()
 	}
+	res.measured = res.rate > 0
 	res.p50, res.p99, res.p999 = acq.Quantile(0.50), acq.Quantile(0.99), acq.Quantile(0.999)
+	res.cpuUS, res.cpuErr = used.perPair(res.rate), used.err
 	return res
 }
 

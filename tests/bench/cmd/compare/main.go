@@ -1,13 +1,16 @@
 // Command compare measures raftlock side by side with the systems it
 // replaces or competes with, in one run on one machine: raftlock (1 and 3
 // nodes), redis-server (appendfsync always, and no persistence), Redlock over
-// three redis-servers through redsync, and etcd (1 and 3 members) through
-// client/v3/concurrency's Mutex. Every system gets the same load shapes
-// (distinct keys at 1, 16 and 64 connections, pipelined where the protocol
-// allows, SET NX PX at 50 connections, one hot key) and the machine to
-// itself: one system runs at a time, the systems take turns round by round,
-// and each figure is the median over the rounds. It prints one Markdown
-// table with raftlock's ratio to each peer.
+// three redis-servers through redsync (appendfsync always, and no
+// persistence), and etcd (1 and 3 members) through client/v3/concurrency's
+// Mutex. Every system gets the same load shapes (distinct keys at 1, 16 and
+// 64 connections, pipelined where the protocol allows, SET NX PX at 50
+// connections, one hot key; and where the server queues waiters, raftlock
+// and etcd, N clients queued on one key) and the machine to itself: one
+// system runs at a time, the systems take turns round by round, and each
+// figure is the median over the rounds. It prints one Markdown table with
+// raftlock's ratio to each peer, and the servers' CPU per acquire+release
+// pair.
 //
 // It starts every server itself, each on free loopback ports with a fresh
 // temporary data directory, and stops them by PID when done, on error, and
@@ -23,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -65,7 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	ncells := 0
 	for _, sys := range systems {
-		ncells += len(sys.cells())
+		ncells += len(sys.cells(cfg))
 	}
 	fmt.Fprintf(stderr, "compare: %d systems, %d cells × %d runs of %v + %v warmup: about %v of load, plus starting and stopping; load1 now %.2f\n",
 		len(systems), ncells, cfg.runs, cfg.duration, cfg.warmup, time.Duration(ncells*cfg.runs)*(cfg.duration+cfg.warmup), loadAvg())
@@ -104,7 +108,7 @@ func measureSystem(ctx context.Context, cfg config, sys *system, dir string, rou
 		c.stop()
 		_ = os.RemoveAll(dir) // the root is removed at the end anyway
 	}()
-	for _, cl := range sys.cells() {
+	for _, cl := range sys.cells(cfg) {
 		if ctx.Err() != nil {
 			return
 		}
@@ -119,7 +123,12 @@ func measureSystem(ctx context.Context, cfg config, sys *system, dir string, rou
 			res.add(cl.setting, row, cellResult{errs: 1, firstErr: err})
 			continue
 		}
-		r := measure(ctx, w, cl.setting, cfg.timing)
+		var r cellResult
+		if cl.setting.handoff {
+			r = measureHandoff(ctx, w, cl.setting, cfg.timing, c.cpuTime)
+		} else {
+			r = measure(ctx, w, cl.setting, cfg.timing, c.cpuTime)
+		}
 		w.close()
 		if ctx.Err() != nil {
 			return // cut short: not a measurement
@@ -129,8 +138,11 @@ func measureSystem(ctx context.Context, cfg config, sys *system, dir string, rou
 		if r.errs > 0 {
 			msg = fmt.Sprintf("  %d errors, first: %v", r.errs, r.firstErr)
 		}
-		fmt.Fprintf(log, "run %d  %-48s %-20s %9.0f/s  p50 %s  p99 %s  p999 %s  load %.2f%s\n",
-			round+1, row, cl.setting.name, r.rate, ms(r.p50), ms(r.p99), ms(r.p999), r.load1, msg)
+		if r.cpuErr != nil {
+			msg += fmt.Sprintf("  cpu unknown: %v", r.cpuErr)
+		}
+		fmt.Fprintf(log, "run %d  %-48s %-20s %9.0f/s  p50 %s  p99 %s  p999 %s  cpu %s µs/pair  load %.2f%s\n",
+			round+1, row, cl.setting.name, r.rate, ms(r.p50), ms(r.p99), ms(r.p999), num(r.cpuUS), r.load1, msg)
 	}
 }
 
@@ -152,6 +164,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.etcd, "etcd", "bin/etcd", "etcd binary (tests/bench/cmd/etcd)")
 	fs.StringVar(&cfg.redisServer, "redis-server", "/usr/bin/redis-server", "redis-server binary")
 	only := fs.String("systems", "", "comma-separated systems to run (default all): "+strings.Join(systemKeys(), ","))
+	waiters := fs.String("waiters", "16", "comma-separated sizes of the hand-off cells: that many clients queue on one key (raftlock LOCK ... WAIT, etcd Mutex); \"\" for none")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -170,7 +183,35 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if *only != "" {
 		cfg.systems = strings.Split(*only, ",")
 	}
+	w, err := parseWaiters(*waiters)
+	if err != nil {
+		return config{}, err
+	}
+	cfg.waiters = w
 	return cfg, nil
+}
+
+// maxWaiters bounds a hand-off cell: raftlock needs a connection per waiter,
+// and its default bound on waiters per key is 10,000.
+const maxWaiters = 5000
+
+// parseWaiters reads -waiters: distinct counts in [1, maxWaiters].
+func parseWaiters(list string) ([]int, error) {
+	var ns []int
+	for f := range strings.SplitSeq(list, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > maxWaiters {
+			return nil, fmt.Errorf("-waiters: each count must be in [1, %d], got %q", maxWaiters, f)
+		}
+		if slices.Contains(ns, n) {
+			return nil, fmt.Errorf("-waiters: %d twice", n)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
 }
 
 func systemKeys() []string {

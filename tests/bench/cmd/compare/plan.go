@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 )
 
 // What is measured: the systems, how each is driven, and at which settings.
 
-// The settings, in the order the table lists them.
+// The fixed settings, in the order the table lists them; the hand-off
+// settings (one per -waiters count) come after them.
 var (
 	oneConn   = setting{name: "1 conn", conns: 1, depth: 1}
 	conns16   = setting{name: "16 conns", conns: 16, depth: 1}
@@ -18,8 +21,34 @@ var (
 	setNX50   = setting{name: "50 conns SET NX PX", conns: 50, depth: 1}
 	hotKey    = setting{name: "hot key, 16 clients", conns: 16, depth: 1, hot: true}
 
-	allSettings = []setting{oneConn, conns16, conns64, pipelined, setNX50, hotKey}
+	fixedSettings = []setting{oneConn, conns16, conns64, pipelined, setNX50, hotKey}
 )
+
+// handoffSetting is n clients queued on one key, each releasing its grant at
+// once: what the server's hand-off to the next waiter costs.
+func handoffSetting(n int) setting {
+	return setting{name: fmt.Sprintf("hand-off, %d waiters", n), conns: n, depth: 1, handoff: true}
+}
+
+// settings returns every setting of the run, in table order.
+func (cfg config) settings() []setting {
+	all := slices.Clone(fixedSettings)
+	for _, n := range cfg.waiters {
+		all = append(all, handoffSetting(n))
+	}
+	return all
+}
+
+// handoffWait is the WAIT of raftlock's LOCK in a hand-off cell: the
+// server's bound, so that a waiter outlasts a whole turn of the queue. A
+// wait that runs out is counted as an error.
+const handoffWait = time.Minute
+
+// etcdHandoffConns bounds the gRPC connections that carry a hand-off cell's
+// etcd sessions: one per waiter up to 16, as in the hot-key cell, then
+// shared, as in a client process with many waiters. (raftlock needs a
+// connection per waiter: a LOCK ... WAIT holds its connection.)
+const etcdHandoffConns = 16
 
 // config is the command line.
 type config struct {
@@ -29,6 +58,7 @@ type config struct {
 	timeout                     time.Duration // of the whole run
 	raftlock, etcd, redisServer string        // binaries
 	systems                     []string      // keys of the systems to run; all if empty
+	waiters                     []int         // of each hand-off setting
 }
 
 // system is one deployment: how to start it and the ways it is driven.
@@ -45,15 +75,17 @@ type system struct {
 type client struct {
 	label    string
 	settings []setting
+	handoff  bool // also at every hand-off setting
 	open     func(ctx context.Context, c *cluster, s setting, cfg config) (*workers, error)
 }
 
 // rowLabel names a table row: the system and how it was driven.
 func rowLabel(sys *system, cl *client) string { return sys.name + ", " + cl.label }
 
-// raftlock's two ways and the recipe every Redis-protocol system shares.
+// raftlock's own ways and the recipe every Redis-protocol system shares.
 const (
 	nativeLabel = "LOCK/UNLOCK"
+	waitLabel   = "LOCK WAIT/UNLOCK"
 	setNXLabel  = "SET NX PX + EVALSHA"
 )
 
@@ -62,14 +94,21 @@ var (
 		label:    nativeLabel,
 		settings: []setting{oneConn, conns16, conns64, pipelined, hotKey},
 		open: func(ctx context.Context, c *cluster, s setting, cfg config) (*workers, error) {
-			return openRESP(ctx, c.addrs[0], s, true, cfg.ttl)
+			return openRESP(ctx, c.addrs[0], s, true, cfg.ttl, 0)
+		},
+	}
+	nativeWait = client{
+		label:   waitLabel,
+		handoff: true,
+		open: func(ctx context.Context, c *cluster, s setting, cfg config) (*workers, error) {
+			return openRESP(ctx, c.addrs[0], s, true, cfg.ttl, handoffWait)
 		},
 	}
 	setNX = client{
 		label:    setNXLabel,
 		settings: []setting{oneConn, conns16, conns64, pipelined, setNX50, hotKey},
 		open: func(ctx context.Context, c *cluster, s setting, cfg config) (*workers, error) {
-			return openRESP(ctx, c.addrs[0], s, false, cfg.ttl)
+			return openRESP(ctx, c.addrs[0], s, false, cfg.ttl, 0)
 		},
 	}
 	redsyncClient = client{
@@ -82,8 +121,12 @@ var (
 	etcdMutex = client{
 		label:    "concurrency.Mutex",
 		settings: []setting{oneConn, conns16, conns64, pipelined, hotKey},
+		handoff:  true, // Lock queues by revision: FIFO
 		open: func(ctx context.Context, c *cluster, s setting, _ config) (*workers, error) {
-			return openEtcd(ctx, c.addrs[0], s)
+			if s.handoff {
+				return openEtcd(ctx, c.addrs[0], min(s.conns, etcdHandoffConns), s.conns)
+			}
+			return openEtcd(ctx, c.addrs[0], s.conns, s.conns*s.depth)
 		},
 	}
 )
@@ -107,11 +150,13 @@ func allSystems() []*system {
 		}
 	}
 	return []*system{
-		{key: "raftlock1", name: "raftlock 1 node", nodes: 1, start: raftlock(1), clients: []client{native, setNX}},
-		{key: "raftlock3", name: "raftlock 3 nodes", nodes: 3, start: raftlock(3), clients: []client{native, setNX}},
+		{key: "raftlock1", name: "raftlock 1 node", nodes: 1, start: raftlock(1), clients: []client{native, setNX, nativeWait}},
+		{key: "raftlock3", name: "raftlock 3 nodes", nodes: 3, start: raftlock(3), clients: []client{native, setNX, nativeWait}},
 		{key: "redis-always", name: "redis appendfsync always", nodes: 1, start: redisN(1, true), clients: []client{setNX}},
 		{key: "redis-none", name: "redis no persistence", nodes: 1, start: redisN(1, false), clients: []client{setNX}},
 		{key: "redsync", name: "Redlock, 3× redis appendfsync always", nodes: 3, start: redisN(3, true), clients: []client{redsyncClient}},
+		// What many Redlock deployments really run: nothing survives a restart.
+		{key: "redsync-none", name: "Redlock, 3× redis no persistence", nodes: 3, start: redisN(3, false), clients: []client{redsyncClient}},
 		{key: "etcd1", name: "etcd 1 member", nodes: 1, start: etcd(1), clients: []client{etcdMutex}},
 		{key: "etcd3", name: "etcd 3 members", nodes: 3, start: etcd(3), clients: []client{etcdMutex}},
 	}
@@ -121,8 +166,9 @@ func allSystems() []*system {
 func (sys *system) isRaftlock() bool { return sys.key == "raftlock1" || sys.key == "raftlock3" }
 
 // ref returns the label of the raftlock row that a peer's row at s is
-// compared with: raftlock with as many nodes, natively, except at the SET
-// NX PX setting, where raftlock runs the same recipe. "" for raftlock's rows.
+// compared with: raftlock with as many nodes, natively (queueing with LOCK
+// ... WAIT at the hand-off settings), except at the SET NX PX setting, where
+// raftlock runs the same recipe. "" for raftlock's rows.
 func (sys *system) ref(s setting) string {
 	if sys.isRaftlock() {
 		return ""
@@ -131,8 +177,11 @@ func (sys *system) ref(s setting) string {
 	if sys.nodes > 1 {
 		name = "raftlock 3 nodes"
 	}
-	if s == setNX50 {
+	switch {
+	case s == setNX50:
 		return name + ", " + setNXLabel
+	case s.handoff:
+		return name + ", " + waitLabel
 	}
 	return name + ", " + nativeLabel
 }
@@ -143,16 +192,14 @@ type cell struct {
 	setting setting
 }
 
-// cells lists sys's cells, setting by setting.
-func (sys *system) cells() []cell {
+// cells lists sys's cells in the run cfg describes, setting by setting.
+func (sys *system) cells(cfg config) []cell {
 	var cs []cell
-	for _, s := range allSettings {
+	for _, s := range cfg.settings() {
 		for i := range sys.clients {
 			cl := &sys.clients[i]
-			for _, cs2 := range cl.settings {
-				if cs2 == s {
-					cs = append(cs, cell{client: cl, setting: s})
-				}
+			if slices.Contains(cl.settings, s) || s.handoff && cl.handoff {
+				cs = append(cs, cell{client: cl, setting: s})
 			}
 		}
 	}

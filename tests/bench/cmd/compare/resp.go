@@ -33,7 +33,11 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 // newRESPClient returns a client holding exactly one connection (pipelines
 // included), that never retries (a retried acquire could take a second
 // lock) and honours the context's deadline on every read and write.
-func newRESPClient(addr string) *redis.Client {
+func newRESPClient(addr string) *redis.Client { return newWaitingClient(addr, 0) }
+
+// newWaitingClient is newRESPClient for a client whose replies may take
+// wait besides the round trip (LOCK ... WAIT).
+func newWaitingClient(addr string, wait time.Duration) *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr:                  addr,
 		Protocol:              2,
@@ -43,19 +47,20 @@ func newRESPClient(addr string) *redis.Client {
 		DisableIdentity:       true,
 		ContextTimeoutEnabled: true,
 		DialTimeout:           netTimeout,
-		ReadTimeout:           netTimeout,
+		ReadTimeout:           netTimeout + wait,
 		WriteTimeout:          netTimeout,
 	})
 }
 
-// openConns opens n clients to addr, each connected (by a PING) before the
-// cell starts so that dialing is not measured.
-func openConns(ctx context.Context, addr string, n int) ([]*redis.Client, error) {
+// openConns opens n clients to addr (newWaitingClient's, for wait), each
+// connected (by a PING) before the cell starts so that dialing is not
+// measured.
+func openConns(ctx context.Context, addr string, n int, wait time.Duration) ([]*redis.Client, error) {
 	cls := make([]*redis.Client, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range cls {
-		cls[i] = newRESPClient(addr)
+		cls[i] = newWaitingClient(addr, wait)
 		wg.Go(func() { errs[i] = cls[i].Ping(ctx).Err() })
 	}
 	wg.Wait()
@@ -73,11 +78,14 @@ func closeAll(cls []*redis.Client) {
 }
 
 // respLocker is one connection taking locks natively (LOCK key ttl →
-// token; UNLOCK key token) or by the recipe (SET key value NX PX ttl;
-// EVALSHA of unlockScript, loaded once per cell).
+// token; UNLOCK key token), natively queueing for them (LOCK key ttl OWNER
+// owner WAIT ms: the leader hands the lock to its waiters in turn), or by
+// the recipe (SET key value NX PX ttl; EVALSHA of unlockScript, loaded once
+// per cell).
 type respLocker struct {
 	c      *redis.Client
 	native bool
+	waitMS int64  // > 0: LOCK ... WAIT (native only)
 	sha    string // of unlockScript
 	ttlMS  int64
 	owner  string // unique per worker: values are owner:seq
@@ -91,9 +99,13 @@ type heldLock struct {
 }
 
 // openRESP opens the workers of one cell against addr. Each of s.conns
-// connections pipelines s.depth cycles.
-func openRESP(ctx context.Context, addr string, s setting, native bool, ttl time.Duration) (*workers, error) {
-	cls, err := openConns(ctx, addr, s.conns)
+// connections pipelines s.depth cycles. With wait (native only), each
+// acquire queues for its key for up to wait.
+func openRESP(ctx context.Context, addr string, s setting, native bool, ttl, wait time.Duration) (*workers, error) {
+	if wait > 0 && (!native || s.depth != 1) {
+		return nil, errors.New("LOCK ... WAIT is native and cannot pipeline")
+	}
+	cls, err := openConns(ctx, addr, s.conns, wait)
 	if err != nil {
 		return nil, err
 	}
@@ -107,17 +119,30 @@ func openRESP(ctx context.Context, addr string, s setting, native bool, ttl time
 	}
 	w := &workers{batch: s.depth, close: func() { closeAll(cls) }}
 	for i, c := range cls {
-		w.lockers = append(w.lockers, &respLocker{c: c, native: native, sha: sha, ttlMS: ttl.Milliseconds(), owner: "w" + strconv.Itoa(i)})
+		w.lockers = append(w.lockers, &respLocker{c: c, native: native, waitMS: wait.Milliseconds(), sha: sha, ttlMS: ttl.Milliseconds(), owner: "w" + strconv.Itoa(i)})
 	}
 	return w, nil
 }
 
 func (l *respLocker) acquire(ctx context.Context, keys []string) (int, error) {
 	l.held = l.held[:0]
+	if l.waitMS > 0 {
+		// go-redis honours a context's deadline while it reads a reply,
+		// not its cancellation, and a queued LOCK reads for up to its
+		// WAIT: ending ctx closes the connection instead, so that the
+		// cell can stop its waiters at once. The server then drops the
+		// wait, or releases a grant that raced the close (a ghost lock).
+		stop := context.AfterFunc(ctx, func() { _ = l.c.Close() })
+		defer stop()
+	}
 	args := make([][]any, len(keys))
 	values := make([]string, len(keys))
 	for i, k := range keys {
-		if l.native {
+		switch {
+		case l.waitMS > 0:
+			args[i] = []any{"LOCK", k, l.ttlMS, "OWNER", l.owner, "WAIT", l.waitMS}
+			continue
+		case l.native:
 			args[i] = []any{"LOCK", k, l.ttlMS}
 			continue
 		}
@@ -206,7 +231,7 @@ func openRedsync(ctx context.Context, addrs []string, s setting, ttl time.Durati
 	for range s.conns {
 		var pools []rsredis.Pool
 		for _, a := range addrs {
-			cls, err := openConns(ctx, a, 1)
+			cls, err := openConns(ctx, a, 1, 0)
 			if err != nil {
 				closeAll(all)
 				return nil, err
