@@ -30,6 +30,8 @@ type Config struct {
 	Faults                   []string      // fault kinds to draw from (default AllFaults)
 	Mixed                    bool          // up to two faults at once, at random moments
 	Snapshots                bool          // run nodes with tiny snapshot thresholds
+	// TypedClients work on counters, sorted sets and lists (default 4).
+	TypedClients int
 	// LinTimeout bounds porcupine per key (default 30s); a key it cannot decide in time is
 	// reported as inconclusive, not as passed.
 	LinTimeout time.Duration
@@ -54,6 +56,7 @@ type Result struct {
 	OverlapNoPause  int // of those, overlaps where no holder paused on its own
 	FencedOff       int // accesses the fenced resource rejected (stale tokens)
 	SnapshotInstall int // snapshots installed by followers, from the node logs
+	Typed           TypedCounts
 	Multi           AtomicityResult
 	PubSub          PubSubResult
 	Folder          string
@@ -61,11 +64,13 @@ type Result struct {
 
 // Summary is the one-line summary of a run.
 func (r Result) Summary() string {
-	m, p := r.Multi, r.PubSub
+	m, p, d := r.Multi, r.PubSub, r.Typed
 	return fmt.Sprintf("chaos: ops=%d faults=%d unknown=%d violations=%d unfenced_overlap=%d (%d without a client pause) fenced_off=%d inconclusive=%d snapshot_installs=%d"+
+		" counter_ops=%d zset_ops=%d list_ops=%d typed_unknown=%d"+
 		" multikey=%d multikey_reads=%d aborted=%d partial=%d"+
 		" published=%d delivered=%d expected=%d duplicates=%d lost=%d lost_in_snapshot=%d order_violations=%d stale_reads=%d seed=%d",
 		r.Ops, r.Faults, r.Unknown, len(r.Violations), r.UnfencedOverlap, r.OverlapNoPause, r.FencedOff, len(r.Inconclusive), r.SnapshotInstall,
+		d.Counter, d.ZSet, d.List, d.Unknown,
 		m.Requests, m.Reads, m.Aborted, m.Partial,
 		p.Published, p.Delivered, p.Expected, p.Duplicates, p.Lost, p.LostInSnapshot, p.OrderViolation, p.Stale, r.Seed)
 }
@@ -91,6 +96,9 @@ func Run(cfg Config) (res Result, err error) {
 	}
 	if cfg.Publishers == 0 {
 		cfg.Publishers = 2
+	}
+	if cfg.TypedClients == 0 {
+		cfg.TypedClients = 4
 	}
 	logf := cfg.Logf
 	if logf == nil {
@@ -134,12 +142,16 @@ func Run(cfg Config) (res Result, err error) {
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	multi, pubs := cfg.Clients+1, cfg.Clients+1+cfg.MultiClients
-	for i := range pubs + cfg.Publishers {
+	typed := pubs + cfg.Publishers
+	workers := typed + cfg.TypedClients
+	for i := range workers {
 		w := &worker{id: i, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i+1))), rec: rec, addrs: addrs, node: i, stop: &stop}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			switch {
+			case i >= typed:
+				w.dataTypes()
 			case i >= pubs:
 				w.publisher(0)
 			case i >= multi:
@@ -181,7 +193,7 @@ func Run(cfg Config) (res Result, err error) {
 		obs.violations = append(obs.violations, "recovery: a subscriber could not subscribe again within 10s of healing")
 	}
 	var again atomic.Bool
-	last := &worker{id: pubs + cfg.Publishers, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(pubs+cfg.Publishers+1))), rec: rec, addrs: addrs, stop: &again}
+	last := &worker{id: workers, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(workers+1))), rec: rec, addrs: addrs, stop: &again}
 	last.publisher(5)
 	// every node applied every message: what is still on its way is in sockets and queues
 	if d, err := converge(c, 10*time.Second); err != nil {
@@ -238,7 +250,7 @@ type observed struct {
 
 // evaluate runs every checker over a history and what the run observed.
 func evaluate(h History, obs observed, linTimeout time.Duration) (Result, []LinResult, *clockTimeline) {
-	res := Result{Seed: h.Seed, Ops: len(h.Ops), Faults: len(h.Faults)}
+	res := Result{Seed: h.Seed, Ops: len(h.Ops), Faults: len(h.Faults), Typed: countTyped(h.Typed)}
 	for _, op := range h.Ops {
 		if op.Outcome == Unknown {
 			res.Unknown++
@@ -268,10 +280,14 @@ func evaluate(h History, obs observed, linTimeout time.Duration) (Result, []LinR
 		v = append(v, fmt.Sprintf("... and %d more atomicity and pub/sub violations (counts in the summary line)", n))
 	}
 	var bad []LinResult
-	for _, l := range checkLinearizable(h.Ops, clk, linTimeout) {
+	for _, l := range append(checkLinearizable(h.Ops, clk, linTimeout), checkDataTypes(h.Typed, linTimeout)...) {
 		switch l.Result {
 		case porcupine.Illegal:
-			v = append(v, "linearizability: key "+l.Key+" has no linearization")
+			what := "key "
+			if l.Model != Lock {
+				what = l.Model + " key "
+			}
+			v = append(v, "linearizability: "+what+l.Key+" has no linearization")
 			bad = append(bad, l)
 		case porcupine.Unknown:
 			res.Inconclusive = append(res.Inconclusive, l.Key)
@@ -317,9 +333,8 @@ func writeFailure(root string, h History, bad []LinResult, clk *clockTimeline, v
 	if err := os.WriteFile(filepath.Join(root, "violations.txt"), []byte(strings.Join(violations, "\n")+"\n"), 0o644); err != nil {
 		return err
 	}
-	model := lockModel(clk)
 	for _, l := range bad {
-		if err := porcupine.VisualizePath(model, l.Info, filepath.Join(root, "lin-"+l.Key+".html")); err != nil {
+		if err := porcupine.VisualizePath(modelOf(l.Model, clk), l.Info, filepath.Join(root, "lin-"+l.Key+".html")); err != nil {
 			return err
 		}
 	}
