@@ -420,12 +420,12 @@ func TestAtomicityChecker(t *testing.T) {
 		{"a value nobody wrote", []MultiOp{set(1, g0, "w1-1", 0)}, final(all("zz")), 0, 1},
 	}
 	for _, c := range cases {
-		got := checkAtomicity(c.ops, c.final)
+		got := checkAtomicity(c.ops, c.final, nil)
 		if got.Partial != c.partial || len(got.Violations) != c.bad {
 			t.Errorf("%s: got %d partial, violations %v; want %d partial, %d violations", c.name, got.Partial, got.Violations, c.partial, c.bad)
 		}
 	}
-	got := checkAtomicity([]MultiOp{set(0, g0, "w0-1", 0), unknown(set(1, g0, "w1-1", 0))}, final([]string{"w1-1", "w1-1", "w0-1"}))
+	got := checkAtomicity([]MultiOp{set(0, g0, "w0-1", 0), unknown(set(1, g0, "w1-1", 0))}, final([]string{"w1-1", "w1-1", "w0-1"}), nil)
 	if want := "m{0}.c=w0-1"; len(got.Violations) != 1 || !strings.Contains(got.Violations[0], want) || !strings.Contains(got.Violations[0], "w1-1 on n1 at 0.001s -> unknown (i/o timeout) on 2 of 3 keys") {
 		t.Errorf("the violation does not show the split group and the request: %v", got.Violations)
 	}
@@ -434,8 +434,77 @@ func TestAtomicityChecker(t *testing.T) {
 	for i := range 30 {
 		ops = append(ops, set(0, g0, "w0-1", 0), mget(i, g0, "w0-1", "", ""))
 	}
-	if got := checkAtomicity(ops, nil); got.Partial != 30 || len(got.Violations) != maxReported || got.Unreported != 30-maxReported {
+	if got := checkAtomicity(ops, nil, nil); got.Partial != 30 || len(got.Violations) != maxReported || got.Unreported != 30-maxReported {
 		t.Errorf("30 split reads: %d partial, %d described, %d unreported", got.Partial, len(got.Violations), got.Unreported)
+	}
+}
+
+// TestCollectionAtomicityChecker: a collection group (a hash, a sorted set and a list) holds the
+// same values in its three keys; a request or DEL applied to some of them is found, by a read,
+// by a request's own view, or in a node's table after healing.
+func TestCollectionAtomicityChecker(t *testing.T) {
+	add := func(kind string, c int, group, value string, sizes ...int64) MultiOp {
+		return MultiOp{Client: c, Node: "n1", Kind: kind, Group: group, Value: value, Invoke: ms, Complete: 2 * ms, Outcome: OK, Sizes: sizes}
+	}
+	del := func(c int, group string, found int64) MultiOp {
+		return MultiOp{Client: c, Node: "n1", Kind: MultiCollDel, Group: group, Invoke: 3 * ms, Complete: 4 * ms, Outcome: OK, Found: found}
+	}
+	read := func(c int, group string, sets ...[]string) MultiOp {
+		return MultiOp{Client: c, Node: "n2", Kind: MultiCollRead, Group: group, Invoke: 5 * ms, Complete: 6 * ms, Outcome: OK, Sets: sets}
+	}
+	unknown := func(op MultiOp) MultiOp {
+		op.Outcome, op.Err, op.Sizes, op.Found = Unknown, "i/o timeout", nil, 0
+		return op
+	}
+	c0, c1 := collGroupName(0), collGroupName(1)
+	v := func(vs ...string) []string { return vs }
+	all := func(vs ...string) [][]string { return [][]string{vs, vs, vs} }
+	two := []MultiOp{add(MultiCollSet, 0, c0, "w0-1", 0, 0, 0), add(MultiCollTx, 1, c0, "w1-1", 1, 1, 1)}
+	final := func(n2c0 [][]string) map[string]map[string][][]string {
+		return map[string]map[string][][]string{
+			"n1": {c0: all("w0-1", "w1-1"), c1: all()},
+			"n2": {c0: n2c0, c1: all()},
+		}
+	}
+	cases := []struct {
+		name    string
+		ops     []MultiOp
+		final   map[string]map[string][][]string
+		partial int
+		bad     int
+	}{
+		{"whole requests", append(two, read(2, c0, v("w0-1", "w1-1"), v("w0-1", "w1-1"), v("w1-1", "w0-1")), del(2, c1, 0)),
+			final([][]string{v("w1-1", "w0-1"), v("w0-1", "w1-1"), v("w1-1", "w0-1")}), 0, 0},
+		{"an unknown request, applied whole", []MultiOp{two[0], unknown(two[1])}, final(all("w0-1", "w1-1")), 0, 0},
+		{"an unknown request, not applied", []MultiOp{two[0], unknown(two[1])},
+			map[string]map[string][][]string{"n1": {c0: all("w0-1")}}, 0, 0},
+		// the half-applied multi-type group: the hash and the sorted set have it, the list not
+		{"an unknown request, applied to two of the three", []MultiOp{two[0], unknown(two[1])},
+			final([][]string{v("w0-1", "w1-1"), v("w0-1", "w1-1"), v("w0-1")}), 1, 1},
+		{"a read saw a request half applied", append(two, read(2, c0, v("w0-1", "w1-1"), v("w0-1"), v("w0-1"))), nil, 1, 1},
+		{"a request saw the keys at different sizes", []MultiOp{two[0], add(MultiCollSet, 1, c0, "w1-1", 1, 1, 0)}, nil, 1, 1},
+		{"a DEL removed some of the keys", append(two, del(2, c0, 2)), nil, 1, 1},
+		{"a DEL applied in part, seen after healing", append(two, unknown(del(2, c0, 0))),
+			final([][]string{v(), v(), v("w1-1", "w0-1")}), 1, 1},
+		{"a value nobody wrote", two, final(all("w0-1", "w1-1", "zz")), 0, 1},
+		{"a list holding a value twice", two, final([][]string{v("w0-1", "w1-1"), v("w0-1", "w1-1"), v("w1-1", "w1-1", "w0-1")}), 0, 1},
+	}
+	for _, c := range cases {
+		got := checkAtomicity(c.ops, nil, c.final)
+		if got.Partial != c.partial || got.CollPartial != c.partial || len(got.Violations) != c.bad {
+			t.Errorf("%s: got %d partial (%d on collections), violations %v; want %d partial, %d violations",
+				c.name, got.Partial, got.CollPartial, got.Violations, c.partial, c.bad)
+		}
+	}
+	got := checkAtomicity([]MultiOp{two[0], unknown(two[1]), read(2, c1, all()...)}, nil, final([][]string{v("w0-1", "w1-1"), v("w0-1", "w1-1"), v("w0-1")}))
+	if want := "after healing, n2's mc{0} is split (a request or a DEL applied in part): c1 exec-coll mc{0} += w1-1 on n1 at 0.001s -> unknown (i/o timeout) in mc{0}.h mc{0}.z, not in mc{0}.l"; len(got.Violations) != 1 || got.Violations[0] != "atomicity: "+want {
+		t.Errorf("the violation does not show the split group and the request:\n got %v\nwant %s", got.Violations, want)
+	}
+	if got.Requests != 2 || got.CollRequests != 2 || got.Reads != 1 || got.CollReads != 1 {
+		t.Errorf("counts: %d requests (%d on collections), %d reads (%d on collections); want 2 (2), 1 (1)", got.Requests, got.CollRequests, got.Reads, got.CollReads)
+	}
+	if s := (Result{Multi: got}).Summary(); !strings.Contains(s, "multikey=2 (collections 2) multikey_reads=1 (collections 1) aborted=0 partial=1 (collections 1)") {
+		t.Errorf("summary %q", s)
 	}
 }
 

@@ -23,7 +23,7 @@ type Config struct {
 	Seed    uint64 // drives faults and clients
 	Nodes   int    // cluster size (3 or 5)
 	Clients int    // concurrent workload clients (plus one on durable keys)
-	// MultiClients make multi-key requests (default 2); Publishers publish after changes
+	// MultiClients make multi-key requests (default 3); Publishers publish after changes
 	// (default 2). Each node has a RESP3 subscriber, and the first one a RESP2 one too.
 	MultiClients, Publishers int
 	Duration                 time.Duration // workload time under faults
@@ -67,11 +67,11 @@ func (r Result) Summary() string {
 	m, p, d := r.Multi, r.PubSub, r.Typed
 	return fmt.Sprintf("chaos: ops=%d faults=%d unknown=%d violations=%d unfenced_overlap=%d (%d without a client pause) fenced_off=%d inconclusive=%d snapshot_installs=%d"+
 		" counter_ops=%d zset_ops=%d list_ops=%d typed_unknown=%d"+
-		" multikey=%d multikey_reads=%d aborted=%d partial=%d"+
+		" multikey=%d (collections %d) multikey_reads=%d (collections %d) aborted=%d partial=%d (collections %d)"+
 		" published=%d delivered=%d expected=%d duplicates=%d lost=%d lost_in_snapshot=%d order_violations=%d stale_reads=%d seed=%d",
 		r.Ops, r.Faults, r.Unknown, len(r.Violations), r.UnfencedOverlap, r.OverlapNoPause, r.FencedOff, len(r.Inconclusive), r.SnapshotInstall,
 		d.Counter, d.ZSet, d.List, d.Unknown,
-		m.Requests, m.Reads, m.Aborted, m.Partial,
+		m.Requests, m.CollRequests, m.Reads, m.CollReads, m.Aborted, m.Partial, m.CollPartial,
 		p.Published, p.Delivered, p.Expected, p.Duplicates, p.Lost, p.LostInSnapshot, p.OrderViolation, p.Stale, r.Seed)
 }
 
@@ -92,7 +92,7 @@ func Run(cfg Config) (res Result, err error) {
 		cfg.LinTimeout = 30 * time.Second
 	}
 	if cfg.MultiClients == 0 {
-		cfg.MultiClients = 2
+		cfg.MultiClients = 3
 	}
 	if cfg.Publishers == 0 {
 		cfg.Publishers = 2
@@ -206,7 +206,7 @@ func Run(cfg Config) (res Result, err error) {
 	if obs.final, err = c.finalReads(durableKeys(h.Ops)); err != nil {
 		obs.violations = append(obs.violations, "final reads: "+err.Error())
 	}
-	if obs.groups, err = c.finalGroups(); err != nil {
+	if obs.groups, obs.collGroups, err = c.finalGroups(); err != nil {
 		obs.violations = append(obs.violations, "final reads: "+err.Error())
 	}
 	if err := c.stop(); err != nil {
@@ -241,11 +241,12 @@ func Run(cfg Config) (res Result, err error) {
 
 // observed is what a run saw besides the history.
 type observed struct {
-	violations []string                        // found while running and healing
-	final      map[string]map[string]finalRead // node -> durable key -> its own table's view
-	groups     map[string]map[string][]string  // node -> multi-key group -> its own table's values
-	restores   map[string][]int64              // node -> when it installed a leader's snapshot
-	logs       []string                        // every node's log
+	violations []string                         // found while running and healing
+	final      map[string]map[string]finalRead  // node -> durable key -> its own table's view
+	groups     map[string]map[string][]string   // node -> multi-key group -> its own table's values
+	collGroups map[string]map[string][][]string // node -> collection group -> its own table's contents
+	restores   map[string][]int64               // node -> when it installed a leader's snapshot
+	logs       []string                         // every node's log
 }
 
 // evaluate runs every checker over a history and what the run observed.
@@ -272,7 +273,7 @@ func evaluate(h History, obs observed, linTimeout time.Duration) (Result, []LinR
 	if obs.final != nil {
 		v = append(v, checkDurable(h.Ops, obs.final)...)
 	}
-	res.Multi = checkAtomicity(h.Multi, obs.groups)
+	res.Multi = checkAtomicity(h.Multi, obs.groups, obs.collGroups)
 	v = append(v, res.Multi.Violations...)
 	res.PubSub = checkPubSub(h.Publishes, h.Subs, obs.restores)
 	v = append(v, res.PubSub.Violations...)
