@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -419,12 +420,12 @@ func TestAtomicityChecker(t *testing.T) {
 		{"a value nobody wrote", []MultiOp{set(1, g0, "w1-1", 0)}, final(all("zz")), 0, 1},
 	}
 	for _, c := range cases {
-		got := checkAtomicity(c.ops, c.final)
+		got := checkAtomicity(c.ops, c.final, nil)
 		if got.Partial != c.partial || len(got.Violations) != c.bad {
 			t.Errorf("%s: got %d partial, violations %v; want %d partial, %d violations", c.name, got.Partial, got.Violations, c.partial, c.bad)
 		}
 	}
-	got := checkAtomicity([]MultiOp{set(0, g0, "w0-1", 0), unknown(set(1, g0, "w1-1", 0))}, final([]string{"w1-1", "w1-1", "w0-1"}))
+	got := checkAtomicity([]MultiOp{set(0, g0, "w0-1", 0), unknown(set(1, g0, "w1-1", 0))}, final([]string{"w1-1", "w1-1", "w0-1"}), nil)
 	if want := "m{0}.c=w0-1"; len(got.Violations) != 1 || !strings.Contains(got.Violations[0], want) || !strings.Contains(got.Violations[0], "w1-1 on n1 at 0.001s -> unknown (i/o timeout) on 2 of 3 keys") {
 		t.Errorf("the violation does not show the split group and the request: %v", got.Violations)
 	}
@@ -433,8 +434,77 @@ func TestAtomicityChecker(t *testing.T) {
 	for i := range 30 {
 		ops = append(ops, set(0, g0, "w0-1", 0), mget(i, g0, "w0-1", "", ""))
 	}
-	if got := checkAtomicity(ops, nil); got.Partial != 30 || len(got.Violations) != maxReported || got.Unreported != 30-maxReported {
+	if got := checkAtomicity(ops, nil, nil); got.Partial != 30 || len(got.Violations) != maxReported || got.Unreported != 30-maxReported {
 		t.Errorf("30 split reads: %d partial, %d described, %d unreported", got.Partial, len(got.Violations), got.Unreported)
+	}
+}
+
+// TestCollectionAtomicityChecker: a collection group (a hash, a sorted set and a list) holds the
+// same values in its three keys; a request or DEL applied to some of them is found, by a read,
+// by a request's own view, or in a node's table after healing.
+func TestCollectionAtomicityChecker(t *testing.T) {
+	add := func(kind string, c int, group, value string, sizes ...int64) MultiOp {
+		return MultiOp{Client: c, Node: "n1", Kind: kind, Group: group, Value: value, Invoke: ms, Complete: 2 * ms, Outcome: OK, Sizes: sizes}
+	}
+	del := func(c int, group string, found int64) MultiOp {
+		return MultiOp{Client: c, Node: "n1", Kind: MultiCollDel, Group: group, Invoke: 3 * ms, Complete: 4 * ms, Outcome: OK, Found: found}
+	}
+	read := func(c int, group string, sets ...[]string) MultiOp {
+		return MultiOp{Client: c, Node: "n2", Kind: MultiCollRead, Group: group, Invoke: 5 * ms, Complete: 6 * ms, Outcome: OK, Sets: sets}
+	}
+	unknown := func(op MultiOp) MultiOp {
+		op.Outcome, op.Err, op.Sizes, op.Found = Unknown, "i/o timeout", nil, 0
+		return op
+	}
+	c0, c1 := collGroupName(0), collGroupName(1)
+	v := func(vs ...string) []string { return vs }
+	all := func(vs ...string) [][]string { return [][]string{vs, vs, vs} }
+	two := []MultiOp{add(MultiCollSet, 0, c0, "w0-1", 0, 0, 0), add(MultiCollTx, 1, c0, "w1-1", 1, 1, 1)}
+	final := func(n2c0 [][]string) map[string]map[string][][]string {
+		return map[string]map[string][][]string{
+			"n1": {c0: all("w0-1", "w1-1"), c1: all()},
+			"n2": {c0: n2c0, c1: all()},
+		}
+	}
+	cases := []struct {
+		name    string
+		ops     []MultiOp
+		final   map[string]map[string][][]string
+		partial int
+		bad     int
+	}{
+		{"whole requests", append(two, read(2, c0, v("w0-1", "w1-1"), v("w0-1", "w1-1"), v("w1-1", "w0-1")), del(2, c1, 0)),
+			final([][]string{v("w1-1", "w0-1"), v("w0-1", "w1-1"), v("w1-1", "w0-1")}), 0, 0},
+		{"an unknown request, applied whole", []MultiOp{two[0], unknown(two[1])}, final(all("w0-1", "w1-1")), 0, 0},
+		{"an unknown request, not applied", []MultiOp{two[0], unknown(two[1])},
+			map[string]map[string][][]string{"n1": {c0: all("w0-1")}}, 0, 0},
+		// the half-applied multi-type group: the hash and the sorted set have it, the list not
+		{"an unknown request, applied to two of the three", []MultiOp{two[0], unknown(two[1])},
+			final([][]string{v("w0-1", "w1-1"), v("w0-1", "w1-1"), v("w0-1")}), 1, 1},
+		{"a read saw a request half applied", append(two, read(2, c0, v("w0-1", "w1-1"), v("w0-1"), v("w0-1"))), nil, 1, 1},
+		{"a request saw the keys at different sizes", []MultiOp{two[0], add(MultiCollSet, 1, c0, "w1-1", 1, 1, 0)}, nil, 1, 1},
+		{"a DEL removed some of the keys", append(two, del(2, c0, 2)), nil, 1, 1},
+		{"a DEL applied in part, seen after healing", append(two, unknown(del(2, c0, 0))),
+			final([][]string{v(), v(), v("w1-1", "w0-1")}), 1, 1},
+		{"a value nobody wrote", two, final(all("w0-1", "w1-1", "zz")), 0, 1},
+		{"a list holding a value twice", two, final([][]string{v("w0-1", "w1-1"), v("w0-1", "w1-1"), v("w1-1", "w1-1", "w0-1")}), 0, 1},
+	}
+	for _, c := range cases {
+		got := checkAtomicity(c.ops, nil, c.final)
+		if got.Partial != c.partial || got.CollPartial != c.partial || len(got.Violations) != c.bad {
+			t.Errorf("%s: got %d partial (%d on collections), violations %v; want %d partial, %d violations",
+				c.name, got.Partial, got.CollPartial, got.Violations, c.partial, c.bad)
+		}
+	}
+	got := checkAtomicity([]MultiOp{two[0], unknown(two[1]), read(2, c1, all()...)}, nil, final([][]string{v("w0-1", "w1-1"), v("w0-1", "w1-1"), v("w0-1")}))
+	if want := "after healing, n2's mc{0} is split (a request or a DEL applied in part): c1 exec-coll mc{0} += w1-1 on n1 at 0.001s -> unknown (i/o timeout) in mc{0}.h mc{0}.z, not in mc{0}.l"; len(got.Violations) != 1 || got.Violations[0] != "atomicity: "+want {
+		t.Errorf("the violation does not show the split group and the request:\n got %v\nwant %s", got.Violations, want)
+	}
+	if got.Requests != 2 || got.CollRequests != 2 || got.Reads != 1 || got.CollReads != 1 {
+		t.Errorf("counts: %d requests (%d on collections), %d reads (%d on collections); want 2 (2), 1 (1)", got.Requests, got.CollRequests, got.Reads, got.CollReads)
+	}
+	if s := (Result{Multi: got}).Summary(); !strings.Contains(s, "multikey=2 (collections 2) multikey_reads=1 (collections 1) aborted=0 partial=1 (collections 1)") {
+		t.Errorf("summary %q", s)
 	}
 }
 
@@ -572,5 +642,166 @@ func TestSubscriberSession(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, sub.Got); diff != "" || sub.Dropped == "" || delivered.Load() != 2 {
 		t.Errorf("deliveries (-want +got):\n%s dropped %q, counted %d", diff, sub.Dropped, delivered.Load())
+	}
+}
+
+// typedOp is one data-type op of model m on its key m0.0, answered OK with reply n.
+func typedOp(c int, m, kind string, inv, comp, n int64) TypedOp {
+	key := map[string]string{Counter: "ctr0.0", ZSet: "zs0.0", List: "ls0.0"}[m]
+	return TypedOp{Client: c, Node: "n1", Model: m, Key: key, Kind: kind, Invoke: inv * ms, Complete: comp * ms, Outcome: OK, Reply: n}
+}
+
+func TestDataTypeModels(t *testing.T) {
+	unknown := func(op TypedOp) TypedOp {
+		op.Outcome, op.Complete, op.Reply, op.Err = Unknown, never, 0, "i/o timeout"
+		return op
+	}
+	isNil := func(op TypedOp) TypedOp { op.Nil = true; return op }
+	// counter
+	incr := func(c int, delta, inv, comp, n int64) TypedOp {
+		op := typedOp(c, Counter, IncrBy, inv, comp, n)
+		op.Delta = delta
+		if delta < 0 {
+			op.Kind = DecrBy
+		}
+		return op
+	}
+	get := func(c int, inv, comp, n int64) TypedOp { return typedOp(c, Counter, Get, inv, comp, n) }
+	take := func(c int, permits, inv, comp, n int64) TypedOp {
+		op := typedOp(c, Counter, SemTake, inv, comp, n)
+		op.Delta = permits
+		return op
+	}
+	// sorted set
+	zadd := func(c, m int, score, inv, comp, n int64) TypedOp {
+		op := typedOp(c, ZSet, ZAdd, inv, comp, n)
+		op.Member, op.Score = m, score
+		return op
+	}
+	zop := func(c int, kind string, m int, inv, comp, n int64) TypedOp {
+		op := typedOp(c, ZSet, kind, inv, comp, n)
+		op.Member = m
+		return op
+	}
+	zbelow := func(c int, cutoff, inv, comp, n int64) TypedOp {
+		op := typedOp(c, ZSet, ZRemBelow, inv, comp, n)
+		op.Cutoff = cutoff
+		return op
+	}
+	acquire := func(c, m int, score, cutoff, inv, comp, n int64) TypedOp {
+		op := typedOp(c, ZSet, ZSemAcquire, inv, comp, n)
+		op.Member, op.Score, op.Cutoff = m, score, cutoff
+		return op
+	}
+	// list
+	push := func(c int, v string, inv, comp, n int64) TypedOp {
+		op := typedOp(c, List, LPush, inv, comp, n)
+		op.Value = v
+		return op
+	}
+	pop := func(c int, inv, comp int64, v string) TypedOp {
+		op := typedOp(c, List, RPop, inv, comp, 0)
+		op.Elem, op.Nil = v, v == ""
+		return op
+	}
+	llen := func(c int, inv, comp, n int64) TypedOp { return typedOp(c, List, LLen, inv, comp, n) }
+
+	cases := []struct {
+		name string
+		ops  []TypedOp
+		want porcupine.CheckResult
+	}{
+		{"counter: increments and a read", []TypedOp{incr(0, 1, 0, 1, 1), incr(1, 5, 2, 3, 6), incr(0, -3, 4, 5, 3), get(1, 6, 7, 3)}, porcupine.Ok},
+		{"counter: a lost increment", []TypedOp{incr(0, 1, 0, 1, 1), incr(1, 1, 2, 3, 1)}, porcupine.Illegal},
+		{"counter: concurrent increments in either order", []TypedOp{incr(0, 1, 0, 10, 2), incr(1, 1, 1, 9, 1)}, porcupine.Ok},
+		{"counter: a stale read", []TypedOp{incr(0, 1, 0, 1, 1), incr(1, 1, 2, 3, 2), get(2, 4, 5, 1)}, porcupine.Illegal},
+		{"counter: nil after an increment", []TypedOp{incr(0, 1, 0, 1, 1), isNil(get(1, 2, 3, 0))}, porcupine.Illegal},
+		{"counter: an unknown increment, seen late", []TypedOp{unknown(incr(0, 1, 0, 1, 0)), isNil(get(1, 2, 3, 0)), get(1, 4, 5, 1), get(1, 6, 7, 1)}, porcupine.Ok},
+		{"counter: an unknown increment applied twice", []TypedOp{unknown(incr(0, 1, 0, 1, 0)), get(1, 4, 5, 1), get(1, 6, 7, 2)}, porcupine.Illegal},
+		{"counter: a value no increment explains", []TypedOp{incr(0, 2, 0, 1, 2), incr(1, 2, 2, 3, 5)}, porcupine.Illegal},
+		{"semaphore: permits taken while there are some", []TypedOp{incr(0, 3, 0, 1, 3), take(1, 2, 2, 3, 1), take(2, 2, 4, 5, 0), get(0, 6, 7, 1)}, porcupine.Ok},
+		{"semaphore: permits oversold", []TypedOp{incr(0, 3, 0, 1, 3), take(1, 2, 2, 3, 1), take(2, 2, 4, 5, 1)}, porcupine.Illegal},
+		{"semaphore: refused with permits left", []TypedOp{incr(0, 3, 0, 1, 3), take(1, 2, 2, 3, 0)}, porcupine.Illegal},
+
+		{"zset: add, re-score, read", []TypedOp{zadd(0, 0, 100, 0, 1, 1), zadd(1, 0, 200, 2, 3, 0), zop(2, ZScore, 0, 4, 5, 200), zop(0, ZCard, 0, 6, 7, 1)}, porcupine.Ok},
+		{"zset: a stale score", []TypedOp{zadd(0, 0, 100, 0, 1, 1), zadd(1, 0, 200, 2, 3, 0), zop(2, ZScore, 0, 4, 5, 100)}, porcupine.Illegal},
+		{"zset: a member still counted after ZREM", []TypedOp{zadd(0, 0, 100, 0, 1, 1), zop(1, ZRem, 0, 2, 3, 1), zop(2, ZCard, 0, 4, 5, 1)}, porcupine.Illegal},
+		{"zset: ZREMRANGEBYSCORE removed what it should not", []TypedOp{zadd(0, 0, 100, 0, 1, 1), zadd(0, 1, 200, 2, 3, 1), zbelow(1, 150, 4, 5, 2)}, porcupine.Illegal},
+		{"zset: an unknown ZREM, seen late", []TypedOp{zadd(0, 0, 100, 0, 1, 1), unknown(zop(1, ZRem, 0, 2, 3, 0)), zop(2, ZCard, 0, 4, 5, 1), zop(2, ZCard, 0, 6, 7, 0)}, porcupine.Ok},
+		{"zset: removed, then back without an add", []TypedOp{zadd(0, 0, 100, 0, 1, 1), unknown(zop(1, ZRem, 0, 2, 3, 0)), zop(2, ZCard, 0, 4, 5, 0), zop(2, ZCard, 0, 6, 7, 1)}, porcupine.Illegal},
+		{"semaphore zset: holders past the limit", []TypedOp{acquire(0, 0, 100, 0, 0, 1, 1), acquire(1, 1, 110, 0, 2, 3, 1), acquire(2, 2, 120, 0, 4, 5, 1)}, porcupine.Illegal},
+		{"semaphore zset: a timed-out holder dropped", []TypedOp{acquire(0, 0, 100, 0, 0, 1, 1), acquire(1, 1, 200, 0, 2, 3, 1), acquire(2, 2, 1500, 150, 4, 5, 1),
+			isNil(zop(0, ZScore, 0, 6, 7, 0)), zop(0, ZCard, 0, 8, 9, 2)}, porcupine.Ok},
+		{"semaphore zset: refused below the limit", []TypedOp{acquire(0, 0, 100, 0, 0, 1, 1), acquire(1, 1, 200, 0, 2, 3, 0)}, porcupine.Illegal},
+
+		{"list: first in, first out", []TypedOp{push(0, "a", 0, 1, 1), push(1, "b", 2, 3, 2), pop(2, 4, 5, "a"), llen(0, 6, 7, 1), pop(1, 8, 9, "b"), pop(2, 10, 11, "")}, porcupine.Ok},
+		{"list: popped out of order", []TypedOp{push(0, "a", 0, 1, 1), push(1, "b", 2, 3, 2), pop(2, 4, 5, "b")}, porcupine.Illegal},
+		{"list: an element popped twice", []TypedOp{push(0, "a", 0, 1, 1), pop(1, 2, 3, "a"), pop(2, 2, 4, "a")}, porcupine.Illegal},
+		{"list: a stale length", []TypedOp{push(0, "a", 0, 1, 1), llen(1, 2, 3, 0)}, porcupine.Illegal},
+		{"list: a lost push", []TypedOp{push(0, "a", 0, 1, 1), push(1, "b", 2, 3, 1)}, porcupine.Illegal},
+		{"list: an unknown push popped", []TypedOp{unknown(push(0, "a", 0, 1, 0)), pop(1, 2, 3, ""), pop(1, 4, 5, "a")}, porcupine.Ok},
+		{"list: an unknown push popped twice", []TypedOp{unknown(push(0, "a", 0, 1, 0)), pop(1, 4, 5, "a"), pop(1, 6, 7, "a")}, porcupine.Illegal},
+	}
+	for _, c := range cases {
+		res := checkDataTypes(c.ops, 10*time.Second)
+		if len(res) != 1 || res[0].Result != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, res, c.want)
+		}
+	}
+
+	// each key is checked on its own, with its own type's model
+	other := incr(0, 1, 0, 1, 1)
+	other.Key = "ctr0.1"
+	res := checkDataTypes([]TypedOp{incr(0, 1, 0, 1, 1), other, push(0, "a", 0, 1, 1)}, 10*time.Second)
+	if len(res) != 3 || res[0].Result != porcupine.Ok || res[1].Result != porcupine.Ok || res[2].Result != porcupine.Ok {
+		t.Errorf("independent keys: got %v, want three linearizable keys", res)
+	}
+
+	// a failing data-type key fails the run, and its visualization uses its own model
+	root := t.TempDir()
+	h := History{Seed: 7, Typed: []TypedOp{incr(0, 1, 0, 1, 1), incr(1, 1, 2, 3, 1), pop(2, 0, 1, "")}}
+	r, bad, clk := evaluate(h, observed{}, 10*time.Second)
+	if want := []string{"linearizability: counter key ctr0.0 has no linearization"}; !cmp.Equal(r.Violations, want) || len(bad) != 1 {
+		t.Fatalf("violations %v, want %v", r.Violations, want)
+	}
+	if err := writeFailure(root, h, bad, clk, r.Violations); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "lin-ctr0.0.html")); err != nil || !strings.Contains(string(b), "c1 incrby ctr0.0 1 -\\u003e 1") {
+		t.Errorf("lin-ctr0.0.html: %v, or it does not describe the ops", err)
+	}
+	if s := r.Summary(); !strings.Contains(s, "counter_ops=2 zset_ops=0 list_ops=1 typed_unknown=0") {
+		t.Errorf("summary %q", s)
+	}
+}
+
+// TestTypedReplies: the data-type workload reads each reply kind, and an error reply's
+// outcome, as the model expects them.
+func TestTypedReplies(t *testing.T) {
+	cases := []struct {
+		reply   string
+		parse   func(*TypedOp, any) bool
+		outcome string
+		want    reply
+	}{
+		{":5\r\n", intReply, OK, reply{N: 5}},
+		{"$2\r\n12\r\n", intOrNil, OK, reply{N: 12}},
+		{"$-1\r\n", intOrNil, OK, reply{Nil: true}},
+		{"$-1\r\n", elemOrNil, OK, reply{Nil: true}},
+		{"$3\r\nc.1\r\n", elemOrNil, OK, reply{Elem: "c.1"}},
+		{"+OK\r\n", intReply, Unknown, reply{}},
+		{"$3\r\n1.5\r\n", intOrNil, Unknown, reply{N: 0}},
+		{"-UNCERTAIN the outcome is unknown\r\n", intReply, Unknown, reply{}},
+		{"-CLUSTERDOWN no leader elected yet; retry shortly\r\n", intReply, Fail, reply{}},
+	}
+	for _, c := range cases {
+		var stop atomic.Bool
+		w := &worker{rng: rand.New(rand.NewPCG(1, 2)), rec: newRecorder(1), addrs: []string{fakeServer(t, c.reply)}, stop: &stop}
+		op := TypedOp{Kind: Get}
+		w.typedCall(&op, c.parse, "GET", "k")
+		w.c.close()
+		if op.Outcome != c.outcome || op.Outcome == OK && op.reply() != c.want {
+			t.Errorf("%q: got %s %+v (%s), want %s %+v", c.reply, op.Outcome, op.reply(), op.Err, c.outcome, c.want)
+		}
 	}
 }

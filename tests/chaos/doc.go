@@ -17,9 +17,18 @@
 // recovery within a bounded time, and no panic or data race in any node's log. The unfenced
 // resource's overlaps are counted, not failed: they show the faults bite.
 //
+// More clients work on the data types lock recipes keep besides the lock (datatypes.go): the
+// counter of Redisson's semaphores and fenced locks (INCR, INCRBY, DECRBY, GET, its
+// permit-taking script), the sorted-set semaphore of Symfony and redis-semaphore (ZADD, ZREM,
+// ZREMRANGEBYSCORE, ZCARD, ZSCORE, redis-semaphore's acquire script) and python-redis-lock's
+// signal list (LPUSH, RPOP, LLEN). Each type has its own porcupine model, checked per key
+// (datamodels.go); unknown outcomes are handled as for the locks.
+//
 // Two more workloads check DESIGN.md §8.7 and §8.8 (multikey.go, pubsub.go). Multi-key clients
-// set every key of a group to a fresh value with one script, or DEL the whole group, and read
-// groups on followers' own tables: a group seen split, during the run or on any node after
+// set every key of a group to a fresh value with one script or MULTI/EXEC, or DEL the whole
+// group, and read groups on followers' own tables; collection groups (a hash, a sorted set and
+// a list) get one fresh value added to all three keys the same ways (HSET, ZADD, LPUSH), and
+// are read with one read-only script. A group seen split, during the run or on any node after
 // healing, is a request applied in part (whatever its outcome: an unknown one may have applied
 // whole or not at all). CHAOS_NONATOMIC=1 make chaos-short runs against nodes built with the tag
 // chaos_nonatomic, which propose a request's commands one entry each, and passes only if that

@@ -134,8 +134,10 @@ type History struct {
 	Unfenced []Access     `json:"unfenced"`
 	Faults   []Fault      `json:"faults"`
 	Clock    []ClockEvent `json:"clock"`
-	// Multi are the multi-key requests and group reads (multikey.go); Publishes and Subs the
-	// pub/sub workload (pubsub.go). None of them is in Ops: the lock model does not know them.
+	// Typed are the ops on counters, sorted sets and lists (datatypes.go), Multi the multi-key
+	// requests and group reads (multikey.go), Publishes and Subs the pub/sub workload
+	// (pubsub.go). None of them is in Ops: the lock model does not know them.
+	Typed     []TypedOp      `json:"typed,omitempty"`
 	Multi     []MultiOp      `json:"multi,omitempty"`
 	Publishes []Publish      `json:"publishes,omitempty"`
 	Subs      []Subscription `json:"subscriptions,omitempty"`
@@ -183,6 +185,11 @@ func record[T any](r *recorder, list *[]T, v T) {
 func (r *recorder) add(op Op) {
 	op.Complete = completion(op.Outcome, op.Complete)
 	record(r, &r.h.Ops, op)
+}
+
+func (r *recorder) typed(op TypedOp) {
+	op.Complete = completion(op.Outcome, op.Complete)
+	record(r, &r.h.Typed, op)
 }
 
 func (r *recorder) multi(op MultiOp) {
@@ -276,6 +283,7 @@ func (r *recorder) snapshot() History {
 	h.Unfenced = append([]Access(nil), h.Unfenced...)
 	h.Faults = append([]Fault(nil), h.Faults...)
 	h.Clock = append([]ClockEvent(nil), h.Clock...)
+	h.Typed = append([]TypedOp(nil), h.Typed...)
 	h.Multi = append([]MultiOp(nil), h.Multi...)
 	h.Publishes = append([]Publish(nil), h.Publishes...)
 	h.Subs = append([]Subscription(nil), h.Subs...)

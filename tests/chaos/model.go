@@ -189,6 +189,7 @@ func describeState(state interface{}) string {
 
 // LinResult is the outcome of the linearizability check of one key.
 type LinResult struct {
+	Model  string // Lock, Counter, ZSet or List
 	Key    string
 	Result porcupine.CheckResult
 	Info   porcupine.LinearizationInfo
@@ -226,7 +227,7 @@ func checkLinearizable(ops []Op, clk *clockTimeline, timeout time.Duration) []Li
 	var out []LinResult
 	for _, k := range keys {
 		res, info := porcupine.CheckOperationsVerbose(model, porcupineOps(byKey[k]), timeout)
-		out = append(out, LinResult{Key: k, Result: res, Info: info})
+		out = append(out, LinResult{Model: Lock, Key: k, Result: res, Info: info})
 	}
 	return out
 }

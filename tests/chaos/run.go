@@ -23,13 +23,15 @@ type Config struct {
 	Seed    uint64 // drives faults and clients
 	Nodes   int    // cluster size (3 or 5)
 	Clients int    // concurrent workload clients (plus one on durable keys)
-	// MultiClients make multi-key requests (default 2); Publishers publish after changes
+	// MultiClients make multi-key requests (default 3); Publishers publish after changes
 	// (default 2). Each node has a RESP3 subscriber, and the first one a RESP2 one too.
 	MultiClients, Publishers int
 	Duration                 time.Duration // workload time under faults
 	Faults                   []string      // fault kinds to draw from (default AllFaults)
 	Mixed                    bool          // up to two faults at once, at random moments
 	Snapshots                bool          // run nodes with tiny snapshot thresholds
+	// TypedClients work on counters, sorted sets and lists (default 4).
+	TypedClients int
 	// LinTimeout bounds porcupine per key (default 30s); a key it cannot decide in time is
 	// reported as inconclusive, not as passed.
 	LinTimeout time.Duration
@@ -54,6 +56,7 @@ type Result struct {
 	OverlapNoPause  int // of those, overlaps where no holder paused on its own
 	FencedOff       int // accesses the fenced resource rejected (stale tokens)
 	SnapshotInstall int // snapshots installed by followers, from the node logs
+	Typed           TypedCounts
 	Multi           AtomicityResult
 	PubSub          PubSubResult
 	Folder          string
@@ -61,12 +64,14 @@ type Result struct {
 
 // Summary is the one-line summary of a run.
 func (r Result) Summary() string {
-	m, p := r.Multi, r.PubSub
+	m, p, d := r.Multi, r.PubSub, r.Typed
 	return fmt.Sprintf("chaos: ops=%d faults=%d unknown=%d violations=%d unfenced_overlap=%d (%d without a client pause) fenced_off=%d inconclusive=%d snapshot_installs=%d"+
-		" multikey=%d multikey_reads=%d aborted=%d partial=%d"+
+		" counter_ops=%d zset_ops=%d list_ops=%d typed_unknown=%d"+
+		" multikey=%d (collections %d) multikey_reads=%d (collections %d) aborted=%d partial=%d (collections %d)"+
 		" published=%d delivered=%d expected=%d duplicates=%d lost=%d lost_in_snapshot=%d order_violations=%d stale_reads=%d seed=%d",
 		r.Ops, r.Faults, r.Unknown, len(r.Violations), r.UnfencedOverlap, r.OverlapNoPause, r.FencedOff, len(r.Inconclusive), r.SnapshotInstall,
-		m.Requests, m.Reads, m.Aborted, m.Partial,
+		d.Counter, d.ZSet, d.List, d.Unknown,
+		m.Requests, m.CollRequests, m.Reads, m.CollReads, m.Aborted, m.Partial, m.CollPartial,
 		p.Published, p.Delivered, p.Expected, p.Duplicates, p.Lost, p.LostInSnapshot, p.OrderViolation, p.Stale, r.Seed)
 }
 
@@ -87,10 +92,13 @@ func Run(cfg Config) (res Result, err error) {
 		cfg.LinTimeout = 30 * time.Second
 	}
 	if cfg.MultiClients == 0 {
-		cfg.MultiClients = 2
+		cfg.MultiClients = 3
 	}
 	if cfg.Publishers == 0 {
 		cfg.Publishers = 2
+	}
+	if cfg.TypedClients == 0 {
+		cfg.TypedClients = 4
 	}
 	logf := cfg.Logf
 	if logf == nil {
@@ -134,12 +142,16 @@ func Run(cfg Config) (res Result, err error) {
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	multi, pubs := cfg.Clients+1, cfg.Clients+1+cfg.MultiClients
-	for i := range pubs + cfg.Publishers {
+	typed := pubs + cfg.Publishers
+	workers := typed + cfg.TypedClients
+	for i := range workers {
 		w := &worker{id: i, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i+1))), rec: rec, addrs: addrs, node: i, stop: &stop}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			switch {
+			case i >= typed:
+				w.dataTypes()
 			case i >= pubs:
 				w.publisher(0)
 			case i >= multi:
@@ -181,7 +193,7 @@ func Run(cfg Config) (res Result, err error) {
 		obs.violations = append(obs.violations, "recovery: a subscriber could not subscribe again within 10s of healing")
 	}
 	var again atomic.Bool
-	last := &worker{id: pubs + cfg.Publishers, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(pubs+cfg.Publishers+1))), rec: rec, addrs: addrs, stop: &again}
+	last := &worker{id: workers, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(workers+1))), rec: rec, addrs: addrs, stop: &again}
 	last.publisher(5)
 	// every node applied every message: what is still on its way is in sockets and queues
 	if d, err := converge(c, 10*time.Second); err != nil {
@@ -194,7 +206,7 @@ func Run(cfg Config) (res Result, err error) {
 	if obs.final, err = c.finalReads(durableKeys(h.Ops)); err != nil {
 		obs.violations = append(obs.violations, "final reads: "+err.Error())
 	}
-	if obs.groups, err = c.finalGroups(); err != nil {
+	if obs.groups, obs.collGroups, err = c.finalGroups(); err != nil {
 		obs.violations = append(obs.violations, "final reads: "+err.Error())
 	}
 	if err := c.stop(); err != nil {
@@ -229,16 +241,17 @@ func Run(cfg Config) (res Result, err error) {
 
 // observed is what a run saw besides the history.
 type observed struct {
-	violations []string                        // found while running and healing
-	final      map[string]map[string]finalRead // node -> durable key -> its own table's view
-	groups     map[string]map[string][]string  // node -> multi-key group -> its own table's values
-	restores   map[string][]int64              // node -> when it installed a leader's snapshot
-	logs       []string                        // every node's log
+	violations []string                         // found while running and healing
+	final      map[string]map[string]finalRead  // node -> durable key -> its own table's view
+	groups     map[string]map[string][]string   // node -> multi-key group -> its own table's values
+	collGroups map[string]map[string][][]string // node -> collection group -> its own table's contents
+	restores   map[string][]int64               // node -> when it installed a leader's snapshot
+	logs       []string                         // every node's log
 }
 
 // evaluate runs every checker over a history and what the run observed.
 func evaluate(h History, obs observed, linTimeout time.Duration) (Result, []LinResult, *clockTimeline) {
-	res := Result{Seed: h.Seed, Ops: len(h.Ops), Faults: len(h.Faults)}
+	res := Result{Seed: h.Seed, Ops: len(h.Ops), Faults: len(h.Faults), Typed: countTyped(h.Typed)}
 	for _, op := range h.Ops {
 		if op.Outcome == Unknown {
 			res.Unknown++
@@ -260,7 +273,7 @@ func evaluate(h History, obs observed, linTimeout time.Duration) (Result, []LinR
 	if obs.final != nil {
 		v = append(v, checkDurable(h.Ops, obs.final)...)
 	}
-	res.Multi = checkAtomicity(h.Multi, obs.groups)
+	res.Multi = checkAtomicity(h.Multi, obs.groups, obs.collGroups)
 	v = append(v, res.Multi.Violations...)
 	res.PubSub = checkPubSub(h.Publishes, h.Subs, obs.restores)
 	v = append(v, res.PubSub.Violations...)
@@ -268,10 +281,14 @@ func evaluate(h History, obs observed, linTimeout time.Duration) (Result, []LinR
 		v = append(v, fmt.Sprintf("... and %d more atomicity and pub/sub violations (counts in the summary line)", n))
 	}
 	var bad []LinResult
-	for _, l := range checkLinearizable(h.Ops, clk, linTimeout) {
+	for _, l := range append(checkLinearizable(h.Ops, clk, linTimeout), checkDataTypes(h.Typed, linTimeout)...) {
 		switch l.Result {
 		case porcupine.Illegal:
-			v = append(v, "linearizability: key "+l.Key+" has no linearization")
+			what := "key "
+			if l.Model != Lock {
+				what = l.Model + " key "
+			}
+			v = append(v, "linearizability: "+what+l.Key+" has no linearization")
 			bad = append(bad, l)
 		case porcupine.Unknown:
 			res.Inconclusive = append(res.Inconclusive, l.Key)
@@ -317,9 +334,8 @@ func writeFailure(root string, h History, bad []LinResult, clk *clockTimeline, v
 	if err := os.WriteFile(filepath.Join(root, "violations.txt"), []byte(strings.Join(violations, "\n")+"\n"), 0o644); err != nil {
 		return err
 	}
-	model := lockModel(clk)
 	for _, l := range bad {
-		if err := porcupine.VisualizePath(model, l.Info, filepath.Join(root, "lin-"+l.Key+".html")); err != nil {
+		if err := porcupine.VisualizePath(modelOf(l.Model, clk), l.Info, filepath.Join(root, "lin-"+l.Key+".html")); err != nil {
 			return err
 		}
 	}
