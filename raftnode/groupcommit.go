@@ -34,33 +34,28 @@ const maxBatchBytes = 1 << 20
 type groupCommit struct {
 	mu      sync.Mutex
 	queue   []*groupEntry
-	sending bool // a goroutine is giving raft a batch, and sends the queue after it
+	sending bool // a batch is being sent or written: requests queue for the next
 	// sent are the batches in raft, oldest first. Whoever takes a batch out answers its
 	// requests: ApplyBatch when it applies the batch's own log entry (the leader applies the
 	// very bytes it proposed, so the entry is told apart by its first byte's address), or
 	// runFinisher with raft's outcome when it did not (an error, or an entry replaced).
 	sent []*sentBatch
-	// finish hands runFinisher every batch sent, in order; writing hands runSender the batch a
-	// request just sent for itself.
-	finish  chan *sentBatch
-	writing chan *sentBatch
+	// finish hands runFinisher every batch sent, in order; kick tells runSender to send the
+	// queue (batchWritten).
+	finish chan *sentBatch
+	kick   chan struct{}
 }
 
 // finishQueue bounds the batches sent and not yet finished; a sender blocks past it.
 const finishQueue = 4096
 
 // sentBatch is a batch given to raft: its log entry's first byte, its requests, and raft's
-// future for it. written is closed once the leader's store wrote the entry, or raft answered.
+// future for it.
 type sentBatch struct {
 	first   *byte
 	entries []*groupEntry
 	future  raft.ApplyFuture
-	written chan struct{}
-	once    sync.Once
 }
-
-// settle closes written, once.
-func (sb *sentBatch) settle() { sb.once.Do(func() { close(sb.written) }) }
 
 // claimLocked takes the sent batch whose log entry starts at first out of sent, or returns nil.
 func (g *groupCommit) claimLocked(first *byte) *sentBatch {
@@ -109,45 +104,51 @@ func (n *Node) submitGrouped(cmds []fsm.Command) *groupEntry {
 	g.sending = true
 	batch := g.takeLocked()
 	g.mu.Unlock()
-	// runSender waits for the write and sends what queued meanwhile: this request goes on to
-	// wait for its own outcome (a pipelining connection to propose its next request).
-	sb := n.sendBatch(batch)
-	select {
-	case g.writing <- sb:
-	case <-n.stop: // its requests are answered by the stop (groupEntry.wait)
-	}
+	n.sendBatch(batch)
 	return e
 }
 
-// runSender keeps the group commit going while requests queue: once the batch just sent is
-// written (or answered), it sends the queue as the next batch, or, if nothing queued, lets
-// the next request send its own. It is not one of the node's goroutines (goFunc), for the
-// reason runFinisher is not: it may wait on raft when raft shuts down.
+// batchWritten is told, once per batch, that the leader's store wrote sb (writeWatch, on raft's
+// leader loop: it must not block), or that raft answered it unwritten (runFinisher). If
+// requests queued meanwhile, runSender sends them as the next batch; if not, sending ends and
+// the next request sends its own, so a lone request costs no goroutine hand-off here.
+func (n *Node) batchWritten(sb *sentBatch) {
+	if !n.writes.want.CompareAndSwap(sb, nil) {
+		return // already told, or a later batch is awaited
+	}
+	g := &n.group
+	g.mu.Lock()
+	more := len(g.queue) > 0
+	g.sending = more
+	g.mu.Unlock()
+	if more {
+		select {
+		case g.kick <- struct{}{}:
+		default: // runSender has a kick pending
+		}
+	}
+}
+
+// runSender sends the queue as the next batch each time the batch before it is written. It
+// is not one of the node's goroutines (goFunc), for the reason runFinisher is not: raft.Apply
+// may block on raft as it shuts down.
 func (n *Node) runSender() {
 	g := &n.group
 	for {
-		var sb *sentBatch
 		select {
-		case sb = <-g.writing:
+		case <-g.kick:
 		case <-n.stop:
 			return
 		}
-		for sb != nil {
-			select {
-			case <-sb.written:
-			case <-n.stop:
-				return
-			}
-			g.mu.Lock()
-			if len(g.queue) == 0 {
-				g.sending = false
-				g.mu.Unlock()
-				break
-			}
-			batch := g.takeLocked()
+		g.mu.Lock()
+		if len(g.queue) == 0 {
+			g.sending = false
 			g.mu.Unlock()
-			sb = n.sendBatch(batch)
+			continue
 		}
+		batch := g.takeLocked()
+		g.mu.Unlock()
+		n.sendBatch(batch)
 	}
 }
 
@@ -170,9 +171,8 @@ func (g *groupCommit) takeLocked() []*groupEntry {
 
 // sendBatch gives raft the batch as one log entry (a lone request's entry as it is), waiting
 // until raft's leader loop takes it, and hands it to runFinisher for its outcome. The next
-// batch waits for sb.written: closed when the leader's store wrote this one (writeWatch), or
-// by runFinisher once raft answered it, should the store never see it (raft refused it).
-func (n *Node) sendBatch(batch []*groupEntry) *sentBatch {
+// batch goes once this one is written (batchWritten).
+func (n *Node) sendBatch(batch []*groupEntry) {
 	var data []byte
 	if len(batch) == 1 {
 		data = batch[0].data
@@ -191,25 +191,23 @@ func (n *Node) sendBatch(batch []*groupEntry) *sentBatch {
 	g.mu.Lock()
 	g.sent = append(g.sent, sb)
 	g.mu.Unlock()
-	sb.written = make(chan struct{})
-	n.writes.expect(sb)
+	n.writes.want.Store(sb)
 	sb.future = n.raft.Apply(data, n.cfg.ApplyTimeout)
 	select {
 	case n.group.finish <- sb:
 	case <-n.stop: // its requests are answered by the stop (groupEntry.wait)
 	}
-	return sb
 }
 
-// writeWatch is the leader's raft log store, which tells the group commit's sender when the
-// batch it waits for is written (groupcommit.go). On followers it only forwards.
+// writeWatch is raft's log store with one addition for the group commit: when it has written
+// the entry of the batch the leader awaits (want), it tells batchWritten. It tells the entry
+// apart by its first byte's address: the leader's raft stores the very bytes it was given.
+// On followers want is nil and it only forwards.
 type writeWatch struct {
 	raft.LogStore
-	want atomic.Pointer[sentBatch]
+	want    atomic.Pointer[sentBatch]
+	written func(*sentBatch)
 }
-
-// expect makes the next write of sb's entry close sb.written.
-func (w *writeWatch) expect(sb *sentBatch) { w.want.Store(sb) }
 
 func (w *writeWatch) StoreLog(l *raft.Log) error { return w.StoreLogs([]*raft.Log{l}) }
 
@@ -218,8 +216,7 @@ func (w *writeWatch) StoreLogs(logs []*raft.Log) error {
 	if sb := w.want.Load(); sb != nil {
 		for _, l := range logs {
 			if len(l.Data) > 0 && &l.Data[0] == sb.first {
-				w.want.CompareAndSwap(sb, nil)
-				sb.settle()
+				w.written(sb) // a failed write too: raft answers its entries, and the next goes on
 				break
 			}
 		}
@@ -243,7 +240,7 @@ func (n *Node) runFinisher() {
 			return
 		}
 		err := sb.future.Error()
-		sb.settle()
+		n.batchWritten(sb) // if raft answered it unwritten, the next batch must not wait on it
 		g.mu.Lock()
 		mine := g.claimLocked(sb.first) == sb
 		g.mu.Unlock()

@@ -49,10 +49,7 @@ func TestGroupCommitCarriesWhatQueued(t *testing.T) {
 	if waiting != queued {
 		t.Fatalf("%d requests queued behind a send, want %d", waiting, queued)
 	}
-	n.group.mu.Lock()
-	batch := n.group.takeLocked()
-	n.group.mu.Unlock()
-	n.group.writing <- n.sendBatch(batch) // runSender waits for its write, finds no queue, and stops sending
+	n.group.kick <- struct{}{} // as a write finishing does: runSender sends the queue
 	var last fsm.Token
 	var index uint64
 	for i, p := range ps {

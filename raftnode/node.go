@@ -145,7 +145,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 		leaseWake: make(chan struct{}, 1),
 		// Buffered so many requests can queue for one batched leadership check.
 		verifyReqs: make(chan chan error, 1024),
-		group:      groupCommit{finish: make(chan *sentBatch, finishQueue), writing: make(chan *sentBatch, 1)},
+		group:      groupCommit{finish: make(chan *sentBatch, finishQueue), kick: make(chan struct{}, 1)},
 		stop:       make(chan struct{}),
 		removed:    make(chan struct{}),
 		// One buffered wake-up is enough: runMembership rereads everything when it runs.
@@ -182,7 +182,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 	// The cache keeps the newest entries in memory: the leader reads them back to replicate
 	// them, and a follower to apply them, right after writing them. Without it both read each
 	// entry back from pebble (on followers that was a tenth of their CPU).
-	n.writes = &writeWatch{LogStore: st.Log}
+	n.writes = &writeWatch{LogStore: st.Log, written: n.batchWritten}
 	logs, err := raft.NewLogCache(logCacheEntries, n.writes)
 	if err != nil {
 		return nil, fmt.Errorf("log cache: %w", err)
