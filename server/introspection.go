@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -293,8 +294,13 @@ func (r *request) writeCommandInfo(cmd *command) {
 }
 
 // INFO [section ...]
+//
+// Inside a script it leaves out what it would have to ask the node for: the raft, locks and
+// keyspace sections and the clients section's lock_waiters. The node answers those under its
+// view lock, which the running script holds (Node.Exec's eval), so asking would deadlock.
 func cmdInfo(r *request) {
 	sections := []string{"server", "clients", "persistence", "stats", "replication", "raft", "locks", "keyspace"}
+	inScript := r.path == onScript
 	if len(r.args) > 1 {
 		want := map[string]bool{}
 		for _, a := range r.args[1:] {
@@ -310,13 +316,16 @@ func cmdInfo(r *request) {
 			sections = picked
 		}
 	}
+	if inScript {
+		sections = slices.DeleteFunc(sections, func(s string) bool { return s == "raft" || s == "locks" || s == "keyspace" })
+	}
 	var b strings.Builder
 	for i, s := range sections {
 		if i > 0 {
 			b.WriteString("\r\n")
 		}
 		b.WriteString("# " + strings.ToUpper(s[:1]) + s[1:] + "\r\n")
-		for _, f := range r.s.infoSection(s) {
+		for _, f := range r.s.infoSection(s, !inScript) {
 			b.WriteString(f.name + ":" + f.value + "\r\n")
 		}
 	}
@@ -326,7 +335,9 @@ func cmdInfo(r *request) {
 // infoField is one "name:value" line of INFO.
 type infoField struct{ name, value string }
 
-func (s *Server) infoSection(name string) []infoField {
+// infoSection returns one section's fields; askNode false leaves out those that ask the node
+// (a script's INFO: see cmdInfo).
+func (s *Server) infoSection(name string, askNode bool) []infoField {
 	st := &s.stats
 	u := func(v uint64) string { return itoa(int64(v)) }
 	switch name {
@@ -345,12 +356,15 @@ func (s *Server) infoSection(name string) []infoField {
 			{"uptime_in_days", itoa(int64(up.Hours() / 24))},
 		}
 	case "clients":
-		return []infoField{
+		fields := []infoField{
 			{"connected_clients", itoa(int64(s.Clients()))},
 			{"maxclients", itoa(int64(s.cfg.MaxClients))},
 			{"blocked_clients", itoa(s.waiters.blocked.Load())},
-			{"lock_waiters", itoa(int64(s.lockWaiters()))},
 		}
+		if askNode {
+			fields = append(fields, infoField{"lock_waiters", itoa(int64(s.lockWaiters()))})
+		}
+		return fields
 	case "persistence":
 		// ioredis's ready check waits for loading:0.
 		return []infoField{{"loading", "0"}, {"aof_enabled", "1"}}
