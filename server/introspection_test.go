@@ -58,3 +58,17 @@ func TestScriptCallsIntrospection(t *testing.T) {
 		t.Errorf("GET after the scripts = %q (FLUSHALL must have been refused)", got)
 	}
 }
+
+// EVAL_RO caches the script it ran, as EVAL does (Redis 7.0): EVALSHA_RO finds it after.
+func TestEvalROCachesItsScript(t *testing.T) {
+	addr, _ := startServer(t, nil)
+	r := dialRaw(t, addr)
+	r.do("SET", "k", "v")
+	const sha = "4e6d8fc8bb01276962cce5371fa795a7763657ae" // sha1 of the script below
+	if got := r.do("EVAL_RO", "return redis.call('get', KEYS[1])", "1", "k"); got != "$1\r\nv\r\n" {
+		t.Fatalf("EVAL_RO = %q", got)
+	}
+	if got := r.do("EVALSHA_RO", sha, "1", "k"); got != "$1\r\nv\r\n" {
+		t.Errorf("EVALSHA_RO of the script EVAL_RO ran = %q, want v", got)
+	}
+}

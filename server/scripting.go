@@ -294,7 +294,17 @@ func (r *request) writeValue(v script.Value) {
 	case script.KindStatus:
 		r.w.SimpleString(string(v.Str))
 	case script.KindError:
-		r.w.Error(string(v.Str))
+		// Redis writes a script's error as it is after the '-': an empty one is "-", one that
+		// starts with '-' keeps it ("--X"), one without a code gets none.
+		line := make([]byte, 0, len(v.Str)+3)
+		line = append(line, '-')
+		for _, ch := range v.Str {
+			if ch == '\r' || ch == '\n' {
+				ch = ' '
+			}
+			line = append(line, ch)
+		}
+		r.w.Raw(append(line, '\r', '\n'))
 	case script.KindArray:
 		r.w.Array(len(v.Array))
 		for _, e := range v.Array {
@@ -355,9 +365,15 @@ func evalGeneric(r *request, bySHA, readOnly bool) {
 		val, runErr, noscript, refused, ov = script.Value{}, nil, false, "", nil
 		code := src
 		_, known := v.Script(sha)
-		if !known && !bySHA && !readOnly {
+		// EVAL and EVAL_RO cache what they run, as in Redis. A full cache refuses EVAL, but
+		// a read-only script only goes uncached: it must not fail for want of a write.
+		cache := !known && !bySHA
+		if cache {
 			if refused = cacheRefusal(r.s.cfg.Scripts, v, src); refused != "" {
-				return nil
+				if !readOnly {
+					return nil
+				}
+				refused, cache = "", false
 			}
 		}
 		if bySHA {
@@ -384,8 +400,9 @@ func evalGeneric(r *request, bySHA, readOnly bool) {
 			return nil
 		}
 		cmds := ov.cmds
-		if !known && !readOnly && runErr == nil {
-			// Cache it cluster-wide, so EVALSHA works on every node and after a failover.
+		if cache && !errors.Is(runErr, script.ErrCompile) && !errors.Is(runErr, script.ErrClosed) {
+			// Cache it cluster-wide, so EVALSHA works on every node and after a failover: a
+			// script that compiled, even if it then failed, as Redis keeps it.
 			cmds = append(cmds, fsm.Command{Kind: fsm.KindStoreScript, Key: []byte(sha), Owner: src})
 		}
 		return cmds
@@ -422,7 +439,25 @@ func evalGeneric(r *request, bySHA, readOnly bool) {
 	r.writeValue(val)
 }
 
-// SCRIPT LOAD source | EXISTS sha... | FLUSH [ASYNC|SYNC] | KILL
+// scriptHelp is SCRIPT HELP's text, Redis 7.0's (DEBUG included, which raftlock lacks).
+var scriptHelp = []string{
+	"DEBUG (YES|SYNC|NO)",
+	"    Set the debug mode for subsequent scripts executed.",
+	"EXISTS <sha1> [<sha1> ...]",
+	"    Return information about the existence of the scripts in the script cache.",
+	"FLUSH [ASYNC|SYNC]",
+	"    Flush the Lua scripts cache. Very dangerous on replicas.",
+	"    When called without the optional mode argument, the behavior is determined by the",
+	"    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+	"    * ASYNC: Asynchronously flush the scripts cache.",
+	"    * SYNC: Synchronously flush the scripts cache.",
+	"KILL",
+	"    Kill the currently executing Lua script.",
+	"LOAD <script>",
+	"    Load a script into the scripts cache without executing it.",
+}
+
+// SCRIPT LOAD source | EXISTS sha... | FLUSH [ASYNC|SYNC] | KILL | HELP
 func cmdScript(r *request) {
 	sub := lower(r.args[1])
 	switch {
@@ -473,7 +508,9 @@ func cmdScript(r *request) {
 		for _, f := range found {
 			r.w.Int(b2i(f))
 		}
-	case sub == "flush" && (len(r.args) == 2 || len(r.args) == 3 && (is(r.args[2], "async") || is(r.args[2], "sync"))):
+	case sub == "flush" && !(len(r.args) == 2 || len(r.args) == 3 && (is(r.args[2], "async") || is(r.args[2], "sync"))):
+		r.w.Error("ERR SCRIPT FLUSH only support SYNC|ASYNC option")
+	case sub == "flush":
 		_, err := r.exec(nil, func(v node.View) []fsm.Command {
 			return []fsm.Command{{Kind: fsm.KindFlushScripts, Key: []byte("scripts")}}
 		})
@@ -489,7 +526,9 @@ func cmdScript(r *request) {
 			return
 		}
 		r.w.SimpleString("OK")
-	case sub == "load" || sub == "exists" || sub == "flush" || sub == "kill":
+	case sub == "help" && len(r.args) == 2:
+		r.writeHelp("SCRIPT", scriptHelp)
+	case sub == "load" || sub == "exists" || sub == "kill" || sub == "help":
 		r.w.Error("ERR wrong number of arguments for 'script|" + sub + "' command")
 	default:
 		r.w.Error("ERR unknown subcommand '" + string(appendSanitized(nil, r.args[1], 128)) + "'. Try SCRIPT HELP.")
