@@ -42,3 +42,41 @@ func TestRedisCompatKeyspaceNotifications(t *testing.T) {
 	}
 	compareTranscripts(t, rs.addr, n.addr, steps, []string{"CONFIG", "SET", "notify-keyspace-events", ""})
 }
+
+// TestRedisCompatSetPastExpiry: SET with a PXAT or EXAT already past ends the key as an expiry,
+// as on Redis 7.0 (which sets the key, then expires it): subscribers hear "expired", not "del",
+// here for keys that held a lease (of a string and of a hash, in two databases). GETEX and
+// PEXPIREAT with a past time delete the key there, and say "del". Left out: SET past on a key
+// without a lease, or on a new key, where raftlock says "del", or nothing, and Redis "expired"
+// (a replicated Expire ends only a lease, and a new key past its time is never written).
+func TestRedisCompatSetPastExpiry(t *testing.T) {
+	rs := startRedis(t)
+	n := startNode(t, t.TempDir())
+	steps := []pubsubStep{
+		{pub: true, cmd: []string{"CONFIG", "SET", "notify-keyspace-events", "xKE"}},
+		{cmd: []string{"PSUBSCRIBE", "__key*__:*"}},
+		{cmd: []string{"SUBSCRIBE", "__keyevent@0__:expired"}},
+		{pub: true, cmd: []string{"SET", "kx:a", "1", "PX", "100000"}},
+		{pub: true, cmd: []string{"SET", "kx:a", "2", "PXAT", "1000"}},
+		{}, {}, {}, // expired: on the pattern (keyspace, keyevent) and the channel
+		{pub: true, cmd: []string{"HSET", "kx:h", "f", "v"}},
+		{pub: true, cmd: []string{"PEXPIRE", "kx:h", "100000"}},
+		{pub: true, cmd: []string{"SET", "kx:h", "v", "EXAT", "1"}},
+		{}, {}, {},
+		{pub: true, cmd: []string{"EXISTS", "kx:a", "kx:h"}},
+		{pub: true, cmd: []string{"SELECT", "2"}},
+		{pub: true, cmd: []string{"SET", "kx:c", "1", "EX", "1000"}},
+		{pub: true, cmd: []string{"SET", "kx:c", "1", "EXAT", "1", "GET"}},
+		{}, {}, // database 2's: on the pattern only
+		{pub: true, cmd: []string{"EXISTS", "kx:c"}},
+		{pub: true, cmd: []string{"CONFIG", "SET", "notify-keyspace-events", "gKE"}},
+		{pub: true, cmd: []string{"SET", "kx:d", "1"}},
+		{pub: true, cmd: []string{"GETEX", "kx:d", "PXAT", "1"}},
+		{}, {},
+		{pub: true, cmd: []string{"SET", "kx:e", "1"}},
+		{pub: true, cmd: []string{"PEXPIREAT", "kx:e", "1"}},
+		{}, {},
+		{cmd: []string{"PING"}}, // no event came before the pong
+	}
+	compareTranscripts(t, rs.addr, n.addr, steps, []string{"CONFIG", "SET", "notify-keyspace-events", ""})
+}
