@@ -294,8 +294,8 @@ func (r *request) writeValue(v script.Value) {
 	case script.KindStatus:
 		r.w.SimpleString(string(v.Str))
 	case script.KindError:
-		// Redis writes a script's error as it is after the '-': an empty one is "-", one that
-		// starts with '-' keeps it ("--X"), one without a code gets none.
+		// Redis writes a script's error as it is after the '-', adding no ERR code and
+		// dropping no '-': {err=''} is "-", {err='-X'} is "--X", {err='oops'} is "-oops".
 		line := make([]byte, 0, len(v.Str)+3)
 		line = append(line, '-')
 		for _, ch := range v.Str {
