@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -78,18 +79,39 @@ func seenParam(pairs [][]byte, name string) bool {
 	return false
 }
 
-// CONFIG GET pattern [pattern ...] · CONFIG SET notify-keyspace-events value
+// configHelp is CONFIG HELP's text, Redis 7.0's.
+var configHelp = []string{
+	"GET <pattern>",
+	"    Return parameters matching the glob-like <pattern> and their values.",
+	"SET <directive> <value>",
+	"    Set the configuration <directive> to <value>.",
+	"RESETSTAT",
+	"    Reset statistics reported by the INFO command.",
+	"REWRITE",
+	"    Rewrite the configuration file.",
+}
+
+// CONFIG GET pattern [pattern ...] · CONFIG SET notify-keyspace-events value · CONFIG HELP
 func cmdConfig(r *request) {
-	if is(r.args[1], "set") {
+	sub := lower(r.args[1])
+	switch {
+	case sub == "set":
 		configSet(r)
 		return
-	}
-	if !is(r.args[1], "get") {
+	case sub == "help" && len(r.args) == 2:
+		r.writeHelp("CONFIG", configHelp)
+		return
+	case (sub == "help" || sub == "resetstat" || sub == "rewrite") && len(r.args) != 2:
+		r.wrongArgs("config|" + sub)
+		return
+	case sub == "resetstat" || sub == "rewrite":
 		r.w.Error("ERR raftlock supports only CONFIG GET and CONFIG SET notify-keyspace-events; the rest of its configuration is set by flags at start")
 		return
-	}
-	if len(r.args) < 3 {
-		r.w.Error("ERR wrong number of arguments for 'config|get' command")
+	case sub != "get":
+		r.w.Error("ERR unknown subcommand '" + string(appendSanitized(nil, r.args[1], 128)) + "'. Try CONFIG HELP.")
+		return
+	case len(r.args) < 3:
+		r.wrongArgs("config|get")
 		return
 	}
 	var out [][2]string
@@ -114,35 +136,68 @@ func cmdConfig(r *request) {
 	}
 }
 
-// COMMAND, COMMAND COUNT, COMMAND INFO name..., COMMAND DOCS [name...], COMMAND LIST
+// commandHelp is COMMAND HELP's text, Redis 7.0's.
+var commandHelp = []string{
+	"(no subcommand)",
+	"    Return details about all Redis commands.",
+	"COUNT",
+	"    Return the total number of commands in this Redis server.",
+	"LIST",
+	"    Return a list of all commands in this Redis server.",
+	"INFO [<command-name> ...]",
+	"    Return details about multiple Redis commands.",
+	"    If no command names are given, documentation details for all",
+	"    commands are returned.",
+	"DOCS [<command-name> ...]",
+	"    Return documentation details about multiple Redis commands.",
+	"    If no command names are given, documentation details for all",
+	"    commands are returned.",
+	"GETKEYS <full-command>",
+	"    Return the keys from a full Redis command.",
+	"GETKEYSANDFLAGS <full-command>",
+	"    Return the keys and the access flags from a full Redis command.",
+}
+
+// COMMAND, COMMAND COUNT, COMMAND INFO [name...], COMMAND DOCS [name...], COMMAND LIST,
+// COMMAND GETKEYS command [arg...], COMMAND HELP
 func cmdCommand(r *request) {
 	if len(r.args) == 1 {
-		names := commandNames()
-		r.w.Array(len(names))
-		for _, n := range names {
-			r.writeCommandInfo(commands[n])
-		}
+		r.writeAllCommandInfo()
 		return
 	}
 	sub := r.args[1]
 	switch {
-	case is(sub, "count") && len(r.args) == 2:
+	case (is(sub, "count") || is(sub, "help")) && len(r.args) != 2:
+		r.wrongArgs("command|" + lower(sub))
+	case is(sub, "count"):
 		r.w.Int(int64(len(commands)))
-	case is(sub, "list") && len(r.args) == 2:
+	case is(sub, "help"):
+		r.writeHelp("COMMAND", commandHelp)
+	case is(sub, "list") && len(r.args) == 5 && is(r.args[2], "filterby"):
+		r.w.Error("ERR raftlock does not support COMMAND LIST FILTERBY: use COMMAND LIST")
+	case is(sub, "list") && len(r.args) > 2:
+		r.w.Error(errSyntax)
+	case is(sub, "list"):
 		names := commandNames()
 		r.w.Array(len(names))
 		for _, n := range names {
 			r.w.BulkString(n)
 		}
+	case is(sub, "info") && len(r.args) == 2:
+		r.writeAllCommandInfo()
 	case is(sub, "info"):
 		r.w.Array(len(r.args) - 2)
 		for _, a := range r.args[2:] {
 			if cmd := lookupCommand(a); cmd != nil {
 				r.writeCommandInfo(cmd)
 			} else {
-				r.w.NullArray()
+				r.w.Null() // Redis's null, "$-1" in RESP2, not a null array
 			}
 		}
+	case is(sub, "getkeys") && len(r.args) < 4:
+		r.wrongArgs("command|getkeys")
+	case is(sub, "getkeys"):
+		r.commandGetKeys(r.args[2:])
 	case is(sub, "docs"):
 		var list []*command
 		if len(r.args) == 2 {
@@ -173,6 +228,49 @@ func cmdCommand(r *request) {
 	}
 }
 
+// writeAllCommandInfo writes COMMAND's (and COMMAND INFO's without names) list of every command.
+func (r *request) writeAllCommandInfo() {
+	names := commandNames()
+	r.w.Array(len(names))
+	for _, n := range names {
+		r.writeCommandInfo(commands[n])
+	}
+}
+
+// commandGetKeys is COMMAND GETKEYS: the keys full (a command and its arguments) names, with
+// Redis's errors in Redis's order.
+func (r *request) commandGetKeys(full [][]byte) {
+	cmd := lookupCommand(full[0])
+	switch {
+	case cmd == nil:
+		r.w.Error("ERR Invalid command specified")
+		return
+	case cmd.keys.first <= 0 && !cmd.movable:
+		r.w.Error("ERR The command has no key arguments")
+		return
+	case !cmd.arityOK(len(full)):
+		r.w.Error("ERR Invalid number of arguments specified for command")
+		return
+	}
+	keys := cmd.keyArgs(full) // a script's bad numkeys: none, as Redis says (no mandatory keys)
+	r.w.Array(len(keys))
+	for _, k := range keys {
+		r.w.Bulk(k)
+	}
+}
+
+// writeHelp writes a HELP subcommand's reply as Redis's addReplyHelp does: a title line, the
+// lines given, and HELP's own, each a status reply.
+func (r *request) writeHelp(name string, lines []string) {
+	r.w.Array(len(lines) + 3)
+	r.w.SimpleString(name + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:")
+	for _, l := range lines {
+		r.w.SimpleString(l)
+	}
+	r.w.SimpleString("HELP")
+	r.w.SimpleString("    Prints this help.")
+}
+
 // writeCommandInfo writes one COMMAND entry in Redis 7's shape.
 func (r *request) writeCommandInfo(cmd *command) {
 	r.w.Array(10)
@@ -196,8 +294,13 @@ func (r *request) writeCommandInfo(cmd *command) {
 }
 
 // INFO [section ...]
+//
+// Inside a script it leaves out what it would have to ask the node for: the raft, locks and
+// keyspace sections and the clients section's lock_waiters. The node answers those under its
+// view lock, which the running script holds (Node.Exec's eval), so asking would deadlock.
 func cmdInfo(r *request) {
 	sections := []string{"server", "clients", "persistence", "stats", "replication", "raft", "locks", "keyspace"}
+	inScript := r.path == onScript
 	if len(r.args) > 1 {
 		want := map[string]bool{}
 		for _, a := range r.args[1:] {
@@ -213,13 +316,16 @@ func cmdInfo(r *request) {
 			sections = picked
 		}
 	}
+	if inScript {
+		sections = slices.DeleteFunc(sections, func(s string) bool { return s == "raft" || s == "locks" || s == "keyspace" })
+	}
 	var b strings.Builder
 	for i, s := range sections {
 		if i > 0 {
 			b.WriteString("\r\n")
 		}
 		b.WriteString("# " + strings.ToUpper(s[:1]) + s[1:] + "\r\n")
-		for _, f := range r.s.infoSection(s) {
+		for _, f := range r.s.infoSection(s, !inScript) {
 			b.WriteString(f.name + ":" + f.value + "\r\n")
 		}
 	}
@@ -229,7 +335,9 @@ func cmdInfo(r *request) {
 // infoField is one "name:value" line of INFO.
 type infoField struct{ name, value string }
 
-func (s *Server) infoSection(name string) []infoField {
+// infoSection returns one section's fields; askNode false leaves out those that ask the node
+// (a script's INFO: see cmdInfo).
+func (s *Server) infoSection(name string, askNode bool) []infoField {
 	st := &s.stats
 	u := func(v uint64) string { return itoa(int64(v)) }
 	switch name {
@@ -248,12 +356,15 @@ func (s *Server) infoSection(name string) []infoField {
 			{"uptime_in_days", itoa(int64(up.Hours() / 24))},
 		}
 	case "clients":
-		return []infoField{
+		fields := []infoField{
 			{"connected_clients", itoa(int64(s.Clients()))},
 			{"maxclients", itoa(int64(s.cfg.MaxClients))},
 			{"blocked_clients", itoa(s.waiters.blocked.Load())},
-			{"lock_waiters", itoa(int64(s.lockWaiters()))},
 		}
+		if askNode {
+			fields = append(fields, infoField{"lock_waiters", itoa(int64(s.lockWaiters()))})
+		}
+		return fields
 	case "persistence":
 		// ioredis's ready check waits for loading:0.
 		return []infoField{{"loading", "0"}, {"aof_enabled", "1"}}

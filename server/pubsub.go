@@ -45,7 +45,8 @@ func (s *subscriptions) active() bool {
 }
 
 // hub maps channels and patterns to the connections subscribed on this node. Its lock nests
-// inside nothing but a connection's baton; nothing under it blocks, logs or writes a socket.
+// inside nothing but a connection's baton and the node's view lock (PUBSUB called from a
+// script); nothing under it blocks, logs or writes a socket.
 type hub struct {
 	log *slog.Logger
 	mu  struct {

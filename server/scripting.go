@@ -85,15 +85,37 @@ func errValue(msg string) script.Value { return script.Value{Kind: script.KindEr
 
 // Call runs one redis.call/redis.pcall: the same handler a client's command runs, as a request
 // of its own on the script's overlay, its RESP2 reply captured and decoded into a script value.
+// It checks the call in Redis 7.0's order: an unknown command (or subcommand), the arity, a
+// command scripts may not call, ACL, a write in a read-only script, then raftlock's own
+// refusals and the key bound.
 func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 	p := sc.parent
 	cmd := lookupCommand(args[0])
-	switch {
-	case cmd == nil:
+	if cmd == nil {
 		return errValue("ERR Unknown Redis command called from script"), nil
+	}
+	rule, known := scriptRuleOf(cmd, args)
+	switch {
+	case !known:
+		return errValue("ERR Unknown Redis command called from script"), nil
+	case !(rule.arity > 0 && len(args) == rule.arity || rule.arity < 0 && len(args) >= -rule.arity):
+		return errValue("ERR Wrong number of args calling Redis command from script"), nil
+	case !rule.allowed:
+		return errValue("ERR This Redis command is not allowed from script"), nil
+	}
+	if d, ok := p.c.permit(cmd, args, "lua"); !ok {
+		return errValue(d.scriptError()), nil
+	}
+	switch {
+	case cmd.write && sc.run.readOnly:
+		return errValue("ERR Write commands are not allowed from read-only scripts."), nil
 	case cmd.name == "lock":
 		return errValue("ERR LOCK is not allowed from scripts: its token is only known once the grant is applied; use SET key value NX PX ms"), nil
-	case cmd.name == "select" && len(args) == 2:
+	case rule.refused:
+		return errValue("ERR This Redis command is not allowed from script"), nil
+	case cmd.denyOOM && p.s.full():
+		return errValue("ERR " + errOOM), nil
+	case cmd.name == "select":
 		db, ok := parseInt(args[1])
 		switch {
 		case !ok:
@@ -103,17 +125,10 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 		}
 		sc.run.db = int(db)
 		return script.Value{Kind: script.KindStatus, Str: []byte("OK")}, nil
-	case !cmd.leader && cmd.name != "ping" && cmd.name != "echo" && cmd.name != "time", slices.Contains(cmd.flagList, "noscript"):
-		return errValue("ERR This Redis command is not allowed from script"), nil
-	case cmd.write && sc.run.readOnly:
-		return errValue("ERR Write commands are not allowed from read-only scripts."), nil
-	case !cmd.arityOK(len(args)):
-		return errValue("ERR Wrong number of args calling Redis command from script"), nil
-	case cmd.denyOOM && p.s.full():
-		return errValue("ERR " + errOOM), nil
-	}
-	if d, ok := p.c.permit(cmd, args, "lua"); !ok {
-		return errValue(d.scriptError()), nil
+	case cmd.name == "readonly" || cmd.name == "readwrite":
+		// As on a Redis Cluster node: they set the mode of the script's own client, which
+		// reads nothing after the script; the caller's connection keeps its mode.
+		return script.Value{Kind: script.KindStatus, Str: []byte("OK")}, nil
 	}
 	if p.trackReads && !cmd.write {
 		// Track the keys the script reads for its caller now, while the script still holds the
@@ -142,6 +157,102 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 		return script.Value{}, errors.New("ERR internal: " + err.Error())
 	}
 	return v, nil
+}
+
+// scriptRule is what redis.call checks of a command before it runs it.
+type scriptRule struct {
+	arity int // Redis's convention (commands.go)
+	// allowed: Redis 7.0 lets a script call it (the command, or the subcommand, has no
+	// noscript flag).
+	allowed bool
+	// refused: raftlock refuses it in a script although Redis does not (after the checks
+	// Redis makes first): FLUSHDB and FLUSHALL (the overlay a script runs on cannot show a
+	// whole database gone), CLUSTER and RAFT (they ask the node for its members, under the
+	// view lock the script holds).
+	refused bool
+}
+
+// scriptNonLeader are the commands outside the lock table (not run on the leader's view) that a
+// script may call, as in Redis 7.0: the others (HELLO, AUTH, QUIT, RESET, WAIT, ROLE, DEBUG,
+// MULTI ...) are noscript there too. SELECT, READONLY and READWRITE are answered by Call itself;
+// INFO leaves out the figures that need the view lock (introspection.go).
+var scriptNonLeader = map[string]bool{
+	"ping": true, "echo": true, "select": true, "time": true, "info": true, "command": true,
+	"pubsub": true, "readonly": true, "readwrite": true,
+}
+
+// scriptSubcommands are the subcommands Redis 7.0 knows of each container command raftlock
+// has, with their arity; the ones marked true may be called from a script (no noscript flag).
+// redis.call checks a subcommand as Redis does: one Redis does not know is an unknown
+// command, a wrong count an arity error, whatever raftlock's handler would reply.
+var scriptSubcommands = map[string]map[string]scriptSub{
+	"client": {
+		"caching": {3, false}, "getname": {2, false}, "getredir": {2, false}, "help": {2, true},
+		"id": {2, false}, "info": {2, false}, "kill": {-3, false}, "list": {-2, false},
+		"no-evict": {3, false}, "pause": {-3, false}, "reply": {3, false}, "setname": {3, false},
+		"tracking": {-3, false}, "trackinginfo": {2, false}, "unblock": {-3, false}, "unpause": {2, false},
+	},
+	"config": {
+		"get": {-3, false}, "help": {2, true}, "resetstat": {2, false}, "rewrite": {2, false}, "set": {-4, false},
+	},
+	"acl": {
+		"cat": {-2, false}, "deluser": {-3, false}, "dryrun": {-4, false}, "genpass": {-2, false},
+		"getuser": {3, false}, "help": {2, true}, "list": {2, false}, "load": {2, false}, "log": {-2, false},
+		"save": {2, false}, "setuser": {-3, false}, "users": {2, false}, "whoami": {2, false},
+	},
+	"script": {
+		"debug": {3, false}, "exists": {-3, false}, "flush": {-2, false}, "help": {2, true},
+		"kill": {2, false}, "load": {3, false},
+	},
+	"pubsub": {
+		"channels": {-2, true}, "help": {2, true}, "numpat": {2, true}, "numsub": {-2, true},
+		"shardchannels": {-2, true}, "shardnumsub": {-2, true},
+	},
+	"command": {
+		"count": {2, true}, "docs": {-2, true}, "getkeys": {-4, true}, "getkeysandflags": {-4, true},
+		"help": {2, true}, "info": {-2, true}, "list": {-2, true},
+	},
+	"cluster": {
+		"addslots": {-3, true}, "addslotsrange": {-4, true}, "bumpepoch": {2, true},
+		"count-failure-reports": {3, true}, "countkeysinslot": {3, true}, "delslots": {-3, true},
+		"delslotsrange": {-4, true}, "failover": {-2, true}, "flushslots": {2, true}, "forget": {3, true},
+		"getkeysinslot": {4, true}, "help": {2, true}, "info": {2, true}, "keyslot": {3, true},
+		"links": {2, true}, "meet": {-4, true}, "myid": {2, true}, "nodes": {2, true},
+		"replicas": {3, true}, "replicate": {3, true}, "reset": {-2, false}, "saveconfig": {2, true},
+		"set-config-epoch": {3, true}, "setslot": {-4, true}, "shards": {2, true}, "slaves": {3, true},
+		"slots": {2, true},
+	},
+}
+
+// scriptSub is one subcommand of scriptSubcommands.
+type scriptSub struct {
+	arity   int
+	allowed bool
+}
+
+// scriptRuleOf returns what redis.call checks of cmd called with args; known is false for a
+// subcommand Redis does not have.
+func scriptRuleOf(cmd *command, args [][]byte) (rule scriptRule, known bool) {
+	rule = scriptRule{arity: cmd.arity}
+	switch cmd.name {
+	case "flushdb", "flushall":
+		// raftlock's table flags them noscript; Redis does not.
+		return scriptRule{arity: cmd.arity, allowed: true, refused: true}, true
+	case "cluster", "raft":
+		rule.refused = true
+	}
+	subs, container := scriptSubcommands[cmd.name]
+	if !container || len(args) < 2 {
+		// A container command without its subcommand is checked as itself (its arity
+		// refuses it), as Redis's lookup does.
+		rule.allowed = !container && !slices.Contains(cmd.flagList, "noscript") && (cmd.leader || scriptNonLeader[cmd.name])
+		return rule, true
+	}
+	sub, ok := subs[lower(args[1])]
+	if !ok {
+		return rule, false
+	}
+	return scriptRule{arity: sub.arity, allowed: sub.allowed, refused: rule.refused}, true
 }
 
 // scriptValue turns a command's reply, as our writer encoded it in RESP2 for a script, into
@@ -183,7 +294,17 @@ func (r *request) writeValue(v script.Value) {
 	case script.KindStatus:
 		r.w.SimpleString(string(v.Str))
 	case script.KindError:
-		r.w.Error(string(v.Str))
+		// Redis writes a script's error as it is after the '-', adding no ERR code and
+		// dropping no '-': {err=''} is "-", {err='-X'} is "--X", {err='oops'} is "-oops".
+		line := make([]byte, 0, len(v.Str)+3)
+		line = append(line, '-')
+		for _, ch := range v.Str {
+			if ch == '\r' || ch == '\n' {
+				ch = ' '
+			}
+			line = append(line, ch)
+		}
+		r.w.Raw(append(line, '\r', '\n'))
 	case script.KindArray:
 		r.w.Array(len(v.Array))
 		for _, e := range v.Array {
@@ -244,9 +365,15 @@ func evalGeneric(r *request, bySHA, readOnly bool) {
 		val, runErr, noscript, refused, ov = script.Value{}, nil, false, "", nil
 		code := src
 		_, known := v.Script(sha)
-		if !known && !bySHA && !readOnly {
+		// EVAL and EVAL_RO cache what they run, as in Redis. A full cache refuses EVAL, but
+		// a read-only script only goes uncached: it must not fail for want of a write.
+		cache := !known && !bySHA
+		if cache {
 			if refused = cacheRefusal(r.s.cfg.Scripts, v, src); refused != "" {
-				return nil
+				if !readOnly {
+					return nil
+				}
+				refused, cache = "", false
 			}
 		}
 		if bySHA {
@@ -273,8 +400,9 @@ func evalGeneric(r *request, bySHA, readOnly bool) {
 			return nil
 		}
 		cmds := ov.cmds
-		if !known && !readOnly && runErr == nil {
-			// Cache it cluster-wide, so EVALSHA works on every node and after a failover.
+		if cache && !errors.Is(runErr, script.ErrCompile) && !errors.Is(runErr, script.ErrClosed) {
+			// Cache it cluster-wide, so EVALSHA works on every node and after a failover: a
+			// script that compiled, even if it then failed, as Redis keeps it.
 			cmds = append(cmds, fsm.Command{Kind: fsm.KindStoreScript, Key: []byte(sha), Owner: src})
 		}
 		return cmds
@@ -311,7 +439,25 @@ func evalGeneric(r *request, bySHA, readOnly bool) {
 	r.writeValue(val)
 }
 
-// SCRIPT LOAD source | EXISTS sha... | FLUSH [ASYNC|SYNC] | KILL
+// scriptHelp is SCRIPT HELP's text, Redis 7.0's (DEBUG included, which raftlock lacks).
+var scriptHelp = []string{
+	"DEBUG (YES|SYNC|NO)",
+	"    Set the debug mode for subsequent scripts executed.",
+	"EXISTS <sha1> [<sha1> ...]",
+	"    Return information about the existence of the scripts in the script cache.",
+	"FLUSH [ASYNC|SYNC]",
+	"    Flush the Lua scripts cache. Very dangerous on replicas.",
+	"    When called without the optional mode argument, the behavior is determined by the",
+	"    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+	"    * ASYNC: Asynchronously flush the scripts cache.",
+	"    * SYNC: Synchronously flush the scripts cache.",
+	"KILL",
+	"    Kill the currently executing Lua script.",
+	"LOAD <script>",
+	"    Load a script into the scripts cache without executing it.",
+}
+
+// SCRIPT LOAD source | EXISTS sha... | FLUSH [ASYNC|SYNC] | KILL | HELP
 func cmdScript(r *request) {
 	sub := lower(r.args[1])
 	switch {
@@ -362,7 +508,9 @@ func cmdScript(r *request) {
 		for _, f := range found {
 			r.w.Int(b2i(f))
 		}
-	case sub == "flush" && (len(r.args) == 2 || len(r.args) == 3 && (is(r.args[2], "async") || is(r.args[2], "sync"))):
+	case sub == "flush" && !(len(r.args) == 2 || len(r.args) == 3 && (is(r.args[2], "async") || is(r.args[2], "sync"))):
+		r.w.Error("ERR SCRIPT FLUSH only support SYNC|ASYNC option")
+	case sub == "flush":
 		_, err := r.exec(nil, func(v node.View) []fsm.Command {
 			return []fsm.Command{{Kind: fsm.KindFlushScripts, Key: []byte("scripts")}}
 		})
@@ -378,7 +526,9 @@ func cmdScript(r *request) {
 			return
 		}
 		r.w.SimpleString("OK")
-	case sub == "load" || sub == "exists" || sub == "flush" || sub == "kill":
+	case sub == "help" && len(r.args) == 2:
+		r.writeHelp("SCRIPT", scriptHelp)
+	case sub == "load" || sub == "exists" || sub == "kill" || sub == "help":
 		r.w.Error("ERR wrong number of arguments for 'script|" + sub + "' command")
 	default:
 		r.w.Error("ERR unknown subcommand '" + string(appendSanitized(nil, r.args[1], 128)) + "'. Try SCRIPT HELP.")

@@ -14,7 +14,8 @@
 //
 //	conn.baton -> Node.mu (raftnode: held while a request is evaluated, a script included)
 //	           -> tracker.mu (a script's tracked reads) | waiters.mu | script engine
-//	Server.mu  (alone: the connection set)
+//	              | hub.mu (a script's PUBSUB) | Server.mu (a script's INFO)
+//	Server.mu  (a leaf: the connection set; nothing is taken while holding it)
 //
 // The node's change hook (tracker.changed, waiters.changed) runs on raft's apply goroutine after
 // Node.mu is released, so neither hook nests inside it there. Nothing under tracker.mu or

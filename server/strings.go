@@ -94,17 +94,28 @@ type setOutcome struct {
 // set replicates SET key value with opts and reports what it found. On an error it has
 // replied already and returns ok false.
 func (r *request) set(key, value []byte, opts setOptions) (out setOutcome, ok bool) {
-	wrong := false
+	wrong, expiring := false, false
 	res, err := r.exec([][]byte{key}, func(v node.View) []fsm.Command {
+		expiring = false
 		l, _, held := v.Lookup(key)
 		out = setOutcome{prev: l.Owner, hadPrev: held, refused: opts.nx && held || opts.xx && !held}
 		if wrong = opts.get && l.Value != nil; wrong || out.refused {
 			return nil
 		}
 		if opts.past {
-			if !held {
+			switch {
+			case !held:
 				return nil
+			case l.LeaseMs != 0 && l.Token < fakeIndexBase && l.LeaseRev < fakeIndexBase:
+				// Redis sets the key and expires it: the event is "expired". An Expire of the
+				// lease the key has ends it the same way, on every node.
+				expiring = true
+				return []fsm.Command{{Kind: fsm.KindExpire, Key: key, Token: l.Token, LeaseRev: l.LeaseRev}}
 			}
+			// A key without a lease cannot take an Expire (only a lease ends so), nor can one
+			// whose lease a script or transaction set before (its token and lease revision are
+			// only predictions until it applies): it is released, which notifies "del" where
+			// Redis says "expired".
 			return []fsm.Command{{Kind: fsm.KindRelease, Key: key, Match: byToken(l.Token)}}
 		}
 		m := fsm.Match{Kind: fsm.MatchAny}
@@ -124,6 +135,12 @@ func (r *request) set(key, value []byte, opts setOptions) (out setOutcome, ok bo
 	}
 	if wrong {
 		r.w.Error(errWrongType)
+		return out, false
+	}
+	if expiring && len(res) == 1 && !res[0].Existed {
+		// The lease it saw was renewed or replaced between the evaluation and the apply (a
+		// leadership change): the Expire ended nothing.
+		r.w.Error(errAborted)
 		return out, false
 	}
 	if len(res) == 1 && res[0].Status == fsm.StatusGrantRejected && !opts.nx {

@@ -91,3 +91,25 @@ func TestRedisCompatKeysScan(t *testing.T) {
 		}
 	}
 }
+
+// `redis-cli -n 9 HINCRBY lock owner 1` through a follower, twice: redis-cli SELECTs database 9
+// on each new connection, the follower forwards both to the leader, and the replies are 1 then
+// 2 (a re-entrant lock's count). Every node then holds the hash in database 9 and none in 0.
+func TestHIncrByInDatabase9ThroughFollower(t *testing.T) {
+	c := newCluster(t, 3)
+	f := c.followers()[0]
+	for _, want := range []string{"1\n", "2\n"} {
+		if got := redisCLI(t, f.addr, "", "-n", "9", "HINCRBY", "lock", "owner", "1"); got != want {
+			t.Errorf("redis-cli -n 9 HINCRBY lock owner 1 through follower %s = %q, want %q", f.id, got, want)
+		}
+	}
+	c.digests() // every node applied it
+	for _, n := range c.live() {
+		if got := redisCLI(t, n.addr, "READONLY\nHGET lock owner\nTYPE lock\n", "-n", "9"); got != "OK\n2\nhash\n" {
+			t.Errorf("READONLY HGET and TYPE in database 9 on %s = %q, want OK, 2, hash", n.id, got)
+		}
+		if got := redisCLI(t, n.addr, "READONLY\nEXISTS lock\n"); got != "OK\n0\n" {
+			t.Errorf("READONLY EXISTS lock in database 0 on %s = %q, want OK, 0", n.id, got)
+		}
+	}
+}

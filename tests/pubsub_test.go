@@ -188,3 +188,64 @@ func TestPubSubAcrossNodes(t *testing.T) {
 		t.Errorf("READONLY GET on the subscriber's node after the message = %q, %v; want v1", r, err)
 	}
 }
+
+// Messages published inside a script and inside MULTI/EXEC, through a follower and on the
+// leader, reach a subscriber on the other follower (they are entries of the log like any
+// other); a shard subscriber (SSUBSCRIBE) there gets SPUBLISH's messages from the other nodes,
+// a script's included. PUBLISH inside a script or a transaction replies 0: the count is known
+// only once the entry applied.
+func TestPubSubFromScriptsAndTransactionsAcrossNodes(t *testing.T) {
+	c := newCluster(t, 3)
+	l := c.leader()
+	followers := c.others(l)
+	subNode, pubNode := followers[0], followers[1]
+	dial := func(n *node) *respConn {
+		t.Helper()
+		conn, err := dialRESP(n.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	do := func(conn *respConn, want string, args ...string) {
+		t.Helper()
+		if got, err := conn.do(args...); err != nil || string(got) != want {
+			t.Fatalf("%q = %q, %v; want %q", args, got, err, want)
+		}
+	}
+	sub, ssub := dial(subNode), dial(subNode)
+	do(sub, "*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n", "SUBSCRIBE", "news")
+	do(ssub, "*3\r\n$10\r\nssubscribe\r\n$5\r\nshard\r\n:1\r\n", "SSUBSCRIBE", "shard")
+	expect := func(conn *respConn, kind, channel, body string) {
+		t.Helper()
+		conn.nc.SetDeadline(time.Now().Add(10 * time.Second))
+		want := fmt.Sprintf("*3\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", len(kind), kind, len(channel), channel, len(body), body)
+		if got, err := conn.readReply(); err != nil || string(got) != want {
+			t.Fatalf("on %s: %q, %v; want %q", subNode.id, got, err, want)
+		}
+	}
+
+	viaFollower, onLeader := dial(pubNode), dial(l)
+	for _, p := range []struct {
+		conn *respConn
+		name string
+	}{{viaFollower, "through follower " + pubNode.id}, {onLeader, "on the leader " + l.id}} {
+		do(p.conn, ":0\r\n", "EVAL", "return redis.call('publish', ARGV[1], ARGV[2])", "0", "news", "from a script "+p.name)
+		expect(sub, "message", "news", "from a script "+p.name)
+		do(p.conn, "+OK\r\n", "MULTI")
+		do(p.conn, "+QUEUED\r\n", "PUBLISH", "news", "first of a transaction "+p.name)
+		do(p.conn, "+QUEUED\r\n", "PUBLISH", "news", "second of a transaction "+p.name)
+		do(p.conn, "*2\r\n:0\r\n:0\r\n", "EXEC")
+		expect(sub, "message", "news", "first of a transaction "+p.name)
+		expect(sub, "message", "news", "second of a transaction "+p.name)
+		do(p.conn, ":0\r\n", "SPUBLISH", "shard", "sharded "+p.name) // the receivers on the leader
+		expect(ssub, "smessage", "shard", "sharded "+p.name)
+		do(p.conn, ":0\r\n", "EVAL", "return redis.call('spublish', KEYS[1], ARGV[1])", "1", "shard", "sharded from a script "+p.name)
+		expect(ssub, "smessage", "shard", "sharded from a script "+p.name)
+	}
+	// Neither subscriber got the other's messages.
+	for _, conn := range []*respConn{sub, ssub} {
+		do(conn, "*2\r\n$4\r\npong\r\n$0\r\n\r\n", "PING")
+	}
+}
