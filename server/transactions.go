@@ -189,6 +189,16 @@ func (r *request) unwatch() {
 	quiet.forward([][][]byte{{[]byte("UNWATCH")}}, false)
 }
 
+// abortExec refuses EXEC before it runs (wrong arity, not permitted, RESP2 subscribed mode, the
+// key bound), as Redis's execCommandAbort: the transaction, if one is open, is discarded with the
+// connection's watches, and the reply says why: the refusal's text after "EXECABORT Transaction
+// discarded because of: ", without its ERR. A following EXEC gets "EXEC without MULTI".
+func (c *conn) abortExec(w *resp.Writer, cmd *command, args [][]byte, msg string) {
+	c.sess.multi = nil
+	(&request{s: c.s, c: c, w: w, cmd: cmd, args: args, db: c.sess.db}).unwatch()
+	w.Error("EXECABORT Transaction discarded because of: " + strings.TrimPrefix(msg, "ERR "))
+}
+
 // EXEC
 func cmdExec(r *request) {
 	c := r.c
@@ -213,8 +223,7 @@ func cmdExec(r *request) {
 	for _, q := range tx.queued {
 		if q.cmd.denyOOM && c.s.full() {
 			// Redis checks the key bound again at EXEC: the queue would create keys past it.
-			r.unwatch()
-			r.w.Error(errOOM)
+			c.abortExec(r.w, r.cmd, r.args, errOOM)
 			return
 		}
 	}
