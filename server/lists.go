@@ -305,6 +305,7 @@ func cmdLTrim(r *request) {
 		}
 		from, to := listRange(start, stop, cur.Len())
 		if from == 0 && to == cur.Len() {
+			r.touch(r.args[1]) // every element stays: nothing to write, but WATCH sees it, as in Redis
 			return nil, false, ""
 		}
 		return listOf(cur.Elems[from:to:to]), true, ""

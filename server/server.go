@@ -13,7 +13,7 @@
 // Lock order (a lock may be taken while holding those before it, never the reverse):
 //
 //	conn.baton -> Node.mu (raftnode: held while a request is evaluated, a script included)
-//	           -> tracker.mu (a script's tracked reads) | waiters.mu | script engine
+//	           -> tracker.mu (a script's tracked reads) | waiters.mu | watchRegistry.mu | script engine
 //	Server.mu  (alone: the connection set)
 //
 // The node's change hook (tracker.changed, waiters.changed) runs on raft's apply goroutine after
@@ -287,6 +287,7 @@ type Server struct {
 	tracker *tracker
 	waiters *waiters
 	hub     *hub
+	watches watchRegistry // the keys this node's connections WATCH (transactions.go)
 	// notifyFlags is the notify-keyspace-events setting (notify.go), set by CONFIG SET.
 	notifyFlags atomic.Uint32
 	notifyMu    sync.Mutex // serializes setNotifyFlags
