@@ -78,7 +78,7 @@ type session struct {
 	// multi is the transaction being queued (MULTI ... EXEC), nil outside one; watches are the
 	// WATCHed keys with what WATCH saw of them (transactions.go).
 	multi   *transaction
-	watches map[string]watched
+	watches *watchSet
 }
 
 func newSession() session { return session{tokens: make(map[string]fsm.Token)} }
@@ -135,6 +135,7 @@ func (c *conn) serve() {
 		c.drainPipeline() // proposed commands finish (ghost-lock cleanup needs their outcome)
 		c.s.tracker.forget(c)
 		c.s.hub.forget(c, &c.sess.subs)
+		c.s.watches.forget(c.sess.watches)
 		c.closeUpstream()
 		c.nc.Close()
 		<-readerDone

@@ -381,6 +381,7 @@ func cmdReset(r *request) {
 	c.closeUpstream()
 	c.s.tracker.forget(c)
 	c.s.hub.forget(c, &c.sess.subs)
+	c.s.watches.forget(c.sess.watches)
 	c.writeQueuedPushes() // what was queued before RESET comes before its reply
 	c.sess = newSession()
 	c.resetAuth()           // as Redis: back to the default user, authenticated if it needs no password

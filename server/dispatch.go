@@ -19,14 +19,13 @@ func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, slot *infli
 	if msg, why := c.refusal(cmd, args); msg != "" {
 		c.s.stats.errors.Add(1)
 		c.s.metrics.refuse(why)
-		c.flagTransaction() // a refused command inside MULTI makes EXEC abort, as in Redis
-		w.Error(msg)
+		c.refuse(w, cmd, args, msg)
 		return
 	}
 	if c.sess.subs.active() && c.out.Protocol() == 2 && !allowedSubscribed(cmd) {
 		c.s.stats.errors.Add(1)
 		c.s.metrics.refuse(refusedSubscribed)
-		w.Error("ERR Can't execute '" + fullName(cmd, args) + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
+		c.refuse(w, cmd, args, "ERR Can't execute '"+fullName(cmd, args)+"': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
 		return
 	}
 	if c.sess.multi != nil && !runsInMulti(cmd) {
@@ -63,6 +62,17 @@ func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, slot *infli
 	}
 	cmd.run(r)
 	c.s.metrics.latency[cmd.fam].Since(start)
+}
+
+// refuse replies msg to a command refused before it runs. As Redis's rejectCommand: a refused
+// command inside MULTI makes EXEC abort, and a refused EXEC ends the transaction (abortExec).
+func (c *conn) refuse(w *resp.Writer, cmd *command, args [][]byte, msg string) {
+	c.flagTransaction()
+	if cmd != nil && cmd.name == "exec" {
+		c.abortExec(w, cmd, args, msg)
+		return
+	}
+	w.Error(msg)
 }
 
 // refusal is the error a command gets before it runs, in Redis's order of checks: unknown, wrong

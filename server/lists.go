@@ -4,12 +4,15 @@ package server
 // LTRIM, and the blocking pops BLPOP and BRPOP. A list's elements are head to tail.
 // python-redis-lock signals its waiters through a list: LPUSH on release, BLPOP to wait.
 //
-// A blocking pop waits on the node its client is connected to (DESIGN.md §7): it watches its
-// keys in the waiters (waiters.go), which the node's change hook wakes after each applied batch,
-// and tries again. The pop itself is an ordinary Write evaluated on the leader, so on a follower
-// each try is forwarded as a BLPOP that the leader never blocks (its connection is a forwarding
-// hop), and two waiters woken by one push cannot both get its element: the leader evaluates one
-// pop after the other, each guarded by the revision it saw.
+// A blocking pop waits on the node its client is connected to (DESIGN.md §7): it queues on its
+// keys in the waiters (waiters.go), which the node's change hook tells after each applied batch,
+// and tries again. The clients blocked on a key of one node are served first come, first served,
+// as in Redis: only the first one queued on a key tries it, and takes its element (the others
+// try once it has left). The pop itself is an ordinary Write evaluated on the leader, so on a
+// follower each try is forwarded as a BLPOP that the leader never blocks (its connection is a
+// forwarding hop), and two waiters cannot both get one element: the leader evaluates one pop
+// after the other, each guarded by the revision it saw. (Clients blocked on different nodes are
+// not ordered among themselves: each node orders its own.)
 
 import (
 	"math"
@@ -305,6 +308,7 @@ func cmdLTrim(r *request) {
 		}
 		from, to := listRange(start, stop, cur.Len())
 		if from == 0 && to == cur.Len() {
+			r.touch(r.args[1]) // every element stays: nothing to write, but WATCH sees it, as in Redis
 			return nil, false, ""
 		}
 		return listOf(cur.Elems[from:to:to]), true, ""
@@ -333,24 +337,32 @@ func blockingPop(r *request, head bool) {
 		defer t.Stop()
 		deadline = t.C
 	}
+	// Queue on the keys before the first try, so a push between a try and the wait is seen,
+	// and so that the keys others blocked on first are theirs (mayPop). Past a bound of the
+	// waiters (full) the request still tries, any key, but does not wait.
+	var wt *waiter
+	var full error
+	if mayBlock {
+		wt, full = r.s.waiters.queuePop(keys...)
+	}
+	popped := false
+	if wt != nil {
+		defer func() { r.s.waiters.leavePop(wt, popped) }()
+	}
 	// The first try is Redis's: a key of another type before the first non-empty list is an
 	// error. Once waiting, as in Redis 7.0, a key of another type is skipped.
 	strict, counted := true, false
 	for {
-		// Watch the keys before trying, so a push between the try and the wait is seen.
-		// Past a bound of the waiters (full) the request still tries, but does not wait.
-		changed, unwatch, full := r.s.waiters.watch(keys...)
-		done, again := r.tryPop(keys, head, strict)
+		done, again := r.tryPop(keys, head, strict, wt)
 		strict = false
 		if done || !mayBlock {
-			unwatch()
+			popped = done
 			if !done {
 				r.w.NullArray()
 			}
 			return
 		}
 		if again {
-			unwatch()
 			continue
 		}
 		if full != nil {
@@ -363,13 +375,11 @@ func blockingPop(r *request, head bool) {
 			defer r.s.waiters.blocked.Add(-1)
 		}
 		select {
-		case <-changed:
+		case <-wt.sig:
 		case <-deadline:
-			unwatch()
 			r.w.NullArray()
 			return
 		case <-r.c.ctx.Done():
-			unwatch()
 			return
 		}
 		if r.c.ctx.Err() != nil {
@@ -378,12 +388,13 @@ func blockingPop(r *request, head bool) {
 	}
 }
 
-// tryPop tries one blocking pop of keys (table keys). done: it has replied (the pop, or an
-// error); otherwise nothing was popped, and again says to try once more at once (the pop lost a
-// race for the element at apply).
-func (r *request) tryPop(keys [][]byte, head, strict bool) (done, again bool) {
+// tryPop tries one blocking pop of keys (table keys), taking only from those the queued pop wt
+// may take (all for nil: waiters.mayPop). done: it has replied (the pop, or an error); otherwise
+// nothing was popped, and again says to try once more at once (the pop lost a race for the
+// element at apply).
+func (r *request) tryPop(keys [][]byte, head, strict bool, wt *waiter) (done, again bool) {
 	if r.path == onNode && !r.s.node.IsLeader() {
-		return r.tryPopForwarded(keys, strict), false
+		return r.tryPopForwarded(keys, strict, wt), false
 	}
 	var key, elem []byte
 	var wrong bool
@@ -395,7 +406,9 @@ func (r *request) tryPop(keys [][]byte, head, strict bool) (done, again bool) {
 			case w && strict:
 				wrong = true
 				return nil
-			case w || cur == nil:
+			case w || cur == nil || !r.s.waiters.mayPop(wt, k):
+				// (A list that clients blocked on first is theirs: in Redis it is already
+				// empty, their pops done before this one arrived.)
 				continue
 			}
 			next, e := popped(cur, 1, head)
@@ -422,9 +435,18 @@ func (r *request) tryPop(keys [][]byte, head, strict bool) (done, again bool) {
 }
 
 // tryPopForwarded is tryPop on a follower: the leader pops, asked with the same command on this
-// connection's upstream, where it never blocks. Once waiting, only the keys this node sees
-// holding a list are asked for: the others have nothing to give (Redis 7.0 skips them too).
-func (r *request) tryPopForwarded(keys [][]byte, strict bool) (done bool) {
+// connection's upstream, where it never blocks. Only the keys wt may take are asked for (so on
+// its first try a key of another type that clients here blocked on first is not reported);
+// once waiting, only those this node sees holding a list: the others have nothing to give
+// (Redis 7.0 skips them too).
+func (r *request) tryPopForwarded(keys [][]byte, strict bool, wt *waiter) (done bool) {
+	mine := make([][]byte, 0, len(keys))
+	for _, k := range keys {
+		if r.s.waiters.mayPop(wt, k) {
+			mine = append(mine, k)
+		}
+	}
+	keys = mine
 	if !strict {
 		var lists [][]byte
 		r.s.node.ExecLocal(func(v node.View) {
@@ -434,10 +456,10 @@ func (r *request) tryPopForwarded(keys [][]byte, strict bool) (done bool) {
 				}
 			}
 		})
-		if len(lists) == 0 {
-			return false
-		}
 		keys = lists
+	}
+	if len(keys) == 0 {
+		return false
 	}
 	args := make([][]byte, 0, len(keys)+2)
 	args = append(args, []byte(r.cmd.name))

@@ -43,8 +43,12 @@ const (
 )
 
 // exec evaluates eval along the request's path and returns the applied results of the commands
-// it yields (none for a read).
+// it yields (none for a read). A write command's evaluation touches the watches of the keys it
+// writes (transactions.go), when any key is watched.
 func (r *request) exec(keys [][]byte, eval node.Eval) ([]fsm.Result, error) {
+	if r.cmd.write && r.s.watches.active() {
+		eval = r.s.watches.touching(eval, r.c)
+	}
 	switch r.path {
 	case onScript:
 		return r.script.ov.apply(eval(r.script.ov)), nil

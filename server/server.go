@@ -13,7 +13,7 @@
 // Lock order (a lock may be taken while holding those before it, never the reverse):
 //
 //	conn.baton -> Node.mu (raftnode: held while a request is evaluated, a script included)
-//	           -> tracker.mu (a script's tracked reads) | waiters.mu | script engine
+//	           -> tracker.mu (a script's tracked reads) | waiters.mu | watchRegistry.mu | script engine
 //	              | hub.mu (a script's PUBSUB) | Server.mu (a script's INFO)
 //	Server.mu  (a leaf: the connection set; nothing is taken while holding it)
 //
@@ -288,6 +288,7 @@ type Server struct {
 	tracker *tracker
 	waiters *waiters
 	hub     *hub
+	watches watchRegistry // the keys this node's connections WATCH (transactions.go)
 	// notifyFlags is the notify-keyspace-events setting (notify.go), set by CONFIG SET.
 	notifyFlags atomic.Uint32
 	notifyMu    sync.Mutex // serializes setNotifyFlags

@@ -3,19 +3,32 @@ package server
 // Transactions: MULTI, EXEC, DISCARD, WATCH, UNWATCH. EXEC runs every queued command in one
 // evaluation on the leader, against an overlay as a script's redis.calls do, so the commands
 // they yield replicate as one entry: all of them apply, on every node, or none (DESIGN.md §3).
-// WATCH remembers what a linearizable read saw of each key; EXEC compares it under the same view
-// lock it evaluates under, and replies nil when a watched key changed.
+// WATCH remembers what a linearizable read saw of each key and enters the connection in the
+// leader's watch registry (watchRegistry). EXEC replies nil when a watched key changed since, or
+// when a write touched it: as Redis's signalModifiedKey, every write command the leader evaluates
+// touches the keys it writes, one that changes nothing included (INCRBY k 0, SET k same KEEPTTL,
+// HSET h f same, a no-op LTRIM), while one that errors or decides not to write (WRONGTYPE, SET
+// NX on a held key, ZADD of the same score, DEL of a missing key) does not. Both are checked under
+// the view lock EXEC evaluates under, and touches are marked under it too, so a write is seen by
+// every EXEC evaluated after it. A change that no write command makes (an expiry, a flush) is seen
+// by the comparison.
 //
 // On a follower, MULTI and the queued commands stay local (each queued is checked as the leader
 // would and answered QUEUED); EXEC sends MULTI, the queue and EXEC to the leader in one write and
 // relays its reply. WATCH needs the leader's read: it is forwarded, and its watches live on the
 // leader's side of this connection's upstream. If that upstream closes before EXEC (a leader
-// change), EXEC replies nil, as if a watched key had changed: nobody can say it did not.
+// change), EXEC replies nil, as if a watched key had changed: nobody can say it did not. So does
+// EXEC of watches taken on this node when it no longer leads. (A node that loses leadership and
+// wins it back before EXEC did not see the writes another leader evaluated meanwhile: the
+// comparison still sees those that changed a watched key, not those that changed nothing.)
 
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
@@ -37,8 +50,8 @@ type queuedCommand struct {
 
 // watched is what WATCH saw of a key. A change to the key changes one of them: a new holder its
 // token (and value), a write or renewal its lease revision, a change of a collection its
-// revision, a delete held. (A SET KEEPTTL of the same value changes none: it is not seen, the
-// one write WATCH misses.)
+// revision, a delete held. (A write that changes nothing, a SET KEEPTTL of the same value, changes
+// none: the watch registry sees it.)
 type watched struct {
 	held     bool
 	token    fsm.Token
@@ -55,6 +68,128 @@ func watchedOf(v node.View, key []byte) watched {
 		w.rev = l.Value.Rev
 	}
 	return w
+}
+
+// watchSet is one connection's WATCHes on this node: what WATCH saw of each key (seen, a table
+// key's string), and whether a write touched one of them since (touched).
+type watchSet struct {
+	owner *conn
+	seen  map[string]watched // used only by owner (its baton held)
+	// Guarded by watchRegistry.mu. execing: owner's EXEC is running, so owner's own writes (its
+	// queued commands) do not touch it: Redis unwatches before it runs them. (EXEC's evaluation
+	// may run again, and must not find what it wrote the first time.)
+	touched, execing bool
+}
+
+// len is the number of keys ws watches (0 for nil).
+func (ws *watchSet) len() int {
+	if ws == nil {
+		return 0
+	}
+	return len(ws.seen)
+}
+
+// watchRegistry is this node's record of the connections that WATCH each key, so that the
+// writes it evaluates as the leader touch their watches (Redis's watched_keys and
+// touchWatchedKey). The zero value is ready. Its lock comes after Node.mu (a write touches its
+// keys while it is evaluated) and nothing is called under it.
+type watchRegistry struct {
+	// keys counts the watched keys of every connection: while it is 0, a write command pays one
+	// atomic load for the registry and nothing else (the lock hot path).
+	keys atomic.Int64
+	mu   struct {
+		sync.Mutex
+		byKey map[string][]*watchSet
+	}
+}
+
+// add records what ws's WATCH saw of keys (table keys): the first WATCH of a key counts, as in
+// Redis, and enters ws in the key's list.
+func (wr *watchRegistry) add(ws *watchSet, keys [][]byte, seen []watched) {
+	wr.mu.Lock()
+	defer wr.mu.Unlock()
+	if wr.mu.byKey == nil {
+		wr.mu.byKey = map[string][]*watchSet{}
+	}
+	for i, k := range keys {
+		if _, ok := ws.seen[string(k)]; ok {
+			continue
+		}
+		ws.seen[string(k)] = seen[i]
+		wr.mu.byKey[string(k)] = append(wr.mu.byKey[string(k)], ws)
+		wr.keys.Add(1)
+	}
+}
+
+// forget takes ws (nil: none) out of every key's list.
+func (wr *watchRegistry) forget(ws *watchSet) {
+	if ws.len() == 0 {
+		return
+	}
+	wr.mu.Lock()
+	defer wr.mu.Unlock()
+	for k := range ws.seen {
+		list := slices.DeleteFunc(wr.mu.byKey[k], func(x *watchSet) bool { return x == ws })
+		if len(list) == 0 {
+			delete(wr.mu.byKey, k)
+		} else {
+			wr.mu.byKey[k] = list
+		}
+		wr.keys.Add(-1)
+	}
+}
+
+// active reports whether any key is watched on this node.
+func (wr *watchRegistry) active() bool { return wr.keys.Load() > 0 }
+
+// touch marks the watches of key (a table key) as touched by a write of connection by: their
+// EXEC will reply nil.
+func (wr *watchRegistry) touch(key []byte, by *conn) {
+	if !wr.active() {
+		return
+	}
+	wr.mu.Lock()
+	defer wr.mu.Unlock()
+	for _, ws := range wr.mu.byKey[string(key)] {
+		ws.touched = ws.touched || !(ws.execing && ws.owner == by)
+	}
+}
+
+// touchedSince reports whether a write touched one of ws's keys since it watched them.
+func (wr *watchRegistry) touchedSince(ws *watchSet) bool {
+	wr.mu.Lock()
+	defer wr.mu.Unlock()
+	return ws.touched
+}
+
+// execing marks ws's EXEC as running (watchSet.execing), until ws is forgotten.
+func (wr *watchRegistry) execing(ws *watchSet) {
+	wr.mu.Lock()
+	defer wr.mu.Unlock()
+	ws.execing = true
+}
+
+// touching wraps a write command's evaluation so that it touches the keys of the commands it
+// yields (Redis's signalModifiedKey). A command that yields nothing touches nothing unless it
+// says so itself (request.touch).
+func (wr *watchRegistry) touching(eval node.Eval, by *conn) node.Eval {
+	return func(v node.View) []fsm.Command {
+		cmds := eval(v)
+		for _, c := range cmds {
+			switch c.Kind {
+			case fsm.KindGrant, fsm.KindRelease, fsm.KindRenew, fsm.KindExpire, fsm.KindSetMember, fsm.KindRemoveMember, fsm.KindWrite:
+				wr.touch(c.Key, by)
+			}
+		}
+		return cmds
+	}
+}
+
+// touch marks key (a table key) as written by this request although it yields no command for
+// it: a write Redis signals even when it changes nothing (LTRIM that keeps every element). It is
+// called while the request is evaluated.
+func (r *request) touch(key []byte) {
+	r.s.watches.touch(key, r.c)
 }
 
 // maxQueued bounds the commands one transaction may queue: EXEC evaluates them all under the
@@ -154,13 +289,11 @@ func cmdWatch(r *request) {
 		return
 	}
 	if c.sess.watches == nil {
-		c.sess.watches = map[string]watched{}
+		c.sess.watches = &watchSet{owner: c, seen: map[string]watched{}}
 	}
-	for i, k := range keys {
-		if _, ok := c.sess.watches[string(k)]; !ok { // the first WATCH of a key counts
-			c.sess.watches[string(k)] = seen[i]
-		}
-	}
+	// Entered after the read: a write evaluated between the two is either seen by the
+	// comparison (it changed the key) or changed nothing, and so may be ordered before WATCH.
+	r.s.watches.add(c.sess.watches, keys, seen)
 	r.w.SimpleString("OK")
 }
 
@@ -173,6 +306,7 @@ func cmdUnwatch(r *request) {
 // unwatch forgets this connection's watches, here and on the leader's side of its upstream.
 func (r *request) unwatch() {
 	c := r.c
+	r.s.watches.forget(c.sess.watches)
 	c.sess.watches = nil
 	c.hop.watchLost = false
 	if !c.hop.watching {
@@ -187,6 +321,16 @@ func (r *request) unwatch() {
 	quiet := *r
 	quiet.w = resp.NewWriter(&sink) // a failure only means the watches went with the link
 	quiet.forward([][][]byte{{[]byte("UNWATCH")}}, false)
+}
+
+// abortExec refuses EXEC before it runs (wrong arity, not permitted, RESP2 subscribed mode, the
+// key bound), as Redis's execCommandAbort: the transaction, if one is open, is discarded with the
+// connection's watches, and the reply says why: the refusal's text after "EXECABORT Transaction
+// discarded because of: ", without its ERR. A following EXEC gets "EXEC without MULTI".
+func (c *conn) abortExec(w *resp.Writer, cmd *command, args [][]byte, msg string) {
+	c.sess.multi = nil
+	(&request{s: c.s, c: c, w: w, cmd: cmd, args: args, db: c.sess.db}).unwatch()
+	w.Error("EXECABORT Transaction discarded because of: " + strings.TrimPrefix(msg, "ERR "))
 }
 
 // EXEC
@@ -213,25 +357,27 @@ func cmdExec(r *request) {
 	for _, q := range tx.queued {
 		if q.cmd.denyOOM && c.s.full() {
 			// Redis checks the key bound again at EXEC: the queue would create keys past it.
-			r.unwatch()
-			r.w.Error(errOOM)
+			c.abortExec(r.w, r.cmd, r.args, errOOM)
 			return
 		}
 	}
-	needsLeader := len(c.sess.watches) > 0 || c.hop.watching || c.hop.watchLost
+	needsLeader := c.sess.watches.len() > 0 || c.hop.watching || c.hop.watchLost
 	for _, q := range tx.queued {
 		needsLeader = needsLeader || q.cmd.leader
 	}
 	switch {
 	case !needsLeader:
 		r.execLocal(tx, nil)
-	case c.hop.watchLost || c.hop.watching && c.s.node.IsLeader() || len(c.sess.watches) > 0 && !c.awaitLeader():
+	case c.hop.watchLost || c.hop.watching && c.s.node.IsLeader() || c.sess.watches.len() > 0 && !c.awaitLeader():
 		// The watches were taken by another leader than the one that would run EXEC now.
 		r.unwatch()
 		r.w.NullArray()
 	case c.s.node.IsLeader() || c.awaitLeader():
-		r.execLocal(tx, c.sess.watches)
+		// The watches stay in the registry until EXEC's evaluation has checked them.
+		ws := c.sess.watches
 		c.sess.watches = nil
+		r.execLocal(tx, ws)
+		r.s.watches.forget(ws)
 	default:
 		r.execForwarded(tx)
 	}
@@ -309,11 +455,14 @@ func (tx *transaction) finalDB(db int) int {
 // evaluation on the leader's view (one entry), after checking the watches under the same lock;
 // then the others (connection and introspection commands, which must not run under the view
 // lock), each reply in its place.
-func (r *request) execLocal(tx *transaction, watches map[string]watched) {
+func (r *request) execLocal(tx *transaction, ws *watchSet) {
 	c := r.c
 	var keys [][]byte
-	for k := range watches {
-		keys = append(keys, []byte(k))
+	if ws != nil {
+		r.s.watches.execing(ws)
+		for k := range ws.seen {
+			keys = append(keys, []byte(k))
+		}
 	}
 	// Each queued command runs in the database the queue had SELECTed before it.
 	dbs := make([]int, len(tx.queued))
@@ -346,7 +495,7 @@ func (r *request) execLocal(tx *transaction, watches map[string]watched) {
 		tooBig bool // the replies passed maxExecReply: nothing is proposed
 		ov     *overlay
 	)
-	hasKeyCommands := len(keys) > 0 || len(watches) > 0
+	hasKeyCommands := len(keys) > 0
 	for _, q := range tx.queued {
 		hasKeyCommands = hasKeyCommands || q.cmd.leader
 	}
@@ -356,10 +505,16 @@ func (r *request) execLocal(tx *transaction, watches map[string]watched) {
 		res, err = r.exec(keys, func(v node.View) []fsm.Command {
 			dirty, tooBig, ov = false, false, newOverlay(v)
 			size := 0
-			for k, w := range watches {
-				if watchedOf(v, []byte(k)) != w {
+			if ws != nil {
+				if r.s.watches.touchedSince(ws) {
 					dirty = true
 					return nil
+				}
+				for k, w := range ws.seen {
+					if watchedOf(v, []byte(k)) != w {
+						dirty = true
+						return nil
+					}
 				}
 			}
 			// One time limit for every script queued: the evaluation holds the view lock.

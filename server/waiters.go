@@ -11,6 +11,13 @@ import (
 // change, so a follower wakes too). It holds at most perKey waiters on one key and total in all
 // (Config.MaxWaitersPerKey, MaxWaiters): each costs memory, and every change of a key walks its
 // list.
+//
+// Blocking pops are served first come, first served, as Redis serves the clients blocked on a
+// key: a pop stays in its keys' lists, in the order it blocked, from before its first try until
+// it leaves, and pops only from the keys where it is the first pop listed (mayPop). A change of a
+// key tells only that first pop to try (a token in its sig); when it leaves having popped, or
+// with a change it did not try after, the pop first after it is told in turn. So the elements a
+// push brings go to the blocked pops in order, one pop after the other.
 type waiters struct {
 	// blocked counts the blocking pops waiting now (INFO's blocked_clients).
 	blocked       atomic.Int64
@@ -26,12 +33,16 @@ type waiters struct {
 	}
 }
 
-// waiter is one blocked request: ch is closed at the first change of any of its keys.
+// waiter is one blocked request: ch is closed at the first change of any of its keys. A blocking
+// pop (pop) has no ch: it stays listed until it leaves, and sig gets a token when it is to try
+// (buffered 1: a pending token is one change not yet tried after, more add nothing).
 type waiter struct {
 	ch   chan struct{}
 	keys []string // each once
 	// done: wt is in no list and not counted (woken or unwatched; guarded by waiters.mu).
 	done bool
+	pop  bool
+	sig  chan struct{}
 }
 
 // waitersFullError refuses a request that would wait past a bound of the waiters.
@@ -61,15 +72,42 @@ func newWaiters(perKey, total int) *waiters {
 func (w *waiters) watch(keys ...[]byte) (<-chan struct{}, func(), error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	wt := &waiter{ch: make(chan struct{})}
+	if err := w.addLocked(wt, keys); err != nil {
+		return nil, func() {}, err
+	}
+	return wt.ch, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.finishLocked(wt)
+	}, nil
+}
+
+// queuePop puts a blocking pop at the end of the pops listed on each of keys, and returns it:
+// the caller tries its pop (on the keys mayPop allows), waits for a token in its sig before each
+// further try, and calls leavePop once. When a bound is reached it lists nothing and returns a
+// *waitersFullError instead: the caller may still try its request once, but must not wait.
+func (w *waiters) queuePop(keys ...[]byte) (*waiter, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wt := &waiter{pop: true, sig: make(chan struct{}, 1)}
+	if err := w.addLocked(wt, keys); err != nil {
+		return nil, err
+	}
+	return wt, nil
+}
+
+// addLocked lists wt on keys, each once, and counts it; past a bound it does neither.
+func (w *waiters) addLocked(wt *waiter, keys [][]byte) error {
 	if w.mu.n >= w.total {
-		return nil, func() {}, &waitersFullError{max: w.total}
+		return &waitersFullError{max: w.total}
 	}
 	for _, key := range keys {
 		if len(w.mu.byKey[string(key)])+w.mu.queued[string(key)] >= w.perKey {
-			return nil, func() {}, &waitersFullError{perKey: true, max: w.perKey}
+			return &waitersFullError{perKey: true, max: w.perKey}
 		}
 	}
-	wt := &waiter{ch: make(chan struct{}), keys: make([]string, 0, len(keys))}
+	wt.keys = make([]string, 0, len(keys))
 	for _, key := range keys {
 		k := string(key)
 		list := w.mu.byKey[k]
@@ -80,11 +118,68 @@ func (w *waiters) watch(keys ...[]byte) (<-chan struct{}, func(), error) {
 		wt.keys = append(wt.keys, k)
 	}
 	w.mu.n++
-	return wt.ch, func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.finishLocked(wt)
-	}, nil
+	return nil
+}
+
+// mayPop reports whether the blocking pop wt may take key's elements: it is the first pop
+// listed on key, every pop that blocked on key before it has left. A nil wt (a pop that does not
+// wait) may.
+func (w *waiters) mayPop(wt *waiter, key []byte) bool {
+	if wt == nil {
+		return true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return firstPop(w.mu.byKey[string(key)]) == wt
+}
+
+// leavePop takes the blocking pop wt out of the lists, once. If it popped, or a change it did
+// not try after is pending, an element may be left for the pops after it: the pop now first on
+// each key where wt was is told to try.
+func (w *waiters) leavePop(wt *waiter, popped bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if wt.done {
+		return
+	}
+	select {
+	case <-wt.sig:
+		popped = true
+	default:
+	}
+	var first []string
+	for _, k := range wt.keys {
+		if firstPop(w.mu.byKey[k]) == wt {
+			first = append(first, k)
+		}
+	}
+	w.finishLocked(wt)
+	if popped {
+		for _, k := range first {
+			signal(firstPop(w.mu.byKey[k]))
+		}
+	}
+}
+
+// firstPop is the first blocking pop of list, nil when it has none.
+func firstPop(list []*waiter) *waiter {
+	for _, wt := range list {
+		if wt.pop {
+			return wt
+		}
+	}
+	return nil
+}
+
+// signal gives the blocking pop wt (nil: none) a token, unless it has one already.
+func signal(wt *waiter) {
+	if wt == nil {
+		return
+	}
+	select {
+	case wt.sig <- struct{}{}:
+	default:
+	}
 }
 
 // finishLocked takes wt out of every list and the count, once.
@@ -127,30 +222,47 @@ func (w *waiters) wakeLocked(wt *waiter) {
 	}
 }
 
-// changed wakes every waiter on keys (all of them for nil keys). It is the node's change hook:
-// it only closes channels.
+// changed wakes every waiter on keys (all of them for nil keys), and tells the first blocking
+// pop of each to try. It is the node's change hook: it only closes channels and sends tokens.
 func (w *waiters) changed(keys [][]byte) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if keys == nil {
-		for _, list := range w.mu.byKey {
-			for _, wt := range list {
-				if !wt.done {
-					wt.done = true
-					close(wt.ch)
-				}
+		all := make([]string, 0, len(w.mu.byKey))
+		for k := range w.mu.byKey {
+			all = append(all, k)
+		}
+		for _, k := range all {
+			if _, ok := w.mu.byKey[k]; ok { // a waiter woken on an earlier key left this one
+				w.changedLocked(k)
 			}
 		}
-		clear(w.mu.byKey)
-		w.mu.n = w.mu.nQueued
 		return
 	}
 	for _, key := range keys {
-		list := w.mu.byKey[string(key)]
-		delete(w.mu.byKey, string(key))
-		for _, wt := range list {
-			w.wakeLocked(wt)
+		if _, ok := w.mu.byKey[string(key)]; ok {
+			w.changedLocked(string(key))
 		}
+	}
+}
+
+// changedLocked wakes the waiters on k but its blocking pops, which stay listed in their order,
+// and tells the first of those to try.
+func (w *waiters) changedLocked(k string) {
+	list := w.mu.byKey[k]
+	delete(w.mu.byKey, k)
+	pops := list[:0] // in place: a pop is kept at or before where it was read
+	for _, wt := range list {
+		if wt.pop {
+			pops = append(pops, wt)
+		} else {
+			w.wakeLocked(wt) // it leaves its other keys; k is not listed now
+		}
+	}
+	clear(list[len(pops):]) // the woken ones are not kept alive by the array
+	if len(pops) > 0 {
+		w.mu.byKey[k] = pops
+		signal(pops[0])
 	}
 }
 

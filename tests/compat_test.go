@@ -127,10 +127,9 @@ func compatCommands(p string) [][]string {
 //
 // Left out on purpose, because raftlock differs by design: INFO, HELLO's reply, COMMAND, CLIENT
 // ID/INFO/LIST, CONFIG; values and keys over 4096 bytes; leases over ten years (raftlock replies
-// "invalid expire time", Redis accepts them); commands Redis has and raftlock does not yet
-// (FLUSHALL, the other data types, ..., which get Redis's own unknown-command text); EVAL and
-// SCRIPT; and MaxArgs/MaxBulk limits below Redis's. The string commands past SET and GET are
-// compared by TestRedisCompatFiles (tests/respdiff).
+// "invalid expire time", Redis accepts them); EVAL and SCRIPT; and MaxArgs/MaxBulk limits below
+// Redis's. The string commands past SET and GET, FLUSHDB/FLUSHALL, the hash, set, sorted set and
+// list commands and transactions are compared by TestRedisCompatFiles (tests/respdiff).
 func TestRedisCompat(t *testing.T) {
 	rs := startRedis(t)
 	n := startNode(t, t.TempDir())

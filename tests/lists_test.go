@@ -194,6 +194,20 @@ func TestBlockingPopFollower(t *testing.T) {
 			if n, err := onF.Exists(ctx, k).Result(); err != nil || n != 0 {
 				t.Errorf("EXISTS after the pop: %d, %v; want 0", n, err)
 			}
+			// Clients blocked on the follower are served in the order they blocked.
+			var results []<-chan popResult
+			for i := range 3 {
+				results = append(results, blpopAsync(ctx, blockingClient(t, f.addr, proto), blockWait, k))
+				waitBlocked(t, onF, i+1)
+			}
+			if err := newClient(t, pusher.addr, proto).RPush(ctx, k, "e0", "e1", "e2").Err(); err != nil {
+				t.Fatal(err)
+			}
+			for i, res := range results {
+				if r := receive(t, res); r.err != nil || !slices.Equal(r.got, []string{k, fmt.Sprintf("e%d", i)}) {
+					t.Errorf("BLPOP of client %d (in the order they blocked) on the follower: %q, %v; want [%s e%d]", i, r.got, r.err, k, i)
+				}
+			}
 		})
 	}
 }
@@ -253,4 +267,94 @@ end`
 			holder.Del(ctx, lock, signal)
 		})
 	}
+}
+
+// TestRedisCompatBlockingPopOrder: clients blocked on a key are served first come, first served,
+// as in Redis: the one that blocked first gets the first element pushed, whether the elements
+// come in one push or one at a time, for BLPOP and BRPOP, and for a client blocked on several
+// keys. The same steps run on redis-server and on raftlock (one node); what each client got
+// must be the same.
+func TestRedisCompatBlockingPopOrder(t *testing.T) {
+	rs := startRedis(t)
+	n := startNode(t, t.TempDir())
+	type step struct {
+		block []string // a new client sends this blocking command, and is blocked before the next step
+		push  []string // the writer sends this, and the clients it serves have their replies
+	}
+	scenarios := []struct {
+		name  string
+		steps []step
+	}{
+		{"one push", []step{
+			{block: []string{"BLPOP", "q1", "0"}}, {block: []string{"BLPOP", "q1", "0"}},
+			{block: []string{"BLPOP", "q1", "0"}}, {block: []string{"BLPOP", "q1", "0"}},
+			{push: []string{"RPUSH", "q1", "a", "b", "c", "d"}},
+		}},
+		{"one at a time", []step{
+			{block: []string{"BLPOP", "q2", "0"}}, {block: []string{"BLPOP", "q2", "0"}}, {block: []string{"BLPOP", "q2", "0"}},
+			{push: []string{"RPUSH", "q2", "x"}}, {push: []string{"LPUSH", "q2", "y"}}, {push: []string{"RPUSH", "q2", "z"}},
+		}},
+		{"more elements than clients", []step{
+			{block: []string{"BLPOP", "q3", "0"}}, {block: []string{"BLPOP", "q3", "0"}},
+			{push: []string{"RPUSH", "q3", "a", "b", "c"}}, {push: []string{"LRANGE", "q3", "0", "-1"}},
+		}},
+		{"BRPOP", []step{
+			{block: []string{"BRPOP", "q4", "0"}}, {block: []string{"BRPOP", "q4", "0"}},
+			{push: []string{"RPUSH", "q4", "a", "b"}},
+		}},
+		{"several keys", []step{
+			{block: []string{"BLPOP", "m1", "m2", "0"}}, {block: []string{"BLPOP", "m2", "0"}}, {block: []string{"BLPOP", "m1", "0"}},
+			{push: []string{"RPUSH", "m2", "x"}}, {push: []string{"RPUSH", "m1", "y"}}, {push: []string{"RPUSH", "m2", "z"}},
+		}},
+	}
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			var got [2][]string
+			for i, addr := range []string{rs.addr, n.addr} {
+				ctx := testContext(t, 3*blockWait)
+				writer := newClient(t, addr, 2)
+				var clients []*respConn
+				blocked := 0
+				for _, s := range sc.steps {
+					if s.block != nil {
+						c := mustDial(t, addr)
+						c.timeout = blockWait
+						if err := c.writeRaw(encodeCommand(s.block...)); err != nil {
+							t.Fatal(err)
+						}
+						clients = append(clients, c)
+						blocked++
+						waitBlocked(t, writer, blocked)
+						continue
+					}
+					r, err := writer.Do(ctx, anySlice(s.push)...).Result()
+					got[i] = append(got[i], fmt.Sprintf("%q -> %v, %v", s.push, r, err))
+					if s.push[0] == "LRANGE" {
+						continue
+					}
+					// Each push serves as many clients as it pushed elements, at most those blocked.
+					blocked = max(0, blocked-(len(s.push)-2))
+					waitBlocked(t, writer, blocked)
+				}
+				for j, c := range clients {
+					r, err := c.readReply()
+					got[i] = append(got[i], fmt.Sprintf("client %d (%q): %q, %v", j, sc.steps[j].block, r, err))
+				}
+				for _, k := range []string{"q1", "q2", "q3", "q4", "m1", "m2"} {
+					writer.Del(ctx, k)
+				}
+			}
+			if diff := strings.Join(diffLines(got[0], got[1]), "\n"); diff != "" {
+				t.Errorf("replies differ (redis-server, then raftlock):\n%s", diff)
+			}
+		})
+	}
+}
+
+func anySlice(args []string) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		out[i] = a
+	}
+	return out
 }

@@ -64,6 +64,149 @@ func TestRedisCompatWatch(t *testing.T) {
 	}
 }
 
+// TestRedisCompatWatchTouch: a write command touches the keys it writes even when it changes
+// nothing (Redis's signalModifiedKey), so EXEC of a client that WATCHes one replies nil; a write
+// that errors, or that decides not to write, touches nothing. Each case runs on redis-server and
+// raftlock with a watcher and a writer connection, in RESP2 and RESP3, and every reply must be
+// byte-identical.
+func TestRedisCompatWatchTouch(t *testing.T) {
+	rs := startRedis(t)
+	n := startNode(t, t.TempDir())
+	// In each case "k" is the watched key; setup runs first on the writer, then the watcher
+	// WATCHes k, the writer sends touch, and the watcher runs MULTI, INCR k:n, EXEC.
+	cases := []struct {
+		name         string
+		setup, touch [][]string
+	}{
+		{"INCRBY 0", [][]string{{"SET", "k", "5"}}, [][]string{{"INCRBY", "k", "0"}}},
+		{"DECRBY 0", [][]string{{"SET", "k", "5"}}, [][]string{{"DECRBY", "k", "0"}}},
+		{"INCR of a non-integer", [][]string{{"SET", "k", "abc"}}, [][]string{{"INCR", "k"}}},
+		{"INCRBY of a hash", [][]string{{"HSET", "k", "f", "1"}}, [][]string{{"INCRBY", "k", "1"}}},
+		{"SET same KEEPTTL", [][]string{{"SET", "k", "v", "PX", "100000"}}, [][]string{{"SET", "k", "v", "KEEPTTL"}}},
+		{"SET same", [][]string{{"SET", "k", "v"}}, [][]string{{"SET", "k", "v"}}},
+		{"SET NX of a held key", [][]string{{"SET", "k", "v"}}, [][]string{{"SET", "k", "w", "NX"}}},
+		{"SET XX of a missing key", nil, [][]string{{"SET", "k", "w", "XX"}}},
+		{"SET GET of a hash", [][]string{{"HSET", "k", "f", "1"}}, [][]string{{"SET", "k", "v", "GET"}}},
+		{"SETNX of a held key", [][]string{{"SET", "k", "v"}}, [][]string{{"SETNX", "k", "w"}}},
+		{"GETSET same", [][]string{{"SET", "k", "v"}}, [][]string{{"GETSET", "k", "v"}}},
+		{"MSET same", [][]string{{"SET", "k", "v"}}, [][]string{{"MSET", "k", "v", "k:other", "x"}}},
+		{"GETEX without options", [][]string{{"SET", "k", "v"}}, [][]string{{"GETEX", "k"}}},
+		{"GETEX PERSIST without expiry", [][]string{{"SET", "k", "v"}}, [][]string{{"GETEX", "k", "PERSIST"}}},
+		{"GETDEL of a missing key", nil, [][]string{{"GETDEL", "k"}}},
+		{"PERSIST without expiry", [][]string{{"SET", "k", "v"}}, [][]string{{"PERSIST", "k"}}},
+		{"EXPIRE GT without expiry", [][]string{{"SET", "k", "v"}}, [][]string{{"EXPIRE", "k", "100", "GT"}}},
+		{"PEXPIRE of a missing key", nil, [][]string{{"PEXPIRE", "k", "100000"}}},
+		{"HSET same value", [][]string{{"HSET", "k", "f", "v"}}, [][]string{{"HSET", "k", "f", "v"}}},
+		{"HMSET same value", [][]string{{"HSET", "k", "f", "v"}}, [][]string{{"HMSET", "k", "f", "v"}}},
+		{"HSETNX of a field there", [][]string{{"HSET", "k", "f", "v"}}, [][]string{{"HSETNX", "k", "f", "w"}}},
+		{"HDEL of a missing field", [][]string{{"HSET", "k", "f", "v"}}, [][]string{{"HDEL", "k", "g"}}},
+		{"HINCRBY 0", [][]string{{"HSET", "k", "f", "1"}}, [][]string{{"HINCRBY", "k", "f", "0"}}},
+		{"HINCRBY of a non-integer", [][]string{{"HSET", "k", "f", "x"}}, [][]string{{"HINCRBY", "k", "f", "1"}}},
+		{"HSET of a string", [][]string{{"SET", "k", "v"}}, [][]string{{"HSET", "k", "f", "v"}}},
+		{"SADD of a member there", [][]string{{"SADD", "k", "m"}}, [][]string{{"SADD", "k", "m"}}},
+		{"SREM of a missing member", [][]string{{"SADD", "k", "m"}}, [][]string{{"SREM", "k", "x"}}},
+		{"ZADD same score", [][]string{{"ZADD", "k", "1", "m"}}, [][]string{{"ZADD", "k", "1", "m"}}},
+		{"ZADD GT lower", [][]string{{"ZADD", "k", "5", "m"}}, [][]string{{"ZADD", "k", "GT", "1", "m"}}},
+		{"ZADD new score", [][]string{{"ZADD", "k", "1", "m"}}, [][]string{{"ZADD", "k", "2", "m"}}},
+		{"ZINCRBY 0", [][]string{{"ZADD", "k", "1", "m"}}, [][]string{{"ZINCRBY", "k", "0", "m"}}},
+		{"ZREM of a missing member", [][]string{{"ZADD", "k", "1", "m"}}, [][]string{{"ZREM", "k", "x"}}},
+		{"ZREMRANGEBYSCORE of none", [][]string{{"ZADD", "k", "1", "m"}}, [][]string{{"ZREMRANGEBYSCORE", "k", "5", "9"}}},
+		{"LTRIM keeping every element", [][]string{{"RPUSH", "k", "a", "b"}}, [][]string{{"LTRIM", "k", "0", "-1"}}},
+		{"LTRIM of a missing key", nil, [][]string{{"LTRIM", "k", "0", "-1"}}},
+		{"LTRIM of a string", [][]string{{"SET", "k", "v"}}, [][]string{{"LTRIM", "k", "0", "-1"}}},
+		{"LSET same element", [][]string{{"RPUSH", "k", "a"}}, [][]string{{"LSET", "k", "0", "a"}}},
+		{"LREM of none", [][]string{{"RPUSH", "k", "a"}}, [][]string{{"LREM", "k", "0", "x"}}},
+		{"LPOP 0", [][]string{{"RPUSH", "k", "a"}}, [][]string{{"LPOP", "k", "0"}}},
+		{"LPUSHX of a missing key", nil, [][]string{{"LPUSHX", "k", "a"}}},
+		{"RPUSH of a string", [][]string{{"SET", "k", "v"}}, [][]string{{"RPUSH", "k", "a"}}},
+		{"a script's INCRBY 0", [][]string{{"SET", "k", "5"}}, [][]string{{"EVAL", "return redis.call('incrby', KEYS[1], 0)", "1", "k"}}},
+		{"a transaction's INCRBY 0", [][]string{{"SET", "k", "5"}}, [][]string{{"MULTI"}, {"INCRBY", "k", "0"}, {"EXEC"}}},
+		{"the watcher's own INCRBY 0", [][]string{{"SET", "k", "5"}}, [][]string{{"mine", "INCRBY", "k", "0"}}},
+	}
+	for _, proto := range []int{2, 3} {
+		t.Run(fmt.Sprintf("RESP%d", proto), func(t *testing.T) {
+			var got [2][]string
+			for i, addr := range []string{rs.addr, n.addr} {
+				a, b := mustDial(t, addr), mustDial(t, addr)
+				if proto == 3 {
+					a.do("HELLO", "3")
+				}
+				for j, tc := range cases {
+					prefix := fmt.Sprintf("touch%d:%d:", proto, j)
+					key := func(args []string) []string {
+						out := append([]string(nil), args...)
+						for x, arg := range out {
+							if arg == "k" || strings.HasPrefix(arg, "k:") {
+								out[x] = prefix + arg
+							}
+						}
+						return out
+					}
+					step := func(c *respConn, args []string) {
+						r, err := c.do(key(args)...)
+						if err != nil {
+							t.Fatalf("%s %s %q: %v", addr, tc.name, args, err)
+						}
+						got[i] = append(got[i], fmt.Sprintf("%s: %q -> %q", tc.name, args, r))
+					}
+					for _, cmd := range tc.setup {
+						step(b, cmd)
+					}
+					step(a, []string{"WATCH", "k"})
+					for _, cmd := range tc.touch {
+						if cmd[0] == "mine" {
+							step(a, cmd[1:])
+						} else {
+							step(b, cmd)
+						}
+					}
+					step(a, []string{"MULTI"})
+					step(a, []string{"INCR", "k:n"})
+					step(a, []string{"EXEC"})
+					step(b, []string{"DEL", "k", "k:n", "k:other"})
+				}
+			}
+			if diff := strings.Join(diffLines(got[0], got[1]), "\n"); diff != "" {
+				t.Errorf("replies differ (redis-server, then raftlock):\n%s", diff)
+			}
+		})
+	}
+}
+
+// EXEC refused before it runs forgets the watches, as Redis's execCommandAbort: a write to a
+// key watched before it does not fail the next transaction.
+func TestRedisCompatExecAbortUnwatches(t *testing.T) {
+	rs := startRedis(t)
+	n := startNode(t, t.TempDir())
+	var got [2][]string
+	for i, addr := range []string{rs.addr, n.addr} {
+		a, b := mustDial(t, addr), mustDial(t, addr)
+		for _, step := range []struct {
+			c   *respConn
+			cmd []string
+		}{
+			{a, []string{"WATCH", "abort:k"}},
+			{a, []string{"MULTI"}},
+			{a, []string{"SET", "abort:k", "mine"}},
+			{a, []string{"EXEC", "x"}},
+			{b, []string{"SET", "abort:k", "theirs"}},
+			{a, []string{"MULTI"}},
+			{a, []string{"GET", "abort:k"}},
+			{a, []string{"EXEC"}},
+			{a, []string{"DEL", "abort:k"}},
+		} {
+			r, err := step.c.do(step.cmd...)
+			if err != nil {
+				t.Fatalf("%s %q: %v", addr, step.cmd, err)
+			}
+			got[i] = append(got[i], fmt.Sprintf("%q -> %q", step.cmd, r))
+		}
+	}
+	if diff := strings.Join(diffLines(got[0], got[1]), "\n"); diff != "" {
+		t.Errorf("replies differ (redis-server, then raftlock):\n%s", diff)
+	}
+}
+
 func mustDial(t *testing.T, addr string) *respConn {
 	t.Helper()
 	c, err := dialRESP(addr)
@@ -107,6 +250,15 @@ func TestTransactionsThroughFollower(t *testing.T) {
 	do(a, "SET", "txf:a", "mine")
 	if got := do(a, "EXEC"); got != "*-1\r\n" {
 		t.Errorf("EXEC after a WATCHed key changed elsewhere = %q, want nil", got)
+	}
+	// A write that changes nothing, through the other follower, touches the watch too: the
+	// leader evaluates it, and the watch lives there.
+	do(a, "WATCH", "txf:b")
+	do(b, "SET", "txf:b", "2", "KEEPTTL")
+	do(a, "MULTI")
+	do(a, "SET", "txf:b", "mine")
+	if got := do(a, "EXEC"); got != "*-1\r\n" {
+		t.Errorf("EXEC after a WATCHed key was set to its own value elsewhere = %q, want nil", got)
 	}
 	// WATCH, then SELECT: the upstream to the leader is dialled again for the other database,
 	// and the watches with the old one are gone: nil.
