@@ -139,7 +139,7 @@ func (n *Node) proposeFreed(ctx context.Context, keys [][]byte, eval node.Eval, 
 		n.markPendingLocked(cmds)
 		n.mu.Unlock()
 		p := &proposal{n: n, ctx: ctx, cmds: cmds, hands: hands, start: time.Now()}
-		p.future, p.grouped = n.submit(cmds, format)
+		p.future, p.grouped = n.submit(cmds, format, gen)
 		return p, nil
 	}
 }
@@ -230,20 +230,21 @@ func (n *Node) markPendingLocked(cmds []fsm.Command) {
 // together, all or nothing (fsm.Machine.ApplyEntry). In a cluster whose members all read
 // batches (fsm.FormatBatch), the entry joins the next group commit (groupcommit.go) and its
 // place there is returned; otherwise it is a log entry of its own and its future is. It runs
-// without Node.mu: raft.Apply can block while raft's queue is full, and draining that queue
-// needs the apply path, which takes Node.mu. Raft also writes the log entries queued together
-// in one append and one fsync (BatchApplyCh). Order across keys does not matter, and on one key
+// without Node.mu: raft.Apply blocks until raft's leader loop takes the entry (its apply
+// channel is unbuffered), and the leader loop may be waiting for the apply path, which takes
+// Node.mu. Raft writes the log entries waiting to be taken together in one append and one fsync. Order across keys does not matter, and on one key
 // the pending marks already keep requests in order. The proposals counter counts requests that
 // wrote, whatever their commands.
 //
 // format is the table's log format when the request was evaluated, which carries cmds: the
-// entry is written in it (a format only ever moves up, so every member still reads it).
-func (n *Node) submit(cmds []fsm.Command, format byte) (raft.ApplyFuture, *groupEntry) {
+// entry is written in it (a format only ever moves up, so every member still reads it); gen is
+// the leadership it was evaluated in.
+func (n *Node) submit(cmds []fsm.Command, format byte, gen uint64) (raft.ApplyFuture, *groupEntry) {
 	if splitSubmit != nil && len(cmds) > 1 {
 		return splitSubmit(n, cmds), nil
 	}
 	if format >= fsm.FormatBatch && !n.cfg.NoGroupCommit {
-		return nil, n.submitGrouped(cmds)
+		return nil, n.submitGrouped(cmds, gen)
 	}
 	data, err := fsm.EncodeEntryIn(nil, cmds, format)
 	if err != nil {
@@ -310,7 +311,8 @@ func (n *Node) await(cmds []fsm.Command, future raft.ApplyFuture, grouped *group
 // are certain; anything after that may still commit.
 func (n *Node) applyError(err error) error {
 	switch {
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout):
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress):
 		return n.notLeader()
 	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown),
 		errors.Is(err, raft.ErrAbortedByRestore), errors.Is(err, node.ErrUncertain):
@@ -403,8 +405,9 @@ func (n *Node) verifyLeader(ctx context.Context) error {
 }
 
 // awaitFuture waits for f's outcome, or until stop is closed. hashicorp/raft (v1.8) can leave a
-// future unanswered for ever: its verify and apply channels are buffered (BatchApplyCh), and a
-// request queued as the main loop exits (Shutdown, or a leader removing itself) is never drained.
+// future unanswered for ever: its verify channel is buffered, and a request queued as the main
+// loop exits (Shutdown, or a leader removing itself) is never drained; an entry committed but
+// still queued for the FSM at shutdown is not answered either.
 // Close waits for the node's goroutines, so none may wait on such a future; the goroutine left
 // behind ends only if raft ever answers (at shutdown, one per future raft dropped).
 func awaitFuture(f raft.Future, stop <-chan struct{}) error {

@@ -61,9 +61,9 @@ func TestLogFormatWaitsForEveryMember(t *testing.T) {
 	if _, err := propose(ctx, l, hash); err != nil {
 		t.Fatalf("the hash write after the switch: %v", err)
 	}
-	// A request alone goes in an entry of its own (a group commit of one has no batch around it).
-	if got := lastCommandFormat(t, l); got != fsm.FormatTyped {
-		t.Fatalf("after the switch an entry of format %d, want %d", got, fsm.FormatTyped)
+	// Even a request alone goes in a batch: every entry says the cluster writes batches.
+	if got := lastCommandFormat(t, l); got != fsm.FormatBatch {
+		t.Fatalf("after the switch an entry of format %d, want %d", got, fsm.FormatBatch)
 	}
 }
 

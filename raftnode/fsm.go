@@ -70,9 +70,10 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			continue
 		}
 		n.mu.machine.NoteFormat(fsm.FormatOf(l.Data))
-		// Each request's commands, applied whole or not at all (a failed guard aborts them); a
-		// batch's requests share its index, which their keys never do (the leader's pending
-		// marks keep two requests on one key out of one batch).
+		// Each request's commands, applied whole or not at all (a failed guard aborts them). A
+		// batch's requests share its index; the leader's pending marks keep two requests on one
+		// key out of one batch (an expiry round or a FLUSHDB aside, whose commands the guards'
+		// tokens and revisions keep apart just the same).
 		start, from := len(results), 0
 		for _, end := range ends {
 			results = n.mu.machine.ApplyEntry(results, l.Index, cmds[from:end])

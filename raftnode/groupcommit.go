@@ -26,8 +26,10 @@ import (
 // requests were queued, so one connection's pipelined requests reach the log in that order.
 
 // maxBatchBytes bounds one batch's log entry: requests queued past it wait for the next batch
-// (a request larger than the bound goes alone).
-const maxBatchBytes = 1 << 20
+// (a request larger than the bound goes alone). raft keeps the newest 4096 entries in memory
+// (logCacheEntries) and sends up to MaxAppendEntries of them in one message: small batches
+// keep both bounded, and a batch of a few hundred requests already costs one fsync.
+const maxBatchBytes = 256 << 10
 
 // groupCommit is the leader's queue of request entries waiting for a batch, and the batches
 // given to raft whose requests have not been answered yet.
@@ -73,6 +75,7 @@ func (g *groupCommit) claimLocked(first *byte) *sentBatch {
 type groupEntry struct {
 	data    []byte // the request's entry (fsm.EncodeEntry)
 	cmds    int    // how many commands it holds
+	gen     uint64 // the leadership (Node.leaderGen) it was evaluated in
 	done    chan struct{}
 	results []fsm.Result
 	err     error
@@ -91,8 +94,8 @@ func (e *groupEntry) wait(stop <-chan struct{}) ([]fsm.Result, error) {
 
 // submitGrouped queues a request's commands for the next group commit, and sends the queue if
 // nobody is sending. It runs without Node.mu.
-func (n *Node) submitGrouped(cmds []fsm.Command) *groupEntry {
-	e := &groupEntry{data: fsm.EncodeEntry(nil, cmds), cmds: len(cmds), done: make(chan struct{})}
+func (n *Node) submitGrouped(cmds []fsm.Command, gen uint64) *groupEntry {
+	e := &groupEntry{data: fsm.EncodeEntry(nil, cmds), cmds: len(cmds), gen: gen, done: make(chan struct{})}
 	n.stats.proposals.Add(1)
 	g := &n.group
 	g.mu.Lock()
@@ -113,7 +116,7 @@ func (n *Node) submitGrouped(cmds []fsm.Command) *groupEntry {
 // requests queued meanwhile, runSender sends them as the next batch; if not, sending ends and
 // the next request sends its own, so a lone request costs no goroutine hand-off here.
 func (n *Node) batchWritten(sb *sentBatch) {
-	if !n.writes.want.CompareAndSwap(sb, nil) {
+	if sb != nil && !n.writes.want.CompareAndSwap(sb, nil) {
 		return // already told, or a later batch is awaited
 	}
 	g := &n.group
@@ -173,18 +176,34 @@ func (g *groupCommit) takeLocked() []*groupEntry {
 // until raft's leader loop takes it, and hands it to runFinisher for its outcome. The next
 // batch goes once this one is written (batchWritten).
 func (n *Node) sendBatch(batch []*groupEntry) {
-	var data []byte
-	if len(batch) == 1 {
-		data = batch[0].data
-	} else {
-		size := 0
-		entries := make([][]byte, len(batch))
-		for i, e := range batch {
-			entries[i] = e.data
-			size += len(e.data)
+	// A request evaluated while this node led in an earlier term must not reach the log in a
+	// later one: it is refused, certainly unapplied (the view it was evaluated against was
+	// rebuilt since).
+	gen := n.leaderGen.Load()
+	if stale := slices.ContainsFunc(batch, func(e *groupEntry) bool { return e.gen != gen }); stale {
+		batch = slices.DeleteFunc(batch, func(e *groupEntry) bool {
+			if e.gen == gen {
+				return false
+			}
+			e.err = n.notLeader()
+			close(e.done)
+			return true
+		})
+		if len(batch) == 0 {
+			n.batchWritten(nil)
+			return
 		}
-		data = fsm.AppendBatch(make([]byte, 0, size+8), entries)
 	}
+	// Even a batch of one is written as a batch: every entry a cluster in FormatBatch writes
+	// says so, and a node that restarts or restores a snapshot learns the format again from the
+	// next entry it applies.
+	size := 0
+	entries := make([][]byte, len(batch))
+	for i, e := range batch {
+		entries[i] = e.data
+		size += len(e.data)
+	}
+	data := fsm.AppendBatch(make([]byte, 0, size+8), entries)
 	n.stats.group.Observe(uint64(len(batch)))
 	sb := &sentBatch{first: &data[0], entries: batch}
 	g := &n.group

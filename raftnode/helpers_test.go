@@ -35,11 +35,10 @@ func TestMain(m *testing.M) {
 		}
 		return fsm.FormatCurrent, nil
 	}
-	// awaitFuture, runFinisher and runSender leave a goroutine behind when raft never answers a
-	// future (see there).
+	// awaitFuture and runFinisher leave a goroutine behind when raft never answers a future
+	// (see there).
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/raftlock/raftlock/raftnode.awaitFuture.func1"),
-		goleak.IgnoreAnyFunction("github.com/raftlock/raftlock/raftnode.(*Node).runFinisher"),
-		goleak.IgnoreAnyFunction("github.com/raftlock/raftlock/raftnode.(*Node).runSender"))
+		goleak.IgnoreAnyFunction("github.com/raftlock/raftlock/raftnode.(*Node).runFinisher"))
 }
 
 // olderMembers holds the IDs of in-memory members that claim to run an older release: the
