@@ -240,25 +240,31 @@ func batchesIn(t *testing.T, n *testNode, from uint64) int {
 	return count
 }
 
-// A node restarted on its own stores is in the batch format again as soon as it has replayed
-// its log: every entry a cluster in that format writes is a batch, even of one request.
+// A follower restarted on a snapshot (which says only FormatTyped) is in the batch format again
+// as soon as it applies the next entry: every entry a cluster in that format writes is a batch,
+// even of one request. (A leader would switch again by itself; a follower must learn it.)
 func TestGroupCommitFormatAfterRestart(t *testing.T) {
-	n := newNode(t, func(c *Config) { c.TrailingLogs = 1 })
-	mustLock(t, n, "k1", "o", 0)
-	if err := n.raft.Snapshot().Error(); err != nil {
+	nodes := newCluster(t, 3, func(c *Config) { c.TrailingLogs = 1 })
+	l := leader(t, nodes)
+	f := others(l, nodes)[0]
+	mustLock(t, l, "k1", "o", 0)
+	waitConverged(t, l, nodes)
+	if err := f.raft.Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
-	mustLock(t, n, "k2", "o", 0)
-	mustLock(t, n, "k3", "o", 0)
-	// The log keeps only k3's entry: the switch to batches is behind the snapshot, which says
-	// only FormatTyped (a snapshot does not record whether batches were in use).
-	if err := n.raft.Snapshot().Error(); err != nil {
-		t.Fatal(err)
-	}
-	n = restart(t, n)
+	f = restart(t, f)
+	nodes = append(others(f, nodes), f)
+	connectAll(nodes)
 	testutil.WaitFor(t, 5*time.Second, func() error {
-		if f := n.Stats().LogFormat; f != int(fsm.FormatBatch) {
-			return fmt.Errorf("log format %d after the restart, want %d", f, fsm.FormatBatch)
+		if s := f.Stats(); s.AppliedIndex < l.raft.AppliedIndex() {
+			return fmt.Errorf("the restarted follower applied %d, the leader %d", s.AppliedIndex, l.raft.AppliedIndex())
+		}
+		return nil
+	})
+	mustLock(t, l, "k2", "o", 0) // one request alone
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		if got := f.Stats().LogFormat; got != int(fsm.FormatBatch) {
+			return fmt.Errorf("the restarted follower is in log format %d after the next entry, want %d", got, fsm.FormatBatch)
 		}
 		return nil
 	})
