@@ -192,13 +192,11 @@ func (c Config) raftConfig() *raft.Config {
 	rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
 	rc.CommitTimeout = c.CommitTimeout
 	rc.MaxAppendEntries = c.MaxAppendEntries
-	// No BatchApplyCh: with an unbuffered apply channel raft.Apply returns when raft's leader
-	// loop takes the entry, which it does once the append before it is written. That is the
-	// moment to send the next group commit (groupcommit.go): it carries everything that queued
-	// meanwhile. The leader loop still takes every proposal waiting to be sent into one append
-	// and one fsync, so entries proposed one by one (group commit off, an older log format, the
-	// node's own proposals) are written together too.
-	rc.BatchApplyCh = false
+	// BatchApplyCh: raft's apply channel holds MaxAppendEntries proposals, and the leader loop
+	// takes every one waiting into one append and one fsync. The group commit's next batch is
+	// put there from the leader loop itself, as soon as the batch before it is written
+	// (groupcommit.go): the channel must not be unbuffered.
+	rc.BatchApplyCh = true
 	// A leader that removes itself must not stop raft on its own: raft never answers the
 	// proposals and leadership checks still queued when it shuts down, so requests (and Close)
 	// would wait for ever. It steps down and keeps running as a follower, which answers them

@@ -230,9 +230,9 @@ func (n *Node) markPendingLocked(cmds []fsm.Command) {
 // together, all or nothing (fsm.Machine.ApplyEntry). In a cluster whose members all read
 // batches (fsm.FormatBatch), the entry joins the next group commit (groupcommit.go) and its
 // place there is returned; otherwise it is a log entry of its own and its future is. It runs
-// without Node.mu: raft.Apply blocks until raft's leader loop takes the entry (its apply
-// channel is unbuffered), and the leader loop may be waiting for the apply path, which takes
-// Node.mu. Raft writes the log entries waiting to be taken together in one append and one fsync. Order across keys does not matter, and on one key
+// without Node.mu: raft.Apply can block while raft's queue is full, and draining that queue
+// needs the apply path, which takes Node.mu. Raft writes the entries waiting in its queue in
+// one append and one fsync (BatchApplyCh). Order across keys does not matter, and on one key
 // the pending marks already keep requests in order. The proposals counter counts requests that
 // wrote, whatever their commands.
 //

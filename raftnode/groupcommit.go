@@ -16,14 +16,15 @@ import (
 // append and replication message) and a goroutine hand-off per request.
 //
 // A batch is sized by what arrived while the previous one was being written, never by a timer.
-// One goroutine at a time sends: it gives raft a batch, then waits until the leader's log store
-// has written it (writeWatch, which sees the batch's own bytes go by), and only then takes the
-// queue for the next batch: everything that arrived during that write. A request that finds
-// nobody sending sends the queue itself, at once (alone if nobody else is waiting, so one
-// client waits for nothing but its own commit); what queues meanwhile is sent by a goroutine
-// that keeps sending while the queue is not empty. The leader's disk is thus always writing a
-// full batch, while the followers write the one before. Batches reach raft in the order their
-// requests were queued, so one connection's pipelined requests reach the log in that order.
+// One batch at a time is sent and not yet written. A request that finds none sends the queue
+// itself, at once (alone if nobody else is waiting, so one client waits for nothing but its
+// own commit). The ones that arrive meanwhile queue, and when the leader's log store has
+// written the batch (writeWatch, which sees the batch's own bytes go by, on raft's leader
+// loop) the queue goes to raft as the next batch from there, before the leader loop looks for
+// work again: everything that arrived during that write, with no goroutine to wake. The
+// leader's disk is thus always writing a full batch, while the followers write the one
+// before. Batches reach raft in the order their requests were queued, so one connection's
+// pipelined requests reach the log in that order.
 
 // maxBatchBytes bounds one batch's log entry: requests queued past it wait for the next batch
 // (a request larger than the bound goes alone). raft keeps the newest 4096 entries in memory
@@ -42,14 +43,11 @@ type groupCommit struct {
 	// very bytes it proposed, so the entry is told apart by its first byte's address), or
 	// runFinisher with raft's outcome when it did not (an error, or an entry replaced).
 	sent []*sentBatch
-	// finish hands runFinisher every batch sent, in order; kick tells runSender to send the
-	// queue (batchWritten).
-	finish chan *sentBatch
-	kick   chan struct{}
+	// finishing are the batches sent whose futures runFinisher has not waited for yet, in the
+	// order they were sent; finish signals it (never blocking: the leader loop sends too).
+	finishing []*sentBatch
+	finish    chan struct{}
 }
-
-// finishQueue bounds the batches sent and not yet finished; a sender blocks past it.
-const finishQueue = 4096
 
 // sentBatch is a batch given to raft: its log entry's first byte, its requests, and raft's
 // future for it.
@@ -112,47 +110,27 @@ func (n *Node) submitGrouped(cmds []fsm.Command, gen uint64) *groupEntry {
 }
 
 // batchWritten is told, once per batch, that the leader's store wrote sb (writeWatch, on raft's
-// leader loop: it must not block), or that raft answered it unwritten (runFinisher). If
-// requests queued meanwhile, runSender sends them as the next batch; if not, sending ends and
-// the next request sends its own, so a lone request costs no goroutine hand-off here.
+// leader loop), or that raft answered it unwritten (runFinisher; sb nil: a batch was dropped
+// unsent). If requests queued meanwhile, it sends them as the next batch right there: raft's
+// apply channel is buffered, so raft.Apply returns at once and the leader loop finds the batch
+// as soon as it is back, with no goroutine to wake first. (The channel holds MaxAppendEntries
+// entries; with group commit on, raftlock has at most one batch and a few of the node's own
+// proposals in it, so the leader loop never waits on itself here.) If nothing queued, sending
+// ends and the next request sends its own.
 func (n *Node) batchWritten(sb *sentBatch) {
 	if sb != nil && !n.writes.want.CompareAndSwap(sb, nil) {
 		return // already told, or a later batch is awaited
 	}
 	g := &n.group
 	g.mu.Lock()
-	more := len(g.queue) > 0
-	g.sending = more
-	g.mu.Unlock()
-	if more {
-		select {
-		case g.kick <- struct{}{}:
-		default: // runSender has a kick pending
-		}
-	}
-}
-
-// runSender sends the queue as the next batch each time the batch before it is written. It
-// is not one of the node's goroutines (goFunc), for the reason runFinisher is not: raft.Apply
-// may block on raft as it shuts down.
-func (n *Node) runSender() {
-	g := &n.group
-	for {
-		select {
-		case <-g.kick:
-		case <-n.stop:
-			return
-		}
-		g.mu.Lock()
-		if len(g.queue) == 0 {
-			g.sending = false
-			g.mu.Unlock()
-			continue
-		}
-		batch := g.takeLocked()
+	if len(g.queue) == 0 {
+		g.sending = false
 		g.mu.Unlock()
-		n.sendBatch(batch)
+		return
 	}
+	batch := g.takeLocked()
+	g.mu.Unlock()
+	n.sendBatch(batch)
 }
 
 // takeLocked removes the queue's first entries, up to maxBatchBytes, and returns them.
@@ -212,9 +190,12 @@ func (n *Node) sendBatch(batch []*groupEntry) {
 	g.mu.Unlock()
 	n.writes.want.Store(sb)
 	sb.future = n.raft.Apply(data, n.cfg.ApplyTimeout)
+	g.mu.Lock()
+	g.finishing = append(g.finishing, sb)
+	g.mu.Unlock()
 	select {
-	case n.group.finish <- sb:
-	case <-n.stop: // its requests are answered by the stop (groupEntry.wait)
+	case g.finish <- struct{}{}:
+	default: // runFinisher has a signal pending
 	}
 }
 
@@ -252,11 +233,20 @@ func (w *writeWatch) StoreLogs(logs []*raft.Log) error {
 func (n *Node) runFinisher() {
 	g := &n.group
 	for {
+		g.mu.Lock()
 		var sb *sentBatch
-		select {
-		case sb = <-g.finish:
-		case <-n.stop:
-			return
+		if len(g.finishing) > 0 {
+			sb = g.finishing[0]
+			g.finishing = slices.Delete(g.finishing, 0, 1)
+		}
+		g.mu.Unlock()
+		if sb == nil {
+			select {
+			case <-g.finish:
+				continue
+			case <-n.stop:
+				return
+			}
 		}
 		err := sb.future.Error()
 		n.batchWritten(sb) // if raft answered it unwritten, the next batch must not wait on it

@@ -49,7 +49,7 @@ func TestGroupCommitCarriesWhatQueued(t *testing.T) {
 	if waiting != queued {
 		t.Fatalf("%d requests queued behind a send, want %d", waiting, queued)
 	}
-	n.group.kick <- struct{}{} // as a write finishing does: runSender sends the queue
+	n.batchWritten(nil) // as the write of the batch before does: the queue goes as the next batch
 	var last fsm.Token
 	var index uint64
 	for i, p := range ps {

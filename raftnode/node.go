@@ -145,7 +145,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 		leaseWake: make(chan struct{}, 1),
 		// Buffered so many requests can queue for one batched leadership check.
 		verifyReqs: make(chan chan error, 1024),
-		group:      groupCommit{finish: make(chan *sentBatch, finishQueue), kick: make(chan struct{}, 1)},
+		group:      groupCommit{finish: make(chan struct{}, 1)},
 		stop:       make(chan struct{}),
 		removed:    make(chan struct{}),
 		// One buffered wake-up is enough: runMembership rereads everything when it runs.
@@ -208,7 +208,6 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 	n.goFunc(n.runLeases)
 	n.goFunc(n.runVerifier)
 	go n.runFinisher() // not goFunc: see there
-	go n.runSender()
 	n.goFunc(n.runMembership)
 	return n, nil
 }
