@@ -316,6 +316,16 @@ func (c *cluster) digests() digest {
 	if r, err := callInt(l.addr, "UNLOCK", "digest-barrier", strconv.FormatInt(tok, 10)); err != nil || r != 1 {
 		c.t.Fatalf("digest barrier: UNLOCK on the leader %s: %d, %v", l.id, r, err)
 	}
+	// The leader has applied the UNLOCK: its applied index is at or past it. (A token is not
+	// an index: a group commit grants several tokens at one index.)
+	info, err := infoRaft(l.addr)
+	if err != nil {
+		c.t.Fatalf("digest barrier: INFO raft on the leader %s: %v", l.id, err)
+	}
+	barrier, err := strconv.ParseInt(info["raft_applied_index"], 10, 64)
+	if err != nil {
+		c.t.Fatalf("digest barrier: the leader %s's raft_applied_index %q: %v", l.id, info["raft_applied_index"], err)
+	}
 	var common digest
 	testutil.WaitFor(c.t, convergeTimeout, func() error {
 		got := map[string]digest{}
@@ -328,8 +338,8 @@ func (c *cluster) digests() digest {
 		}
 		first := true
 		for id, d := range got {
-			if d.applied <= tok {
-				return fmt.Errorf("%s has applied up to %d, not yet the barrier at %d; digests %v", id, d.applied, tok+1, got)
+			if d.applied < barrier {
+				return fmt.Errorf("%s has applied up to %d, not yet the barrier at %d; digests %v", id, d.applied, barrier, got)
 			}
 			if first {
 				common, first = d, false
