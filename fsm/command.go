@@ -166,6 +166,11 @@ type Command struct {
 	LeaseRev uint64
 	// Value is a Write's new value.
 	Value *Collection
+	// Acquire marks, on the proposer only (it is not part of the log), a Grant that takes a
+	// lock (LOCK, SET … NX, SETNX): if the client hangs up before it hears it was granted, the
+	// lock is released again (ghost-lock cleanup). A Grant that overwrites or counts (SET,
+	// INCR, …) stays written, as in Redis, whoever hung up.
+	Acquire bool
 }
 
 // MaxMemberAddr bounds a member's client address in KindSetMember: a host:port needs far less,

@@ -331,8 +331,8 @@ func (n *Node) applyError(err error) error {
 func (n *Node) releaseGhosts(cmds []fsm.Command, results []fsm.Result) {
 	for i, r := range results {
 		c := cmds[i]
-		if c.Kind != fsm.KindGrant || r.Status != fsm.StatusGranted {
-			continue
+		if c.Kind != fsm.KindGrant || !c.Acquire || r.Status != fsm.StatusGranted {
+			continue // only a lock taken is released: a write that overwrites or counts stays
 		}
 		if r.Existed && bytes.Equal(r.PrevOwner, c.Owner) {
 			continue // the same owner set its lock again: it held it before this request

@@ -286,7 +286,7 @@ func lockEval(key, owner string, leaseMs uint64, saw *fsm.Lock) node.Eval {
 			*saw = l
 			return nil
 		}
-		return []fsm.Command{{Kind: fsm.KindGrant, Key: []byte(key), Owner: []byte(owner), LeaseMs: leaseMs, Match: fsm.Match{Kind: fsm.MatchAbsent}}}
+		return []fsm.Command{{Kind: fsm.KindGrant, Key: []byte(key), Owner: []byte(owner), LeaseMs: leaseMs, Match: fsm.Match{Kind: fsm.MatchAbsent}, Acquire: true}}
 	}
 }
 

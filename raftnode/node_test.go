@@ -362,6 +362,29 @@ func TestGhostLock(t *testing.T) {
 		}
 	})
 
+	t.Run("a write that overwrites or counts stays", func(t *testing.T) {
+		// INCR and a plain SET are Grants too, but not lock acquisitions: what a client that
+		// hung up wrote stays, as in Redis (the chaos harness's counter model found a DECRBY
+		// through a killed follower deleting the counter).
+		n := newNode(t)
+		mustLock(t, n, "ctr", "30", 0)
+		ctx := &ctxCancelledAfter{Context: t.Context(), after: 1}
+		res, err := n.Exec(ctx, [][]byte{[]byte("ctr")}, func(v node.View) []fsm.Command {
+			l, _, _ := v.Lookup([]byte("ctr"))
+			return []fsm.Command{{Kind: fsm.KindGrant, Key: []byte("ctr"), Owner: []byte("29"), KeepLease: true,
+				Match: fsm.Match{Kind: fsm.MatchToken, Token: l.Token}}}
+		}, nil)
+		if err != nil || len(res) != 1 || res[0].Status != fsm.StatusGranted {
+			t.Fatalf("DECRBY = %+v, %v; want granted", res, err)
+		}
+		if _, _, err := read(t.Context(), n, "ctr"); err != nil { // a wrongly started release would run first
+			t.Fatal(err)
+		}
+		if l, _, ok := n.LocalLookup([]byte("ctr")); !ok || string(l.Owner) != "29" || n.Stats().GhostReleases != 0 {
+			t.Fatalf("after the client hung up: %+v, held %v, ghost releases %d; want 29 to stay", l, ok, n.Stats().GhostReleases)
+		}
+	})
+
 	t.Run("ghost release never touches a later holder", func(t *testing.T) {
 		n := newNode(t)
 		// The ghost's grant applies; then, at the moment its Exec finds the client gone (its

@@ -50,7 +50,7 @@ func (r *request) lockQueued(q queueNode, key, owner []byte, ttl uint64, explici
 		}
 		return
 	}
-	res, err := q.LockWait(r.c.ctx, key, lockEval(key, owner, ttl, explicit), grant(key, owner, ttl, fsm.Match{Kind: fsm.MatchAbsent}), wait)
+	res, err := q.LockWait(r.c.ctx, key, lockEval(key, owner, ttl, explicit), acquire(key, owner, ttl), wait)
 	done()
 	if err != nil {
 		if r.c.ctx.Err() == nil {

@@ -15,6 +15,14 @@ func grant(key, owner []byte, leaseMs uint64, m fsm.Match) fsm.Command {
 	return fsm.Command{Kind: fsm.KindGrant, Key: key, Owner: owner, LeaseMs: leaseMs, Match: m}
 }
 
+// acquire is the Grant that takes a free lock: ghost-lock cleanup releases it if the client
+// hangs up before its reply (fsm.Command.Acquire).
+func acquire(key, owner []byte, leaseMs uint64) fsm.Command {
+	c := grant(key, owner, leaseMs, fsm.Match{Kind: fsm.MatchAbsent})
+	c.Acquire = true
+	return c
+}
+
 func byToken(t fsm.Token) fsm.Match { return fsm.Match{Kind: fsm.MatchToken, Token: t} }
 
 // maxLockWait bounds LOCK ... WAIT: a waiting LOCK holds its connection.
@@ -115,7 +123,7 @@ func lockEval(key, owner []byte, ttl uint64, explicit bool) node.Eval {
 	return func(v node.View) []fsm.Command {
 		l, _, held := v.Lookup(key)
 		if !held {
-			return []fsm.Command{grant(key, owner, ttl, fsm.Match{Kind: fsm.MatchAbsent})}
+			return []fsm.Command{acquire(key, owner, ttl)}
 		}
 		if explicit && l.Value == nil && bytes.Equal(l.Owner, owner) {
 			// The same owner asking again (a retry): renew and return the same token.

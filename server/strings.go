@@ -127,6 +127,7 @@ func (r *request) set(key, value []byte, opts setOptions) (out setOutcome, ok bo
 		}
 		cmd := grant(key, value, opts.lease, m)
 		cmd.KeepLease = opts.keep
+		cmd.Acquire = opts.nx // SET … NX and SETNX take a lock; a plain SET overwrites
 		return []fsm.Command{cmd}
 	})
 	if err != nil {

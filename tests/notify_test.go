@@ -94,27 +94,12 @@ func TestKeyspaceNotificationsOnFollower(t *testing.T) {
 	l := c.leader()
 	followers := c.others(l)
 	subNode, writeNode := followers[0], followers[1]
-	dial := func(n *node) *respConn {
-		t.Helper()
-		conn, err := dialRESP(n.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		return conn
-	}
-	do := func(conn *respConn, want string, args ...string) {
-		t.Helper()
-		if got, err := conn.do(args...); err != nil || string(got) != want {
-			t.Fatalf("%q = %q, %v; want %q", args, got, err, want)
-		}
-	}
-	cfg := dial(subNode)
-	do(cfg, "+OK\r\n", "CONFIG", "SET", "notify-keyspace-events", "gxE")
+	cfg := mustDial(t, subNode.addr)
+	mustReply(t, cfg, "+OK\r\n", "CONFIG", "SET", "notify-keyspace-events", "gxE")
 	const pattern = "__keyevent@*__:*"
-	sub, leaderSub := dial(subNode), dial(l)
+	sub, leaderSub := mustDial(t, subNode.addr), mustDial(t, l.addr)
 	for _, s := range []*respConn{sub, leaderSub} {
-		do(s, "*3\r\n$10\r\npsubscribe\r\n$16\r\n"+pattern+"\r\n:1\r\n", "PSUBSCRIBE", pattern)
+		mustReply(t, s, "*3\r\n$10\r\npsubscribe\r\n$16\r\n"+pattern+"\r\n:1\r\n", "PSUBSCRIBE", pattern)
 	}
 	expect := func(db int, event, key string) {
 		t.Helper()
@@ -125,21 +110,21 @@ func TestKeyspaceNotificationsOnFollower(t *testing.T) {
 			t.Fatalf("on follower %s: %q, %v; want %q", subNode.id, got, err, want)
 		}
 	}
-	w := dial(writeNode)
-	do(w, "+OK\r\n", "SET", "kn:del", "v")
-	do(w, ":1\r\n", "DEL", "kn:del")
+	w := mustDial(t, writeNode.addr)
+	mustReply(t, w, "+OK\r\n", "SET", "kn:del", "v")
+	mustReply(t, w, ":1\r\n", "DEL", "kn:del")
 	expect(0, "del", "kn:del")
-	do(w, "+OK\r\n", "SET", "kn:lease", "v", "PX", "200")
+	mustReply(t, w, "+OK\r\n", "SET", "kn:lease", "v", "PX", "200")
 	expect(0, "expired", "kn:lease") // the leader's timer, an Expire entry
-	do(w, "+OK\r\n", "SELECT", "5")
-	do(w, "+OK\r\n", "SET", "kn:past", "v", "PX", "100000")
-	do(w, "+OK\r\n", "SET", "kn:past", "v", "PXAT", "1000")
+	mustReply(t, w, "+OK\r\n", "SELECT", "5")
+	mustReply(t, w, "+OK\r\n", "SET", "kn:past", "v", "PX", "100000")
+	mustReply(t, w, "+OK\r\n", "SET", "kn:past", "v", "PXAT", "1000")
 	expect(5, "expired", "kn:past")
-	do(w, "+OK\r\n", "SET", "kn:getdel", "v")
-	do(w, "$1\r\nv\r\n", "GETDEL", "kn:getdel")
+	mustReply(t, w, "+OK\r\n", "SET", "kn:getdel", "v")
+	mustReply(t, w, "$1\r\nv\r\n", "GETDEL", "kn:getdel")
 	expect(5, "del", "kn:getdel")
 	for _, s := range []*respConn{sub, leaderSub} {
-		do(s, "*2\r\n$4\r\npong\r\n$0\r\n\r\n", "PING") // nothing more on the follower, nothing on the leader
+		mustReply(t, s, "*2\r\n$4\r\npong\r\n$0\r\n\r\n", "PING") // nothing more on the follower, nothing on the leader
 	}
-	do(cfg, "+OK\r\n", "CONFIG", "SET", "notify-keyspace-events", "")
+	mustReply(t, cfg, "+OK\r\n", "CONFIG", "SET", "notify-keyspace-events", "")
 }

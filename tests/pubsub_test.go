@@ -199,24 +199,9 @@ func TestPubSubFromScriptsAndTransactionsAcrossNodes(t *testing.T) {
 	l := c.leader()
 	followers := c.others(l)
 	subNode, pubNode := followers[0], followers[1]
-	dial := func(n *node) *respConn {
-		t.Helper()
-		conn, err := dialRESP(n.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		return conn
-	}
-	do := func(conn *respConn, want string, args ...string) {
-		t.Helper()
-		if got, err := conn.do(args...); err != nil || string(got) != want {
-			t.Fatalf("%q = %q, %v; want %q", args, got, err, want)
-		}
-	}
-	sub, ssub := dial(subNode), dial(subNode)
-	do(sub, "*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n", "SUBSCRIBE", "news")
-	do(ssub, "*3\r\n$10\r\nssubscribe\r\n$5\r\nshard\r\n:1\r\n", "SSUBSCRIBE", "shard")
+	sub, ssub := mustDial(t, subNode.addr), mustDial(t, subNode.addr)
+	mustReply(t, sub, "*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n", "SUBSCRIBE", "news")
+	mustReply(t, ssub, "*3\r\n$10\r\nssubscribe\r\n$5\r\nshard\r\n:1\r\n", "SSUBSCRIBE", "shard")
 	expect := func(conn *respConn, kind, channel, body string) {
 		t.Helper()
 		conn.nc.SetDeadline(time.Now().Add(10 * time.Second))
@@ -226,26 +211,26 @@ func TestPubSubFromScriptsAndTransactionsAcrossNodes(t *testing.T) {
 		}
 	}
 
-	viaFollower, onLeader := dial(pubNode), dial(l)
+	viaFollower, onLeader := mustDial(t, pubNode.addr), mustDial(t, l.addr)
 	for _, p := range []struct {
 		conn *respConn
 		name string
 	}{{viaFollower, "through follower " + pubNode.id}, {onLeader, "on the leader " + l.id}} {
-		do(p.conn, ":0\r\n", "EVAL", "return redis.call('publish', ARGV[1], ARGV[2])", "0", "news", "from a script "+p.name)
+		mustReply(t, p.conn, ":0\r\n", "EVAL", "return redis.call('publish', ARGV[1], ARGV[2])", "0", "news", "from a script "+p.name)
 		expect(sub, "message", "news", "from a script "+p.name)
-		do(p.conn, "+OK\r\n", "MULTI")
-		do(p.conn, "+QUEUED\r\n", "PUBLISH", "news", "first of a transaction "+p.name)
-		do(p.conn, "+QUEUED\r\n", "PUBLISH", "news", "second of a transaction "+p.name)
-		do(p.conn, "*2\r\n:0\r\n:0\r\n", "EXEC")
+		mustReply(t, p.conn, "+OK\r\n", "MULTI")
+		mustReply(t, p.conn, "+QUEUED\r\n", "PUBLISH", "news", "first of a transaction "+p.name)
+		mustReply(t, p.conn, "+QUEUED\r\n", "PUBLISH", "news", "second of a transaction "+p.name)
+		mustReply(t, p.conn, "*2\r\n:0\r\n:0\r\n", "EXEC")
 		expect(sub, "message", "news", "first of a transaction "+p.name)
 		expect(sub, "message", "news", "second of a transaction "+p.name)
-		do(p.conn, ":0\r\n", "SPUBLISH", "shard", "sharded "+p.name) // the receivers on the leader
+		mustReply(t, p.conn, ":0\r\n", "SPUBLISH", "shard", "sharded "+p.name) // the receivers on the leader
 		expect(ssub, "smessage", "shard", "sharded "+p.name)
-		do(p.conn, ":0\r\n", "EVAL", "return redis.call('spublish', KEYS[1], ARGV[1])", "1", "shard", "sharded from a script "+p.name)
+		mustReply(t, p.conn, ":0\r\n", "EVAL", "return redis.call('spublish', KEYS[1], ARGV[1])", "1", "shard", "sharded from a script "+p.name)
 		expect(ssub, "smessage", "shard", "sharded from a script "+p.name)
 	}
 	// Neither subscriber got the other's messages.
 	for _, conn := range []*respConn{sub, ssub} {
-		do(conn, "*2\r\n$4\r\npong\r\n$0\r\n\r\n", "PING")
+		mustReply(t, conn, "*2\r\n$4\r\npong\r\n$0\r\n\r\n", "PING")
 	}
 }

@@ -21,10 +21,7 @@ func TestRedisCompatWatch(t *testing.T) {
 					a.do("HELLO", "3")
 				}
 				key := fmt.Sprintf("watch%d", proto)
-				for _, step := range []struct {
-					c   *respConn
-					cmd []string
-				}{
+				got[i] = append(got[i], runSteps(t, addr, []connStep{
 					{b, []string{"SET", key, "v0"}},
 					{a, []string{"WATCH", key}},
 					{b, []string{"SET", key, "v1"}}, // touched
@@ -49,13 +46,7 @@ func TestRedisCompatWatch(t *testing.T) {
 					{a, []string{"SET", key, "again"}},
 					{a, []string{"EXEC"}},
 					{a, []string{"EXISTS", key}},
-				} {
-					r, err := step.c.do(step.cmd...)
-					if err != nil {
-						t.Fatalf("%s %q: %v", addr, step.cmd, err)
-					}
-					got[i] = append(got[i], fmt.Sprintf("%q -> %q", step.cmd, r))
-				}
+				})...)
 			}
 			if diff := strings.Join(diffLines(got[0], got[1]), "\n"); diff != "" {
 				t.Errorf("replies differ (redis-server, then raftlock):\n%s", diff)
@@ -181,10 +172,7 @@ func TestRedisCompatExecAbortUnwatches(t *testing.T) {
 	var got [2][]string
 	for i, addr := range []string{rs.addr, n.addr} {
 		a, b := mustDial(t, addr), mustDial(t, addr)
-		for _, step := range []struct {
-			c   *respConn
-			cmd []string
-		}{
+		got[i] = append(got[i], runSteps(t, addr, []connStep{
 			{a, []string{"WATCH", "abort:k"}},
 			{a, []string{"MULTI"}},
 			{a, []string{"SET", "abort:k", "mine"}},
@@ -194,16 +182,39 @@ func TestRedisCompatExecAbortUnwatches(t *testing.T) {
 			{a, []string{"GET", "abort:k"}},
 			{a, []string{"EXEC"}},
 			{a, []string{"DEL", "abort:k"}},
-		} {
-			r, err := step.c.do(step.cmd...)
-			if err != nil {
-				t.Fatalf("%s %q: %v", addr, step.cmd, err)
-			}
-			got[i] = append(got[i], fmt.Sprintf("%q -> %q", step.cmd, r))
-		}
+		})...)
 	}
 	if diff := strings.Join(diffLines(got[0], got[1]), "\n"); diff != "" {
 		t.Errorf("replies differ (redis-server, then raftlock):\n%s", diff)
+	}
+}
+
+// connStep is one command of a transcript, on one of the test's connections.
+type connStep struct {
+	c   *respConn
+	cmd []string
+}
+
+// runSteps sends each step's command on its connection and returns the transcript, a line per
+// step: the command and its raw reply (for comparing one server's with another's).
+func runSteps(t *testing.T, addr string, steps []connStep) []string {
+	t.Helper()
+	var out []string
+	for _, step := range steps {
+		r, err := step.c.do(step.cmd...)
+		if err != nil {
+			t.Fatalf("%s %q: %v", addr, step.cmd, err)
+		}
+		out = append(out, fmt.Sprintf("%q -> %q", step.cmd, r))
+	}
+	return out
+}
+
+// mustReply sends args on conn and fails the test unless the raw reply is want.
+func mustReply(t *testing.T, conn *respConn, want string, args ...string) {
+	t.Helper()
+	if got, err := conn.do(args...); err != nil || string(got) != want {
+		t.Fatalf("%q = %q, %v; want %q", args, got, err, want)
 	}
 }
 
