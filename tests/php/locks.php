@@ -343,7 +343,10 @@ function laravel_scenarios(string $driver, string $first, string $second): void
     // block($seconds): gives up with LockTimeoutException, or gets the lock once it is released.
     scenario($lib, 'block', function () use ($driver, $first, $b, $inspect, $k) {
         $key = $k('block');
-        $holder = new Holder('laravel', $driver, $first, $key, 1300);
+        // Held 2.5 s: block(1) gives up within a second (whole seconds), so only a stall of
+        // 1.5 s in its retry loop could let it see the release (1.3 s once was not enough on a
+        // loaded machine).
+        $holder = new Holder('laravel', $driver, $first, $key, 2500);
         try {
             $rival = $b->lock($key, 10)->betweenBlockedAttemptsSleepFor(50);
             $start = microtime(true);
