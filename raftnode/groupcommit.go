@@ -38,34 +38,24 @@ type groupCommit struct {
 	mu      sync.Mutex
 	queue   []*groupEntry
 	sending bool // a batch is being sent or written: requests queue for the next
-	// sent are the batches in raft, oldest first. Whoever takes a batch out answers its
-	// requests: ApplyBatch when it applies the batch's own log entry (the leader applies the
-	// very bytes it proposed, so the entry is told apart by its first byte's address), or
-	// runFinisher with raft's outcome when it did not (an error, or an entry replaced).
-	sent []*sentBatch
-	// finishing are the batches sent whose futures runFinisher has not waited for yet, in the
-	// order they were sent; finish signals it (never blocking: the leader loop sends too).
-	finishing []*sentBatch
-	finish    chan struct{}
+	// sent are the batches given to raft, oldest first, until runFinisher has waited for each
+	// one's future. The first to mark a batch answered answers its requests: ApplyBatch when it
+	// applies the batch's own log entry (the leader applies the very bytes it proposed, so the
+	// entry is told apart by its first byte's address), or runFinisher with raft's outcome when
+	// it did not (an error, or an entry replaced). finish signals runFinisher (never blocking:
+	// the leader loop sends too).
+	sent   []*sentBatch
+	finish chan struct{}
 }
 
-// sentBatch is a batch given to raft: its log entry's first byte, its requests, and raft's
-// future for it.
+// sentBatch is a batch given to raft: its log entry's first byte, its requests, raft's future
+// for it (set once raft.Apply returned), and whether its requests were answered; the last two
+// are guarded by groupCommit.mu.
 type sentBatch struct {
-	first   *byte
-	entries []*groupEntry
-	future  raft.ApplyFuture
-}
-
-// claimLocked takes the sent batch whose log entry starts at first out of sent, or returns nil.
-func (g *groupCommit) claimLocked(first *byte) *sentBatch {
-	for i, b := range g.sent {
-		if b.first == first {
-			g.sent = slices.Delete(g.sent, i, i+1)
-			return b
-		}
-	}
-	return nil
+	first    *byte
+	entries  []*groupEntry
+	future   raft.ApplyFuture
+	answered bool
 }
 
 // groupEntry is one request's entry in a group commit, and its outcome once the batch's is
@@ -158,19 +148,17 @@ func (n *Node) sendBatch(batch []*groupEntry) {
 	// later one: it is refused, certainly unapplied (the view it was evaluated against was
 	// rebuilt since).
 	gen := n.leaderGen.Load()
-	if stale := slices.ContainsFunc(batch, func(e *groupEntry) bool { return e.gen != gen }); stale {
-		batch = slices.DeleteFunc(batch, func(e *groupEntry) bool {
-			if e.gen == gen {
-				return false
-			}
-			e.err = n.notLeader()
-			close(e.done)
-			return true
-		})
-		if len(batch) == 0 {
-			n.batchWritten(nil)
-			return
+	batch = slices.DeleteFunc(batch, func(e *groupEntry) bool {
+		if e.gen == gen {
+			return false
 		}
+		e.err = n.notLeader()
+		close(e.done)
+		return true
+	})
+	if len(batch) == 0 {
+		n.batchWritten(nil)
+		return
 	}
 	// Even a batch of one is written as a batch: every entry a cluster in FormatBatch writes
 	// says so, and a node that restarts or restores a snapshot learns the format again from the
@@ -183,15 +171,16 @@ func (n *Node) sendBatch(batch []*groupEntry) {
 	}
 	data := fsm.AppendBatch(make([]byte, 0, size+8), entries)
 	n.stats.group.Observe(uint64(len(batch)))
+	// In sent before raft has it: the leader may apply it before raft.Apply returns.
 	sb := &sentBatch{first: &data[0], entries: batch}
 	g := &n.group
 	g.mu.Lock()
 	g.sent = append(g.sent, sb)
 	g.mu.Unlock()
 	n.writes.want.Store(sb)
-	sb.future = n.raft.Apply(data, n.cfg.ApplyTimeout)
+	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
 	g.mu.Lock()
-	g.finishing = append(g.finishing, sb)
+	sb.future = f
 	g.mu.Unlock()
 	select {
 	case g.finish <- struct{}{}:
@@ -233,14 +222,16 @@ func (w *writeWatch) StoreLogs(logs []*raft.Log) error {
 func (n *Node) runFinisher() {
 	g := &n.group
 	for {
+		// The oldest batch stays in sent while its future is waited for, so that ApplyBatch
+		// still finds it; only this goroutine removes batches, from the front.
 		g.mu.Lock()
 		var sb *sentBatch
-		if len(g.finishing) > 0 {
-			sb = g.finishing[0]
-			g.finishing = slices.Delete(g.finishing, 0, 1)
+		var f raft.ApplyFuture
+		if len(g.sent) > 0 {
+			sb, f = g.sent[0], g.sent[0].future
 		}
 		g.mu.Unlock()
-		if sb == nil {
+		if f == nil {
 			select {
 			case <-g.finish:
 				continue
@@ -248,17 +239,19 @@ func (n *Node) runFinisher() {
 				return
 			}
 		}
-		err := sb.future.Error()
+		err := f.Error()
 		n.batchWritten(sb) // if raft answered it unwritten, the next batch must not wait on it
 		g.mu.Lock()
-		mine := g.claimLocked(sb.first) == sb
+		g.sent = slices.Delete(g.sent, 0, 1)
+		mine := !sb.answered
+		sb.answered = true
 		g.mu.Unlock()
 		if !mine {
 			continue
 		}
 		var resp *entryResponse
 		if err == nil {
-			resp, _ = sb.future.Response().(*entryResponse)
+			resp, _ = f.Response().(*entryResponse)
 		}
 		answerBatch(sb.entries, resp, err)
 	}
@@ -270,11 +263,16 @@ func (n *Node) answerApplied(logs []*raft.Log, out []interface{}) {
 	g := &n.group
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for i := 0; i < len(logs) && len(g.sent) > 0; i++ {
-		if l := logs[i]; l.Type == raft.LogCommand && len(l.Data) > 0 {
-			if sb := g.claimLocked(&l.Data[0]); sb != nil {
+	for i, l := range logs {
+		if l.Type != raft.LogCommand || len(l.Data) == 0 {
+			continue
+		}
+		for _, sb := range g.sent {
+			if sb.first == &l.Data[0] && !sb.answered {
+				sb.answered = true
 				resp, _ := out[i].(*entryResponse)
 				answerBatch(sb.entries, resp, nil) // closes channels only: cheap under g.mu
+				break
 			}
 		}
 	}
