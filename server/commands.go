@@ -79,8 +79,10 @@ func (cmd *command) keyPositions(args [][]byte, fn func(i int)) {
 }
 
 // arityOK applies Redis's arity convention: n = exactly n args with the name, -n = at least n.
-func (cmd *command) arityOK(nargs int) bool {
-	return cmd.arity > 0 && nargs == cmd.arity || cmd.arity < 0 && nargs >= -cmd.arity
+func (cmd *command) arityOK(nargs int) bool { return arityOK(cmd.arity, nargs) }
+
+func arityOK(arity, nargs int) bool {
+	return arity > 0 && nargs == arity || arity < 0 && nargs >= -arity
 }
 
 // lookupCommand finds a command by name, ignoring ASCII case, without allocating.

@@ -440,13 +440,15 @@ func (r *request) tryPop(keys [][]byte, head, strict bool, wt *waiter) (done, ag
 // once waiting, only those this node sees holding a list: the others have nothing to give
 // (Redis 7.0 skips them too).
 func (r *request) tryPopForwarded(keys [][]byte, strict bool, wt *waiter) (done bool) {
-	mine := make([][]byte, 0, len(keys))
-	for _, k := range keys {
-		if r.s.waiters.mayPop(wt, k) {
-			mine = append(mine, k)
+	if wt != nil { // a pop that does not wait may take every key
+		mine := make([][]byte, 0, len(keys))
+		for _, k := range keys {
+			if r.s.waiters.mayPop(wt, k) {
+				mine = append(mine, k)
+			}
 		}
+		keys = mine
 	}
-	keys = mine
 	if !strict {
 		var lists [][]byte
 		r.s.node.ExecLocal(func(v node.View) {

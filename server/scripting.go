@@ -98,7 +98,7 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 	switch {
 	case !known:
 		return errValue("ERR Unknown Redis command called from script"), nil
-	case !(rule.arity > 0 && len(args) == rule.arity || rule.arity < 0 && len(args) >= -rule.arity):
+	case !arityOK(rule.arity, len(args)):
 		return errValue("ERR Wrong number of args calling Redis command from script"), nil
 	case !rule.allowed:
 		return errValue("ERR This Redis command is not allowed from script"), nil
@@ -296,15 +296,8 @@ func (r *request) writeValue(v script.Value) {
 	case script.KindError:
 		// Redis writes a script's error as it is after the '-', adding no ERR code and
 		// dropping no '-': {err=''} is "-", {err='-X'} is "--X", {err='oops'} is "-oops".
-		line := make([]byte, 0, len(v.Str)+3)
-		line = append(line, '-')
-		for _, ch := range v.Str {
-			if ch == '\r' || ch == '\n' {
-				ch = ' '
-			}
-			line = append(line, ch)
-		}
-		r.w.Raw(append(line, '\r', '\n'))
+		line := appendSanitized(make([]byte, 0, len(v.Str)+3), []byte{'-'}, 1)
+		r.w.Raw(append(appendSanitized(line, v.Str, len(v.Str)), '\r', '\n'))
 	case script.KindArray:
 		r.w.Array(len(v.Array))
 		for _, e := range v.Array {

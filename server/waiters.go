@@ -27,9 +27,8 @@ type waiters struct {
 		byKey map[string][]*waiter
 		// queued counts, per key, the LOCK ... WAITs in a queueing node's queue (reserve):
 		// the node holds them, the bounds count them here.
-		queued  map[string]int
-		nQueued int
-		n       int // waiters watching or queued now
+		queued map[string]int
+		n      int // waiters watching or queued now
 	}
 }
 
@@ -279,7 +278,6 @@ func (w *waiters) reserve(key []byte) (done func(), err error) {
 		return nil, &waitersFullError{perKey: true, max: w.perKey}
 	}
 	w.mu.queued[k]++
-	w.mu.nQueued++
 	w.mu.n++
 	return func() {
 		w.mu.Lock()
@@ -287,7 +285,6 @@ func (w *waiters) reserve(key []byte) (done func(), err error) {
 		if w.mu.queued[k]--; w.mu.queued[k] == 0 {
 			delete(w.mu.queued, k)
 		}
-		w.mu.nQueued--
 		w.mu.n--
 	}, nil
 }
