@@ -198,13 +198,6 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	if o.leaderWait == 0 {
 		o.leaderWait = -1 // the server's "no wait"
 	}
-	switch v := *vals["group-commit"]; v {
-	case "yes":
-		o.groupCommit = true
-	case "no":
-	default:
-		return options{}, fmt.Errorf("--group-commit: want yes or no, got %q", v)
-	}
 	if err := parseBounds(&o, vals); err != nil {
 		return options{}, err
 	}
@@ -213,7 +206,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	if o.masterAuth == "" {
 		o.masterAuth = o.requirePass
 	}
-	for name, dst := range map[string]*bool{"redirect": &o.redirect, "test-clock": &o.testClock, "pprof": &o.pprof, "protected-mode": &o.protectedMode} {
+	for name, dst := range map[string]*bool{"redirect": &o.redirect, "test-clock": &o.testClock, "pprof": &o.pprof, "protected-mode": &o.protectedMode, "group-commit": &o.groupCommit} {
 		switch *vals[name] {
 		case "true", "1", "yes":
 			*dst = true
