@@ -29,7 +29,8 @@ func (ls *leases) clock(now time.Time) int64 { return int64(now.Sub(ls.epoch)) }
 
 // arm queues the timer of the lease that the entry at index rev set on key, held in m. key is
 // the table's own (fsm.Machine.Entry), so the queue holds no copy of it.
-func (ls *leases) arm(m *fsm.Machine, key string, rev uint64, deadline int64) {
+func (ls *leases) arm(m *fsm.Machine, key string, rev uint64, deadline int64) (earliest bool) {
+	earliest = len(ls.queue) == 0 || deadline < ls.queue[0].deadline
 	ls.queue.push(queued{deadline: deadline, rev: rev, key: key})
 	// Renewals and re-grants leave stale entries behind, and only the leader pops due ones: on
 	// a follower the queue would grow with every write. Compacting when stale entries outnumber
@@ -37,6 +38,7 @@ func (ls *leases) arm(m *fsm.Machine, key string, rev uint64, deadline int64) {
 	if len(ls.queue) > 2*m.Leases()+64 {
 		ls.compact(m)
 	}
+	return earliest
 }
 
 // armAll queues a timer for every lease of m (a restored table, whose Deadlines RestoreAt set):
@@ -198,8 +200,12 @@ func (n *Node) trackLeaseLocked(key []byte, index uint64, res fsm.Result) {
 		if !ok || l.LeaseRev != index {
 			return // a later command of the entry released or replaced it
 		}
-		n.mu.leases.arm(n.mu.machine, stored, index, l.Deadline)
-		n.wakeLeases()
+		// runLeases sleeps until the queue's earliest deadline (a leader's), or until this node
+		// becomes a ready leader (which wakes it): only a lease that ends before every other
+		// needs it awake. A wake per grant was a goroutine hand-off per LOCK.
+		if n.mu.leases.arm(n.mu.machine, stored, index, l.Deadline) && n.ready.Load() {
+			n.wakeLeases()
+		}
 	}
 }
 
