@@ -201,7 +201,8 @@ func (n *Node) noteClusterID(id string) {
 		n.log.Warn("remembering the cluster ID failed", "err", err)
 		return
 	}
-	n.storedCluster.Store(&id)
+	stored := id // a copy: taking id's own address would move it to the heap on every call
+	n.storedCluster.Store(&stored)
 	n.log.Info("cluster identity", "cluster_id", id, "node_id", n.cfg.ID)
 }
 

@@ -71,9 +71,13 @@ func cmdLock(r *request) {
 	// again.
 	var deadline *time.Timer
 	for {
-		// Watch the key before trying, so a release between the refusal and the wait is seen.
-		// Past a bound of the waiters (full) the request still tries once, but does not wait.
-		changed, unwatch, full := r.s.waiters.watch(key)
+		// Watch the key before trying, so a release between the refusal and the wait is seen
+		// (a LOCK that does not wait watches nothing). Past a bound of the waiters (full) the
+		// request still tries once, but does not wait.
+		changed, unwatch, full := (<-chan struct{})(nil), func() {}, error(nil)
+		if wait > 0 {
+			changed, unwatch, full = r.s.waiters.watch(key)
+		}
 		token, granted, err := r.tryLock(key, owner, ttl, explicit)
 		if err != nil || granted || wait == 0 || full != nil {
 			unwatch()
