@@ -29,12 +29,18 @@ type overlay struct {
 }
 
 func newOverlay(base node.View) *overlay {
-	return &overlay{base: base, scratch: fsm.New(), loaded: map[string]bool{}}
+	return &overlay{base: base}
 }
 
+// load copies key from base into scratch, once. Every use of scratch follows a load, so the
+// scratch table and the loaded set are made by the first: a script that only reads (or never
+// calls redis) costs no table.
 func (o *overlay) load(key []byte) {
 	if o.loaded[string(key)] {
 		return
+	}
+	if o.scratch == nil {
+		o.scratch, o.loaded = fsm.New(), map[string]bool{}
 	}
 	o.loaded[string(key)] = true
 	if l, _, held := o.base.Lookup(key); held {

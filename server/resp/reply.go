@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // ErrReplyTooLarge means a reply exceeded the caller's size or nesting bound.
@@ -42,8 +43,14 @@ func ReadValue(br *bufio.Reader, maxBytes int) (Value, error) {
 // Value's byte slices alias b. A reply cut short yields io.ErrUnexpectedEOF (io.EOF for an
 // empty b).
 func ParseValue(b []byte) (Value, []byte, error) {
-	rr := replyReader{br: bufio.NewReader(bytes.NewReader(b)), max: len(b), decode: true, in: b}
+	pr := parsers.Get().(*parser)
+	pr.r.Reset(b)
+	pr.br.Reset(&pr.r)
+	rr := replyReader{br: pr.br, max: len(b), decode: true, in: b}
 	v, err := rr.read(0)
+	pr.r.Reset(nil)
+	pr.br.Reset(&pr.r)
+	parsers.Put(pr) // the Value aliases b, never the reader's buffer
 	if errors.Is(err, ErrReplyTooLarge) && rr.depth <= maxReplyDepth {
 		err = io.ErrUnexpectedEOF // it announced more than b holds: b is cut short
 	}
@@ -52,6 +59,19 @@ func ParseValue(b []byte) (Value, []byte, error) {
 	}
 	return v, b[len(rr.out):], nil
 }
+
+// parser is a reader over a byte slice that ParseValue reuses: a script's redis.call parses
+// a reply per call, and a fresh bufio.Reader was 4 KiB allocated for each.
+type parser struct {
+	r  bytes.Reader
+	br *bufio.Reader
+}
+
+var parsers = sync.Pool{New: func() any {
+	pr := &parser{}
+	pr.br = bufio.NewReader(&pr.r)
+	return pr
+}}
 
 // replyReader reads one reply, keeping its raw bytes in out and, when decode is set, building
 // its Value too.
