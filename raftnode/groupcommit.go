@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/fsm"
@@ -38,12 +39,12 @@ type groupCommit struct {
 	mu      sync.Mutex
 	queue   []*groupEntry
 	sending bool // a batch is being sent or written: requests queue for the next
-	// sent are the batches given to raft, oldest first, until runFinisher has waited for each
-	// one's future. The first to mark a batch answered answers its requests: ApplyBatch when it
-	// applies the batch's own log entry (the leader applies the very bytes it proposed, so the
-	// entry is told apart by its first byte's address), or runFinisher with raft's outcome when
-	// it did not (an error, or an entry replaced). finish signals runFinisher (never blocking:
-	// the leader loop sends too).
+	// sent are the batches given to raft and not answered yet, oldest first. The first to mark
+	// a batch answered answers its requests and takes it off: ApplyBatch when it applies the
+	// batch's own log entry (the leader applies the very bytes it proposed, so the entry is told
+	// apart by its first byte's address), or runFinisher with raft's outcome when it did not
+	// (an error). finish wakes runFinisher at once (never blocking: a leadership change, or a
+	// raft.Apply that may have timed out); otherwise it looks every finishAfter.
 	sent   []*sentBatch
 	finish chan struct{}
 }
@@ -54,9 +55,17 @@ type groupCommit struct {
 type sentBatch struct {
 	first    *byte
 	entries  []*groupEntry
+	at       time.Time // when it was sent
 	future   raft.ApplyFuture
 	answered bool
 }
+
+// finishAfter is how old a batch gets before runFinisher waits for raft's outcome of it unasked.
+// Raft answers a batch without applying it only when leadership is lost (which wakes the
+// finisher at once), at shutdown (which answers every request), when its queue stayed full for
+// ApplyTimeout (sendBatch wakes the finisher), or while a leadership transfer is under way: for
+// that last one, and anything unforeseen, the finisher looks at the oldest batch this often.
+const finishAfter = 100 * time.Millisecond
 
 // groupEntry is one request's entry in a group commit, and its outcome once the batch's is
 // known: the request's own results, or the batch's error.
@@ -172,7 +181,7 @@ func (n *Node) sendBatch(batch []*groupEntry) {
 	data := fsm.AppendBatch(make([]byte, 0, size+8), entries)
 	n.stats.group.Observe(uint64(len(batch)))
 	// In sent before raft has it: the leader may apply it before raft.Apply returns.
-	sb := &sentBatch{first: &data[0], entries: batch}
+	sb := &sentBatch{first: &data[0], entries: batch, at: time.Now()}
 	g := &n.group
 	g.mu.Lock()
 	g.sent = append(g.sent, sb)
@@ -182,6 +191,17 @@ func (n *Node) sendBatch(batch []*groupEntry) {
 	g.mu.Lock()
 	sb.future = f
 	g.mu.Unlock()
+	// Only an Apply that waited ApplyTimeout can have timed out unqueued: then its outcome is
+	// known already, and the next batch waits on it (batchWritten). Every other batch is
+	// answered where the leader applies it, with no goroutine woken to wait for its future
+	// (that was two hand-offs per batch).
+	if time.Since(sb.at) >= n.cfg.ApplyTimeout {
+		n.group.wakeFinisher()
+	}
+}
+
+// wakeFinisher has runFinisher wait for the outcome of every batch not answered yet.
+func (g *groupCommit) wakeFinisher() {
 	select {
 	case g.finish <- struct{}{}:
 	default: // runFinisher has a signal pending
@@ -213,47 +233,56 @@ func (w *writeWatch) StoreLogs(logs []*raft.Log) error {
 	return err
 }
 
-// runFinisher waits, batch after batch in the order they were sent (the order raft answers
-// them), for each batch's outcome and, unless ApplyBatch answered its requests when it applied
-// the entry (the usual case: one goroutine hand-off fewer per request), gives each request its
-// results or raft's error. It is not one of the node's goroutines (goFunc): Close does not wait
-// for it, since raft may never answer a batch dropped at shutdown; the requests of such a batch
-// are answered by the node's stop instead (groupEntry.wait), and the finisher is left waiting.
+// runFinisher gives the requests of a batch that raft answered without applying it raft's
+// error (or results, if it did apply). When woken (wakeFinisher) it waits, batch after batch in
+// the order they were sent (the order raft answers them), for the outcome of every batch not
+// answered yet; every finishAfter it does so for the batches older than that. A batch the
+// leader applied was answered there (answerApplied) and is not waited for. It is not one of the
+// node's goroutines (goFunc): Close does not wait for it, since raft may never answer a batch
+// dropped at shutdown; the requests of such a batch are answered by the node's stop instead
+// (groupEntry.wait), and the finisher is left waiting.
 func (n *Node) runFinisher() {
 	g := &n.group
+	tick := time.NewTicker(finishAfter)
+	defer tick.Stop()
 	for {
-		// The oldest batch stays in sent while its future is waited for, so that ApplyBatch
-		// still finds it; only this goroutine removes batches, from the front.
-		g.mu.Lock()
-		var sb *sentBatch
-		var f raft.ApplyFuture
-		if len(g.sent) > 0 {
-			sb, f = g.sent[0], g.sent[0].future
+		all := false
+		select {
+		case <-g.finish:
+			all = true
+		case <-tick.C:
+		case <-n.stop:
+			return
 		}
-		g.mu.Unlock()
-		if f == nil {
-			select {
-			case <-g.finish:
-				continue
-			case <-n.stop:
-				return
+		for {
+			g.mu.Lock()
+			var sb *sentBatch
+			for _, b := range g.sent {
+				if b.future != nil && !b.answered {
+					sb = b
+					break
+				}
 			}
+			g.mu.Unlock()
+			if sb == nil || !all && time.Since(sb.at) < finishAfter {
+				break
+			}
+			err := sb.future.Error()
+			n.batchWritten(sb) // if raft answered it unwritten, the next batch must not wait on it
+			g.mu.Lock()
+			mine := !sb.answered
+			sb.answered = true
+			g.sent = slices.DeleteFunc(g.sent, func(b *sentBatch) bool { return b == sb })
+			g.mu.Unlock()
+			if !mine {
+				continue
+			}
+			var resp *entryResponse
+			if err == nil {
+				resp, _ = sb.future.Response().(*entryResponse)
+			}
+			answerBatch(sb.entries, resp, err)
 		}
-		err := f.Error()
-		n.batchWritten(sb) // if raft answered it unwritten, the next batch must not wait on it
-		g.mu.Lock()
-		g.sent = slices.Delete(g.sent, 0, 1)
-		mine := !sb.answered
-		sb.answered = true
-		g.mu.Unlock()
-		if !mine {
-			continue
-		}
-		var resp *entryResponse
-		if err == nil {
-			resp, _ = f.Response().(*entryResponse)
-		}
-		answerBatch(sb.entries, resp, err)
 	}
 }
 
@@ -263,18 +292,22 @@ func (n *Node) answerApplied(logs []*raft.Log, out []interface{}) {
 	g := &n.group
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	answered := false
 	for i, l := range logs {
 		if l.Type != raft.LogCommand || len(l.Data) == 0 {
 			continue
 		}
 		for _, sb := range g.sent {
 			if sb.first == &l.Data[0] && !sb.answered {
-				sb.answered = true
+				sb.answered, answered = true, true
 				resp, _ := out[i].(*entryResponse)
 				answerBatch(sb.entries, resp, nil) // closes channels only: cheap under g.mu
 				break
 			}
 		}
+	}
+	if answered {
+		g.sent = slices.DeleteFunc(g.sent, func(b *sentBatch) bool { return b.answered })
 	}
 }
 

@@ -294,6 +294,7 @@ func (n *Node) watchLeadership() {
 			return
 		case isLeader := <-ch:
 			gen := n.leaderGen.Add(1)
+			n.group.wakeFinisher() // raft answers the batches in flight now, unapplied
 			n.ready.Store(false)
 			lost := n.notLeader()
 			n.mu.Lock()
