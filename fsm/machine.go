@@ -62,16 +62,57 @@ type Machine struct {
 }
 
 // dbCounts counts the keys, and the keys with a lease, of each database, and the leases of all
-// of them (Leases is asked on every armed lease: a sum of 256 would cost each grant).
+// of them (Leases is asked on every armed lease: a sum over the databases would cost each
+// grant). A key's database is its first byte (keys.go); the counts of first bytes past the
+// databases, which no key written today has, live in a map made when one first appears. (Two
+// arrays of 256 made every Machine 4 KiB, zeroed at each script's scratch table.)
 type dbCounts struct {
-	keys, leases [256]int
+	keys, leases [Databases]int
+	other        map[byte]*[2]int // keys, leases of a first byte >= Databases
 	allLeases    int
+}
+
+// slots returns the key and lease counters of database db.
+func (c *dbCounts) slots(db byte) (keys, leases *int) {
+	if db < Databases {
+		return &c.keys[db], &c.leases[db]
+	}
+	if c.other == nil {
+		c.other = map[byte]*[2]int{}
+	}
+	o := c.other[db]
+	if o == nil {
+		o = new([2]int)
+		c.other[db] = o
+	}
+	return &o[0], &o[1]
+}
+
+// key adds d to the key count of database db.
+func (c *dbCounts) key(db byte, d int) {
+	k, _ := c.slots(db)
+	*k += d
 }
 
 // lease adds d to the lease counts of database db.
 func (c *dbCounts) lease(db byte, d int) {
-	c.leases[db] += d
+	_, l := c.slots(db)
+	*l += d
 	c.allLeases += d
+}
+
+// of returns the key and lease counts of database db.
+func (c *dbCounts) of(db int) (keys, leases int) {
+	switch {
+	case db >= 0 && db < Databases:
+		return c.keys[db], c.leases[db]
+	case db > 255:
+		return 0, 0
+	}
+	if o := c.other[byte(db)]; o != nil {
+		return o[0], o[1]
+	}
+	return 0, 0
 }
 
 // maxDeadlineMs keeps Deadline arithmetic far from int64's overflow (about 292 years of
@@ -191,13 +232,19 @@ func (m *Machine) Applied() uint64 { return m.applied }
 func (m *Machine) Len() int { return m.table.Len() }
 
 // LenDB is the number of keys of database db.
-func (m *Machine) LenDB(db int) int { return m.counts.keys[byte(db)] }
+func (m *Machine) LenDB(db int) int {
+	keys, _ := m.counts.of(db)
+	return keys
+}
 
 // Leases is the number of held keys that have a lease.
 func (m *Machine) Leases() int { return m.counts.allLeases }
 
 // LeasesDB is the number of keys of database db that have a lease.
-func (m *Machine) LeasesDB(db int) int { return m.counts.leases[byte(db)] }
+func (m *Machine) LeasesDB(db int) int {
+	_, leases := m.counts.of(db)
+	return leases
+}
 
 // set stores l at key and keeps the per-database counts; every change to the table goes through
 // set or del.
@@ -205,7 +252,7 @@ func (m *Machine) set(key string, l Lock) {
 	prev, existed := m.table.Set(key, l)
 	switch {
 	case !existed:
-		m.counts.keys[key[0]]++
+		m.counts.key(key[0], 1)
 	case prev.LeaseMs > 0:
 		m.counts.lease(key[0], -1)
 	}
@@ -216,7 +263,7 @@ func (m *Machine) set(key string, l Lock) {
 
 func (m *Machine) del(key string) {
 	if prev, existed := m.table.Delete(key); existed {
-		m.counts.keys[key[0]]--
+		m.counts.key(key[0], -1)
 		if prev.LeaseMs > 0 {
 			m.counts.lease(key[0], -1)
 		}

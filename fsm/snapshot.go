@@ -192,7 +192,7 @@ func RestoreAt(r io.Reader, now int64) (*Machine, error) {
 		maxToken = max(maxToken, l.Token)
 		l.Deadline = m.deadline(l.LeaseMs)
 		m.table.Load(key, l)
-		m.counts.keys[key[0]]++
+		m.counts.key(key[0], 1)
 		if l.LeaseMs > 0 {
 			m.counts.lease(key[0], 1)
 		}
