@@ -13,7 +13,8 @@
 //
 // The subcommands fill, expiry and ready are the scale scenarios (scale.go):
 // hold a million locks, let many leases expire at once under load, time a
-// restart.
+// restart. fsync measures the disk's floor: one small synced append, alone
+// and with other writers syncing at once (fsynccmd.go).
 //
 // The exit status is 0 only if the run completed and no operation failed:
 // 1 if any operation failed or the run was aborted, 2 for a bad command
@@ -61,6 +62,7 @@ var subcommands = map[string]func(ctx context.Context, args []string, stdout, st
 	"fill":   runFill,
 	"expiry": runExpiry,
 	"ready":  runReady,
+	"fsync":  runFsync,
 }
 
 // bounded returns ctx cut off after hard, and arms the backstop that ends

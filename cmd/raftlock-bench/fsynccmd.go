@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The fsync subcommand measures the floor every durable lock server on this disk stands on:
+// how long one small synced append takes, alone and with other writers syncing their own files
+// at the same time (three raft nodes, or three redis-servers, on one disk). A raftlock commit
+// on 3 nodes is at least two of them one after the other (the leader's, then a follower's);
+// Redlock's is one on each server, in parallel.
+
+// FsyncConfig describes an fsync measurement.
+type FsyncConfig struct {
+	Dir      string        // where the writers' files go (removed afterwards)
+	Writers  []int         // writer counts, each measured in turn
+	Bytes    int           // bytes written before each fdatasync
+	Duration time.Duration // per writer count
+	MaxOps   int           // per writer, a bound on the loop
+}
+
+// FsyncResult is one writer count's figures.
+type FsyncResult struct {
+	Writers     int     `json:"writers"`
+	Syncs       int     `json:"syncs"`
+	SyncsPerSec float64 `json:"syncs_per_sec"`
+	P50us       float64 `json:"p50_us"`
+	P99us       float64 `json:"p99_us"`
+}
+
+func runFsync(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("raftlock-bench fsync", flag.ContinueOnError)
+	fs.Usage = usage(fs, stderr, "usage: raftlock-bench fsync [flags]\n\n"+
+		"Measure one small append + fdatasync on -dir's disk, with 1, then 3 (-writers)\n"+
+		"writers each syncing a file of its own at once: the floor of a durable commit.")
+	dir := fs.String("dir", ".", "directory on the disk to measure (each writer appends to a file of its own there, removed after)")
+	writers := fs.String("writers", "1,3", "comma-separated writer counts, measured one after the other")
+	size := fs.Int("bytes", 200, "bytes appended before each fdatasync (a small raft entry)")
+	duration := fs.Duration("duration", 3*time.Second, "measured time per writer count")
+	asJSON := fs.Bool("json", false, "print one JSON array on stdout")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	cfg := FsyncConfig{Dir: *dir, Bytes: *size, Duration: *duration, MaxOps: 100_000}
+	for _, w := range strings.Split(*writers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(w))
+		if err != nil || n < 1 || n > 64 {
+			return invalid(fmt.Errorf("-writers %q: want counts from 1 to 64", *writers), stderr)
+		}
+		cfg.Writers = append(cfg.Writers, n)
+	}
+	if cfg.Bytes < 1 || cfg.Bytes > 1<<20 || cfg.Duration <= 0 || cfg.Duration > 10*time.Minute {
+		return invalid(errors.New("want -bytes from 1 to 1048576 and -duration from 1ns to 10m"), stderr)
+	}
+	var results []FsyncResult
+	for _, n := range cfg.Writers {
+		r, err := measureFsync(ctx, cfg, n)
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+		if !*asJSON {
+			fmt.Fprintf(stdout, "writers=%d syncs=%d syncs/s=%.0f p50(us)=%.0f p99(us)=%.0f bytes=%d dir=%s loadavg=%q\n",
+				r.Writers, r.Syncs, r.SyncsPerSec, r.P50us, r.P99us, cfg.Bytes, cfg.Dir, loadAvg())
+		}
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(results)
+	}
+	return nil
+}
+
+// measureFsync runs n writers at once for cfg.Duration, each appending cfg.Bytes to its own
+// file and syncing it, and returns their syncs' figures together.
+func measureFsync(ctx context.Context, cfg FsyncConfig, n int) (FsyncResult, error) {
+	tmp, err := os.MkdirTemp(cfg.Dir, "raftlock-fsync-")
+	if err != nil {
+		return FsyncResult{}, err
+	}
+	defer os.RemoveAll(tmp)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		lats  []time.Duration
+		first error
+	)
+	block := make([]byte, cfg.Bytes)
+	start := time.Now()
+	deadline := start.Add(cfg.Duration)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			own, err := syncLoop(ctx, filepath.Join(tmp, "w"+strconv.Itoa(i)), block, deadline, cfg.MaxOps)
+			mu.Lock()
+			defer mu.Unlock()
+			lats = append(lats, own...)
+			if err != nil && first == nil {
+				first = err
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if first != nil {
+		return FsyncResult{}, first
+	}
+	slices.Sort(lats)
+	q := func(p float64) float64 {
+		if len(lats) == 0 {
+			return 0
+		}
+		return float64(lats[min(len(lats)-1, int(p*float64(len(lats))))].Microseconds())
+	}
+	return FsyncResult{Writers: n, Syncs: len(lats), SyncsPerSec: float64(len(lats)) / elapsed.Seconds(), P50us: q(0.50), P99us: q(0.99)}, nil
+}
+
+// syncLoop appends block to path and fdatasyncs it until deadline (or maxOps), returning each
+// append+sync's time.
+func syncLoop(ctx context.Context, path string, block []byte, deadline time.Time, maxOps int) ([]time.Duration, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var lats []time.Duration
+	for len(lats) < maxOps && ctx.Err() == nil {
+		t0 := time.Now()
+		if !t0.Before(deadline) {
+			break
+		}
+		if _, err := f.Write(block); err != nil {
+			return lats, err
+		}
+		if err := fdatasync(f); err != nil {
+			return lats, err
+		}
+		lats = append(lats, time.Since(t0))
+	}
+	return lats, nil
+}
