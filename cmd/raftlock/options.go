@@ -108,7 +108,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"maxclients":   fs.String("maxclients", "10000", "the most client connections open at once; one more is told 'max number of clients reached'"),
 		"timeout":      fs.String("timeout", "0", "close a client idle for this many seconds (0: never; subscribers and blocked clients are not idle)"),
 		"maxmemory":    fs.String("maxmemory", "0", "past this much Go heap in use (bytes, or 100mb, 1gb ...), commands that may create keys get -OOM (0: no bound)"),
-		"memory-limit": fs.String("memory-limit", "auto", "the Go runtime's soft memory limit (GOMEMLIMIT), bytes or 256mb ...; auto: GOMEMLIMIT if set, else the live heap + 25%, at least maxmemory + 25% if set, else at least 256mb; 0: none"),
+		"memory-limit": fs.String("memory-limit", "auto", "the Go runtime's soft memory limit (GOMEMLIMIT), bytes or 256mb ...; auto: GOMEMLIMIT if set, else the live heap + 25% + the runtime's overhead, at least maxmemory + 25% if set, else at least 256mb, collected once when idle after a burst; 0: none"),
 		"pprof":        fs.String("pprof", "false", "also serve /debug/pprof/ on --metrics-addr (true/false)"),
 		// TLS, with Redis's names; SIGHUP reloads every file.
 		"tls-cert-file":         fs.String("tls-cert-file", "", "PEM certificate of the client port: with --tls-key-file, clients speak TLS"),
