@@ -27,9 +27,9 @@ const memoryGovernEvery = 500 * time.Millisecond
 // goMemoryLimit says how to set the Go runtime's soft memory limit: an explicit --memory-limit
 // is set once (limit; 0: none, the runtime's default); auto leaves an explicit GOMEMLIMIT (env)
 // alone (set and govern false), else governs it (govern true): the limit follows the live heap
-// with a quarter of headroom above it and the runtime's overhead (autoLimit), never under floor: maxmemory + 25% when --maxmemory is set (the
-// heap the server lets grow before it refuses new keys, plus room to collect), else
-// defaultMemoryLimit.
+// with a quarter of headroom above it and the runtime's overhead (autoLimit), never under
+// floor: maxmemory + 25% when --maxmemory is set (the heap the server lets grow before it
+// refuses new keys, plus room to collect), else defaultMemoryLimit.
 func (o options) goMemoryLimit(envGOMEMLIMIT string) (limit int64, set, govern bool) {
 	switch {
 	case !o.memoryLimitAuto && o.memoryLimit == 0:
