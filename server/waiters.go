@@ -96,8 +96,10 @@ func (w *waiters) queuePop(keys ...[]byte) (*waiter, error) {
 	return wt, nil
 }
 
-// addLocked lists wt on keys, each once, and counts it; past a bound it does neither.
-func (w *waiters) addLocked(wt *waiter, keys [][]byte) error {
+// fullLocked returns the *waitersFullError one more waiter on keys would meet, or nil while
+// every bound has room: the node's total, and each key's waiters (listed, and queued in a
+// queueing node's queue).
+func (w *waiters) fullLocked(keys ...[]byte) error {
 	if w.mu.n >= w.total {
 		return &waitersFullError{max: w.total}
 	}
@@ -105,6 +107,14 @@ func (w *waiters) addLocked(wt *waiter, keys [][]byte) error {
 		if len(w.mu.byKey[string(key)])+w.mu.queued[string(key)] >= w.perKey {
 			return &waitersFullError{perKey: true, max: w.perKey}
 		}
+	}
+	return nil
+}
+
+// addLocked lists wt on keys, each once, and counts it; past a bound it does neither.
+func (w *waiters) addLocked(wt *waiter, keys [][]byte) error {
+	if err := w.fullLocked(keys...); err != nil {
+		return err
 	}
 	wt.keys = make([]string, 0, len(keys))
 	for _, key := range keys {
@@ -270,13 +280,10 @@ func (w *waiters) changedLocked(k string) {
 func (w *waiters) reserve(key []byte) (done func(), err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	k := string(key)
-	switch {
-	case w.mu.n >= w.total:
-		return nil, &waitersFullError{max: w.total}
-	case len(w.mu.byKey[k])+w.mu.queued[k] >= w.perKey:
-		return nil, &waitersFullError{perKey: true, max: w.perKey}
+	if err := w.fullLocked(key); err != nil {
+		return nil, err
 	}
+	k := string(key)
 	w.mu.queued[k]++
 	w.mu.n++
 	return func() {
