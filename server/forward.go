@@ -8,7 +8,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -193,7 +192,7 @@ func (r *request) forward(cmds [][][]byte, mayApply bool) (reply []byte, ok bool
 	}
 	u := c.hop.up
 	u.nc.SetDeadline(time.Now().Add(r.s.cfg.ForwardTimeout + lockWaitOf(cmd, cmds[len(cmds)-1])))
-	stopWatch := c.watchLeader(id, u.nc)
+	r.s.forwards.watch(u.nc, id)
 	for _, args := range cmds {
 		writeCommand(u.w, args)
 	}
@@ -210,7 +209,7 @@ func (r *request) forward(cmds [][][]byte, mayApply bool) (reply []byte, ok bool
 		}
 		close(mine)
 	})
-	stopWatch()
+	r.s.forwards.unwatch(u.nc, id)
 	if err != nil {
 		if c.hop.up == u {
 			c.closeUpstream()
@@ -228,39 +227,6 @@ func (r *request) forward(cmds [][][]byte, mayApply bool) (reply []byte, ok bool
 	}
 	r.s.stats.forwarded.Add(1)
 	return reply, true
-}
-
-// leaderCheckEvery is how often a forwarded request checks that the leader it waits on still
-// leads: a paused or partitioned leader would otherwise hold it for the whole ForwardTimeout.
-const leaderCheckEvery = 200 * time.Millisecond
-
-// watchLeader cuts the wait on nc short (its deadline moves to now) as soon as this node sees a
-// leader other than id. The returned func stops watching.
-func (c *conn) watchLeader(id string, nc net.Conn) (stop func()) {
-	var mu sync.Mutex
-	stopped := false
-	var t *time.Timer
-	// Held while t is assigned: the callback may fire before AfterFunc returns, and it reads t.
-	mu.Lock()
-	defer mu.Unlock()
-	t = time.AfterFunc(leaderCheckEvery, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped {
-			return
-		}
-		if now, _ := c.s.node.LeaderClient(); now != id {
-			nc.SetDeadline(time.Now())
-			return
-		}
-		t.Reset(leaderCheckEvery)
-	})
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		stopped = true
-		t.Stop()
-	}
 }
 
 // lockWaitOf is how long a LOCK ... WAIT ms may legitimately wait on the leader.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -135,17 +136,38 @@ func TestPipelineKeepsPerConnectionOrder(t *testing.T) {
 	}
 }
 
-// watchLeader's timer callback reads the timer it re-arms: under -race this fails if the
-// callback can run before the timer is stored (it did, for requests forwarded longer than one
-// check).
-func TestWatchLeaderRearms(t *testing.T) {
+// The forward watch cuts a forwarded request's wait short once this node sees another leader
+// than the one it waits on, and leaves one that waits on the leader alone.
+func TestForwardWatchCutsWaitsOnAnotherLeader(t *testing.T) {
 	_, s := startServer(t, nil)
-	c := &conn{s: s}
-	a, b := net.Pipe()
-	defer a.Close()
-	defer b.Close()
 	id, _ := s.node.LeaderClient()
-	stop := c.watchLeader(id, a)
-	time.Sleep(2*leaderCheckEvery + 50*time.Millisecond) // two checks, each re-arming
-	stop()
+	stale, staleFar := net.Pipe()
+	current, currentFar := net.Pipe()
+	for _, c := range []net.Conn{stale, staleFar, current, currentFar} {
+		defer c.Close()
+	}
+	s.forwards.watch(stale, "gone")
+	s.forwards.watch(current, id)
+	start := time.Now()
+	stale.SetReadDeadline(start.Add(5 * time.Second)) // a watch that never cuts fails below, not by hanging
+	_, err := stale.Read(make([]byte, 1))
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("a wait on a leader that is not the node's: Read returned %v; want its deadline cut", err)
+	}
+	if waited := time.Since(start); waited > 2*leaderCheckEvery+time.Second {
+		t.Errorf("cut after %v; want within a check (%v)", waited, leaderCheckEvery)
+	}
+	t1 := time.Now()
+	current.SetReadDeadline(t1.Add(2*leaderCheckEvery + 50*time.Millisecond)) // two checks
+	if _, err := current.Read(make([]byte, 1)); !errors.As(err, &ne) || !ne.Timeout() || time.Since(t1) < 2*leaderCheckEvery {
+		t.Errorf("a wait on the leader: Read returned %v after %v; want it to run to its own deadline", err, time.Since(t1))
+	}
+	s.forwards.unwatch(stale, "gone")
+	s.forwards.unwatch(current, id)
+	s.forwards.mu.Lock()
+	defer s.forwards.mu.Unlock()
+	if len(s.forwards.inflight) != 0 {
+		t.Errorf("%d waits still registered after unwatch", len(s.forwards.inflight))
+	}
 }

@@ -289,6 +289,8 @@ type Server struct {
 	waiters *waiters
 	hub     *hub
 	watches watchRegistry // the keys this node's connections WATCH (transactions.go)
+	// forwards are the requests forwarded to the leader and waiting (forwardwatch.go).
+	forwards forwardWatch
 	// notifyFlags is the notify-keyspace-events setting (notify.go), set by CONFIG SET.
 	notifyFlags atomic.Uint32
 	notifyMu    sync.Mutex // serializes setNotifyFlags
@@ -304,8 +306,9 @@ type Server struct {
 
 	mu struct {
 		sync.Mutex
-		ln    net.Listener
-		conns map[*conn]struct{}
+		ln       net.Listener
+		conns    map[*conn]struct{}
+		watching bool // watchForwards runs (started by the first Serve)
 	}
 	nextID atomic.Int64
 	wg     sync.WaitGroup
@@ -391,6 +394,12 @@ func (s *Server) Serve(ln net.Listener) error {
 	closed := s.closed.Load() // Close sets it before it takes s.mu to read s.mu.ln
 	if !closed {
 		s.mu.ln = ln
+		if !s.mu.watching {
+			// Under s.mu, after closed was read: Close's wait cannot have begun.
+			s.mu.watching = true
+			s.wg.Add(1)
+			go s.watchForwards()
+		}
 	}
 	s.mu.Unlock()
 	if closed {
