@@ -16,9 +16,20 @@ const leaderCheckEvery = 200 * time.Millisecond
 // server does it, woken by the node's leader changes and every leaderCheckEvery; a request
 // registers while it waits (a timer, a closure and a lock of its own per forwarded request
 // before).
+//
+// A request is cut only once it has waited leaderCheckEvery, as when each had its own timer: a
+// reply the old leader is about to send (a RAFT TRANSFER's OK, a write it committed just before
+// it stepped down) must not be lost to a change this node saw a moment before the reply came.
 type forwardWatch struct {
 	mu       sync.Mutex
-	inflight map[forwardKey]int // how many requests wait on the upstream for that leader
+	inflight map[forwardKey]forwardWait
+}
+
+// forwardWait is how many requests wait on one upstream for one leader, and since when the
+// oldest of them (a pipeline's requests share the upstream: a cut ends them all).
+type forwardWait struct {
+	n     int
+	since time.Time
 }
 
 type forwardKey struct {
@@ -31,27 +42,38 @@ func (w *forwardWatch) watch(nc net.Conn, id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.inflight == nil {
-		w.inflight = make(map[forwardKey]int)
+		w.inflight = make(map[forwardKey]forwardWait)
 	}
-	w.inflight[forwardKey{nc, id}]++
+	k := forwardKey{nc, id}
+	fw, ok := w.inflight[k]
+	if !ok {
+		fw.since = time.Now()
+	}
+	fw.n++
+	w.inflight[k] = fw
 }
 
 func (w *forwardWatch) unwatch(nc net.Conn, id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	k := forwardKey{nc, id}
-	if w.inflight[k]--; w.inflight[k] <= 0 {
+	fw := w.inflight[k]
+	if fw.n--; fw.n <= 0 {
 		delete(w.inflight, k)
+		return
 	}
+	w.inflight[k] = fw
 }
 
-// cut moves the deadline of every upstream waiting on a leader other than leader to now.
+// cut moves the deadline of every upstream that has waited leaderCheckEvery on a leader other
+// than leader to now.
 func (w *forwardWatch) cut(leader string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for k := range w.inflight {
-		if k.id != leader {
-			k.nc.SetDeadline(time.Now())
+	now := time.Now()
+	for k, fw := range w.inflight {
+		if k.id != leader && now.Sub(fw.since) >= leaderCheckEvery {
+			k.nc.SetDeadline(now)
 		}
 	}
 }
