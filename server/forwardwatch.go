@@ -12,14 +12,15 @@ import (
 const leaderCheckEvery = 200 * time.Millisecond
 
 // forwardWatch cuts forwarded requests short (their upstream connection's deadline moves to
-// now) as soon as this node sees a leader other than the one each waits on. One goroutine per
-// server does it, woken by the node's leader changes and every leaderCheckEvery; a request
-// registers while it waits (a timer, a closure and a lock of its own per forwarded request
-// before).
+// now) when this node sees a leader other than the one each waits on. One goroutine per server
+// looks every leaderCheckEvery; a request registers while it waits (a timer, a closure and a
+// lock of its own per forwarded request before).
 //
-// A request is cut only once it has waited leaderCheckEvery, as when each had its own timer: a
-// reply the old leader is about to send (a RAFT TRANSFER's OK, a write it committed just before
-// it stepped down) must not be lost to a change this node saw a moment before the reply came.
+// A request is cut only once it has waited leaderCheckEvery, and only at a check, as when each
+// had its own timer: a reply the old leader is about to send (a RAFT TRANSFER's OK, a write it
+// committed just before it stepped down) must not be lost to a change this node saw a moment
+// before the reply came. (Cutting at once on the node's leader-change signal lost a RAFT
+// TRANSFER's OK asked through a follower every time.)
 type forwardWatch struct {
 	mu       sync.Mutex
 	inflight map[forwardKey]forwardWait
@@ -84,14 +85,12 @@ func (s *Server) watchForwards() {
 	tick := time.NewTicker(leaderCheckEvery)
 	defer tick.Stop()
 	for {
-		changed := s.node.LeaderChanged() // taken before the check: a change racing it is not missed
-		id, _ := s.node.LeaderClient()
-		s.forwards.cut(id)
 		select {
 		case <-s.ctx.Done():
 			return
-		case <-changed:
 		case <-tick.C:
 		}
+		id, _ := s.node.LeaderClient()
+		s.forwards.cut(id)
 	}
 }
