@@ -9,11 +9,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/raftlock/raftlock/cmd/raftlock-bench/internal/latency"
 )
 
 // The fsync subcommand measures the floor every durable lock server on this disk stands on:
@@ -93,7 +94,7 @@ func measureFsync(ctx context.Context, cfg FsyncConfig, n int) (FsyncResult, err
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
-		lats  []time.Duration
+		all   latency.Histogram
 		first error
 	)
 	block := make([]byte, cfg.Bytes)
@@ -103,10 +104,11 @@ func measureFsync(ctx context.Context, cfg FsyncConfig, n int) (FsyncResult, err
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			own, err := syncLoop(ctx, filepath.Join(tmp, "w"+strconv.Itoa(i)), block, deadline, cfg.MaxOps)
+			var own latency.Histogram
+			err := syncLoop(ctx, filepath.Join(tmp, "w"+strconv.Itoa(i)), block, deadline, cfg.MaxOps, &own)
 			mu.Lock()
 			defer mu.Unlock()
-			lats = append(lats, own...)
+			all.Merge(&own)
 			if err != nil && first == nil {
 				first = err
 			}
@@ -117,37 +119,31 @@ func measureFsync(ctx context.Context, cfg FsyncConfig, n int) (FsyncResult, err
 	if first != nil {
 		return FsyncResult{}, first
 	}
-	slices.Sort(lats)
-	q := func(p float64) float64 {
-		if len(lats) == 0 {
-			return 0
-		}
-		return float64(lats[min(len(lats)-1, int(p*float64(len(lats))))].Microseconds())
-	}
-	return FsyncResult{Writers: n, Syncs: len(lats), SyncsPerSec: float64(len(lats)) / elapsed.Seconds(), P50us: q(0.50), P99us: q(0.99)}, nil
+	us := func(d time.Duration) float64 { return float64(d.Microseconds()) }
+	return FsyncResult{Writers: n, Syncs: int(all.Count()), SyncsPerSec: float64(all.Count()) / elapsed.Seconds(),
+		P50us: us(all.Quantile(0.50)), P99us: us(all.Quantile(0.99))}, nil
 }
 
-// syncLoop appends block to path and fdatasyncs it until deadline (or maxOps), returning each
-// append+sync's time.
-func syncLoop(ctx context.Context, path string, block []byte, deadline time.Time, maxOps int) ([]time.Duration, error) {
+// syncLoop appends block to path and fdatasyncs it until deadline (or maxOps), recording each
+// append+sync's time in h.
+func syncLoop(ctx context.Context, path string, block []byte, deadline time.Time, maxOps int, h *latency.Histogram) error {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
-	var lats []time.Duration
-	for len(lats) < maxOps && ctx.Err() == nil {
+	for ops := 0; ops < maxOps && ctx.Err() == nil; ops++ {
 		t0 := time.Now()
 		if !t0.Before(deadline) {
 			break
 		}
 		if _, err := f.Write(block); err != nil {
-			return lats, err
+			return err
 		}
 		if err := fdatasync(f); err != nil {
-			return lats, err
+			return err
 		}
-		lats = append(lats, time.Since(t0))
+		h.Record(time.Since(t0))
 	}
-	return lats, nil
+	return nil
 }
