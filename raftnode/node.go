@@ -254,7 +254,7 @@ func (n *Node) Close() error {
 				n.log.Warn("leadership transfer before shutdown failed", "err", err)
 			}
 		}
-		n.closeErr = n.raft.Shutdown().Error()
+		n.closeErr = n.shutdownRaft()
 		close(n.stop)
 		n.goMu.Lock()
 		n.goClosed = true
@@ -267,6 +267,33 @@ func (n *Node) Close() error {
 		}
 	})
 	return n.closeErr
+}
+
+// shutdownGrace is how long Close lets raft's shutdown wait for its replication goroutines
+// before it cuts the connections they may be blocked on.
+const shutdownGrace = 2 * time.Second
+
+// connAborter is the part of Transport that Close uses; a test's in-memory transport lacks it.
+type connAborter interface{ AbortConnections() int }
+
+// shutdownRaft stops raft. raft's Shutdown waits for every replication goroutine, and one
+// blocked writing to a peer that reads nothing (partitioned, paused) would hold it until the
+// transport's write deadline; after shutdownGrace the dialed connections are closed, which
+// fails those writes at once.
+func (n *Node) shutdownRaft() error {
+	done := make(chan error, 1)
+	go func() { done <- n.raft.Shutdown().Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(shutdownGrace):
+	}
+	if a, ok := n.trans.(connAborter); ok {
+		cut := a.AbortConnections()
+		n.log.Warn("raft shutdown still waiting on its peers; closed the connections to them",
+			"after", shutdownGrace, "connections", cut)
+	}
+	return <-done
 }
 
 func (n *Node) voters() int {

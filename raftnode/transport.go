@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -73,11 +74,32 @@ func (c TransportConfig) Validate() error {
 	return nil
 }
 
+// Transport is raft's network transport over the stream layer of this file, which also knows
+// the connections it dialed: AbortConnections cuts them when a shutdown must not wait for them.
+type Transport struct {
+	*raft.NetworkTransport
+	layer *streamLayer
+}
+
+// AbortConnections closes every connection this transport dialed to a peer, and dials no more.
+// raft's shutdown waits for its replication goroutines, and one blocked writing to a peer that
+// reads nothing (a partition that drops packets, a paused process) stays blocked until the
+// write deadline (Timeout, 10 s); a node asked to stop must not wait that long. It returns how
+// many connections it closed.
+func (t *Transport) AbortConnections() int { return t.layer.abortOutbound() }
+
+// Close closes the listener, as raft's transport does, and every dialed connection.
+func (t *Transport) Close() error {
+	err := t.NetworkTransport.Close()
+	t.layer.abortOutbound()
+	return err
+}
+
 // NewTransport starts raft's network transport on cfg.Bind over the stream layer of this file.
 // Outgoing connections leave from Bind's IP address, so a node on 127.0.0.2 talks to its peers
 // from 127.0.0.2: a fault harness (or a firewall) can then tell the links between nodes apart
 // and cut one direction of one link.
-func NewTransport(cfg TransportConfig) (*raft.NetworkTransport, error) {
+func NewTransport(cfg TransportConfig) (*Transport, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -113,12 +135,13 @@ func NewTransport(cfg TransportConfig) (*raft.NetworkTransport, error) {
 	if cfg.TLS != nil {
 		layer.dialTLS = cfg.TLS.ClientConfig()
 	}
-	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  layer,
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
 		Logger:  newHCLogger(cfg.Logger.With("component", "raft-transport")),
-	}), nil
+	})
+	return &Transport{NetworkTransport: nt, layer: layer}, nil
 }
 
 func resolveAdvertise(addr string) (*net.TCPAddr, error) {
@@ -141,7 +164,14 @@ type streamLayer struct {
 	from      *net.TCPAddr
 	dialTLS   *tls.Config // nil: plain TCP
 	idle      time.Duration
+
+	// out holds the dialed connections still open; aborted stops new dials (abortOutbound).
+	outMu   sync.Mutex
+	out     map[*redialConn]struct{}
+	aborted bool
 }
+
+var errTransportAborted = errors.New("raft transport: shutting down")
 
 var _ raft.StreamLayer = (*streamLayer)(nil)
 
@@ -157,10 +187,50 @@ func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 	if err != nil {
 		return nil, err
 	}
-	return newRedialConn(nc, dial, s.idle/2), nil
+	c := newRedialConn(nc, dial, s.idle/2)
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	if s.aborted {
+		nc.Close()
+		return nil, errTransportAborted
+	}
+	if s.out == nil {
+		s.out = map[*redialConn]struct{}{}
+	}
+	s.out[c] = struct{}{}
+	c.onClose = func() { s.forget(c) }
+	return c, nil
+}
+
+func (s *streamLayer) forget(c *redialConn) {
+	s.outMu.Lock()
+	delete(s.out, c)
+	s.outMu.Unlock()
+}
+
+// abortOutbound closes every dialed connection still open and refuses new dials.
+func (s *streamLayer) abortOutbound() int {
+	s.outMu.Lock()
+	s.aborted = true
+	conns := make([]*redialConn, 0, len(s.out))
+	for c := range s.out {
+		conns = append(conns, c)
+	}
+	s.out = nil
+	s.outMu.Unlock()
+	for _, c := range conns {
+		c.conn().Close()
+	}
+	return len(conns)
 }
 
 func (s *streamLayer) dial(addr string, timeout time.Duration) (net.Conn, error) {
+	s.outMu.Lock()
+	aborted := s.aborted
+	s.outMu.Unlock()
+	if aborted {
+		return nil, errTransportAborted
+	}
 	d := net.Dialer{Timeout: timeout}
 	if s.from != nil {
 		d.LocalAddr = s.from

@@ -230,6 +230,7 @@ type redialConn struct {
 	cur     atomic.Pointer[net.Conn]
 	dial    func() (net.Conn, error)
 	stale   time.Duration
+	onClose func()       // set by the stream layer once, before the connection is handed out
 	last    atomic.Int64 // unix nanoseconds of the last read or write
 	reading atomic.Int32
 	// deadlines are the last ones raft set, applied again to a replacement.
@@ -275,7 +276,13 @@ func (c *redialConn) Write(b []byte) (int, error) {
 	return n, err
 }
 
-func (c *redialConn) Close() error         { return c.conn().Close() }
+func (c *redialConn) Close() error {
+	if c.onClose != nil {
+		c.onClose()
+	}
+	return c.conn().Close()
+}
+
 func (c *redialConn) LocalAddr() net.Addr  { return c.conn().LocalAddr() }
 func (c *redialConn) RemoteAddr() net.Addr { return c.conn().RemoteAddr() }
 

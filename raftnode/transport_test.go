@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 
 // newTestTransport starts a transport on 127.0.0.1:0 with cfg's other fields, closed when the
 // test ends, and answers every RPC it receives with term 7 until then.
-func newTestTransport(t *testing.T, cfg TransportConfig) *raft.NetworkTransport {
+func newTestTransport(t *testing.T, cfg TransportConfig) *Transport {
 	t.Helper()
 	cfg.Bind, cfg.Logger = "127.0.0.1:0", quietLogger()
 	tr, err := NewTransport(cfg)
@@ -54,7 +55,7 @@ func loadSource(t *testing.T, ca *testutil.CA, cert testutil.Issued) *certs.Sour
 	return src
 }
 
-func vote(from *raft.NetworkTransport, to raft.ServerAddress) error {
+func vote(from *Transport, to raft.ServerAddress) error {
 	var out raft.RequestVoteResponse
 	err := from.RequestVote("n2", to, &raft.RequestVoteRequest{Term: 1}, &out)
 	if err == nil && out.Term != 7 {
@@ -138,5 +139,73 @@ func TestTransportBounds(t *testing.T) {
 	time.Sleep(800 * time.Millisecond) // the server closed the pooled connection by now
 	if err := vote(peer, srv.LocalAddr()); err != nil {
 		t.Fatalf("the peer's next RPC after its pooled connection idled out: %v", err)
+	}
+}
+
+// A write to a peer that accepts but reads nothing blocks until the transport's 10 s write
+// deadline; AbortConnections, which a node's Close calls when raft's shutdown waits on such a
+// write, must end it at once, and the transport must dial no more afterwards.
+func TestAbortConnectionsEndsABlockedWrite(t *testing.T) {
+	tr := newTestTransport(t, TransportConfig{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var held []net.Conn // accepted, held open, never read
+	var heldMu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			heldMu.Lock()
+			held = append(held, c)
+			heldMu.Unlock()
+		}
+	}()
+	defer func() {
+		heldMu.Lock()
+		defer heldMu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+
+	big := &raft.AppendEntriesRequest{
+		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax},
+		Term:      1,
+		Entries:   []*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: make([]byte, 64<<20)}},
+	}
+	errc := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		var resp raft.AppendEntriesResponse
+		errc <- tr.AppendEntries("peer", raft.ServerAddress(ln.Addr().String()), big, &resp)
+	}()
+	select {
+	case err := <-errc:
+		t.Fatalf("AppendEntries to a peer that reads nothing returned before the abort: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if n := tr.AbortConnections(); n != 1 {
+		t.Errorf("AbortConnections closed %d connections, want the 1 dialed", n)
+	}
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Fatal("AppendEntries succeeded on an aborted connection")
+		}
+		// The write deadline is 10 s away; the abort must not wait for it.
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("AppendEntries ended %v after it began: the abort did not cut the write", d)
+		}
+	case <-time.After(8 * time.Second):
+		t.Fatal("AppendEntries still blocked 8 s after AbortConnections")
+	}
+	var resp raft.AppendEntriesResponse
+	if err := tr.AppendEntries("peer", raft.ServerAddress(ln.Addr().String()), &raft.AppendEntriesRequest{Term: 1}, &resp); err == nil {
+		t.Fatal("the transport dialed again after AbortConnections")
 	}
 }
