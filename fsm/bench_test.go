@@ -2,6 +2,8 @@ package fsm_test
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -41,4 +43,38 @@ func BenchmarkCodec(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkHeldLocks reports the live heap per held lock (live-B/lock) of a table of 200k
+// leased locks granted in a shuffled order, keys and owners the size `make bench-scale` uses:
+// go test -run x -bench HeldLocks ./fsm/
+func BenchmarkHeldLocks(b *testing.B) {
+	const locks = 200_000
+	order := rand.New(rand.NewPCG(1, 2)).Perm(locks)
+	keys := make([][]byte, locks)
+	for i, n := range order {
+		keys[i] = fmt.Appendf(nil, "scale:%d", n)
+	}
+	owner := []byte("owner-0123456789abcdefghij") // 26 bytes
+	var perLock float64
+	for b.Loop() {
+		before := liveHeap()
+		m := fsm.New()
+		m.SetLeaseClock(1)
+		for i, k := range keys {
+			m.Apply(uint64(i+1), fsm.Command{Kind: fsm.KindGrant, Key: k, Owner: owner, LeaseMs: 3_600_000,
+				Match: fsm.Match{Kind: fsm.MatchAbsent}})
+		}
+		perLock = float64(liveHeap()-before) / locks
+		runtime.KeepAlive(m)
+	}
+	b.ReportMetric(perLock, "live-B/lock")
+}
+
+// liveHeap is the heap in use after a full collection.
+func liveHeap() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
 }

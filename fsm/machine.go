@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"maps"
 	"slices"
-
-	"github.com/tidwall/btree"
 )
 
 // Lock is one held key. Values stored in the table are never mutated in place: a change stores a
@@ -40,7 +38,7 @@ func (l Lock) Type() Type {
 // Machine is the lock table. It is not safe for concurrent use: the caller (raftnode) serializes
 // Apply with its reads. Snapshot returns a copy that may be used concurrently with Apply.
 type Machine struct {
-	table *btree.Map[string, Lock]
+	table *lockTable
 	// members maps node IDs to the client addresses they advertise, and clusterIDKey to the
 	// cluster's ID (KindSetCluster): kept here, snapshots carry it without a new version.
 	members map[string]string
@@ -133,12 +131,9 @@ func (m *Machine) deadline(ms uint64) int64 {
 	return m.leaseClock + int64(min(ms, maxDeadlineMs))*1e6
 }
 
-// btreeDegree trades memory per node for depth; 32 keeps a million locks four levels deep.
-const btreeDegree = 32
-
 // New returns an empty table.
 func New() *Machine {
-	return &Machine{table: btree.NewMap[string, Lock](btreeDegree), members: map[string]string{}, scripts: map[string]string{},
+	return &Machine{table: newLockTable(), members: map[string]string{}, scripts: map[string]string{},
 		users: map[string]string{}, format: FormatPrevious}
 }
 
@@ -427,7 +422,7 @@ func (m *Machine) apply(index uint64, cmd Command) Result {
 func (m *Machine) flush(db []byte) Result {
 	if len(db) == 0 {
 		existed := m.table.Len() > 0
-		m.table = btree.NewMap[string, Lock](btreeDegree)
+		m.table = newLockTable()
 		m.counts = dbCounts{}
 		return Result{Status: StatusFlushed, Existed: existed}
 	}
@@ -461,7 +456,7 @@ type undoRecord struct {
 	value   string
 	present bool
 	scripts map[string]string
-	table   *btree.Map[string, Lock]
+	table   *lockTable
 	counts  *dbCounts // with table: a Flush's, kept apart so other records stay small
 }
 

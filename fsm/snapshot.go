@@ -10,8 +10,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-
-	"github.com/tidwall/btree"
 )
 
 // snapshotMagic and a version open every snapshot stream. Restore reads every version; WriteTo
@@ -39,7 +37,7 @@ const maxSnapshotField = 64 << 20
 // Snapshot is a point-in-time copy of the table. Taking it is O(1) (the B-tree is copy-on-write)
 // and it stays valid and consistent while the Machine keeps applying.
 type Snapshot struct {
-	table     *btree.Map[string, Lock]
+	table     *lockTable
 	members   map[string]string
 	scripts   map[string]string
 	users     map[string]string

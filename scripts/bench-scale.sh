@@ -176,6 +176,28 @@ go_mem
 row "Go heap after a forced GC: live (HeapAlloc) / held (HeapSys) / from the OS (Sys)" \
   "$(b2mb "$heap_alloc") / $(b2mb "$heap_sys") / $(b2mb "$go_sys") MB" ""
 row "Live Go heap per held lock" "$(((heap_alloc - heap_empty) / locks)) B" ""
+
+say "load: 16 conns LOCK/UNLOCK on other keys for 6 s, $locks locks held"
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+ticks0=$(cpu_ticks)
+bin/raftlock-bench -addr "127.0.0.1:$port" -conns 16 -duration 6s -warmup 0s -mode native -keys-prefix load: -json \
+  >"$work/load.json" &
+tool_pid=$!
+rss_peak=0
+while kill -0 "$tool_pid" 2>/dev/null; do
+  rss_now=$(status_kb VmRSS)
+  [ "$rss_now" -gt "$rss_peak" ] && rss_peak=$rss_now
+  sleep 0.2
+done
+wait "$tool_pid"
+tool_pid=""
+rss_load=$(status_kb VmRSS)
+l=$(cat "$work/load.json")
+pairs=$(echo "$l" | json 'd["cycles"]')
+cpu_us=$(((($(cpu_ticks) - ticks0) * 1000000 / $(getconf CLK_TCK)) / (pairs > 0 ? pairs : 1)))
+row "Under load with $locks locks (16 conns LOCK/UNLOCK, 6 s): VmRSS at the end / highest sampled" \
+  "$(mb "$rss_load") / $(mb "$rss_peak") MB" "<= 300 MB at 1M"
+row "  pairs/s; node CPU per pair (/proc/PID/stat)" "$(echo "$l" | json '"%.0f" % d["cycles_per_sec"]'); $cpu_us µs" ""
 if [ -n "${SCALE_PROFILE_DIR:-}" ]; then
   mkdir -p "$SCALE_PROFILE_DIR"
   curl -sf --max-time 60 -o "$SCALE_PROFILE_DIR/heap-full.pb.gz" "http://127.0.0.1:$pprof_port/debug/pprof/heap?gc=1"
