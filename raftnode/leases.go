@@ -1,6 +1,9 @@
 package raftnode
 
 import (
+	"cmp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -13,11 +16,13 @@ import (
 //
 // A lease's deadline lives beside its entry in the table (fsm.Lock.Deadline, on the lease clock
 // that ApplyBatch gives the machine: nanoseconds since epoch), so the timers need no map of
-// their own: one queue entry per arming (32 bytes), whose key shares the table's bytes. The
-// holder's token and the lease revision are read from the table when a timer ends.
+// their own: one queue entry per arming (24 bytes: the deadline and the key, whose bytes are the
+// table's). The holder's token and the lease revision are read from the table when a timer ends,
+// and the table's Deadline says whether the lease in force has ended: a timer for a lease since
+// renewed, re-granted or released is stale and does nothing.
 type leases struct {
-	// queue holds a timer per arming, by deadline; renewals leave stale entries, which pop
-	// skips by comparing revisions with the table.
+	// queue holds a timer per arming, by deadline; renewals leave stale entries, which due
+	// skips: the lease in force at their key ends later than they do (or there is none).
 	queue deadlineQueue
 	epoch time.Time
 }
@@ -27,11 +32,12 @@ func newLeases(epoch time.Time) leases { return leases{epoch: epoch} }
 // clock is now on the leases' clock: nanoseconds since epoch (fsm.Machine.SetLeaseClock).
 func (ls *leases) clock(now time.Time) int64 { return int64(now.Sub(ls.epoch)) }
 
-// arm queues the timer of the lease that the entry at index rev set on key, held in m. key is
-// the table's own (fsm.Machine.Entry), so the queue holds no copy of it.
-func (ls *leases) arm(m *fsm.Machine, key string, rev uint64, deadline int64) (earliest bool) {
+// arm queues the timer of a lease just set on key, held in m, ending at deadline (its
+// fsm.Lock.Deadline). key is the table's own (fsm.Machine.Entry), so the queue holds no copy
+// of it.
+func (ls *leases) arm(m *fsm.Machine, key string, deadline int64) (earliest bool) {
 	earliest = len(ls.queue) == 0 || deadline < ls.queue[0].deadline
-	ls.queue.push(queued{deadline: deadline, rev: rev, key: key})
+	ls.queue.push(queued{deadline: deadline, key: key})
 	// Renewals and re-grants leave stale entries behind, and only the leader pops due ones: on
 	// a follower the queue would grow with every write. Compacting when stale entries outnumber
 	// live ones keeps it within twice the live leases, at O(log n) amortized per arm.
@@ -50,7 +56,7 @@ func (ls *leases) armAll(m *fsm.Machine) {
 	ls.queue = make(deadlineQueue, 0, n+n/8+64)
 	m.Scan(func(key string, l fsm.Lock) bool {
 		if l.LeaseMs > 0 {
-			ls.queue = append(ls.queue, queued{deadline: l.Deadline, rev: l.LeaseRev, key: key})
+			ls.queue = append(ls.queue, queued{deadline: l.Deadline, key: key})
 		}
 		return true
 	})
@@ -85,25 +91,24 @@ func (ls *leases) due(m *fsm.Machine, now time.Time, limit int) []expiry {
 			break
 		}
 		ls.queue.pop()
-		if l, ok := ls.inForce(m, top); ok {
-			out = append(out, expiry{key: top.key, token: l.Token, rev: top.rev})
+		if l, ok := leaseAt(m, top.key); ok && l.Deadline <= t {
+			out = append(out, expiry{key: top.key, token: l.Token, rev: l.LeaseRev})
 		}
-		// else stale: released, renewed or re-granted since
+		// else stale: released, or renewed or re-granted to end later
 	}
 	return out
 }
 
-// inForce returns the lock that q's timer is for, if the lease q was armed for is still the one
-// in force.
-func (ls *leases) inForce(m *fsm.Machine, q queued) (fsm.Lock, bool) {
-	l, ok := m.Get([]byte(q.key))
-	return l, ok && l.LeaseRev == q.rev && l.LeaseMs > 0
+// leaseAt returns the lock at key if it has a lease.
+func leaseAt(m *fsm.Machine, key string) (fsm.Lock, bool) {
+	l, ok := m.Get([]byte(key))
+	return l, ok && l.LeaseMs > 0
 }
 
-// requeue schedules another attempt for an expiry whose proposal failed (due checks again
-// whether its lease is still in force).
+// requeue schedules another attempt at an expiry whose proposal failed, at a time after its
+// lease's deadline (due checks again whether that lease is still in force and ended).
 func (ls *leases) requeue(e expiry, at time.Time) {
-	ls.queue.push(queued{deadline: ls.clock(at), rev: e.rev, key: e.key})
+	ls.queue.push(queued{deadline: ls.clock(at), key: e.key})
 }
 
 // next is the earliest deadline queued.
@@ -114,23 +119,32 @@ func (ls *leases) next() (time.Time, bool) {
 	return ls.epoch.Add(time.Duration(ls.queue[0].deadline)), true
 }
 
-// compact drops the queue's stale entries (for leases no longer in force in m).
+// compact drops the queue's stale entries: those whose key has no lease now, or a lease that
+// ends after them (renewed or re-granted since; its own entry is queued), and repeats of one
+// (key, deadline) (a key set twice in one entry, whose commands share the lease clock). It
+// keeps the entry at the lease's deadline and any later one (a requeued expiry, or the timer of
+// a lease renewed to end sooner, which then finds that lease ended and proposes a harmless
+// second Expire). Sorted by deadline, the queue is a heap as it is.
 func (ls *leases) compact(m *fsm.Machine) {
 	live := ls.queue[:0]
 	for _, q := range ls.queue {
-		if _, ok := ls.inForce(m, q); ok {
+		if l, ok := leaseAt(m, q.key); ok && q.deadline >= l.Deadline {
 			live = append(live, q)
 		}
 	}
 	clear(ls.queue[len(live):]) // let go of the dropped keys
+	slices.SortFunc(live, func(a, b queued) int {
+		return cmp.Or(cmp.Compare(a.deadline, b.deadline), strings.Compare(a.key, b.key))
+	})
+	n := len(live)
+	live = slices.Compact(live)
+	clear(live[len(live):n])
 	ls.queue = live
-	ls.queue.init()
 }
 
-// queued is one armed timer: 32 bytes.
+// queued is one armed timer: 24 bytes.
 type queued struct {
 	deadline int64
-	rev      uint64
 	key      string
 }
 
@@ -203,7 +217,7 @@ func (n *Node) trackLeaseLocked(key []byte, index uint64, res fsm.Result) {
 		// runLeases sleeps until the queue's earliest deadline (a leader's), or until this node
 		// becomes a ready leader (which wakes it): only a lease that ends before every other
 		// needs it awake. A wake per grant was a goroutine hand-off per LOCK.
-		if n.mu.leases.arm(n.mu.machine, stored, index, l.Deadline) && n.ready.Load() {
+		if n.mu.leases.arm(n.mu.machine, stored, l.Deadline) && n.ready.Load() {
 			n.wakeLeases()
 		}
 	}

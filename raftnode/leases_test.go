@@ -148,7 +148,7 @@ func TestLeaseQueueOrder(t *testing.T) {
 }
 
 // A renewal re-arms (the old timer ends nothing, the new one ends the lease at its new
-// deadline), a release leaves nothing to end, and a key set twice in one entry ends at the
+// deadline, sooner or later than the old), a release leaves nothing to end, and a key set twice in one entry ends at the
 // entry's last lease, never at an earlier command's.
 func TestLeaseRenewReleaseEntry(t *testing.T) {
 	epoch := time.Unix(0, 0)
@@ -165,6 +165,8 @@ func TestLeaseRenewReleaseEntry(t *testing.T) {
 	lt.apply(at(50), renew("r", 100)) // now ends at 150
 	lt.apply(at(0), grant("gone", 100))
 	lt.apply(at(10), fsm.Command{Kind: fsm.KindRelease, Key: []byte("gone"), Match: fsm.Match{Kind: fsm.MatchAny}})
+	lt.apply(at(0), grant("s", 1000))
+	lt.apply(at(10), renew("s", 100))                               // now ends at 110, sooner: the timer at 1000 finds it gone
 	lt.applyEntry(at(0), grant("multi", 100), renew("multi", 1000)) // MULTI: SET PX 100, PEXPIRE 1000
 	if rem, ok := lt.remaining("multi", at(0)); !ok || rem != time.Second {
 		t.Errorf("multi's lease at 0 = %v, %v; want 1s", rem, ok)
@@ -173,7 +175,7 @@ func TestLeaseRenewReleaseEntry(t *testing.T) {
 		t.Errorf("released key has a lease: %v", rem)
 	}
 	var ended []string
-	for _, now := range []int{100, 149, 150, 999, 1000} {
+	for _, now := range []int{100, 109, 110, 149, 150, 999, 1000} {
 		for _, e := range ls.due(lt.n.mu.machine, at(now), 10) {
 			ended = append(ended, fmt.Sprintf("%s@%d", e.key, now))
 			lt.apply(at(now), fsm.Command{Kind: fsm.KindExpire, Key: []byte(e.key), Token: e.token, LeaseRev: e.rev})
@@ -181,7 +183,7 @@ func TestLeaseRenewReleaseEntry(t *testing.T) {
 	}
 	// multi was armed twice by its entry (one push per command), both for the entry's final
 	// lease: the second Expire finds it gone, a no-op.
-	if want := []string{"r@150", "multi@1000", "multi@1000"}; !slices.Equal(ended, want) {
+	if want := []string{"s@110", "r@150", "multi@1000", "multi@1000"}; !slices.Equal(ended, want) {
 		t.Errorf("leases ended %v; want %v", ended, want)
 	}
 	if n := lt.n.mu.machine.Len(); n != 0 {
@@ -206,7 +208,7 @@ func TestLeaseQueueSharesKeys(t *testing.T) {
 	}
 	fresh := 0
 	for _, q := range lt.n.mu.leases.queue {
-		if stored, l, ok := lt.n.mu.machine.Entry([]byte(q.key)); ok && l.LeaseRev == q.rev {
+		if stored, l, ok := lt.n.mu.machine.Entry([]byte(q.key)); ok && l.Deadline == q.deadline {
 			fresh++
 			if unsafe.StringData(stored) != unsafe.StringData(q.key) {
 				t.Errorf("queued key %q does not share the table's bytes", q.key)
