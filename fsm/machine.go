@@ -6,8 +6,9 @@ import (
 	"slices"
 )
 
-// Lock is one held key. Values stored in the table are never mutated in place: a change stores a
-// new Lock, so a Snapshot can share them.
+// Lock is one held key. The table stores its fields in one immutable entry (lockTable): a change
+// stores a new one, so a Snapshot can share them. An Owner the table returns aliases that entry
+// and must not be written to.
 type Lock struct {
 	// Owner is a string's value (SET's value, LOCK's OWNER); empty for a collection.
 	Owner []byte
@@ -268,13 +269,7 @@ func (m *Machine) del(key string) {
 // Entry returns the lock on key as Get does, with the table's own copy of the key: a caller
 // that keeps the key (a lease timer) shares its bytes instead of holding a second copy.
 func (m *Machine) Entry(key []byte) (stored string, l Lock, ok bool) {
-	m.table.Ascend(string(key), func(k string, v Lock) bool {
-		if k == string(key) {
-			stored, l, ok = k, v, true
-		}
-		return false
-	})
-	return stored, l, ok
+	return m.table.Entry(string(key))
 }
 
 // Get returns the lock on key, if it is held.

@@ -1,68 +1,200 @@
 package fsm
 
-import "github.com/tidwall/btree"
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strings"
+	"unsafe"
+
+	"github.com/tidwall/btree"
+)
 
 // btreeDegree trades memory per node for depth; 32 keeps a million locks four levels deep.
 const btreeDegree = 32
 
-// lockTable is the key space: a B-tree of keys, each pointing at its Lock in an allocation of
-// its own. The B-tree's nodes are about 60% full after random inserts, so an item inline (the
-// key and the whole 64-byte Lock, 80 bytes) cost some 135 bytes a key in the nodes; an item of
-// a key and a pointer costs 40, and the Lock's 64 bytes are allocated exactly once.
+// lockTable is the key space. Each key is one allocation holding the key, the lease state and
+// the owner's bytes (an entry, below), and the B-tree's items are those entries: a 16-byte
+// string each, in nodes about 60% full. The collection a hash, set, sorted set or list key
+// holds lives in a second B-tree, colls, by the same key.
 //
-// A Lock in the table is never changed in place: Copy shares the pointers with the snapshot
-// it makes (copy-on-write happens per node, not per item), so every change stores a new Lock.
-// Set takes the Lock by value for that reason, and Get and the scans hand out copies.
+// Why one allocation: with a million locks, a B-tree of (key, Lock) items inline cost some 135
+// bytes a key in its nodes plus the key's and the owner's allocations; a tree of pointers to
+// Locks cut the nodes to 40 bytes but made a million more objects with pointers in them for
+// the collector to scan at every cycle, and under load that cost more CPU than it saved
+// memory. An entry has no pointers: the collector marks it and never scans it, and there is
+// one object a key instead of two or three.
+//
+// Entries are immutable: Copy shares them with the snapshot it makes (copy-on-write happens
+// per node, not per item), so every change stores a new one. The Owner of a Lock that Get and
+// the scans return aliases the entry's bytes (its capacity is its length, so an append
+// copies): it must not be written to.
+//
+// A lockTable is not safe for concurrent use (lookups share a scratch key); each Copy has its
+// own.
 type lockTable struct {
-	m *btree.Map[string, *Lock]
+	entries *btree.BTreeG[string]
+	colls   *btree.Map[string, *Collection]
+	probe   []byte // scratch: the key being looked up, as an entry prefix
 }
 
 func newLockTable() *lockTable {
-	return &lockTable{m: btree.NewMap[string, *Lock](btreeDegree)}
+	return &lockTable{
+		entries: btree.NewBTreeGOptions(entryLess, btree.Options{Degree: btreeDegree, NoLocks: true}),
+		colls:   btree.NewMap[string, *Collection](btreeDegree),
+	}
+}
+
+// An entry is a string: the key's length (4 bytes, little-endian), the key, the lease state
+// (Token, LeaseRev, LeaseMs, Deadline: 8 bytes each, little-endian), a flags byte, then the
+// owner's bytes to the end. A lookup compares a probe made of the length and the key alone.
+const (
+	entryKeyLen = 4
+	entryState  = 4 * 8
+	entryFixed  = entryKeyLen + entryState + 1
+
+	flagCollection = 1 << 0 // the key's value is in colls
+	flagNilOwner   = 1 << 1 // Owner is nil, not empty
+)
+
+// entryKey is the key of an entry (or of a probe).
+func entryKey(e string) string {
+	n := binary.LittleEndian.Uint32(unsafe.Slice(unsafe.StringData(e), entryKeyLen))
+	return e[entryKeyLen : entryKeyLen+n]
+}
+
+func entryLess(a, b string) bool { return entryKey(a) < entryKey(b) }
+
+// encodeEntry makes the entry of key holding l (l.Value aside: that goes to colls).
+func encodeEntry(key string, l Lock) string {
+	if uint64(len(key)) > math.MaxUint32 {
+		panic(fmt.Sprintf("fsm: a key of %d bytes", len(key))) // far past any request size limit
+	}
+	b := make([]byte, entryFixed+len(key)+len(l.Owner))
+	binary.LittleEndian.PutUint32(b, uint32(len(key)))
+	copy(b[entryKeyLen:], key)
+	s := b[entryKeyLen+len(key):]
+	binary.LittleEndian.PutUint64(s[0:], uint64(l.Token))
+	binary.LittleEndian.PutUint64(s[8:], l.LeaseRev)
+	binary.LittleEndian.PutUint64(s[16:], l.LeaseMs)
+	binary.LittleEndian.PutUint64(s[24:], uint64(l.Deadline))
+	var flags byte
+	if l.Value != nil {
+		flags |= flagCollection
+	}
+	if l.Owner == nil {
+		flags |= flagNilOwner
+	}
+	s[entryState] = flags
+	copy(s[entryState+1:], l.Owner)
+	return unsafe.String(&b[0], len(b))
+}
+
+// decodeEntry returns an entry's key and Lock, with Value nil, and whether the key's value is
+// a collection (in colls).
+func decodeEntry(e string) (key string, l Lock, coll bool) {
+	key = entryKey(e)
+	rest := e[entryKeyLen+len(key):]
+	s := unsafe.Slice(unsafe.StringData(rest), len(rest))
+	l.Token = Token(binary.LittleEndian.Uint64(s[0:]))
+	l.LeaseRev = binary.LittleEndian.Uint64(s[8:])
+	l.LeaseMs = binary.LittleEndian.Uint64(s[16:])
+	l.Deadline = int64(binary.LittleEndian.Uint64(s[24:]))
+	flags := s[entryState]
+	if flags&flagNilOwner == 0 {
+		l.Owner = s[entryState+1 : len(s) : len(s)]
+	}
+	return key, l, flags&flagCollection != 0
+}
+
+// lock decodes e, its collection included.
+func (t *lockTable) lock(e string) (string, Lock) {
+	key, l, coll := decodeEntry(e)
+	if coll {
+		l.Value, _ = t.colls.Get(key)
+	}
+	return key, l
+}
+
+// probeFor returns a probe for key in t's scratch: valid until the next lookup.
+func (t *lockTable) probeFor(key string) string {
+	t.probe = binary.LittleEndian.AppendUint32(t.probe[:0], uint32(len(key)))
+	t.probe = append(t.probe, key...)
+	return unsafe.String(unsafe.SliceData(t.probe), len(t.probe))
 }
 
 // Len is the number of keys.
-func (t *lockTable) Len() int { return t.m.Len() }
+func (t *lockTable) Len() int { return t.entries.Len() }
 
-// Get returns a copy of the Lock at key.
+// Get returns the Lock at key.
 func (t *lockTable) Get(key string) (Lock, bool) {
-	p, ok := t.m.Get(key)
-	if !ok {
-		return Lock{}, false
-	}
-	return *p, true
+	_, l, ok := t.Entry(key)
+	return l, ok
 }
 
-// Set stores a new Lock at key and returns the one it replaced.
+// Entry returns the Lock at key and the table's own copy of the key, which shares the entry's
+// bytes: a caller that keeps it (a lease timer) holds no second copy.
+func (t *lockTable) Entry(key string) (stored string, l Lock, ok bool) {
+	e, ok := t.entries.Get(t.probeFor(key))
+	if !ok {
+		return "", Lock{}, false
+	}
+	stored, l = t.lock(e)
+	return stored, l, true
+}
+
+// Set stores l at key and returns the Lock it replaced.
 func (t *lockTable) Set(key string, l Lock) (prev Lock, existed bool) {
-	p, existed := t.m.Set(key, &l)
+	e := encodeEntry(key, l)
+	old, existed := t.entries.Set(e)
 	if existed {
-		prev = *p
+		_, prev = t.lock(old)
+	}
+	stored := entryKey(e)
+	switch {
+	case l.Value != nil:
+		t.colls.Set(stored, l.Value)
+	case prev.Value != nil:
+		t.colls.Delete(stored)
 	}
 	return prev, existed
 }
 
 // Load is Set for keys given in ascending order (a snapshot's restore): a fast path for them.
-func (t *lockTable) Load(key string, l Lock) { t.m.Load(key, &l) }
+func (t *lockTable) Load(key string, l Lock) {
+	e := encodeEntry(key, l)
+	t.entries.Load(e)
+	if l.Value != nil {
+		t.colls.Load(entryKey(e), l.Value)
+	}
+}
 
 // Delete removes key and returns the Lock it held.
 func (t *lockTable) Delete(key string) (prev Lock, existed bool) {
-	p, existed := t.m.Delete(key)
-	if existed {
-		prev = *p
+	old, existed := t.entries.Delete(t.probeFor(key))
+	if !existed {
+		return Lock{}, false
 	}
-	return prev, existed
+	_, prev = t.lock(old)
+	if prev.Value != nil {
+		t.colls.Delete(key)
+	}
+	return prev, true
 }
 
 // Copy returns a copy in O(1): the two share nodes until either changes one.
-func (t *lockTable) Copy() *lockTable { return &lockTable{m: t.m.Copy()} }
+func (t *lockTable) Copy() *lockTable {
+	return &lockTable{entries: t.entries.Copy(), colls: t.colls.Copy()}
+}
 
 // Scan calls fn for every key in order until fn returns false.
 func (t *lockTable) Scan(fn func(key string, l Lock) bool) {
-	t.m.Scan(func(k string, p *Lock) bool { return fn(k, *p) })
+	t.entries.Scan(func(e string) bool { return fn(t.lock(e)) })
 }
 
 // Ascend calls fn for every key from from up, in order, until fn returns false.
 func (t *lockTable) Ascend(from string, fn func(key string, l Lock) bool) {
-	t.m.Ascend(from, func(k string, p *Lock) bool { return fn(k, *p) })
+	// The probe is copied: fn may look keys up, which reuses the scratch.
+	pivot := strings.Clone(t.probeFor(from))
+	t.entries.Ascend(pivot, func(e string) bool { return fn(t.lock(e)) })
 }
