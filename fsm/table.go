@@ -16,7 +16,8 @@ const btreeDegree = 32
 // lockTable is the key space. Each key is one allocation holding the key, the lease state and
 // the owner's bytes (an entry, below), and the B-tree's items are those entries: a 16-byte
 // string each, in nodes about 60% full. The collection a hash, set, sorted set or list key
-// holds lives in a second B-tree, colls, by the same key.
+// holds lives in a second B-tree, colls, by the same key, made when the first one is stored
+// (a script's scratch table, made per script, mostly holds none).
 //
 // Why one allocation: with a million locks, a B-tree of (key, Lock) items inline cost some 135
 // bytes a key in its nodes plus the key's and the owner's allocations; a tree of pointers to
@@ -39,10 +40,7 @@ type lockTable struct {
 }
 
 func newLockTable() *lockTable {
-	return &lockTable{
-		entries: btree.NewBTreeGOptions(entryLess, btree.Options{Degree: btreeDegree, NoLocks: true}),
-		colls:   btree.NewMap[string, *Collection](btreeDegree),
-	}
+	return &lockTable{entries: btree.NewBTreeGOptions(entryLess, btree.Options{Degree: btreeDegree, NoLocks: true})}
 }
 
 // An entry is a string: the key's length (4 bytes, little-endian), the key, the lease state
@@ -110,7 +108,7 @@ func decodeEntry(e string) (key string, l Lock, coll bool) {
 // lock decodes e, its collection included.
 func (t *lockTable) lock(e string) (string, Lock) {
 	key, l, coll := decodeEntry(e)
-	if coll {
+	if coll && t.colls != nil {
 		l.Value, _ = t.colls.Get(key)
 	}
 	return key, l
@@ -153,11 +151,19 @@ func (t *lockTable) Set(key string, l Lock) (prev Lock, existed bool) {
 	stored := entryKey(e)
 	switch {
 	case l.Value != nil:
-		t.colls.Set(stored, l.Value)
+		t.collections().Set(stored, l.Value)
 	case prev.Value != nil:
 		t.colls.Delete(stored)
 	}
 	return prev, existed
+}
+
+// collections returns colls, made on first use.
+func (t *lockTable) collections() *btree.Map[string, *Collection] {
+	if t.colls == nil {
+		t.colls = btree.NewMap[string, *Collection](btreeDegree)
+	}
+	return t.colls
 }
 
 // Load is Set for keys given in ascending order (a snapshot's restore): a fast path for them.
@@ -165,7 +171,7 @@ func (t *lockTable) Load(key string, l Lock) {
 	e := encodeEntry(key, l)
 	t.entries.Load(e)
 	if l.Value != nil {
-		t.colls.Load(entryKey(e), l.Value)
+		t.collections().Load(entryKey(e), l.Value)
 	}
 }
 
@@ -184,7 +190,11 @@ func (t *lockTable) Delete(key string) (prev Lock, existed bool) {
 
 // Copy returns a copy in O(1): the two share nodes until either changes one.
 func (t *lockTable) Copy() *lockTable {
-	return &lockTable{entries: t.entries.Copy(), colls: t.colls.Copy()}
+	c := &lockTable{entries: t.entries.Copy()}
+	if t.colls != nil {
+		c.colls = t.colls.Copy()
+	}
+	return c
 }
 
 // Scan calls fn for every key in order until fn returns false.
