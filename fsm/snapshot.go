@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"unsafe"
 )
 
 // snapshotMagic and a version open every snapshot stream. Restore reads every version; WriteTo
@@ -169,13 +170,16 @@ func RestoreAt(r io.Reader, now int64) (*Machine, error) {
 	count := rd.uvarint()
 	var maxToken Token
 	var prev string
+	var keyBuf, ownerBuf []byte
 	for i := uint64(0); i < count && rd.err == nil; i++ {
-		raw := rd.bytes()
+		raw := rd.bytesInto(&keyBuf)
 		if version < snapshotV3 && len(raw) > 0 { // an empty one is refused below, as it was
 			raw = legacyKey(raw)
 		}
-		key := string(raw)
-		l := Lock{Owner: rd.bytes()}
+		// A view of the scratch bytes, not a copy: Load copies the key into its entry, and
+		// prev below is the entry's.
+		key := unsafe.String(unsafe.SliceData(raw), len(raw))
+		l := Lock{Owner: rd.bytesInto(&ownerBuf)}
 		if version >= snapshotV4 && rd.err == nil {
 			l.Value, rd.err = readCollection(rd, true)
 		}
@@ -186,13 +190,12 @@ func RestoreAt(r io.Reader, now int64) (*Machine, error) {
 		if key == "" || i > 0 && key <= prev || l.Token == 0 {
 			return nil, fmt.Errorf("%w: snapshot record %d out of order or empty", ErrCorrupt, i)
 		}
-		prev = key
 		maxToken = max(maxToken, l.Token)
 		l.Deadline = m.deadline(l.LeaseMs)
-		m.table.Load(key, l)
-		m.counts.key(key[0], 1)
+		prev = m.table.Load(key, l)
+		m.counts.key(prev[0], 1)
 		if l.LeaseMs > 0 {
-			m.counts.lease(key[0], 1)
+			m.counts.lease(prev[0], 1)
 		}
 	}
 	if rd.err != nil {
@@ -271,7 +274,11 @@ func (d *streamDecoder) read(n int) []byte {
 	if d.err != nil {
 		return nil
 	}
-	b := make([]byte, n)
+	return d.fill(make([]byte, n))
+}
+
+// fill reads len(b) bytes into b.
+func (d *streamDecoder) fill(b []byte) []byte {
 	if _, err := io.ReadFull(d.r, b); err != nil {
 		d.err = fmt.Errorf("%w: snapshot truncated: %v", ErrCorrupt, err)
 		return nil
@@ -280,12 +287,29 @@ func (d *streamDecoder) read(n int) []byte {
 	return b
 }
 
-func (d *streamDecoder) bytes() []byte {
+// fieldLen reads the length of a field that bytes or bytesInto reads.
+func (d *streamDecoder) fieldLen() int {
 	n := d.uvarint()
 	if d.err == nil && n > maxSnapshotField {
 		d.err = fmt.Errorf("%w: snapshot field of %d bytes", ErrCorrupt, n)
 	}
-	return d.read(int(n))
+	return int(n)
+}
+
+func (d *streamDecoder) bytes() []byte { return d.read(d.fieldLen()) }
+
+// bytesInto reads a field as bytes does (an empty one is empty, not nil), into *buf, grown as
+// needed: the result is valid until the next call with buf. Restore reads a key and its owner
+// so, since the table copies both into the key's entry.
+func (d *streamDecoder) bytesInto(buf *[]byte) []byte {
+	n := d.fieldLen()
+	if d.err != nil {
+		return nil
+	}
+	if cap(*buf) < n || *buf == nil {
+		*buf = make([]byte, 0, max(n, 64))
+	}
+	return d.fill((*buf)[:n])
 }
 
 // WriteTableTo writes the snapshot encoding with the applied index and the token counter left

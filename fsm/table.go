@@ -167,12 +167,15 @@ func (t *lockTable) collections() *btree.Map[string, *Collection] {
 }
 
 // Load is Set for keys given in ascending order (a snapshot's restore): a fast path for them.
-func (t *lockTable) Load(key string, l Lock) {
+// It copies key and l.Owner into the entry and returns the entry's key.
+func (t *lockTable) Load(key string, l Lock) (stored string) {
 	e := encodeEntry(key, l)
 	t.entries.Load(e)
+	stored = entryKey(e)
 	if l.Value != nil {
-		t.collections().Load(entryKey(e), l.Value)
+		t.collections().Load(stored, l.Value)
 	}
+	return stored
 }
 
 // Delete removes key and returns the Lock it held.
