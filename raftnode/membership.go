@@ -26,10 +26,12 @@ import (
 //     becomes the ready leader, and when the member table changes, never on a timer unless a
 //     try failed;
 //   - removal: only a committed configuration without this node closes Removed (removal.go):
-//     one it applies (raft hands every one to the FSM's ApplyBatch, noteConfiguration), or the
-//     newest one in its log once no leader contacts it (droppedByLatestConfiguration: a removed
-//     follower seldom learns the commit) and the ready leader confirms that its committed
-//     configuration lacks this node (RAFT MEMBER). A leader's word alone never does;
+//     one it applies (raft hands every one to the FSM's ApplyBatch, noteConfiguration) unless a
+//     later one in its log lists it again (a node added afresh after its removal replays the
+//     removal when it restarts), or the newest one in its log once no leader contacts it
+//     (droppedByLatestConfiguration: a removed follower seldom learns the commit) and the ready
+//     leader confirms that its committed configuration lacks this node (RAFT MEMBER). A
+//     leader's word alone never does;
 //   - removal while away: a node removed while down or cut off never receives that
 //     configuration (the leader stops replicating to it). So a member that has seen no leader
 //     for leaderlessBeforeAsking asks the members it knows which of them is the ready leader,
@@ -89,9 +91,37 @@ func (n *Node) noteConfiguration(index uint64, c raft.Configuration) {
 		n.member.Store(true)
 	}
 	if n.member.Load() && !in {
-		n.markRemoved("removed from the cluster: a committed configuration no longer lists this node", "index", index)
+		if n.listedByLatestConfiguration() {
+			// A node removed and added again afresh replays its removal when it restarts: the
+			// snapshot it joined with predates the removal, and the log it keeps after that
+			// snapshot holds the removal and, later, its own addition.
+			n.log.Info("a committed configuration without this node is superseded by a later one in its log that "+
+				"lists it again: still a member", "index", index)
+		} else {
+			n.markRemoved("removed from the cluster: a committed configuration no longer lists this node", "index", index)
+		}
 	}
 	n.wakeMembership()
+}
+
+// listedByLatestConfiguration reports whether the newest configuration in this node's log lists
+// it: a configuration applied without it is then an old one, superseded by a later entry that
+// adds it again. Should that entry never commit, a later leader either replicates to this node
+// (which is then in that leader's configuration) or never contacts it again: the node, without a
+// leader, then asks whether it was removed while away and says so (removedByLeader).
+func (n *Node) listedByLatestConfiguration() bool {
+	r := n.fsmRaft.Load()
+	if r == nil {
+		// raft applies nothing before a leader has told it the commit index, in practice long
+		// after NewRaft returned. Should it ever, this entry alone does not remove the node:
+		// droppedByLatestConfiguration catches a removal the newest configuration shows.
+		return true
+	}
+	// raft 1.8's GetConfiguration reads the copy of the latest configuration that raft keeps
+	// in an atomic value. Earlier releases asked raft's main loop, which may be waiting for
+	// this very goroutine (the FSM's): on one of those this call could deadlock.
+	c := r.GetConfiguration().Configuration()
+	return slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return s.ID == raft.ServerID(n.cfg.ID) })
 }
 
 // droppedByLatestConfiguration reports whether this node, once a member, is missing from the

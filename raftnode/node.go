@@ -98,6 +98,10 @@ type Node struct {
 	removed    chan struct{}
 	removeOnce sync.Once
 	member     atomic.Bool
+	// fsmRaft is raft for noteConfiguration, on the FSM goroutine that raft.NewRaft starts
+	// before New sets n.raft (a plain read of n.raft there would race that write): nil until
+	// NewRaft has returned.
+	fsmRaft    atomic.Pointer[raft.Raft]
 	memberWake chan struct{}
 	stable     raft.StableStore
 	hints      atomic.Int64
@@ -193,6 +197,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
+	n.fsmRaft.Store(r)
 	n.logs = st.Log
 	n.hadState = existing
 	if cfg.Bootstrap && !existing {

@@ -92,3 +92,75 @@ func TestUncommittedRemovalDoesNotRemove(t *testing.T) {
 func inConfig(c raft.Configuration, id string) bool {
 	return slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return string(s.ID) == id })
 }
+
+// A node removed, added again afresh and then restarted replays its old removal: the snapshot
+// it joined with predates the removal, and its log after that snapshot holds the removal and,
+// later, its own addition. The removal is superseded and must not stop it (make chaos seed 3:
+// n4 left on the removal at index 1965 with its log holding 1944-2170).
+func TestRestartAfterRejoinIgnoresOldRemoval(t *testing.T) {
+	nodes := newCluster(t, 3, func(c *Config) { c.TrailingLogs = 1 })
+	l := leader(t, nodes)
+	fi := slices.IndexFunc(nodes, func(n *testNode) bool { return n != l })
+	old := nodes[fi]
+	mustLock(t, l, "before-snapshot", "o", 0)
+	if err := l.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := l.RemoveServer(t.Context(), old.id); err != nil {
+		t.Fatalf("RemoveServer(%s): %v", old.id, err)
+	}
+	removal, member, known := l.committedConf.get(old.id)
+	if !known || member {
+		t.Fatalf("the leader's committed configuration after the removal: member %v, known %v", member, known)
+	}
+	// A removed follower seldom learns that its removal committed (removal.go): stopped here.
+	closeNode(t, old)
+	isolate(old, nodes)
+
+	// Added again afresh: empty stores, the same ID and address, caught up from the leader's
+	// snapshot (from before the removal: the log it compacted holds nothing older), then a voter.
+	f := startNode(t, testConfig(old.id), newStores())
+	nodes[fi] = f
+	connectAll(nodes)
+	added, err := l.AddServer(t.Context(), f.id, f.cfg.RaftAddr, "", false)
+	if err != nil {
+		t.Fatalf("AddServer(%s): %v", f.id, err)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if got := f.raft.AppliedIndex(); got < added {
+			return fmt.Errorf("%s applied %d, want %d (its addition)", f.id, got, added)
+		}
+		return nil
+	})
+	if err := l.raft.AddVoter(raft.ServerID(f.id), f.addr, 0, 5*time.Second).Error(); err != nil {
+		t.Fatalf("AddVoter(%s): %v", f.id, err)
+	}
+	metas, err := f.stores.Snapshots.List()
+	if err != nil || len(metas) == 0 || metas[0].Index >= removal {
+		t.Fatalf("%s's snapshots %v (%v): want one from before the removal at %d", f.id, metas, err, removal)
+	}
+	if first, err := f.stores.Log.FirstIndex(); err != nil || first > removal {
+		t.Fatalf("%s's log starts at %d (%v): want the removal at %d in it", f.id, first, err, removal)
+	}
+
+	// Restarted on its stores, it replays the removal, then its addition, and stays.
+	f = restart(t, f)
+	nodes[fi] = f
+	connectAll(nodes)
+	l = leader(t, nodes)
+	// The second lock is written once f holds the first, so f applies it in a later batch: by
+	// then the batch with the first lock, the removal's at the latest, has run its hooks.
+	for _, key := range []string{"after-restart", "after-restart-2"} {
+		mustLock(t, l, key, "o", 0)
+		testutil.WaitFor(t, 10*time.Second, testutil.Cond(f.id+" applied "+key, func() bool { return held(f, key) }))
+	}
+	select {
+	case <-f.Removed():
+		t.Fatalf("the restarted %s left on its old removal at %d, superseded in its log", f.id, removal)
+	default:
+	}
+	if _, member, known := f.committedConf.get(f.id); !known || !member {
+		t.Fatalf("%s's committed configuration: member %v, known %v; want it a member", f.id, member, known)
+	}
+}
