@@ -2,8 +2,9 @@
 // replaces or competes with, in one run on one machine: raftlock (1 and 3
 // nodes), redis-server (appendfsync always, and no persistence), Redlock over
 // three redis-servers through redsync (appendfsync always, and no
-// persistence), and etcd (1 and 3 members) through client/v3/concurrency's
-// Mutex. Every system gets the same load shapes (distinct keys at 1, 16 and
+// persistence), etcd (1 and 3 members) through client/v3/concurrency's
+// Mutex, and the Go floor (tests/bench/cmd/floor: the least a Go server with a
+// goroutine per connection does per request, durable or not). Every system gets the same load shapes (distinct keys at 1, 16 and
 // 64 connections, pipelined where the protocol allows, SET NX PX at 50
 // connections, one hot key; and where the server queues waiters, raftlock
 // and etcd, N clients queued on one key) and the machine to itself: one
@@ -159,10 +160,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.warmup, "warmup", 500*time.Millisecond, "unmeasured load before each cell")
 	fs.IntVar(&cfg.runs, "runs", 3, "rounds over all systems; each figure is the median over them")
 	fs.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "lease of every lock")
-	fs.DurationVar(&cfg.timeout, "timeout", 12*time.Minute, "stop everything after this long (what was measured is still printed)")
+	fs.DurationVar(&cfg.timeout, "timeout", 18*time.Minute, "stop everything after this long (what was measured is still printed)")
 	fs.StringVar(&cfg.raftlock, "raftlock", "bin/raftlock", "raftlock binary")
 	fs.StringVar(&cfg.etcd, "etcd", "bin/etcd", "etcd binary (tests/bench/cmd/etcd)")
 	fs.StringVar(&cfg.redisServer, "redis-server", "/usr/bin/redis-server", "redis-server binary")
+	fs.StringVar(&cfg.floor, "floor", "bin/raftlock-floor", "the Go floor server's binary (tests/bench/cmd/floor)")
 	only := fs.String("systems", "", "comma-separated systems to run (default all): "+strings.Join(systemKeys(), ","))
 	waiters := fs.String("waiters", "16", "comma-separated sizes of the hand-off cells: that many clients queue on one key (raftlock LOCK ... WAIT, etcd Mutex); \"\" for none")
 	if err := fs.Parse(args); err != nil {

@@ -57,6 +57,7 @@ type config struct {
 	ttl                         time.Duration // lease of every lock
 	timeout                     time.Duration // of the whole run
 	raftlock, etcd, redisServer string        // binaries
+	floor                       string        // the Go floor's binary (tests/bench/cmd/floor)
 	systems                     []string      // keys of the systems to run; all if empty
 	waiters                     []int         // of each hand-off setting
 }
@@ -144,6 +145,11 @@ func allSystems() []*system {
 			return startRedis(ctx, cfg.redisServer, dir, n, fsync)
 		}
 	}
+	floor := func(durable bool) func(context.Context, config, string) (*cluster, error) {
+		return func(ctx context.Context, cfg config, dir string) (*cluster, error) {
+			return startFloor(ctx, cfg.floor, dir, durable)
+		}
+	}
 	etcd := func(n int) func(context.Context, config, string) (*cluster, error) {
 		return func(ctx context.Context, cfg config, dir string) (*cluster, error) {
 			return startEtcd(ctx, cfg.etcd, dir, n)
@@ -157,6 +163,11 @@ func allSystems() []*system {
 		{key: "redsync", name: "Redlock, 3× redis appendfsync always", nodes: 3, start: redisN(3, true), clients: []client{redsyncClient}},
 		// What many Redlock deployments really run: nothing survives a restart.
 		{key: "redsync-none", name: "Redlock, 3× redis no persistence", nodes: 3, start: redisN(3, false), clients: []client{redsyncClient}},
+		// The least a Go server with a goroutine per connection does per
+		// request (tests/bench/cmd/floor): what raftlock's own cost is read
+		// against, and whether a target is within any Go server's reach here.
+		{key: "floor-sync", name: "Go floor, fsync per batch", nodes: 1, start: floor(true), clients: []client{native, setNX}},
+		{key: "floor-none", name: "Go floor, no persistence", nodes: 1, start: floor(false), clients: []client{native, setNX}},
 		{key: "etcd1", name: "etcd 1 member", nodes: 1, start: etcd(1), clients: []client{etcdMutex}},
 		{key: "etcd3", name: "etcd 3 members", nodes: 3, start: etcd(3), clients: []client{etcdMutex}},
 	}

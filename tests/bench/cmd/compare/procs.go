@@ -238,6 +238,40 @@ func startRedis(ctx context.Context, bin, dir string, n int, fsync bool) (*clust
 	return c, nil
 }
 
+// startFloor starts the Go floor server (tests/bench/cmd/floor) in dir:
+// durable, every write waits for an fdatasync of its log (group commit);
+// otherwise it writes nothing.
+func startFloor(ctx context.Context, bin, dir string, durable bool) (*cluster, error) {
+	ports, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	args := []string{bin, "-addr", addr(ports[0])}
+	if durable {
+		args = append(args, "-dir", dir)
+	}
+	p, err := startProc("floor", filepath.Join(dir, "floor.out"), args...)
+	if err != nil {
+		return nil, err
+	}
+	c := &cluster{procs: []*proc{p}, addrs: []string{addr(ports[0])}}
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	err = poll(ctx, c, func() error {
+		cl := newRESPClient(c.addrs[0])
+		defer cl.Close()
+		return cl.Ping(ctx).Err()
+	})
+	if err != nil {
+		c.stop()
+		return nil, fmt.Errorf("floor %s: %w", c.addrs[0], err)
+	}
+	return c, nil
+}
+
 // startEtcd starts an n-member etcd cluster in dir (etcd fsyncs its WAL
 // before acknowledging, by default) and waits for its leader to accept a
 // write.

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha1"
+	"encoding/binary"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// table is the locks: key → holder (a value or a token) and lease deadline.
+// A lease that ran out is found out when its key is next touched.
+type table struct {
+	mu      sync.Mutex
+	locks   map[string]lock
+	token   uint64
+	scripts map[string]bool // SHA1 of the loaded compare-and-delete scripts
+}
+
+type lock struct {
+	value    string
+	token    uint64
+	deadline time.Time
+}
+
+func newTable() *table { return &table{locks: map[string]lock{}, scripts: map[string]bool{}} }
+
+// heldLocked returns key's lock if its lease has not run out.
+func (t *table) heldLocked(key string, now time.Time) (lock, bool) {
+	l, ok := t.locks[key]
+	if ok && !now.Before(l.deadline) {
+		delete(t.locks, key)
+		return lock{}, false
+	}
+	return l, ok
+}
+
+// record is one write's log record: its kind, key, holder and lease.
+func record(kind byte, key, value []byte, token uint64, ttlMS int64) []byte {
+	rec := make([]byte, 0, 32+len(key)+len(value))
+	rec = append(rec, kind)
+	rec = binary.AppendUvarint(rec, uint64(len(key)))
+	rec = append(rec, key...)
+	rec = binary.AppendUvarint(rec, uint64(len(value)))
+	rec = append(rec, value...)
+	rec = binary.AppendUvarint(rec, token)
+	return binary.AppendVarint(rec, ttlMS)
+}
+
+// handle answers one command. A write changes the table first, then waits
+// for its record to be durable before replying (a reply never announces what
+// a crash could lose; what a crash loses of the table does not matter here:
+// the log is never read back).
+func (s *server) handle(w *bufio.Writer, args [][]byte) {
+	switch name := strings.ToUpper(string(args[0])); {
+	case name == "PING":
+		w.WriteString("+PONG\r\n")
+	case name == "LOCK" && len(args) == 3:
+		s.lock(w, args[1], args[2], nil)
+	case name == "LOCK" && len(args) == 5 && eq(args[3], "OWNER"):
+		s.lock(w, args[1], args[2], args[4])
+	case name == "UNLOCK" && len(args) == 3:
+		s.unlock(w, args[1], args[2])
+	case name == "SET" && len(args) == 6 && eq(args[3], "NX") && eq(args[4], "PX"):
+		s.setNX(w, args[1], args[2], args[5])
+	case name == "SCRIPT" && len(args) == 3 && eq(args[1], "LOAD"):
+		sum := sha1.Sum(args[2])
+		sha := hex.EncodeToString(sum[:])
+		s.locks.mu.Lock()
+		s.locks.scripts[sha] = true
+		s.locks.mu.Unlock()
+		w.WriteString("$40\r\n" + sha + "\r\n")
+	case name == "EVALSHA" && len(args) == 5 && eq(args[2], "1"):
+		s.compareAndDelete(w, strings.ToLower(string(args[1])), args[3], args[4])
+	case name == "EVAL" && len(args) == 5 && eq(args[2], "1"):
+		s.compareAndDelete(w, "", args[3], args[4])
+	case name == "DEL" && len(args) == 2:
+		s.del(w, args[1])
+	default:
+		writeError(w, "ERR the floor server does not serve '"+string(args[0])+"' with "+strconv.Itoa(len(args)-1)+" arguments")
+	}
+}
+
+func eq(b []byte, upper string) bool { return strings.EqualFold(string(b), upper) }
+
+// LOCK key ttl [OWNER owner] → :token, or nil while someone else holds it;
+// the same owner again gets its token back with a new lease.
+func (s *server) lock(w *bufio.Writer, key, ttl, owner []byte) {
+	ms, err := strconv.ParseInt(string(ttl), 10, 64)
+	if err != nil || ms <= 0 {
+		writeError(w, "ERR invalid ttl")
+		return
+	}
+	t, now := s.locks, time.Now()
+	t.mu.Lock()
+	l, held := t.heldLocked(string(key), now)
+	if held && (owner == nil || l.value != string(owner)) {
+		t.mu.Unlock()
+		w.WriteString("$-1\r\n")
+		return
+	}
+	tok := l.token
+	if !held {
+		t.token++
+		tok = t.token
+	}
+	t.locks[string(key)] = lock{value: string(owner), token: tok, deadline: now.Add(time.Duration(ms) * time.Millisecond)}
+	t.mu.Unlock()
+	if s.reply(w, s.durable(record('L', key, nil, tok, ms))) {
+		w.WriteString(":" + strconv.FormatUint(tok, 10) + "\r\n")
+	}
+}
+
+// UNLOCK key token → :1 released, :0 not held with that token.
+func (s *server) unlock(w *bufio.Writer, key, token []byte) {
+	tok, err := strconv.ParseUint(string(token), 10, 64)
+	if err != nil {
+		writeError(w, "ERR invalid token")
+		return
+	}
+	t := s.locks
+	t.mu.Lock()
+	l, held := t.heldLocked(string(key), time.Now())
+	if !held || l.token != tok {
+		t.mu.Unlock()
+		w.WriteString(":0\r\n")
+		return
+	}
+	delete(t.locks, string(key))
+	t.mu.Unlock()
+	if s.reply(w, s.durable(record('U', key, nil, tok, 0))) {
+		w.WriteString(":1\r\n")
+	}
+}
+
+// SET key value NX PX ttl → +OK, or nil while held.
+func (s *server) setNX(w *bufio.Writer, key, value, ttl []byte) {
+	ms, err := strconv.ParseInt(string(ttl), 10, 64)
+	if err != nil || ms <= 0 {
+		writeError(w, "ERR invalid expire time in 'set' command")
+		return
+	}
+	t, now := s.locks, time.Now()
+	t.mu.Lock()
+	if _, held := t.heldLocked(string(key), now); held {
+		t.mu.Unlock()
+		w.WriteString("$-1\r\n")
+		return
+	}
+	t.locks[string(key)] = lock{value: string(value), deadline: now.Add(time.Duration(ms) * time.Millisecond)}
+	t.mu.Unlock()
+	if s.reply(w, s.durable(record('S', key, value, 0, ms))) {
+		w.WriteString("+OK\r\n")
+	}
+}
+
+// EVALSHA sha 1 key value, or EVAL script 1 key value → :1 deleted, :0 not
+// holding value. The floor has no Lua: every script it is sent is taken to be
+// the compare-and-delete release (the one script the drivers send), run
+// natively; EVALSHA still needs the script loaded first (sha "" is EVAL's).
+func (s *server) compareAndDelete(w *bufio.Writer, sha string, key, value []byte) {
+	t := s.locks
+	t.mu.Lock()
+	if sha != "" && !t.scripts[sha] {
+		t.mu.Unlock()
+		writeError(w, "NOSCRIPT No matching script. Please use EVAL.")
+		return
+	}
+	l, held := t.heldLocked(string(key), time.Now())
+	if !held || !bytes.Equal([]byte(l.value), value) {
+		t.mu.Unlock()
+		w.WriteString(":0\r\n")
+		return
+	}
+	delete(t.locks, string(key))
+	t.mu.Unlock()
+	if s.reply(w, s.durable(record('D', key, value, 0, 0))) {
+		w.WriteString(":1\r\n")
+	}
+}
+
+// DEL key → :1 deleted, :0 no such key.
+func (s *server) del(w *bufio.Writer, key []byte) {
+	t := s.locks
+	t.mu.Lock()
+	if _, held := t.heldLocked(string(key), time.Now()); !held {
+		t.mu.Unlock()
+		w.WriteString(":0\r\n")
+		return
+	}
+	delete(t.locks, string(key))
+	t.mu.Unlock()
+	if s.reply(w, s.durable(record('D', key, nil, 0, 0))) {
+		w.WriteString(":1\r\n")
+	}
+}
+
+// reply writes err's error reply and reports whether the command may reply
+// its success.
+func (s *server) reply(w *bufio.Writer, err error) bool {
+	if err != nil {
+		writeError(w, "ERR log: "+err.Error())
+		return false
+	}
+	return true
+}

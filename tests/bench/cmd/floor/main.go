@@ -1,0 +1,125 @@
+// Command floor is the least a Go lock server can do per request: the
+// yardstick that tells, on a given machine, which of raftlock's performance
+// targets any Go server in the goroutine-per-connection model could meet,
+// and how much of raftlock's cost is its own.
+//
+// It serves, over RESP on one address, exactly what the benchmark drivers
+// send (PING, LOCK key ttl, UNLOCK key token, SET key value NX PX ttl,
+// SCRIPT LOAD and EVALSHA of the compare-and-delete release, run natively)
+// from one map under a mutex, with one goroutine per connection reading
+// through a buffer and flushing its replies when no further command is
+// buffered, as Go servers do (redcon, raftlock). It has no raft, no Lua, no
+// ACLs, no lease timers (a lease is checked when its key is next touched),
+// no metrics and no logging.
+//
+// With -dir it is durable the cheapest way: each write request appends a
+// small record to one log file and its reply waits until an fdatasync has
+// covered it; one goroutine syncs, and everything that queued while it
+// synced goes in the next write and the next sync (group commit, no timer).
+// That is one fsync per batch and two goroutine hand-offs per write
+// request, the least a server built of goroutines pays to share an fsync.
+//
+// It is a benchmark tool, not a lock server: nothing is replicated and the
+// log is never read back.
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:6399", "client address")
+	dir := flag.String("dir", "", "directory of the log: with it, every write waits for an fdatasync (group commit); without, nothing is written")
+	flag.Parse()
+	if err := run(*addr, *dir); err != nil {
+		fmt.Fprintln(os.Stderr, "floor:", err)
+		os.Exit(1)
+	}
+}
+
+func run(addr, dir string) error {
+	var wal *groupLog
+	if dir != "" {
+		f, err := os.OpenFile(filepath.Join(dir, "floor.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		wal = newGroupLog(f)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+	go func() {
+		<-sig
+		ln.Close()
+	}()
+	return (&server{locks: newTable(), wal: wal}).acceptLoop(ln)
+}
+
+// acceptLoop serves every connection ln accepts until ln is closed.
+func (s *server) acceptLoop(ln net.Listener) error {
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		go s.serve(nc)
+	}
+}
+
+type server struct {
+	locks *table
+	wal   *groupLog // nil: memory only
+}
+
+// serve reads commands and answers them in order, flushing once nothing more
+// is buffered (a pipeline's replies go out in one write).
+func (s *server) serve(nc net.Conn) {
+	defer nc.Close()
+	r := bufio.NewReaderSize(nc, 16<<10)
+	w := bufio.NewWriterSize(nc, 16<<10)
+	var args [][]byte
+	for {
+		var err error
+		args, err = readCommand(r, args[:0])
+		if err != nil {
+			var perr protocolError
+			if errors.As(err, &perr) {
+				w.WriteString("-ERR " + perr.Error() + "\r\n")
+				w.Flush()
+			}
+			return
+		}
+		s.handle(w, args)
+		if r.Buffered() == 0 {
+			if w.Flush() != nil {
+				return
+			}
+		}
+	}
+}
+
+// durable waits until the log holds rec, when the server has one.
+func (s *server) durable(rec []byte) error {
+	if s.wal == nil {
+		return nil
+	}
+	return s.wal.append(rec)
+}
+
+func writeError(w io.Writer, msg string) { io.WriteString(w, "-"+msg+"\r\n") }
