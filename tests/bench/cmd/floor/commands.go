@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/sha1"
 	"encoding/binary"
 	"encoding/hex"
@@ -90,29 +89,44 @@ func eq(b []byte, upper string) bool { return strings.EqualFold(string(b), upper
 // LOCK key ttl [OWNER owner] → :token, or nil while someone else holds it;
 // the same owner again gets its token back with a new lease.
 func (s *server) lock(w *bufio.Writer, key, ttl, owner []byte) {
+	if tok, ok := s.acquire(w, 'L', key, owner, ttl, owner != nil, "ERR invalid ttl"); ok {
+		w.WriteString(":" + strconv.FormatUint(tok, 10) + "\r\n")
+	}
+}
+
+// SET key value NX PX ttl → +OK, or nil while held.
+func (s *server) setNX(w *bufio.Writer, key, value, ttl []byte) {
+	if _, ok := s.acquire(w, 'S', key, value, ttl, false, "ERR invalid expire time in 'set' command"); ok {
+		w.WriteString("+OK\r\n")
+	}
+}
+
+// acquire grants key to holder for ttl milliseconds unless someone else holds
+// it (with renew, the same holder again keeps its token and gets a new lease),
+// and reports the token once the grant is durable. Otherwise it has replied
+// (nil, or an error: badTTL for a ttl that is not a positive integer).
+func (s *server) acquire(w *bufio.Writer, kind byte, key, holder, ttl []byte, renew bool, badTTL string) (uint64, bool) {
 	ms, err := strconv.ParseInt(string(ttl), 10, 64)
 	if err != nil || ms <= 0 {
-		writeError(w, "ERR invalid ttl")
-		return
+		writeError(w, badTTL)
+		return 0, false
 	}
 	t, now := s.locks, time.Now()
 	t.mu.Lock()
 	l, held := t.heldLocked(string(key), now)
-	if held && (owner == nil || l.value != string(owner)) {
+	if held && (!renew || l.value != string(holder)) {
 		t.mu.Unlock()
 		w.WriteString("$-1\r\n")
-		return
+		return 0, false
 	}
 	tok := l.token
 	if !held {
 		t.token++
 		tok = t.token
 	}
-	t.locks[string(key)] = lock{value: string(owner), token: tok, deadline: now.Add(time.Duration(ms) * time.Millisecond)}
+	t.locks[string(key)] = lock{value: string(holder), token: tok, deadline: now.Add(time.Duration(ms) * time.Millisecond)}
 	t.mu.Unlock()
-	if s.reply(w, s.durable(record('L', key, nil, tok, ms))) {
-		w.WriteString(":" + strconv.FormatUint(tok, 10) + "\r\n")
-	}
+	return tok, s.reply(w, s.durable(record(kind, key, holder, tok, ms)))
 }
 
 // UNLOCK key token → :1 released, :0 not held with that token.
@@ -122,40 +136,7 @@ func (s *server) unlock(w *bufio.Writer, key, token []byte) {
 		writeError(w, "ERR invalid token")
 		return
 	}
-	t := s.locks
-	t.mu.Lock()
-	l, held := t.heldLocked(string(key), time.Now())
-	if !held || l.token != tok {
-		t.mu.Unlock()
-		w.WriteString(":0\r\n")
-		return
-	}
-	delete(t.locks, string(key))
-	t.mu.Unlock()
-	if s.reply(w, s.durable(record('U', key, nil, tok, 0))) {
-		w.WriteString(":1\r\n")
-	}
-}
-
-// SET key value NX PX ttl → +OK, or nil while held.
-func (s *server) setNX(w *bufio.Writer, key, value, ttl []byte) {
-	ms, err := strconv.ParseInt(string(ttl), 10, 64)
-	if err != nil || ms <= 0 {
-		writeError(w, "ERR invalid expire time in 'set' command")
-		return
-	}
-	t, now := s.locks, time.Now()
-	t.mu.Lock()
-	if _, held := t.heldLocked(string(key), now); held {
-		t.mu.Unlock()
-		w.WriteString("$-1\r\n")
-		return
-	}
-	t.locks[string(key)] = lock{value: string(value), deadline: now.Add(time.Duration(ms) * time.Millisecond)}
-	t.mu.Unlock()
-	if s.reply(w, s.durable(record('S', key, value, 0, ms))) {
-		w.WriteString("+OK\r\n")
-	}
+	s.release(w, 'U', key, nil, tok, func(l lock) bool { return l.token == tok })
 }
 
 // EVALSHA sha 1 key value, or EVAL script 1 key value → :1 deleted, :0 not
@@ -163,38 +144,37 @@ func (s *server) setNX(w *bufio.Writer, key, value, ttl []byte) {
 // the compare-and-delete release (the one script the drivers send), run
 // natively; EVALSHA still needs the script loaded first (sha "" is EVAL's).
 func (s *server) compareAndDelete(w *bufio.Writer, sha string, key, value []byte) {
-	t := s.locks
-	t.mu.Lock()
-	if sha != "" && !t.scripts[sha] {
-		t.mu.Unlock()
-		writeError(w, "NOSCRIPT No matching script. Please use EVAL.")
-		return
+	if sha != "" {
+		s.locks.mu.Lock()
+		loaded := s.locks.scripts[sha]
+		s.locks.mu.Unlock()
+		if !loaded {
+			writeError(w, "NOSCRIPT No matching script. Please use EVAL.")
+			return
+		}
 	}
-	l, held := t.heldLocked(string(key), time.Now())
-	if !held || !bytes.Equal([]byte(l.value), value) {
-		t.mu.Unlock()
-		w.WriteString(":0\r\n")
-		return
-	}
-	delete(t.locks, string(key))
-	t.mu.Unlock()
-	if s.reply(w, s.durable(record('D', key, value, 0, 0))) {
-		w.WriteString(":1\r\n")
-	}
+	s.release(w, 'D', key, value, 0, func(l lock) bool { return l.value == string(value) })
 }
 
 // DEL key → :1 deleted, :0 no such key.
 func (s *server) del(w *bufio.Writer, key []byte) {
+	s.release(w, 'D', key, nil, 0, func(lock) bool { return true })
+}
+
+// release deletes key if its lock matches and replies :1 once that is
+// durable; :0 when key is free or its lock does not match.
+func (s *server) release(w *bufio.Writer, kind byte, key, value []byte, token uint64, matches func(lock) bool) {
 	t := s.locks
 	t.mu.Lock()
-	if _, held := t.heldLocked(string(key), time.Now()); !held {
+	l, held := t.heldLocked(string(key), time.Now())
+	if !held || !matches(l) {
 		t.mu.Unlock()
 		w.WriteString(":0\r\n")
 		return
 	}
 	delete(t.locks, string(key))
 	t.mu.Unlock()
-	if s.reply(w, s.durable(record('D', key, nil, 0, 0))) {
+	if s.reply(w, s.durable(record(kind, key, value, token, 0))) {
 		w.WriteString(":1\r\n")
 	}
 }
