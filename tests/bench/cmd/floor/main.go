@@ -13,11 +13,13 @@
 // no metrics and no logging.
 //
 // With -dir it is durable the cheapest way: each write request appends a
-// small record to one log file and its reply waits until an fdatasync has
-// covered it; one goroutine syncs, and everything that queued while it
-// synced goes in the next write and the next sync (group commit, no timer).
-// That is one fsync per batch and two goroutine hand-offs per write
-// request, the least a server built of goroutines pays to share an fsync.
+// small record to one log file and its reply reaches the socket only once an
+// fdatasync has covered it; one goroutine syncs, and everything that queued
+// while it synced goes in the next write and the next sync (group commit, no
+// timer). A pipeline's records queue together and its replies wait for one
+// sync. That is one fsync per batch and two goroutine hand-offs per write
+// request (or per pipeline), the least a server built of goroutines pays to
+// share an fsync.
 //
 // It is a benchmark tool, not a lock server: nothing is replicated and the
 // log is never read back.
@@ -87,12 +89,21 @@ type server struct {
 	wal   *groupLog // nil: memory only
 }
 
+// client is one connection: its replies go out through w, buffered, and
+// reach the socket only once every record queued before them is synced.
+type client struct {
+	w   *bufio.Writer
+	out *syncedWriter
+}
+
 // serve reads commands and answers them in order, flushing once nothing more
-// is buffered (a pipeline's replies go out in one write).
+// is buffered: a pipeline's records go to the log together, and its replies
+// out in one write after one sync.
 func (s *server) serve(nc net.Conn) {
 	defer nc.Close()
 	r := bufio.NewReaderSize(nc, 16<<10)
-	w := bufio.NewWriterSize(nc, 16<<10)
+	c := &client{out: &syncedWriter{nc: nc}}
+	c.w = bufio.NewWriterSize(c.out, 16<<10)
 	var args [][]byte
 	for {
 		var err error
@@ -100,26 +111,46 @@ func (s *server) serve(nc net.Conn) {
 		if err != nil {
 			var perr protocolError
 			if errors.As(err, &perr) {
-				w.WriteString("-ERR " + perr.Error() + "\r\n")
-				w.Flush()
+				c.w.WriteString("-ERR " + perr.Error() + "\r\n")
+				c.w.Flush()
 			}
 			return
 		}
-		s.handle(w, args)
+		s.handle(c, args)
 		if r.Buffered() == 0 {
-			if w.Flush() != nil {
+			if c.w.Flush() != nil {
 				return
 			}
 		}
 	}
 }
 
-// durable waits until the log holds rec, when the server has one.
-func (s *server) durable(rec []byte) error {
-	if s.wal == nil {
-		return nil
+// durable queues rec in the log, when the server has one: the replies
+// written after it wait for its sync.
+func (s *server) durable(c *client, rec []byte) {
+	if s.wal != nil {
+		c.out.pending = s.wal.enqueue(rec)
 	}
-	return s.wal.append(rec)
+}
+
+// syncedWriter is a connection's socket behind the log: a write first waits
+// for the sync of the last record the connection queued (batches sync in
+// order, so that covers every earlier one). A failed sync fails the write:
+// the connection closes without the replies.
+type syncedWriter struct {
+	nc      net.Conn
+	pending *batch
+}
+
+func (o *syncedWriter) Write(p []byte) (int, error) {
+	if b := o.pending; b != nil {
+		<-b.synced
+		o.pending = nil
+		if b.err != nil {
+			return 0, b.err
+		}
+	}
+	return o.nc.Write(p)
 }
 
 func writeError(w io.Writer, msg string) { io.WriteString(w, "-"+msg+"\r\n") }

@@ -7,9 +7,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// groupLog is an append-only file whose appends are durable when append
-// returns: one syncer goroutine writes and fdatasyncs whatever queued while
-// it was busy, then wakes every request of that batch.
+// groupLog is an append-only file written in batches: one syncer goroutine
+// writes and fdatasyncs whatever queued while it was busy, then wakes every
+// request waiting on that batch. Batches are synced in the order they queue.
 type groupLog struct {
 	f    *os.File
 	mu   sync.Mutex
@@ -33,8 +33,9 @@ func newGroupLog(f *os.File) *groupLog {
 
 func newBatch() *batch { return &batch{synced: make(chan struct{})} }
 
-// append queues rec and waits until it is on disk.
-func (l *groupLog) append(rec []byte) error {
+// enqueue queues rec and returns its batch: synced closes once rec is on
+// disk (or err says why not).
+func (l *groupLog) enqueue(rec []byte) *batch {
 	l.mu.Lock()
 	b := l.next
 	b.buf = append(b.buf, rec...)
@@ -46,8 +47,7 @@ func (l *groupLog) append(rec []byte) error {
 		}
 	}
 	l.mu.Unlock()
-	<-b.synced
-	return b.err
+	return b
 }
 
 // syncer writes and syncs batch after batch while requests keep queueing.
