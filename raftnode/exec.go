@@ -196,17 +196,17 @@ func safeEval(eval node.Eval, v node.View) (cmds []fsm.Command, err error) {
 func (n *Node) pendingOnLocked(keys [][]byte) <-chan struct{} {
 	for _, k := range keys {
 		if p, ok := n.mu.pending[string(k)]; ok {
-			return p.done
+			return p.wait()
 		}
 		// A FLUSHDB (marked on its database's byte) or a FLUSHALL (on "") in flight changes
 		// every key of its database: wait for it too.
 		if len(k) > 1 {
 			if p, ok := n.mu.pending[string(k[:1])]; ok {
-				return p.done
+				return p.wait()
 			}
 		}
 		if p, ok := n.mu.pending[""]; ok && len(k) > 0 {
-			return p.done
+			return p.wait()
 		}
 	}
 	return nil
@@ -219,7 +219,7 @@ func (n *Node) markPendingLocked(cmds []fsm.Command) {
 		key := string(c.Key)
 		p, ok := n.mu.pending[key]
 		if !ok {
-			p = &pendingKey{done: make(chan struct{})}
+			p = &pendingKey{}
 			n.mu.pending[key] = p
 		}
 		p.n++
@@ -291,7 +291,9 @@ func (n *Node) await(cmds []fsm.Command, future raft.ApplyFuture, grouped *group
 		if p := n.mu.pending[key]; p != nil {
 			p.n--
 			if p.n == 0 {
-				close(p.done)
+				if p.done != nil {
+					close(p.done)
+				}
 				delete(n.mu.pending, key)
 			}
 		}

@@ -130,8 +130,19 @@ type Node struct {
 
 // pendingKey counts the proposals in flight on one key. Requests on the key wait for done.
 type pendingKey struct {
-	n    int
+	n int
+	// done is closed when the last of them has applied. It is made by the first request that
+	// waits for them (pendingOnLocked): most keys in flight have no one waiting.
 	done chan struct{}
+}
+
+// wait returns the channel closed when the proposals in flight on the key have applied. The
+// caller holds Node.mu.
+func (p *pendingKey) wait() <-chan struct{} {
+	if p.done == nil {
+		p.done = make(chan struct{})
+	}
+	return p.done
 }
 
 // New starts a node on the given stores and transport. It bootstraps a new cluster when
