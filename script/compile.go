@@ -325,6 +325,8 @@ type cached struct {
 	src   string
 	sha   string
 	proto *lua.FunctionProto
+	// native is the script's Go form, nil for most (native.go).
+	native nativeForm
 }
 
 func newProtoCache(max int) *protoCache {

@@ -133,7 +133,7 @@ type Engine struct {
 		running map[*vm]struct{} // the VMs running a script now, for Kill
 	}
 	stats struct {
-		runs, failed, timeouts, aborts, compiles, hits, vms atomic.Uint64
+		runs, failed, timeouts, aborts, compiles, hits, vms, native atomic.Uint64
 	}
 }
 
@@ -176,6 +176,12 @@ func (e *Engine) run(ctx context.Context, src []byte, keys, argv [][]byte, call 
 	}
 	if err := ctx.Err(); err != nil {
 		return Value{}, &Error{Msg: "ERR Script killed: " + err.Error(), Err: err}
+	}
+	if script.native != nil && !e.isClosed() {
+		if v, ok, err := script.native(call, keys, argv); ok {
+			e.stats.native.Add(1)
+			return v, err
+		}
 	}
 	m, err := e.acquire()
 	if err != nil {
@@ -233,7 +239,7 @@ func (e *Engine) load(src []byte) (*cached, error) {
 		return nil, err
 	}
 	e.stats.compiles.Add(1)
-	c := &cached{src: string(src), sha: SHA1Hex(src), proto: proto}
+	c := &cached{src: string(src), sha: SHA1Hex(src), proto: proto, native: nativeFormOf(src)}
 	e.cache.put(c)
 	return c, nil
 }
@@ -288,6 +294,7 @@ func (e *Engine) Close() {
 // Stats is a snapshot of an Engine's counters.
 type Stats struct {
 	Runs     uint64 // Run calls
+	Native   uint64 // runs that a script's Go form answered, without a VM (native.go)
 	Failed   uint64 // runs that returned an *Error (a compile error, a raised error, a stop)
 	Timeouts uint64 // runs stopped by Config.Timeout
 	Aborts   uint64 // runs stopped by their ctx or their Caller
@@ -305,6 +312,7 @@ func (e *Engine) Stats() Stats {
 	e.mu.Unlock()
 	return Stats{
 		Runs:     e.stats.runs.Load(),
+		Native:   e.stats.native.Load(),
 		Failed:   e.stats.failed.Load(),
 		Timeouts: e.stats.timeouts.Load(),
 		Aborts:   e.stats.aborts.Load(),

@@ -213,6 +213,17 @@ func (c *conn) permit(cmd *command, args [][]byte, context string) (denial, bool
 	return d, ok
 }
 
+// permitted is permit without a log entry for a refusal: whether the connection's user may run
+// cmd with args.
+func (c *conn) permitted(cmd *command, args [][]byte) bool {
+	u := c.s.users()[*c.user.Load()]
+	if u == nil {
+		return false
+	}
+	_, ok := u.check(cmd, args)
+	return ok
+}
+
 // logACL records a refusal in ACL LOG, adding to a like entry of the last minute.
 func (c *conn) logACL(reason, object, username, context string) {
 	switch {

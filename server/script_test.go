@@ -1,9 +1,13 @@
 package server
 
 import (
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/script"
 )
 
 // The scripts lock libraries send, verbatim.
@@ -173,3 +177,85 @@ func TestEvalKeysSeesItsOwnChanges(t *testing.T) {
 		t.Errorf("KEYS a* in the script = %q, want %q", got, want)
 	}
 }
+
+// The release script runs without the VM (script/native.go) where that gives what the VM gives:
+// each case runs it, and the same script with a comment that keeps it on the VM, from the same
+// state, and compares the replies (the script's SHA aside), the keys left and the ACL log.
+func TestReleaseScriptWithoutVM(t *testing.T) {
+	addr, s := startServer(t, nil)
+	admin := dialRaw(t, addr)
+	admin.do("ACL", "SETUSER", "elsewhere", "on", ">pw", "+@all", "~other:*")
+	admin.do("ACL", "SETUSER", "reader", "on", ">pw", "+@all", "%R~k*", "~other:*")
+	admin.do("ACL", "SETUSER", "noget", "on", ">pw", "+@all", "-get", "~*")
+	admin.do("ACL", "SETUSER", "nodel", "on", ">pw", "+@all", "-del", "~*")
+	onVM := releaseScript + " -- on the VM"
+	tests := []struct {
+		name   string
+		setup  []string // run as admin before each of the two
+		user   string   // AUTH as this user ("" stays default)
+		eval   string   // EVAL or EVAL_RO
+		args   []string // numkeys keys... argv...
+		native bool     // the Go form answers it
+	}{
+		{name: "holder", setup: []string{"SET", "k1", "me"}, eval: "EVAL", args: []string{"1", "k1", "me"}, native: true},
+		{name: "other holder", setup: []string{"SET", "k2", "you"}, eval: "EVAL", args: []string{"1", "k2", "me"}, native: true},
+		{name: "free", eval: "EVAL", args: []string{"1", "k3", "me"}, native: true},
+		{name: "a hash", setup: []string{"HSET", "k4", "f", "v"}, eval: "EVAL", args: []string{"1", "k4", "me"}},
+		{name: "key not allowed", setup: []string{"SET", "k5", "me"}, user: "elsewhere", eval: "EVAL", args: []string{"1", "k5", "me"}},
+		{name: "delete not allowed", setup: []string{"SET", "k6", "me"}, user: "reader", eval: "EVAL", args: []string{"1", "k6", "me"}},
+		{name: "get not allowed", setup: []string{"SET", "k9", "me"}, user: "noget", eval: "EVAL", args: []string{"1", "k9", "me"}},
+		{name: "del not allowed", setup: []string{"SET", "k10", "me"}, user: "nodel", eval: "EVAL", args: []string{"1", "k10", "me"}},
+		{name: "del not allowed, other holder", setup: []string{"SET", "k11", "you"}, user: "nodel", eval: "EVAL", args: []string{"1", "k11", "me"}},
+		{name: "read-only script", setup: []string{"SET", "k7", "me"}, eval: "EVAL_RO", args: []string{"1", "k7", "me"}},
+		{name: "no value", setup: []string{"SET", "k8", "me"}, eval: "EVAL", args: []string{"1", "k8"}},
+		{name: "no key", eval: "EVAL", args: []string{"0", "me"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			run := func(src string) (reply, left, log string) {
+				admin.do("FLUSHALL")
+				admin.do("ACL", "LOG", "RESET")
+				if tt.setup != nil {
+					admin.do(tt.setup...)
+				}
+				c := dialRaw(t, addr)
+				if tt.user != "" {
+					c.do("AUTH", tt.user, "pw")
+				}
+				reply = c.do(append([]string{tt.eval, src}, tt.args...)...)
+				return reply, admin.do("KEYS", "*"), admin.do("ACL", "LOG")
+			}
+			vmReply, vmLeft, vmLog := run(onVM)
+			before := s.scripts.Stats().Native
+			reply, left, log := run(releaseScript)
+			if native := s.scripts.Stats().Native - before; native != uint64(b2i(tt.native)) {
+				t.Errorf("%d runs without the VM, want %d", native, b2i(tt.native))
+			}
+			vmSHA, sha := script.SHA1Hex([]byte(onVM)), script.SHA1Hex([]byte(releaseScript))
+			if strings.ReplaceAll(vmReply, vmSHA, sha) != reply {
+				t.Errorf("reply %q, on the VM %q", reply, vmReply)
+			}
+			if left != vmLeft {
+				t.Errorf("keys left %q, on the VM %q", left, vmLeft)
+			}
+			if got, want := aclLogGist(log), aclLogGist(vmLog); !slices.Equal(got, want) {
+				t.Errorf("ACL LOG %q, on the VM %q", got, want)
+			}
+			if testing.Verbose() {
+				t.Logf("reply %q; ACL LOG %q", reply, aclLogGist(log))
+			}
+		})
+	}
+}
+
+// aclLogGist is what ACL LOG's entries say, without their times and client details: each
+// entry's count, reason, context and object.
+func aclLogGist(log string) []string {
+	var gist []string
+	for _, m := range aclLogField.FindAllStringSubmatch(log, -1) {
+		gist = append(gist, m[1]+"="+m[2]+m[3])
+	}
+	return gist
+}
+
+var aclLogField = regexp.MustCompile(`\$\d+\r\n(count|reason|context|object)\r\n(?::(\d+)|\$\d+\r\n([^\r]*))\r\n`)

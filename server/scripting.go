@@ -85,37 +85,15 @@ func errValue(msg string) script.Value { return script.Value{Kind: script.KindEr
 
 // Call runs one redis.call/redis.pcall: the same handler a client's command runs, as a request
 // of its own on the script's overlay, its RESP2 reply captured and decoded into a script value.
-// It checks the call in Redis 7.0's order: an unknown command (or subcommand), the arity, a
-// command scripts may not call, ACL, a write in a read-only script, then raftlock's own
-// refusals and the key bound.
+// It checks the call first (refusal).
 func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 	p := sc.parent
-	cmd := lookupCommand(args[0])
-	if cmd == nil {
-		return errValue("ERR Unknown Redis command called from script"), nil
+	cmd, refused := sc.refusal(args, true)
+	if refused != "" {
+		return errValue(refused), nil
 	}
-	rule, known := scriptRuleOf(cmd, args)
-	switch {
-	case !known:
-		return errValue("ERR Unknown Redis command called from script"), nil
-	case !arityOK(rule.arity, len(args)):
-		return errValue("ERR Wrong number of args calling Redis command from script"), nil
-	case !rule.allowed:
-		return errValue("ERR This Redis command is not allowed from script"), nil
-	}
-	if d, ok := p.c.permit(cmd, args, "lua"); !ok {
-		return errValue(d.scriptError()), nil
-	}
-	switch {
-	case cmd.write && sc.run.readOnly:
-		return errValue("ERR Write commands are not allowed from read-only scripts."), nil
-	case cmd.name == "lock":
-		return errValue("ERR LOCK is not allowed from scripts: its token is only known once the grant is applied; use SET key value NX PX ms"), nil
-	case rule.refused:
-		return errValue("ERR This Redis command is not allowed from script"), nil
-	case cmd.denyOOM && p.s.full():
-		return errValue("ERR " + errOOM), nil
-	case cmd.name == "select":
+	switch cmd.name {
+	case "select":
 		db, ok := parseInt(args[1])
 		switch {
 		case !ok:
@@ -125,7 +103,7 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 		}
 		sc.run.db = int(db)
 		return script.Value{Kind: script.KindStatus, Str: []byte("OK")}, nil
-	case cmd.name == "readonly" || cmd.name == "readwrite":
+	case "readonly", "readwrite":
 		// As on a Redis Cluster node: they set the mode of the script's own client, which
 		// reads nothing after the script; the caller's connection keeps its mode.
 		return script.Value{Kind: script.KindStatus, Str: []byte("OK")}, nil
@@ -157,6 +135,54 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 		return script.Value{}, errors.New("ERR internal: " + err.Error())
 	}
 	return v, nil
+}
+
+// Permitted reports whether Call would refuse args, without calling it and without logging an
+// ACL refusal (script.Prechecker).
+func (sc scriptCaller) Permitted(args [][]byte) bool {
+	_, refused := sc.refusal(args, false)
+	return refused == ""
+}
+
+var _ script.Prechecker = scriptCaller{}
+
+// refusal checks a call in Redis 7.0's order: an unknown command (or subcommand), the arity, a
+// command scripts may not call, ACL (logged when log is set), a write in a read-only script,
+// then raftlock's own refusals and the key bound. It returns the command, and the error that
+// refuses the call ("" when it may run).
+func (sc scriptCaller) refusal(args [][]byte, log bool) (*command, string) {
+	p := sc.parent
+	cmd := lookupCommand(args[0])
+	if cmd == nil {
+		return nil, "ERR Unknown Redis command called from script"
+	}
+	rule, known := scriptRuleOf(cmd, args)
+	switch {
+	case !known:
+		return cmd, "ERR Unknown Redis command called from script"
+	case !arityOK(rule.arity, len(args)):
+		return cmd, "ERR Wrong number of args calling Redis command from script"
+	case !rule.allowed:
+		return cmd, "ERR This Redis command is not allowed from script"
+	}
+	if log {
+		if d, ok := p.c.permit(cmd, args, "lua"); !ok {
+			return cmd, d.scriptError()
+		}
+	} else if !p.c.permitted(cmd, args) {
+		return cmd, "denied"
+	}
+	switch {
+	case cmd.write && sc.run.readOnly:
+		return cmd, "ERR Write commands are not allowed from read-only scripts."
+	case cmd.name == "lock":
+		return cmd, "ERR LOCK is not allowed from scripts: its token is only known once the grant is applied; use SET key value NX PX ms"
+	case rule.refused:
+		return cmd, "ERR This Redis command is not allowed from script"
+	case cmd.denyOOM && p.s.full():
+		return cmd, "ERR " + errOOM
+	}
+	return cmd, ""
 }
 
 // scriptRule is what redis.call checks of a command before it runs it.
