@@ -16,16 +16,24 @@ import (
 // What a batch saves is raft's cost per entry (its future, its log struct, its share of every
 // append and replication message) and a goroutine hand-off per request.
 //
-// A batch is sized by what arrived while the previous one was being written, never by a timer.
-// One batch at a time is sent and not yet written. A request that finds none sends the queue
+// A batch is sized by what arrived while the previous one was on its way, never by a timer.
+// One batch at a time is sent and not yet settled. A request that finds none sends the queue
 // itself, at once (alone if nobody else is waiting, so one client waits for nothing but its
-// own commit). The ones that arrive meanwhile queue, and when the leader's log store has
-// written the batch (writeWatch, which sees the batch's own bytes go by, on raft's leader
-// loop) the queue goes to raft as the next batch from there, before the leader loop looks for
-// work again: everything that arrived during that write, with no goroutine to wake. The
-// leader's disk is thus always writing a full batch, while the followers write the one
-// before. Batches reach raft in the order their requests were queued, so one connection's
-// pipelined requests reach the log in that order.
+// own commit). The ones that arrive meanwhile queue, and when the batch settles, the queue goes
+// to raft as the next batch right there, with no goroutine to wake:
+//   - on a single voter, once the leader's log store has written it (writeWatch, which sees the
+//     batch's own bytes go by, on raft's leader loop, before it looks for work again): the
+//     disk is always writing a full batch;
+//   - on a cluster, once the leader has applied it, that is once a quorum wrote it
+//     (answerApplied, on the FSM goroutine). Sending at the leader's write would let the
+//     leader's disk write the next batch while the followers write this one, but every batch
+//     costs an fsync on every node, and an fsync costs CPU as well as time (110-300 us of
+//     system time each on this project's test machines, raftlock-bench fsync): a batch that
+//     waits for the whole commit round carries twice the requests for the same three fsyncs.
+//     Measured on 3 nodes (docs/performance.md): 64 connections 3,932 -> 5,076 pairs/s and
+//     317 -> 238 us of CPU per pair; 16 connections 1,490 -> 1,827; 1 connection unchanged.
+// Batches reach raft in the order their requests were queued, so one connection's pipelined
+// requests reach the log in that order.
 
 // maxBatchBytes bounds one batch's log entry: requests queued past it wait for the next batch
 // (a request larger than the bound goes alone). raft keeps the newest 4096 entries in memory
@@ -53,9 +61,12 @@ type groupCommit struct {
 // for it (set once raft.Apply returned), and whether its requests were answered; the last two
 // are guarded by groupCommit.mu.
 type sentBatch struct {
-	first    *byte
-	entries  []*groupEntry
-	at       time.Time // when it was sent
+	first   *byte
+	entries []*groupEntry
+	at      time.Time // when it was sent
+	// byCommit: the next batch waits for this one's commit (the cluster had more than one
+	// voter when it was sent), not for the leader's write of it.
+	byCommit bool
 	future   raft.ApplyFuture
 	answered bool
 }
@@ -108,15 +119,17 @@ func (n *Node) submitGrouped(cmds []fsm.Command, gen uint64) *groupEntry {
 	return e
 }
 
-// batchWritten is told, once per batch, that the leader's store wrote sb (writeWatch, on raft's
-// leader loop), or that raft answered it unwritten (runFinisher; sb nil: a batch was dropped
-// unsent). If requests queued meanwhile, it sends them as the next batch right there: raft's
-// apply channel is buffered, so raft.Apply returns at once and the leader loop finds the batch
-// as soon as it is back, with no goroutine to wake first. (The channel holds MaxAppendEntries
-// entries; with group commit on, raftlock has at most one batch and a few of the node's own
-// proposals in it, so the leader loop never waits on itself here.) If nothing queued, sending
-// ends and the next request sends its own.
-func (n *Node) batchWritten(sb *sentBatch) {
+// batchSettled is told, once per batch, that sb no longer holds the next batch back: the
+// leader's store wrote it (writeWatch, on raft's leader loop), the leader applied it
+// (answerApplied, on the FSM goroutine: sb.byCommit), or raft answered it unapplied
+// (runFinisher; sb nil: a batch was dropped unsent). If requests queued meanwhile, it sends them
+// as the next batch right there: raft's apply channel is buffered, so raft.Apply returns at once
+// and the leader loop finds the batch as soon as it is back, with no goroutine to wake first.
+// (The channel holds MaxAppendEntries entries; with group commit on, raftlock has at most one
+// batch and a few of the node's own proposals in it, so neither the leader loop nor the FSM
+// goroutine, which the leader loop may wait on, ever waits on raft here.) If nothing queued,
+// sending ends and the next request sends its own.
+func (n *Node) batchSettled(sb *sentBatch) {
 	if sb != nil && !n.writes.want.CompareAndSwap(sb, nil) {
 		return // already told, or a later batch is awaited
 	}
@@ -151,7 +164,7 @@ func (g *groupCommit) takeLocked() []*groupEntry {
 
 // sendBatch gives raft the batch as one log entry (a lone request's entry as it is), waiting
 // until raft's leader loop takes it, and hands it to runFinisher for its outcome. The next
-// batch goes once this one is written (batchWritten).
+// batch goes once this one has settled (batchSettled).
 func (n *Node) sendBatch(batch []*groupEntry) {
 	// A request evaluated while this node led in an earlier term must not reach the log in a
 	// later one: it is refused, certainly unapplied (the view it was evaluated against was
@@ -166,7 +179,7 @@ func (n *Node) sendBatch(batch []*groupEntry) {
 		return true
 	})
 	if len(batch) == 0 {
-		n.batchWritten(nil)
+		n.batchSettled(nil)
 		return
 	}
 	// Even a batch of one is written as a batch: every entry a cluster in FormatBatch writes
@@ -181,7 +194,7 @@ func (n *Node) sendBatch(batch []*groupEntry) {
 	data := fsm.AppendBatch(make([]byte, 0, size+8), entries)
 	n.stats.group.Observe(uint64(len(batch)))
 	// In sent before raft has it: the leader may apply it before raft.Apply returns.
-	sb := &sentBatch{first: &data[0], entries: batch, at: time.Now()}
+	sb := &sentBatch{first: &data[0], entries: batch, at: time.Now(), byCommit: n.clustered()}
 	g := &n.group
 	g.mu.Lock()
 	g.sent = append(g.sent, sb)
@@ -192,7 +205,7 @@ func (n *Node) sendBatch(batch []*groupEntry) {
 	sb.future = f
 	g.mu.Unlock()
 	// Only an Apply that waited ApplyTimeout can have timed out unqueued: then its outcome is
-	// known already, and the next batch waits on it (batchWritten). Every other batch is
+	// known already, and the next batch waits on it (batchSettled). Every other batch is
 	// answered where the leader applies it, with no goroutine woken to wait for its future
 	// (that was two hand-offs per batch).
 	if time.Since(sb.at) >= n.cfg.ApplyTimeout {
@@ -209,9 +222,9 @@ func (g *groupCommit) wakeFinisher() {
 }
 
 // writeWatch is raft's log store with one addition for the group commit: when it has written
-// the entry of the batch the leader awaits (want), it tells batchWritten. It tells the entry
-// apart by its first byte's address: the leader's raft stores the very bytes it was given.
-// On followers want is nil and it only forwards.
+// the entry of the batch the leader awaits (want) on a single voter, it tells batchSettled. It
+// tells the entry apart by its first byte's address: the leader's raft stores the very bytes it
+// was given. On followers want is nil and it only forwards.
 type writeWatch struct {
 	raft.LogStore
 	want    atomic.Pointer[sentBatch]
@@ -222,7 +235,7 @@ func (w *writeWatch) StoreLog(l *raft.Log) error { return w.StoreLogs([]*raft.Lo
 
 func (w *writeWatch) StoreLogs(logs []*raft.Log) error {
 	err := w.LogStore.StoreLogs(logs)
-	if sb := w.want.Load(); sb != nil {
+	if sb := w.want.Load(); sb != nil && !sb.byCommit {
 		for _, l := range logs {
 			if len(l.Data) > 0 && &l.Data[0] == sb.first {
 				w.written(sb) // a failed write too: raft answers its entries, and the next goes on
@@ -268,7 +281,7 @@ func (n *Node) runFinisher() {
 				break
 			}
 			err := sb.future.Error()
-			n.batchWritten(sb) // if raft answered it unwritten, the next batch must not wait on it
+			n.batchSettled(sb) // if raft answered it unapplied, the next batch must not wait on it
 			g.mu.Lock()
 			mine := !sb.answered
 			sb.answered = true
@@ -287,27 +300,32 @@ func (n *Node) runFinisher() {
 }
 
 // answerApplied answers the requests of the sent batches among logs, which ApplyBatch applied,
-// with out's responses. ApplyBatch calls it once every hook of the batch has run.
+// with out's responses, and sends the next batch if the last of them held it back (byCommit).
+// ApplyBatch calls it once every hook of the batch has run.
 func (n *Node) answerApplied(logs []*raft.Log, out []interface{}) {
 	g := &n.group
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	answered := false
+	var settled *sentBatch
 	for i, l := range logs {
 		if l.Type != raft.LogCommand || len(l.Data) == 0 {
 			continue
 		}
 		for _, sb := range g.sent {
 			if sb.first == &l.Data[0] && !sb.answered {
-				sb.answered, answered = true, true
+				sb.answered = true
 				resp, _ := out[i].(*entryResponse)
 				answerBatch(sb.entries, resp, nil) // closes channels only: cheap under g.mu
+				settled = sb
 				break
 			}
 		}
 	}
-	if answered {
+	if settled != nil {
 		g.sent = slices.DeleteFunc(g.sent, func(b *sentBatch) bool { return b.answered })
+	}
+	g.mu.Unlock()
+	if settled != nil && settled.byCommit {
+		n.batchSettled(settled)
 	}
 }
 

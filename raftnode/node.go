@@ -98,9 +98,9 @@ type Node struct {
 	removed    chan struct{}
 	removeOnce sync.Once
 	member     atomic.Bool
-	// fsmRaft is raft for noteConfiguration, on the FSM goroutine that raft.NewRaft starts
-	// before New sets n.raft (a plain read of n.raft there would race that write): nil until
-	// NewRaft has returned.
+	// fsmRaft is raft for the FSM goroutine (noteConfiguration, the group commit's next batch),
+	// which raft.NewRaft starts before New sets n.raft (a plain read of n.raft there would race
+	// that write): nil until NewRaft has returned.
 	fsmRaft    atomic.Pointer[raft.Raft]
 	memberWake chan struct{}
 	stable     raft.StableStore
@@ -197,7 +197,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 	// The cache keeps the newest entries in memory: the leader reads them back to replicate
 	// them, and a follower to apply them, right after writing them. Without it both read each
 	// entry back from pebble (on followers that was a tenth of their CPU).
-	n.writes = &writeWatch{LogStore: st.Log, written: n.batchWritten}
+	n.writes = &writeWatch{LogStore: st.Log, written: n.batchSettled}
 	logs, err := raft.NewLogCache(logCacheEntries, n.writes)
 	if err != nil {
 		return nil, fmt.Errorf("log cache: %w", err)
@@ -312,8 +312,19 @@ func (n *Node) shutdownRaft() error {
 	return <-done
 }
 
-func (n *Node) voters() int {
-	f := n.raft.GetConfiguration()
+func (n *Node) voters() int { return voterCount(n.raft) }
+
+// clustered reports whether raft's newest configuration has more than one voter. It reads raft
+// through fsmRaft: the group commit asks from the FSM goroutine too.
+func (n *Node) clustered() bool {
+	r := n.fsmRaft.Load()
+	return r != nil && voterCount(r) > 1
+}
+
+// voterCount counts the voters of r's newest configuration (raft 1.8 keeps a copy of it in an
+// atomic value: no trip through raft's main loop).
+func voterCount(r *raft.Raft) int {
+	f := r.GetConfiguration()
 	if f.Error() != nil {
 		return 0
 	}
