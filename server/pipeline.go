@@ -70,9 +70,9 @@ func (c *conn) pipelinable(cmd *command, args [][]byte) bool {
 	return true
 }
 
-// startPipelined runs the command on its own goroutine and returns once it has proposed or
-// finished. It first waits for commands in flight on the same keys. The command's size
-// read-ahead bytes are released when it finishes.
+// startPipelined runs the command on a goroutine of its own (a worker's, workers.go) and
+// returns once it has proposed or finished. It first waits for commands in flight on the same
+// keys. The command's size read-ahead bytes are released when it finishes.
 func (c *conn) startPipelined(cmd *command, args [][]byte, size int64) {
 	keys := cmd.keyArgs(args)
 	for _, f := range c.pipe.inflight {
@@ -88,7 +88,7 @@ func (c *conn) startPipelined(cmd *command, args [][]byte, size int64) {
 	f.w = resp.NewWriter(&f.buf)
 	f.w.SetProtocol(c.out.Protocol())
 	c.pipe.inflight = append(c.pipe.inflight, f)
-	go func() {
+	c.s.workers.run(func() {
 		c.baton.Lock()
 		c.dispatch(f.w, cmd, args, f)
 		f.w.Flush() // into f.buf
@@ -96,7 +96,7 @@ func (c *conn) startPipelined(cmd *command, args [][]byte, size int64) {
 		f.yield()
 		c.baton.Unlock()
 		c.releaseRead(size)
-	}()
+	})
 	<-f.yielded
 }
 

@@ -312,6 +312,8 @@ type Server struct {
 	}
 	nextID atomic.Int64
 	wg     sync.WaitGroup
+	// workers runs pipelined commands (workers.go).
+	workers *workers
 	// readAhead is the bytes every connection's read-ahead commands hold (TotalReadAheadBytes).
 	readAhead byteBudget
 	// usedMemory is the last heap measure; overMemory: it was above MaxMemory (limits.go).
@@ -344,6 +346,7 @@ func New(cfg Config, n Node, admin Admin) (*Server, error) {
 	s := &Server{cfg: cfg, node: n, admin: admin, log: cfg.Logger.With("component", "server"), start: time.Now(),
 		bootID: strconv.FormatUint(rand.Uint64()>>16, 36)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.workers = newWorkers(s)
 	s.metrics = newServerMetrics()
 	s.scripts = newScriptEngine(cfg)
 	s.tracker = newTracker(s.log)
