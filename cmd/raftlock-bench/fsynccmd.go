@@ -39,6 +39,11 @@ type FsyncResult struct {
 	SyncsPerSec float64 `json:"syncs_per_sec"`
 	P50us       float64 `json:"p50_us"`
 	P99us       float64 `json:"p99_us"`
+	// UserUS and SysUS are the CPU time this process used per sync (getrusage, on Linux;
+	// absent elsewhere): an fdatasync costs system time as well as waiting, which a server
+	// pays once per commit on every node.
+	UserUS *float64 `json:"user_us_per_sync,omitempty"`
+	SysUS  *float64 `json:"sys_us_per_sync,omitempty"`
 }
 
 func runFsync(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -73,8 +78,12 @@ func runFsync(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		results = append(results, r)
 		if !*asJSON {
-			fmt.Fprintf(stdout, "writers=%d syncs=%d syncs/s=%.0f p50(us)=%.0f p99(us)=%.0f bytes=%d dir=%s loadavg=%q\n",
-				r.Writers, r.Syncs, r.SyncsPerSec, r.P50us, r.P99us, cfg.Bytes, cfg.Dir, loadAvg())
+			cpu := ""
+			if r.SysUS != nil {
+				cpu = fmt.Sprintf(" user(us/sync)=%.1f sys(us/sync)=%.1f", *r.UserUS, *r.SysUS)
+			}
+			fmt.Fprintf(stdout, "writers=%d syncs=%d syncs/s=%.0f p50(us)=%.0f p99(us)=%.0f%s bytes=%d dir=%s loadavg=%q\n",
+				r.Writers, r.Syncs, r.SyncsPerSec, r.P50us, r.P99us, cpu, cfg.Bytes, cfg.Dir, loadAvg())
 		}
 	}
 	if *asJSON {
@@ -98,6 +107,7 @@ func measureFsync(ctx context.Context, cfg FsyncConfig, n int) (FsyncResult, err
 		first error
 	)
 	block := make([]byte, cfg.Bytes)
+	user0, sys0, cpuOK := processCPU()
 	start := time.Now()
 	deadline := start.Add(cfg.Duration)
 	for i := range n {
@@ -119,9 +129,15 @@ func measureFsync(ctx context.Context, cfg FsyncConfig, n int) (FsyncResult, err
 	if first != nil {
 		return FsyncResult{}, first
 	}
+	user1, sys1, cpuOK1 := processCPU()
 	us := func(d time.Duration) float64 { return float64(d.Microseconds()) }
-	return FsyncResult{Writers: n, Syncs: int(all.Count()), SyncsPerSec: float64(all.Count()) / elapsed.Seconds(),
-		P50us: us(all.Quantile(0.50)), P99us: us(all.Quantile(0.99))}, nil
+	r := FsyncResult{Writers: n, Syncs: int(all.Count()), SyncsPerSec: float64(all.Count()) / elapsed.Seconds(),
+		P50us: us(all.Quantile(0.50)), P99us: us(all.Quantile(0.99))}
+	if cpuOK && cpuOK1 && r.Syncs > 0 {
+		perSync := func(d time.Duration) *float64 { v := float64(d.Nanoseconds()) / 1e3 / float64(r.Syncs); return &v }
+		r.UserUS, r.SysUS = perSync(user1-user0), perSync(sys1-sys0)
+	}
+	return r, nil
 }
 
 // syncLoop appends block to path and fdatasyncs it until deadline (or maxOps), recording each

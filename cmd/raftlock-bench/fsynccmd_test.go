@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"runtime"
 	"testing"
 )
 
@@ -26,6 +27,9 @@ func TestFsyncCommand(t *testing.T) {
 	for _, r := range rs {
 		if r.Syncs < 1 || r.SyncsPerSec <= 0 || r.P50us > r.P99us {
 			t.Errorf("%+v: want syncs, a rate, and p50 <= p99", r)
+		}
+		if runtime.GOOS == "linux" && (r.SysUS == nil || r.UserUS == nil || *r.SysUS <= 0) {
+			t.Errorf("%+v: want the CPU time per sync on Linux", r)
 		}
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
