@@ -28,6 +28,7 @@ func goneAt(t *testing.T, n *testNode, key string, timeout time.Duration) time.T
 func TestLeaseExpires(t *testing.T) {
 	clock := newFakeClock()
 	n := newNode(t, func(c *Config) { c.Now = clock.Now })
+	settle(t, []*testNode{n}) // the leader's own first entries are not the test's
 	before := n.Stats()
 	r := mustLock(t, n, "k", "o", 100)
 	if r.LeaseMs != 100 || r.LeaseRev != uint64(r.Token) {

@@ -442,7 +442,14 @@ func (s *Server) accept(nc net.Conn) {
 	}
 	c := newConn(s, nc)
 	s.mu.Lock()
-	if s.closed.Load() || len(s.mu.conns) >= s.cfg.MaxClients {
+	if s.closed.Load() {
+		// Close may be waiting on s.wg already: nothing more may join it.
+		s.mu.Unlock()
+		c.cancel()
+		nc.Close()
+		return
+	}
+	if len(s.mu.conns) >= s.cfg.MaxClients {
 		s.wg.Add(1)
 		s.mu.Unlock()
 		s.stats.connsRejected.Add(1)
