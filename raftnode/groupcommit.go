@@ -24,8 +24,9 @@ import (
 //   - on a single voter, once the leader's log store has written it (writeWatch, which sees the
 //     batch's own bytes go by, on raft's leader loop, before it looks for work again): the
 //     disk is always writing a full batch;
-//   - on a cluster, once the leader has applied it, that is once a quorum wrote it
-//     (answerApplied, on the FSM goroutine). Sending at the leader's write would let the
+//   - on a cluster with Config.CommitPaced (off by default, see there), once the leader has
+//     applied it, that is once a quorum wrote it (answerApplied, on the FSM goroutine); without
+//     it, as on a single voter. Sending at the leader's write would let the
 //     leader's disk write the next batch while the followers write this one, but every batch
 //     costs an fsync on every node, and an fsync costs CPU as well as time (110-300 us of
 //     system time each on this project's test machines, raftlock-bench fsync): a batch that
@@ -194,7 +195,7 @@ func (n *Node) sendBatch(batch []*groupEntry) {
 	data := fsm.AppendBatch(make([]byte, 0, size+8), entries)
 	n.stats.group.Observe(uint64(len(batch)))
 	// In sent before raft has it: the leader may apply it before raft.Apply returns.
-	sb := &sentBatch{first: &data[0], entries: batch, at: time.Now(), byCommit: n.clustered()}
+	sb := &sentBatch{first: &data[0], entries: batch, at: time.Now(), byCommit: n.cfg.CommitPaced && n.clustered()}
 	g := &n.group
 	g.mu.Lock()
 	g.sent = append(g.sent, sb)

@@ -270,13 +270,14 @@ func TestGroupCommitFormatAfterRestart(t *testing.T) {
 	})
 }
 
-// On a cluster the next batch waits for the previous one's commit, not for the leader's write
-// of it: what queues meanwhile goes as one batch once a quorum has it. (On a single voter the
+// With CommitPaced, on a cluster the next batch waits for the previous one's commit, not for the
+// leader's write of it: what queues meanwhile goes as one batch once a quorum has it. (On a single voter the
 // leader's write is the commit: TestGroupCommitCarriesWhatQueued.)
 func TestGroupCommitWaitsForCommitInACluster(t *testing.T) {
 	// Slow heartbeats: the isolated leader keeps office for the test's ~100 ms of isolation.
 	nodes := newCluster(t, 3, func(c *Config) {
 		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 2*time.Second, 2*time.Second, 2*time.Second
+		c.CommitPaced = true
 	})
 	l := leader(t, nodes)
 	isolate(l, nodes)
