@@ -83,7 +83,7 @@ func (n *Node) wakeMembership() {
 // compares and signals.
 func (n *Node) noteConfiguration(index uint64, c raft.Configuration) {
 	n.committedConf.set(index, c.Servers)
-	in := slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return s.ID == raft.ServerID(n.cfg.ID) })
+	in := n.listedIn(c)
 	// A joining node replays older configurations without itself, so only a node that has been
 	// in one can find itself removed. A node that restarts with state was a member (or crashed
 	// mid-join, before it was added: it then stops too and must be started afresh with Join).
@@ -121,6 +121,11 @@ func (n *Node) listedByLatestConfiguration() bool {
 	// in an atomic value. Earlier releases asked raft's main loop, which may be waiting for
 	// this very goroutine (the FSM's): on one of those this call could deadlock.
 	c := r.GetConfiguration().Configuration()
+	return n.listedIn(c)
+}
+
+// listedIn reports whether c lists this node.
+func (n *Node) listedIn(c raft.Configuration) bool {
 	return slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return s.ID == raft.ServerID(n.cfg.ID) })
 }
 
@@ -138,7 +143,7 @@ func (n *Node) droppedByLatestConfiguration() bool {
 	if err != nil || len(c.Servers) == 0 {
 		return false
 	}
-	return !slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return s.ID == raft.ServerID(n.cfg.ID) })
+	return !n.listedIn(c)
 }
 
 // markRemoved stops this node from serving and closes Removed, once; msg says how it learnt.
