@@ -87,13 +87,14 @@ chaos-short:
 
 # The long mode: tests/chaos/cmd/raftlock-chaos, a 5-node cluster (nodes built with -race unless
 # CHAOS_RACE=0), every fault kind mixed, for CHAOS_DURATION per seed; one summary line per
-# seed. make chaos CHAOS_DURATION=10m SEEDS=1,2,3
+# seed. make chaos CHAOS_DURATION=10m SEEDS=1,2,3; CHAOS_NODE_ARGS="--group-commit paced" runs the
+# nodes with commit-paced group commit (test builds only, as the harness builds them).
 SEEDS          ?= 1,2,3
 CHAOS_DURATION ?= 10m
 CHAOS_NODES    ?= 5
 chaos:
 	$(GO) run ./tests/chaos/cmd/raftlock-chaos -duration $(CHAOS_DURATION) -seeds $(SEEDS) -nodes $(CHAOS_NODES) \
-		-race=$(if $(filter 0,$(CHAOS_RACE)),false,true)
+		-race=$(if $(filter 0,$(CHAOS_RACE)),false,true) -node-args "$(CHAOS_NODE_ARGS)"
 
 clean:
 	rm -rf $(BIN)

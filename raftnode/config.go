@@ -66,8 +66,10 @@ type Config struct {
 	NoGroupCommit bool
 	// CommitPaced makes a cluster's leader send the next group commit when the previous batch
 	// has committed rather than when its own store wrote it (groupcommit.go): larger batches,
-	// fewer fsyncs. Off by default: the one long chaos run made with it on (2026-12-02, seed 1,
-	// 8 minutes) found a linearizability violation that is not explained yet.
+	// fewer fsyncs. Off by default: the first long chaos run made with it on (2026-12-02, seed 1,
+	// 8 minutes) found a linearizability violation that is not explained yet (two 7-minute runs
+	// since found none). Only test builds of cmd/raftlock turn it on (--group-commit paced), so
+	// that make chaos CHAOS_NODE_ARGS="--group-commit paced" can hunt for it.
 	CommitPaced bool
 	// SnapshotThreshold is how many new log entries trigger a snapshot; SnapshotInterval is how
 	// often raft checks; TrailingLogs is how many entries stay behind a snapshot for slow

@@ -55,6 +55,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if opts.testClock && !testClockBuilt {
 		return errNoTestClock // before anything starts
 	}
+	if opts.commitPaced && !testClockBuilt {
+		return errNoCommitPaced
+	}
 	logger := newLogger(stderr, opts.logLevel, opts.logFormat)
 	slog.SetDefault(logger)
 	stopMemoryLimit := setMemoryLimit(opts, os.Getenv("GOMEMLIMIT"))
@@ -103,6 +106,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	ncfg.TrailingLogs = opts.trailingLogs
 	ncfg.SnapshotInterval = opts.snapshotInterval
 	ncfg.NoGroupCommit = !opts.groupCommit
+	ncfg.CommitPaced = opts.commitPaced
 	ncfg.Logger = logger
 	if clientTLS != nil {
 		ncfg.ClientTLS = clientTLS.ClientConfig()
@@ -126,6 +130,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	scfg.IdleTimeout = opts.idleTimeout
 	scfg.MaxMemory = opts.maxMemory
 	scfg.Now = clock.Now
+	if opts.commitPaced {
+		logger.Warn("--group-commit paced: on a cluster the next group commit waits for the last to commit; for tests only")
+	}
 	if opts.testClock {
 		logger.Warn("--test-clock: DEBUG CLOCK-SHIFT can move this node's lease clock; for tests only")
 		scfg.ShiftClock = clock.Shift

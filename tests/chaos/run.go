@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -36,7 +37,10 @@ type Config struct {
 	// reported as inconclusive, not as passed.
 	LinTimeout time.Duration
 	Keep       bool // keep the run folder even when the run passed
-	Logf       func(format string, args ...any)
+	// NodeArgs are more flags for every node (after the harness's own), such as
+	// "--group-commit paced".
+	NodeArgs []string
+	Logf     func(format string, args ...any)
 }
 
 // snapshotFlags make raft snapshot and compact its log every few seconds under the workload
@@ -112,6 +116,7 @@ func Run(cfg Config) (res Result, err error) {
 	if cfg.Snapshots {
 		extra = snapshotFlags
 	}
+	extra = append(slices.Clip(extra), cfg.NodeArgs...)
 	rec := newRecorder(cfg.Seed)
 	c, err := startCluster(cfg.Bin, root, cfg.Nodes, extra, rec, logf)
 	if err != nil {

@@ -41,6 +41,7 @@ func run() int {
 	dir := flag.String("dir", os.TempDir(), "where run folders go")
 	keep := flag.Bool("keep", false, "keep every run's folder, not only failing ones")
 	verbose := flag.Bool("v", false, "log every fault")
+	nodeArgs := flag.String("node-args", "", "more flags for every node, space-separated (e.g. \"--group-commit paced\")")
 	flag.Parse()
 
 	if *nodes < 3 || *nodes > 8 {
@@ -78,7 +79,7 @@ func run() int {
 		start := time.Now()
 		res, err := chaos.Run(chaos.Config{Bin: *bin, Dir: *dir, Seed: seed, Nodes: *nodes, Clients: *clients,
 			Duration: *duration, Faults: kinds, Mixed: !*single, Snapshots: true, LinTimeout: time.Minute,
-			Keep: *keep, Logf: logf})
+			Keep: *keep, Logf: logf, NodeArgs: strings.Fields(*nodeArgs)})
 		if err != nil {
 			log.Printf("seed %d: %v", seed, err)
 			failed = true
