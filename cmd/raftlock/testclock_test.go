@@ -6,29 +6,31 @@ import (
 	"testing"
 )
 
-// A production build given --test-clock (or RAFTLOCK_TEST_CLOCK) refuses to start.
-func TestProductionBuildRefusesTestClock(t *testing.T) {
+// A production build refuses the settings that exist only for tests: the test clock
+// (--test-clock, RAFTLOCK_TEST_CLOCK) and commit-paced group commit (--group-commit paced,
+// until the chaos violation found with it is explained).
+func TestProductionBuildRefusesTestSettings(t *testing.T) {
 	if testClockBuilt {
-		t.Skip("a test build (-tags raftlock_testclock) has the test clock")
+		t.Skip("a test build (-tags raftlock_testclock) accepts them")
 	}
-	err := run(t.Context(), []string{"--test-clock", "true", "--dir", t.TempDir()}, io.Discard)
-	if !errors.Is(err, errNoTestClock) {
-		t.Fatalf("run --test-clock true = %v, want %v", err, errNoTestClock)
-	}
-	t.Setenv("RAFTLOCK_TEST_CLOCK", "true")
-	if err := run(t.Context(), []string{"--dir", t.TempDir()}, io.Discard); !errors.Is(err, errNoTestClock) {
-		t.Fatalf("RAFTLOCK_TEST_CLOCK=true: run = %v, want %v", err, errNoTestClock)
-	}
-}
-
-// A production build given --group-commit paced refuses to start: commit pacing is for tests
-// until the chaos violation found with it is explained.
-func TestProductionBuildRefusesCommitPaced(t *testing.T) {
-	if testClockBuilt {
-		t.Skip("a test build (-tags raftlock_testclock) may pace its group commits")
-	}
-	err := run(t.Context(), []string{"--group-commit", "paced", "--dir", t.TempDir()}, io.Discard)
-	if !errors.Is(err, errNoCommitPaced) {
-		t.Fatalf("run --group-commit paced = %v, want %v", err, errNoCommitPaced)
+	for _, c := range []struct {
+		name       string
+		args       []string
+		env, value string
+		want       error
+	}{
+		{"flag test-clock", []string{"--test-clock", "true"}, "", "", errNoTestClock},
+		{"env test-clock", nil, "RAFTLOCK_TEST_CLOCK", "true", errNoTestClock},
+		{"flag group-commit paced", []string{"--group-commit", "paced"}, "", "", errNoCommitPaced},
+		{"env group-commit paced", nil, "RAFTLOCK_GROUP_COMMIT", "paced", errNoCommitPaced},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.env != "" {
+				t.Setenv(c.env, c.value)
+			}
+			if err := run(t.Context(), append(c.args, "--dir", t.TempDir()), io.Discard); !errors.Is(err, c.want) {
+				t.Fatalf("run %v (env %s) = %v, want %v", c.args, c.env, err, c.want)
+			}
+		})
 	}
 }
