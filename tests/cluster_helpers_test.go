@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/backup"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/server/resp"
 	"github.com/raftlock/raftlock/tests/testutil"
@@ -327,7 +329,9 @@ func (c *cluster) digests() digest {
 		c.t.Fatalf("digest barrier: the leader %s's raft_applied_index %q: %v", l.id, info["raft_applied_index"], err)
 	}
 	var common digest
-	testutil.WaitFor(c.t, convergeTimeout, func() error {
+	var differ bool // the last look found equal applied indexes and different tables
+	err = testutil.Poll(convergeTimeout, testutil.PollInterval, func() error {
+		differ = false
 		got := map[string]digest{}
 		for _, n := range c.live() {
 			d, err := nodeDigest(n.addr)
@@ -344,12 +348,85 @@ func (c *cluster) digests() digest {
 			if first {
 				common, first = d, false
 			} else if d != common {
+				differ = d.applied == common.applied
 				return fmt.Errorf("digests differ: %v", got)
 			}
 		}
 		return nil
 	})
+	if err != nil {
+		if differ {
+			err = fmt.Errorf("%w\n%s", err, c.tableDiff())
+		}
+		c.t.Fatal(err)
+	}
 	return common
+}
+
+// tableDiff compares the live nodes' tables, read with RAFT BACKUP, key by key (a lease by the
+// index that set it and whether it has one: a backup holds what is left of it by each node's
+// own timer), and
+// describes the keys where a node differs from the first: what a "digests differ" failure
+// needs to be understood.
+func (c *cluster) tableDiff() string {
+	type entry struct {
+		owner, value string
+		token        fsm.Token
+		leaseRev     uint64
+		leased       bool
+	}
+	var b strings.Builder
+	var first map[string]entry
+	var firstID string
+	for _, n := range c.live() {
+		v, err := callWithin(10*time.Second, n.addr, "RAFT", "BACKUP")
+		data, ok := v.(string)
+		if err != nil || !ok {
+			fmt.Fprintf(&b, "%s: RAFT BACKUP: %v %T\n", n.id, err, v)
+			continue
+		}
+		_, m, err := backup.Decode([]byte(data))
+		if err != nil {
+			fmt.Fprintf(&b, "%s: decode its backup: %v\n", n.id, err)
+			continue
+		}
+		table := map[string]entry{}
+		m.Ascend("", func(key string, l fsm.Lock) bool {
+			table[key] = entry{owner: string(l.Owner), value: fmt.Sprint(l.Value), token: l.Token, leaseRev: l.LeaseRev, leased: l.LeaseMs > 0}
+			return true
+		})
+		fmt.Fprintf(&b, "%s: applied %d, %d keys, last token %d\n", n.id, m.Applied(), len(table), m.LastToken())
+		if first == nil {
+			first, firstID = table, n.id
+			continue
+		}
+		shown := 0
+		for _, key := range slices.Sorted(maps.Keys(mergeKeys(first, table))) {
+			a, inFirst := first[key]
+			o, inThis := table[key]
+			if inFirst == inThis && a == o {
+				continue
+			}
+			if shown++; shown > 20 {
+				b.WriteString("  ... and more\n")
+				break
+			}
+			fmt.Fprintf(&b, "  %q: %s %+v (held %v) / %s %+v (held %v)\n", key, firstID, a, inFirst, n.id, o, inThis)
+		}
+	}
+	return b.String()
+}
+
+// mergeKeys returns the union of two maps' keys.
+func mergeKeys[V any](a, b map[string]V) map[string]struct{} {
+	out := make(map[string]struct{}, len(a))
+	for k := range a {
+		out[k] = struct{}{}
+	}
+	for k := range b {
+		out[k] = struct{}{}
+	}
+	return out
 }
 
 // nodeDigest runs RAFT DIGEST on addr.
