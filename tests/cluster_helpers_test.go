@@ -363,11 +363,10 @@ func (c *cluster) digests() digest {
 	return common
 }
 
-// tableDiff compares the live nodes' tables, read with RAFT BACKUP, key by key (a lease by the
-// index that set it and whether it has one: a backup holds what is left of it by each node's
-// own timer), and
-// describes the keys where a node differs from the first: what a "digests differ" failure
-// needs to be understood.
+// tableDiff compares the live nodes' tables, read with RAFT BACKUP, key by key, and describes
+// the keys where a node differs from the first: what a "digests differ" failure needs to be
+// understood. A lease is compared by the index that set it and whether there is one: a backup
+// holds what is left of it by each node's own timer.
 func (c *cluster) tableDiff() string {
 	type entry struct {
 		owner, value string
@@ -401,7 +400,9 @@ func (c *cluster) tableDiff() string {
 			continue
 		}
 		shown := 0
-		for _, key := range slices.Sorted(maps.Keys(mergeKeys(first, table))) {
+		keys := slices.AppendSeq(slices.Collect(maps.Keys(first)), maps.Keys(table))
+		slices.Sort(keys)
+		for _, key := range slices.Compact(keys) {
 			a, inFirst := first[key]
 			o, inThis := table[key]
 			if inFirst == inThis && a == o {
@@ -415,18 +416,6 @@ func (c *cluster) tableDiff() string {
 		}
 	}
 	return b.String()
-}
-
-// mergeKeys returns the union of two maps' keys.
-func mergeKeys[V any](a, b map[string]V) map[string]struct{} {
-	out := make(map[string]struct{}, len(a))
-	for k := range a {
-		out[k] = struct{}{}
-	}
-	for k := range b {
-		out[k] = struct{}{}
-	}
-	return out
 }
 
 // nodeDigest runs RAFT DIGEST on addr.
