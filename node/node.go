@@ -39,6 +39,19 @@ type View interface {
 // whatever it records each time.
 type Eval func(v View) []fsm.Command
 
+// Pending is a request a node has evaluated and queued but not yet seen through (the server's
+// Node.Propose): a caller that proposes several before it waits for any, on one goroutine, keeps
+// their order in the log and pays no goroutine per request.
+type Pending interface {
+	// Done is closed once Wait will not block; nil when the outcome is not a channel's (a read
+	// waiting for its leadership check), and then Wait may block.
+	Done() <-chan struct{}
+	// Wait returns what Exec would have: the applied results of the request's commands in
+	// order, or its error. It must be called exactly once: until then the request's keys stay
+	// in flight, and a lock granted to a client that has hung up is released only by it.
+	Wait() ([]fsm.Result, error)
+}
+
 // KeyEvent is what an applied entry did to a key, for keyspace notifications
 // (notify-keyspace-events): every node reports the events of the entries it applies.
 type KeyEvent uint8

@@ -53,6 +53,46 @@ func (n *Node) Exec(ctx context.Context, keys [][]byte, eval node.Eval, around f
 	}
 }
 
+// Propose is Exec's first half for a caller that proposes several requests before it waits
+// for any: a pipelining connection's lock commands, run on its own goroutine (server/stage.go).
+// It evaluates the request and queues what it yields, as Exec does, and returns at once; the
+// Pending's Wait gives what Exec would have returned, and must be called.
+func (n *Node) Propose(ctx context.Context, keys [][]byte, eval node.Eval) (node.Pending, error) {
+	p, err := n.propose(ctx, keys, eval)
+	if err != nil {
+		return nil, err
+	}
+	return &pendingExec{p: p, keys: keys, eval: eval}, nil
+}
+
+// pendingExec is a proposal made by Propose, with what it takes to evaluate it again: a read
+// that a change of leadership raced is evaluated anew, as Exec does.
+type pendingExec struct {
+	p    *proposal
+	keys [][]byte
+	eval node.Eval
+}
+
+// Done is the group commit's answer channel; a read, or an entry of its own, has none.
+func (x *pendingExec) Done() <-chan struct{} {
+	if x.p.grouped != nil {
+		return x.p.grouped.done
+	}
+	return nil
+}
+
+func (x *pendingExec) Wait() ([]fsm.Result, error) {
+	for {
+		results, err := x.p.wait()
+		if !errors.Is(err, errReadRaced) {
+			return results, err
+		}
+		if x.p, err = x.p.n.propose(x.p.ctx, x.keys, x.eval); err != nil {
+			return nil, err
+		}
+	}
+}
+
 // errReadRaced is proposal.wait's answer for a read that leadership changes raced: the read
 // must be evaluated again.
 var errReadRaced = errors.New("raftnode: leadership changed during the read; evaluate it again")

@@ -4,6 +4,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
 )
 
 // command describes one command: its handler and what COMMAND reports about it.
@@ -38,6 +41,10 @@ type command struct {
 	aclSubs map[string]int
 	// noAuth: the command runs before the connection authenticated (AUTH, HELLO, QUIT, RESET).
 	noAuth bool
+	// stage, when set, is the command in two halves (stage.go): it parses and returns what to
+	// propose (or replies and returns a nil eval), and finish replies from the outcome. A
+	// pipelining connection runs such a command on its own goroutine, not a worker's.
+	stage func(r *request) (keys [][]byte, eval node.Eval, finish func([]fsm.Result, error))
 }
 
 // keySpec is where a command's keys are: Redis's first, last (negative: from the end) and step.
@@ -108,8 +115,8 @@ var commands = map[string]*command{}
 func init() {
 	for _, cmd := range []*command{
 		// locks.go
-		{name: "lock", arity: -3, fam: famLock, flags: "write denyoom", keys: keySpec{1, 1, 1}, run: cmdLock, summary: "Acquire a lock with a lease; returns its fencing token or nil"},
-		{name: "unlock", arity: -2, fam: famLock, flags: "write", keys: keySpec{1, 1, 1}, run: cmdUnlock, summary: "Release a lock held with the given token"},
+		{name: "lock", arity: -3, fam: famLock, flags: "write denyoom", keys: keySpec{1, 1, 1}, run: cmdLock, stage: stageLock, summary: "Acquire a lock with a lease; returns its fencing token or nil"},
+		{name: "unlock", arity: -2, fam: famLock, flags: "write", keys: keySpec{1, 1, 1}, run: cmdUnlock, stage: stageUnlock, summary: "Release a lock held with the given token"},
 		{name: "renew", arity: -3, fam: famLock, flags: "write", keys: keySpec{1, 1, 1}, run: cmdRenew, summary: "Extend the lease of a lock held with the given token"},
 		{name: "lockinfo", arity: 2, fam: famRead, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdLockInfo, summary: "Owner, fencing token and remaining lease of a lock"},
 		{name: "validate", arity: 3, fam: famRead, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdValidate, summary: "Whether a token is the current holder's"},

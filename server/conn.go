@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -34,7 +35,11 @@ type conn struct {
 	baton sync.Mutex
 	sess  session
 	pipe  pipeline
-	hop   upstreamLink
+	// scratchW writes into scratchBuf: where a staged command's first half replies while
+	// earlier commands are in flight (stage.go).
+	scratchW   *resp.Writer
+	scratchBuf bytes.Buffer
+	hop        upstreamLink
 	// pushes carries invalidations from the node's change hook to this connection's writer
 	// (bounded: a client that does not read them is disconnected).
 	pushes chan *push
@@ -154,10 +159,7 @@ func (c *conn) serve() {
 		idle, lastActive = idleTimer.C, time.Now()
 	}
 	for {
-		var head <-chan struct{}
-		if len(c.pipe.inflight) > 0 {
-			head = c.pipe.inflight[0].done
-		}
+		head := c.pipe.headDone()
 		select {
 		case req, ok := <-reqs:
 			if !ok {
@@ -176,7 +178,9 @@ func (c *conn) serve() {
 			cmd := lookupCommand(req.args[0])
 			if cmd != nil && cmd.arityOK(len(req.args)) &&
 				(req.more || len(reqs) > 0 || len(c.pipe.inflight) > 0) && c.pipelinable(cmd, req.args) {
-				c.startPipelined(cmd, req.args, req.size)
+				if !c.startStaged(cmd, req.args, req.size) {
+					c.startPipelined(cmd, req.args, req.size)
+				}
 			} else {
 				c.drainPipeline()
 				c.baton.Lock()

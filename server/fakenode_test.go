@@ -49,6 +49,7 @@ type fakeNode struct {
 
 // fakeProposal is one request's commands waiting to commit.
 type fakeProposal struct {
+	f       *fakeNode
 	cmds    []fsm.Command
 	results []fsm.Result
 	done    chan struct{}
@@ -86,18 +87,29 @@ func (f *fakeNode) holdCommits(n int) {
 }
 
 func (f *fakeNode) Exec(ctx context.Context, keys [][]byte, eval node.Eval, around func(wait func())) ([]fsm.Result, error) {
+	p, err := f.Propose(ctx, keys, eval)
+	if err != nil {
+		return nil, err
+	}
+	var results []fsm.Result
+	if around == nil {
+		return p.Wait()
+	}
+	around(func() { results, err = p.Wait() })
+	return results, err
+}
+
+// Propose evaluates and queues, as raftnode's does; the proposal counts as waiting for its
+// commit (waiting, most) from then until its Wait returns.
+func (f *fakeNode) Propose(ctx context.Context, keys [][]byte, eval node.Eval) (node.Pending, error) {
 	if f.execHook != nil {
 		f.execHook(ctx)
-	}
-	if around == nil {
-		around = func(wait func()) { wait() }
 	}
 	f.mu.Lock()
 	cmds := eval(fakeView{f.mu.table})
 	if len(cmds) == 0 {
 		f.mu.Unlock()
-		around(func() {})
-		return nil, nil
+		return fakeRead{}, nil
 	}
 	for _, c := range cmds {
 		if err := c.Validate(); err != nil {
@@ -109,7 +121,7 @@ func (f *fakeNode) Exec(ctx context.Context, keys [][]byte, eval node.Eval, arou
 		f.mu.Unlock()
 		return nil, err
 	}
-	p := &fakeProposal{cmds: cmds, done: make(chan struct{})}
+	p := &fakeProposal{f: f, cmds: cmds, done: make(chan struct{})}
 	f.mu.queued = append(f.mu.queued, p)
 	var batch []*fakeProposal
 	switch {
@@ -123,17 +135,27 @@ func (f *fakeNode) Exec(ctx context.Context, keys [][]byte, eval node.Eval, arou
 			f.commit(batch)
 		})
 	}
+	n := f.waiting.Add(1)
+	for m := f.most.Load(); n > m && !f.most.CompareAndSwap(m, n); m = f.most.Load() {
+	}
 	f.mu.Unlock()
 	f.commit(batch)
-	around(func() {
-		n := f.waiting.Add(1)
-		for m := f.most.Load(); n > m && !f.most.CompareAndSwap(m, n); m = f.most.Load() {
-		}
-		<-p.done
-		f.waiting.Add(-1)
-	})
+	return p, nil
+}
+
+func (p *fakeProposal) Done() <-chan struct{} { return p.done }
+
+func (p *fakeProposal) Wait() ([]fsm.Result, error) {
+	<-p.done
+	p.f.waiting.Add(-1)
 	return p.results, nil
 }
+
+// fakeRead is the outcome of a request that yielded no commands: nothing to wait for.
+type fakeRead struct{}
+
+func (fakeRead) Done() <-chan struct{}       { return nil }
+func (fakeRead) Wait() ([]fsm.Result, error) { return nil, nil }
 
 // takeQueuedLocked takes every queued proposal and ends any hold.
 func (f *fakeNode) takeQueuedLocked() []*fakeProposal {

@@ -28,41 +28,93 @@ func byToken(t fsm.Token) fsm.Match { return fsm.Match{Kind: fsm.MatchToken, Tok
 // maxLockWait bounds LOCK ... WAIT: a waiting LOCK holds its connection.
 const maxLockWait = 60 * 1000
 
-// LOCK key ttl_ms [OWNER id] [WAIT ms] -> :token, or nil while another owner holds key (after
-// waiting up to WAIT ms for it to be released or to expire).
-func cmdLock(r *request) {
-	key := r.args[1]
-	if !r.checkKey(key) {
-		return
+// lockRequest is a parsed LOCK.
+type lockRequest struct {
+	key, owner []byte
+	ttl        uint64
+	explicit   bool  // OWNER given: the same owner asking again renews
+	wait       int64 // WAIT, in milliseconds
+}
+
+// parseLock reads LOCK's arguments, or replies why it cannot and returns false. A LOCK without
+// OWNER gets an owner of its own (defaultOwner).
+func (r *request) parseLock() (lockRequest, bool) {
+	a := lockRequest{key: r.args[1]}
+	if !r.checkKey(a.key) {
+		return a, false
 	}
-	var owner, waitArg []byte
-	explicit := false
+	var waitArg []byte
 	for i := 3; i < len(r.args); i++ {
 		switch {
-		case is(r.args[i], "owner") && i+1 < len(r.args) && !explicit:
-			owner, explicit = r.args[i+1], true
+		case is(r.args[i], "owner") && i+1 < len(r.args) && !a.explicit:
+			a.owner, a.explicit = r.args[i+1], true
 		case is(r.args[i], "wait") && i+1 < len(r.args) && waitArg == nil:
 			waitArg = r.args[i+1]
 		default:
 			r.w.Error(errSyntax)
-			return
+			return a, false
 		}
 		i++
 	}
 	ttl, ok := r.leaseArg(r.args[2], "lock")
-	if !ok || explicit && !r.checkValue(owner) {
-		return
+	if !ok || a.explicit && !r.checkValue(a.owner) {
+		return a, false
 	}
-	var wait int64
+	a.ttl = ttl
 	if waitArg != nil {
-		if wait, ok = parseInt(waitArg); !ok || wait < 0 || wait > maxLockWait {
+		if a.wait, ok = parseInt(waitArg); !ok || a.wait < 0 || a.wait > maxLockWait {
 			r.w.Error("ERR invalid WAIT: milliseconds from 0 to " + itoa(maxLockWait))
-			return
+			return a, false
 		}
 	}
-	if !explicit {
-		owner = r.c.defaultOwner()
+	if !a.explicit {
+		a.owner = r.c.defaultOwner()
 	}
+	return a, true
+}
+
+// LOCK key ttl_ms [OWNER id] [WAIT ms] -> :token, or nil while another owner holds key (after
+// waiting up to WAIT ms for it to be released or to expire).
+func cmdLock(r *request) {
+	a, ok := r.parseLock()
+	if ok {
+		r.lock(a)
+	}
+}
+
+// stageLock is LOCK in two halves for a pipeline run on its connection's goroutine (stage.go):
+// one attempt, proposed now and answered by finish. A LOCK that waits never runs pipelined; if
+// one came here it would run whole, as cmdLock runs it.
+func stageLock(r *request) (keys [][]byte, eval node.Eval, finish func([]fsm.Result, error)) {
+	a, ok := r.parseLock()
+	if !ok {
+		return nil, nil, nil
+	}
+	if a.wait > 0 {
+		r.lock(a)
+		return nil, nil, nil
+	}
+	return [][]byte{a.key}, lockEval(a.key, a.owner, a.ttl, a.explicit), func(res []fsm.Result, err error) {
+		if err != nil {
+			r.replyError(err)
+			return
+		}
+		r.replyLock(r.lockResult(a.key, res))
+	}
+}
+
+// replyLock is LOCK's answer to one attempt: the token, or nil when refused.
+func (r *request) replyLock(token fsm.Token, granted bool) {
+	if granted {
+		r.w.Int(int64(token))
+		return
+	}
+	r.w.Null()
+}
+
+// lock runs a parsed LOCK: one attempt, or with WAIT until it is granted or the wait ends.
+func (r *request) lock(a lockRequest) {
+	key, owner, ttl, explicit, wait := a.key, a.owner, a.ttl, a.explicit, a.wait
 	if q, ok := r.s.node.(queueNode); ok && wait > 0 && r.path == onNode {
 		r.lockQueued(q, key, owner, ttl, explicit, time.Duration(wait)*time.Millisecond)
 		return
@@ -186,22 +238,33 @@ func (r *request) holderToken(n int, name string) (fsm.Token, bool) {
 
 // UNLOCK key [token] -> :1 released, :0 not held with that token.
 func cmdUnlock(r *request) {
+	keys, eval, finish := stageUnlock(r)
+	if eval != nil {
+		finish(r.exec(keys, eval))
+	}
+}
+
+// stageUnlock is UNLOCK in two halves (stage.go); cmdUnlock runs them back to back.
+func stageUnlock(r *request) (keys [][]byte, eval node.Eval, finish func([]fsm.Result, error)) {
 	key := r.args[1]
 	token, ok := r.holderToken(3, "unlock")
 	if !ok {
-		return
+		return nil, nil, nil
 	}
-	released, ok := r.applyIfHolder(key, token, fsm.Command{Kind: fsm.KindRelease, Key: key, Match: byToken(token)}, fsm.StatusReleased)
-	if !ok {
-		return
+	return [][]byte{key}, ifHolder(key, token, fsm.Command{Kind: fsm.KindRelease, Key: key, Match: byToken(token)}), func(res []fsm.Result, err error) {
+		if err != nil {
+			r.replyError(err)
+			return
+		}
+		released := applied(res, fsm.StatusReleased)
+		if t, ok := r.c.sess.tokens[string(key)]; ok && t == token && r.path != onScript {
+			delete(r.c.sess.tokens, string(key)) // (inside a script the release is only predicted)
+		}
+		if released {
+			r.s.stats.releases.Add(1)
+		}
+		r.w.Int(b2i(released))
 	}
-	if t, ok := r.c.sess.tokens[string(key)]; ok && t == token && r.path != onScript {
-		delete(r.c.sess.tokens, string(key)) // (inside a script the release is only predicted)
-	}
-	if released {
-		r.s.stats.releases.Add(1)
-	}
-	r.w.Int(b2i(released))
 }
 
 // RENEW key [token] ttl_ms -> :1 renewed, :0 not held with that token.
@@ -259,18 +322,28 @@ func (r *request) predictedToken(l fsm.Lock) bool {
 
 // applyIfHolder replicates cmd if key is held with token, and reports whether it applied with
 // the status want. On an error it has replied already and returns ok false.
-func (r *request) applyIfHolder(key []byte, token fsm.Token, cmd fsm.Command, want fsm.Status) (applied, ok bool) {
-	res, err := r.exec([][]byte{key}, func(v node.View) []fsm.Command {
-		if l, _, held := v.Lookup(key); !held || l.Token != token {
-			return nil
-		}
-		return []fsm.Command{cmd}
-	})
+func (r *request) applyIfHolder(key []byte, token fsm.Token, cmd fsm.Command, want fsm.Status) (yes, ok bool) {
+	res, err := r.exec([][]byte{key}, ifHolder(key, token, cmd))
 	if err != nil {
 		r.replyError(err)
 		return false, false
 	}
-	return len(res) == 1 && res[0].Status == want, true
+	return applied(res, want), true
+}
+
+// ifHolder is the evaluation that yields cmd if key is held with token, nothing otherwise.
+func ifHolder(key []byte, token fsm.Token, cmd fsm.Command) node.Eval {
+	return func(v node.View) []fsm.Command {
+		if l, _, held := v.Lookup(key); !held || l.Token != token {
+			return nil
+		}
+		return []fsm.Command{cmd}
+	}
+}
+
+// applied reports whether a one-command request applied with the status want.
+func applied(res []fsm.Result, want fsm.Status) bool {
+	return len(res) == 1 && res[0].Status == want
 }
 
 // VALIDATE key token -> :1 while token is the holder's, else :0.

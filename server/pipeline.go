@@ -38,11 +38,16 @@ type pipeline struct {
 	inflight []*inflight
 }
 
-// inflight is one pipelined command: its buffered reply and whether it has finished.
+// inflight is one pipelined command: a worker's (its buffered reply and whether it has
+// finished), or a staged one's (stage.go).
 type inflight struct {
-	w    *resp.Writer
-	buf  bytes.Buffer
 	keys [][]byte
+	// staged is set for a command run in two halves on the connection's goroutine; the fields
+	// below it are a worker's command's.
+	staged *stagedCall
+
+	w   *resp.Writer
+	buf bytes.Buffer
 	// yielded is closed when the command has proposed (or finished): the next may start.
 	yielded   chan struct{}
 	yieldOnce sync.Once
@@ -75,14 +80,9 @@ func (c *conn) pipelinable(cmd *command, args [][]byte) bool {
 // keys. The command's size read-ahead bytes are released when it finishes.
 func (c *conn) startPipelined(cmd *command, args [][]byte, size int64) {
 	keys := cmd.keyArgs(args)
-	for _, f := range c.pipe.inflight {
-		if sharesKey(f.keys, keys) {
-			<-f.done
-		}
-	}
+	c.awaitKeys(keys)
 	for len(c.pipe.inflight) >= maxInFlight {
-		<-c.pipe.inflight[0].done
-		c.writeFinished()
+		c.finishHead(true)
 	}
 	f := &inflight{keys: keys, yielded: make(chan struct{}), done: make(chan struct{})}
 	f.w = resp.NewWriter(&f.buf)
@@ -100,6 +100,25 @@ func (c *conn) startPipelined(cmd *command, args [][]byte, size int64) {
 	<-f.yielded
 }
 
+// awaitKeys waits until no command in flight shares a key with keys: a worker's until it has
+// finished, a staged one's until it has replied (with every command before it, in order).
+func (c *conn) awaitKeys(keys [][]byte) {
+	for i := 0; i < len(c.pipe.inflight); i++ {
+		f := c.pipe.inflight[i]
+		if !sharesKey(f.keys, keys) {
+			continue
+		}
+		if f.staged == nil {
+			<-f.done
+			continue
+		}
+		for range i + 1 {
+			c.finishHead(true)
+		}
+		i = -1 // the pipeline moved up: look again from its head
+	}
+}
+
 // sharesKey reports whether two key lists have a key in common.
 func sharesKey(a, b [][]byte) bool {
 	for _, x := range a {
@@ -112,31 +131,59 @@ func sharesKey(a, b [][]byte) bool {
 	return false
 }
 
-// writeFinished copies the replies of the finished commands at the head of the pipeline to the
+// writeFinished writes the replies of the finished commands at the head of the pipeline to the
 // connection's writer, in order.
 func (c *conn) writeFinished() {
+	for len(c.pipe.inflight) > 0 && c.finishHead(false) {
+	}
+}
+
+// finishHead writes the reply of the command at the head of the pipeline and removes it,
+// waiting for it if block; without block it reports false if the command has not finished.
+func (c *conn) finishHead(block bool) bool {
 	p := &c.pipe
-	for len(p.inflight) > 0 {
-		f := p.inflight[0]
-		select {
-		case <-f.done:
-		default:
-			return
+	f := p.inflight[0]
+	if st := f.staged; st != nil {
+		if !block && !st.ready() {
+			return false
+		}
+		c.finishStaged(st)
+	} else {
+		if block {
+			<-f.done
+		} else {
+			select {
+			case <-f.done:
+			default:
+				return false
+			}
 		}
 		c.out.Raw(f.buf.Bytes())
-		p.inflight[0] = nil
-		p.inflight = p.inflight[1:]
 	}
+	p.inflight[0] = nil
+	p.inflight = p.inflight[1:]
 	if len(p.inflight) == 0 {
 		p.inflight = p.inflight[:0:0] // drop the backing array's consumed prefix
 	}
+	return true
+}
+
+// headDone is closed when the command at the head of the pipeline has finished; nil when
+// nothing is in flight.
+func (p *pipeline) headDone() <-chan struct{} {
+	if len(p.inflight) == 0 {
+		return nil
+	}
+	if f := p.inflight[0]; f.staged != nil {
+		return f.staged.readyChan()
+	}
+	return p.inflight[0].done
 }
 
 // drainPipeline waits for every command in flight and writes their replies: what runs next
 // runs alone.
 func (c *conn) drainPipeline() {
-	for _, f := range c.pipe.inflight {
-		<-f.done
+	for len(c.pipe.inflight) > 0 {
+		c.finishHead(true)
 	}
-	c.writeFinished()
 }

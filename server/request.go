@@ -46,9 +46,7 @@ const (
 // it yields (none for a read). A write command's evaluation touches the watches of the keys it
 // writes (transactions.go), when any key is watched.
 func (r *request) exec(keys [][]byte, eval node.Eval) ([]fsm.Result, error) {
-	if r.cmd.write && r.s.watches.active() {
-		eval = r.s.watches.touching(eval, r.c)
-	}
+	eval = r.touchingWatched(eval)
 	switch r.path {
 	case onScript:
 		return r.script.ov.apply(eval(r.script.ov)), nil
@@ -57,6 +55,15 @@ func (r *request) exec(keys [][]byte, eval node.Eval) ([]fsm.Result, error) {
 		return nil, nil
 	}
 	return r.s.node.Exec(r.c.ctx, keys, eval, r.await)
+}
+
+// touchingWatched is eval, for a write command while some key is watched, made to touch the
+// watches of the keys it writes.
+func (r *request) touchingWatched(eval node.Eval) node.Eval {
+	if r.cmd.write && r.s.watches.active() {
+		return r.s.watches.touching(eval, r.c)
+	}
+	return eval
 }
 
 // await is how a request waits for its proposal to commit (or its forwarded request's reply).

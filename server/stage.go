@@ -1,0 +1,156 @@
+package server
+
+import (
+	"bytes"
+	"time"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/server/resp"
+)
+
+// Staged commands. A pipelined command otherwise runs on a worker goroutine (pipeline.go),
+// which proposes, yields the connection, sleeps until its commit and wakes to write its reply:
+// a handful of goroutine hand-offs and a reply buffer per command. The commands a pipeline of
+// locks is made of (LOCK without WAIT, UNLOCK) come in two halves instead (command.stage): the
+// first parses and says what to propose, the second replies from the outcome. The connection's
+// own goroutine runs the first half and proposes (Node.Propose), goes on to the next command,
+// and runs the second halves in order as the outcomes come in, writing the replies straight to
+// the socket's writer: a pipeline of such commands costs no goroutine hand-off per command.
+//
+// The rules of pipeline.go hold: handler code runs under c.baton, proposals reach the log in
+// the connection's order (each is queued before the next command starts), a command sharing a
+// key with one in flight waits for that one's reply, and replies are written in order.
+
+// stagedCall is a staged command in flight: its request, its proposal (or the error that kept
+// it from being proposed) and its second half.
+type stagedCall struct {
+	r       *request
+	pending node.Pending
+	err     error
+	finish  func([]fsm.Result, error)
+	// reply is what the first half already replied (an argument error): the command is done.
+	reply []byte
+	start time.Time
+	size  int64 // read-ahead bytes, released when it finishes
+}
+
+// startStaged runs a pipelinable command's first half on the connection's goroutine, if the
+// command has two halves and runs on this node as it is (the leader, and nothing refuses it);
+// it reports false otherwise, and the caller runs it as any pipelined command.
+func (c *conn) startStaged(cmd *command, args [][]byte, size int64) bool {
+	if cmd.stage == nil || !c.s.node.IsLeader() {
+		return false
+	}
+	c.baton.Lock()
+	defer c.baton.Unlock()
+	if msg, _ := c.refusal(cmd, args); msg != "" {
+		return false // the pipelined path replies the refusal and counts it
+	}
+	keys := cmd.keyArgs(args)
+	c.baton.Unlock() // finishing earlier commands takes the baton
+	c.awaitKeys(keys)
+	for len(c.pipe.inflight) >= maxInFlight {
+		c.finishHead(true)
+	}
+	c.baton.Lock()
+
+	c.s.stats.commands.Add(1)
+	st := &stagedCall{start: time.Now(), size: size}
+	// With nothing in flight the first half may reply straight to the socket's writer;
+	// otherwise an early reply waits, in a scratch writer, for its turn.
+	w := c.out
+	if len(c.pipe.inflight) > 0 {
+		w = c.scratch()
+	}
+	r := &request{s: c.s, c: c, w: w, cmd: cmd, args: withDBKeys(cmd, args, c.sess.db), db: c.sess.db}
+	st.r = r
+	var stageKeys [][]byte
+	var eval node.Eval
+	func() {
+		defer c.recoverCommand(w, args)
+		stageKeys, eval, st.finish = cmd.stage(r)
+	}()
+	if eval == nil { // it replied already
+		c.s.metrics.latency[cmd.fam].Since(st.start)
+		if w == c.out {
+			c.releaseRead(size)
+			return true
+		}
+		w.Flush()
+		st.reply = bytes.Clone(c.scratchBuf.Bytes())
+		c.scratchBuf.Reset()
+	} else {
+		st.pending, st.err = c.s.node.Propose(c.ctx, stageKeys, r.touchingWatched(eval))
+	}
+	c.pipe.inflight = append(c.pipe.inflight, &inflight{keys: keys, staged: st})
+	return true
+}
+
+// scratch is the writer a staged command's first half replies to while earlier commands are
+// in flight.
+func (c *conn) scratch() *resp.Writer {
+	if c.scratchW == nil {
+		c.scratchW = resp.NewWriter(&c.scratchBuf)
+	}
+	c.scratchW.SetProtocol(c.out.Protocol())
+	return c.scratchW
+}
+
+// ready reports whether the command's outcome is in (or waiting for it would be brief: a
+// read's leadership check has no channel to watch).
+func (st *stagedCall) ready() bool {
+	if st.pending == nil {
+		return true
+	}
+	done := st.pending.Done()
+	if done == nil {
+		return true
+	}
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
+// readyChan is closed when ready would report true.
+func (st *stagedCall) readyChan() <-chan struct{} {
+	if st.pending != nil {
+		if done := st.pending.Done(); done != nil {
+			return done
+		}
+	}
+	return closedChan
+}
+
+// closedChan is a channel that is always ready.
+var closedChan = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
+
+// finishStaged waits for a staged command's outcome and runs its second half, writing the
+// reply to the socket's writer: the command is at the head of the pipeline.
+func (c *conn) finishStaged(st *stagedCall) {
+	defer c.releaseRead(st.size)
+	if st.reply != nil {
+		c.out.Raw(st.reply)
+		return
+	}
+	res, err := st.res()
+	c.baton.Lock()
+	defer c.baton.Unlock()
+	st.r.w = c.out
+	func() {
+		defer c.recoverCommand(c.out, st.r.args)
+		st.finish(res, err)
+	}()
+	c.s.metrics.latency[st.r.cmd.fam].Since(st.start)
+}
+
+// res is the staged command's outcome: its proposal's, or the error that kept it from one.
+func (st *stagedCall) res() ([]fsm.Result, error) {
+	if st.pending == nil {
+		return nil, st.err
+	}
+	return st.pending.Wait()
+}

@@ -1,0 +1,162 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/raftnode"
+	"github.com/raftlock/raftlock/tests/testutil"
+)
+
+// pipelineOf writes cmds as one pipeline.
+func pipelineOf(cmds [][]string) string {
+	var b strings.Builder
+	for _, c := range cmds {
+		fmt.Fprintf(&b, "*%d\r\n", len(c))
+		for _, a := range c {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+		}
+	}
+	return b.String()
+}
+
+// A pipeline that mixes staged lock commands (proposed from the connection's goroutine),
+// their argument errors, refusals, and commands that run on workers gets every reply in the
+// order sent, each what the command would have answered alone.
+func TestStagedPipelineRepliesInOrder(t *testing.T) {
+	addr, _ := startServer(t, nil)
+	r := dialRaw(t, addr)
+	cmds := [][]string{
+		{"LOCK", "a", "5000"},
+		{"LOCK", "a", "5000"},                 // held: refused (a read), after the grant replied
+		{"LOCK", "b", "abc"},                  // replied by the first half, while a is in flight
+		{"LOCK", "c", "5000", "BOGUS"},        // syntax
+		{"UNLOCK", "zz"},                      // no token remembered
+		{"UNLOCK", "a", "99999"},              // not the holder's token
+		{"SET", "s", "v", "NX", "PX", "5000"}, // a worker's
+		{"LOCK", "d", "5000", "OWNER", "me"},
+		{"LOCK", "d", "5000", "OWNER", "me"}, // the same owner: renewed, same token
+		{"UNLOCK", "a"},                      // the token the first LOCK remembered
+		{"GET", "s"},
+		{"LOCK", "s", "5000"}, // a string's key is held
+		{"UNLOCK", "d"},
+		{"EXISTS", "a", "d"},
+	}
+	r.nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := r.nc.Write([]byte(pipelineOf(cmds))); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for range cmds {
+		reply, err := readReply(r.br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, reply)
+	}
+	want := []string{":?", "$-1\r\n", "-ERR value is not an integer or out of range\r\n", "-ERR syntax error\r\n",
+		"-ERR this connection holds no lock on 'zz': use UNLOCK with the token\r\n", ":0\r\n", "+OK\r\n", ":?", ":?",
+		":1\r\n", "$1\r\nv\r\n", "$-1\r\n", ":1\r\n", ":0\r\n"}
+	for i, w := range want {
+		if w == ":?" {
+			if !strings.HasPrefix(got[i], ":") {
+				t.Errorf("%v = %q; want a token", cmds[i], got[i])
+			}
+			continue
+		}
+		if got[i] != w {
+			t.Errorf("%v = %q; want %q", cmds[i], got[i], w)
+		}
+	}
+	if got[7] != got[8] {
+		t.Errorf("the same owner's second LOCK = %q; want its first token %q", got[8], got[7])
+	}
+}
+
+// A pipeline of LOCKs and UNLOCKs runs on the connection's own goroutine: no worker starts,
+// and the whole pipeline is in flight at once (its grants commit together).
+func TestStagedPipelineNeedsNoWorkers(t *testing.T) {
+	spy := newFakeNode()
+	addr, s := serveNode(t, spy, nil)
+	r := dialRaw(t, addr)
+	const n = 32
+	spy.holdCommits(n)
+	var cmds [][]string
+	for i := range n {
+		cmds = append(cmds, []string{"LOCK", fmt.Sprintf("k%02d", i), "5000"})
+	}
+	r.nc.SetDeadline(time.Now().Add(2 * holdTimeout))
+	r.nc.Write([]byte(pipelineOf(cmds)))
+	for i := range n {
+		if reply, err := readReply(r.br); err != nil || !strings.HasPrefix(reply, ":") {
+			t.Fatalf("LOCK %d = %q, %v", i, reply, err)
+		}
+	}
+	spy.holdCommits(n)
+	cmds = cmds[:0]
+	for i := range n {
+		cmds = append(cmds, []string{"UNLOCK", fmt.Sprintf("k%02d", i)})
+	}
+	r.nc.Write([]byte(pipelineOf(cmds)))
+	for i := range n {
+		if reply, err := readReply(r.br); err != nil || reply != ":1\r\n" {
+			t.Fatalf("UNLOCK %d = %q, %v", i, reply, err)
+		}
+	}
+	if most := spy.most.Load(); most < n {
+		t.Errorf("at most %d commands were in flight at once; want all %d", most, n)
+	}
+	if started := s.workers.started.Load(); started != 0 {
+		t.Errorf("%d workers started for a pipeline of LOCKs and UNLOCKs; want none", started)
+	}
+}
+
+// A client that pipelines LOCKs and hangs up before their replies leaves no lock held: each
+// staged grant is seen through with the connection's context, and released as a ghost. The
+// node's commits are held (repliesAfterHangUp) until the client is gone.
+func TestStagedPipelineHangUpReleasesGrants(t *testing.T) {
+	addr, _ := serveNode(t, repliesAfterHangUp{startNode(t)}, nil)
+	r := dialRaw(t, addr)
+	var cmds [][]string
+	for i := range 64 {
+		cmds = append(cmds, []string{"LOCK", fmt.Sprintf("g%02d", i), "60000"})
+	}
+	r.nc.Write([]byte(pipelineOf(cmds)))
+	check := dialRaw(t, addr)
+	testutil.WaitFor(t, 5*time.Second, testutil.Cond("all 64 grants applied", func() bool {
+		return check.do("DBSIZE") == ":64\r\n"
+	}))
+	r.nc.Close()
+	testutil.WaitFor(t, 5*time.Second, testutil.Cond("every ghost grant released", func() bool {
+		return check.do("DBSIZE") == ":0\r\n"
+	}))
+}
+
+// repliesAfterHangUp is a node whose proposals' outcomes reach their requests only once the
+// request's client is gone: a client that hangs up before its reply, every time.
+type repliesAfterHangUp struct{ *raftnode.Node }
+
+func (n repliesAfterHangUp) Propose(ctx context.Context, keys [][]byte, eval node.Eval) (node.Pending, error) {
+	p, err := n.Node.Propose(ctx, keys, eval)
+	if err != nil {
+		return nil, err
+	}
+	return afterHangUp{p, ctx}, nil
+}
+
+type afterHangUp struct {
+	node.Pending
+	ctx context.Context
+}
+
+func (p afterHangUp) Done() <-chan struct{} { return p.ctx.Done() }
+
+func (p afterHangUp) Wait() ([]fsm.Result, error) {
+	<-p.ctx.Done()
+	return p.Pending.Wait()
+}
