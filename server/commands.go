@@ -122,7 +122,7 @@ func init() {
 		{name: "validate", arity: 3, fam: famRead, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdValidate, summary: "Whether a token is the current holder's"},
 		// strings.go
 		{name: "mset", arity: -3, fam: famLock, flags: "write denyoom", keys: keySpec{1, -1, 2}, run: cmdMSet, summary: "Set several keys at once, all or none"},
-		{name: "set", arity: -3, fam: famLock, flags: "write denyoom", keys: keySpec{1, 1, 1}, run: cmdSet, summary: "Set a key (a lock) with NX/XX, an expiry and GET"},
+		{name: "set", arity: -3, fam: famLock, flags: "write denyoom", keys: keySpec{1, 1, 1}, run: cmdSet, stage: stageSet, summary: "Set a key (a lock) with NX/XX, an expiry and GET"},
 		{name: "get", arity: 2, fam: famRead, flags: "readonly fast", keys: keySpec{1, 1, 1}, run: cmdGet, summary: "Get the value (owner) of a key"},
 		{name: "getrange", arity: 4, fam: famRead, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdGetRange, summary: "Get a substring of a key's value"},
 		{name: "setnx", arity: 3, fam: famLock, flags: "write denyoom fast", keys: keySpec{1, 1, 1}, run: cmdSetNX, summary: "Set a key only if it does not exist"},
@@ -190,8 +190,8 @@ func init() {
 		{name: "zrangebylex", arity: -4, fam: famRead, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdZRangeByLex, summary: "Members of a sorted set in a lexicographical range"},
 		{name: "zrevrangebylex", arity: -4, fam: famRead, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdZRevRangeByLex, summary: "Members of a sorted set in a lexicographical range, in reverse"},
 		// scripting.go
-		{name: "eval", arity: -3, fam: famScript, flags: "write noscript movablekeys", keys: keySpec{3, 3, 1}, run: cmdEval, summary: "Run a Lua script on the leader; its effects are replicated"},
-		{name: "evalsha", arity: -3, fam: famScript, flags: "write noscript movablekeys", keys: keySpec{3, 3, 1}, run: cmdEvalSHA, summary: "Run a stored Lua script by its SHA1"},
+		{name: "eval", arity: -3, fam: famScript, flags: "write noscript movablekeys", keys: keySpec{3, 3, 1}, run: cmdEval, stage: stageEval, summary: "Run a Lua script on the leader; its effects are replicated"},
+		{name: "evalsha", arity: -3, fam: famScript, flags: "write noscript movablekeys", keys: keySpec{3, 3, 1}, run: cmdEvalSHA, stage: stageEvalSHA, summary: "Run a stored Lua script by its SHA1"},
 		{name: "eval_ro", arity: -3, fam: famScript, flags: "readonly noscript movablekeys", keys: keySpec{3, 3, 1}, run: cmdEvalRO, summary: "Run a read-only Lua script"},
 		{name: "evalsha_ro", arity: -3, fam: famScript, flags: "readonly noscript movablekeys", keys: keySpec{3, 3, 1}, run: cmdEvalSHARO, summary: "Run a stored read-only Lua script by its SHA1"},
 		{name: "script", arity: -2, fam: famScript, flags: "write noscript", run: cmdScript, summary: "SCRIPT LOAD, EXISTS, FLUSH, KILL"},

@@ -339,25 +339,43 @@ func cmdEvalSHA(r *request)   { evalGeneric(r, true, false) }
 func cmdEvalRO(r *request)    { evalGeneric(r, false, true) }
 func cmdEvalSHARO(r *request) { evalGeneric(r, true, true) }
 
+// stageEval and stageEvalSHA are EVAL and EVALSHA in two halves (stage.go).
+func stageEval(r *request) ([][]byte, node.Eval, func([]fsm.Result, error)) {
+	return evalHalves(r, false, false)
+}
+
+func stageEvalSHA(r *request) ([][]byte, node.Eval, func([]fsm.Result, error)) {
+	return evalHalves(r, true, false)
+}
+
 // evalGeneric runs EVAL/EVALSHA(_RO) script numkeys key... arg... on the leader's view. The
 // script's redis.call effects become guarded commands replicated like any other write; the
 // reply goes out after they applied, and only if they applied as the script saw them.
 func evalGeneric(r *request, bySHA, readOnly bool) {
+	keys, eval, finish := evalHalves(r, bySHA, readOnly)
+	if eval != nil {
+		finish(r.exec(keys, eval))
+	}
+}
+
+// evalHalves is evalGeneric's two halves: the table keys the script declares and its
+// evaluation (nil when it replied already), and what replies from the outcome.
+func evalHalves(r *request, bySHA, readOnly bool) ([][]byte, node.Eval, func([]fsm.Result, error)) {
 	if r.path == onScript && !r.script.tx {
 		r.w.Error("ERR This Redis command is not allowed from script")
-		return
+		return nil, nil, nil
 	}
 	numkeys, ok := parseInt(r.args[2])
 	switch {
 	case !ok:
 		r.w.Error(errNotInt)
-		return
+		return nil, nil, nil
 	case numkeys < 0:
 		r.w.Error("ERR Number of keys can't be negative")
-		return
+		return nil, nil, nil
 	case numkeys > int64(len(r.args)-3):
 		r.w.Error("ERR Number of keys can't be greater than number of args")
-		return
+		return nil, nil, nil
 	}
 	keys, argv := r.args[3:3+numkeys], r.args[3+numkeys:]
 	var src []byte
@@ -368,7 +386,7 @@ func evalGeneric(r *request, bySHA, readOnly bool) {
 		src = r.args[1]
 		if len(src) > maxScriptBytes {
 			r.w.Error("ERR script too large: raftlock scripts are at most " + itoa(maxScriptBytes) + " bytes")
-			return
+			return nil, nil, nil
 		}
 		sha = script.SHA1Hex(src)
 	}
@@ -380,7 +398,7 @@ func evalGeneric(r *request, bySHA, readOnly bool) {
 		ov       *overlay
 	)
 	// The script sees the client's keys (KEYS); the node waits on their table keys.
-	res, err := r.exec(dbKeys(r.db, keys), func(v node.View) []fsm.Command {
+	eval := func(v node.View) []fsm.Command {
 		val, runErr, noscript, refused, ov = script.Value{}, nil, false, "", nil
 		code := src
 		_, known := v.Script(sha)
@@ -425,7 +443,14 @@ func evalGeneric(r *request, bySHA, readOnly bool) {
 			cmds = append(cmds, fsm.Command{Kind: fsm.KindStoreScript, Key: []byte(sha), Owner: src})
 		}
 		return cmds
-	})
+	}
+	return dbKeys(r.db, keys), eval, func(res []fsm.Result, err error) {
+		r.evalReply(res, err, val, runErr, noscript, refused, ov)
+	}
+}
+
+// evalReply is a script's reply from what its evaluation found and its entry's outcome.
+func (r *request) evalReply(res []fsm.Result, err error, val script.Value, runErr error, noscript bool, refused string, ov *overlay) {
 	if err != nil {
 		r.replyError(err)
 		return

@@ -12,11 +12,12 @@ import (
 // Staged commands. A pipelined command otherwise runs on a worker goroutine (pipeline.go),
 // which proposes, yields the connection, sleeps until its commit and wakes to write its reply:
 // a handful of goroutine hand-offs and a reply buffer per command. The commands a pipeline of
-// locks is made of (LOCK without WAIT, UNLOCK) come in two halves instead (command.stage): the
-// first parses and says what to propose, the second replies from the outcome. The connection's
-// own goroutine runs the first half and proposes (Node.Propose), goes on to the next command,
-// and runs the second halves in order as the outcomes come in, writing the replies straight to
-// the socket's writer: a pipeline of such commands costs no goroutine hand-off per command.
+// locks is made of (LOCK without WAIT, UNLOCK; the Redis recipe's SET and EVAL/EVALSHA) come
+// in two halves instead (command.stage): the first parses and says what to propose, the second
+// replies from the outcome. The connection's own goroutine runs the first half and proposes
+// (Node.Propose), goes on to the next command, and runs the second halves in order as the
+// outcomes come in, writing the replies straight to the socket's writer: a pipeline of such
+// commands costs no goroutine hand-off per command.
 //
 // The rules of pipeline.go hold: handler code runs under c.baton, proposals reach the log in
 // the connection's order (each is queued before the next command starts), a command sharing a
@@ -63,7 +64,10 @@ func (c *conn) startStaged(cmd *command, args [][]byte, size int64) bool {
 	if len(c.pipe.inflight) > 0 {
 		w = c.scratch()
 	}
-	r := &request{s: c.s, c: c, w: w, cmd: cmd, args: withDBKeys(cmd, args, c.sess.db), db: c.sess.db}
+	r := &request{s: c.s, c: c, w: w, cmd: cmd, args: args, db: c.sess.db}
+	if !cmd.movable {
+		r.args = withDBKeys(cmd, args, r.db) // it runs here: its keys become table keys
+	}
 	st.r = r
 	var stageKeys [][]byte
 	var eval node.Eval

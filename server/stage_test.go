@@ -78,6 +78,44 @@ func TestStagedPipelineRepliesInOrder(t *testing.T) {
 	}
 }
 
+// The Redis lock recipe pipelined (SET NX PX, then EVAL or EVALSHA of the compare-and-delete
+// script), with its argument errors and refusals among the staged commands, replies in order.
+func TestStagedRedisRecipeRepliesInOrder(t *testing.T) {
+	addr, _ := startServer(t, nil)
+	r := dialRaw(t, addr)
+	sha := strings.SplitN(r.do("SCRIPT", "LOAD", unlockScript), "\r\n", 3)[1] // $40, the digest, ""
+	cmds := [][]string{
+		{"SET", "a", "me", "NX", "PX", "5000"},
+		{"SET", "a", "you", "NX", "PX", "5000"}, // held: refused
+		{"SET", "b", "me", "NX", "PX", "abc"},   // argument error while a is in flight
+		{"SET", "b", "me", "NX", "XX"},          // syntax
+		{"EVALSHA", sha, "1", "a", "you"},       // not the holder's value
+		{"EVALSHA", "0000000000000000000000000000000000000000", "1", "a", "me"},
+		{"EVAL", unlockScript, "2", "a"}, // more keys than arguments
+		{"SET", "c", "me", "NX", "PX", "5000"},
+		{"EVALSHA", sha, "1", "a", "me"},
+		{"EVAL", unlockScript, "1", "c", "me"},
+		{"EXISTS", "a", "c"},
+		{"SET", "a", "v", "GET"}, // a plain SET with GET of a gone key
+	}
+	r.nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := r.nc.Write([]byte(pipelineOf(cmds))); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"+OK\r\n", "$-1\r\n", "-ERR value is not an integer or out of range\r\n", "-ERR syntax error\r\n", ":0\r\n",
+		"-NOSCRIPT No matching script. Please use EVAL.\r\n", "-ERR Number of keys can't be greater than number of args\r\n", "+OK\r\n",
+		":1\r\n", ":1\r\n", ":0\r\n", "$-1\r\n"}
+	for i, w := range want {
+		got, err := readReply(r.br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != w {
+			t.Errorf("%v = %q; want %q", cmds[i], got, w)
+		}
+	}
+}
+
 // A pipeline of LOCKs and UNLOCKs runs on the connection's own goroutine: no worker starts,
 // and the whole pipeline is in flight at once (its grants commit together).
 func TestStagedPipelineNeedsNoWorkers(t *testing.T) {

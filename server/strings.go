@@ -94,8 +94,15 @@ type setOutcome struct {
 // set replicates SET key value with opts and reports what it found. On an error it has
 // replied already and returns ok false.
 func (r *request) set(key, value []byte, opts setOptions) (out setOutcome, ok bool) {
+	eval, outcome := r.setHalves(key, value, opts)
+	return outcome(r.exec([][]byte{key}, eval))
+}
+
+// setHalves is set in two halves (stage.go): the evaluation, and what reads its outcome.
+func (r *request) setHalves(key, value []byte, opts setOptions) (node.Eval, func([]fsm.Result, error) (setOutcome, bool)) {
+	var out setOutcome
 	wrong, expiring := false, false
-	res, err := r.exec([][]byte{key}, func(v node.View) []fsm.Command {
+	eval := func(v node.View) []fsm.Command {
 		expiring = false
 		l, _, held := v.Lookup(key)
 		out = setOutcome{prev: l.Owner, hadPrev: held, refused: opts.nx && held || opts.xx && !held}
@@ -129,7 +136,14 @@ func (r *request) set(key, value []byte, opts setOptions) (out setOutcome, ok bo
 		cmd.KeepLease = opts.keep
 		cmd.Acquire = opts.nx // SET … NX and SETNX take a lock; a plain SET overwrites
 		return []fsm.Command{cmd}
-	})
+	}
+	return eval, func(res []fsm.Result, err error) (setOutcome, bool) {
+		return r.setResult(key, opts, out, wrong, expiring, res, err)
+	}
+}
+
+// setResult reads what a SET's evaluation saw (out, wrong, expiring) and its entry's results.
+func (r *request) setResult(key []byte, opts setOptions, out setOutcome, wrong, expiring bool, res []fsm.Result, err error) (setOutcome, bool) {
 	if err != nil {
 		r.replyError(err)
 		return out, false
@@ -173,6 +187,14 @@ func parseExpiry(a []byte) (e expiry, seconds, ok bool) {
 
 // SET key value [NX|XX] [GET] [EX s|PX ms|EXAT ts|PXAT ms-ts|KEEPTTL]
 func cmdSet(r *request) {
+	keys, eval, finish := stageSet(r)
+	if eval != nil {
+		finish(r.exec(keys, eval))
+	}
+}
+
+// stageSet is SET in two halves (stage.go); cmdSet runs them back to back.
+func stageSet(r *request) (keys [][]byte, eval node.Eval, finish func([]fsm.Result, error)) {
 	key, value := r.args[1], r.args[2]
 	var (
 		opts       setOptions
@@ -197,22 +219,22 @@ func cmdSet(r *request) {
 			var ok bool
 			if exp, expSeconds, ok = parseExpiry(a); !ok {
 				r.w.Error(errSyntax)
-				return
+				return nil, nil, nil
 			}
 			expArg = r.args[j+1]
 			j++
 		default:
 			r.w.Error(errSyntax)
-			return
+			return nil, nil, nil
 		}
 	}
 	if !r.checkKey(key) || !r.checkValue(value) {
-		return
+		return nil, nil, nil
 	}
 	if expArg != nil {
 		ms, ok := r.expireValue(expArg, expSeconds, "set")
 		if !ok {
-			return
+			return nil, nil, nil
 		}
 		exp.ms = ms
 	}
@@ -220,18 +242,21 @@ func cmdSet(r *request) {
 	if exp.set && !exp.keep {
 		var ok bool
 		if opts.lease, opts.past, ok = r.leaseFor(exp, "set"); !ok {
-			return
+			return nil, nil, nil
 		}
 	}
-	out, ok := r.set(key, value, opts)
-	switch {
-	case !ok:
-	case get && out.hadPrev:
-		r.w.Bulk(out.prev)
-	case get, out.refused:
-		r.w.Null()
-	default:
-		r.w.SimpleString("OK")
+	eval, outcome := r.setHalves(key, value, opts)
+	return [][]byte{key}, eval, func(res []fsm.Result, err error) {
+		out, ok := outcome(res, err)
+		switch {
+		case !ok:
+		case get && out.hadPrev:
+			r.w.Bulk(out.prev)
+		case get, out.refused:
+			r.w.Null()
+		default:
+			r.w.SimpleString("OK")
+		}
 	}
 }
 
