@@ -40,6 +40,7 @@ var ErrCorrupt = errors.New("fsm: corrupt encoding")
 // EncodeEntry appends the log entry of cmds, the ordered commands of one request, to dst. Only
 // our own encoding goes into the log, never raw RESP.
 func EncodeEntry(dst []byte, cmds []Command) []byte {
+	dst = slices.Grow(dst, entrySize(cmds)) // one allocation for the entry, not one per doubling
 	dst = append(dst, entryVersion)
 	dst = binary.AppendUvarint(dst, uint64(len(cmds)))
 	for _, c := range cmds {
@@ -48,6 +49,21 @@ func EncodeEntry(dst []byte, cmds []Command) []byte {
 		dst = appendCollection(dst, c.Value, false)
 	}
 	return dst
+}
+
+// entrySize is about what EncodeEntry appends for cmds: every uvarint counted at its most.
+func entrySize(cmds []Command) int {
+	n := 1 + binary.MaxVarintLen64
+	for _, c := range cmds {
+		n += 4 + 9*binary.MaxVarintLen64 + len(c.Key) + len(c.Owner) + len(c.Match.Owner)
+		if c.Value != nil {
+			for _, e := range c.Value.Elems {
+				n += binary.MaxVarintLen64 + len(e)
+			}
+			n += 8 * len(c.Value.Scores)
+		}
+	}
+	return n
 }
 
 // appendBody appends the body of c: kind, flags, match kind, then the fields as uvarints and

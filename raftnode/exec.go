@@ -62,34 +62,33 @@ func (n *Node) Propose(ctx context.Context, keys [][]byte, eval node.Eval) (node
 	if err != nil {
 		return nil, err
 	}
-	return &pendingExec{p: p, keys: keys, eval: eval}, nil
-}
-
-// pendingExec is a proposal made by Propose, with what it takes to evaluate it again: a read
-// that a change of leadership raced is evaluated anew, as Exec does.
-type pendingExec struct {
-	p    *proposal
-	keys [][]byte
-	eval node.Eval
+	p.keys, p.eval = keys, eval
+	return p, nil
 }
 
 // Done is the group commit's answer channel; a read, or an entry of its own, has none.
-func (x *pendingExec) Done() <-chan struct{} {
-	if x.p.grouped != nil {
-		return x.p.grouped.done
+func (p *proposal) Done() <-chan struct{} {
+	if p.grouped != nil {
+		return p.grouped.done
 	}
 	return nil
 }
 
-func (x *pendingExec) Wait() ([]fsm.Result, error) {
+// Wait is wait for a proposal made by Propose: a read that a change of leadership raced is
+// evaluated anew, as Exec does.
+func (p *proposal) Wait() ([]fsm.Result, error) {
 	for {
-		results, err := x.p.wait()
+		results, err := p.wait()
 		if !errors.Is(err, errReadRaced) {
 			return results, err
 		}
-		if x.p, err = x.p.n.propose(x.p.ctx, x.keys, x.eval); err != nil {
+		keys, eval := p.keys, p.eval
+		q, err := p.n.propose(p.ctx, keys, eval)
+		if err != nil {
 			return nil, err
 		}
+		*p = *q
+		p.keys, p.eval = keys, eval
 	}
 }
 
@@ -111,6 +110,9 @@ type proposal struct {
 	grouped *groupEntry
 	start   time.Time // when cmds went to raft (commit latency)
 	gen     uint64    // leaderGen when a read was evaluated
+	// keys and eval are the request, kept by Propose to evaluate a raced read again (Wait).
+	keys [][]byte
+	eval node.Eval
 }
 
 // propose is Exec's first half, and the one path by which anything reaches the log: client
@@ -259,7 +261,12 @@ func (n *Node) markPendingLocked(cmds []fsm.Command) {
 		key := string(c.Key)
 		p, ok := n.mu.pending[key]
 		if !ok {
-			p = &pendingKey{}
+			if free := n.mu.freeKeys; len(free) > 0 {
+				p = free[len(free)-1]
+				n.mu.freeKeys = free[:len(free)-1]
+			} else {
+				p = &pendingKey{}
+			}
 			n.mu.pending[key] = p
 		}
 		p.n++
@@ -332,9 +339,13 @@ func (n *Node) await(cmds []fsm.Command, future raft.ApplyFuture, grouped *group
 			p.n--
 			if p.n == 0 {
 				if p.done != nil {
-					close(p.done)
+					close(p.done) // its waiters hold the channel, not p
 				}
 				delete(n.mu.pending, key)
+				if len(n.mu.freeKeys) < maxFreeKeys {
+					*p = pendingKey{}
+					n.mu.freeKeys = append(n.mu.freeKeys, p)
+				}
 			}
 		}
 	}

@@ -59,6 +59,9 @@ type Node struct {
 		machine *fsm.Machine
 		leases  leases
 		pending map[string]*pendingKey
+		// freeKeys are pendingKeys that went out of use, for the next keys in flight: one
+		// allocation fewer per request (at most maxFreeKeys kept).
+		freeKeys []*pendingKey
 		// handoff holds the LOCK ... WAIT queues of the keys that have one (handoff.go).
 		handoff map[string][]*lockWaiter
 	}
@@ -135,6 +138,9 @@ type pendingKey struct {
 	// waits for them (pendingOnLocked): most keys in flight have no one waiting.
 	done chan struct{}
 }
+
+// maxFreeKeys bounds Node.mu.freeKeys: the keys one burst had in flight at once, up to this.
+const maxFreeKeys = 4096
 
 // wait returns the channel closed when the proposals in flight on the key have applied. The
 // caller holds Node.mu.

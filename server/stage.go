@@ -26,7 +26,10 @@ import (
 // stagedCall is a staged command in flight: its request, its proposal (or the error that kept
 // it from being proposed) and its second half.
 type stagedCall struct {
-	r       *request
+	// f is its place in the pipeline (f.staged points back here), and r its request: one
+	// allocation for the three.
+	f       inflight
+	r       request
 	pending node.Pending
 	err     error
 	finish  func([]fsm.Result, error)
@@ -58,17 +61,18 @@ func (c *conn) startStaged(cmd *command, args [][]byte, size int64) bool {
 
 	c.s.stats.commands.Add(1)
 	st := &stagedCall{start: time.Now(), size: size}
+	st.f.keys, st.f.staged = keys, st
 	// With nothing in flight the first half may reply straight to the socket's writer;
 	// otherwise an early reply waits, in a scratch writer, for its turn.
 	w := c.out
 	if len(c.pipe.inflight) > 0 {
 		w = c.scratch()
 	}
-	r := &request{s: c.s, c: c, w: w, cmd: cmd, args: args, db: c.sess.db}
+	r := &st.r
+	*r = request{s: c.s, c: c, w: w, cmd: cmd, args: args, db: c.sess.db}
 	if !cmd.movable {
 		r.args = withDBKeys(cmd, args, r.db) // it runs here: its keys become table keys
 	}
-	st.r = r
 	var stageKeys [][]byte
 	var eval node.Eval
 	func() {
@@ -87,7 +91,7 @@ func (c *conn) startStaged(cmd *command, args [][]byte, size int64) bool {
 	} else {
 		st.pending, st.err = c.s.node.Propose(c.ctx, stageKeys, r.touchingWatched(eval))
 	}
-	c.pipe.inflight = append(c.pipe.inflight, &inflight{keys: keys, staged: st})
+	c.pipe.inflight = append(c.pipe.inflight, &st.f)
 	return true
 }
 
