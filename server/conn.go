@@ -158,45 +158,67 @@ func (c *conn) serve() {
 		defer idleTimer.Stop()
 		idle, lastActive = idleTimer.C, time.Now()
 	}
+	// handle serves one command read (ok false: the reader ended), and reports whether the
+	// connection is done.
+	handle := func(req readResult, ok bool) bool {
+		if !ok {
+			return true
+		}
+		if req.err != nil {
+			c.drainPipeline()
+			var pe *resp.ProtocolError
+			if errors.As(req.err, &pe) {
+				// As Redis does: say what was wrong, then close.
+				c.out.Error("ERR " + pe.Error())
+				c.out.Flush()
+			}
+			return true
+		}
+		cmd := lookupCommand(req.args[0])
+		if cmd != nil && cmd.arityOK(len(req.args)) &&
+			(req.more || len(reqs) > 0 || len(c.pipe.inflight) > 0) && c.pipelinable(cmd, req.args) {
+			if !c.startStaged(cmd, req.args, req.size) {
+				c.startPipelined(cmd, req.args, req.size)
+			}
+		} else {
+			c.drainPipeline()
+			c.baton.Lock()
+			c.dispatch(c.out, cmd, req.args, nil)
+			c.baton.Unlock()
+			c.releaseRead(req.size)
+		}
+		if idleTimer != nil {
+			lastActive = time.Now() // after the command: a blocked one was not idle
+		}
+		c.writeFinished()
+		if c.quit {
+			c.out.Flush()
+			return true
+		}
+		return false
+	}
 	for {
 		head := c.pipe.headDone()
+		if head != nil {
+			// Commands in flight: the next one read goes first, so that a pipeline is proposed
+			// whole before the connection waits on an outcome (a staged read's leadership
+			// check is only waited for when nothing else is to be done).
+			select {
+			case req, ok := <-reqs:
+				if handle(req, ok) || c.flushIfIdle(reqs) != nil {
+					return
+				}
+				continue
+			default:
+			}
+		}
 		select {
 		case req, ok := <-reqs:
-			if !ok {
-				return
-			}
-			if req.err != nil {
-				c.drainPipeline()
-				var pe *resp.ProtocolError
-				if errors.As(req.err, &pe) {
-					// As Redis does: say what was wrong, then close.
-					c.out.Error("ERR " + pe.Error())
-					c.out.Flush()
-				}
-				return
-			}
-			cmd := lookupCommand(req.args[0])
-			if cmd != nil && cmd.arityOK(len(req.args)) &&
-				(req.more || len(reqs) > 0 || len(c.pipe.inflight) > 0) && c.pipelinable(cmd, req.args) {
-				if !c.startStaged(cmd, req.args, req.size) {
-					c.startPipelined(cmd, req.args, req.size)
-				}
-			} else {
-				c.drainPipeline()
-				c.baton.Lock()
-				c.dispatch(c.out, cmd, req.args, nil)
-				c.baton.Unlock()
-				c.releaseRead(req.size)
-			}
-			if idleTimer != nil {
-				lastActive = time.Now() // after the command: a blocked one was not idle
-			}
-			c.writeFinished()
-			if c.quit {
-				c.out.Flush()
+			if handle(req, ok) {
 				return
 			}
 		case <-head:
+			c.finishHead(true)
 			c.writeFinished()
 		case p := <-c.pushes:
 			// Between two replies, never inside one: pushes and replies stay whole. A
@@ -216,12 +238,19 @@ func (c *conn) serve() {
 		case <-c.ctx.Done():
 			return
 		}
-		if len(reqs) == 0 && len(c.pushes) == 0 {
-			if err := c.out.Flush(); err != nil {
-				return
-			}
+		if c.flushIfIdle(reqs) != nil {
+			return
 		}
 	}
+}
+
+// flushIfIdle writes out the buffered replies unless more commands or pushes are waiting,
+// which will add to them.
+func (c *conn) flushIfIdle(reqs chan readResult) error {
+	if len(reqs) == 0 && len(c.pushes) == 0 {
+		return c.out.Flush()
+	}
+	return nil
 }
 
 // readLoop parses commands into reqs until the stream ends. End of stream means the client is

@@ -105,15 +105,16 @@ func (c *conn) scratch() *resp.Writer {
 	return c.scratchW
 }
 
-// ready reports whether the command's outcome is in (or waiting for it would be brief: a
-// read's leadership check has no channel to watch).
+// ready reports whether the command's outcome is in. A read's leadership check has no channel
+// to watch: it is never ready, and is waited for when it is at the head and the connection has
+// nothing else to do (readyChan).
 func (st *stagedCall) ready() bool {
 	if st.pending == nil {
 		return true
 	}
 	done := st.pending.Done()
 	if done == nil {
-		return true
+		return false
 	}
 	select {
 	case <-done:
@@ -123,7 +124,7 @@ func (st *stagedCall) ready() bool {
 	}
 }
 
-// readyChan is closed when ready would report true.
+// readyChan is closed when ready would report true; for a read, at once: its wait may block.
 func (st *stagedCall) readyChan() <-chan struct{} {
 	if st.pending != nil {
 		if done := st.pending.Done(); done != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,4 +198,69 @@ func (p afterHangUp) Done() <-chan struct{} { return p.ctx.Done() }
 func (p afterHangUp) Wait() ([]fsm.Result, error) {
 	<-p.ctx.Done()
 	return p.Pending.Wait()
+}
+
+// A pipeline of refused LOCKs (reads, each answered after a leadership check) is proposed
+// whole before the connection waits on the first check, so the checks overlap.
+func TestStagedReadsOverlap(t *testing.T) {
+	const n = 16
+	reads := &heldReads{fakeNode: newFakeNode(), want: n, all: make(chan struct{})}
+	addr, _ := serveNode(t, reads, nil)
+	holder, other := dialRaw(t, addr), dialRaw(t, addr)
+	var cmds [][]string
+	for i := range n {
+		key := fmt.Sprintf("k%02d", i)
+		if got := holder.do("LOCK", key, "60000"); !strings.HasPrefix(got, ":") {
+			t.Fatalf("LOCK %s = %q", key, got)
+		}
+		cmds = append(cmds, []string{"LOCK", key, "60000"})
+	}
+	other.nc.SetDeadline(time.Now().Add(n * 2 * heldReadTimeout))
+	other.nc.Write([]byte(pipelineOf(cmds)))
+	for i := range n {
+		if reply, err := readReply(other.br); err != nil || reply != "$-1\r\n" {
+			t.Fatalf("LOCK %d of a held key = %q, %v; want nil", i, reply, err)
+		}
+	}
+	if got := reads.atFirstWait.Load(); got != n {
+		t.Errorf("%d refused LOCKs were proposed when the first one's check was waited for; want all %d", got, n)
+	}
+}
+
+// heldReadTimeout bounds how long a held read waits for the rest (a failing test's cost).
+const heldReadTimeout = time.Second
+
+// heldReads is a fake node whose reads (requests that yield nothing) are answered only once
+// want of them were proposed, or after heldReadTimeout; it records how many were proposed
+// when the first one's outcome was waited for.
+type heldReads struct {
+	*fakeNode
+	want        int32
+	proposed    atomic.Int32
+	atFirstWait atomic.Int32
+	all         chan struct{}
+}
+
+func (h *heldReads) Propose(ctx context.Context, keys [][]byte, eval node.Eval) (node.Pending, error) {
+	p, err := h.fakeNode.Propose(ctx, keys, eval)
+	if _, read := p.(fakeRead); err != nil || !read {
+		return p, err
+	}
+	if h.proposed.Add(1) == h.want {
+		close(h.all)
+	}
+	return heldRead{h}, nil
+}
+
+type heldRead struct{ h *heldReads }
+
+func (heldRead) Done() <-chan struct{} { return nil }
+
+func (r heldRead) Wait() ([]fsm.Result, error) {
+	r.h.atFirstWait.CompareAndSwap(0, r.h.proposed.Load())
+	select {
+	case <-r.h.all:
+	case <-time.After(heldReadTimeout):
+	}
+	return nil, nil
 }
