@@ -101,35 +101,9 @@ func TestPipelineKeepsPerConnectionOrder(t *testing.T) {
 		{"EVAL", unlockScript, "1", "d", "me"}, // gone already
 		{"EXISTS", "d"},
 	}
-	var b strings.Builder
-	for _, c := range cmds {
-		fmt.Fprintf(&b, "*%d\r\n", len(c))
-		for _, a := range c {
-			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-		}
-	}
-	r.nc.Write([]byte(b.String()))
-	var got []string
-	for range cmds {
-		reply, err := readReply(r.br)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, reply)
-	}
-	want := []string{":?", ":1\r\n", ":?", "+OK\r\n", "$2\r\nv1\r\n", "+OK\r\n", "$2\r\nv2\r\n", ":2\r\n", ":2\r\n", ":0\r\n", "+PONG\r\n", ":?", ":1\r\n", ":?",
-		"+OK\r\n", ":1\r\n", ":0\r\n", ":0\r\n"}
-	for i, w := range want {
-		if w == ":?" {
-			if !strings.HasPrefix(got[i], ":") {
-				t.Errorf("%v = %q; want an integer", cmds[i], got[i])
-			}
-			continue
-		}
-		if got[i] != w {
-			t.Errorf("%v = %q; want %q", cmds[i], got[i], w)
-		}
-	}
+	got := sendPipeline(t, r, cmds)
+	checkReplies(t, cmds, got, []string{":?", ":1\r\n", ":?", "+OK\r\n", "$2\r\nv1\r\n", "+OK\r\n", "$2\r\nv2\r\n", ":2\r\n", ":2\r\n", ":0\r\n", "+PONG\r\n", ":?", ":1\r\n", ":?",
+		"+OK\r\n", ":1\r\n", ":0\r\n", ":0\r\n"})
 	var ttl int
 	if _, err := fmt.Sscanf(got[13], ":%d", &ttl); err != nil || ttl <= 5000 || ttl > 9000 {
 		t.Errorf("PTTL after RENEW 9000 = %q", got[13])

@@ -26,6 +26,40 @@ func pipelineOf(cmds [][]string) string {
 	return b.String()
 }
 
+// sendPipeline writes cmds as one pipeline and reads their replies.
+func sendPipeline(t *testing.T, r *rawConn, cmds [][]string) []string {
+	t.Helper()
+	r.nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := r.nc.Write([]byte(pipelineOf(cmds))); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]string, len(cmds))
+	for i := range cmds {
+		reply, err := readReply(r.br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[i] = reply
+	}
+	return got
+}
+
+// checkReplies compares each reply with the one wanted; ":?" wants any integer (a token).
+func checkReplies(t *testing.T, cmds [][]string, got, want []string) {
+	t.Helper()
+	for i, w := range want {
+		if w == ":?" {
+			if !strings.HasPrefix(got[i], ":") {
+				t.Errorf("%v = %q; want an integer", cmds[i], got[i])
+			}
+			continue
+		}
+		if got[i] != w {
+			t.Errorf("%v = %q; want %q", cmds[i], got[i], w)
+		}
+	}
+}
+
 // A pipeline that mixes staged lock commands (proposed from the connection's goroutine),
 // their argument errors, refusals, and commands that run on workers gets every reply in the
 // order sent, each what the command would have answered alone.
@@ -48,32 +82,10 @@ func TestStagedPipelineRepliesInOrder(t *testing.T) {
 		{"UNLOCK", "d"},
 		{"EXISTS", "a", "d"},
 	}
-	r.nc.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := r.nc.Write([]byte(pipelineOf(cmds))); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for range cmds {
-		reply, err := readReply(r.br)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, reply)
-	}
-	want := []string{":?", "$-1\r\n", "-ERR value is not an integer or out of range\r\n", "-ERR syntax error\r\n",
+	got := sendPipeline(t, r, cmds)
+	checkReplies(t, cmds, got, []string{":?", "$-1\r\n", "-ERR value is not an integer or out of range\r\n", "-ERR syntax error\r\n",
 		"-ERR this connection holds no lock on 'zz': use UNLOCK with the token\r\n", ":0\r\n", "+OK\r\n", ":?", ":?",
-		":1\r\n", "$1\r\nv\r\n", "$-1\r\n", ":1\r\n", ":0\r\n"}
-	for i, w := range want {
-		if w == ":?" {
-			if !strings.HasPrefix(got[i], ":") {
-				t.Errorf("%v = %q; want a token", cmds[i], got[i])
-			}
-			continue
-		}
-		if got[i] != w {
-			t.Errorf("%v = %q; want %q", cmds[i], got[i], w)
-		}
-	}
+		":1\r\n", "$1\r\nv\r\n", "$-1\r\n", ":1\r\n", ":0\r\n"})
 	if got[7] != got[8] {
 		t.Errorf("the same owner's second LOCK = %q; want its first token %q", got[8], got[7])
 	}
@@ -99,22 +111,9 @@ func TestStagedRedisRecipeRepliesInOrder(t *testing.T) {
 		{"EXISTS", "a", "c"},
 		{"SET", "a", "v", "GET"}, // a plain SET with GET of a gone key
 	}
-	r.nc.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := r.nc.Write([]byte(pipelineOf(cmds))); err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"+OK\r\n", "$-1\r\n", "-ERR value is not an integer or out of range\r\n", "-ERR syntax error\r\n", ":0\r\n",
-		"-NOSCRIPT No matching script. Please use EVAL.\r\n", "-ERR Number of keys can't be greater than number of args\r\n", "+OK\r\n",
-		":1\r\n", ":1\r\n", ":0\r\n", "$-1\r\n"}
-	for i, w := range want {
-		got, err := readReply(r.br)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != w {
-			t.Errorf("%v = %q; want %q", cmds[i], got, w)
-		}
-	}
+	checkReplies(t, cmds, sendPipeline(t, r, cmds), []string{"+OK\r\n", "$-1\r\n", "-ERR value is not an integer or out of range\r\n",
+		"-ERR syntax error\r\n", ":0\r\n", "-NOSCRIPT No matching script. Please use EVAL.\r\n",
+		"-ERR Number of keys can't be greater than number of args\r\n", "+OK\r\n", ":1\r\n", ":1\r\n", ":0\r\n", "$-1\r\n"})
 }
 
 // A pipeline of LOCKs and UNLOCKs runs on the connection's own goroutine: no worker starts,
