@@ -126,6 +126,74 @@ func (w *worker) lock(key string, ttl int64) Op {
 	return op
 }
 
+// lockPipelined acquires key with LOCK as lock does, in one pipeline with a LOCK of every other
+// key of the epoch (each its own owner): a pipeline of lock commands is proposed whole before
+// any commits (server/stage.go), and each grant must still be linearizable on its own. The
+// others' grants are released at once, in one pipeline of UNLOCKs. Every LOCK and UNLOCK is
+// recorded, completed when its own reply came.
+func (w *worker) lockPipelined(key string, ttl int64) Op {
+	keys := []string{key}
+	for i := range keysPerEpoch {
+		if k := fmt.Sprintf("k%d.%d", w.rec.now()/int64(keyEpoch), i); k != key {
+			keys = append(keys, k)
+		}
+	}
+	ops := make([]Op, len(keys))
+	cmds := make([][]string, len(keys))
+	for i, k := range keys {
+		ops[i] = Op{Kind: Acquire, Via: "lock", Key: k, TTL: ttl, Owner: w.newOwner()}
+		cmds[i] = []string{"LOCK", k, strconv.FormatInt(ttl, 10), "OWNER", ops[i].Owner}
+	}
+	var unlocks [][]string
+	var releases []Op
+	w.pipeline(ops, cmds, func(i int, v any) {
+		op := &ops[i]
+		if v == nil {
+			op.Granted = false
+		} else if n, ok := asInt(v); ok && n > 0 {
+			op.Granted, op.Token = true, uint64(n)
+			if i > 0 {
+				releases = append(releases, Op{Kind: Release, Key: op.Key, Owner: op.Owner, Token: op.Token})
+				unlocks = append(unlocks, []string{"UNLOCK", op.Key, strconv.FormatUint(op.Token, 10)})
+			}
+		} else {
+			unexpected(op, v)
+		}
+	})
+	if len(releases) > 0 && ops[0].Outcome != Fail {
+		w.pipeline(releases, unlocks, func(i int, v any) { boolReply(&releases[i], v) })
+	}
+	return ops[0]
+}
+
+// pipeline sends cmds in one pipeline, one op each, and records every op: read sets the
+// outcome of an op whose reply came (OK). Each op completes when its own reply came; an I/O
+// error settles the rest as it settles one request.
+func (w *worker) pipeline(ops []Op, cmds [][]string, read func(i int, v any)) {
+	c := w.conn()
+	start := w.rec.now()
+	for i := range ops {
+		ops[i].Client, ops[i].Node, ops[i].Invoke = w.id, c.addr, start
+	}
+	vs, errs := c.pipe(opTimeout, func(i int) { ops[i].Complete = w.rec.now() }, cmds...)
+	end := w.rec.now()
+	failed := false
+	for i := range ops {
+		if ops[i].Complete == 0 { // the last, or one an I/O error ended
+			ops[i].Complete = end
+		}
+		ops[i].Outcome, ops[i].Err = outcomeOf(errs[i])
+		failed = failed || ops[i].Outcome != OK
+		if ops[i].Outcome == OK {
+			read(i, vs[i])
+		}
+		w.rec.add(ops[i])
+	}
+	if failed {
+		w.failover()
+	}
+}
+
 // setNX acquires the Redlock way, SET key owner NX PX ttl, with LOCKINFO pipelined behind it
 // for the token (docs/fencing.md). Both are recorded: the LOCKINFO as a read, and its token
 // given to the grant when it names this owner (owners are unique per attempt, so that lock is
@@ -325,9 +393,10 @@ func (w *worker) work(h holding) {
 	w.rec.fencedWrite(a)
 }
 
-// run is the client loop: read a key, or acquire it (LOCK or SET NX PX, 1-2 s lease), work on
-// the resources, renew a few times (some renewals deliberately late, racing the expiry),
-// release, and read again.
+// run is the client loop: read a key, or acquire it (LOCK, alone or pipelined with LOCKs of
+// the epoch's other keys, SET NX PX, or a hash lock; 1-2 s lease), work on the resources,
+// renew a few times (some renewals deliberately late, racing the expiry), release, and read
+// again.
 //
 // The client believes it holds the lock from the grant until a renewal or release is refused
 // or certainly failed; an unknown renewal leaves it believing, as a naive client would. Its own
@@ -348,9 +417,11 @@ func (w *worker) run() {
 		}
 		ttl := int64(1000 + w.rng.IntN(1001))
 		var g Op
-		switch w.rng.IntN(3) {
+		switch w.rng.IntN(4) {
 		case 0:
 			g = w.lock(key, ttl)
+		case 3:
+			g = w.lockPipelined(key, ttl)
 		case 1:
 			g = w.setNX(key, ttl)
 		default:
