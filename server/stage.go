@@ -33,10 +33,12 @@ type stagedCall struct {
 	pending node.Pending
 	err     error
 	finish  func([]fsm.Result, error)
-	// reply is what the first half already replied (an argument error): the command is done.
-	reply []byte
-	start time.Time
-	size  int64 // read-ahead bytes, released when it finishes
+	// replied: the first half replied already (an argument error), reply is what it wrote
+	// while earlier commands were in flight, and there is no second half.
+	replied bool
+	reply   []byte
+	start   time.Time
+	size    int64 // read-ahead bytes, released when it finishes
 }
 
 // startStaged runs a pipelinable command's first half on the connection's goroutine, if the
@@ -86,7 +88,7 @@ func (c *conn) startStaged(cmd *command, args [][]byte, size int64) bool {
 			return true
 		}
 		w.Flush()
-		st.reply = bytes.Clone(c.scratchBuf.Bytes())
+		st.replied, st.reply = true, bytes.Clone(c.scratchBuf.Bytes())
 		c.scratchBuf.Reset()
 	} else {
 		st.pending, st.err = c.s.node.Propose(c.ctx, stageKeys, r.touchingWatched(eval))
@@ -141,7 +143,7 @@ var closedChan = func() chan struct{} { ch := make(chan struct{}); close(ch); re
 // reply to the socket's writer: the command is at the head of the pipeline.
 func (c *conn) finishStaged(st *stagedCall) {
 	defer c.releaseRead(st.size)
-	if st.reply != nil {
+	if st.replied {
 		c.out.Raw(st.reply)
 		return
 	}
