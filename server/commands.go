@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
 )
 
@@ -44,7 +43,7 @@ type command struct {
 	// stage, when set, is the command in two halves (stage.go): it parses and returns what to
 	// propose (or replies and returns a nil eval), and finish replies from the outcome. A
 	// pipelining connection runs such a command on its own goroutine, not a worker's.
-	stage func(r *request) (keys [][]byte, eval node.Eval, finish func([]fsm.Result, error))
+	stage func(r *request) (keys [][]byte, eval node.Eval, finish finishFunc)
 }
 
 // keySpec is where a command's keys are: Redis's first, last (negative: from the end) and step.

@@ -75,17 +75,11 @@ func (r *request) parseLock() (lockRequest, bool) {
 
 // LOCK key ttl_ms [OWNER id] [WAIT ms] -> :token, or nil while another owner holds key (after
 // waiting up to WAIT ms for it to be released or to expire).
-func cmdLock(r *request) {
-	a, ok := r.parseLock()
-	if ok {
-		r.lock(a)
-	}
-}
+func cmdLock(r *request) { r.runHalves(stageLock(r)) }
 
-// stageLock is LOCK in two halves for a pipeline run on its connection's goroutine (stage.go):
-// one attempt, proposed now and answered by finish. A LOCK that waits never runs pipelined; if
-// one came here it would run whole, as cmdLock runs it.
-func stageLock(r *request) (keys [][]byte, eval node.Eval, finish func([]fsm.Result, error)) {
+// stageLock is LOCK in two halves (stage.go): one attempt, proposed now and answered by finish.
+// A LOCK that waits runs whole here (it never runs pipelined), and has no second half.
+func stageLock(r *request) (keys [][]byte, eval node.Eval, finish finishFunc) {
 	a, ok := r.parseLock()
 	if !ok {
 		return nil, nil, nil
@@ -112,7 +106,8 @@ func (r *request) replyLock(token fsm.Token, granted bool) {
 	r.w.Null()
 }
 
-// lock runs a parsed LOCK: one attempt, or with WAIT until it is granted or the wait ends.
+// lock runs a parsed LOCK: one attempt, or with WAIT until it is granted or the wait ends
+// (stageLock hands it only LOCKs that wait).
 func (r *request) lock(a lockRequest) {
 	key, owner, ttl, explicit, wait := a.key, a.owner, a.ttl, a.explicit, a.wait
 	if q, ok := r.s.node.(queueNode); ok && wait > 0 && r.path == onNode {
@@ -237,15 +232,10 @@ func (r *request) holderToken(n int, name string) (fsm.Token, bool) {
 }
 
 // UNLOCK key [token] -> :1 released, :0 not held with that token.
-func cmdUnlock(r *request) {
-	keys, eval, finish := stageUnlock(r)
-	if eval != nil {
-		finish(r.exec(keys, eval))
-	}
-}
+func cmdUnlock(r *request) { r.runHalves(stageUnlock(r)) }
 
-// stageUnlock is UNLOCK in two halves (stage.go); cmdUnlock runs them back to back.
-func stageUnlock(r *request) (keys [][]byte, eval node.Eval, finish func([]fsm.Result, error)) {
+// stageUnlock is UNLOCK in two halves (stage.go).
+func stageUnlock(r *request) (keys [][]byte, eval node.Eval, finish finishFunc) {
 	key := r.args[1]
 	token, ok := r.holderToken(3, "unlock")
 	if !ok {

@@ -174,10 +174,11 @@ func (p *pipeline) headDone() <-chan struct{} {
 	if len(p.inflight) == 0 {
 		return nil
 	}
-	if f := p.inflight[0]; f.staged != nil {
+	f := p.inflight[0]
+	if f.staged != nil {
 		return f.staged.readyChan()
 	}
-	return p.inflight[0].done
+	return f.done
 }
 
 // drainPipeline waits for every command in flight and writes their replies: what runs next

@@ -340,27 +340,22 @@ func cmdEvalRO(r *request)    { evalGeneric(r, false, true) }
 func cmdEvalSHARO(r *request) { evalGeneric(r, true, true) }
 
 // stageEval and stageEvalSHA are EVAL and EVALSHA in two halves (stage.go).
-func stageEval(r *request) ([][]byte, node.Eval, func([]fsm.Result, error)) {
+func stageEval(r *request) ([][]byte, node.Eval, finishFunc) {
 	return evalHalves(r, false, false)
 }
 
-func stageEvalSHA(r *request) ([][]byte, node.Eval, func([]fsm.Result, error)) {
+func stageEvalSHA(r *request) ([][]byte, node.Eval, finishFunc) {
 	return evalHalves(r, true, false)
 }
 
 // evalGeneric runs EVAL/EVALSHA(_RO) script numkeys key... arg... on the leader's view. The
 // script's redis.call effects become guarded commands replicated like any other write; the
 // reply goes out after they applied, and only if they applied as the script saw them.
-func evalGeneric(r *request, bySHA, readOnly bool) {
-	keys, eval, finish := evalHalves(r, bySHA, readOnly)
-	if eval != nil {
-		finish(r.exec(keys, eval))
-	}
-}
+func evalGeneric(r *request, bySHA, readOnly bool) { r.runHalves(evalHalves(r, bySHA, readOnly)) }
 
 // evalHalves is evalGeneric's two halves: the table keys the script declares and its
 // evaluation (nil when it replied already), and what replies from the outcome.
-func evalHalves(r *request, bySHA, readOnly bool) ([][]byte, node.Eval, func([]fsm.Result, error)) {
+func evalHalves(r *request, bySHA, readOnly bool) ([][]byte, node.Eval, finishFunc) {
 	if r.path == onScript && !r.script.tx {
 		r.w.Error("ERR This Redis command is not allowed from script")
 		return nil, nil, nil

@@ -23,6 +23,18 @@ import (
 // the connection's order (each is queued before the next command starts), a command sharing a
 // key with one in flight waits for that one's reply, and replies are written in order.
 
+// finishFunc is a staged command's second half: it replies from its proposal's outcome.
+type finishFunc func([]fsm.Result, error)
+
+// runHalves runs a command's two halves back to back, as a command running alone does: the
+// first half's proposal (eval nil: it replied already) executes along the request's path, and
+// finish replies from the outcome.
+func (r *request) runHalves(keys [][]byte, eval node.Eval, finish finishFunc) {
+	if eval != nil {
+		finish(r.exec(keys, eval))
+	}
+}
+
 // stagedCall is a staged command in flight: its request, its proposal (or the error that kept
 // it from being proposed) and its second half.
 type stagedCall struct {
@@ -32,7 +44,7 @@ type stagedCall struct {
 	r       request
 	pending node.Pending
 	err     error
-	finish  func([]fsm.Result, error)
+	finish  finishFunc
 	// replied: the first half replied already (an argument error), reply is what it wrote
 	// while earlier commands were in flight, and there is no second half.
 	replied bool
@@ -48,18 +60,17 @@ func (c *conn) startStaged(cmd *command, args [][]byte, size int64) bool {
 	if cmd.stage == nil || !c.s.node.IsLeader() {
 		return false
 	}
-	c.baton.Lock()
-	defer c.baton.Unlock()
-	if msg, _ := c.refusal(cmd, args); msg != "" {
-		return false // the pipelined path replies the refusal and counts it
-	}
+	// Finishing earlier commands takes the baton: done before taking it.
 	keys := cmd.keyArgs(args)
-	c.baton.Unlock() // finishing earlier commands takes the baton
 	c.awaitKeys(keys)
 	for len(c.pipe.inflight) >= maxInFlight {
 		c.finishHead(true)
 	}
 	c.baton.Lock()
+	defer c.baton.Unlock()
+	if msg, _ := c.refusal(cmd, args); msg != "" {
+		return false // the pipelined path replies the refusal and counts it
+	}
 
 	c.s.stats.commands.Add(1)
 	st := &stagedCall{start: time.Now(), size: size}

@@ -186,15 +186,10 @@ func parseExpiry(a []byte) (e expiry, seconds, ok bool) {
 }
 
 // SET key value [NX|XX] [GET] [EX s|PX ms|EXAT ts|PXAT ms-ts|KEEPTTL]
-func cmdSet(r *request) {
-	keys, eval, finish := stageSet(r)
-	if eval != nil {
-		finish(r.exec(keys, eval))
-	}
-}
+func cmdSet(r *request) { r.runHalves(stageSet(r)) }
 
-// stageSet is SET in two halves (stage.go); cmdSet runs them back to back.
-func stageSet(r *request) (keys [][]byte, eval node.Eval, finish func([]fsm.Result, error)) {
+// stageSet is SET in two halves (stage.go).
+func stageSet(r *request) (keys [][]byte, eval node.Eval, finish finishFunc) {
 	key, value := r.args[1], r.args[2]
 	var (
 		opts       setOptions
