@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -133,8 +134,9 @@ func (w *worker) lock(key string, ttl int64) Op {
 // recorded, completed when its own reply came.
 func (w *worker) lockPipelined(key string, ttl int64) Op {
 	keys := []string{key}
+	epoch := key[:strings.LastIndexByte(key, '.')+1] // "k<epoch>.", as key() names them
 	for i := range keysPerEpoch {
-		if k := fmt.Sprintf("k%d.%d", w.rec.now()/int64(keyEpoch), i); k != key {
+		if k := epoch + strconv.Itoa(i); k != key {
 			keys = append(keys, k)
 		}
 	}
