@@ -50,7 +50,13 @@ func appendLog(dst []byte, l *raft.Log) []byte {
 // alias memory owned by pebble; Data and Extensions share that one copy, capped so an append
 // to one cannot overwrite the other.
 func decodeLog(val []byte, out *raft.Log) error {
-	d := decoder{buf: append([]byte(nil), val...)}
+	return decodeOwnedLog(append([]byte(nil), val...), out)
+}
+
+// decodeOwnedLog is decodeLog for a buffer the caller hands over: out's Data and Extensions
+// point into it.
+func decodeOwnedLog(val []byte, out *raft.Log) error {
+	d := decoder{buf: val}
 	if v := d.byte(); d.err == nil && v != logCodecV1 {
 		return fmt.Errorf("unknown log encoding version %d", v)
 	}

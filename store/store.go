@@ -1,16 +1,20 @@
 // Package store owns raftlock's durable state for Raft: the log (raft.LogStore), the small
 // stable key/value set (raft.StableStore: current term, last vote) and the snapshots
-// (raft.SnapshotStore), all in one pebble database in one directory. One engine means one
-// fsync domain: a synced write makes every earlier write durable too. It knows nothing about
-// locks; the bytes it keeps are Raft's.
+// (raft.SnapshotStore). The log is a write-ahead log of preallocated segment files in the
+// subdirectory raftlog/ (wal.go): every commit waits for its append, so it gets the cheapest
+// fsync the disk offers. The rest is one pebble database in the directory. Every write that
+// returns is synced on its own, so the two need no ordering between them. It knows nothing
+// about locks; the bytes it keeps are Raft's.
 //
-// Key layout (one byte of prefix per family, so each family is a contiguous key range and
-// every scan is bounded by LowerBound/UpperBound):
+// Pebble's key layout (one byte of prefix per family, so each family is a contiguous key range
+// and every scan is bounded by LowerBound/UpperBound):
 //
-//	'l' + big-endian uint64 index           -> encoded raft.Log (see codec.go)
+//	'f'                                     -> big-endian uint64: the log's floor (wal.go)
 //	's' + raft's key                        -> stable value
 //	'm' + snapshot ID                       -> version byte + JSON snapshot metadata
 //	'd' + snapshot ID + '/' + big-endian n  -> chunk n of the snapshot's data
+//	'l' + big-endian uint64 index           -> encoded raft.Log (see codec.go), only in a store
+//	                                           an earlier version wrote; Open moves them
 package store
 
 import (
@@ -30,6 +34,7 @@ import (
 // numeric order, so First/Last of a bounded iterator are the lowest and highest index.
 const (
 	prefixLog      byte = 'l'
+	prefixLogFloor byte = 'f'
 	prefixStable   byte = 's'
 	prefixSnapMeta byte = 'm'
 	prefixSnapData byte = 'd'
@@ -50,6 +55,8 @@ const (
 	DefaultSnapshotChunkSize = 1 << 20
 	// DefaultSnapshotRetain is how many complete snapshots Snapshots keeps (DESIGN §6).
 	DefaultSnapshotRetain = 2
+	// logDirName is the log's subdirectory of Config.Dir.
+	logDirName = "raftlog"
 
 	// maxOpenFiles caps pebble's table cache file descriptors (pebble's default is 1000);
 	// a store this size has a handful of sstables.
@@ -79,8 +86,8 @@ type Config struct {
 	Dir string
 	// Logger receives the store's and pebble's log lines; nil means slog.Default().
 	Logger *slog.Logger
-	// FS is the filesystem pebble runs on; nil means the OS filesystem (with pebble's disk
-	// health checks). Tests pass vfs.NewCrashableMem() to simulate power loss.
+	// FS is the filesystem the log and pebble run on; nil means the OS filesystem. Tests
+	// pass vfs.NewCrashableMem() to simulate power loss.
 	FS vfs.FS
 	// CacheSize is pebble's block cache in bytes; 0 means DefaultCacheSize.
 	CacheSize int64
@@ -89,6 +96,8 @@ type Config struct {
 	// SnapshotChunkSize is the size of one stored snapshot value in bytes, and so the most
 	// a snapshot sink buffers; 0 means DefaultSnapshotChunkSize.
 	SnapshotChunkSize int
+	// SegmentSize is the size of one raft log segment file; 0 means DefaultSegmentSize.
+	SegmentSize int64
 }
 
 // DefaultConfig returns a Config with every default spelled out; the caller sets Dir.
@@ -97,6 +106,7 @@ func DefaultConfig() Config {
 		CacheSize:         DefaultCacheSize,
 		MemTableSize:      DefaultMemTableSize,
 		SnapshotChunkSize: DefaultSnapshotChunkSize,
+		SegmentSize:       DefaultSegmentSize,
 	}
 }
 
@@ -112,6 +122,9 @@ func (c Config) Validate() error {
 	case c.SnapshotChunkSize < 0 || c.SnapshotChunkSize > maxChunkSize:
 		return fmt.Errorf("store: SnapshotChunkSize must be in [0, %d], got %d",
 			maxChunkSize, c.SnapshotChunkSize)
+	case c.SegmentSize < 0 || c.SegmentSize > maxWALRecordLength:
+		return fmt.Errorf("store: SegmentSize must be in [0, %d], got %d",
+			maxWALRecordLength, c.SegmentSize)
 	}
 	return nil
 }
@@ -131,14 +144,21 @@ func (c Config) withDefaults() Config {
 	if c.SnapshotChunkSize == 0 {
 		c.SnapshotChunkSize = d.SnapshotChunkSize
 	}
+	if c.SegmentSize == 0 {
+		c.SegmentSize = d.SegmentSize
+	}
+	if c.FS == nil {
+		c.FS = vfs.Default
+	}
 	return c
 }
 
-// Store is a pebble database holding Raft's log, stable store and snapshots. It is safe for
+// Store holds Raft's log (in wal), stable store and snapshots (in pebble). It is safe for
 // concurrent use, as raft requires (replication goroutines read the log while the main loop
 // appends and the snapshot goroutine compacts).
 type Store struct {
 	db  *pebble.DB
+	wal *wal
 	log *slog.Logger
 	cfg Config
 
@@ -157,24 +177,16 @@ type Store struct {
 		m map[*snapshotReader]struct{}
 	}
 
-	// logMu serializes log mutations (StoreLogs, DeleteRange) together with the update of
-	// the cached bounds, so the cache changes in the same order as the disk. raft calls
-	// DeleteRange from its snapshot goroutine while the main loop calls StoreLogs. Readers of
-	// the bounds never take it.
-	logMu sync.Mutex
-	// first and last are the cached lowest and highest stored log index; 0, 0 when the log
-	// is empty (raft's indexes start at 1).
-	first, last atomic.Uint64
-
 	// lastSnapMillis makes snapshot IDs unique within this process (see snapshotID).
 	lastSnapMillis atomic.Int64
 
-	// syncs times StoreLogs' synced commits: what each append of raft's log waits for disk.
+	// syncs times StoreLogs' synced writes: what each append of raft's log waits for disk.
 	syncs *metrics.Histogram
 }
 
-// Open opens (creating if needed) the pebble database in cfg.Dir, recovers the cached log
-// bounds and deletes the leftovers of snapshots that were being written when the process
+// Open opens (creating if needed) the pebble database in cfg.Dir and the log in its raftlog/
+// subdirectory, recovers the log (wal.go), moves a log an earlier version kept in pebble
+// into it and deletes the leftovers of snapshots that were being written when the process
 // stopped.
 func Open(cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
@@ -196,17 +208,25 @@ func Open(cfg Config) (*Store, error) {
 	s := &Store{db: db, log: cfg.Logger, cfg: cfg, syncs: metrics.NewHistogram(metrics.Latency)}
 	s.readers.m = make(map[*snapshotReader]struct{})
 
-	first, last, err := logBounds(db)
+	s.wal, err = openWAL(walConfig{
+		fs: cfg.FS, dir: cfg.FS.PathJoin(cfg.Dir, logDirName), segmentSize: cfg.SegmentSize,
+		log: s.log, syncs: s.syncs, readFloor: s.readLogFloor, writeFloor: s.writeLogFloor,
+	})
 	if err == nil {
-		err = reapPartialSnapshots(db, s.log)
+		err = s.movePebbleLog()
+		if err == nil {
+			err = reapPartialSnapshots(db, s.log)
+		}
+		if err != nil {
+			_ = s.wal.Close()
+		}
 	}
 	if err != nil {
 		_ = db.Close() // the first error is the one worth reporting
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 	}
-	s.first.Store(first)
-	s.last.Store(last)
-	s.log.Info("store opened", "dir", cfg.Dir, "first_index", first, "last_index", last)
+	s.log.Info("store opened", "dir", cfg.Dir,
+		"first_index", s.wal.first.Load(), "last_index", s.wal.last.Load())
 	return s, nil
 }
 
@@ -228,7 +248,7 @@ func (s *Store) Close() error {
 	clear(s.readers.m)
 	s.readers.Unlock()
 
-	errs = append(errs, s.db.Close())
+	errs = append(errs, s.wal.Close(), s.db.Close())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close store: %w", err)
 	}
@@ -251,38 +271,34 @@ type Stats struct {
 	FirstIndex, LastIndex uint64
 	// LogEntries is LastIndex-FirstIndex+1, or 0 (raft keeps the log contiguous).
 	LogEntries uint64
-	// LogBytes approximates the log's size on disk. It counts sstables only, so entries
-	// still in the memtable (the recent tail) are not included.
+	// LogBytes is the size of the log's records in its segment files.
 	LogBytes uint64
 	// Snapshots is the number of complete snapshots; LatestSnapshot is the newest one's ID.
 	Snapshots      int
 	LatestSnapshot string
-	// DiskBytes is everything pebble holds on disk: sstables, WAL, manifest.
+	// DiskBytes is everything on disk: the log's segment files (preallocated, so larger than
+	// LogBytes), pebble's sstables, WAL and manifest.
 	DiskBytes uint64
 	// OpenSnapshotReaders counts snapshot readers not yet closed.
 	OpenSnapshotReaders int
 	// Closed reports whether Close was called; then only the log bounds are filled.
 	Closed bool
-	// SyncLatency is the time of each synced commit of raft's log entries (StoreLogs): the
-	// pebble write and its fsync.
+	// SyncLatency is the time of each synced append of raft's log entries (StoreLogs): the
+	// write and its fdatasync.
 	SyncLatency metrics.Snapshot
 }
 
 // Stats returns a snapshot of the store's counters. Errors reading the on-disk estimates
 // are logged and leave the field zero: stats are best effort.
 func (s *Store) Stats() Stats {
-	st := Stats{FirstIndex: s.first.Load(), LastIndex: s.last.Load(), SyncLatency: s.syncs.Snapshot()}
+	st := Stats{FirstIndex: s.wal.first.Load(), LastIndex: s.wal.last.Load(), SyncLatency: s.syncs.Snapshot()}
 	if st.FirstIndex != 0 && st.LastIndex >= st.FirstIndex {
 		st.LogEntries = st.LastIndex - st.FirstIndex + 1
 	}
+	records, files := s.wal.size()
+	st.LogBytes = uint64(records)
 	err := s.use(func(db *pebble.DB) error {
-		lo, hi := familyBounds(prefixLog)
-		n, err := db.EstimateDiskUsage(lo, hi)
-		if err != nil {
-			return fmt.Errorf("estimate log size: %w", err)
-		}
-		st.LogBytes = n
-		st.DiskBytes = db.Metrics().DiskSpaceUsage()
+		st.DiskBytes = db.Metrics().DiskSpaceUsage() + uint64(files)
 		metas, err := listSnapshots(db)
 		if err != nil {
 			return err
