@@ -34,7 +34,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 )
 
@@ -51,11 +50,10 @@ func main() {
 func run(addr, dir string) error {
 	var wal *groupLog
 	if dir != "" {
-		f, err := os.OpenFile(filepath.Join(dir, "floor.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
+		var err error
+		if wal, err = openGroupLog(dir); err != nil {
 			return err
 		}
-		wal = newGroupLog(f)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -1,21 +1,43 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
 
-// groupLog is an append-only file written in batches: one syncer goroutine
-// writes and fdatasyncs whatever queued while it was busy, then wakes every
-// request waiting on that batch. Batches are synced in the order they queue.
+// segmentSize is the size of one log file. Each is zero-filled and fsynced before the
+// first write into it (the next one in the background, while the current one fills), as
+// raftlock's store does (store/wal.go): an fdatasync into a file whose size and blocks are
+// durable flushes data only, the cheapest sync this disk offers, which a floor must use.
+const segmentSize = 8 << 20
+
+// groupLog is a log written in batches: one syncer goroutine writes and fdatasyncs whatever
+// queued while it was busy, then wakes every request waiting on that batch. Batches are
+// synced in the order they queue.
 type groupLog struct {
-	f    *os.File
+	dir  string
 	mu   sync.Mutex
 	next *batch // what queues now goes in the next write
 	busy bool   // the syncer is writing or syncing a batch
 	kick chan struct{}
+
+	// Only the syncer touches these.
+	f     *os.File
+	off   int64
+	seq   int
+	spare chan spareFile
+
+	written atomic.Int64 // bytes written and synced, over all files
+}
+
+type spareFile struct {
+	f   *os.File
+	err error
 }
 
 // batch is the records of one write + fdatasync and its outcome.
@@ -25,10 +47,36 @@ type batch struct {
 	err    error
 }
 
-func newGroupLog(f *os.File) *groupLog {
-	l := &groupLog{f: f, next: newBatch(), kick: make(chan struct{}, 1)}
+// openGroupLog starts a log in dir: its first file is ready when this returns.
+func openGroupLog(dir string) (*groupLog, error) {
+	l := &groupLog{dir: dir, next: newBatch(), kick: make(chan struct{}, 1)}
+	l.prepare()
+	sp := <-l.spare
+	if sp.err != nil {
+		return nil, sp.err
+	}
+	l.f = sp.f
+	l.prepare()
 	go l.syncer()
-	return l
+	return l, nil
+}
+
+// prepare zero-fills the next file in the background.
+func (l *groupLog) prepare() {
+	l.seq++
+	path := filepath.Join(l.dir, fmt.Sprintf("floor-%06d.log", l.seq))
+	ch := make(chan spareFile, 1)
+	l.spare = ch
+	go func() {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+		if err == nil {
+			_, err = f.Write(make([]byte, segmentSize))
+			if err == nil {
+				err = f.Sync()
+			}
+		}
+		ch <- spareFile{f, err}
+	}()
 }
 
 func newBatch() *batch { return &batch{synced: make(chan struct{})} }
@@ -65,11 +113,31 @@ func (l *groupLog) syncer() {
 			}
 			l.next = newBatch()
 			l.mu.Unlock()
-			_, b.err = l.f.Write(b.buf)
-			if b.err == nil {
-				b.err = unix.Fdatasync(int(l.f.Fd()))
-			}
+			b.err = l.write(b.buf)
 			close(b.synced)
 		}
 	}
+}
+
+// write writes buf at the end of the log and fdatasyncs it, moving to the next file when
+// buf does not fit (a batch larger than a file gets a file to itself, grown as it goes).
+func (l *groupLog) write(buf []byte) error {
+	if l.off > 0 && l.off+int64(len(buf)) > segmentSize {
+		sp := <-l.spare
+		if sp.err != nil {
+			return sp.err
+		}
+		l.f.Close()
+		l.f, l.off = sp.f, 0
+		l.prepare()
+	}
+	if _, err := l.f.WriteAt(buf, l.off); err != nil {
+		return err
+	}
+	if err := unix.Fdatasync(int(l.f.Fd())); err != nil {
+		return err
+	}
+	l.off += int64(len(buf))
+	l.written.Add(int64(len(buf)))
+	return nil
 }
