@@ -108,8 +108,9 @@ type proposal struct {
 	// future is the entry of cmds, or grouped its place in a group commit (groupcommit.go).
 	future  raft.ApplyFuture
 	grouped *groupEntry
-	start   time.Time // when cmds went to raft (commit latency)
-	gen     uint64    // leaderGen when a read was evaluated
+	entry   groupEntry // where grouped points when set: one allocation with the proposal
+	start   time.Time  // when cmds went to raft (commit latency)
+	gen     uint64     // leaderGen when a read was evaluated
 	// keys and eval are the request, kept by Propose to evaluate a raced read again (Wait).
 	keys [][]byte
 	eval node.Eval
@@ -144,7 +145,7 @@ func (n *Node) proposeFreed(ctx context.Context, keys [][]byte, eval node.Eval, 
 			}
 		}
 		gen := n.leaderGen.Load()
-		cmds, err := safeEval(eval, viewReader{n: n, now: n.cfg.Now()})
+		cmds, err := safeEval(eval, n.viewLocked())
 		if err != nil {
 			n.mu.Unlock()
 			return nil, err
@@ -181,7 +182,7 @@ func (n *Node) proposeFreed(ctx context.Context, keys [][]byte, eval node.Eval, 
 		n.markPendingLocked(cmds)
 		n.mu.Unlock()
 		p := &proposal{n: n, ctx: ctx, cmds: cmds, hands: hands, start: time.Now()}
-		p.future, p.grouped = n.submit(cmds, format, gen)
+		p.future, p.grouped = n.submit(cmds, format, gen, &p.entry)
 		return p, nil
 	}
 }
@@ -285,13 +286,13 @@ func (n *Node) markPendingLocked(cmds []fsm.Command) {
 //
 // format is the table's log format when the request was evaluated, which carries cmds: the
 // entry is written in it (a format only ever moves up, so every member still reads it); gen is
-// the leadership it was evaluated in.
-func (n *Node) submit(cmds []fsm.Command, format byte, gen uint64) (raft.ApplyFuture, *groupEntry) {
+// the leadership it was evaluated in; into is where a grouped entry goes.
+func (n *Node) submit(cmds []fsm.Command, format byte, gen uint64, into *groupEntry) (raft.ApplyFuture, *groupEntry) {
 	if splitSubmit != nil && len(cmds) > 1 {
 		return splitSubmit(n, cmds), nil
 	}
 	if format >= fsm.FormatBatch && !n.cfg.NoGroupCommit {
-		return nil, n.submitGrouped(cmds, gen)
+		return nil, n.submitGrouped(into, cmds, gen)
 	}
 	data, err := fsm.EncodeEntryIn(nil, cmds, format)
 	if err != nil {
@@ -413,6 +414,13 @@ func (n *Node) releaseGhosts(cmds []fsm.Command, results []fsm.Result) {
 type viewReader struct {
 	n   *Node
 	now time.Time
+}
+
+// viewLocked returns the view as of now. It is valid until Node.mu is released: an evaluation
+// must not keep it.
+func (n *Node) viewLocked() *viewReader {
+	n.mu.view = viewReader{n: n, now: n.cfg.Now()}
+	return &n.mu.view
 }
 
 func (v viewReader) Lookup(key []byte) (fsm.Lock, time.Duration, bool) {

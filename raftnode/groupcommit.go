@@ -101,10 +101,10 @@ func (e *groupEntry) wait(stop <-chan struct{}) ([]fsm.Result, error) {
 	}
 }
 
-// submitGrouped queues a request's commands for the next group commit, and sends the queue if
-// nobody is sending. It runs without Node.mu.
-func (n *Node) submitGrouped(cmds []fsm.Command, gen uint64) *groupEntry {
-	e := &groupEntry{data: fsm.EncodeEntry(nil, cmds), cmds: len(cmds), gen: gen, done: make(chan struct{})}
+// submitGrouped queues a request's commands for the next group commit, as the entry e (which
+// it fills), and sends the queue if nobody is sending. It runs without Node.mu.
+func (n *Node) submitGrouped(e *groupEntry, cmds []fsm.Command, gen uint64) *groupEntry {
+	*e = groupEntry{data: fsm.EncodeEntry(nil, cmds), cmds: len(cmds), gen: gen, done: make(chan struct{})}
 	n.stats.proposals.Add(1)
 	g := &n.group
 	g.mu.Lock()

@@ -64,6 +64,9 @@ type Node struct {
 		freeKeys []*pendingKey
 		// handoff holds the LOCK ... WAIT queues of the keys that have one (handoff.go).
 		handoff map[string][]*lockWaiter
+		// view is the node.View handed to evaluations, which run under mu: one value reused,
+		// so passing it as an interface allocates nothing (one allocation fewer per request).
+		view viewReader
 	}
 
 	// ready is true while this node is the leader and has applied everything committed before
@@ -456,7 +459,7 @@ func (n *Node) LocalLookup(key []byte) (fsm.Lock, time.Duration, bool) {
 func (n *Node) ExecLocal(eval func(node.View)) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	eval(viewReader{n: n, now: n.cfg.Now()})
+	eval(n.viewLocked())
 }
 
 // Digest returns this node's applied index and a SHA-256 of its lock table and member

@@ -88,7 +88,7 @@ func stageLock(r *request) (keys [][]byte, eval node.Eval, finish finishFunc) {
 		r.lock(a)
 		return nil, nil, nil
 	}
-	return [][]byte{a.key}, lockEval(a.key, a.owner, a.ttl, a.explicit), func(res []fsm.Result, err error) {
+	return r.oneKey(a.key), lockEval(a.key, a.owner, a.ttl, a.explicit), func(res []fsm.Result, err error) {
 		if err != nil {
 			r.replyError(err)
 			return
@@ -241,7 +241,7 @@ func stageUnlock(r *request) (keys [][]byte, eval node.Eval, finish finishFunc) 
 	if !ok {
 		return nil, nil, nil
 	}
-	return [][]byte{key}, ifHolder(key, token, fsm.Command{Kind: fsm.KindRelease, Key: key, Match: byToken(token)}), func(res []fsm.Result, err error) {
+	return r.oneKey(key), ifHolder(key, token, fsm.Command{Kind: fsm.KindRelease, Key: key, Match: byToken(token)}), func(res []fsm.Result, err error) {
 		if err != nil {
 			r.replyError(err)
 			return

@@ -26,6 +26,14 @@ type request struct {
 	// trackReads: this command is a script sent in a tracking mode that tracks its reads: the
 	// reads its redis.calls make (or, forwarded, its declared keys) are tracked.
 	trackReads bool
+	// key1 holds the key list of a one-key staged command (oneKey): no allocation for it.
+	key1 [1][]byte
+}
+
+// oneKey returns a key list of key alone, valid as long as r.
+func (r *request) oneKey(key []byte) [][]byte {
+	r.key1[0] = key
+	return r.key1[:]
 }
 
 // execPath is where a request's evaluation runs, decided once by dispatch.

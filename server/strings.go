@@ -241,7 +241,7 @@ func stageSet(r *request) (keys [][]byte, eval node.Eval, finish finishFunc) {
 		}
 	}
 	eval, outcome := r.setHalves(key, value, opts)
-	return [][]byte{key}, eval, func(res []fsm.Result, err error) {
+	return r.oneKey(key), eval, func(res []fsm.Result, err error) {
 		out, ok := outcome(res, err)
 		switch {
 		case !ok:
