@@ -67,10 +67,10 @@ type Config struct {
 	// CommitPaced makes a cluster's leader send the next group commit when the previous batch
 	// has committed rather than when its own store wrote it (groupcommit.go): larger batches,
 	// fewer fsyncs. Off by default: the first long chaos run made with it on (2026-12-02, seed 1,
-	// 8 minutes) found a linearizability violation that is not explained yet (eight runs of 6
-	// or 7 minutes since, seeds 1-8, found none). Only test builds of cmd/raftlock turn it on
-	// (--group-commit paced), so that make chaos CHAOS_NODE_ARGS="--group-commit paced" can
-	// hunt for it.
+	// 8 minutes) found a linearizability violation that is not explained yet (nine runs of 6
+	// or 7 minutes since, seeds 1-9, the last with the log in files of its own, found none).
+	// Only test builds of cmd/raftlock turn it on (--group-commit paced), so that
+	// make chaos CHAOS_NODE_ARGS="--group-commit paced" can hunt for it.
 	CommitPaced bool
 	// SnapshotThreshold is how many new log entries trigger a snapshot; SnapshotInterval is how
 	// often raft checks; TrailingLogs is how many entries stay behind a snapshot for slow
