@@ -125,3 +125,33 @@ func lockUnlock(b *testing.B, n *Node, k []byte) {
 		b.Fatalf("UNLOCK: %v %+v", err, res)
 	}
 }
+
+// BenchmarkApplyGroupCommit is the apply path of group commit: one log entry carrying a batch
+// of 128 requests of one command each, alternately grants of 128 free keys and their releases.
+// One op = one entry (128 requests).
+func BenchmarkApplyGroupCommit(b *testing.B) {
+	cfg := testConfig("n1").withDefaults()
+	n := &Node{cfg: cfg, log: cfg.Logger, leaseWake: make(chan struct{}, 1), memberWake: make(chan struct{}, 1)}
+	n.mu.machine = fsm.New()
+	n.mu.leases = newLeases(cfg.Now())
+	n.mu.pending = map[string]*pendingKey{}
+	f := machineFSM{n}
+	owner := []byte("owner-0123456789")
+	const requests = 128
+	var grants, releases [][]byte
+	for i := range requests {
+		k := benchKey(i)
+		grants = append(grants, fsm.EncodeEntry(nil, []fsm.Command{{Kind: fsm.KindGrant, Key: k, Owner: owner, LeaseMs: 30000, Match: fsm.Match{Kind: fsm.MatchAbsent}}}))
+		releases = append(releases, fsm.EncodeEntry(nil, []fsm.Command{{Kind: fsm.KindRelease, Key: k, Match: fsm.Match{Kind: fsm.MatchAny}}}))
+	}
+	data := [2][]byte{fsm.AppendBatch(nil, grants), fsm.AppendBatch(nil, releases)}
+	logs := []*raft.Log{{Type: raft.LogCommand}}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		logs[0].Index, logs[0].Data = uint64(i+1), data[i%2]
+		out := f.ApplyBatch(logs)
+		if r := out[0].(*entryResponse); len(r.results) != requests {
+			b.Fatalf("%d results, want %d", len(r.results), requests)
+		}
+	}
+}

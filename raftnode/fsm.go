@@ -29,6 +29,10 @@ func (f machineFSM) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft
 // a lease timer needs. The change hook is told the changed keys after the view lock is
 // released; raft resolves the batch's futures only once ApplyBatch returns, so every hook runs
 // before its reply goes out.
+// maxApplyScratch is the most commands ApplyBatch's decoding buffer keeps room for between
+// batches (about 150 bytes each).
+const maxApplyScratch = 8192
+
 func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	n := f.n
 	n.stats.batch.Observe(uint64(len(logs)))
@@ -36,14 +40,15 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	var (
 		changed [][]byte
 		bad     []badEntry
-		members bool          // the member table changed
-		users   bool          // the ACL users changed
-		flushed bool          // a FLUSHDB or FLUSHALL deleted keys: any key may have changed
-		configs []*raft.Log   // committed configurations, for membership
-		publish []message     // the messages to deliver
-		cmds    []fsm.Command // reused: one entry's commands, decoded
-		ends    []int         // reused: where each request's commands end in cmds
-		results = make([]fsm.Result, 0, len(logs))
+		members bool                               // the member table changed
+		users   bool                               // the ACL users changed
+		flushed bool                               // a FLUSHDB or FLUSHALL deleted keys: any key may have changed
+		configs []*raft.Log                        // committed configurations, for membership
+		publish []message                          // the messages to deliver
+		cmds    = n.applyScratch[:0]               // reused: one entry's commands, decoded
+		used    int                                // the most of cmds any entry used, cleared at the end
+		ends    []int                              // reused: where each request's commands end in cmds
+		results = make([]fsm.Result, 0, len(logs)) // handed out to the requests: fresh for every batch
 		resps   = make([]entryResponse, len(logs))
 	)
 	now := n.cfg.Now()
@@ -69,6 +74,8 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			n.mu.machine.Advance(l.Index)
 			continue
 		}
+		used = max(used, len(cmds))
+		results = slices.Grow(results, len(cmds)) // one allocation for the entry's requests
 		n.mu.machine.NoteFormat(fsm.FormatOf(l.Data))
 		// Each request's commands, applied whole or not at all (a failed guard aborts them). A
 		// batch's requests share its index; the leader's pending marks keep two requests on one
@@ -101,6 +108,12 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	n.keys.Store(int64(n.mu.machine.Len()))
 	n.noteFormatLocked()
+	// The decoded commands alias the entries' bytes: cleared, so the buffer kept for the next
+	// batch holds on to none of them. A buffer a huge batch grew is not kept.
+	clear(cmds[:used])
+	if cap(cmds) <= maxApplyScratch {
+		n.applyScratch = cmds[:0]
+	}
 	if flushed {
 		n.kickHandoffsLocked(nil)
 	} else if len(changed) > 0 {

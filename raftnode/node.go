@@ -77,6 +77,9 @@ type Node struct {
 	verifyReqs chan chan error
 
 	stats counters
+	// applyScratch is ApplyBatch's buffer of decoded commands, kept between batches: only
+	// raft's FSM goroutine touches it.
+	applyScratch []fsm.Command
 	// group is the leader's queue of requests waiting for a group commit; writes tells its
 	// sender when the batch it gave raft is written (groupcommit.go).
 	group  groupCommit
