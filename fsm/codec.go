@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 )
 
@@ -51,20 +52,30 @@ func EncodeEntry(dst []byte, cmds []Command) []byte {
 	return dst
 }
 
-// entrySize is about what EncodeEntry appends for cmds: every uvarint counted at its most.
+// entrySize is exactly what EncodeEntry appends for cmds: the entry is allocated once, in the
+// smallest size class that holds it (a LOCK's entry fits 80 bytes, where counting every uvarint
+// at its most asked for 144).
 func entrySize(cmds []Command) int {
-	n := 1 + binary.MaxVarintLen64
+	n := 1 + uvarintLen(uint64(len(cmds)))
 	for _, c := range cmds {
-		n += 4 + 9*binary.MaxVarintLen64 + len(c.Key) + len(c.Owner) + len(c.Match.Owner)
-		if c.Value != nil {
-			for _, e := range c.Value.Elems {
-				n += binary.MaxVarintLen64 + len(e)
+		n += 3 + bytesLen(c.Key) + bytesLen(c.Owner) + uvarintLen(c.LeaseMs) +
+			uvarintLen(uint64(c.Match.Token)) + bytesLen(c.Match.Owner) + uvarintLen(uint64(c.Token)) +
+			uvarintLen(c.LeaseRev) + uvarintLen(c.Match.Rev) + 1
+		if v := c.Value; v != nil {
+			n += uvarintLen(uint64(len(v.Elems))) + 8*len(v.Scores)
+			for _, e := range v.Elems {
+				n += bytesLen(e)
 			}
-			n += 8 * len(c.Value.Scores)
 		}
 	}
 	return n
 }
+
+// uvarintLen is the length of x's uvarint encoding.
+func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
+
+// bytesLen is the length of b as appendBytes writes it.
+func bytesLen(b []byte) int { return uvarintLen(uint64(len(b))) + len(b) }
 
 // appendBody appends the body of c: kind, flags, match kind, then the fields as uvarints and
 // length-prefixed bytes. Entries of both versions hold commands in this layout.

@@ -105,6 +105,10 @@ func TestCodecRoundTrip(t *testing.T) {
 			if diff := cmp.Diff(got, cmds, equateEmpty); diff != "" {
 				t.Errorf("DecodeEntry(EncodeEntry(cmds)) (-got +want):\n%s", diff)
 			}
+			// entrySize sizes the one allocation EncodeEntry makes: exactly, never short.
+			if n := fsm.EntrySize(cmds); n != len(enc) {
+				t.Errorf("entrySize = %d, EncodeEntry wrote %d bytes", n, len(enc))
+			}
 			if again := fsm.EncodeEntry(nil, got); !bytes.Equal(again, enc) {
 				t.Errorf("re-encoding = %x, want %x", again, enc)
 			}

@@ -12,3 +12,6 @@ func EncodeKeyedEntry(dst []byte, cmds []Command) []byte {
 	}
 	return dst
 }
+
+// EntrySize is entrySize, for the codec's tests.
+var EntrySize = entrySize
