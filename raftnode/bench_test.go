@@ -19,16 +19,21 @@ const benchKeys = 1024
 
 func benchKey(i int) []byte { return []byte(fmt.Sprintf("lock:%04d", i%benchKeys)) }
 
-// BenchmarkApplyBatch is the follower's and leader's apply path without raft: batches of 64
-// committed entries, half grants of a free key and half releases of it, decoded, applied and
-// tracked by the lease timers under the view lock. One op = one entry.
-func BenchmarkApplyBatch(b *testing.B) {
+// benchApplyFSM is a node's apply path without raft: its table, leases and pending marks.
+func benchApplyFSM() machineFSM {
 	cfg := testConfig("n1").withDefaults()
 	n := &Node{cfg: cfg, log: cfg.Logger, leaseWake: make(chan struct{}, 1), memberWake: make(chan struct{}, 1)}
 	n.mu.machine = fsm.New()
 	n.mu.leases = newLeases(cfg.Now())
 	n.mu.pending = map[string]*pendingKey{}
-	f := machineFSM{n}
+	return machineFSM{n}
+}
+
+// BenchmarkApplyBatch is the follower's and leader's apply path without raft: batches of 64
+// committed entries, half grants of a free key and half releases of it, decoded, applied and
+// tracked by the lease timers under the view lock. One op = one entry.
+func BenchmarkApplyBatch(b *testing.B) {
+	f := benchApplyFSM()
 	owner := []byte("owner-0123456789")
 	const batch = 64
 	logs := make([]*raft.Log, batch)
@@ -130,12 +135,7 @@ func lockUnlock(b *testing.B, n *Node, k []byte) {
 // of 128 requests of one command each, alternately grants of 128 free keys and their releases.
 // One op = one entry (128 requests).
 func BenchmarkApplyGroupCommit(b *testing.B) {
-	cfg := testConfig("n1").withDefaults()
-	n := &Node{cfg: cfg, log: cfg.Logger, leaseWake: make(chan struct{}, 1), memberWake: make(chan struct{}, 1)}
-	n.mu.machine = fsm.New()
-	n.mu.leases = newLeases(cfg.Now())
-	n.mu.pending = map[string]*pendingKey{}
-	f := machineFSM{n}
+	f := benchApplyFSM()
 	owner := []byte("owner-0123456789")
 	const requests = 128
 	var grants, releases [][]byte
