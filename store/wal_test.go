@@ -40,6 +40,15 @@ func segmentFiles(t *testing.T, cfg Config) []string {
 	return segs
 }
 
+// writeRaw writes b at off in segment g behind the store's back, as a crash or a disk fault
+// would leave it.
+func writeRaw(t *testing.T, g *segment, b []byte, off int64) {
+	t.Helper()
+	if _, err := g.file.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func reopen(t *testing.T, s *Store, cfg Config) *Store {
 	t.Helper()
 	if err := s.Close(); err != nil {
@@ -52,10 +61,7 @@ func reopen(t *testing.T, s *Store, cfg Config) *Store {
 // segment ends, read back before and after a restart; compaction removes whole segments.
 func TestSegmentsRollOver(t *testing.T) {
 	cfg := smallSegments(t)
-	s, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openStore(t, cfg)
 	logs := makeLogs(1, 500, 4)
 	for i := 0; i < len(logs); i += 13 {
 		mustStore(t, s, logs[i:min(i+13, len(logs))])
@@ -140,22 +146,15 @@ func TestStoreLogsRejectsOverwrite(t *testing.T) {
 // appended later are not followed by stale bytes.
 func TestTornTail(t *testing.T) {
 	cfg := testConfig(t)
-	s, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openStore(t, cfg)
 	mustStore(t, s, makeLogs(1, 20, 1))
 	seg := s.wal.segs[0]
 	end := seg.end
 	// A record for index 21 of which only the header and half the payload reached the disk.
 	rec := appendRecord(nil, makeLogs(21, 21, 1)[0])
-	if _, err := seg.file.WriteAt(rec[:len(rec)/2], end); err != nil {
-		t.Fatal(err)
-	}
+	writeRaw(t, seg, rec[:len(rec)/2], end)
 	// And stray bytes further on.
-	if _, err := seg.file.WriteAt([]byte("stray"), end+4096); err != nil {
-		t.Fatal(err)
-	}
+	writeRaw(t, seg, []byte("stray"), end+4096)
 	s = reopen(t, s, cfg)
 	checkBounds(t, s, 1, 20)
 	checkLogs(t, s, makeLogs(1, 20, 1))
@@ -177,15 +176,10 @@ func TestTornTail(t *testing.T) {
 // so Open refuses the store instead of silently dropping entries.
 func TestDamageBeforeTheEnd(t *testing.T) {
 	cfg := smallSegments(t)
-	s, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openStore(t, cfg)
 	mustStore(t, s, makeLogs(1, 100, 1))
 	g := s.wal.segs[0]
-	if _, err := g.file.WriteAt([]byte{0xff}, int64(g.offs[1])+recordHeaderSize+3); err != nil {
-		t.Fatal(err)
-	}
+	writeRaw(t, g, []byte{0xff}, int64(g.offs[1])+recordHeaderSize+3)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -201,10 +195,7 @@ func TestDamageBeforeTheEnd(t *testing.T) {
 // moves it (gaps included) into segments and deletes the pebble copy.
 func TestMovesPebbleLog(t *testing.T) {
 	cfg := smallSegments(t)
-	s, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openStore(t, cfg)
 	old := append(makeLogs(5, 300, 2), makeLogs(400, 410, 3)...)
 	b := s.db.NewBatch()
 	for _, l := range old {
@@ -239,14 +230,9 @@ func TestCrashAroundTruncation(t *testing.T) {
 			mustStore(t, s, newer[20:])
 			mustDelete(t, s, 1, 60)
 			// Unacknowledged: written, maybe torn, never returned.
-			s.wal.writeMu.Lock()
 			g := s.wal.segs[len(s.wal.segs)-1]
 			rec := appendRecord(nil, makeLogs(151, 151, 2)[0])
-			_, err := g.file.WriteAt(rec[:len(rec)-3], g.end)
-			s.wal.writeMu.Unlock()
-			if err != nil {
-				t.Fatal(err)
-			}
+			writeRaw(t, g, rec[:len(rec)-3], g.end)
 
 			s = openStore(t, crash(t, s, fs, cfg, cc.cfg()))
 			checkBounds(t, s, 61, 150)
@@ -259,33 +245,92 @@ func TestCrashAroundTruncation(t *testing.T) {
 	}
 }
 
-// TestCrashMidAppend: power loss while a batch spanning several segments is written, at
-// every step of it: what is left is a prefix of the batch after the acknowledged entries,
-// with no hole.
+// syncCrashFS takes its crash image just before the n-th SyncData after arm, in any file: a
+// crash in the middle of a StoreLogs that writes several segments (each chunk is synced before
+// the next segment is written).
+type syncCrashFS struct {
+	*vfs.MemFS
+	mu        sync.Mutex
+	countdown int // syncs to let through; -1: disarmed
+	cfg       vfs.CrashCloneCfg
+	image     *vfs.MemFS
+}
+
+func (f *syncCrashFS) arm(n int, cfg vfs.CrashCloneCfg) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.countdown, f.cfg, f.image = n, cfg, nil
+}
+
+// crashed returns the image taken at the armed sync, or one taken now if the writes did not
+// reach that many syncs.
+func (f *syncCrashFS) crashed() (image *vfs.MemFS, midway bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.countdown = -1
+	if f.image != nil {
+		return f.image, true
+	}
+	return f.MemFS.CrashClone(f.cfg), false
+}
+
+func (f *syncCrashFS) beforeSync() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.countdown == 0 && f.image == nil {
+		f.image = f.MemFS.CrashClone(f.cfg)
+	}
+	if f.countdown > 0 {
+		f.countdown--
+	}
+}
+
+func (f *syncCrashFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	file, err := f.MemFS.Create(name, c)
+	return syncCrashFile{file, f}, err
+}
+
+func (f *syncCrashFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
+	file, err := f.MemFS.OpenReadWrite(name, c, opts...)
+	return syncCrashFile{file, f}, err
+}
+
+type syncCrashFile struct {
+	vfs.File
+	fs *syncCrashFS
+}
+
+func (f syncCrashFile) SyncData() error {
+	f.fs.beforeSync()
+	return f.File.SyncData()
+}
+
+// TestCrashMidAppend: power loss before one of the syncs of a batch that spans several
+// segments (or after the batch): what is left is the acknowledged entries and a prefix of the
+// batch, with no hole.
 func TestCrashMidAppend(t *testing.T) {
 	for _, cc := range crashCases {
 		t.Run(cc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, 7))
-			for round := range 20 {
-				s, cfg, fs := openCrashable(t)
+			midway := 0
+			for round := range 30 {
+				cfg, mem := crashConfig(t)
+				fs := &syncCrashFS{MemFS: mem, countdown: -1}
+				cfg.FS = fs
+				s := openStore(t, cfg)
 				acked := makeLogs(1, 40, 1)
 				mustStore(t, s, acked)
 				batch := makeLogs(41, 41+uint64(rng.IntN(150)), 1)
-				var crashed *vfs.MemFS
-				done := make(chan struct{})
-				go func() { // crash at a random moment of the StoreLogs
-					defer close(done)
-					for range rng.IntN(50) {
-						fs.CrashClone(vfs.CrashCloneCfg{}) // a yield of random length
-					}
-					crashed = fs.CrashClone(cc.cfg())
-				}()
+				fs.arm(rng.IntN(8), cc.cfg())
 				mustStore(t, s, batch)
-				<-done
+				image, mid := fs.crashed()
+				if mid {
+					midway++
+				}
 				if err := s.Close(); err != nil {
 					t.Fatal(err)
 				}
-				cfg.FS = crashed
+				cfg.FS = image
 				s = openStore(t, cfg)
 				first, _ := s.FirstIndex()
 				last, _ := s.LastIndex()
@@ -295,6 +340,9 @@ func TestCrashMidAppend(t *testing.T) {
 				}
 				checkLogs(t, s, acked)
 				checkLogs(t, s, batch[:last-40])
+			}
+			if midway < 5 {
+				t.Fatalf("only %d of 30 crashes landed inside the batch", midway)
 			}
 		})
 	}
