@@ -21,6 +21,10 @@ var (
 
 func (f machineFSM) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft.Log{l})[0] }
 
+// maxApplyScratch is the most commands ApplyBatch's decoding buffer keeps room for between
+// batches (about 150 bytes each).
+const maxApplyScratch = 8192
+
 // ApplyBatch applies committed entries in order; each entry is one request's commands and its
 // response is an *entryResponse with their results (none for an entry that does not decode).
 // The results of the whole batch share one array, and the responses another, so an entry of one
@@ -29,10 +33,6 @@ func (f machineFSM) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft
 // a lease timer needs. The change hook is told the changed keys after the view lock is
 // released; raft resolves the batch's futures only once ApplyBatch returns, so every hook runs
 // before its reply goes out.
-// maxApplyScratch is the most commands ApplyBatch's decoding buffer keeps room for between
-// batches (about 150 bytes each).
-const maxApplyScratch = 8192
-
 func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	n := f.n
 	n.stats.batch.Observe(uint64(len(logs)))

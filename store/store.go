@@ -208,21 +208,19 @@ func Open(cfg Config) (*Store, error) {
 	s := &Store{db: db, log: cfg.Logger, cfg: cfg, syncs: metrics.NewHistogram(metrics.Latency)}
 	s.readers.m = make(map[*snapshotReader]struct{})
 
-	s.wal, err = openWAL(walConfig{
-		fs: cfg.FS, dir: cfg.FS.PathJoin(cfg.Dir, logDirName), segmentSize: cfg.SegmentSize,
+	s.wal = &wal{
+		fs: cfg.FS, dir: cfg.FS.PathJoin(cfg.Dir, logDirName), segSize: cfg.SegmentSize,
 		log: s.log, syncs: s.syncs, readFloor: s.readLogFloor, writeFloor: s.writeLogFloor,
-	})
-	if err == nil {
-		err = s.movePebbleLog()
-		if err == nil {
-			err = reapPartialSnapshots(db, s.log)
-		}
-		if err != nil {
-			_ = s.wal.Close()
-		}
+	}
+	if err := s.wal.open(); err != nil {
+		_ = db.Close() // the first error is the one worth reporting
+		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
+	}
+	if err = s.movePebbleLog(); err == nil {
+		err = reapPartialSnapshots(db, s.log)
 	}
 	if err != nil {
-		_ = db.Close() // the first error is the one worth reporting
+		_ = errors.Join(s.wal.Close(), db.Close())
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 	}
 	s.log.Info("store opened", "dir", cfg.Dir,

@@ -121,33 +121,19 @@ type wal struct {
 	first, last atomic.Uint64
 }
 
-type walConfig struct {
-	fs          vfs.FS
-	dir         string
-	segmentSize int64
-	log         *slog.Logger
-	syncs       *metrics.Histogram
-	readFloor   func() (uint64, error)
-	writeFloor  func(uint64) error
-}
-
-// openWAL opens the log in cfg.dir, creating it if needed, and recovers it: a torn record at
-// the end of the newest segment is cut off and zeroed, an empty newest segment is removed,
-// and entries below the durable floor are hidden.
-func openWAL(cfg walConfig) (*wal, error) {
-	w := &wal{
-		fs: cfg.fs, dir: cfg.dir, segSize: cfg.segmentSize, log: cfg.log, syncs: cfg.syncs,
-		readFloor: cfg.readFloor, writeFloor: cfg.writeFloor,
-	}
+// open creates the log's directory if needed and recovers the log in it: a torn record at the
+// end of the newest segment is cut off and zeroed, an empty newest segment is removed, and
+// entries below the durable floor are hidden. The caller has set every field above writeMu.
+func (w *wal) open() error {
 	if err := w.makeDir(); err != nil {
-		return nil, fmt.Errorf("open wal: %w", err)
+		return fmt.Errorf("open wal: %w", err)
 	}
 	if err := w.recover(); err != nil {
 		w.closeFiles()
-		return nil, fmt.Errorf("open wal %s: %w", w.dir, err)
+		return fmt.Errorf("open wal %s: %w", w.dir, err)
 	}
 	w.prepareSpare()
-	return w, nil
+	return nil
 }
 
 // makeDir creates the log's directory and makes its entry in the parent durable, or a
