@@ -18,7 +18,31 @@ import (
 // the new configuration (without f) cannot reach a quorum of itself; f has it in its log,
 // then loses the leader. Under the old rule (leave once the newest configuration drops you and
 // no leader has called for 3 s) f left here although it was still a member.
+//
+// hashicorp/raft can commit the removal anyway: the leader writes the entry and counts its own
+// match under the old configuration, and only then switches to the new one; should f's
+// acknowledgement be counted in between (CI under -race: 3 rounds in 30 with two busy loops
+// beside it), the old majority {leader, f} commits the entry, and f is right to leave. A round
+// like that is checked for what it is (the leader applied the removal too) and the scenario
+// is played again on a new cluster, up to uncommittedRemovalRounds times.
 func TestUncommittedRemovalDoesNotRemove(t *testing.T) {
+	for round := range uncommittedRemovalRounds {
+		committed := false
+		t.Run(fmt.Sprintf("round-%d", round), func(t *testing.T) {
+			committed = uncommittedRemovalRound(t)
+		})
+		if !committed || t.Failed() {
+			return
+		}
+	}
+	t.Fatalf("the removal committed on the old majority in all %d rounds: the scenario never ran", uncommittedRemovalRounds)
+}
+
+const uncommittedRemovalRounds = 5
+
+// uncommittedRemovalRound plays TestUncommittedRemovalDoesNotRemove's scenario once on a new
+// cluster. It reports true, having checked nothing more, when the removal committed after all.
+func uncommittedRemovalRound(t *testing.T) (committed bool) {
 	nodes := newCluster(t, 3, func(c *Config) { c.ClientAddr = "client-" + c.ID })
 	// The removed node asks the leader over RESP (RAFT MEMBER); in-memory nodes have no client
 	// port, so the question goes straight to the node behind the address.
@@ -65,7 +89,18 @@ func TestUncommittedRemovalDoesNotRemove(t *testing.T) {
 	// Long past removedQuiet: f sees no leader, its log drops it, and nothing committed that.
 	select {
 	case <-f.Removed():
-		t.Fatalf("%s left the cluster on a removal that never committed", f.id)
+		// Legitimate only if the removal did commit: f learnt it from the leader's commit
+		// index, so the old leader applies it too.
+		if err := testutil.Poll(5*time.Second, 10*time.Millisecond, func() error {
+			if _, member, known := l.committedConf.get(f.id); !known || member {
+				return fmt.Errorf("member %v, known %v", member, known)
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("%s left the cluster on a removal that never committed (the old leader's committed configuration: %v)", f.id, err)
+		}
+		t.Logf("%s left on its removal, which the old majority committed before the leader switched configurations: another round", f.id)
+		return true
 	case <-time.After(removedQuiet + 4*time.Second):
 	}
 	if _, member, known := l.committedConf.get(f.id); !known || !member {
@@ -87,6 +122,7 @@ func TestUncommittedRemovalDoesNotRemove(t *testing.T) {
 			return nil
 		})
 	}
+	return false
 }
 
 func inConfig(c raft.Configuration, id string) bool {
