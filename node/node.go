@@ -47,8 +47,10 @@ type Pending interface {
 	// waiting for its leadership check), and then Wait may block.
 	Done() <-chan struct{}
 	// Wait returns what Exec would have: the applied results of the request's commands in
-	// order, or its error. It must be called exactly once: until then the request's keys stay
-	// in flight, and a lock granted to a client that has hung up is released only by it.
+	// order, or its error. It must be called exactly once: a lock granted to a client that has
+	// hung up is released only by it, and the LOCK ... WAIT waiters the request granted hear
+	// only then. (The request's keys are no longer in flight once it applied, whether or not
+	// Wait was called: a caller may propose more before it waits, and so may others.)
 	Wait() ([]fsm.Result, error)
 }
 

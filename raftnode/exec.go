@@ -63,6 +63,18 @@ func (n *Node) Propose(ctx context.Context, keys [][]byte, eval node.Eval) (node
 		return nil, err
 	}
 	p.keys, p.eval = keys, eval
+	if p.future != nil {
+		// An entry of its own (no group commit): a goroutine waits for raft's future, so that
+		// its pending marks clear once it applies whenever the caller collects it (answerBatch
+		// says why), and Done has a channel to give.
+		e, future := &p.entry, p.future
+		*e = groupEntry{cmds: p.cmds, done: make(chan struct{})}
+		p.future, p.grouped = nil, e
+		go func() {
+			e.results, e.err = n.awaitFuture(e.cmds, future)
+			close(e.done)
+		}()
+	}
 	return p, nil
 }
 
@@ -315,16 +327,31 @@ func (f refusedFuture) Response() interface{} { return nil }
 // entry each: the harness proves its atomicity checker against that build.
 var splitSubmit func(n *Node, cmds []fsm.Command) raft.ApplyFuture
 
-// await collects the outcome of a request's entry, then clears its pending marks. The marks stay
-// until the future has returned, which is after the entry applied (or failed): a request that
-// waited on them sees the applied table. On success results has one entry per command; err is
-// the request's error, with no results: a certain one (nothing was proposed) when raft refused
-// the entry before it reached the log, otherwise ErrUncertain. An entry is never half applied,
-// so there is no partial outcome to report.
+// await collects the outcome of a request's entry: its group commit's answer, or raft's future
+// for an entry of its own. On success results has one entry per command; err is the request's
+// error, with no results: a certain one (nothing was proposed) when raft refused the entry
+// before it reached the log, otherwise ErrUncertain. An entry is never half applied, so there
+// is no partial outcome to report.
 func (n *Node) await(cmds []fsm.Command, future raft.ApplyFuture, grouped *groupEntry) (results []fsm.Result, err error) {
 	if grouped != nil {
 		results, err = grouped.wait(n.stop)
-	} else if err = n.waitFuture(future); err == nil {
+	} else {
+		results, err = n.awaitFuture(cmds, future)
+	}
+	if err != nil {
+		n.stats.failedProposals.Add(1)
+		return nil, n.applyError(err)
+	}
+	if fsm.Aborted(results) {
+		n.stats.abortedEntries.Add(1)
+	}
+	return results, nil
+}
+
+// awaitFuture waits for raft's future for an entry of its own, then clears its pending marks
+// (as answerBatch does for a group commit's).
+func (n *Node) awaitFuture(cmds []fsm.Command, future raft.ApplyFuture) (results []fsm.Result, err error) {
+	if err = n.waitFuture(future); err == nil {
 		if r, ok := future.Response().(*entryResponse); ok && len(r.results) == len(cmds) {
 			results = r.results
 		} else {
@@ -334,31 +361,31 @@ func (n *Node) await(cmds []fsm.Command, future raft.ApplyFuture, grouped *group
 		}
 	}
 	n.mu.Lock()
+	n.clearPendingLocked(cmds)
+	n.mu.Unlock()
+	return results, err
+}
+
+// clearPendingLocked takes cmds off their keys' pending marks, once their entry applied or
+// failed: a request that waited on the marks sees the applied table.
+func (n *Node) clearPendingLocked(cmds []fsm.Command) {
 	for _, c := range cmds {
-		key := string(c.Key)
-		if p := n.mu.pending[key]; p != nil {
-			p.n--
-			if p.n == 0 {
-				if p.done != nil {
-					close(p.done) // its waiters hold the channel, not p
-				}
-				delete(n.mu.pending, key)
-				if len(n.mu.freeKeys) < maxFreeKeys {
-					*p = pendingKey{}
-					n.mu.freeKeys = append(n.mu.freeKeys, p)
-				}
-			}
+		p := n.mu.pending[string(c.Key)]
+		if p == nil {
+			continue
+		}
+		if p.n--; p.n > 0 {
+			continue
+		}
+		if p.done != nil {
+			close(p.done) // its waiters hold the channel, not p
+		}
+		delete(n.mu.pending, string(c.Key))
+		if len(n.mu.freeKeys) < maxFreeKeys {
+			*p = pendingKey{}
+			n.mu.freeKeys = append(n.mu.freeKeys, p)
 		}
 	}
-	n.mu.Unlock()
-	if err != nil {
-		n.stats.failedProposals.Add(1)
-		return nil, n.applyError(err)
-	}
-	if fsm.Aborted(results) {
-		n.stats.abortedEntries.Add(1)
-	}
-	return results, nil
 }
 
 // applyError maps raft's errors to ours. Only errors raised before the entry reached the log

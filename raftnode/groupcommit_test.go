@@ -333,12 +333,12 @@ func TestGroupCommitWaitsForCommitInACluster(t *testing.T) {
 func TestAnswerBatchFirstLast(t *testing.T) {
 	batch := make([]*groupEntry, 8)
 	for i := range batch {
-		batch[i] = &groupEntry{cmds: 1, done: make(chan struct{})}
+		batch[i] = &groupEntry{cmds: []fsm.Command{{Key: []byte("k")}}, done: make(chan struct{})}
 	}
 	close(batch[1].done)
 	func() {
 		defer func() { recover() }()
-		answerBatch(batch, nil, errors.New("answered"))
+		new(Node).answerBatch(batch, nil, errors.New("answered"))
 	}()
 	select {
 	case <-batch[0].done:

@@ -32,10 +32,19 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // startNode runs a real single-voter raftnode on in-memory stores.
 func startNode(t testing.TB) *raftnode.Node {
 	t.Helper()
+	return startNodeWith(t, nil)
+}
+
+// startNodeWith is startNode with mod applied to the node's configuration.
+func startNodeWith(t testing.TB, mod func(*raftnode.Config)) *raftnode.Node {
+	t.Helper()
 	_, trans := raft.NewInmemTransport("n1")
 	cfg := raftnode.DefaultConfig()
 	cfg.ID, cfg.RaftAddr, cfg.Bootstrap, cfg.Logger = "n1", string(trans.LocalAddr()), true, quiet
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 50*time.Millisecond, 50*time.Millisecond, 50*time.Millisecond
+	if mod != nil {
+		mod(&cfg)
+	}
 	n, err := raftnode.New(cfg, raftnode.Stores{Log: raft.NewInmemStore(), Stable: raft.NewInmemStore(), Snapshots: raft.NewInmemSnapshotStore()}, trans)
 	if err != nil {
 		t.Fatal(err)
