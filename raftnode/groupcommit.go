@@ -37,9 +37,10 @@ import (
 // requests reach the log in that order.
 
 // maxBatchBytes bounds one batch's log entry: requests queued past it wait for the next batch
-// (a request larger than the bound goes alone). raft keeps the newest 4096 entries in memory
-// (logCacheEntries) and sends up to MaxAppendEntries of them in one message: small batches
-// keep both bounded, and a batch of a few hundred requests already costs one fsync.
+// (a request larger than the bound goes alone). The log cache keeps the newest entries in
+// memory (logCacheEntries, logCacheBytes) and raft sends up to MaxAppendEntries of them in one
+// message: small batches keep both bounded, and a batch of a few hundred requests already
+// costs one fsync.
 const maxBatchBytes = 256 << 10
 
 // groupCommit is the leader's queue of request entries waiting for a batch, and the batches

@@ -27,7 +27,12 @@ type Stores struct {
 
 // logCacheEntries is how many of the newest log entries stay in memory: several batches of
 // MaxAppendEntries, so replication and apply never read the store in steady state.
-const logCacheEntries = 4096
+// logCacheBytes bounds their data (logcache.go): 128 group commits of the largest size, where
+// 4,096 entries of small batches hold a few megabytes.
+const (
+	logCacheEntries = 4096
+	logCacheBytes   = 32 << 20
+)
 
 // Node is one raftlock node: raft, the lock table it applies to, and the leader's view.
 type Node struct {
@@ -206,11 +211,9 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 			return nil, err
 		}
 	}
-	// The cache keeps the newest entries in memory: the leader reads them back to replicate
-	// them, and a follower to apply them, right after writing them. Without it both read each
-	// entry back from pebble (on followers that was a tenth of their CPU).
+	// The cache keeps the newest entries in memory (logcache.go).
 	n.writes = &writeWatch{LogStore: st.Log, written: n.batchSettled}
-	logs, err := raft.NewLogCache(logCacheEntries, n.writes)
+	logs, err := newLogCache(n.writes, logCacheEntries, logCacheBytes)
 	if err != nil {
 		return nil, fmt.Errorf("log cache: %w", err)
 	}
