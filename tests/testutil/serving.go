@@ -13,14 +13,35 @@ import (
 	"github.com/raftlock/raftlock/server/resp"
 )
 
-// FreePort returns a TCP port on ip that was free a moment ago.
+// handedOut are the ports FreePort returned in this process.
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
+// FreePort returns a TCP port on ip that was free a moment ago and that it has not returned
+// before in this process. A cluster's ports are asked for one after another before any node
+// binds them, and the kernel may hand out a port it has just released again: two nodes of a
+// conformance test's cluster once got the same client port.
 func FreePort(ip string) (int, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports == nil {
+		handedOut.ports = make(map[int]bool)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	for range 100 {
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+		if err != nil {
+			return 0, fmt.Errorf("free port: %w", err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port, nil
+		}
+	}
+	return 0, errors.New("free port: the kernel kept handing out ports returned before")
 }
 
 // clientTLS maps a client address to the TLS config that reaches it (UseTLS).

@@ -161,3 +161,19 @@ func TestGoflagsTags(t *testing.T) {
 		}
 	}
 }
+
+// FreePort never returns a port twice in one process, even when the kernel would: a cluster's
+// ports are all asked for before any is bound.
+func TestFreePortNeverRepeats(t *testing.T) {
+	seen := make(map[int]bool)
+	for range 500 {
+		port, err := FreePort("127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[port] {
+			t.Fatalf("port %d returned twice", port)
+		}
+		seen[port] = true
+	}
+}
