@@ -22,8 +22,9 @@ import (
 // hashicorp/raft can commit the removal anyway: the leader writes the entry and counts its own
 // match under the old configuration, and only then switches to the new one; should f's
 // acknowledgement be counted in between (CI under -race: 3 rounds in 30 with two busy loops
-// beside it), the old majority {leader, f} commits the entry, and f is right to leave. A round
-// like that is checked for what it is (the leader applied the removal too) and the scenario
+// beside it), the old majority {leader, f} commits the entry: f is right to leave if it heard
+// of the commit, and right to stay if it did not (the leader no longer replicates to it). A
+// round like that is checked for what it is (the leader applied the removal) and the scenario
 // is played again on a new cluster, up to uncommittedRemovalRounds times.
 func TestUncommittedRemovalDoesNotRemove(t *testing.T) {
 	for round := range uncommittedRemovalRounds {
@@ -103,8 +104,15 @@ func uncommittedRemovalRound(t *testing.T) (committed bool) {
 		return true
 	case <-time.After(removedQuiet + 4*time.Second):
 	}
-	if _, member, known := l.committedConf.get(f.id); !known || !member {
-		t.Fatalf("the old leader's committed configuration: member %v, known %v; want f still a member", member, known)
+	switch _, member, known := l.committedConf.get(f.id); {
+	case !known:
+		t.Fatalf("the old leader's committed configuration does not know %s", f.id)
+	case !member:
+		// The same race, the other way out: the old majority committed the removal, but the
+		// leader stopped replicating to f as soon as it switched configurations, so f never
+		// heard of the commit and rightly stayed (-race with two busy loops: 1 round in 15).
+		t.Logf("the old majority committed %s's removal, which %s never heard of: another round", f.id, f.id)
+		return true
 	}
 
 	// Healed, the leader (or whichever node has the entry) commits the removal, and f leaves.
