@@ -56,13 +56,25 @@ func TestLogFormatWaitsForEveryMember(t *testing.T) {
 			return nil
 		})
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	if _, err := propose(ctx, l, hash); err != nil {
-		t.Fatalf("the hash write after the switch: %v", err)
-	}
+	// To whichever leads now: under -race on a busy machine the in-memory cluster can elect
+	// another leader while it switched (a refusal as not leader proposed nothing: try again).
+	var wrote *testNode
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		l := leader(t, nodes)
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		_, err := propose(ctx, l, hash)
+		if notLeaderErr(err) != nil {
+			return err
+		}
+		if err != nil {
+			t.Fatalf("the hash write after the switch: %v", err)
+		}
+		wrote = l
+		return nil
+	})
 	// Even a request alone goes in a batch: every entry says the cluster writes batches.
-	if got := lastCommandFormat(t, l); got != fsm.FormatBatch {
+	if got := lastCommandFormat(t, wrote); got != fsm.FormatBatch {
 		t.Fatalf("after the switch an entry of format %d, want %d", got, fsm.FormatBatch)
 	}
 }
