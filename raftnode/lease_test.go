@@ -2,8 +2,11 @@ package raftnode
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/tests/testutil"
@@ -49,8 +52,8 @@ func TestLeaseExpires(t *testing.T) {
 	waitExpired(t, n, 1)
 	s := n.Stats()
 	if s.Expired != 1 || s.Leases != 0 || s.Locks != 0 || s.LastIndex != before.LastIndex+2 {
-		t.Fatalf("after expiry: expired %d, leases %d, locks %d, last index %d -> %d; want 1, 0, 0 and two entries (grant, expire)",
-			s.Expired, s.Leases, s.Locks, before.LastIndex, s.LastIndex)
+		t.Fatalf("after expiry: expired %d, leases %d, locks %d, last index %d -> %d; want 1, 0, 0 and two entries (grant, expire): %s",
+			s.Expired, s.Leases, s.Locks, before.LastIndex, s.LastIndex, logEntries(t, n, before.LastIndex+1, s.LastIndex))
 	}
 }
 
@@ -218,4 +221,30 @@ func TestLeaseTimersFollowTable(t *testing.T) {
 	n.wakeLeases()
 	goneAt(t, n, "c", time.Second)
 	waitExpired(t, n, 1) // the KEEPTTL lease, ended under its new token
+}
+
+// logEntries describes n's log entries from..to: each one's type and, for a command entry, the
+// kinds of the commands it carries.
+func logEntries(t *testing.T, n *testNode, from, to uint64) string {
+	t.Helper()
+	var b strings.Builder
+	for i := from; i <= to; i++ {
+		var l raft.Log
+		if err := n.logs.GetLog(i, &l); err != nil {
+			fmt.Fprintf(&b, " [%d: %v]", i, err)
+			continue
+		}
+		fmt.Fprintf(&b, " [%d: %s", i, l.Type)
+		if l.Type == raft.LogCommand {
+			cmds, _, err := fsm.DecodeEntries(nil, nil, l.Data)
+			for _, c := range cmds {
+				fmt.Fprintf(&b, " %v %q", c.Kind, c.Key)
+			}
+			if err != nil {
+				fmt.Fprintf(&b, " (%v)", err)
+			}
+		}
+		b.WriteString("]")
+	}
+	return b.String()
 }
