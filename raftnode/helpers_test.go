@@ -331,6 +331,30 @@ func mustLock(t *testing.T, n *testNode, key, owner string, leaseMs uint64) fsm.
 	return out.res[0]
 }
 
+// mustLockOnLeader grants key to owner through whichever of nodes leads, or fails the test. A
+// refusal as not leader proposed nothing, so it asks the new leader: under -race on a busy
+// machine an in-memory cluster can elect another leader right after a test found one.
+func mustLockOnLeader(t *testing.T, nodes []*testNode, key, owner string, leaseMs uint64) fsm.Result {
+	t.Helper()
+	var out lockOutcome
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		l := leader(t, nodes)
+		var err error
+		out, err = tryLock(t.Context(), l, key, owner, leaseMs)
+		if notLeaderErr(err) != nil {
+			return err
+		}
+		if err != nil {
+			t.Fatalf("LOCK %s on %s: %v", key, l.id, err)
+		}
+		if !out.granted {
+			t.Fatalf("LOCK %s on %s: not granted (holder token %d, results %+v)", key, l.id, out.token, out.res)
+		}
+		return nil
+	})
+	return out.res[0]
+}
+
 // propose runs one command through Exec unconditionally (the FSM checks its guard).
 func propose(ctx context.Context, n *testNode, c fsm.Command) (fsm.Result, error) {
 	res, err := n.Exec(ctx, [][]byte{c.Key}, func(node.View) []fsm.Command { return []fsm.Command{c} }, nil)

@@ -199,11 +199,10 @@ func TestRestartAfterRejoinIgnoresOldRemoval(t *testing.T) {
 	f = restart(t, f)
 	nodes[fi] = f
 	connectAll(nodes)
-	l = leader(t, nodes)
 	// The second lock is written once f holds the first, so f applies it in a later batch: by
 	// then the batch with the first lock, the removal's at the latest, has run its hooks.
 	for _, key := range []string{"after-restart", "after-restart-2"} {
-		mustLock(t, l, key, "o", 0)
+		mustLockOnLeader(t, nodes, key, "o", 0)
 		testutil.WaitFor(t, 10*time.Second, testutil.Cond(f.id+" applied "+key, func() bool { return held(f, key) }))
 	}
 	select {
