@@ -331,23 +331,38 @@ func mustLock(t *testing.T, n *testNode, key, owner string, leaseMs uint64) fsm.
 	return out.res[0]
 }
 
-// mustLockOnLeader grants key to owner through whichever of nodes leads, or fails the test. A
-// refusal as not leader proposed nothing, so it asks the new leader: under -race on a busy
-// machine an in-memory cluster can elect another leader right after a test found one.
+// onLeader runs op on whichever of nodes leads and returns that node. A refusal as not leader
+// proposed nothing, so op runs again on the new leader: under -race on a busy machine an
+// in-memory cluster can elect another leader right after a test found one. op fails the test
+// itself on any other error.
+func onLeader(t *testing.T, nodes []*testNode, op func(l *testNode) error) *testNode {
+	t.Helper()
+	var ran *testNode
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		l := leader(t, nodes)
+		if err := op(l); notLeaderErr(err) != nil {
+			return err
+		}
+		ran = l
+		return nil
+	})
+	return ran
+}
+
+// mustLockOnLeader grants key to owner through whichever of nodes leads (onLeader), or fails
+// the test.
 func mustLockOnLeader(t *testing.T, nodes []*testNode, key, owner string, leaseMs uint64) fsm.Result {
 	t.Helper()
 	var out lockOutcome
-	testutil.WaitFor(t, 10*time.Second, func() error {
-		l := leader(t, nodes)
+	onLeader(t, nodes, func(l *testNode) error {
 		var err error
 		out, err = tryLock(t.Context(), l, key, owner, leaseMs)
-		if notLeaderErr(err) != nil {
+		switch {
+		case notLeaderErr(err) != nil:
 			return err
-		}
-		if err != nil {
+		case err != nil:
 			t.Fatalf("LOCK %s on %s: %v", key, l.id, err)
-		}
-		if !out.granted {
+		case !out.granted:
 			t.Fatalf("LOCK %s on %s: not granted (holder token %d, results %+v)", key, l.id, out.token, out.res)
 		}
 		return nil

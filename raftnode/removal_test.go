@@ -110,7 +110,8 @@ func uncommittedRemovalRound(t *testing.T) (committed bool) {
 	case !member:
 		// The same race, the other way out: the old majority committed the removal, but the
 		// leader stopped replicating to f as soon as it switched configurations, so f never
-		// heard of the commit and rightly stayed (-race with two busy loops: 1 round in 15).
+		// heard of the commit and rightly stayed (go test -race -count=3 ./raftnode with two
+		// busy loops beside it: 1 suite run in 15).
 		t.Logf("the old majority committed %s's removal, which %s never heard of: another round", f.id, f.id)
 		return true
 	}
