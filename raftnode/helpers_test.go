@@ -47,9 +47,9 @@ var olderMembers sync.Map
 
 // Timings for in-memory clusters: elections in a few hundred milliseconds, replies in about one.
 const (
-	testHeartbeat = 50 * time.Millisecond
-	testElection  = 100 * time.Millisecond
-	testLease     = 50 * time.Millisecond
+	testHeartbeat = 100 * time.Millisecond
+	testElection  = 200 * time.Millisecond
+	testLease     = 100 * time.Millisecond
 	testCommit    = time.Millisecond
 )
 

@@ -175,19 +175,31 @@ func TestRestartAfterRejoinIgnoresOldRemoval(t *testing.T) {
 	f := startNode(t, cfg, newStores())
 	nodes[fi] = f
 	connectAll(nodes)
-	added, err := l.AddServer(t.Context(), f.id, f.cfg.RaftAddr, "", false)
-	if err != nil {
-		t.Fatalf("AddServer(%s): %v", f.id, err)
-	}
+	// Through whichever node leads: under load a leader can lose its lease mid-test.
+	var added uint64
+	onLeader(t, nodes, func(l *testNode) error {
+		var err error
+		if added, err = l.AddServer(t.Context(), f.id, f.cfg.RaftAddr, "", false); err != nil && notLeaderErr(err) == nil {
+			t.Fatalf("AddServer(%s): %v", f.id, err)
+		}
+		return err
+	})
 	testutil.WaitFor(t, 10*time.Second, func() error {
 		if got := f.raft.AppliedIndex(); got < added {
 			return fmt.Errorf("%s applied %d, want %d (its addition)", f.id, got, added)
 		}
 		return nil
 	})
-	if err := l.raft.AddVoter(raft.ServerID(f.id), f.addr, 0, 5*time.Second).Error(); err != nil {
-		t.Fatalf("AddVoter(%s): %v", f.id, err)
-	}
+	onLeader(t, nodes, func(l *testNode) error {
+		err := l.raft.AddVoter(raft.ServerID(f.id), f.addr, 0, 5*time.Second).Error()
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			return &node.NotLeaderError{}
+		}
+		if err != nil {
+			t.Fatalf("AddVoter(%s): %v", f.id, err)
+		}
+		return nil
+	})
 	metas, err := f.stores.Snapshots.List()
 	if err != nil || len(metas) == 0 || metas[0].Index >= removal {
 		t.Fatalf("%s's snapshots %v (%v): want one from before the removal at %d", f.id, metas, err, removal)
