@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -261,7 +260,7 @@ func (r *request) rewriteTokenlessOf(cmd *command, args [][]byte) ([][]byte, boo
 	default:
 		return args, true
 	}
-	t, ok := r.tokenArg(fsm.DBKey(r.db, args[1]), nil, strings.ToUpper(cmd.name)+" with the token")
+	t, ok := r.tokenArg(fsm.DBKey(r.db, args[1]), nil, cmd.name)
 	if !ok {
 		return nil, false
 	}

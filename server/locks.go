@@ -200,7 +200,8 @@ func (r *request) lockResult(key []byte, res []fsm.Result) (fsm.Token, bool) {
 }
 
 // tokenArg returns the token a token-less UNLOCK/RENEW means: the one this connection holds.
-func (r *request) tokenArg(key []byte, arg []byte, cmd string) (fsm.Token, bool) {
+// name is the command's (its error tells the client to send it with the token).
+func (r *request) tokenArg(key []byte, arg []byte, name string) (fsm.Token, bool) {
 	if arg != nil {
 		t, ok := parseToken(arg)
 		if !ok {
@@ -211,7 +212,7 @@ func (r *request) tokenArg(key []byte, arg []byte, cmd string) (fsm.Token, bool)
 	}
 	t, ok := r.c.sess.tokens[string(key)]
 	if !ok {
-		r.w.Error("ERR this connection holds no lock on '" + string(userKey(key)) + "': use " + cmd)
+		r.w.Error("ERR this connection holds no lock on '" + string(userKey(key)) + "': use " + strings.ToUpper(name) + " with the token")
 		return 0, false
 	}
 	return t, true
@@ -228,7 +229,7 @@ func (r *request) holderToken(n int, name string) (fsm.Token, bool) {
 	if len(r.args) == n {
 		tokArg = r.args[2]
 	}
-	return r.tokenArg(r.args[1], tokArg, strings.ToUpper(name)+" with the token")
+	return r.tokenArg(r.args[1], tokArg, name)
 }
 
 // UNLOCK key [token] -> :1 released, :0 not held with that token.
