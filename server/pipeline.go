@@ -36,6 +36,22 @@ const maxInFlight = 64
 // written in that order.
 type pipeline struct {
 	inflight []*inflight
+	// room is inflight's backing array: a pipeline of any length costs no allocation for its
+	// list (push moves the list back to room's start when it reaches room's end).
+	room [maxInFlight]*inflight
+}
+
+// push appends f to the commands in flight; the caller made room (fewer than maxInFlight).
+func (p *pipeline) push(f *inflight) {
+	if p.inflight == nil {
+		p.inflight = p.room[:0]
+	}
+	if len(p.inflight) == cap(p.inflight) {
+		n := copy(p.room[:], p.inflight)
+		clear(p.room[n:])
+		p.inflight = p.room[:n]
+	}
+	p.inflight = append(p.inflight, f)
 }
 
 // inflight is one pipelined command: a worker's (its buffered reply and whether it has
@@ -87,7 +103,7 @@ func (c *conn) startPipelined(cmd *command, args [][]byte, size int64) {
 	f := &inflight{keys: keys, yielded: make(chan struct{}), done: make(chan struct{})}
 	f.w = resp.NewWriter(&f.buf)
 	f.w.SetProtocol(c.out.Protocol())
-	c.pipe.inflight = append(c.pipe.inflight, f)
+	c.pipe.push(f)
 	c.s.workers.run(func() {
 		c.baton.Lock()
 		c.dispatch(f.w, cmd, args, f)
@@ -163,7 +179,7 @@ func (c *conn) finishHead(block bool) bool {
 	p.inflight[0] = nil
 	p.inflight = p.inflight[1:]
 	if len(p.inflight) == 0 {
-		p.inflight = p.inflight[:0:0] // drop the backing array's consumed prefix
+		p.inflight = p.room[:0]
 	}
 	return true
 }

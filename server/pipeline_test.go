@@ -146,3 +146,42 @@ func TestForwardWatchCutsWaitsOnAnotherLeader(t *testing.T) {
 		t.Errorf("%d waits still registered after unwatch", len(s.forwards.inflight))
 	}
 }
+
+// The list of commands in flight keeps their order as it slides along its fixed backing array
+// and moves back to the array's start.
+func TestPipelineListKeepsOrderAcrossItsArray(t *testing.T) {
+	var p pipeline
+	var want []*inflight
+	next := 0
+	pushN := func(n int) {
+		for range n {
+			f := &inflight{keys: [][]byte{[]byte(fmt.Sprint(next))}}
+			next++
+			p.push(f)
+			want = append(want, f)
+		}
+	}
+	popN := func(n int) {
+		for range n {
+			if p.inflight[0] != want[0] {
+				t.Fatalf("head is %s, want %s", p.inflight[0].keys[0], want[0].keys[0])
+			}
+			p.inflight[0] = nil
+			p.inflight = p.inflight[1:]
+			want = want[1:]
+		}
+	}
+	pushN(maxInFlight)
+	for round := range 3 * maxInFlight {
+		popN(1 + round%5)
+		pushN(1 + round%5)
+		if len(p.inflight) != len(want) || &p.inflight[:cap(p.inflight)][cap(p.inflight)-1] != &p.room[maxInFlight-1] {
+			t.Fatalf("round %d: %d in flight (want %d), or the list left its array", round, len(p.inflight), len(want))
+		}
+		for i := range want {
+			if p.inflight[i] != want[i] {
+				t.Fatalf("round %d: position %d is %s, want %s", round, i, p.inflight[i].keys[0], want[i].keys[0])
+			}
+		}
+	}
+}

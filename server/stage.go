@@ -104,7 +104,7 @@ func (c *conn) startStaged(cmd *command, args [][]byte, size int64) bool {
 	} else {
 		st.pending, st.err = c.s.node.Propose(c.ctx, stageKeys, r.touchingWatched(eval))
 	}
-	c.pipe.inflight = append(c.pipe.inflight, &st.f)
+	c.pipe.push(&st.f)
 	return true
 }
 
