@@ -294,18 +294,25 @@ func (c *conn) readLoop(reqs chan<- readResult) {
 	}
 }
 
-// copyArgs copies the reader's arguments (which alias its buffer) into one allocation.
+// copyArgs copies the reader's arguments (which alias its buffer) into one allocation, and
+// their list into another. It leaves room for the command's table keys (db.go): a spare byte
+// before each argument, for its database's, and past the list's length two more lists'
+// worth of capacity: each argument with its spare byte (tableKeyRoom), then room for the list
+// withDBKeys returns.
 func copyArgs(args [][]byte) [][]byte {
-	n := 0
+	n := len(args)
 	for _, a := range args {
 		n += len(a)
 	}
 	buf := make([]byte, 0, n)
-	out := make([][]byte, len(args))
+	out := make([][]byte, len(args), 3*len(args))
+	withSpare := out[len(args) : 2*len(args)]
 	for i, a := range args {
+		buf = append(buf, 0) // the spare byte
 		start := len(buf)
 		buf = append(buf, a...)
 		out[i] = buf[start:len(buf):len(buf)]
+		withSpare[i] = buf[start-1 : len(buf) : len(buf)]
 	}
 	return out
 }

@@ -10,19 +10,48 @@ import "github.com/raftlock/raftlock/fsm"
 // invalidation, an error naming a key) gets the client's key back (userKey).
 
 // withDBKeys returns args with cmd's key arguments replaced by database db's table keys (a new
-// slice; args is left as it is).
+// list; args is left as it is). For arguments as copyArgs made them the keys and the list take
+// no allocation: the database's byte goes in the spare byte before each key, and the list in
+// the room past args' length. Either way a command's keys are made table keys once, in one
+// database: a table key made in place shares its spare byte with any made before it.
 func withDBKeys(cmd *command, args [][]byte, db int) [][]byte {
 	var out [][]byte
 	cmd.keyPositions(args, func(i int) {
+		k := tableKeyRoom(args, i)
 		if out == nil {
-			out = append([][]byte(nil), args...)
+			if k != nil {
+				out = args[2*len(args) : 3*len(args)]
+			} else {
+				out = make([][]byte, len(args))
+			}
+			copy(out, args)
 		}
-		out[i] = fsm.DBKey(db, args[i])
+		if k != nil {
+			k[0] = byte(db)
+			out[i] = k
+		} else {
+			out[i] = fsm.DBKey(db, args[i])
+		}
 	})
 	if out == nil {
 		return args
 	}
 	return out
+}
+
+// tableKeyRoom returns args[i] with the spare byte before it, when args came from copyArgs;
+// nil otherwise. The proof is in the memory: copyArgs's second list holds, at i, a slice one
+// byte longer than args[i] that ends where it does, and no other code makes that shape.
+func tableKeyRoom(args [][]byte, i int) []byte {
+	n := len(args)
+	if cap(args) < 3*n || len(args[i]) == 0 {
+		return nil
+	}
+	k := args[:2*n][n+i]
+	if len(k) != len(args[i])+1 || &k[1] != &args[i][0] {
+		return nil
+	}
+	return k
 }
 
 // dbKeys returns the table keys of keys in database db.

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -141,5 +143,43 @@ func TestClientListAndKill(t *testing.T) {
 	}
 	if got := a.do("PING"); got != "+PONG\r\n" {
 		t.Errorf("the killer's PING = %q", got)
+	}
+}
+
+// A command's table keys are the same whether its arguments came from the reader (copyArgs:
+// made in place, no allocation) or from anywhere else (a script's redis.call: new slices), and
+// the client's arguments are left as they were either way.
+func TestWithDBKeysInPlaceAndNot(t *testing.T) {
+	mset, get := lookupCommand([]byte("mset")), lookupCommand([]byte("get"))
+	client := [][]byte{[]byte("MSET"), []byte("k1"), []byte("v1"), []byte(""), []byte("v2"), []byte("key3"), []byte("v3")}
+	want := [][]byte{[]byte("MSET"), []byte("\x05k1"), []byte("v1"), []byte("\x05"), []byte("v2"), []byte("\x05key3"), []byte("v3")}
+	wire := copyArgs(client)
+	built := make([][]byte, 0, 64) // spare capacity, but not copyArgs's: never written past its length
+	for _, a := range client {
+		built = append(built, bytes.Clone(a))
+	}
+	for name, args := range map[string][][]byte{"wire": wire, "built": built} {
+		got := withDBKeys(mset, args, 5)
+		if !slices.EqualFunc(got, want, bytes.Equal) {
+			t.Errorf("%s: table args %q, want %q", name, got, want)
+		}
+		if !slices.EqualFunc(args, client, bytes.Equal) {
+			t.Errorf("%s: the client's args became %q", name, args)
+		}
+	}
+	if extra := built[len(built):cap(built)]; slices.ContainsFunc(extra, func(b []byte) bool { return b != nil }) {
+		t.Errorf("withDBKeys wrote past the length of args it did not make")
+	}
+	wire = copyArgs([][]byte{[]byte("GET"), []byte("somekey")})
+	if n := testing.AllocsPerRun(100, func() { withDBKeys(get, wire, 2) }); n != 0 {
+		t.Errorf("withDBKeys on the reader's args: %v allocations, want 0", n)
+	}
+	if got := withDBKeys(get, wire, 2); string(got[1]) != "\x02somekey" || string(wire[1]) != "somekey" {
+		t.Errorf("GET's table key %q (client's %q)", got[1], wire[1])
+	}
+	// A list cut from the reader's is not the reader's: its keys are copied.
+	sub := wire[1:]
+	if k := tableKeyRoom(sub, 0); k != nil {
+		t.Errorf("tableKeyRoom of a cut list = %q, want nil", k)
 	}
 }
