@@ -50,6 +50,8 @@ type conn struct {
 	overflow  atomic.Pointer[string] // why the output limit disconnects it
 	// readAhead is the bytes of this connection's commands read and not yet finished.
 	readAhead byteBudget
+	// argCopies is where the reader copies each command it reads (its goroutine's alone).
+	argCopies argArena
 
 	// listed is what CLIENT LIST on another connection shows of this one (publishInfo).
 	listed atomic.Pointer[listedInfo]
@@ -271,7 +273,7 @@ func (c *conn) readLoop(reqs chan<- readResult) {
 			return
 		}
 		more := c.r.Buffered() > 0
-		args = copyArgs(args)
+		args = c.argCopies.copy(args)
 		size := commandBytes(args)
 		// Past its read-ahead budget the connection reads no more until its commands catch up.
 		if !c.reserveRead(size) {
@@ -292,29 +294,6 @@ func (c *conn) readLoop(reqs chan<- readResult) {
 			return
 		}
 	}
-}
-
-// copyArgs copies the reader's arguments (which alias its buffer) into one allocation, and
-// their list into another. It leaves room for the command's table keys (db.go): a spare byte
-// before each argument, for its database's, and past the list's length two more lists'
-// worth of capacity: each argument with its spare byte (tableKeyRoom), then room for the list
-// withDBKeys returns.
-func copyArgs(args [][]byte) [][]byte {
-	n := len(args)
-	for _, a := range args {
-		n += len(a)
-	}
-	buf := make([]byte, 0, n)
-	out := make([][]byte, len(args), 3*len(args))
-	withSpare := out[len(args) : 2*len(args)]
-	for i, a := range args {
-		buf = append(buf, 0) // the spare byte
-		start := len(buf)
-		buf = append(buf, a...)
-		out[i] = buf[start:len(buf):len(buf)]
-		withSpare[i] = buf[start-1 : len(buf) : len(buf)]
-	}
-	return out
 }
 
 // defaultOwner is the owner value of a LOCK without OWNER: unique to this request, so no other
