@@ -39,6 +39,10 @@ type pipeline struct {
 	// room is inflight's backing array: a pipeline of any length costs no allocation for its
 	// list (push moves the list back to room's start when it reaches room's end).
 	room [maxInFlight]*inflight
+	// spare are finished staged commands whose memory the next ones reuse: a pipeline of
+	// them costs no allocation for their state, as a worker's command costs none for its
+	// goroutine.
+	spare []*stagedCall
 }
 
 // push appends f to the commands in flight; the caller made room (fewer than maxInFlight).
@@ -164,6 +168,7 @@ func (c *conn) finishHead(block bool) bool {
 			return false
 		}
 		c.finishStaged(st)
+		defer p.recycle(st) // once it is off the list
 	} else {
 		if block {
 			<-f.done

@@ -73,7 +73,8 @@ func (c *conn) startStaged(cmd *command, args [][]byte, size int64) bool {
 	}
 
 	c.s.stats.commands.Add(1)
-	st := &stagedCall{start: time.Now(), size: size}
+	st := c.pipe.newStaged()
+	st.start, st.size = time.Now(), size
 	st.f.keys, st.f.staged = keys, st
 	// With nothing in flight the first half may reply straight to the socket's writer;
 	// otherwise an early reply waits, in a scratch writer, for its turn.
@@ -106,6 +107,27 @@ func (c *conn) startStaged(cmd *command, args [][]byte, size int64) bool {
 	}
 	c.pipe.push(&st.f)
 	return true
+}
+
+// newStaged returns a zeroed stagedCall: one a finished command left (finishHead), or a new one.
+func (p *pipeline) newStaged() *stagedCall {
+	if n := len(p.spare); n > 0 {
+		st := p.spare[n-1]
+		p.spare[n-1] = nil
+		p.spare = p.spare[:n-1]
+		return st
+	}
+	return new(stagedCall)
+}
+
+// recycle keeps a finished staged command's memory for the connection's next one. Nothing
+// refers to it by then: the node is done with its proposal (Wait returned), the pipeline
+// dropped it, and its halves (which hold its request) ran.
+func (p *pipeline) recycle(st *stagedCall) {
+	if len(p.spare) < maxInFlight {
+		*st = stagedCall{}
+		p.spare = append(p.spare, st)
+	}
 }
 
 // scratch is the writer a staged command's first half replies to while earlier commands are
