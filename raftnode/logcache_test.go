@@ -3,7 +3,9 @@ package raftnode
 import (
 	"bytes"
 	"errors"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -153,5 +155,54 @@ func TestLogCacheRejectsBadBounds(t *testing.T) {
 	}
 	if _, err := newLogCache(raft.NewInmemStore(), 1, 0); err == nil {
 		t.Fatal("no error for zero bytes")
+	}
+}
+
+// copyingStore is a log store that keeps copies of what it is given, as the real one (store)
+// keeps bytes on disk: raft.InmemStore keeps the pointers.
+type copyingStore struct{ *raft.InmemStore }
+
+func (s copyingStore) StoreLogs(logs []*raft.Log) error {
+	for _, l := range logs {
+		c := *l
+		if err := s.InmemStore.StoreLog(&c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The cache keeps no pointer it was given: on the leader raft hands it a pointer into its
+// future for the entry, and the future holds the batch's results (1M locks filled: ~100 MB).
+func TestLogCacheKeepsNoPointerItWasGiven(t *testing.T) {
+	c, err := newLogCache(copyingStore{raft.NewInmemStore()}, 16, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type future struct {
+		log      raft.Log
+		response *[1 << 16]byte
+	}
+	f := &future{log: raft.Log{Index: 1, Term: 1, Type: raft.LogCommand, Data: []byte{1}}, response: new([1 << 16]byte)}
+	collected := make(chan struct{})
+	runtime.SetFinalizer(f, func(*future) { close(collected) })
+	if err := c.StoreLogs([]*raft.Log{&f.log}); err != nil {
+		t.Fatal(err)
+	}
+	f = nil
+	for i := 0; ; i++ {
+		runtime.GC()
+		select {
+		case <-collected:
+			var l raft.Log
+			if err := c.GetLog(1, &l); err != nil || l.Index != 1 || !bytes.Equal(l.Data, []byte{1}) {
+				t.Fatalf("GetLog(1) = %+v, %v after the original went", l, err)
+			}
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+		if i == 100 {
+			t.Fatal("the entry raft handed to the cache is still reachable: the cache keeps the pointer")
+		}
 	}
 }
