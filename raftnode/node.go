@@ -27,11 +27,13 @@ type Stores struct {
 
 // logCacheEntries is how many of the newest log entries stay in memory: several batches of
 // MaxAppendEntries, so replication and apply never read the store in steady state.
-// logCacheBytes bounds their data (logcache.go): 128 group commits of the largest size, where
-// 4,096 entries of small batches hold a few megabytes.
+// logCacheBytes bounds their data (logcache.go): 32 group commits of the largest size, where
+// 4,096 entries of small batches hold a few megabytes. Replication and apply trail the newest
+// entry by a batch or two; the bound is live heap on every node, counted twice over by the
+// collector's headroom.
 const (
 	logCacheEntries = 4096
-	logCacheBytes   = 32 << 20
+	logCacheBytes   = 8 << 20
 )
 
 // Node is one raftlock node: raft, the lock table it applies to, and the leader's view.
