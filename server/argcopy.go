@@ -3,13 +3,15 @@ package server
 // The reader's copies of the commands it reads. Its parser's arguments alias its buffer, which
 // the next read overwrites, so each command is copied before it goes on. A pipeline of small
 // commands would pay two allocations per command for that (its bytes and its argument list):
-// argArena cuts both from chunks that the next commands share instead. A chunk is never
-// written again once handed out: the collector frees it when no command refers to it any more,
-// so a command kept for long (a queued MULTI, a blocked pop) keeps at most a chunk alive.
+// argArena cuts both from chunks that the commands read with it share instead, each chunk sized
+// for what the reader holds at the time. A chunk is never written again once handed out: the
+// collector frees it when no command refers to it any more, so a command kept for long (a
+// queued MULTI, a blocked pop) keeps at most a chunk alive, and the arena lets go of its chunks
+// whenever the reader has read all it holds: an idle connection keeps none.
 
 const (
-	arenaBytes = 4 << 10 // a chunk of command bytes
-	arenaLists = 128     // a chunk of argument lists, in slots (a command takes 3 an argument)
+	arenaBytes = 4 << 10 // the most bytes in a chunk
+	arenaLists = 128     // the most argument slots in a chunk (a command takes 3 an argument)
 	// A command that needs more than a quarter of a chunk gets memory of its own: a chunk
 	// never ends up mostly unused for one large command.
 	arenaBytesAlone = arenaBytes / 4
@@ -24,31 +26,39 @@ type argArena struct {
 }
 
 // copy copies args (which alias the reader's buffer) into the arena's memory, laid out as
-// copyArgs says.
-func (a *argArena) copy(args [][]byte) [][]byte {
-	return copyArgsInto(args, a.takeBytes(copySize(args)), a.takeList(3*len(args)))
+// copyArgs says. buffered is how many bytes the reader holds past this command: a new chunk
+// has room for their copies too (an argument takes at least 6 of them, "$0\r\n\r\n", and 3
+// list slots), and with none the arena lets go of its chunks.
+func (a *argArena) copy(args [][]byte, buffered int) [][]byte {
+	out := copyArgsInto(args, a.takeBytes(copySize(args), buffered), a.takeList(3*len(args), buffered/2))
+	if buffered == 0 {
+		a.bytes, a.lists = nil, nil
+	}
+	return out
 }
 
-// takeBytes returns n bytes of zero length (and capacity n) that nothing else will use.
-func (a *argArena) takeBytes(n int) []byte {
+// takeBytes returns n bytes of zero length (and capacity n) that nothing else will use; a new
+// chunk has room for more bytes after them, up to arenaBytes.
+func (a *argArena) takeBytes(n, more int) []byte {
 	if n > arenaBytesAlone {
 		return make([]byte, 0, n)
 	}
 	if cap(a.bytes) < n {
-		a.bytes = make([]byte, 0, arenaBytes)
+		a.bytes = make([]byte, 0, n+min(more, arenaBytes-n))
 	}
 	b := a.bytes[:0:n]
 	a.bytes = a.bytes[n:n:cap(a.bytes)]
 	return b
 }
 
-// takeList returns a list of n slots (length 0, capacity n) that nothing else will use.
-func (a *argArena) takeList(n int) [][]byte {
+// takeList returns a list of n slots (length 0, capacity n) that nothing else will use; a new
+// chunk has room for more slots after them, up to arenaLists.
+func (a *argArena) takeList(n, more int) [][]byte {
 	if n > arenaListsAlone {
 		return make([][]byte, 0, n)
 	}
 	if cap(a.lists) < n {
-		a.lists = make([][]byte, 0, arenaLists)
+		a.lists = make([][]byte, 0, n+min(more, arenaLists-n))
 	}
 	l := a.lists[:0:n]
 	a.lists = a.lists[n:n:cap(a.lists)]

@@ -24,7 +24,7 @@ func TestArgArenaCopiesAreDisjoint(t *testing.T) {
 			read[2] = bytes.Repeat([]byte{'V'}, 10000) // larger than a chunk: alone
 		}
 		want = append(want, [][]byte{bytes.Clone(read[0]), bytes.Clone(read[1]), bytes.Clone(read[2])})
-		c := a.copy(read)
+		c := a.copy(read, 4096)
 		for _, arg := range read {
 			for j := range arg {
 				arg[j] ^= 0xff // the reader's buffer is overwritten by the next read
@@ -47,7 +47,20 @@ func TestArgArenaCopiesAreDisjoint(t *testing.T) {
 	}
 
 	small := [][]byte{[]byte("LOCK"), []byte("k"), []byte("5000")}
-	if n := testing.AllocsPerRun(1000, func() { a.copy(small) }); n > 0.1 {
-		t.Errorf("a small command's copy: %v allocations, want a fraction of one", n)
+	if n := testing.AllocsPerRun(1000, func() { a.copy(small, 1000) }); n > 0.1 {
+		t.Errorf("a small command's copy with more buffered: %v allocations, want a fraction of one", n)
+	}
+	// The last command the reader holds: copied into the chunk, which the arena then lets go.
+	last := a.copy(small, 0)
+	if a.bytes != nil || a.lists != nil {
+		t.Errorf("the arena keeps a chunk after the last buffered command")
+	}
+	if !slices.EqualFunc(last, small, bytes.Equal) {
+		t.Errorf("last command %q, want %q", last, small)
+	}
+	// Alone on the wire, a command gets memory sized for itself: two allocations, as
+	// before the arena, not two chunks.
+	if n := testing.AllocsPerRun(100, func() { a.copy(small, 0) }); n != 2 {
+		t.Errorf("a lone command's copy: %v allocations, want 2", n)
 	}
 }

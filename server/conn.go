@@ -272,8 +272,9 @@ func (c *conn) readLoop(reqs chan<- readResult) {
 			}
 			return
 		}
-		more := c.r.Buffered() > 0
-		args = c.argCopies.copy(args)
+		buffered := c.r.Buffered()
+		more := buffered > 0
+		args = c.argCopies.copy(args, buffered)
 		size := commandBytes(args)
 		// Past its read-ahead budget the connection reads no more until its commands catch up.
 		if !c.reserveRead(size) {
