@@ -10,7 +10,7 @@ import "github.com/raftlock/raftlock/fsm"
 // invalidation, an error naming a key) gets the client's key back (userKey).
 
 // withDBKeys returns args with cmd's key arguments replaced by database db's table keys (a new
-// list; args is left as it is). For arguments as copyArgs made them the keys and the list take
+// list; args is left as it is). For arguments as the reader copied them (argArena.copy) the keys and the list take
 // no allocation: the database's byte goes in the spare byte before each key, and the list in
 // the room past args' length. Either way a command's keys are made table keys once, in one
 // database: a table key made in place shares its spare byte with any made before it.
@@ -39,8 +39,8 @@ func withDBKeys(cmd *command, args [][]byte, db int) [][]byte {
 	return out
 }
 
-// tableKeyRoom returns args[i] with the spare byte before it, when args came from copyArgs;
-// nil otherwise. The proof is in the memory: copyArgs's second list holds, at i, a slice one
+// tableKeyRoom returns args[i] with the spare byte before it, when args are the reader's copy
+// (argArena.copy); nil otherwise. The proof is in the memory: the copy's second list holds, at i, a slice one
 // byte longer than args[i] that ends where it does, and no other code makes that shape.
 func tableKeyRoom(args [][]byte, i int) []byte {
 	n := len(args)

@@ -146,15 +146,15 @@ func TestClientListAndKill(t *testing.T) {
 	}
 }
 
-// A command's table keys are the same whether its arguments came from the reader (copyArgs:
+// A command's table keys are the same whether its arguments came from the reader (argArena.copy:
 // made in place, no allocation) or from anywhere else (a script's redis.call: new slices), and
 // the client's arguments are left as they were either way.
 func TestWithDBKeysInPlaceAndNot(t *testing.T) {
 	mset, get := lookupCommand([]byte("mset")), lookupCommand([]byte("get"))
 	client := [][]byte{[]byte("MSET"), []byte("k1"), []byte("v1"), []byte(""), []byte("v2"), []byte("key3"), []byte("v3")}
 	want := [][]byte{[]byte("MSET"), []byte("\x05k1"), []byte("v1"), []byte("\x05"), []byte("v2"), []byte("\x05key3"), []byte("v3")}
-	wire := copyArgs(client)
-	built := make([][]byte, 0, 64) // spare capacity, but not copyArgs's: never written past its length
+	wire := new(argArena).copy(client, 0)
+	built := make([][]byte, 0, 64) // spare capacity, but not the reader's: never written past its length
 	for _, a := range client {
 		built = append(built, bytes.Clone(a))
 	}
@@ -170,7 +170,7 @@ func TestWithDBKeysInPlaceAndNot(t *testing.T) {
 	if extra := built[len(built):cap(built)]; slices.ContainsFunc(extra, func(b []byte) bool { return b != nil }) {
 		t.Errorf("withDBKeys wrote past the length of args it did not make")
 	}
-	wire = copyArgs([][]byte{[]byte("GET"), []byte("somekey")})
+	wire = new(argArena).copy([][]byte{[]byte("GET"), []byte("somekey")}, 0)
 	if n := testing.AllocsPerRun(100, func() { withDBKeys(get, wire, 2) }); n != 0 {
 		t.Errorf("withDBKeys on the reader's args: %v allocations, want 0", n)
 	}
