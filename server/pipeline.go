@@ -41,7 +41,8 @@ type pipeline struct {
 	room [maxInFlight]*inflight
 	// spare are finished staged commands whose memory the next ones reuse: a pipeline of
 	// them costs no allocation for their state, as a worker's command costs none for its
-	// goroutine.
+	// goroutine. A connection keeps as many as its deepest pipeline had in flight: at most
+	// maxInFlight of 336 bytes (22 KiB), beside its reader's 16 KiB buffer.
 	spare []*stagedCall
 }
 
@@ -163,12 +164,12 @@ func (c *conn) writeFinished() {
 func (c *conn) finishHead(block bool) bool {
 	p := &c.pipe
 	f := p.inflight[0]
-	if st := f.staged; st != nil {
+	st := f.staged
+	if st != nil {
 		if !block && !st.ready() {
 			return false
 		}
 		c.finishStaged(st)
-		defer p.recycle(st) // once it is off the list
 	} else {
 		if block {
 			<-f.done
@@ -185,6 +186,9 @@ func (c *conn) finishHead(block bool) bool {
 	p.inflight = p.inflight[1:]
 	if len(p.inflight) == 0 {
 		p.inflight = p.room[:0]
+	}
+	if st != nil {
+		p.recycle(st) // off the list: nothing refers to it any more
 	}
 	return true
 }
