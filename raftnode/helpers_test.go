@@ -331,17 +331,20 @@ func mustLock(t *testing.T, n *testNode, key, owner string, leaseMs uint64) fsm.
 	return out.res[0]
 }
 
-// onLeader runs op on whichever of nodes leads and returns that node. A refusal as not leader
-// proposed nothing, so op runs again on the new leader: under -race on a busy machine an
-// in-memory cluster can elect another leader right after a test found one. op fails the test
-// itself on any other error.
-func onLeader(t *testing.T, nodes []*testNode, op func(l *testNode) error) *testNode {
+// onLeader runs op, named what, on whichever of nodes leads and returns that node. A refusal
+// as not leader (ours, or raft's own for a configuration change) changed nothing, so op runs
+// again on the new leader: under -race on a busy machine an in-memory cluster can elect another
+// leader right after a test found one. Any other error fails the test.
+func onLeader(t *testing.T, nodes []*testNode, what string, op func(l *testNode) error) *testNode {
 	t.Helper()
 	var ran *testNode
 	testutil.WaitFor(t, 10*time.Second, func() error {
 		l := leader(t, nodes)
-		if err := op(l); notLeaderErr(err) != nil {
+		switch err := op(l); {
+		case notLeaderErr(err) != nil, errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
 			return err
+		case err != nil:
+			t.Fatalf("%s on %s: %v", what, l.id, err)
 		}
 		ran = l
 		return nil
@@ -354,18 +357,12 @@ func onLeader(t *testing.T, nodes []*testNode, op func(l *testNode) error) *test
 func mustLockOnLeader(t *testing.T, nodes []*testNode, key, owner string, leaseMs uint64) fsm.Result {
 	t.Helper()
 	var out lockOutcome
-	onLeader(t, nodes, func(l *testNode) error {
+	onLeader(t, nodes, "LOCK "+key, func(l *testNode) error {
 		var err error
-		out, err = tryLock(t.Context(), l, key, owner, leaseMs)
-		switch {
-		case notLeaderErr(err) != nil:
-			return err
-		case err != nil:
-			t.Fatalf("LOCK %s on %s: %v", key, l.id, err)
-		case !out.granted:
+		if out, err = tryLock(t.Context(), l, key, owner, leaseMs); err == nil && !out.granted {
 			t.Fatalf("LOCK %s on %s: not granted (holder token %d, results %+v)", key, l.id, out.token, out.res)
 		}
-		return nil
+		return err
 	})
 	return out.res[0]
 }

@@ -177,11 +177,9 @@ func TestRestartAfterRejoinIgnoresOldRemoval(t *testing.T) {
 	connectAll(nodes)
 	// Through whichever node leads: under load a leader can lose its lease mid-test.
 	var added uint64
-	onLeader(t, nodes, func(l *testNode) error {
+	onLeader(t, nodes, "AddServer("+f.id+")", func(l *testNode) error {
 		var err error
-		if added, err = l.AddServer(t.Context(), f.id, f.cfg.RaftAddr, "", false); err != nil && notLeaderErr(err) == nil {
-			t.Fatalf("AddServer(%s): %v", f.id, err)
-		}
+		added, err = l.AddServer(t.Context(), f.id, f.cfg.RaftAddr, "", false)
 		return err
 	})
 	testutil.WaitFor(t, 10*time.Second, func() error {
@@ -190,15 +188,8 @@ func TestRestartAfterRejoinIgnoresOldRemoval(t *testing.T) {
 		}
 		return nil
 	})
-	onLeader(t, nodes, func(l *testNode) error {
-		err := l.raft.AddVoter(raft.ServerID(f.id), f.addr, 0, 5*time.Second).Error()
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-			return &node.NotLeaderError{}
-		}
-		if err != nil {
-			t.Fatalf("AddVoter(%s): %v", f.id, err)
-		}
-		return nil
+	onLeader(t, nodes, "AddVoter("+f.id+")", func(l *testNode) error {
+		return l.raft.AddVoter(raft.ServerID(f.id), f.addr, 0, 5*time.Second).Error()
 	})
 	metas, err := f.stores.Snapshots.List()
 	if err != nil || len(metas) == 0 || metas[0].Index >= removal {
