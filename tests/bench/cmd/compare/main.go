@@ -4,7 +4,8 @@
 // three redis-servers through redsync (appendfsync always, and no
 // persistence), etcd (1 and 3 members) through client/v3/concurrency's
 // Mutex, and the Go floor (tests/bench/cmd/floor: the least a Go server with a
-// goroutine per connection does per request, durable or not). Every system gets the same load shapes (distinct keys at 1, 16 and
+// goroutine per connection does per request, durable or not, and the same
+// over hashicorp/raft on 1 and 3 nodes). Every system gets the same load shapes (distinct keys at 1, 16 and
 // 64 connections, pipelined where the protocol allows, SET NX PX at 50
 // connections, one hot key; and where the server queues waiters, raftlock
 // and etcd, N clients queued on one key) and the machine to itself: one
@@ -160,7 +161,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.warmup, "warmup", 500*time.Millisecond, "unmeasured load before each cell")
 	fs.IntVar(&cfg.runs, "runs", 3, "rounds over all systems; each figure is the median over them")
 	fs.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "lease of every lock")
-	fs.DurationVar(&cfg.timeout, "timeout", 18*time.Minute, "stop everything after this long (what was measured is still printed)")
+	fs.DurationVar(&cfg.timeout, "timeout", 21*time.Minute, "stop everything after this long (what was measured is still printed)")
 	fs.StringVar(&cfg.raftlock, "raftlock", "bin/raftlock", "raftlock binary")
 	fs.StringVar(&cfg.etcd, "etcd", "bin/etcd", "etcd binary (tests/bench/cmd/etcd)")
 	fs.StringVar(&cfg.redisServer, "redis-server", "/usr/bin/redis-server", "redis-server binary")

@@ -112,6 +112,10 @@ var (
 			return openRESP(ctx, c.addrs[0], s, false, cfg.ttl, 0)
 		},
 	}
+	// The raft floor is driven at the settings of the targets only: its two ways cost it the
+	// same, and it has no queue.
+	floorNative   = client{label: nativeLabel, settings: []setting{oneConn, conns16, conns64, pipelined}, open: native.open}
+	floorSetNX    = client{label: setNXLabel, settings: []setting{setNX50}, open: setNX.open}
 	redsyncClient = client{
 		label:    "redsync",
 		settings: []setting{oneConn, conns16, conns64, hotKey}, // Redlock cannot pipeline
@@ -145,6 +149,11 @@ func allSystems() []*system {
 			return startRedis(ctx, cfg.redisServer, dir, n, fsync)
 		}
 	}
+	floorRaft := func(n int) func(context.Context, config, string) (*cluster, error) {
+		return func(ctx context.Context, cfg config, dir string) (*cluster, error) {
+			return startFloorRaft(ctx, cfg.floor, dir, n)
+		}
+	}
 	floor := func(durable bool) func(context.Context, config, string) (*cluster, error) {
 		return func(ctx context.Context, cfg config, dir string) (*cluster, error) {
 			return startFloor(ctx, cfg.floor, dir, durable)
@@ -168,6 +177,10 @@ func allSystems() []*system {
 		// against, and whether a target is within any Go server's reach here.
 		{key: "floor-sync", name: "Go floor, fsync per batch", nodes: 1, start: floor(true), clients: []client{native, setNX}},
 		{key: "floor-none", name: "Go floor, no persistence", nodes: 1, start: floor(false), clients: []client{native, setNX}},
+		// The same over hashicorp/raft, raftlock's raft (-peers): the least a server built on
+		// it does per request, replicated as raftlock is.
+		{key: "floor-raft1", name: "Go floor over hashicorp/raft, 1 node", nodes: 1, start: floorRaft(1), clients: []client{floorNative, floorSetNX}},
+		{key: "floor-raft3", name: "Go floor over hashicorp/raft, 3 nodes", nodes: 3, start: floorRaft(3), clients: []client{floorNative, floorSetNX}},
 		{key: "etcd1", name: "etcd 1 member", nodes: 1, start: etcd(1), clients: []client{etcdMutex}},
 		{key: "etcd3", name: "etcd 3 members", nodes: 3, start: etcd(3), clients: []client{etcdMutex}},
 	}

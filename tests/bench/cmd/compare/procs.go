@@ -272,6 +272,47 @@ func startFloor(ctx context.Context, bin, dir string, durable bool) (*cluster, e
 	return c, nil
 }
 
+// floorRaftPace is when the raft floor sends its next batch (its -pace): "commit", once the
+// last has committed, which on 3 nodes makes larger batches for the same fsyncs (raftlock's
+// Config.CommitPaced); on one node the two are the same.
+const floorRaftPace = "commit"
+
+// startFloorRaft starts the raft floor (tests/bench/cmd/floor with -peers: the Go floor with
+// its log replicated by hashicorp/raft, as raftlock's is) on n nodes in dir, and waits for its
+// leader to grant a lock.
+func startFloorRaft(ctx context.Context, bin, dir string, n int) (*cluster, error) {
+	ports, err := freePorts(2 * n)
+	if err != nil {
+		return nil, err
+	}
+	var peers []string
+	for i := range n {
+		peers = append(peers, fmt.Sprintf("n%d=%s", i+1, addr(ports[n+i])))
+	}
+	c := &cluster{}
+	for i := range n {
+		id := fmt.Sprintf("n%d", i+1)
+		data := filepath.Join(dir, id)
+		if err := os.MkdirAll(data, 0o755); err != nil {
+			c.stop()
+			return nil, err
+		}
+		p, err := startProc("raft floor "+id, data+".log", bin, "-addr", addr(ports[i]), "-dir", data,
+			"-id", id, "-raft-addr", addr(ports[n+i]), "-peers", strings.Join(peers, ","), "-pace", floorRaftPace)
+		if err != nil {
+			c.stop()
+			return nil, err
+		}
+		c.procs = append(c.procs, p)
+		c.addrs = append(c.addrs, addr(ports[i]))
+	}
+	if err := c.waitLeader(ctx, raftlockLeads); err != nil { // the floor answers INFO and LOCK as raftlock does
+		c.stop()
+		return nil, fmt.Errorf("raft floor, %d nodes: %w", n, err)
+	}
+	return c, nil
+}
+
 // startEtcd starts an n-member etcd cluster in dir (etcd fsyncs its WAL
 // before acknowledging, by default) and waits for its leader to accept a
 // write.

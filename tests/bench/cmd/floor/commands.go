@@ -79,10 +79,21 @@ func (s *server) handle(c *client, args [][]byte) {
 		s.compareAndDelete(c, "", args[3], args[4])
 	case name == "DEL" && len(args) == 2:
 		s.del(c, args[1])
+	case name == "INFO":
+		// What the benchmark driver asks to find a cluster's leader, as it asks raftlock.
+		state := "Leader"
+		if !s.leads() {
+			state = "Follower"
+		}
+		info := "# Raft\r\nraft_state:" + state + "\r\n"
+		c.w.WriteString("$" + strconv.Itoa(len(info)) + "\r\n" + info + "\r\n")
 	default:
 		writeError(c.w, "ERR the floor server does not serve '"+string(args[0])+"' with "+strconv.Itoa(len(args)-1)+" arguments")
 	}
 }
+
+// notLeader refuses a write on a raft floor's follower.
+const notLeader = "READONLY the raft floor takes writes on its leader only"
 
 func eq(b []byte, upper string) bool { return strings.EqualFold(string(b), upper) }
 
@@ -109,6 +120,10 @@ func (s *server) acquire(c *client, kind byte, key, holder, ttl []byte, renew bo
 	ms, err := strconv.ParseInt(string(ttl), 10, 64)
 	if err != nil || ms <= 0 {
 		writeError(c.w, badTTL)
+		return 0, false
+	}
+	if !s.leads() {
+		writeError(c.w, notLeader)
 		return 0, false
 	}
 	t, now := s.locks, time.Now()
@@ -165,6 +180,10 @@ func (s *server) del(c *client, key []byte) {
 // release deletes key if its lock matches and replies :1, its record
 // queued; :0 when key is free or its lock does not match.
 func (s *server) release(c *client, kind byte, key, value []byte, token uint64, matches func(lock) bool) {
+	if !s.leads() {
+		writeError(c.w, notLeader)
+		return
+	}
 	t := s.locks
 	t.mu.Lock()
 	l, held := t.heldLocked(string(key), time.Now())

@@ -21,8 +21,12 @@
 // request (or per pipeline), the least a server built of goroutines pays to
 // share an fsync.
 //
-// It is a benchmark tool, not a lock server: nothing is replicated and the
-// log is never read back.
+// With -peers it is the raft floor (raft.go): the log is replicated through
+// hashicorp/raft, as raftlock's is, on one node or several, and a write's
+// reply waits for its commit.
+//
+// It is a benchmark tool, not a lock server: the log is never read back,
+// and nothing survives a change of leader.
 package main
 
 import (
@@ -40,20 +44,39 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:6399", "client address")
 	dir := flag.String("dir", "", "directory of the log: with it, every write waits for an fdatasync (group commit); without, nothing is written")
+	var rc raftConfig
+	flag.StringVar(&rc.peers, "peers", "", "with -dir: replicate the log through hashicorp/raft among these nodes, id=host:port of each raft address, this one's included")
+	flag.StringVar(&rc.id, "id", "n1", "with -peers: this node's id")
+	flag.StringVar(&rc.addr, "raft-addr", "", "with -peers: this node's raft address")
+	flag.StringVar(&rc.pace, "pace", "write", "with -peers: send the next batch once the leader has written the last (write) or once it has committed (commit)")
 	flag.Parse()
-	if err := run(*addr, *dir); err != nil {
+	if err := run(*addr, *dir, rc); err != nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr, dir string) error {
-	var wal *groupLog
-	if dir != "" {
-		var err error
-		if wal, err = openGroupLog(dir); err != nil {
+// raftConfig is the raft floor's part of the command line.
+type raftConfig struct{ peers, id, addr, pace string }
+
+func run(addr, dir string, rc raftConfig) error {
+	s := &server{locks: newTable()}
+	switch {
+	case rc.peers != "":
+		if dir == "" || rc.addr == "" || rc.pace != "write" && rc.pace != "commit" {
+			return errors.New("-peers needs -dir, -raft-addr and -pace write or commit")
+		}
+		n, err := startRaft(dir, rc.id, rc.addr, rc.peers, rc.pace == "commit")
+		if err != nil {
 			return err
 		}
+		s.raft, s.wal = n, n.j
+	case dir != "":
+		wal, err := openGroupLog(dir)
+		if err != nil {
+			return err
+		}
+		s.wal = wal
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -65,7 +88,7 @@ func run(addr, dir string) error {
 		<-sig
 		ln.Close()
 	}()
-	return (&server{locks: newTable(), wal: wal}).acceptLoop(ln)
+	return s.acceptLoop(ln)
 }
 
 // acceptLoop serves every connection ln accepts until ln is closed.
@@ -84,8 +107,19 @@ func (s *server) acceptLoop(ln net.Listener) error {
 
 type server struct {
 	locks *table
-	wal   *groupLog // nil: memory only
+	wal   journal   // nil: memory only
+	raft  *raftNode // the raft floor's; nil otherwise
 }
+
+// journal is where a write's record goes before its reply: the returned
+// batch's synced closes once the record is durable (or err says why not).
+type journal interface {
+	enqueue(rec []byte) *batch
+}
+
+// leads reports whether this node takes writes: always, but for a raft
+// floor's follower.
+func (s *server) leads() bool { return s.raft == nil || s.raft.leads() }
 
 // client is one connection: its replies go out through w, buffered, and
 // reach the socket only once every record queued before them is synced.

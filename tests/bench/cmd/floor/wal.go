@@ -16,23 +16,28 @@ import (
 // durable flushes data only, the cheapest sync this disk offers, which a floor must use.
 const segmentSize = 8 << 20
 
-// groupLog is a log written in batches: one syncer goroutine writes and fdatasyncs whatever
-// queued while it was busy, then wakes every request waiting on that batch. Batches are
-// synced in the order they queue.
-type groupLog struct {
-	dir  string
-	mu   sync.Mutex
-	next *batch // what queues now goes in the next write
-	busy bool   // the syncer is writing or syncing a batch
-	kick chan struct{}
-
-	// Only the syncer touches these.
+// segments is an append-only log in zero-filled files: write appends a buffer and fdatasyncs
+// it. One goroutine at a time writes.
+type segments struct {
+	dir   string
 	f     *os.File
 	off   int64
 	seq   int
 	spare chan spareFile
 
 	written atomic.Int64 // bytes written and synced, over all files
+}
+
+// groupLog is a log written in batches: one syncer goroutine writes and fdatasyncs whatever
+// queued while it was busy, then wakes every request waiting on that batch. Batches are
+// synced in the order they queue.
+type groupLog struct {
+	mu   sync.Mutex
+	next *batch // what queues now goes in the next write
+	busy bool   // the syncer is writing or syncing a batch
+	kick chan struct{}
+
+	segments // only the syncer writes
 }
 
 type spareFile struct {
@@ -49,20 +54,29 @@ type batch struct {
 
 // openGroupLog starts a log in dir: its first file is ready when this returns.
 func openGroupLog(dir string) (*groupLog, error) {
-	l := &groupLog{dir: dir, next: newBatch(), kick: make(chan struct{}, 1)}
-	l.prepare()
-	sp := <-l.spare
-	if sp.err != nil {
-		return nil, sp.err
+	l := &groupLog{next: newBatch(), kick: make(chan struct{}, 1)}
+	if err := l.open(dir); err != nil {
+		return nil, err
 	}
-	l.f = sp.f
-	l.prepare()
 	go l.syncer()
 	return l, nil
 }
 
+// open makes the first file in dir, and starts zero-filling the next.
+func (l *segments) open(dir string) error {
+	l.dir = dir
+	l.prepare()
+	sp := <-l.spare
+	if sp.err != nil {
+		return sp.err
+	}
+	l.f = sp.f
+	l.prepare()
+	return nil
+}
+
 // prepare zero-fills the next file in the background.
-func (l *groupLog) prepare() {
+func (l *segments) prepare() {
 	l.seq++
 	path := filepath.Join(l.dir, fmt.Sprintf("floor-%06d.log", l.seq))
 	ch := make(chan spareFile, 1)
@@ -121,7 +135,7 @@ func (l *groupLog) syncer() {
 
 // write writes buf at the end of the log and fdatasyncs it, moving to the next file when
 // buf does not fit (a batch larger than a file gets a file to itself, grown as it goes).
-func (l *groupLog) write(buf []byte) error {
+func (l *segments) write(buf []byte) error {
 	if l.off > 0 && l.off+int64(len(buf)) > segmentSize {
 		sp := <-l.spare
 		if sp.err != nil {
