@@ -32,6 +32,30 @@ func BenchmarkApplyGrantRelease(b *testing.B) {
 	}
 }
 
+// BenchmarkApplyGrantReleaseAmongHeld is BenchmarkApplyGrantRelease with 100,000 other keys
+// held: the table four levels deep, as on a busy node.
+func BenchmarkApplyGrantReleaseAmongHeld(b *testing.B) {
+	m := fsm.New()
+	owner := []byte("owner-0123456789")
+	idx := uint64(0)
+	for i := range 100_000 {
+		idx++
+		benchApply(b, m, idx, fsm.Command{Kind: fsm.KindGrant, Key: fmt.Appendf(nil, "held:%06d", i), Owner: owner, Match: fsm.Match{Kind: fsm.MatchAbsent}})
+	}
+	keys := make([][]byte, benchKeys)
+	for i := range keys {
+		keys[i] = []byte(fmt.Sprintf("lock:%04d", i))
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		k := keys[i%benchKeys]
+		idx++
+		g := benchApply(b, m, idx, fsm.Command{Kind: fsm.KindGrant, Key: k, Owner: owner, LeaseMs: 30000, Match: fsm.Match{Kind: fsm.MatchAbsent}})
+		idx++
+		benchApply(b, m, idx, fsm.Command{Kind: fsm.KindRelease, Key: k, Match: fsm.Match{Kind: fsm.MatchToken, Token: g.Token}})
+	}
+}
+
 // BenchmarkCodec encodes and decodes one Grant.
 func BenchmarkCodec(b *testing.B) {
 	c := fsm.Command{Kind: fsm.KindGrant, Key: []byte("lock:0001"), Owner: []byte("owner-0123456789"), LeaseMs: 30000, Match: fsm.Match{Kind: fsm.MatchAbsent}}

@@ -37,6 +37,10 @@ type lockTable struct {
 	entries *btree.BTreeG[string]
 	colls   *btree.Map[string, *Collection]
 	probe   []byte // scratch: the key being looked up, as an entry prefix
+	// hint is the path of the last lookup, where the next one starts: applying a command looks
+	// its key up, then stores or deletes that same key, which the hint then finds in one or two
+	// comparisons a level instead of a binary search (a miss costs a comparison or two more).
+	hint btree.PathHint
 }
 
 func newLockTable() *lockTable {
@@ -133,7 +137,7 @@ func (t *lockTable) Get(key string) (Lock, bool) {
 // Entry returns the Lock at key and the table's own copy of the key, which shares the entry's
 // bytes: a caller that keeps it (a lease timer) holds no second copy.
 func (t *lockTable) Entry(key string) (stored string, l Lock, ok bool) {
-	e, ok := t.entries.Get(t.probeFor(key))
+	e, ok := t.entries.GetHint(t.probeFor(key), &t.hint)
 	if !ok {
 		return "", Lock{}, false
 	}
@@ -144,7 +148,7 @@ func (t *lockTable) Entry(key string) (stored string, l Lock, ok bool) {
 // Set stores l at key and returns the Lock it replaced.
 func (t *lockTable) Set(key string, l Lock) (prev Lock, existed bool) {
 	e := encodeEntry(key, l)
-	old, existed := t.entries.Set(e)
+	old, existed := t.entries.SetHint(e, &t.hint)
 	if existed {
 		_, prev = t.lock(old)
 	}
@@ -180,7 +184,7 @@ func (t *lockTable) Load(key string, l Lock) (stored string) {
 
 // Delete removes key and returns the Lock it held.
 func (t *lockTable) Delete(key string) (prev Lock, existed bool) {
-	old, existed := t.entries.Delete(t.probeFor(key))
+	old, existed := t.entries.DeleteHint(t.probeFor(key), &t.hint)
 	if !existed {
 		return Lock{}, false
 	}
