@@ -28,7 +28,9 @@ func TestFsyncCommand(t *testing.T) {
 		if r.Syncs < 1 || r.SyncsPerSec <= 0 || r.P50us > r.P99us {
 			t.Errorf("%+v: want syncs, a rate, and p50 <= p99", r)
 		}
-		if runtime.GOOS == "linux" && (r.SysUS == nil || r.UserUS == nil || *r.SysUS <= 0) {
+		// The kernel charges CPU time by ticks, so a run of one slow sync (CI's disks take
+		// 50 ms) may be charged nothing: the figures must be there and not negative.
+		if runtime.GOOS == "linux" && (r.SysUS == nil || r.UserUS == nil || *r.SysUS < 0 || *r.UserUS < 0) {
 			t.Errorf("%+v: want the CPU time per sync on Linux", r)
 		}
 	}
