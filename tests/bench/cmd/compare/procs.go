@@ -144,6 +144,16 @@ func (c *cluster) checkAlive() error {
 // startRaftlock starts an n-node raftlock cluster (loopback; every reply waits
 // for the fsync of a majority) in dir and waits for its leader to grant a lock.
 func startRaftlock(ctx context.Context, bin, dir string, n int) (*cluster, error) {
+	return startRaftNodes(ctx, "raftlock", dir, n, func(id, data, client, raft, peers string) []string {
+		return []string{bin, "--id", id, "--dir", data, "--addr", client, "--raft-addr", raft,
+			"--peers", peers, "--log-level", "warn"}
+	})
+}
+
+// startRaftNodes starts n nodes of a raft-replicated server in dir, node i as argv(its id, its
+// data directory, its client and raft addresses, every node's "id=raft address"), and waits
+// until one says it leads (raftlockLeads: raftlock and the raft floor answer the same).
+func startRaftNodes(ctx context.Context, name, dir string, n int, argv func(id, data, client, raft, peers string) []string) (*cluster, error) {
 	ports, err := freePorts(2 * n)
 	if err != nil {
 		return nil, err
@@ -160,9 +170,7 @@ func startRaftlock(ctx context.Context, bin, dir string, n int) (*cluster, error
 			c.stop()
 			return nil, err
 		}
-		p, err := startProc("raftlock "+id, data+".log", bin, "--id", id, "--dir", data,
-			"--addr", addr(ports[i]), "--raft-addr", addr(ports[n+i]),
-			"--peers", strings.Join(peers, ","), "--log-level", "warn")
+		p, err := startProc(name+" "+id, data+".log", argv(id, data, addr(ports[i]), addr(ports[n+i]), strings.Join(peers, ","))...)
 		if err != nil {
 			c.stop()
 			return nil, err
@@ -172,7 +180,7 @@ func startRaftlock(ctx context.Context, bin, dir string, n int) (*cluster, error
 	}
 	if err := c.waitLeader(ctx, raftlockLeads); err != nil {
 		c.stop()
-		return nil, fmt.Errorf("raftlock, %d nodes: %w", n, err)
+		return nil, fmt.Errorf("%s, %d nodes: %w", name, n, err)
 	}
 	return c, nil
 }
@@ -281,36 +289,9 @@ const floorRaftPace = "commit"
 // its log replicated by hashicorp/raft, as raftlock's is) on n nodes in dir, and waits for its
 // leader to grant a lock.
 func startFloorRaft(ctx context.Context, bin, dir string, n int) (*cluster, error) {
-	ports, err := freePorts(2 * n)
-	if err != nil {
-		return nil, err
-	}
-	var peers []string
-	for i := range n {
-		peers = append(peers, fmt.Sprintf("n%d=%s", i+1, addr(ports[n+i])))
-	}
-	c := &cluster{}
-	for i := range n {
-		id := fmt.Sprintf("n%d", i+1)
-		data := filepath.Join(dir, id)
-		if err := os.MkdirAll(data, 0o755); err != nil {
-			c.stop()
-			return nil, err
-		}
-		p, err := startProc("raft floor "+id, data+".log", bin, "-addr", addr(ports[i]), "-dir", data,
-			"-id", id, "-raft-addr", addr(ports[n+i]), "-peers", strings.Join(peers, ","), "-pace", floorRaftPace)
-		if err != nil {
-			c.stop()
-			return nil, err
-		}
-		c.procs = append(c.procs, p)
-		c.addrs = append(c.addrs, addr(ports[i]))
-	}
-	if err := c.waitLeader(ctx, raftlockLeads); err != nil { // the floor answers INFO and LOCK as raftlock does
-		c.stop()
-		return nil, fmt.Errorf("raft floor, %d nodes: %w", n, err)
-	}
-	return c, nil
+	return startRaftNodes(ctx, "raft floor", dir, n, func(id, data, client, raft, peers string) []string {
+		return []string{bin, "-addr", client, "-dir", data, "-id", id, "-raft-addr", raft, "-peers", peers, "-pace", floorRaftPace}
+	})
 }
 
 // startEtcd starts an n-member etcd cluster in dir (etcd fsyncs its WAL

@@ -37,12 +37,7 @@ func TestFloorAnswers(t *testing.T) {
 			r := bufio.NewReader(nc)
 			do := func(args ...string) string {
 				t.Helper()
-				var b strings.Builder
-				b.WriteString("*" + strconv.Itoa(len(args)) + "\r\n")
-				for _, a := range args {
-					b.WriteString("$" + strconv.Itoa(len(a)) + "\r\n" + a + "\r\n")
-				}
-				if _, err := nc.Write([]byte(b.String())); err != nil {
+				if _, err := nc.Write(respRequest(args...)); err != nil {
 					t.Fatal(err)
 				}
 				line, err := r.ReadString('\n')
@@ -198,12 +193,7 @@ func serveOne(t *testing.T, s *server, args ...string) string {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	var b strings.Builder
-	b.WriteString("*" + strconv.Itoa(len(args)) + "\r\n")
-	for _, a := range args {
-		b.WriteString("$" + strconv.Itoa(len(a)) + "\r\n" + a + "\r\n")
-	}
-	if _, err := nc.Write([]byte(b.String())); err != nil {
+	if _, err := nc.Write(respRequest(args...)); err != nil {
 		t.Fatal(err)
 	}
 	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -212,4 +202,14 @@ func serveOne(t *testing.T, s *server, args ...string) string {
 		t.Fatal(err)
 	}
 	return line
+}
+
+// respRequest encodes a command as a RESP array of bulk strings.
+func respRequest(args ...string) []byte {
+	var b strings.Builder
+	b.WriteString("*" + strconv.Itoa(len(args)) + "\r\n")
+	for _, a := range args {
+		b.WriteString("$" + strconv.Itoa(len(a)) + "\r\n" + a + "\r\n")
+	}
+	return []byte(b.String())
 }
