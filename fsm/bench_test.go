@@ -16,26 +16,19 @@ const benchKeys = 1024
 // one that releases it by its token, decoded from the log as raftnode does. One op = both.
 func BenchmarkApplyGrantRelease(b *testing.B) {
 	m := fsm.New()
-	keys := benchLockKeys()
-	owner := []byte("owner-0123456789")
-	grantRelease(b, m, 0, keys, owner)
+	grantRelease(b, m, 0, []byte("owner-0123456789"))
 }
 
-// benchLockKeys returns the benchKeys keys the grant+release benchmarks cycle through.
-func benchLockKeys() [][]byte {
+// grantRelease runs the timed loop of the grant+release benchmarks on m, whose last applied
+// index is idx: one op grants the next of benchKeys keys to owner, then releases it by its token.
+func grantRelease(b *testing.B, m *fsm.Machine, idx uint64, owner []byte) {
 	keys := make([][]byte, benchKeys)
 	for i := range keys {
 		keys[i] = []byte(fmt.Sprintf("lock:%04d", i))
 	}
-	return keys
-}
-
-// grantRelease runs the timed loop of the grant+release benchmarks on m, whose last applied
-// index is idx: one op grants the next of keys to owner, then releases it by its token.
-func grantRelease(b *testing.B, m *fsm.Machine, idx uint64, keys [][]byte, owner []byte) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		k := keys[i%len(keys)]
+		k := keys[i%benchKeys]
 		idx++
 		g := benchApply(b, m, idx, fsm.Command{Kind: fsm.KindGrant, Key: k, Owner: owner, LeaseMs: 30000, Match: fsm.Match{Kind: fsm.MatchAbsent}})
 		idx++
@@ -53,8 +46,7 @@ func BenchmarkApplyGrantReleaseAmongHeld(b *testing.B) {
 		idx++
 		benchApply(b, m, idx, fsm.Command{Kind: fsm.KindGrant, Key: fmt.Appendf(nil, "held:%06d", i), Owner: owner, Match: fsm.Match{Kind: fsm.MatchAbsent}})
 	}
-	keys := benchLockKeys()
-	grantRelease(b, m, idx, keys, owner)
+	grantRelease(b, m, idx, owner)
 }
 
 // BenchmarkCodec encodes and decodes one Grant.
