@@ -54,6 +54,16 @@ type Pending interface {
 	Wait() ([]fsm.Result, error)
 }
 
+// Proposal is one request of several proposed together, in order (the server's
+// Node.ProposeAll): its keys and evaluation, as Propose takes them, and what Propose would
+// have returned.
+type Proposal struct {
+	Keys    [][]byte
+	Eval    Eval
+	Pending Pending
+	Err     error
+}
+
 // KeyEvent is what an applied entry did to a key, for keyspace notifications
 // (notify-keyspace-events): every node reports the events of the entries it applies.
 type KeyEvent uint8

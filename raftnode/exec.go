@@ -62,20 +62,104 @@ func (n *Node) Propose(ctx context.Context, keys [][]byte, eval node.Eval) (node
 	if err != nil {
 		return nil, err
 	}
-	p.keys, p.eval = keys, eval
-	if p.future != nil {
-		// An entry of its own (no group commit): a goroutine waits for raft's future, so that
-		// its pending marks clear once it applies whenever the caller collects it (answerBatch
-		// says why), and Done has a channel to give.
-		e, future := &p.entry, p.future
-		*e = groupEntry{cmds: p.cmds, done: make(chan struct{})}
-		p.future, p.grouped = nil, e
-		go func() {
-			e.results, e.err = n.awaitFuture(e.cmds, future)
-			close(e.done)
-		}()
-	}
+	n.pendingOwn(p, keys, eval)
 	return p, nil
+}
+
+// ProposeAll is Propose for each of reqs in order, filling in their Pending or Err, as a
+// connection's pipeline of lock commands proposes them (server/stage.go). The requests that
+// need not wait are evaluated under one hold of Node.mu, against one reading of the clock, and
+// queued for the group commit in one go: a pipeline of 16 pays for the lock, the view and the
+// queue once, not 16 times. A request that must wait (a key in flight, a log format not yet
+// in force) is proposed on its own once the ones before it are queued, so they reach the log
+// in order, and the batch goes on after it.
+func (n *Node) ProposeAll(ctx context.Context, reqs []node.Proposal) {
+	for len(reqs) > 0 {
+		if !n.ready.Load() {
+			for i := range reqs {
+				reqs[i].Pending, reqs[i].Err = n.Propose(ctx, reqs[i].Keys, reqs[i].Eval)
+			}
+			return
+		}
+		ps := make([]proposal, len(reqs)) // one allocation for the batch's proposals
+		done, submits := 0, 0
+		n.mu.Lock()
+		v := n.viewLocked()
+		for ; done < len(reqs); done++ {
+			p, r := &ps[done], &reqs[done]
+			*p = proposal{n: n, ctx: ctx}
+			wait, need, err := n.evalLocked(p, r.Keys, r.Eval, nil, v)
+			if wait != nil || need != 0 {
+				break // proposed on its own below, after the ones before it
+			}
+			r.Pending, r.Err = nil, err
+			if err == nil {
+				r.Pending = p
+				if len(p.cmds) > 0 {
+					submits++
+				}
+			}
+		}
+		n.mu.Unlock()
+		n.submitAll(ps[:done], submits)
+		for i := range done {
+			if reqs[i].Err == nil {
+				n.pendingOwn(&ps[i], reqs[i].Keys, reqs[i].Eval)
+			}
+		}
+		if done == len(reqs) {
+			return
+		}
+		r := &reqs[done]
+		r.Pending, r.Err = n.Propose(ctx, r.Keys, r.Eval)
+		reqs = reqs[done+1:]
+	}
+}
+
+// submitAll submits the proposals among ps that have commands (count of them), in order: in
+// a cluster that reads batches, as consecutive requests of the group commit's queue.
+func (n *Node) submitAll(ps []proposal, count int) {
+	if count == 0 {
+		return
+	}
+	now := time.Now()
+	grouped := make([]*groupEntry, 0, count)
+	for i := range ps {
+		p := &ps[i]
+		if len(p.cmds) == 0 {
+			continue
+		}
+		p.start = now
+		if p.format < fsm.FormatBatch || n.cfg.NoGroupCommit || splitSubmit != nil && len(p.cmds) > 1 {
+			// Entries of their own, in order: whatever queued before them goes first.
+			n.submitGroupedAll(grouped)
+			grouped = grouped[:0]
+			p.future, p.grouped = n.submit(p.cmds, p.format, p.gen, &p.entry)
+			continue
+		}
+		p.grouped = &p.entry
+		p.entry = groupEntry{data: fsm.EncodeEntry(nil, p.cmds), cmds: p.cmds, gen: p.gen, done: make(chan struct{})}
+		grouped = append(grouped, p.grouped)
+	}
+	n.submitGroupedAll(grouped)
+}
+
+// pendingOwn readies a proposal for Pending's use: it keeps the request, to evaluate a raced
+// read again (Wait), and an entry of its own (no group commit) gets a goroutine that waits for
+// raft's future, so that its pending marks clear once it applies whenever the caller collects
+// it (answerBatch says why), and Done has a channel to give.
+func (n *Node) pendingOwn(p *proposal, keys [][]byte, eval node.Eval) {
+	p.keys, p.eval = keys, eval
+	if p.future == nil {
+		return
+	}
+	e, future := &p.entry, p.future
+	*e = groupEntry{cmds: p.cmds, done: make(chan struct{})}
+	p.future, p.grouped = nil, e
+	go func() {
+		e.results, e.err = n.awaitFuture(e.cmds, future)
+		close(e.done)
+	}()
 }
 
 // Done is the group commit's answer channel; a read, or an entry of its own, has none.
@@ -122,7 +206,8 @@ type proposal struct {
 	grouped *groupEntry
 	entry   groupEntry // where grouped points when set: one allocation with the proposal
 	start   time.Time  // when cmds went to raft (commit latency)
-	gen     uint64     // leaderGen when a read was evaluated
+	gen     uint64     // leaderGen when it was evaluated
+	format  byte       // the table's log format when it was evaluated: its entry is written in it
 	// keys and eval are the request, kept by Propose to evaluate a raced read again (Wait).
 	keys [][]byte
 	eval node.Eval
@@ -140,13 +225,18 @@ func (n *Node) propose(ctx context.Context, keys [][]byte, eval node.Eval) (*pro
 // proposeFreed is propose that also hands off keys of freed that are free in the view to their
 // head waiters (handoff.go). Every entry may carry hand-off grants after its own commands.
 func (n *Node) proposeFreed(ctx context.Context, keys [][]byte, eval node.Eval, freed []string) (*proposal, error) {
+	p := &proposal{n: n, ctx: ctx}
 	for {
 		if !n.ready.Load() {
 			return nil, n.notLeader()
 		}
 		n.mu.Lock()
-		if wait := n.pendingOnLocked(keys); wait != nil {
-			n.mu.Unlock()
+		wait, need, err := n.evalLocked(p, keys, eval, freed, n.viewLocked())
+		n.mu.Unlock()
+		switch {
+		case err != nil:
+			return nil, err
+		case wait != nil:
 			select {
 			case <-wait:
 				continue
@@ -155,48 +245,55 @@ func (n *Node) proposeFreed(ctx context.Context, keys [][]byte, eval node.Eval, 
 			case <-n.stop:
 				return nil, node.ErrShutdown
 			}
-		}
-		gen := n.leaderGen.Load()
-		cmds, err := safeEval(eval, n.viewLocked())
-		if err != nil {
-			n.mu.Unlock()
-			return nil, err
-		}
-		if len(cmds) == 0 && len(freed) == 0 {
-			n.mu.Unlock()
-			n.stats.reads.Add(1)
-			return &proposal{n: n, ctx: ctx, gen: gen}, nil
-		}
-		for _, c := range cmds {
-			if err := c.Validate(); err != nil {
-				n.mu.Unlock()
-				return nil, err
-			}
-		}
-		format := n.mu.machine.Format()
-		if need := fsm.NeedsFormat(cmds); need > format {
+		case need != 0:
 			// An older member could not read the entry: wait for the cluster to switch (format.go).
-			n.mu.Unlock()
 			if err := n.awaitFormat(ctx, need); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		if err := ctx.Err(); err != nil {
-			n.mu.Unlock()
-			return nil, err
+		if len(p.cmds) > 0 {
+			p.start = time.Now()
+			p.future, p.grouped = n.submit(p.cmds, p.format, p.gen, &p.entry)
 		}
-		cmds, hands := n.handoffsLocked(cmds, freed, format)
-		if len(cmds) == 0 {
-			n.mu.Unlock()
-			return &proposal{n: n, ctx: ctx, gen: gen}, nil
-		}
-		n.markPendingLocked(cmds)
-		n.mu.Unlock()
-		p := &proposal{n: n, ctx: ctx, cmds: cmds, hands: hands, start: time.Now()}
-		p.future, p.grouped = n.submit(cmds, format, gen, &p.entry)
 		return p, nil
 	}
+}
+
+// evalLocked evaluates one request against v for p, a new proposal of ctx, under Node.mu. It
+// fills p with a read (no commands), or with the commands to submit, marked pending on their
+// keys; or it says why it cannot yet: wait is closed once a proposal in flight on one of keys
+// has applied, need is the log format the commands need and the cluster has not switched to.
+// Nothing is marked unless p gets commands.
+func (n *Node) evalLocked(p *proposal, keys [][]byte, eval node.Eval, freed []string, v *viewReader) (wait <-chan struct{}, need byte, err error) {
+	if wait := n.pendingOnLocked(keys); wait != nil {
+		return wait, 0, nil
+	}
+	p.gen = n.leaderGen.Load()
+	cmds, err := safeEval(eval, v)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(cmds) == 0 && len(freed) == 0 {
+		n.stats.reads.Add(1)
+		return nil, 0, nil
+	}
+	for _, c := range cmds {
+		if err := c.Validate(); err != nil {
+			return nil, 0, err
+		}
+	}
+	format := n.mu.machine.Format()
+	if need := fsm.NeedsFormat(cmds); need > format {
+		return nil, need, nil
+	}
+	if err := p.ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	p.cmds, p.hands = n.handoffsLocked(cmds, freed, format)
+	p.format = format
+	n.markPendingLocked(p.cmds)
+	return nil, 0, nil
 }
 
 // wait returns the applied results of the proposal's commands; for a read it confirms the

@@ -106,19 +106,28 @@ func (e *groupEntry) wait(stop <-chan struct{}) ([]fsm.Result, error) {
 // it fills), and sends the queue if nobody is sending. It runs without Node.mu.
 func (n *Node) submitGrouped(e *groupEntry, cmds []fsm.Command, gen uint64) *groupEntry {
 	*e = groupEntry{data: fsm.EncodeEntry(nil, cmds), cmds: cmds, gen: gen, done: make(chan struct{})}
-	n.stats.proposals.Add(1)
+	n.submitGroupedAll([]*groupEntry{e})
+	return e
+}
+
+// submitGroupedAll queues filled entries for the next group commit, in order, and sends the
+// queue if nobody is sending. It runs without Node.mu.
+func (n *Node) submitGroupedAll(entries []*groupEntry) {
+	if len(entries) == 0 {
+		return
+	}
+	n.stats.proposals.Add(uint64(len(entries)))
 	g := &n.group
 	g.mu.Lock()
-	g.queue = append(g.queue, e)
+	g.queue = append(g.queue, entries...)
 	if g.sending {
 		g.mu.Unlock()
-		return e
+		return
 	}
 	g.sending = true
 	batch := g.takeLocked()
 	g.mu.Unlock()
 	n.sendBatch(batch)
-	return e
 }
 
 // batchSettled is told, once per batch, that sb no longer holds the next batch back: the

@@ -351,3 +351,88 @@ func TestAnswerBatchFirstLast(t *testing.T) {
 		}
 	}
 }
+
+// ProposeAll evaluates a pipeline's requests in order and queues the ones that need not wait
+// together; one with a key in flight waits, after the ones before it are queued, and the rest
+// follow it. A request that fails to evaluate fails alone, and a read is a read.
+func TestProposeAllKeepsOrderAroundAWait(t *testing.T) {
+	n := newNode(t)
+	settle(t, []*testNode{n})
+	busySender(n)
+	first, err := n.propose(t.Context(), [][]byte{[]byte("mid")}, grantEval("mid", "other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := func(k string) [][]byte { return [][]byte{[]byte(k)} }
+	invalid := func(node.View) []fsm.Command {
+		return []fsm.Command{{Kind: fsm.KindGrant, Key: []byte("bad")}} // no match: Validate refuses it
+	}
+	var sawMid bool
+	reqs := []node.Proposal{
+		{Keys: keys("a"), Eval: grantEval("a", "o")},
+		{Keys: keys("b"), Eval: grantEval("b", "o")},
+		{Keys: keys("bad"), Eval: invalid},
+		{Keys: keys("c"), Eval: func(v node.View) []fsm.Command { v.Lookup([]byte("c")); return nil }},
+		{Keys: keys("mid"), Eval: func(v node.View) []fsm.Command {
+			_, _, sawMid = v.Lookup([]byte("mid"))
+			return []fsm.Command{grantCmd("mid", "o")}
+		}},
+		{Keys: keys("d"), Eval: grantEval("d", "o")},
+	}
+	proposed := make(chan struct{})
+	go func() {
+		defer close(proposed)
+		n.ProposeAll(t.Context(), reqs)
+	}()
+	// a and b queue behind the first proposal; the request on mid waits for it.
+	testutil.WaitFor(t, 5*time.Second, testutil.Cond("a and b queued", func() bool {
+		n.group.mu.Lock()
+		defer n.group.mu.Unlock()
+		return len(n.group.queue) == 3
+	}))
+	n.group.mu.Lock()
+	var queued []string
+	for _, e := range n.group.queue {
+		queued = append(queued, string(e.cmds[0].Key))
+	}
+	n.group.mu.Unlock()
+	if fmt.Sprint(queued) != "[mid a b]" {
+		t.Fatalf("queued %v, want [mid a b]: the batch's requests in order, after what queued before", queued)
+	}
+	n.batchSettled(nil) // the queue goes: mid applies, and the waiting request goes on
+	<-proposed
+	if res, err := first.wait(); err != nil || res[0].Status != fsm.StatusGranted {
+		t.Fatalf("the first grant of mid: %+v, %v", res, err)
+	}
+	if !sawMid {
+		t.Error("the request on mid was evaluated before the grant in flight on it applied")
+	}
+	outcome := make([]string, len(reqs))
+	var tokens []fsm.Token
+	for i, r := range reqs {
+		if r.Err != nil {
+			outcome[i] = "error"
+			continue
+		}
+		res, err := r.Pending.Wait()
+		switch {
+		case err != nil:
+			outcome[i] = "error"
+		case len(res) == 0:
+			outcome[i] = "read"
+		case res[0].Status == fsm.StatusGranted:
+			outcome[i] = "granted"
+			tokens = append(tokens, res[0].Token)
+		default:
+			outcome[i] = "refused"
+		}
+	}
+	if want := "[granted granted error read refused granted]"; fmt.Sprint(outcome) != want {
+		t.Errorf("outcomes %v, want %s", outcome, want)
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Errorf("tokens %v: not in the requests' order", tokens)
+		}
+	}
+}

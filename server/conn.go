@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/server/resp"
 )
 
@@ -35,6 +36,10 @@ type conn struct {
 	baton sync.Mutex
 	sess  session
 	pipe  pipeline
+	// unproposed are staged commands whose first half ran and whose proposals wait to go to
+	// the node together (stage.go: proposeStaged); proposals is its scratch list.
+	unproposed []*stagedCall
+	proposals  []node.Proposal
 	// scratchW writes into scratchBuf: where a staged command's first half replies while
 	// earlier commands are in flight (stage.go).
 	scratchW   *resp.Writer
@@ -192,6 +197,11 @@ func (c *conn) serve() {
 		if idleTimer != nil {
 			lastActive = time.Now() // after the command: a blocked one was not idle
 		}
+		if len(reqs) == 0 {
+			// The next command is not read yet: the staged ones go to the node now. With one
+			// waiting, they wait for it (stage.go), and the loop below takes it first.
+			c.proposeStaged()
+		}
 		c.writeFinished()
 		if c.quit {
 			c.out.Flush()
@@ -213,6 +223,12 @@ func (c *conn) serve() {
 				continue
 			default:
 			}
+		}
+		if len(c.unproposed) > 0 {
+			// Nothing was waiting to be read: the staged commands go to the node before the
+			// connection waits on anything.
+			c.proposeStaged()
+			head = c.pipe.headDone()
 		}
 		select {
 		case req, ok := <-reqs:

@@ -99,6 +99,13 @@ func (f *fakeNode) Exec(ctx context.Context, keys [][]byte, eval node.Eval, arou
 	return results, err
 }
 
+// ProposeAll proposes each request in turn.
+func (f *fakeNode) ProposeAll(ctx context.Context, reqs []node.Proposal) {
+	for i := range reqs {
+		reqs[i].Pending, reqs[i].Err = f.Propose(ctx, reqs[i].Keys, reqs[i].Eval)
+	}
+}
+
 // Propose evaluates and queues, as raftnode's does; the proposal counts as waiting for its
 // commit (waiting, most) from then until its Wait returns.
 func (f *fakeNode) Propose(ctx context.Context, keys [][]byte, eval node.Eval) (node.Pending, error) {

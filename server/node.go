@@ -16,11 +16,12 @@ type Node interface {
 	// around, when not nil, is called with the wait for the outcome once the request's commands
 	// are queued in raft: a pipelining connection proposes its next command meanwhile.
 	Exec(ctx context.Context, keys [][]byte, eval node.Eval, around func(wait func())) ([]fsm.Result, error)
-	// Propose is Exec's first half: it evaluates the request and queues what it yields, and
-	// returns at once; the Pending's Wait, which must be called, gives what Exec would have. A
-	// pipelining connection proposes its lock commands one after another with it, on its own
+	// ProposeAll is Exec's first half for each of reqs, in order: it evaluates each request
+	// and queues what it yields, filling in its Pending (whose Wait, which must be called,
+	// gives what Exec would have) or its error, and returns without waiting for any commit. A
+	// pipelining connection proposes its lock commands with it, several at a time, on its own
 	// goroutine, and collects their outcomes in order (stage.go).
-	Propose(ctx context.Context, keys [][]byte, eval node.Eval) (node.Pending, error)
+	ProposeAll(ctx context.Context, reqs []node.Proposal)
 	// ExecLocal evaluates a read against this node's applied table, with no leadership check:
 	// possibly stale, for READONLY connections on followers.
 	ExecLocal(eval func(node.View))

@@ -100,6 +100,7 @@ func (c *conn) pipelinable(cmd *command, args [][]byte) bool {
 // returns once it has proposed or finished. It first waits for commands in flight on the same
 // keys. The command's size read-ahead bytes are released when it finishes.
 func (c *conn) startPipelined(cmd *command, args [][]byte, size int64) {
+	c.proposeStaged() // the staged commands before it reach the log before it
 	keys := cmd.keyArgs(args)
 	c.awaitKeys(keys)
 	for len(c.pipe.inflight) >= maxInFlight {
@@ -169,6 +170,9 @@ func (c *conn) finishHead(block bool) bool {
 		if !block && !st.ready() {
 			return false
 		}
+		if st.unproposed {
+			c.proposeStaged()
+		}
 		c.finishStaged(st)
 	} else {
 		if block {
@@ -209,6 +213,7 @@ func (p *pipeline) headDone() <-chan struct{} {
 // drainPipeline waits for every command in flight and writes their replies: what runs next
 // runs alone.
 func (c *conn) drainPipeline() {
+	c.proposeStaged()
 	for len(c.pipe.inflight) > 0 {
 		c.finishHead(true)
 	}

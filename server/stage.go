@@ -15,13 +15,20 @@ import (
 // locks is made of (LOCK without WAIT, UNLOCK; the Redis recipe's SET and EVAL/EVALSHA) come
 // in two halves instead (command.stage): the first parses and says what to propose, the second
 // replies from the outcome. The connection's own goroutine runs the first half and proposes
-// (Node.Propose), goes on to the next command, and runs the second halves in order as the
+// (Node.ProposeAll), goes on to the next command, and runs the second halves in order as the
 // outcomes come in, writing the replies straight to the socket's writer: a pipeline of such
 // commands costs no goroutine hand-off per command.
 //
+// The proposals of consecutive staged commands go to the node together: while the reader has
+// the next command parsed, a staged command's proposal waits in c.unproposed, and the lot is
+// proposed (proposeStaged) when no command is waiting, before anything else runs, and before
+// the connection waits on any outcome. The node then evaluates them under one lock and queues
+// them for the group commit in one go.
+//
 // The rules of pipeline.go hold: handler code runs under c.baton, proposals reach the log in
-// the connection's order (each is queued before the next command starts), a command sharing a
-// key with one in flight waits for that one's reply, and replies are written in order.
+// the connection's order (each is queued before a command that is not staged starts, and
+// staged ones are proposed in order), a command sharing a key with one in flight waits for
+// that one's reply, and replies are written in order.
 
 // finishFunc is a staged command's second half: it replies from its proposal's outcome.
 type finishFunc func([]fsm.Result, error)
@@ -51,6 +58,10 @@ type stagedCall struct {
 	reply   []byte
 	start   time.Time
 	size    int64 // read-ahead bytes, released when it finishes
+	// unproposed: its first half ran and its proposal (keys, eval) waits in c.unproposed.
+	unproposed bool
+	keys       [][]byte
+	eval       node.Eval
 }
 
 // startStaged runs a pipelinable command's first half on the connection's goroutine, if the
@@ -103,10 +114,33 @@ func (c *conn) startStaged(cmd *command, args [][]byte, size int64) bool {
 		st.replied, st.reply = true, bytes.Clone(c.scratchBuf.Bytes())
 		c.scratchBuf.Reset()
 	} else {
-		st.pending, st.err = c.s.node.Propose(c.ctx, stageKeys, r.touchingWatched(eval))
+		st.unproposed, st.keys, st.eval = true, stageKeys, r.touchingWatched(eval)
+		c.unproposed = append(c.unproposed, st)
 	}
 	c.pipe.push(&st.f)
 	return true
+}
+
+// proposeStaged proposes the staged commands waiting in c.unproposed, in order, in one call to
+// the node. Their evaluations run under the baton, as their first halves did.
+func (c *conn) proposeStaged() {
+	if len(c.unproposed) == 0 {
+		return
+	}
+	c.baton.Lock()
+	defer c.baton.Unlock()
+	reqs := c.proposals[:0]
+	for _, st := range c.unproposed {
+		reqs = append(reqs, node.Proposal{Keys: st.keys, Eval: st.eval})
+	}
+	c.s.node.ProposeAll(c.ctx, reqs)
+	for i, st := range c.unproposed {
+		st.pending, st.err = reqs[i].Pending, reqs[i].Err
+		st.unproposed, st.keys, st.eval = false, nil, nil
+		c.unproposed[i] = nil
+	}
+	clear(reqs)
+	c.proposals, c.unproposed = reqs[:0], c.unproposed[:0]
 }
 
 // newStaged returns a zeroed stagedCall: one a finished command left (finishHead), or a new one.
@@ -144,6 +178,9 @@ func (c *conn) scratch() *resp.Writer {
 // to watch: it is never ready, and is waited for when it is at the head and the connection has
 // nothing else to do (readyChan).
 func (st *stagedCall) ready() bool {
+	if st.unproposed {
+		return false // proposeStaged first
+	}
 	if st.pending == nil {
 		return true
 	}

@@ -179,12 +179,13 @@ func TestStagedPipelineHangUpReleasesGrants(t *testing.T) {
 // request's client is gone: a client that hangs up before its reply, every time.
 type repliesAfterHangUp struct{ *raftnode.Node }
 
-func (n repliesAfterHangUp) Propose(ctx context.Context, keys [][]byte, eval node.Eval) (node.Pending, error) {
-	p, err := n.Node.Propose(ctx, keys, eval)
-	if err != nil {
-		return nil, err
+func (n repliesAfterHangUp) ProposeAll(ctx context.Context, reqs []node.Proposal) {
+	n.Node.ProposeAll(ctx, reqs)
+	for i, r := range reqs {
+		if r.Err == nil {
+			reqs[i].Pending = afterHangUp{r.Pending, ctx}
+		}
 	}
-	return afterHangUp{p, ctx}, nil
 }
 
 type afterHangUp struct {
@@ -254,15 +255,18 @@ type heldReads struct {
 	all         chan struct{}
 }
 
-func (h *heldReads) Propose(ctx context.Context, keys [][]byte, eval node.Eval) (node.Pending, error) {
-	p, err := h.fakeNode.Propose(ctx, keys, eval)
-	if _, read := p.(fakeRead); err != nil || !read {
-		return p, err
+func (h *heldReads) ProposeAll(ctx context.Context, reqs []node.Proposal) {
+	for i, r := range reqs {
+		p, err := h.fakeNode.Propose(ctx, r.Keys, r.Eval)
+		reqs[i].Pending, reqs[i].Err = p, err
+		if _, read := p.(fakeRead); err != nil || !read {
+			continue
+		}
+		if h.proposed.Add(1) == h.want {
+			close(h.all)
+		}
+		reqs[i].Pending = heldRead{h}
 	}
-	if h.proposed.Add(1) == h.want {
-		close(h.all)
-	}
-	return heldRead{h}, nil
 }
 
 type heldRead struct{ h *heldReads }
