@@ -43,6 +43,23 @@ var ErrCorrupt = errors.New("fsm: corrupt encoding")
 func EncodeEntry(dst []byte, cmds []Command) []byte {
 	dst = slices.Grow(dst, entrySize(cmds)) // one allocation for the entry, not one per doubling
 	dst = append(dst, entryVersion)
+	return AppendBatchRequest(dst, cmds)
+}
+
+// AppendBatchHeader begins the log entry of a batch of n requests, which AppendBatchRequest
+// then appends in order: the same bytes as AppendBatch of their EncodeEntry entries, without
+// an entry of each to copy.
+func AppendBatchHeader(dst []byte, n int) []byte {
+	dst = append(dst, batchVersion)
+	return binary.AppendUvarint(dst, uint64(n))
+}
+
+// BatchHeaderSize is exactly what AppendBatchHeader appends for n requests.
+func BatchHeaderSize(n int) int { return 1 + uvarintLen(uint64(n)) }
+
+// AppendBatchRequest appends a request's commands to a batch begun by AppendBatchHeader: what
+// EncodeEntry appends after its version byte, BatchRequestSize(cmds) bytes.
+func AppendBatchRequest(dst []byte, cmds []Command) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(cmds)))
 	for _, c := range cmds {
 		dst = c.appendBody(dst)
@@ -51,6 +68,9 @@ func EncodeEntry(dst []byte, cmds []Command) []byte {
 	}
 	return dst
 }
+
+// BatchRequestSize is exactly what AppendBatchRequest appends for cmds.
+func BatchRequestSize(cmds []Command) int { return entrySize(cmds) - 1 }
 
 // entrySize is exactly what EncodeEntry appends for cmds: the entry is allocated once, in the
 // smallest size class that holds it (a LOCK's entry fits 80 bytes, where counting every uvarint

@@ -313,9 +313,22 @@ func checkBatch(t *testing.T, b []byte) {
 		entries = append(entries, fsm.EncodeEntry(nil, cmds[from:end]))
 		from = end
 	}
-	cmds2, ends2, err := fsm.DecodeEntries(nil, nil, fsm.AppendBatch(nil, entries))
+	batch := fsm.AppendBatch(nil, entries)
+	cmds2, ends2, err := fsm.DecodeEntries(nil, nil, batch)
 	if err != nil || cmp.Diff(cmds2, cmds, equateEmpty) != "" || !slices.Equal(ends2, ends) {
 		t.Fatalf("the batch's canonical encoding decodes to %d commands, ends %v, %v; want %d, %v", len(cmds2), ends2, err, len(cmds), ends)
+	}
+	// Built request by request, with the sizes said up front, it is the same bytes.
+	size := fsm.BatchHeaderSize(len(ends))
+	direct := fsm.AppendBatchHeader(nil, len(ends))
+	from = 0
+	for _, end := range ends {
+		size += fsm.BatchRequestSize(cmds[from:end])
+		direct = fsm.AppendBatchRequest(direct, cmds[from:end])
+		from = end
+	}
+	if !bytes.Equal(direct, batch) || len(direct) != size {
+		t.Fatalf("AppendBatchHeader and AppendBatchRequest made %x (%d bytes said), AppendBatch %x", direct, size, batch)
 	}
 }
 

@@ -137,8 +137,8 @@ func (n *Node) submitAll(ps []proposal, count int) {
 			p.future, p.grouped = n.submit(p.cmds, p.format, p.gen, &p.entry)
 			continue
 		}
+		p.entry = groupEntry{cmds: p.cmds, size: fsm.BatchRequestSize(p.cmds), gen: p.gen, done: make(chan struct{})}
 		p.grouped = &p.entry
-		p.entry = groupEntry{data: fsm.EncodeEntry(nil, p.cmds), cmds: p.cmds, gen: p.gen, done: make(chan struct{})}
 		grouped = append(grouped, p.grouped)
 	}
 	n.submitGroupedAll(grouped)

@@ -12,7 +12,7 @@ import (
 )
 
 // Group commit (DESIGN.md §3, §12): the leader puts the entries of concurrent requests in one
-// raft log entry (fsm.AppendBatch), each request still applied whole or not at all on its own.
+// raft log entry (fsm.AppendBatchHeader), each request still applied whole or not at all on its own.
 // What a batch saves is raft's cost per entry (its future, its log struct, its share of every
 // append and replication message) and a goroutine hand-off per request.
 //
@@ -83,9 +83,13 @@ const finishAfter = 100 * time.Millisecond
 // groupEntry is one request's entry in a group commit, and its outcome once the batch's is
 // known: the request's own results, or the batch's error.
 type groupEntry struct {
-	data    []byte        // the request's entry (fsm.EncodeEntry)
-	cmds    []fsm.Command // its commands, whose keys are marked pending until it is answered
-	gen     uint64        // the leadership (Node.leaderGen) it was evaluated in
+	// cmds are the request's commands, whose keys are marked pending until it is answered;
+	// they are encoded straight into the batch's entry when it is sent, size bytes
+	// (fsm.BatchRequestSize). Their bytes stay put until then: the request's caller waits for
+	// its answer before it lets go of them.
+	cmds    []fsm.Command
+	size    int
+	gen     uint64 // the leadership (Node.leaderGen) it was evaluated in
 	done    chan struct{}
 	results []fsm.Result
 	err     error
@@ -105,7 +109,7 @@ func (e *groupEntry) wait(stop <-chan struct{}) ([]fsm.Result, error) {
 // submitGrouped queues a request's commands for the next group commit, as the entry e (which
 // it fills), and sends the queue if nobody is sending. It runs without Node.mu.
 func (n *Node) submitGrouped(e *groupEntry, cmds []fsm.Command, gen uint64) *groupEntry {
-	*e = groupEntry{data: fsm.EncodeEntry(nil, cmds), cmds: cmds, gen: gen, done: make(chan struct{})}
+	*e = groupEntry{cmds: cmds, size: fsm.BatchRequestSize(cmds), gen: gen, done: make(chan struct{})}
 	n.submitGroupedAll([]*groupEntry{e})
 	return e
 }
@@ -159,8 +163,8 @@ func (n *Node) batchSettled(sb *sentBatch) {
 // takeLocked removes the queue's first entries, up to maxBatchBytes, and returns them.
 func (g *groupCommit) takeLocked() []*groupEntry {
 	size, count := 0, 0
-	for count < len(g.queue) && (count == 0 || size+len(g.queue[count].data) <= maxBatchBytes) {
-		size += len(g.queue[count].data)
+	for count < len(g.queue) && (count == 0 || size+g.queue[count].size <= maxBatchBytes) {
+		size += g.queue[count].size
 		count++
 	}
 	if count == len(g.queue) {
@@ -199,13 +203,14 @@ func (n *Node) sendBatch(batch []*groupEntry) {
 	// Even a batch of one is written as a batch: every entry a cluster in FormatBatch writes
 	// says so, and a node that restarts or restores a snapshot learns the format again from the
 	// next entry it applies.
-	size := 0
-	entries := make([][]byte, len(batch))
-	for i, e := range batch {
-		entries[i] = e.data
-		size += len(e.data)
+	size := fsm.BatchHeaderSize(len(batch))
+	for _, e := range batch {
+		size += e.size
 	}
-	data := fsm.AppendBatch(make([]byte, 0, size+8), entries)
+	data := fsm.AppendBatchHeader(make([]byte, 0, size), len(batch))
+	for _, e := range batch {
+		data = fsm.AppendBatchRequest(data, e.cmds)
+	}
 	n.stats.group.Observe(uint64(len(batch)))
 	// In sent before raft has it: the leader may apply it before raft.Apply returns.
 	sb := &sentBatch{first: &data[0], entries: batch, at: time.Now(), byCommit: n.cfg.CommitPaced && n.clustered()}
