@@ -117,13 +117,16 @@ func (n *Node) ProposeAll(ctx context.Context, reqs []node.Proposal) {
 }
 
 // submitAll submits the proposals among ps that have commands (count of them), in order: in
-// a cluster that reads batches, as consecutive requests of the group commit's queue.
+// a cluster that reads batches, as consecutive requests of the group commit's queue, sharing
+// one done channel (doneShared).
 func (n *Node) submitAll(ps []proposal, count int) {
 	if count == 0 {
 		return
 	}
 	now := time.Now()
 	grouped := make([]*groupEntry, 0, count)
+	var shared *doneShared
+	var done chan struct{}
 	for i := range ps {
 		p := &ps[i]
 		if len(p.cmds) == 0 {
@@ -131,13 +134,18 @@ func (n *Node) submitAll(ps []proposal, count int) {
 		}
 		p.start = now
 		if p.format < fsm.FormatBatch || n.cfg.NoGroupCommit || splitSubmit != nil && len(p.cmds) > 1 {
-			// Entries of their own, in order: whatever queued before them goes first.
+			// Entries of their own, in order: whatever queued before them goes first, and the
+			// grouped ones after them share another channel (this one may be closed by then).
 			n.submitGroupedAll(grouped)
-			grouped = grouped[:0]
+			grouped, shared = grouped[:0], nil
 			p.future, p.grouped = n.submit(p.cmds, p.format, p.gen, &p.entry)
 			continue
 		}
-		p.entry = groupEntry{cmds: p.cmds, size: fsm.BatchRequestSize(p.cmds), gen: p.gen, done: make(chan struct{})}
+		if shared == nil {
+			shared, done = &doneShared{}, make(chan struct{})
+		}
+		shared.left.Add(1) // counted before any of the channel's entries is queued and answered
+		p.entry = groupEntry{cmds: p.cmds, size: fsm.BatchRequestSize(p.cmds), gen: p.gen, done: done, shared: shared}
 		p.grouped = &p.entry
 		grouped = append(grouped, p.grouped)
 	}

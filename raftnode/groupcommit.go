@@ -87,12 +87,30 @@ type groupEntry struct {
 	// they are encoded straight into the batch's entry when it is sent, size bytes
 	// (fsm.BatchRequestSize). Their bytes stay put until then: the request's caller waits for
 	// its answer before it lets go of them.
-	cmds    []fsm.Command
-	size    int
-	gen     uint64 // the leadership (Node.leaderGen) it was evaluated in
+	cmds []fsm.Command
+	size int
+	gen  uint64 // the leadership (Node.leaderGen) it was evaluated in
+	// done is closed once the entry is answered; with shared, once every entry of the shared
+	// channel is (doneShared).
 	done    chan struct{}
+	shared  *doneShared
 	results []fsm.Result
 	err     error
+}
+
+// doneShared is one done channel for the entries of a connection's pipeline proposed together
+// (Node.ProposeAll): one channel to make and close instead of one each. Each entry still waits
+// for its own answer, since the channel closes only once the last of them is answered; they
+// are consecutive in the queue, so almost always answered together.
+type doneShared struct {
+	left atomic.Int32 // entries not answered yet
+}
+
+// answered closes e's done channel if e was the last of its channel's entries to be answered.
+func (e *groupEntry) answered() {
+	if e.shared == nil || e.shared.left.Add(-1) == 0 {
+		close(e.done)
+	}
 }
 
 // wait returns the entry's outcome, or raft.ErrRaftShutdown once the node stops: a batch
@@ -389,6 +407,6 @@ func (n *Node) answerBatch(batch []*groupEntry, resp *entryResponse, err error) 
 	}
 	n.mu.Unlock()
 	for i := len(batch) - 1; i >= 0; i-- {
-		close(batch[i].done)
+		batch[i].answered()
 	}
 }

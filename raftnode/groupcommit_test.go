@@ -436,3 +436,47 @@ func TestProposeAllKeepsOrderAroundAWait(t *testing.T) {
 		}
 	}
 }
+
+// The requests of one ProposeAll share a done channel, closed once the last is answered, even
+// when they do not fit one batch: here three of 100 KB go as two batches (maxBatchBytes).
+func TestProposeAllAcrossBatches(t *testing.T) {
+	n := newNode(t)
+	settle(t, []*testNode{n})
+	busySender(n)
+	big := string(make([]byte, 100<<10))
+	var reqs []node.Proposal
+	for i := range 3 {
+		key := fmt.Sprint("big", i)
+		reqs = append(reqs, node.Proposal{Keys: [][]byte{[]byte(key)}, Eval: grantEval(key, big)})
+	}
+	n.ProposeAll(t.Context(), reqs)
+	from := n.raft.LastIndex()
+	n.batchSettled(nil)
+	for i, r := range reqs {
+		if r.Err != nil {
+			t.Fatalf("request %d: %v", i, r.Err)
+		}
+		select {
+		case <-r.Pending.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("request %d not answered", i)
+		}
+		if res, err := r.Pending.Wait(); err != nil || res[0].Status != fsm.StatusGranted {
+			t.Fatalf("request %d: %+v, %v", i, res, err)
+		}
+	}
+	last := n.raft.LastIndex()
+	var sizes []int
+	for i := from + 1; i <= last; i++ {
+		var l raft.Log
+		if err := n.logs.GetLog(i, &l); err != nil {
+			t.Fatal(err)
+		}
+		if _, ends, err := fsm.DecodeEntries(nil, nil, l.Data); l.Type == raft.LogCommand && err == nil {
+			sizes = append(sizes, len(ends))
+		}
+	}
+	if fmt.Sprint(sizes) != "[2 1]" {
+		t.Errorf("batches of %v requests carried the three, want [2 1]", sizes)
+	}
+}
