@@ -88,13 +88,22 @@ func stageLock(r *request) (keys [][]byte, eval node.Eval, finish finishFunc) {
 		r.lock(a)
 		return nil, nil, nil
 	}
-	return r.oneKey(a.key), lockEval(a.key, a.owner, a.ttl, a.explicit), func(res []fsm.Result, err error) {
-		if err != nil {
-			r.replyError(err)
-			return
-		}
-		r.replyLock(r.lockResult(a.key, res))
+	if h := r.halves; h != nil {
+		h.lock = a
+		return r.oneKey(a.key), h.lockEval, h.lockFinish
 	}
+	return r.oneKey(a.key), lockEval(a.key, a.owner, a.ttl, a.explicit), func(res []fsm.Result, err error) {
+		r.finishLock(a.key, res, err)
+	}
+}
+
+// finishLock is LOCK's second half: it replies the attempt's outcome.
+func (r *request) finishLock(key []byte, res []fsm.Result, err error) {
+	if err != nil {
+		r.replyError(err)
+		return
+	}
+	r.replyLock(r.lockResult(key, res))
 }
 
 // replyLock is LOCK's answer to one attempt: the token, or nil when refused.
@@ -172,16 +181,25 @@ func (r *request) tryLock(key, owner []byte, ttl uint64, explicit bool) (fsm.Tok
 // explicit owner holds it, nothing (a refusal) otherwise.
 func lockEval(key, owner []byte, ttl uint64, explicit bool) node.Eval {
 	return func(v node.View) []fsm.Command {
-		l, _, held := v.Lookup(key)
-		if !held {
-			return []fsm.Command{acquire(key, owner, ttl)}
-		}
-		if explicit && l.Value == nil && bytes.Equal(l.Owner, owner) {
-			// The same owner asking again (a retry): renew and return the same token.
-			return []fsm.Command{{Kind: fsm.KindRenew, Key: key, LeaseMs: ttl, Match: byToken(l.Token)}}
+		if c, ok := lockCommand(v, key, owner, ttl, explicit); ok {
+			return []fsm.Command{c}
 		}
 		return nil
 	}
+}
+
+// lockCommand is what one LOCK attempt proposes, if anything: the grant of a free key, or a
+// renewal for the same owner asking again.
+func lockCommand(v node.View, key, owner []byte, ttl uint64, explicit bool) (fsm.Command, bool) {
+	l, _, held := v.Lookup(key)
+	if !held {
+		return acquire(key, owner, ttl), true
+	}
+	if explicit && l.Value == nil && bytes.Equal(l.Owner, owner) {
+		// The same owner asking again (a retry): renew and return the same token.
+		return fsm.Command{Kind: fsm.KindRenew, Key: key, LeaseMs: ttl, Match: byToken(l.Token)}, true
+	}
+	return fsm.Command{}, false
 }
 
 // lockResult reads the outcome of a LOCK attempt (no results: a refusal) and counts it.
@@ -242,20 +260,31 @@ func stageUnlock(r *request) (keys [][]byte, eval node.Eval, finish finishFunc) 
 	if !ok {
 		return nil, nil, nil
 	}
-	return r.oneKey(key), ifHolder(key, token, fsm.Command{Kind: fsm.KindRelease, Key: key, Match: byToken(token)}), func(res []fsm.Result, err error) {
-		if err != nil {
-			r.replyError(err)
-			return
-		}
-		released := applied(res, fsm.StatusReleased)
-		if t, ok := r.c.sess.tokens[string(key)]; ok && t == token && r.path != onScript {
-			delete(r.c.sess.tokens, string(key)) // (inside a script the release is only predicted)
-		}
-		if released {
-			r.s.stats.releases.Add(1)
-		}
-		r.w.Int(b2i(released))
+	release := fsm.Command{Kind: fsm.KindRelease, Key: key, Match: byToken(token)}
+	if h := r.halves; h != nil {
+		h.token, h.cmd = token, release
+		return r.oneKey(key), h.unlockEval, h.unlockFinish
 	}
+	return r.oneKey(key), ifHolder(key, token, release), func(res []fsm.Result, err error) {
+		r.finishUnlock(key, token, res, err)
+	}
+}
+
+// finishUnlock is UNLOCK's second half: it replies whether the lock was released, and forgets
+// the connection's token for it.
+func (r *request) finishUnlock(key []byte, token fsm.Token, res []fsm.Result, err error) {
+	if err != nil {
+		r.replyError(err)
+		return
+	}
+	released := applied(res, fsm.StatusReleased)
+	if t, ok := r.c.sess.tokens[string(key)]; ok && t == token && r.path != onScript {
+		delete(r.c.sess.tokens, string(key)) // (inside a script the release is only predicted)
+	}
+	if released {
+		r.s.stats.releases.Add(1)
+	}
+	r.w.Int(b2i(released))
 }
 
 // RENEW key [token] ttl_ms -> :1 renewed, :0 not held with that token.
@@ -325,11 +354,62 @@ func (r *request) applyIfHolder(key []byte, token fsm.Token, cmd fsm.Command, wa
 // ifHolder is the evaluation that yields cmd if key is held with token, nothing otherwise.
 func ifHolder(key []byte, token fsm.Token, cmd fsm.Command) node.Eval {
 	return func(v node.View) []fsm.Command {
-		if l, _, held := v.Lookup(key); !held || l.Token != token {
+		if !holds(v, key, token) {
 			return nil
 		}
 		return []fsm.Command{cmd}
 	}
+}
+
+// holds reports whether key is held with token.
+func holds(v node.View, key []byte, token fsm.Token) bool {
+	l, _, held := v.Lookup(key)
+	return held && l.Token == token
+}
+
+// lockHalves is where a staged LOCK or UNLOCK (stage.go) keeps its arguments between its two
+// halves, and the halves themselves, made once for the staged command's memory: a connection
+// reuses that memory for its next staged commands (pipeline.spare), so a pipeline of LOCKs and
+// UNLOCKs makes no closures, and their evaluations return their command in cmds.
+type lockHalves struct {
+	r     *request
+	lock  lockRequest // LOCK's
+	token fsm.Token   // UNLOCK's, and its release in cmd
+	cmd   fsm.Command
+	cmds  [1]fsm.Command // what an evaluation returns: valid until the request is answered
+
+	lockEval, unlockEval     node.Eval
+	lockFinish, unlockFinish finishFunc
+}
+
+// makeHalves readies h for r's commands, the request of the staged command h belongs to.
+func (h *lockHalves) makeHalves(r *request) {
+	if h.r == r {
+		return // made for this memory already
+	}
+	h.r = r
+	h.lockEval = func(v node.View) []fsm.Command {
+		a := &h.lock
+		c, ok := lockCommand(v, a.key, a.owner, a.ttl, a.explicit)
+		return h.one(c, ok)
+	}
+	h.lockFinish = func(res []fsm.Result, err error) { h.r.finishLock(h.lock.key, res, err) }
+	h.unlockEval = func(v node.View) []fsm.Command { return h.one(h.cmd, holds(v, h.cmd.Key, h.token)) }
+	h.unlockFinish = func(res []fsm.Result, err error) { h.r.finishUnlock(h.cmd.Key, h.token, res, err) }
+}
+
+// forget drops the last command's arguments, keeping the halves made for this memory.
+func (h *lockHalves) forget() {
+	h.lock, h.token, h.cmd, h.cmds = lockRequest{}, 0, fsm.Command{}, [1]fsm.Command{}
+}
+
+// one is an evaluation's outcome: c alone if ok, else nothing.
+func (h *lockHalves) one(c fsm.Command, ok bool) []fsm.Command {
+	if !ok {
+		return nil
+	}
+	h.cmds[0] = c
+	return h.cmds[:1:1] // an append (a hand-off's grants) copies it
 }
 
 // applied reports whether a one-command request applied with the status want.

@@ -28,6 +28,8 @@ type request struct {
 	trackReads bool
 	// key1 holds the key list of a one-key staged command (oneKey): no allocation for it.
 	key1 [1][]byte
+	// halves, set for a staged command, is where a LOCK or UNLOCK keeps its halves (locks.go).
+	halves *lockHalves
 }
 
 // oneKey returns a key list of key alone, valid as long as r.

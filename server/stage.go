@@ -56,8 +56,10 @@ type stagedCall struct {
 	// while earlier commands were in flight, and there is no second half.
 	replied bool
 	reply   []byte
-	start   time.Time
-	size    int64 // read-ahead bytes, released when it finishes
+	// halves outlive the command: the next staged command in this memory reuses them.
+	halves lockHalves
+	start  time.Time
+	size   int64 // read-ahead bytes, released when it finishes
 	// unproposed: its first half ran and its proposal (keys, eval) waits in c.unproposed.
 	unproposed bool
 	keys       [][]byte
@@ -94,7 +96,8 @@ func (c *conn) startStaged(cmd *command, args [][]byte, size int64) bool {
 		w = c.scratch()
 	}
 	r := &st.r
-	*r = request{s: c.s, c: c, w: w, cmd: cmd, args: args, db: c.sess.db}
+	*r = request{s: c.s, c: c, w: w, cmd: cmd, args: args, db: c.sess.db, halves: &st.halves}
+	st.halves.makeHalves(r)
 	if !cmd.movable {
 		r.args = withDBKeys(cmd, args, r.db) // it runs here: its keys become table keys
 	}
@@ -159,7 +162,9 @@ func (p *pipeline) newStaged() *stagedCall {
 // dropped it, and its halves (which hold its request) ran.
 func (p *pipeline) recycle(st *stagedCall) {
 	if len(p.spare) < maxInFlight {
-		*st = stagedCall{}
+		h := st.halves
+		h.forget()
+		*st = stagedCall{halves: h} // made for this memory: kept
 		p.spare = append(p.spare, st)
 	}
 }
