@@ -40,8 +40,8 @@ type View interface {
 type Eval func(v View) []fsm.Command
 
 // Pending is a request a node has evaluated and queued but not yet seen through (the server's
-// Node.Propose): a caller that proposes several before it waits for any, on one goroutine, keeps
-// their order in the log and pays no goroutine per request.
+// Node.ProposeAll): a caller that proposes several before it waits for any, on one goroutine,
+// keeps their order in the log and pays no goroutine per request.
 type Pending interface {
 	// Done is closed once Wait will not block; nil when the outcome is not a channel's (a read
 	// waiting for its leadership check), and then Wait may block.
