@@ -358,6 +358,9 @@ func (n *Node) pendingOnLocked(keys [][]byte) <-chan struct{} {
 		if p, ok := n.mu.pending[string(k)]; ok {
 			return p.wait()
 		}
+		if n.mu.wideMarks == 0 {
+			continue
+		}
 		// A FLUSHDB (marked on its database's byte) or a FLUSHALL (on "") in flight changes
 		// every key of its database: wait for it too.
 		if len(k) > 1 {
@@ -376,8 +379,7 @@ func (n *Node) pendingOnLocked(keys [][]byte) <-chan struct{} {
 // for their outcome (await clears the marks).
 func (n *Node) markPendingLocked(cmds []fsm.Command) {
 	for _, c := range cmds {
-		key := string(c.Key)
-		p, ok := n.mu.pending[key]
+		p, ok := n.mu.pending[string(c.Key)]
 		if !ok {
 			if free := n.mu.freeKeys; len(free) > 0 {
 				p = free[len(free)-1]
@@ -385,7 +387,10 @@ func (n *Node) markPendingLocked(cmds []fsm.Command) {
 			} else {
 				p = &pendingKey{}
 			}
-			n.mu.pending[key] = p
+			n.mu.pending[string(c.Key)] = p
+			if len(c.Key) <= 1 {
+				n.mu.wideMarks++
+			}
 		}
 		p.n++
 	}
@@ -486,6 +491,9 @@ func (n *Node) clearPendingLocked(cmds []fsm.Command) {
 			close(p.done) // its waiters hold the channel, not p
 		}
 		delete(n.mu.pending, string(c.Key))
+		if len(c.Key) <= 1 {
+			n.mu.wideMarks--
+		}
 		if len(n.mu.freeKeys) < maxFreeKeys {
 			*p = pendingKey{}
 			n.mu.freeKeys = append(n.mu.freeKeys, p)

@@ -480,3 +480,47 @@ func TestProposeAllAcrossBatches(t *testing.T) {
 		t.Errorf("batches of %v requests carried the three, want [2 1]", sizes)
 	}
 }
+
+// A request waits for a FLUSHDB or FLUSHALL in flight (marked on its database's byte, on "")
+// whatever its key; with none in flight it looks up its own keys alone (Node.mu.wideMarks).
+func TestPendingWideMarks(t *testing.T) {
+	n := newNode(t)
+	settle(t, []*testNode{n})
+	for _, wide := range []string{"\x00", ""} {
+		busySender(n)
+		flush, err := n.propose(t.Context(), [][]byte{[]byte(wide)}, func(node.View) []fsm.Command {
+			return []fsm.Command{{Kind: fsm.KindFlush, Key: []byte(wide)}}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.mu.Lock()
+		marks := n.mu.wideMarks
+		n.mu.Unlock()
+		if marks != 1 {
+			t.Fatalf("%q in flight: %d wide marks, want 1", wide, marks)
+		}
+		proposed := make(chan error, 1)
+		go func() {
+			_, err := n.propose(t.Context(), [][]byte{[]byte("\x00k")}, grantEval("\x00k", "o"))
+			proposed <- err
+		}()
+		select {
+		case err := <-proposed:
+			t.Fatalf("a request on a key of database 0 went ahead of the flush of %q in flight (%v)", wide, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		n.batchSettled(nil) // the flush goes: the request waiting on it goes on
+		if _, err := flush.wait(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-proposed; err != nil {
+			t.Fatal(err)
+		}
+		testutil.WaitFor(t, 5*time.Second, testutil.Cond("no wide marks left", func() bool {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			return n.mu.wideMarks == 0
+		}))
+	}
+}

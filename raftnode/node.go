@@ -66,6 +66,10 @@ type Node struct {
 		machine *fsm.Machine
 		leases  leases
 		pending map[string]*pendingKey
+		// wideMarks counts the keys of pending no longer than a byte: a FLUSHDB's mark on its
+		// database's byte, a FLUSHALL's on "" (or a key that is the empty string). With none,
+		// a request looks its own keys up alone (pendingOnLocked).
+		wideMarks int
 		// freeKeys are pendingKeys that went out of use, for the next keys in flight: one
 		// allocation fewer per request (at most maxFreeKeys kept).
 		freeKeys []*pendingKey
