@@ -487,6 +487,11 @@ func TestPendingWideMarks(t *testing.T) {
 	n := newNode(t)
 	settle(t, []*testNode{n})
 	for _, wide := range []string{"\x00", ""} {
+		testutil.WaitFor(t, 5*time.Second, testutil.Cond("no batch in flight", func() bool {
+			n.group.mu.Lock()
+			defer n.group.mu.Unlock()
+			return !n.group.sending
+		}))
 		busySender(n)
 		flush, err := n.propose(t.Context(), [][]byte{[]byte(wide)}, func(node.View) []fsm.Command {
 			return []fsm.Command{{Kind: fsm.KindFlush, Key: []byte(wide)}}
@@ -500,10 +505,14 @@ func TestPendingWideMarks(t *testing.T) {
 		if marks != 1 {
 			t.Fatalf("%q in flight: %d wide marks, want 1", wide, marks)
 		}
-		proposed := make(chan error, 1)
+		proposed, answered := make(chan error, 1), make(chan error, 1)
 		go func() {
-			_, err := n.propose(t.Context(), [][]byte{[]byte("\x00k")}, grantEval("\x00k", "o"))
+			p, err := n.propose(t.Context(), [][]byte{[]byte("\x00k")}, grantEval("\x00k", "o"))
 			proposed <- err
+			if err == nil {
+				_, err = p.wait()
+			}
+			answered <- err
 		}()
 		select {
 		case err := <-proposed:
@@ -515,6 +524,9 @@ func TestPendingWideMarks(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := <-proposed; err != nil {
+			t.Fatal(err)
+		}
+		if err := <-answered; err != nil {
 			t.Fatal(err)
 		}
 		testutil.WaitFor(t, 5*time.Second, testutil.Cond("no wide marks left", func() bool {
