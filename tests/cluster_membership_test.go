@@ -106,8 +106,8 @@ var snapshotFlags = []string{"--snapshot-threshold", "64", "--trailing-logs", "1
 // installedSnapshot is what hashicorp/raft logs when a follower installed the leader's snapshot.
 const installedSnapshot = "Installed remote snapshot"
 
-// TestClusterSnapshotInstall kills a follower, runs about 500 grants and releases so the
-// leader's log is compacted past the follower's last entry, and restarts it: it can only catch
+// TestClusterSnapshotInstall kills a follower, runs about 500 grants and releases and 64 more
+// writes so the leader's log is compacted past the follower's last entry, and restarts it: it can only catch
 // up by installing the leader's snapshot, and ends with the same table. A node that joins after
 // the compaction catches up the same way.
 func TestClusterSnapshotInstall(t *testing.T) {
@@ -150,6 +150,13 @@ func TestClusterSnapshotInstall(t *testing.T) {
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatalf("pipelined UNLOCKs: %v", err)
+	}
+	// A pipeline's commands go to the log together, a few entries for all of them: writes one
+	// at a time, an entry each, take the log well past the entries a compaction keeps.
+	for i := range 4 * 16 {
+		if err := rdb.Do(ctx, "SET", "snap/filler", i).Err(); err != nil {
+			t.Fatalf("SET snap/filler: %v", err)
+		}
 	}
 	if v, err := call(l.addr, "RAFT", "SNAPSHOT"); err != nil || v != "OK" {
 		t.Fatalf("RAFT SNAPSHOT on the leader: %v, %v", v, err)
