@@ -150,7 +150,7 @@ func init() {
 		{name: "hvals", arity: 2, fam: famRead, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdHVals, summary: "The values of a hash"},
 		{name: "hgetall", arity: 2, fam: famRead, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdHGetAll, summary: "The fields and values of a hash"},
 		// keys.go
-		{name: "del", arity: -2, fam: famLock, flags: "write", keys: keySpec{1, -1, 1}, run: cmdDel, summary: "Delete keys"},
+		{name: "del", arity: -2, fam: famLock, flags: "write", keys: keySpec{1, -1, 1}, run: cmdDel, stage: stageDel, summary: "Delete keys"},
 		{name: "unlink", arity: -2, fam: famLock, flags: "write fast", keys: keySpec{1, -1, 1}, run: cmdDel, summary: "Delete keys (as DEL: nothing is freed in the background)"},
 		{name: "type", arity: 2, fam: famRead, flags: "readonly fast", keys: keySpec{1, 1, 1}, run: cmdType, summary: "The type of a key's value"},
 		{name: "persist", arity: 2, fam: famLock, flags: "write fast", keys: keySpec{1, 1, 1}, run: cmdPersist, summary: "Remove a key's expiry"},

@@ -9,9 +9,13 @@ import (
 )
 
 // DEL key [key ...] -> the number of keys removed. The keys are removed together or not at all.
-func cmdDel(r *request) {
-	keys := r.args[1:]
-	res, err := r.exec(keys, func(v node.View) []fsm.Command {
+func cmdDel(r *request) { r.runHalves(stageDel(r)) }
+
+// stageDel is DEL in two halves (stage.go): a pipeline of DELs (a recipe's release without a
+// script) is proposed by the connection's goroutine, not a worker per command.
+func stageDel(r *request) (keys [][]byte, eval node.Eval, finish finishFunc) {
+	keys = r.args[1:]
+	return keys, func(v node.View) []fsm.Command {
 		var cmds []fsm.Command
 		seen := make(map[string]bool, len(keys))
 		for _, k := range keys {
@@ -24,7 +28,11 @@ func cmdDel(r *request) {
 			}
 		}
 		return cmds
-	})
+	}, r.finishDel
+}
+
+// finishDel is DEL's second half: it replies how many keys it deleted.
+func (r *request) finishDel(res []fsm.Result, err error) {
 	if err != nil {
 		r.replyError(err)
 		return

@@ -116,6 +116,29 @@ func TestStagedRedisRecipeRepliesInOrder(t *testing.T) {
 		"-ERR Number of keys can't be greater than number of args\r\n", "+OK\r\n", ":1\r\n", ":1\r\n", ":0\r\n", "$-1\r\n"})
 }
 
+// DEL is staged too (a recipe's release without a script): a pipeline of SETs and DELs
+// replies in order, counts a key named twice once, and starts no worker.
+func TestStagedDelRepliesInOrder(t *testing.T) {
+	addr, s := startServer(t, nil)
+	r := dialRaw(t, addr)
+	cmds := [][]string{
+		{"SET", "a", "me", "NX", "PX", "5000"},
+		{"SET", "b", "me", "NX", "PX", "5000"},
+		{"SET", "c", "me", "NX", "PX", "5000"},
+		{"DEL", "a", "b", "a", "nothing"},
+		{"DEL", "a"},
+		{"SET", "a", "you", "NX", "PX", "5000"}, // free again
+		{"DEL", "c"},
+	}
+	checkReplies(t, cmds, sendPipeline(t, r, cmds), []string{"+OK\r\n", "+OK\r\n", "+OK\r\n", ":2\r\n", ":0\r\n", "+OK\r\n", ":1\r\n"})
+	if started := s.workers.started.Load(); started != 0 {
+		t.Errorf("%d workers started for a pipeline of SETs and DELs; want none", started)
+	}
+	if got := r.do("EXISTS", "a", "b", "c"); got != ":1\r\n" {
+		t.Errorf("EXISTS a b c = %q after the pipeline; want :1 (a, taken again)", got)
+	}
+}
+
 // A pipeline of LOCKs and UNLOCKs runs on the connection's own goroutine: no worker starts,
 // and the whole pipeline is in flight at once (its grants commit together).
 func TestStagedPipelineNeedsNoWorkers(t *testing.T) {
