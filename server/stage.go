@@ -12,8 +12,8 @@ import (
 // Staged commands. A pipelined command otherwise runs on a worker goroutine (pipeline.go),
 // which proposes, yields the connection, sleeps until its commit and wakes to write its reply:
 // a handful of goroutine hand-offs and a reply buffer per command. The commands a pipeline of
-// locks is made of (LOCK without WAIT, UNLOCK; the Redis recipe's SET and EVAL/EVALSHA) come
-// in two halves instead (command.stage): the first parses and says what to propose, the second
+// locks is made of (LOCK without WAIT, UNLOCK; the Redis recipe's SET, EVAL/EVALSHA and DEL)
+// come in two halves instead (command.stage): the first parses and says what to propose, the second
 // replies from the outcome. The connection's own goroutine runs the first half and proposes
 // (Node.ProposeAll), goes on to the next command, and runs the second halves in order as the
 // outcomes come in, writing the replies straight to the socket's writer: a pipeline of such
