@@ -133,7 +133,7 @@ func (n *Node) submitAll(ps []proposal, count int) {
 			continue
 		}
 		p.start = now
-		if p.format < fsm.FormatBatch || n.cfg.NoGroupCommit || splitSubmit != nil && len(p.cmds) > 1 {
+		if !n.groups(p.cmds, p.format) {
 			// Entries of their own, in order: whatever queued before them goes first, and the
 			// grouped ones after them share another channel (this one may be closed by then).
 			n.submitGroupedAll(grouped)
@@ -145,7 +145,7 @@ func (n *Node) submitAll(ps []proposal, count int) {
 			shared, done = &doneShared{}, make(chan struct{})
 		}
 		shared.left.Add(1) // counted before any of the channel's entries is queued and answered
-		p.entry = groupEntry{cmds: p.cmds, size: fsm.BatchRequestSize(p.cmds), gen: p.gen, done: done, shared: shared}
+		p.entry = newGroupEntry(p.cmds, p.gen, done, shared)
 		p.grouped = &p.entry
 		grouped = append(grouped, p.grouped)
 	}
@@ -413,8 +413,10 @@ func (n *Node) submit(cmds []fsm.Command, format byte, gen uint64, into *groupEn
 	if splitSubmit != nil && len(cmds) > 1 {
 		return splitSubmit(n, cmds), nil
 	}
-	if format >= fsm.FormatBatch && !n.cfg.NoGroupCommit {
-		return nil, n.submitGrouped(into, cmds, gen)
+	if n.groups(cmds, format) {
+		*into = newGroupEntry(cmds, gen, make(chan struct{}), nil)
+		n.submitGroupedAll([]*groupEntry{into})
+		return nil, into
 	}
 	data, err := fsm.EncodeEntryIn(nil, cmds, format)
 	if err != nil {
@@ -423,6 +425,12 @@ func (n *Node) submit(cmds []fsm.Command, format byte, gen uint64, into *groupEn
 	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
 	n.stats.proposals.Add(1)
 	return f, nil
+}
+
+// groups reports whether a request's cmds, evaluated in the log format format, join the group
+// commit (a cluster whose members all read batches), rather than go as an entry of their own.
+func (n *Node) groups(cmds []fsm.Command, format byte) bool {
+	return format >= fsm.FormatBatch && !n.cfg.NoGroupCommit && (splitSubmit == nil || len(cmds) <= 1)
 }
 
 // refusedFuture is the outcome of an entry that never reached raft.

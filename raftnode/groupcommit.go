@@ -132,12 +132,10 @@ func (e *groupEntry) wait(stop <-chan struct{}) ([]fsm.Result, error) {
 	}
 }
 
-// submitGrouped queues a request's commands for the next group commit, as the entry e (which
-// it fills), and sends the queue if nobody is sending. It runs without Node.mu.
-func (n *Node) submitGrouped(e *groupEntry, cmds []fsm.Command, gen uint64) *groupEntry {
-	*e = groupEntry{cmds: cmds, size: fsm.BatchRequestSize(cmds), gen: gen, done: make(chan struct{})}
-	n.submitGroupedAll([]*groupEntry{e})
-	return e
+// newGroupEntry is a request's entry for the group commit: its commands, the leadership it was
+// evaluated in, and the channel its answer closes (shared: with others, doneShared).
+func newGroupEntry(cmds []fsm.Command, gen uint64, done chan struct{}, shared *doneShared) groupEntry {
+	return groupEntry{cmds: cmds, size: fsm.BatchRequestSize(cmds), gen: gen, done: done, shared: shared}
 }
 
 // submitGroupedAll queues filled entries for the next group commit, in order, and sends the

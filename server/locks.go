@@ -262,7 +262,7 @@ func stageUnlock(r *request) (keys [][]byte, eval node.Eval, finish finishFunc) 
 	}
 	release := fsm.Command{Kind: fsm.KindRelease, Key: key, Match: byToken(token)}
 	if h := r.halves; h != nil {
-		h.token, h.cmd = token, release
+		h.cmd = release
 		return r.oneKey(key), h.unlockEval, h.unlockFinish
 	}
 	return r.oneKey(key), ifHolder(key, token, release), func(res []fsm.Result, err error) {
@@ -372,11 +372,10 @@ func holds(v node.View, key []byte, token fsm.Token) bool {
 // reuses that memory for its next staged commands (pipeline.spare), so a pipeline of LOCKs and
 // UNLOCKs makes no closures, and their evaluations return their command in cmds.
 type lockHalves struct {
-	r     *request
-	lock  lockRequest // LOCK's
-	token fsm.Token   // UNLOCK's, and its release in cmd
-	cmd   fsm.Command
-	cmds  [1]fsm.Command // what an evaluation returns: valid until the request is answered
+	r    *request
+	lock lockRequest    // LOCK's
+	cmd  fsm.Command    // UNLOCK's release: its key, guarded by the token
+	cmds [1]fsm.Command // what an evaluation returns: valid until the request is answered
 
 	lockEval, unlockEval     node.Eval
 	lockFinish, unlockFinish finishFunc
@@ -394,13 +393,13 @@ func (h *lockHalves) makeHalves(r *request) {
 		return h.one(c, ok)
 	}
 	h.lockFinish = func(res []fsm.Result, err error) { h.r.finishLock(h.lock.key, res, err) }
-	h.unlockEval = func(v node.View) []fsm.Command { return h.one(h.cmd, holds(v, h.cmd.Key, h.token)) }
-	h.unlockFinish = func(res []fsm.Result, err error) { h.r.finishUnlock(h.cmd.Key, h.token, res, err) }
+	h.unlockEval = func(v node.View) []fsm.Command { return h.one(h.cmd, holds(v, h.cmd.Key, h.cmd.Match.Token)) }
+	h.unlockFinish = func(res []fsm.Result, err error) { h.r.finishUnlock(h.cmd.Key, h.cmd.Match.Token, res, err) }
 }
 
 // forget drops the last command's arguments, keeping the halves made for this memory.
 func (h *lockHalves) forget() {
-	h.lock, h.token, h.cmd, h.cmds = lockRequest{}, 0, fsm.Command{}, [1]fsm.Command{}
+	h.lock, h.cmd, h.cmds = lockRequest{}, fsm.Command{}, [1]fsm.Command{}
 }
 
 // one is an evaluation's outcome: c alone if ok, else nothing.
