@@ -138,6 +138,18 @@ func New() *Machine {
 		users: map[string]string{}, format: FormatPrevious}
 }
 
+// Reset empties m and makes it as New returns it, keeping its memory where that is cheap to
+// keep: a script's scratch table (server's overlay) is reset and reused rather than made for
+// every run. Nothing read from m before changes: its entries are immutable and its collections
+// are let go, not cleared.
+func (m *Machine) Reset() {
+	m.table.reset()
+	clear(m.members)
+	clear(m.scripts)
+	clear(m.users)
+	*m = Machine{table: m.table, members: m.members, scripts: m.scripts, users: m.users, format: FormatPrevious}
+}
+
 // User returns the replicated record of ACL user name: its canonical rules, or "" when it was
 // deleted; ok is false when no ACL SETUSER or DELUSER ever named it.
 func (m *Machine) User(name string) (rules string, ok bool) {

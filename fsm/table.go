@@ -195,6 +195,21 @@ func (t *lockTable) Delete(key string) (prev Lock, existed bool) {
 	return prev, true
 }
 
+// reset empties the table for reuse (Machine.Reset). Its nodes go: a lookup result taken
+// before still reads what it read (entries are immutable strings, collections are dropped,
+// not cleared). The probe's buffer stays unless a long key grew it.
+func (t *lockTable) reset() {
+	t.entries.Clear()
+	t.colls = nil
+	t.hint = btree.PathHint{}
+	if cap(t.probe) > maxKeptProbe {
+		t.probe = nil
+	}
+}
+
+// maxKeptProbe bounds the probe buffer a reset table keeps.
+const maxKeptProbe = 4 << 10
+
 // Copy returns a copy in O(1): the two share nodes until either changes one.
 func (t *lockTable) Copy() *lockTable {
 	c := &lockTable{entries: t.entries.Copy()}

@@ -417,6 +417,7 @@ func evalHalves(r *request, bySHA, readOnly bool) ([][]byte, node.Eval, finishFu
 			code = []byte(s)
 		}
 		ov = newOverlay(v)
+		defer ov.release()
 		run := &scriptRun{ov: ov, readOnly: readOnly, db: r.db}
 		ctx := r.c.ctx
 		if r.path == onScript && r.script.tx {

@@ -504,6 +504,7 @@ func (r *request) execLocal(tx *transaction, ws *watchSet) {
 		var err error
 		res, err = r.exec(keys, func(v node.View) []fsm.Command {
 			dirty, tooBig, ov = false, false, newOverlay(v)
+			defer ov.release()
 			size := 0
 			if ws != nil {
 				if r.s.watches.touchedSince(ws) {
