@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"unsafe"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
@@ -372,77 +373,94 @@ func evalHalves(r *request, bySHA, readOnly bool) ([][]byte, node.Eval, finishFu
 		r.w.Error("ERR Number of keys can't be greater than number of args")
 		return nil, nil, nil
 	}
-	keys, argv := r.args[3:3+numkeys], r.args[3+numkeys:]
-	var src []byte
-	var sha string
+	e := &evalCall{r: r, bySHA: bySHA, readOnly: readOnly, keys: r.args[3 : 3+numkeys], argv: r.args[3+numkeys:]}
 	if bySHA {
-		sha = lower(r.args[1])
+		e.sha = lower(r.args[1])
 	} else {
-		src = r.args[1]
-		if len(src) > maxScriptBytes {
+		e.src = r.args[1]
+		if len(e.src) > maxScriptBytes {
 			r.w.Error("ERR script too large: raftlock scripts are at most " + itoa(maxScriptBytes) + " bytes")
 			return nil, nil, nil
 		}
-		sha = script.SHA1Hex(src)
+		e.sha = script.SHA1Hex(e.src)
 	}
-	var (
-		val      script.Value
-		runErr   error
-		noscript bool
-		refused  string
-		ov       *overlay
-	)
 	// The script sees the client's keys (KEYS); the node waits on their table keys.
-	eval := func(v node.View) []fsm.Command {
-		val, runErr, noscript, refused, ov = script.Value{}, nil, false, "", nil
-		code := src
-		_, known := v.Script(sha)
-		// EVAL and EVAL_RO cache what they run, as in Redis. A full cache refuses EVAL, but
-		// a read-only script only goes uncached: it must not fail for want of a write.
-		cache := !known && !bySHA
-		if cache {
-			if refused = cacheRefusal(r.s.cfg.Scripts, v, src); refused != "" {
-				if !readOnly {
-					return nil
-				}
-				refused, cache = "", false
-			}
-		}
-		if bySHA {
-			s, ok := v.Script(sha)
-			if !ok {
-				noscript = true
+	return dbKeys(r.db, e.keys), e.eval, e.finish
+}
+
+// evalCall is one EVAL's state from its first half to its second: what it runs, and what its
+// evaluation found, which the reply is made of. One allocation, where closures sharing the
+// variables made one for each.
+type evalCall struct {
+	r               *request
+	bySHA, readOnly bool
+	src             []byte // EVAL's script
+	sha             string
+	keys, argv      [][]byte
+	// What the evaluation found.
+	val      script.Value
+	runErr   error
+	noscript bool
+	refused  string
+	ov       *overlay
+}
+
+// eval runs the script on the leader's view (node.Eval) and returns its effects.
+func (e *evalCall) eval(v node.View) []fsm.Command {
+	r := e.r
+	e.val, e.runErr, e.noscript, e.refused, e.ov = script.Value{}, nil, false, "", nil
+	code := e.src
+	_, known := v.Script(e.sha)
+	// EVAL and EVAL_RO cache what they run, as in Redis. A full cache refuses EVAL, but
+	// a read-only script only goes uncached: it must not fail for want of a write.
+	cache := !known && !e.bySHA
+	if cache {
+		if e.refused = cacheRefusal(r.s.cfg.Scripts, v, e.src); e.refused != "" {
+			if !e.readOnly {
 				return nil
 			}
-			code = []byte(s)
+			e.refused, cache = "", false
 		}
-		ov = newOverlay(v)
-		defer ov.release()
-		run := &scriptRun{ov: ov, readOnly: readOnly, db: r.db}
-		ctx := r.c.ctx
-		if r.path == onScript && r.script.tx {
-			ctx = r.script.ctx
-		}
-		val, runErr = r.s.scripts.Run(ctx, code, keys, argv, scriptCaller{parent: r, run: run})
-		// As in Redis, effects made before a runtime error stay: scripts are not rolled back.
-		// But a killed script has none: its effects are replicated only once it ends, so
-		// SCRIPT KILL may stop any script, writing or not (Redis refuses to kill one that
-		// wrote, which it cannot undo).
-		if errors.Is(runErr, script.ErrKilled) {
-			ov.want = nil // nothing to compare the (no) results with
+	}
+	if e.bySHA {
+		s, ok := v.Script(e.sha)
+		if !ok {
+			e.noscript = true
 			return nil
 		}
-		cmds := ov.cmds
-		if cache && !errors.Is(runErr, script.ErrCompile) && !errors.Is(runErr, script.ErrClosed) {
-			// Cache it cluster-wide, so EVALSHA works on every node and after a failover: a
-			// script that compiled, even if it then failed, as Redis keeps it.
-			cmds = append(cmds, fsm.Command{Kind: fsm.KindStoreScript, Key: []byte(sha), Owner: src})
-		}
-		return cmds
+		// The stored source, read in place: Run only reads it (a script it compiles keeps a
+		// copy), and the view's strings never change.
+		code = unsafe.Slice(unsafe.StringData(s), len(s))
 	}
-	return dbKeys(r.db, keys), eval, func(res []fsm.Result, err error) {
-		r.evalReply(res, err, val, runErr, noscript, refused, ov)
+	ov := newOverlay(v)
+	e.ov = ov
+	defer ov.release()
+	run := &scriptRun{ov: ov, readOnly: e.readOnly, db: r.db}
+	ctx := r.c.ctx
+	if r.path == onScript && r.script.tx {
+		ctx = r.script.ctx
 	}
+	e.val, e.runErr = r.s.scripts.Run(ctx, code, e.keys, e.argv, scriptCaller{parent: r, run: run})
+	// As in Redis, effects made before a runtime error stay: scripts are not rolled back.
+	// But a killed script has none: its effects are replicated only once it ends, so
+	// SCRIPT KILL may stop any script, writing or not (Redis refuses to kill one that
+	// wrote, which it cannot undo).
+	if errors.Is(e.runErr, script.ErrKilled) {
+		ov.want = nil // nothing to compare the (no) results with
+		return nil
+	}
+	cmds := ov.cmds
+	if cache && !errors.Is(e.runErr, script.ErrCompile) && !errors.Is(e.runErr, script.ErrClosed) {
+		// Cache it cluster-wide, so EVALSHA works on every node and after a failover: a
+		// script that compiled, even if it then failed, as Redis keeps it.
+		cmds = append(cmds, fsm.Command{Kind: fsm.KindStoreScript, Key: []byte(e.sha), Owner: e.src})
+	}
+	return cmds
+}
+
+// finish replies from the outcome of the script's entry (finishFunc).
+func (e *evalCall) finish(res []fsm.Result, err error) {
+	e.r.evalReply(res, err, e.val, e.runErr, e.noscript, e.refused, e.ov)
 }
 
 // evalReply is a script's reply from what its evaluation found and its entry's outcome.
