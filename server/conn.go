@@ -44,7 +44,10 @@ type conn struct {
 	// earlier commands are in flight (stage.go).
 	scratchW   *resp.Writer
 	scratchBuf bytes.Buffer
-	hop        upstreamLink
+	// lastScript is the source of the last script EVAL ran here, and lastSHA its SHA1: a
+	// client sends the same release script again and again (scriptSHA).
+	lastScript, lastSHA string
+	hop                 upstreamLink
 	// pushes carries invalidations from the node's change hook to this connection's writer
 	// (bounded: a client that does not read them is disconnected).
 	pushes chan *push

@@ -259,3 +259,23 @@ func aclLogGist(log string) []string {
 }
 
 var aclLogField = regexp.MustCompile(`\$\d+\r\n(count|reason|context|object)\r\n(?::(\d+)|\$\d+\r\n([^\r]*))\r\n`)
+
+// TestEvalRemembersOnlyItsOwnScript: a connection remembers the SHA1 of the last script it ran
+// (scriptSHA), which must never answer for another one: scripts alternating on one connection
+// each run their own code, and EVALSHA of each finds its own.
+func TestEvalRemembersOnlyItsOwnScript(t *testing.T) {
+	addr, _ := startServer(t, nil)
+	r := dialRaw(t, addr)
+	scripts := []string{"return 'a'", "return 'b'", "return 'a' ", strings.Repeat("-- long\n", 600) + "return 'long'"}
+	for round := range 3 {
+		for _, src := range scripts {
+			want := r.do("EVAL", src, "0")
+			if got := r.do("EVALSHA", script.SHA1Hex([]byte(src)), "0"); got != want || !strings.HasPrefix(got, "$") {
+				t.Fatalf("round %d: EVAL %.20q = %q, EVALSHA of its SHA1 = %q", round, src, want, got)
+			}
+		}
+	}
+	if got := r.do("EVAL", "return 'a' ", "0"); got != "$1\r\na\r\n" {
+		t.Fatalf("EVAL after others = %q", got)
+	}
+}

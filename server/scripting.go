@@ -382,7 +382,7 @@ func evalHalves(r *request, bySHA, readOnly bool) ([][]byte, node.Eval, finishFu
 			r.w.Error("ERR script too large: raftlock scripts are at most " + itoa(maxScriptBytes) + " bytes")
 			return nil, nil, nil
 		}
-		e.sha = script.SHA1Hex(e.src)
+		e.sha = r.c.scriptSHA(e.src)
 	}
 	// The script sees the client's keys (KEYS); the node waits on their table keys.
 	return dbKeys(r.db, e.keys), e.eval, e.finish
@@ -462,6 +462,23 @@ func (e *evalCall) eval(v node.View) []fsm.Command {
 func (e *evalCall) finish(res []fsm.Result, err error) {
 	e.r.evalReply(res, err, e.val, e.runErr, e.noscript, e.refused, e.ov)
 }
+
+// scriptSHA is script.SHA1Hex(src), remembered for the connection's last script (under the
+// baton, as handler code runs): comparing the bytes costs less than hashing them, and a client
+// that EVALs sends the same script each time.
+func (c *conn) scriptSHA(src []byte) string {
+	if c.lastSHA != "" && string(src) == c.lastScript {
+		return c.lastSHA
+	}
+	sha := script.SHA1Hex(src)
+	if len(src) <= maxRememberedScript {
+		c.lastScript, c.lastSHA = string(src), sha
+	}
+	return sha
+}
+
+// maxRememberedScript bounds the source a connection remembers (scriptSHA).
+const maxRememberedScript = 4 << 10
 
 // evalReply is a script's reply from what its evaluation found and its entry's outcome.
 func (r *request) evalReply(res []fsm.Result, err error, val script.Value, runErr error, noscript bool, refused string, ov *overlay) {
