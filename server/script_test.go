@@ -279,3 +279,23 @@ func TestEvalRemembersOnlyItsOwnScript(t *testing.T) {
 		t.Fatalf("EVAL after others = %q", got)
 	}
 }
+
+// TestScriptCallRepliesPastOneBuffer: a script's redis.call replies go into one buffer until
+// maxKeptCalls, then a new one; what the script got from the calls before is intact.
+func TestScriptCallRepliesPastOneBuffer(t *testing.T) {
+	addr, _ := startServer(t, nil)
+	r := dialRaw(t, addr)
+	big := strings.Repeat("x", 4000) // values are at most 4096 bytes: 40 of them pass maxKeptCalls twice
+	if got := r.do("SET", "big", big); got != "+OK\r\n" {
+		t.Fatalf("SET = %.40q", got)
+	}
+	r.do("SET", "small", "s")
+	got := r.do("EVAL", `local t = {}
+		for i = 1, 40 do t[#t+1] = redis.call('get', 'big'); t[#t+1] = redis.call('get', 'small') end
+		local ok = 0
+		for i = 1, #t, 2 do if t[i] == ARGV[1] and t[i+1] == 's' then ok = ok + 1 end end
+		return ok`, "0", big)
+	if got != ":40\r\n" {
+		t.Fatalf("replies intact across buffers = %.40q, want :40", got)
+	}
+}

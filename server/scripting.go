@@ -74,7 +74,15 @@ type scriptRun struct {
 	db int
 	// replyBytes is what its redis.calls returned so far (ScriptLimits.CallReplies).
 	replyBytes int64
+	// calls holds the replies of its redis.calls, one after the other, written by callW. It is
+	// never reset, since the values decoded from a reply point into it; past maxKeptCalls it
+	// is let go (those values keep what they need of it) and a new one started.
+	calls bytes.Buffer
+	callW *resp.Writer
 }
+
+// maxKeptCalls is how many bytes of redis.call replies a script run keeps in one buffer.
+const maxKeptCalls = 64 << 10
 
 // scriptCaller lets the script engine call commands for the request running the script.
 type scriptCaller struct {
@@ -117,17 +125,24 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 			p.s.tracker.read(p.c, fsm.DBKey(sc.run.db, k))
 		}
 	}
-	var capture bytes.Buffer
-	w := resp.NewWriter(&capture)
-	if cmd.leader && !cmd.movable {
-		args = withDBKeys(cmd, args, sc.run.db)
+	run := sc.run
+	if run.callW == nil {
+		run.callW = resp.NewWriter(&run.calls)
 	}
-	cmd.run(&request{s: p.s, c: p.c, w: w, cmd: cmd, args: args, db: sc.run.db, path: onScript, script: sc.run})
-	w.Flush()
-	if sc.run.replyBytes += int64(capture.Len()); sc.run.replyBytes > p.s.cfg.Scripts.CallReplies {
+	if run.calls.Len() > maxKeptCalls {
+		run.calls = bytes.Buffer{}
+	}
+	from := run.calls.Len()
+	if cmd.leader && !cmd.movable {
+		args = withDBKeys(cmd, args, run.db)
+	}
+	cmd.run(&request{s: p.s, c: p.c, w: run.callW, cmd: cmd, args: args, db: run.db, path: onScript, script: run})
+	run.callW.Flush()
+	captured := run.calls.Bytes()[from:]
+	if run.replyBytes += int64(len(captured)); run.replyBytes > p.s.cfg.Scripts.CallReplies {
 		return script.Value{}, errors.New("ERR the script's redis.call replies passed " + itoa(p.s.cfg.Scripts.CallReplies) + " bytes")
 	}
-	reply, rest, err := resp.ParseValue(capture.Bytes())
+	reply, rest, err := resp.ParseValue(captured)
 	if err != nil || len(rest) != 0 {
 		return script.Value{}, errors.New("ERR internal: undecodable reply inside a script")
 	}
