@@ -79,6 +79,9 @@ type scriptRun struct {
 	// is let go (those values keep what they need of it) and a new one started.
 	calls bytes.Buffer
 	callW *resp.Writer
+	// call is the request each redis.call runs as, reused: a call is over when its handler
+	// returns (its evaluation on the overlay is synchronous), and calls never nest.
+	call request
 }
 
 // maxKeptCalls is how many bytes of redis.call replies a script run keeps in one buffer.
@@ -136,7 +139,8 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 	if cmd.leader && !cmd.movable {
 		args = withDBKeys(cmd, args, run.db)
 	}
-	cmd.run(&request{s: p.s, c: p.c, w: run.callW, cmd: cmd, args: args, db: run.db, path: onScript, script: run})
+	run.call = request{s: p.s, c: p.c, w: run.callW, cmd: cmd, args: args, db: run.db, path: onScript, script: run}
+	cmd.run(&run.call)
 	run.callW.Flush()
 	captured := run.calls.Bytes()[from:]
 	if run.replyBytes += int64(len(captured)); run.replyBytes > p.s.cfg.Scripts.CallReplies {
