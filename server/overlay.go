@@ -21,13 +21,14 @@ const fakeIndexBase = 1 << 62
 // applied on top, as they will apply through the log. It collects the commands to replicate and
 // the results it predicted for them, so the server can check the prediction once they applied.
 type overlay struct {
-	base    node.View
-	pooled  *scratchTable // where scratch and loaded come from (release gives it back)
-	scratch *fsm.Machine
-	loaded  map[string]bool // keys copied from base into scratch (present or absent)
-	delta   map[byte]int    // change in the number of keys, by database
-	cmds    []fsm.Command
-	want    []fsm.Result
+	base     node.View
+	pooled   *scratchTable // where scratch and loaded come from (release gives it back)
+	scratch  *fsm.Machine
+	loaded   map[string]bool // keys copied from base into scratch (present or absent)
+	delta    []dbDelta       // change in the number of keys, by database: in deltaBuf until a third database
+	deltaBuf [2]dbDelta
+	cmds     []fsm.Command
+	want     []fsm.Result
 }
 
 // scratchTable is an overlay's scratch table and loaded set, kept for the next overlay once
@@ -97,7 +98,15 @@ func (o *overlay) Lookup(key []byte) (fsm.Lock, time.Duration, bool) {
 	return l, rem, true
 }
 
-func (o *overlay) Len(db int) int { return o.base.Len(db) + o.delta[byte(db)] }
+func (o *overlay) Len(db int) int {
+	n := o.base.Len(db)
+	for _, d := range o.delta {
+		if d.db == byte(db) {
+			n += d.n
+		}
+	}
+	return n
+}
 
 func (o *overlay) Script(sha string) (string, bool) { return o.base.Script(sha) }
 
@@ -158,11 +167,23 @@ func (o *overlay) appliedAsPredicted(res []fsm.Result) bool {
 	return true
 }
 
+// dbDelta is the change a script made to the number of keys of one database.
+type dbDelta struct {
+	db byte
+	n  int
+}
+
 func (o *overlay) addDelta(key []byte, d int) {
-	if o.delta == nil {
-		o.delta = map[byte]int{}
+	for i := range o.delta {
+		if o.delta[i].db == key[0] {
+			o.delta[i].n += d
+			return
+		}
 	}
-	o.delta[key[0]] += d
+	if o.delta == nil {
+		o.delta = o.deltaBuf[:0]
+	}
+	o.delta = append(o.delta, dbDelta{db: key[0], n: d})
 }
 
 // Ascend lists the view's keys from from up, in key order: the base's, with the script's own

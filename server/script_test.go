@@ -299,3 +299,31 @@ func TestScriptCallRepliesPastOneBuffer(t *testing.T) {
 		t.Fatalf("replies intact across buffers = %.40q, want :40", got)
 	}
 }
+
+// TestScriptDBSizeAcrossDatabases: DBSIZE inside a script counts the keys the script itself
+// created and deleted, in each database apart, past the two the overlay counts inline.
+func TestScriptDBSizeAcrossDatabases(t *testing.T) {
+	addr, _ := startServer(t, nil)
+	r := dialRaw(t, addr)
+	r.do("SELECT", "2")
+	r.do("SET", "x", "1")
+	r.do("SELECT", "0")
+	got := r.do("EVAL", `
+		for db = 0, 3 do
+			redis.call('select', db)
+			redis.call('set', 'a', '1'); redis.call('set', 'b', '2')
+			if db % 2 == 1 then redis.call('del', 'a') end
+		end
+		local out = {}
+		for db = 0, 3 do redis.call('select', db); out[#out+1] = redis.call('dbsize') end
+		return out`, "0")
+	if want := "*4\r\n:2\r\n:1\r\n:3\r\n:1\r\n"; got != want {
+		t.Fatalf("DBSIZE of databases 0-3 inside the script = %q, want %q", got, want)
+	}
+	for db, want := range []string{":2\r\n", ":1\r\n", ":3\r\n", ":1\r\n"} {
+		r.do("SELECT", itoa(int64(db)))
+		if got := r.do("DBSIZE"); got != want {
+			t.Errorf("DBSIZE of database %d after the script = %q, want %q", db, got, want)
+		}
+	}
+}
