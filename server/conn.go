@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/server/resp"
 )
@@ -84,7 +83,7 @@ type session struct {
 	libVer  string
 	// tokens remembers the locks this connection acquired, so it may UNLOCK and RENEW them
 	// without repeating the token (DESIGN.md §7).
-	tokens map[string]fsm.Token
+	tokens heldTokens
 	// readonly (READONLY) lets reads be served from a follower's own table.
 	readonly bool
 	db       int // SELECTed database
@@ -96,7 +95,7 @@ type session struct {
 	watches *watchSet
 }
 
-func newSession() session { return session{tokens: make(map[string]fsm.Token)} }
+func newSession() session { return session{} }
 
 // upstreamLink is how this connection reaches the leader when its node is a follower.
 type upstreamLink struct {

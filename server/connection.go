@@ -237,7 +237,7 @@ func cmdClient(r *request) {
 
 func (r *request) infoLine() string {
 	return r.c.describe(r.c.sess.name, r.c.sess.libName, r.c.sess.libVer, r.c.sess.db, r.c.out.Protocol()) +
-		" locks=" + itoa(int64(len(r.c.sess.tokens)))
+		" locks=" + itoa(int64(r.c.sess.tokens.len()))
 }
 
 // describe is a connection's CLIENT LIST/INFO line (without raftlock's own fields), its

@@ -271,17 +271,17 @@ func (r *request) rewriteTokenlessOf(cmd *command, args [][]byte) ([][]byte, boo
 
 // noteForwardedReply keeps the connection's own token memory in step with forwarded replies.
 func (r *request) noteForwardedReply(args [][]byte, reply []byte) {
-	tokens := r.c.sess.tokens
+	tokens := &r.c.sess.tokens
 	switch r.cmd.name {
 	case "lock":
 		if reply[0] == ':' {
 			if t, ok := parseToken(reply[1 : len(reply)-2]); ok {
-				tokens[string(fsm.DBKey(r.db, args[1]))] = fsm.Token(t)
+				tokens.remember(fsm.DBKey(r.db, args[1]), fsm.Token(t))
 			}
 		}
 	case "unlock":
 		if string(reply) == ":1\r\n" {
-			delete(tokens, string(fsm.DBKey(r.db, args[1])))
+			tokens.forget(fsm.DBKey(r.db, args[1]))
 		}
 	}
 }

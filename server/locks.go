@@ -208,7 +208,7 @@ func (r *request) lockResult(key []byte, res []fsm.Result) (fsm.Token, bool) {
 		switch res := res[0]; res.Status {
 		case fsm.StatusGranted, fsm.StatusRenewed:
 			r.s.stats.grants.Add(1)
-			r.c.sess.tokens[string(key)] = res.Token
+			r.c.sess.tokens.remember(key, res.Token)
 			return res.Token, true
 		}
 	}
@@ -228,7 +228,7 @@ func (r *request) tokenArg(key []byte, arg []byte, name string) (fsm.Token, bool
 		}
 		return fsm.Token(t), true
 	}
-	t, ok := r.c.sess.tokens[string(key)]
+	t, ok := r.c.sess.tokens.token(key)
 	if !ok {
 		r.w.Error("ERR this connection holds no lock on '" + string(userKey(key)) + "': use " + strings.ToUpper(name) + " with the token")
 		return 0, false
@@ -278,8 +278,8 @@ func (r *request) finishUnlock(key []byte, token fsm.Token, res []fsm.Result, er
 		return
 	}
 	released := applied(res, fsm.StatusReleased)
-	if t, ok := r.c.sess.tokens[string(key)]; ok && t == token && r.path != onScript {
-		delete(r.c.sess.tokens, string(key)) // (inside a script the release is only predicted)
+	if t, ok := r.c.sess.tokens.token(key); ok && t == token && r.path != onScript {
+		r.c.sess.tokens.forget(key) // (inside a script the release is only predicted)
 	}
 	if released {
 		r.s.stats.releases.Add(1)

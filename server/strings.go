@@ -167,7 +167,7 @@ func (r *request) setResult(key []byte, opts setOptions, out setOutcome, wrong, 
 	if len(res) == 1 && res[0].Status == fsm.StatusGranted {
 		r.s.stats.grants.Add(1)
 		if r.path != onScript { // inside a script the token is only a prediction
-			r.c.sess.tokens[string(key)] = res[0].Token
+			r.c.sess.tokens.remember(key, res[0].Token)
 		}
 	} else if out.refused || len(res) == 1 && res[0].Status == fsm.StatusGrantRejected {
 		r.s.stats.refusals.Add(1)
