@@ -75,6 +75,9 @@ func watchedOf(v node.View, key []byte) watched {
 type watchSet struct {
 	owner *conn
 	seen  map[string]watched // used only by owner (its baton held)
+	// overflowed: the connection went past maxWatchedKeys; its keys were let go, and its
+	// next EXEC fails as on a touched key (owner's, as seen).
+	overflowed bool
 	// Guarded by watchRegistry.mu. execing: owner's EXEC is running, so owner's own writes (its
 	// queued commands) do not touch it: Redis unwatches before it runs them. (EXEC's evaluation
 	// may run again, and must not find what it wrote the first time.)
@@ -88,6 +91,10 @@ func (ws *watchSet) len() int {
 	}
 	return len(ws.seen)
 }
+
+// maxWatchedKeys bounds the keys one connection WATCHes: at about 270 bytes each (the key twice,
+// what WATCH saw of it), 1 MiB a connection.
+const maxWatchedKeys = 4096
 
 // watchRegistry is this node's record of the connections that WATCH each key, so that the
 // writes it evaluates as the leader touch their watches (Redis's watched_keys and
@@ -276,6 +283,14 @@ func cmdWatch(r *request) {
 		}
 		return
 	}
+	if len(keys) > maxWatchedKeys {
+		r.w.Error("ERR too many keys to WATCH: raftlock watches at most " + itoa(maxWatchedKeys) + " keys per connection")
+		return
+	}
+	if ws := c.sess.watches; ws != nil && ws.overflowed {
+		r.w.SimpleString("OK") // the next EXEC fails whatever these keys do
+		return
+	}
 	keys = dbKeys(r.db, keys)
 	seen := make([]watched, len(keys))
 	_, err := r.exec(keys, func(v node.View) []fsm.Command {
@@ -286,6 +301,16 @@ func cmdWatch(r *request) {
 	})
 	if err != nil {
 		r.replyError(err)
+		return
+	}
+	if c.sess.watches.len()+len(keys) > maxWatchedKeys {
+		// Key after key watched with no EXEC, DISCARD or UNWATCH: a pooled connection given
+		// back after a WATCH that led nowhere, again and again, would keep every key (Redis
+		// does). Past the bound the watches go, and the next EXEC fails as on a touched key:
+		// a spurious abort, which a client of WATCH retries, never a missed one.
+		r.s.watches.forget(c.sess.watches)
+		c.sess.watches = &watchSet{owner: c, seen: map[string]watched{}, overflowed: true}
+		r.w.SimpleString("OK")
 		return
 	}
 	if c.sess.watches == nil {
@@ -360,6 +385,11 @@ func cmdExec(r *request) {
 			c.abortExec(r.w, r.cmd, r.args, errOOM)
 			return
 		}
+	}
+	if ws := c.sess.watches; ws != nil && ws.overflowed {
+		r.unwatch()
+		r.w.NullArray()
+		return
 	}
 	needsLeader := c.sess.watches.len() > 0 || c.hop.watching || c.hop.watchLost
 	for _, q := range tx.queued {

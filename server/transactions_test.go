@@ -8,6 +8,7 @@ import (
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/server/resp"
 	"github.com/raftlock/raftlock/tests/testutil"
 )
 
@@ -165,5 +166,57 @@ func TestExecOwnWritesDoNotTouch(t *testing.T) {
 		if got := c.do(strings.Fields(st[0])...); got != st[1] {
 			t.Errorf("%s = %q, want %q", st[0], got, st[1])
 		}
+	}
+}
+
+// TestWatchedKeysAreBounded: a connection that WATCHes key after key with no EXEC, DISCARD or
+// UNWATCH keeps at most maxWatchedKeys: past them its watches go (the registry forgets them)
+// and its next EXEC fails as on a touched key, once; a WATCH of more keys than the bound at
+// once is refused.
+func TestWatchedKeysAreBounded(t *testing.T) {
+	addr, s := startServer(t, func(c *Config) {
+		c.Limits = resp.DefaultLimits()
+		c.Limits.MaxArgs = maxWatchedKeys + 2 // room for one WATCH of too many keys
+	})
+	r := dialRaw(t, addr)
+	for i := range maxWatchedKeys {
+		if got := r.do("WATCH", "w"+itoa(int64(i))); got != "+OK\r\n" {
+			t.Fatalf("WATCH %d = %q", i, got)
+		}
+	}
+	if n := s.watches.keys.Load(); n != maxWatchedKeys {
+		t.Fatalf("watched keys = %d, want %d", n, maxWatchedKeys)
+	}
+	if got := r.do("WATCH", "one-more"); got != "+OK\r\n" {
+		t.Fatalf("WATCH past the bound = %q", got)
+	}
+	if n := s.watches.keys.Load(); n != 0 {
+		t.Fatalf("watched keys after the bound = %d, want 0 (let go)", n)
+	}
+	r.do("MULTI")
+	r.do("SET", "x", "1")
+	if got := r.do("EXEC"); got != "*-1\r\n" {
+		t.Fatalf("EXEC after the bound = %q, want a nil array", got)
+	}
+	if got := r.do("EXISTS", "x"); got != ":0\r\n" {
+		t.Fatalf("the failed EXEC wrote x: EXISTS = %q", got)
+	}
+	// The failed EXEC unwatched: the retry runs.
+	r.do("WATCH", "x")
+	r.do("MULTI")
+	r.do("SET", "x", "1")
+	if got := r.do("EXEC"); got != "*1\r\n+OK\r\n" {
+		t.Fatalf("EXEC retried = %q", got)
+	}
+
+	args := []string{"WATCH"}
+	for i := range maxWatchedKeys + 1 {
+		args = append(args, "b"+itoa(int64(i)))
+	}
+	if got := r.do(args...); !strings.HasPrefix(got, "-ERR too many keys to WATCH") {
+		t.Fatalf("WATCH of %d keys at once = %.60q, want the error", maxWatchedKeys+1, got)
+	}
+	if n := s.watches.keys.Load(); n != 0 {
+		t.Fatalf("watched keys after a refused WATCH = %d, want 0", n)
 	}
 }
