@@ -67,8 +67,8 @@ type Config struct {
 	// CommitPaced makes a cluster's leader send the next group commit when the previous batch
 	// has committed rather than when its own store wrote it (groupcommit.go): larger batches,
 	// fewer fsyncs. Off by default: the first long chaos run made with it on (2026-12-02, seed 1,
-	// 8 minutes) found a linearizability violation that is not explained yet (fifteen runs of 6
-	// to 8 minutes since, seeds 1-15, found none; nor does TestGroupCommitMutualExclusionUnderFailover).
+	// 8 minutes) found a linearizability violation that is not explained yet (nineteen runs of 6
+	// to 8 minutes since, seeds 1-19, found none; nor does TestGroupCommitMutualExclusionUnderFailover).
 	// Only test builds of cmd/raftlock turn it on (--group-commit paced), so that
 	// make chaos CHAOS_NODE_ARGS="--group-commit paced" can hunt for it.
 	CommitPaced bool
