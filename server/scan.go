@@ -28,8 +28,12 @@ const (
 type cursors struct {
 	mu struct {
 		sync.Mutex
-		next  map[uint64]scanPosition
-		order []uint64 // oldest first, for eviction
+		next map[uint64]savedPosition
+		// order has the cursors oldest first, for eviction. A cursor taken (or put back, which
+		// enters it again as the newest) leaves a stale element behind, told by its seq, which
+		// eviction skips: a cursor is only ever evicted from its newest place.
+		order []orderedCursor
+		seq   uint64
 	}
 }
 
@@ -38,9 +42,18 @@ type scanPosition struct {
 	from []byte // the table key to resume at
 }
 
+type savedPosition struct {
+	scanPosition
+	seq uint64
+}
+
+type orderedCursor struct {
+	id, seq uint64
+}
+
 func newCursors() *cursors {
 	c := &cursors{}
-	c.mu.next = map[uint64]scanPosition{}
+	c.mu.next = map[uint64]savedPosition{}
 	return c
 }
 
@@ -52,21 +65,29 @@ func (cs *cursors) save(p scanPosition) uint64 {
 	for _, taken := cs.mu.next[id]; taken; _, taken = cs.mu.next[id] {
 		id = rand.Uint64()>>1 | 1
 	}
-	cs.mu.next[id] = p
-	cs.mu.order = append(cs.mu.order, id)
-	for len(cs.mu.order) > maxCursors {
-		delete(cs.mu.next, cs.mu.order[0])
-		cs.mu.order = cs.mu.order[1:]
-	}
+	cs.remember(id, p)
 	return id
 }
 
-// put remembers p under id again (a SCAN that failed after taking it).
+// put remembers p under id again (a SCAN that failed after taking it), as the newest.
 func (cs *cursors) put(id uint64, p scanPosition) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	cs.mu.next[id] = p
-	cs.mu.order = append(cs.mu.order, id)
+	cs.remember(id, p)
+}
+
+// remember enters p under id as the newest cursor and evicts past maxCursors; under mu.
+func (cs *cursors) remember(id uint64, p scanPosition) {
+	cs.mu.seq++
+	cs.mu.next[id] = savedPosition{scanPosition: p, seq: cs.mu.seq}
+	cs.mu.order = append(cs.mu.order, orderedCursor{id: id, seq: cs.mu.seq})
+	for len(cs.mu.order) > maxCursors {
+		o := cs.mu.order[0]
+		if cur, ok := cs.mu.next[o.id]; ok && cur.seq == o.seq {
+			delete(cs.mu.next, o.id)
+		}
+		cs.mu.order = cs.mu.order[1:]
+	}
 }
 
 // take returns and forgets cursor id's position.
@@ -74,8 +95,8 @@ func (cs *cursors) take(id uint64) (scanPosition, bool) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	p, ok := cs.mu.next[id]
-	delete(cs.mu.next, id) // its slot in order is dropped lazily by eviction
-	return p, ok
+	delete(cs.mu.next, id) // its element in order goes stale, dropped by eviction
+	return p.scanPosition, ok
 }
 
 // KEYS pattern -> every key of the database that matches (in key order; Redis's order is its
