@@ -49,8 +49,8 @@ func TestHeldTokensKeepTheNewest(t *testing.T) {
 		if i%3 == 0 {
 			g.forget([]byte("same"))
 		}
-		if len(g.order) > 2*maxHeldTokens+1 {
-			t.Fatalf("after %d locks of one key, order holds %d keys", i+1, len(g.order))
+		if len(g.f.order) > 2*maxHeldTokens+1 {
+			t.Fatalf("after %d locks of one key, order holds %d keys", i+1, len(g.f.order))
 		}
 	}
 }

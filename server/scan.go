@@ -24,16 +24,11 @@ const (
 	maxScanCount = 100000
 )
 
-// cursors maps SCAN cursors to where their iteration resumes.
+// cursors maps SCAN cursors to where their iteration resumes, keeping the newest maxCursors.
 type cursors struct {
 	mu struct {
 		sync.Mutex
-		next map[uint64]savedPosition
-		// order has the cursors oldest first, for eviction. A cursor taken (or put back, which
-		// enters it again as the newest) leaves a stale element behind, told by its seq, which
-		// eviction skips: a cursor is only ever evicted from its newest place.
-		order []orderedCursor
-		seq   uint64
+		next fifoMap[uint64, scanPosition]
 	}
 }
 
@@ -42,30 +37,17 @@ type scanPosition struct {
 	from []byte // the table key to resume at
 }
 
-type savedPosition struct {
-	scanPosition
-	seq uint64
-}
-
-type orderedCursor struct {
-	id, seq uint64
-}
-
-func newCursors() *cursors {
-	c := &cursors{}
-	c.mu.next = map[uint64]savedPosition{}
-	return c
-}
+func newCursors() *cursors { return &cursors{} }
 
 // save remembers p under a new cursor, forgetting the oldest one past maxCursors.
 func (cs *cursors) save(p scanPosition) uint64 {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	id := rand.Uint64()>>1 | 1 // never 0, and within int64 for clients that parse it so
-	for _, taken := cs.mu.next[id]; taken; _, taken = cs.mu.next[id] {
+	for _, taken := cs.mu.next.get(id); taken; _, taken = cs.mu.next.get(id) {
 		id = rand.Uint64()>>1 | 1
 	}
-	cs.remember(id, p)
+	cs.mu.next.put(id, p, maxCursors)
 	return id
 }
 
@@ -73,30 +55,14 @@ func (cs *cursors) save(p scanPosition) uint64 {
 func (cs *cursors) put(id uint64, p scanPosition) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	cs.remember(id, p)
-}
-
-// remember enters p under id as the newest cursor and evicts past maxCursors; under mu.
-func (cs *cursors) remember(id uint64, p scanPosition) {
-	cs.mu.seq++
-	cs.mu.next[id] = savedPosition{scanPosition: p, seq: cs.mu.seq}
-	cs.mu.order = append(cs.mu.order, orderedCursor{id: id, seq: cs.mu.seq})
-	for len(cs.mu.order) > maxCursors {
-		o := cs.mu.order[0]
-		if cur, ok := cs.mu.next[o.id]; ok && cur.seq == o.seq {
-			delete(cs.mu.next, o.id)
-		}
-		cs.mu.order = cs.mu.order[1:]
-	}
+	cs.mu.next.put(id, p, maxCursors)
 }
 
 // take returns and forgets cursor id's position.
 func (cs *cursors) take(id uint64) (scanPosition, bool) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	p, ok := cs.mu.next[id]
-	delete(cs.mu.next, id) // its element in order goes stale, dropped by eviction
-	return p.scanPosition, ok
+	return cs.mu.next.take(id)
 }
 
 // KEYS pattern -> every key of the database that matches (in key order; Redis's order is its

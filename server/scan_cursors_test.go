@@ -21,13 +21,13 @@ func TestCursorPutBackIsNotEvictedEarly(t *testing.T) {
 	if !ok || got.db != 3 || string(got.from) != "\x03k" {
 		t.Fatalf("the cursor put back = %+v, %v; want it, with its position", got, ok)
 	}
-	if n := len(cs.mu.next); n > maxCursors {
+	if n := cs.mu.next.len(); n > maxCursors {
 		t.Fatalf("%d cursors remembered, more than %d", n, maxCursors)
 	}
 	for range 3 * maxCursors {
 		cs.save(scanPosition{})
 	}
-	if n, o := len(cs.mu.next), len(cs.mu.order); n != maxCursors || o != maxCursors {
+	if n, o := cs.mu.next.len(), len(cs.mu.next.order)-cs.mu.next.head; n != maxCursors || o != maxCursors {
 		t.Fatalf("after many saves: %d cursors and %d in order, want %d each", n, o, maxCursors)
 	}
 }
