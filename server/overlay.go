@@ -22,22 +22,25 @@ const fakeIndexBase = 1 << 62
 // the results it predicted for them, so the server can check the prediction once they applied.
 type overlay struct {
 	base     node.View
-	pooled   *scratchTable // where scratch and loaded come from (release gives it back)
-	scratch  *fsm.Machine
-	loaded   map[string]bool // keys copied from base into scratch (present or absent)
-	delta    []dbDelta       // change in the number of keys, by database: in deltaBuf until a third database
+	tbl      *scratchTable // nil until the first load
+	delta    []dbDelta     // change in the number of keys, by database: in deltaBuf until a third database
 	deltaBuf [2]dbDelta
 	cmds     []fsm.Command
 	want     []fsm.Result
 }
 
-// scratchTable is an overlay's scratch table and loaded set, kept for the next overlay once
-// one is released: making them for every script run (fsm.New's B-tree and maps, the set) was a
-// fifth of the allocations of the compare-and-delete release Redlock libraries send.
+// scratchTable is where an overlay applies the script's effects: m holds the keys copied from
+// the base (loaded, present or absent) with the effects on them. It is kept for the next
+// overlay once one is released: making one for every script run (fsm.New's B-tree and maps,
+// the set) was a fifth of the allocations of the compare-and-delete release Redlock libraries
+// send.
 type scratchTable struct {
 	m      *fsm.Machine
 	loaded map[string]bool
 }
+
+// has reports whether key was loaded into t (none: nil).
+func (t *scratchTable) has(key string) bool { return t != nil && t.loaded[key] }
 
 var scratchTables = sync.Pool{New: func() any { return &scratchTable{m: fsm.New(), loaded: map[string]bool{}} }}
 
@@ -49,20 +52,19 @@ func newOverlay(base node.View) *overlay {
 	return &overlay{base: base}
 }
 
-// load copies key from base into scratch, once. Every use of scratch follows a load, so the
-// scratch table and the loaded set are made by the first: a script that only reads (or never
-// calls redis) costs no table.
+// load copies key from base into the scratch table, once. Every use of the table follows a
+// load, so the first takes it from the pool: a script that only reads (or never calls redis)
+// takes none.
 func (o *overlay) load(key []byte) {
-	if o.loaded[string(key)] {
+	if o.tbl.has(string(key)) {
 		return
 	}
-	if o.scratch == nil {
-		o.pooled = scratchTables.Get().(*scratchTable)
-		o.scratch, o.loaded = o.pooled.m, o.pooled.loaded
+	if o.tbl == nil {
+		o.tbl = scratchTables.Get().(*scratchTable)
 	}
-	o.loaded[string(key)] = true
+	o.tbl.loaded[string(key)] = true
 	if l, _, held := o.base.Lookup(key); held {
-		o.scratch.Put(key, l)
+		o.tbl.m.Put(key, l)
 	}
 }
 
@@ -71,8 +73,8 @@ func (o *overlay) load(key []byte) {
 // they took from the scratch table, an owner's bytes, is immutable: fsm.Machine.Reset). Any
 // other use of the overlay after it fails loudly (no base).
 func (o *overlay) release() {
-	st := o.pooled
-	o.base, o.pooled, o.scratch, o.loaded = nil, nil, nil, nil
+	st := o.tbl
+	o.base, o.tbl = nil, nil
 	if st == nil || len(st.loaded) > maxPooledKeys {
 		return
 	}
@@ -82,10 +84,10 @@ func (o *overlay) release() {
 }
 
 func (o *overlay) Lookup(key []byte) (fsm.Lock, time.Duration, bool) {
-	if !o.loaded[string(key)] {
+	if !o.tbl.has(string(key)) {
 		return o.base.Lookup(key)
 	}
-	l, held := o.scratch.Get(key)
+	l, held := o.tbl.m.Get(key)
 	switch {
 	case !held:
 		return fsm.Lock{}, 0, false
@@ -126,7 +128,7 @@ func (o *overlay) apply(cmds []fsm.Command) []fsm.Result {
 		if c.Match.Kind == fsm.MatchToken && c.Match.Token >= fakeIndexBase {
 			// The holder is a lock this script set: its real token is not known until it
 			// applies, so guard by its owner instead.
-			l, _ := o.scratch.Get(c.Key)
+			l, _ := o.tbl.m.Get(c.Key)
 			c.Match = fsm.Match{Kind: fsm.MatchOwner, Owner: l.Owner}
 		}
 		if c.Match.Kind == fsm.MatchRev && c.Match.Rev >= fakeIndexBase {
@@ -135,12 +137,12 @@ func (o *overlay) apply(cmds []fsm.Command) []fsm.Result {
 			// order, all or nothing), and whose real revision is not known until it applies.
 			c.Match = fsm.Match{Kind: fsm.MatchAny}
 		}
-		_, before := o.scratch.Get(c.Key)
-		out[i] = o.scratch.Apply(fakeIndexBase, c)
+		_, before := o.tbl.m.Get(c.Key)
+		out[i] = o.tbl.m.Apply(fakeIndexBase, c)
 		if out[i].GuardFailed() {
 			continue
 		}
-		_, after := o.scratch.Get(c.Key)
+		_, after := o.tbl.m.Get(c.Key)
 		switch {
 		case before && !after:
 			o.addDelta(c.Key, -1)
@@ -189,8 +191,12 @@ func (o *overlay) addDelta(key []byte, d int) {
 // Ascend lists the view's keys from from up, in key order: the base's, with the script's own
 // changes over them (a key it deleted is gone, one it created appears).
 func (o *overlay) Ascend(from []byte, fn func(key []byte, l fsm.Lock) bool) {
+	if o.tbl == nil {
+		o.base.Ascend(from, fn) // the script changed nothing
+		return
+	}
 	var mine []string // keys the script loaded (and so may have changed), from from up, in order
-	for k := range o.loaded {
+	for k := range o.tbl.loaded {
 		if k >= string(from) {
 			mine = append(mine, k)
 		}
@@ -199,7 +205,7 @@ func (o *overlay) Ascend(from []byte, fn func(key []byte, l fsm.Lock) bool) {
 	i, stopped := 0, false
 	// emit calls fn for the script's state of key, if it holds the key.
 	emit := func(key string) bool {
-		if l, held := o.scratch.Get([]byte(key)); held && !fn([]byte(key), l) {
+		if l, held := o.tbl.m.Get([]byte(key)); held && !fn([]byte(key), l) {
 			stopped = true
 			return false
 		}
@@ -212,7 +218,7 @@ func (o *overlay) Ascend(from []byte, fn func(key []byte, l fsm.Lock) bool) {
 				return false
 			}
 		}
-		if o.loaded[k] {
+		if o.tbl.loaded[k] {
 			if i < len(mine) && mine[i] == k {
 				i++
 			}

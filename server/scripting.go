@@ -477,11 +477,6 @@ func (e *evalCall) eval(v node.View) []fsm.Command {
 	return cmds
 }
 
-// finish replies from the outcome of the script's entry (finishFunc).
-func (e *evalCall) finish(res []fsm.Result, err error) {
-	e.r.evalReply(res, err, e.val, e.runErr, e.noscript, e.refused, e.ov)
-}
-
 // scriptSHA is script.SHA1Hex(src), remembered for the connection's last script (under the
 // baton, as handler code runs): comparing the bytes costs less than hashing them, and a client
 // that EVALs sends the same script each time.
@@ -499,26 +494,28 @@ func (c *conn) scriptSHA(src []byte) string {
 // maxRememberedScript bounds the source a connection remembers (scriptSHA).
 const maxRememberedScript = 4 << 10
 
-// evalReply is a script's reply from what its evaluation found and its entry's outcome.
-func (r *request) evalReply(res []fsm.Result, err error, val script.Value, runErr error, noscript bool, refused string, ov *overlay) {
+// finish replies from what the evaluation found and the outcome of the script's entry
+// (finishFunc).
+func (e *evalCall) finish(res []fsm.Result, err error) {
+	r := e.r
 	if err != nil {
 		r.replyError(err)
 		return
 	}
-	if noscript {
+	if e.noscript {
 		r.w.Error("NOSCRIPT No matching script. Please use EVAL.")
 		return
 	}
-	if refused != "" {
-		r.w.Error(refused)
+	if e.refused != "" {
+		r.w.Error(e.refused)
 		return
 	}
 	if fsm.Aborted(res) {
 		r.w.Error(errScriptAborted)
 		return
 	}
-	for i := range ov.want {
-		if i >= len(res) || res[i].Status != ov.want[i].Status {
+	for i := range e.ov.want {
+		if i >= len(res) || res[i].Status != e.ov.want[i].Status {
 			// Applied, but not as predicted: a bug in the prediction, not a race, since every
 			// guard held.
 			r.s.log.Warn("script effects applied otherwise than predicted", "effect", i, "results", len(res))
@@ -526,11 +523,11 @@ func (r *request) evalReply(res []fsm.Result, err error, val script.Value, runEr
 			return
 		}
 	}
-	if runErr != nil {
-		r.w.Error(runErr.Error())
+	if e.runErr != nil {
+		r.w.Error(e.runErr.Error())
 		return
 	}
-	r.writeValue(val)
+	r.writeValue(e.val)
 }
 
 // scriptHelp is SCRIPT HELP's text, Redis 7.0's (DEBUG included, which raftlock lacks).
