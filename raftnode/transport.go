@@ -133,7 +133,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		idle:      cfg.IdleTimeout,
 	}
 	if cfg.TLS != nil {
-		layer.dialTLS = cfg.TLS.ClientConfig()
+		layer.dialTLS = cfg.TLS.PeerConfig(nil)
 	}
 	nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  layer,

@@ -37,7 +37,8 @@ func main() {
 // run starts the node and serves until ctx ends, then shuts down in order: stop accepting
 // clients, hand off leadership, stop raft and its transport, close the store. `raftlock
 // recover ...` runs the offline recovery instead (recover.go); `raftlock backup ...` and
-// `raftlock restore ...` take and restore backups (backup.go).
+// `raftlock restore ...` take and restore backups (backup.go); `raftlock cert ...` makes
+// certificates (cert.go).
 func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "recover" {
 		return runRecover(args[1:], stderr)
@@ -47,6 +48,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if len(args) > 0 && args[0] == "restore" {
 		return runRestore(args[1:], stderr)
+	}
+	if len(args) > 0 && args[0] == "cert" {
+		return runCert(args[1:], os.Stdout)
 	}
 	opts, err := parseOptions(args, os.Getenv)
 	if err != nil {
@@ -109,7 +113,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	ncfg.CommitPaced = opts.commitPaced
 	ncfg.Logger = logger
 	if clientTLS != nil {
-		ncfg.ClientTLS = clientTLS.ClientConfig()
+		ncfg.ClientTLS = clientTLS.PeerConfig(nil)
 	}
 	ncfg.PeerUser, ncfg.PeerPassword = opts.masterUser, opts.masterAuth
 	node, err := raftnode.New(ncfg, raftnode.Stores{Log: st, Stable: st, Snapshots: snaps}, trans)
@@ -140,7 +144,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	scfg.Logger = logger
 	if clientTLS != nil {
 		scfg.TLS = clientTLS.ServerConfig(opts.tlsAuthClients)
-		scfg.PeerTLS = clientTLS.ClientConfig()
+		scfg.PeerTLS = clientTLS.PeerConfig(nil)
 	}
 	scfg.RequirePass, scfg.ACLFile, scfg.ProtectedMode = opts.requirePass, opts.aclFile, opts.protectedMode
 	srv, err := server.New(scfg, node, node)
