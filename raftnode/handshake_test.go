@@ -1,0 +1,108 @@
+package raftnode
+
+import (
+	"io"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// setGate gives tr the peer policy g.
+func setGate(tr *Transport, g *testGate) { tr.layer.gate.Store(&gateRef{g}) }
+
+// TestTransportPeersAreMembers: over mutual TLS a raft connection is accepted only from a
+// certificate that names a member (any node's while the acceptor has no configuration); a
+// client certificate of the same CA and a node certificate of a non-member are refused, and a
+// dialer refuses an acceptor whose certificate names another node than the member it dialed.
+func TestTransportPeersAreMembers(t *testing.T) {
+	ca := newAuthority(t)
+	a := newTestTransport(t, TransportConfig{TLS: ca.node(t, "a")})
+	b := newTestTransport(t, TransportConfig{TLS: ca.node(t, "b")})
+	c := newTestTransport(t, TransportConfig{TLS: ca.node(t, "c")})
+	alice := newTestTransport(t, TransportConfig{TLS: ca.client(t, "alice")})
+	members := map[string]string{"a": string(a.LocalAddr()), "b": string(b.LocalAddr())}
+	for id, tr := range map[string]*Transport{"a": a, "b": b} {
+		setGate(tr, &testGate{id: id, members: members})
+	}
+	if err := vote(a, b.LocalAddr()); err != nil {
+		t.Fatalf("member a to member b: %v", err)
+	}
+	if err := vote(c, b.LocalAddr()); err == nil {
+		t.Error("node c, not a member, to b: answered; want refused")
+	}
+	if err := vote(alice, b.LocalAddr()); err == nil {
+		t.Error("a client certificate of the cluster CA to b: answered; want refused")
+	}
+	// b has no configuration yet (it is being added): any node certificate, no client's.
+	setGate(b, &testGate{id: "b"})
+	if err := vote(c, b.LocalAddr()); err != nil {
+		t.Errorf("node c to b without a configuration: %v; want answered", err)
+	}
+	if err := vote(alice, b.LocalAddr()); err == nil {
+		t.Error("a client certificate to b without a configuration: answered; want refused")
+	}
+	// a believes member b is at c's address: c's certificate names c, so a refuses it.
+	setGate(a, &testGate{id: "a", members: map[string]string{"a": string(a.LocalAddr()), "b": string(c.LocalAddr())}})
+	setGate(c, &testGate{id: "c"})
+	if err := vote(a, c.LocalAddr()); err == nil {
+		t.Error("a dialing member b's address, answered by node c: answered; want refused")
+	}
+}
+
+// TestTransportHello: once the cluster requires the hello (every member knows it), a peer
+// that sends raft frames from the first byte, or a hello of another cluster, is refused even
+// over plain TCP; before, a legacy peer is accepted. A node without a cluster ID takes the
+// first member's and refuses any other after it.
+func TestTransportHello(t *testing.T) {
+	b := newTestTransport(t, TransportConfig{})
+	member := newTestTransport(t, TransportConfig{})
+	foreign := newTestTransport(t, TransportConfig{})
+	members := map[string]string{"a": string(member.LocalAddr()), "b": string(b.LocalAddr())}
+	bGate := &testGate{id: "b", cluster: "c1", members: members, hello: true}
+	setGate(b, bGate)
+	setGate(member, &testGate{id: "a", cluster: "c1", members: members, hello: true})
+	setGate(foreign, &testGate{id: "a", cluster: "c2", members: members, hello: true})
+	legacy, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, 2*time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer legacy.Close()
+	legacyVote := func(to raft.ServerAddress) error {
+		var out raft.RequestVoteResponse
+		return legacy.RequestVote("b", to, &raft.RequestVoteRequest{Term: 1}, &out)
+	}
+
+	if err := vote(member, b.LocalAddr()); err != nil {
+		t.Fatalf("a member of the cluster to b: %v", err)
+	}
+	if err := vote(foreign, b.LocalAddr()); err == nil {
+		t.Error("a node of another cluster to b: answered; want refused")
+	}
+	if err := legacyVote(b.LocalAddr()); err == nil {
+		t.Error("raft frames without the hello to b, whose cluster requires it: answered; want refused")
+	}
+	bGate.mu.Lock()
+	bGate.hello = false // a cluster still in the previous release's format
+	bGate.mu.Unlock()
+	if err := legacyVote(b.LocalAddr()); err != nil {
+		t.Errorf("raft frames without the hello to b, whose cluster does not require it yet: %v", err)
+	}
+	if err := vote(foreign, b.LocalAddr()); err == nil {
+		t.Error("a hello of another cluster to b, whose cluster does not require it yet: answered; want refused")
+	}
+
+	// A new joiner: no cluster ID, no configuration. The first member's cluster sticks.
+	joiner := newTestTransport(t, TransportConfig{})
+	jGate := &testGate{id: "b"}
+	setGate(joiner, jGate)
+	if err := vote(member, joiner.LocalAddr()); err != nil {
+		t.Fatalf("a member to a new joiner: %v", err)
+	}
+	if got := jGate.handshakeCluster(); got != "c1" {
+		t.Errorf("the joiner's cluster after a member's hello: %q; want c1", got)
+	}
+	if err := vote(foreign, joiner.LocalAddr()); err == nil {
+		t.Error("a node of another cluster to the joiner that took c1: answered; want refused")
+	}
+}
