@@ -266,8 +266,26 @@ func dialPeer(g peerGate, c net.Conn, tc *tls.Conn, addr string, deadline time.T
 
 var _ peerGate = (*Node)(nil)
 
-func (n *Node) helloRequired() bool { return byte(n.format.Load()) >= helloFormat }
-func (n *Node) localID() string     { return n.cfg.ID }
+// helloRequired: the cluster's format is helloFormat or newer, as this node has applied it or
+// as its stable store remembers from before a restart (a restarted node's table says less
+// until it has applied its log again: Machine.Format). The first time it sees the format it
+// records that, with no lock held.
+func (n *Node) helloRequired() bool {
+	if n.helloKnown.Load() {
+		return true
+	}
+	if byte(n.format.Load()) < helloFormat {
+		return false
+	}
+	if n.helloKnown.CompareAndSwap(false, true) {
+		if err := n.rememberIdentity(""); err != nil {
+			n.log.Warn("remembering that the cluster uses the raft handshake failed", "err", err)
+		}
+	}
+	return true
+}
+
+func (n *Node) localID() string { return n.cfg.ID }
 
 func (n *Node) handshakeCluster() string {
 	if id := n.ClusterID(); id != "" {

@@ -1,11 +1,14 @@
 package raftnode
 
 import (
+	"errors"
 	"io"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // setGate gives tr the peer policy g.
@@ -104,5 +107,47 @@ func TestTransportHello(t *testing.T) {
 	}
 	if err := vote(foreign, joiner.LocalAddr()); err == nil {
 		t.Error("a node of another cluster to the joiner that took c1: answered; want refused")
+	}
+}
+
+// TestHelloRememberedAcrossRestarts: once a node has seen its cluster in the format that
+// requires the raft handshake, it remembers it in its stable store, so that after a restart,
+// before it has applied its log again (its table's format is older until then), it still sends
+// the hello its peers require, and requires it.
+func TestHelloRememberedAcrossRestarts(t *testing.T) {
+	st := newStores()
+	start := func(bootstrap bool) (*Node, *Transport) {
+		t.Helper()
+		trans, err := NewTransport(TransportConfig{Bind: "127.0.0.1:0", Logger: testLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := testConfig("n1")
+		cfg.RaftAddr, cfg.Bootstrap = string(trans.LocalAddr()), bootstrap
+		n, err := New(cfg, st, trans)
+		if err != nil {
+			trans.Close()
+			t.Fatal(err)
+		}
+		return n, trans
+	}
+	n, _ := start(true)
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		if !n.helloRequired() {
+			return errors.New("the new cluster does not require the hello yet")
+		}
+		return nil
+	})
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	id, ok, err := loadIdentity(st.Stable)
+	if err != nil || !ok || !id.Handshake {
+		t.Fatalf("stored identity %+v, %v, %v; want Handshake recorded", id, ok, err)
+	}
+	again, _ := start(false)
+	defer again.Close()
+	if !again.helloKnown.Load() {
+		t.Error("a restarted node does not know its cluster requires the hello; want it known before it applies its log")
 	}
 }

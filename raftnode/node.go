@@ -140,6 +140,10 @@ type Node struct {
 	// adoptedCluster is the cluster ID a member's raft handshake named while this node had
 	// none (handshake.go): it refuses any other from then on.
 	adoptedCluster atomic.Pointer[string]
+	// helloKnown: this node's cluster sends and requires the raft handshake (identity's
+	// Handshake); identityMu orders the writes of the identity (rememberIdentity).
+	helloKnown atomic.Bool
+	identityMu sync.Mutex
 	// peers tracks which voters the leader can reach, and which non-voters to promote (quorum.go).
 	peers     peerState
 	closing   atomic.Bool
@@ -212,6 +216,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 		n.storedCluster.Store(&ident.ClusterID)
 	}
 	n.bootstrapFormat = ident.BootstrapFormat
+	n.helloKnown.Store(ident.Handshake)
 	if existing && cfg.Join != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*peerTimeout)
 		err := n.joinCheck(ctx, ident)
