@@ -53,7 +53,7 @@ func runCert(args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return report(stdout, "CA", ca.Cert.NotAfter)(certs.WriteFiles(*out, "ca", ca.Cert, ca.Key))
+		return write(stdout, *out, "ca", &certs.Issued{Cert: ca.Cert, Key: ca.Key})
 	}
 	if *caDir == "" {
 		*caDir = *out
@@ -85,16 +85,15 @@ func runCert(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return report(stdout, kind+" certificate", issued.Cert.NotAfter)(certs.WriteFiles(*out, file, issued.Cert, issued.Key))
+	return write(stdout, *out, file, issued)
 }
 
-// report returns what prints the files written (or passes their error on).
-func report(w io.Writer, what string, notAfter time.Time) func(certFile, keyFile string, err error) error {
-	return func(certFile, keyFile string, err error) error {
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "%s: %s (key %s), valid until %s\n", what, certFile, keyFile, notAfter.UTC().Format(time.DateOnly))
-		return nil
+// write writes is as dir/name.crt and dir/name.key and says so on w.
+func write(w io.Writer, dir, name string, is *certs.Issued) error {
+	certFile, keyFile, err := certs.WriteFiles(dir, name, is.Cert, is.Key)
+	if err != nil {
+		return err
 	}
+	fmt.Fprintf(w, "%s (key %s), valid until %s\n", certFile, keyFile, is.Cert.NotAfter.UTC().Format(time.DateOnly))
+	return nil
 }
