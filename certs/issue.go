@@ -1,6 +1,7 @@
 package certs
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -52,10 +53,12 @@ func NodeID(c *x509.Certificate) (string, bool) {
 	return id, n == 1
 }
 
-// Authority is a CA's certificate and key, for issuing node and client certificates.
+// Authority is a CA's certificate and key, for issuing node and client certificates. The key
+// is ECDSA for a CA NewAuthority made; LoadAuthority also takes an existing CA's RSA or Ed25519
+// key.
 type Authority struct {
 	Cert *x509.Certificate
-	Key  *ecdsa.PrivateKey
+	Key  crypto.Signer
 }
 
 // NewAuthority makes a self-signed CA named name, valid for validity (0: DefaultCAValidity).
@@ -111,20 +114,39 @@ func LoadAuthority(certFile, keyFile string) (*Authority, error) {
 	if !cert.IsCA {
 		return nil, fmt.Errorf("certs: %s is not a CA certificate", certFile)
 	}
-	key, err := x509.ParseECPrivateKey(kblock.Bytes)
+	key, err := parseKey(kblock.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("certs: CA key: %w", err)
+		return nil, fmt.Errorf("certs: CA key %s: %w", keyFile, err)
 	}
-	if !key.PublicKey.Equal(cert.PublicKey) {
+	if pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(cert.PublicKey) {
 		return nil, errors.New("certs: the CA key does not match the CA certificate")
 	}
 	return &Authority{Cert: cert, Key: key}, nil
 }
 
+// parseKey reads a private key in SEC 1 (EC), PKCS #1 (RSA) or PKCS #8 form.
+func parseKey(der []byte) (crypto.Signer, error) {
+	if k, err := x509.ParseECPrivateKey(der); err == nil {
+		return k, nil
+	}
+	if k, err := x509.ParsePKCS1PrivateKey(der); err == nil {
+		return k, nil
+	}
+	k, err := x509.ParsePKCS8PrivateKey(der)
+	if err != nil {
+		return nil, errors.New("not an EC, RSA or PKCS #8 private key")
+	}
+	signer, ok := k.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("a %T cannot sign", k)
+	}
+	return signer, nil
+}
+
 // Issued is a certificate and its private key.
 type Issued struct {
 	Cert *x509.Certificate
-	Key  *ecdsa.PrivateKey
+	Key  crypto.Signer
 }
 
 // IssueNode makes node id's certificate: good for serverAuth and clientAuth (a node serves and
@@ -196,8 +218,14 @@ func (a *Authority) issue(tmpl *x509.Certificate, validity time.Duration) (*Issu
 // WriteFiles writes cert as <dir>/<name>.crt (0644) and key as <dir>/<name>.key (0600), each
 // through a temporary file renamed over the old one: a node reloading meanwhile (SIGHUP) reads
 // the old file or the new, never half of one. It returns the two paths.
-func WriteFiles(dir, name string, cert *x509.Certificate, key *ecdsa.PrivateKey) (certFile, keyFile string, err error) {
-	kder, err := x509.MarshalECPrivateKey(key)
+func WriteFiles(dir, name string, cert *x509.Certificate, key crypto.Signer) (certFile, keyFile string, err error) {
+	kind, kder := "PRIVATE KEY", []byte(nil)
+	if ec, ok := key.(*ecdsa.PrivateKey); ok {
+		kind = "EC PRIVATE KEY"
+		kder, err = x509.MarshalECPrivateKey(ec)
+	} else {
+		kder, err = x509.MarshalPKCS8PrivateKey(key)
+	}
 	if err != nil {
 		return "", "", err
 	}
@@ -205,7 +233,7 @@ func WriteFiles(dir, name string, cert *x509.Certificate, key *ecdsa.PrivateKey)
 		return "", "", err
 	}
 	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	if err := writePEM(keyFile, "EC PRIVATE KEY", kder, 0o600); err != nil {
+	if err := writePEM(keyFile, kind, kder, 0o600); err != nil {
 		return "", "", err
 	}
 	if err := writePEM(certFile, "CERTIFICATE", cert.Raw, 0o644); err != nil {

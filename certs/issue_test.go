@@ -1,13 +1,19 @@
 package certs_test
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/raftlock/raftlock/certs"
 )
@@ -155,5 +161,49 @@ func TestPeerConfig(t *testing.T) {
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: dial err %v; want accepted %v", tc.name, err, tc.ok)
 		}
+	}
+}
+
+// TestLoadAuthorityOfAnotherKind: an existing CA made elsewhere (an RSA key in PKCS #8, as
+// openssl genpkey writes it) issues node certificates too, which chain to it.
+func TestLoadAuthorityOfAnotherKind(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "old CA"}, IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, b := range map[string]*pem.Block{"ca.crt": {Type: "CERTIFICATE", Bytes: der}, "ca.key": {Type: "PRIVATE KEY", Bytes: kder}} {
+		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ca, err := certs.LoadAuthority(filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1, err := ca.IssueNode("n1", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	if _, err := n1.Cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		t.Errorf("a node certificate of the RSA CA: %v", err)
+	}
+	if !n1.Cert.NotAfter.Equal(ca.Cert.NotAfter) {
+		t.Errorf("node certificate ends %v, after its CA (%v); want it cut to the CA's end", n1.Cert.NotAfter, ca.Cert.NotAfter)
+	}
+	if _, err := certs.LoadAuthority(filepath.Join(dir, "ca.crt"), filepath.Join(t.TempDir(), "missing.key")); err == nil {
+		t.Error("LoadAuthority without its key file: no error")
 	}
 }
