@@ -3,6 +3,7 @@ package raftnode
 import (
 	"errors"
 	"io"
+	"net"
 	"testing"
 	"time"
 
@@ -149,5 +150,29 @@ func TestHelloRememberedAcrossRestarts(t *testing.T) {
 	defer again.Close()
 	if !again.helloKnown.Load() {
 		t.Error("a restarted node does not know its cluster requires the hello; want it known before it applies its log")
+	}
+}
+
+// TestTransportSlowHello: a peer that sends its hello a byte at a time, each within the idle
+// timeout, is closed once the handshake timeout has passed since it connected.
+func TestTransportSlowHello(t *testing.T) {
+	srv := newTestTransport(t, TransportConfig{HandshakeTimeout: 300 * time.Millisecond})
+	nc, err := net.Dial("tcp", string(srv.LocalAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	start := time.Now()
+	b := hello{cluster: "c1", from: "a", to: "n1"}.append(nil)
+	for i := range b {
+		if _, err := nc.Write(b[i : i+1]); err != nil {
+			break // closed
+		}
+		if readsEOF(nc, 100*time.Millisecond) {
+			break
+		}
+	}
+	if el := time.Since(start); el > 2*time.Second || !readsEOF(nc, time.Second) {
+		t.Errorf("a hello sent a byte per 100ms: connection still open after %v; want closed after about 300ms", el)
 	}
 }

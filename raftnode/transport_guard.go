@@ -169,7 +169,12 @@ func (g *guardedListener) prepare(c *guardedConn) {
 		// The raft handshake, or the first frame, must follow within HandshakeTimeout too.
 		c.Conn = tc
 	}
+	// The whole hello within HandshakeTimeout, not a byte per IdleTimeout.
+	late := time.AfterFunc(g.cfg.HandshakeTimeout, func() { c.raw.Close() })
 	ahead, err := acceptPeer(g.gate.Load().get(), c, tc)
+	if !late.Stop() && err == nil {
+		err = errors.New("raft handshake not finished within the handshake timeout")
+	}
 	if err != nil {
 		c.Close()
 		g.warn("raft connection refused", "remote", c.raw.RemoteAddr().String(), "err", err)
