@@ -336,12 +336,15 @@ func raftTerm(t *testing.T, addr string) uint64 {
 	return term
 }
 
-// TestRaftForgedFrames is the raft-port attack. Without mutual TLS a forged RequestVote
-// with a higher term moves the node's term, and a forged TimeoutNow to a follower makes it the
-// leader (the controls: the attacks are real); with it, every forged frame (RequestVote,
-// AppendEntries, one carrying a garbage configuration, InstallSnapshot, TimeoutNow) fails at the
-// handshake, before raft reads a frame, and the cluster's leader, terms and table stay as they
-// were.
+// TestRaftForgedFrames is the raft-port attack. Without mutual TLS, raw raft frames are
+// refused (they lack the raft handshake), but a forger that copies a member's hello (the cluster
+// ID is no secret) still moves the node's term with a RequestVote and makes a follower the
+// leader with a TimeoutNow (the controls: plain raft authenticates no one, which is why a raft
+// address that is not loopback needs mutual TLS); with mutual TLS every forged frame
+// (RequestVote, AppendEntries, one carrying a garbage configuration, InstallSnapshot,
+// TimeoutNow) fails at the handshake, before raft reads a frame, and the cluster's leader, terms
+// and table stay as they were. (TestRaftPeersAreMembers does the same with certificates of the
+// cluster's own CA.)
 func TestRaftForgedFrames(t *testing.T) {
 	t.Run("plain-transport-control", func(t *testing.T) {
 		n := startNode(t, t.TempDir())
