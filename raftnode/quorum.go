@@ -136,8 +136,11 @@ func (n *Node) checkAddVoter(c raft.Configuration, id string) error {
 }
 
 // checkRemove refuses to remove voter id unless the remaining reachable voters are a quorum of
-// the remaining voter count.
-func (n *Node) checkRemove(c raft.Configuration, id string) error {
+// the remaining voter count, and, without force, refuses to remove a voter this leader reaches
+// (itself included): a live, healthy voter leaves only when asked with FORCE, so that one
+// mistaken or hostile RAFT REMOVE cannot shrink a healthy cluster (two once took 3 voters to 1).
+// A voter whose heartbeats fail is removed without it: replacing a dead member is routine.
+func (n *Node) checkRemove(c raft.Configuration, id string, force bool) error {
 	for _, s := range c.Servers {
 		if string(s.ID) == id && s.Suffrage != raft.Voter {
 			return nil // a non-voter counts for no quorum
@@ -150,6 +153,11 @@ func (n *Node) checkRemove(c raft.Configuration, id string) error {
 	if q := voters/2 + 1; reachable < q {
 		return fmt.Errorf("%w: removing %s leaves %d voters (quorum %d) of which this leader reaches only %d; "+
 			"bring the unreachable members back, or RAFT REMOVE an unreachable one instead", node.ErrQuorumAtRisk, id, voters, q, reachable)
+	}
+	if !force && (id == n.cfg.ID || n.peers.reachable(raft.ServerID(id))) {
+		return fmt.Errorf("%w: %s is a voter this leader reaches (it answers heartbeats); to remove a live member, "+
+			"RAFT REMOVE %s FORCE (it stops serving). A member that is down is removed without FORCE once the leader's "+
+			"heartbeats to it fail (within a second of its going down)", node.ErrLiveVoter, id, id)
 	}
 	return nil
 }
