@@ -2,12 +2,17 @@ package raftnode
 
 import (
 	"errors"
+	"io"
+	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/server/ops"
 )
 
 // countingStable counts the probe's synced writes, each taking delay, and fails them with fail
@@ -103,4 +108,55 @@ func TestProbeStoreStalled(t *testing.T) {
 		t.Errorf("%d writes; want only the stalled one", got)
 	}
 	time.Sleep(time.Second + 100*time.Millisecond) // the stalled probe ends before the leak check
+}
+
+// leaderStats is a ready leader's figures, for /readyz.
+type leaderStats struct{}
+
+func (leaderStats) Stats() node.Stats {
+	return node.Stats{State: "Leader", Ready: true, LeaderID: "n1"}
+}
+
+// TestReadyzProbesBounded: 400 GETs of /readyz from 8 clients, over a real socket on loopback,
+// as main wires it (ops.Config.Probe is Node.ProbeStore), make one synced write, not 400.
+func TestReadyzProbesBounded(t *testing.T) {
+	st := &countingStable{StableStore: raft.NewInmemStore()}
+	n := &Node{stable: st}
+	web, err := ops.Start(ops.Config{Addr: "127.0.0.1:0", Probe: n.ProbeStore}, leaderStats{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer web.Close()
+	url := "http://" + web.Addr().String() + "/readyz"
+	start := time.Now()
+	var wg sync.WaitGroup
+	var bad atomic.Int64
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				res, err := http.Get(url)
+				if err != nil {
+					bad.Add(1)
+					continue
+				}
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if res.StatusCode != http.StatusOK {
+					bad.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	http.DefaultClient.CloseIdleConnections()
+	// One probe per probeEvery the requests took, and the first.
+	limit := int64(time.Since(start)/probeEvery) + 1
+	if got := st.writes.Load(); got > limit {
+		t.Errorf("400 GET /readyz in %v made %d synced writes; want at most %d", time.Since(start), got, limit)
+	}
+	if bad.Load() != 0 {
+		t.Errorf("%d GET /readyz failed or were not 200", bad.Load())
+	}
 }
