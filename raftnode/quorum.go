@@ -22,6 +22,9 @@ import (
 //   - a voter is added (promoted) only if the voters the leader reaches, the new one counted,
 //     are a quorum of the new voter count, and removed only if the remaining voters the leader
 //     reaches are a quorum of the remaining count;
+//   - a voter the leader reaches (a live, healthy one, the leader itself included) is removed
+//     only when asked with FORCE (RAFT REMOVE id FORCE); one whose heartbeats fail is removed
+//     without it. The quorum rule above holds with FORCE too;
 //   - which voters the leader reaches comes from raft's own heartbeats: FailedHeartbeat and
 //     ResumedHeartbeat observations (runMembership feeds them to peerState). A leader elected a
 //     moment ago may not have seen a dead peer's first failed heartbeat yet (one heartbeat
