@@ -67,11 +67,14 @@ type Config struct {
 // Start listens on cfg.Addr and serves /metrics from src (and /debug/pprof/ if cfg.Pprof). The
 // address should be a private one.
 func Start(cfg Config, src Stats, logger *slog.Logger) (*Server, error) {
+	if err := checkExposure(cfg.Addr, cfg.Users, cfg.Insecure); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics address: %w", err)
 	}
-	if err := checkExposure(ln.Addr(), cfg.Users, cfg.Insecure); err != nil {
+	if err := checkExposure(ln.Addr().String(), cfg.Users, cfg.Insecure); err != nil {
 		ln.Close()
 		return nil, err
 	}

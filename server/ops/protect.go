@@ -1,10 +1,13 @@
 package ops
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
+	"time"
 )
 
 // Protected mode on the HTTP surface (DESIGN.md §10), as on the client port: while the node's
@@ -37,6 +40,34 @@ func loopbackHostPort(hostport string) bool {
 	return err == nil && ip.Unmap().IsLoopback()
 }
 
+// loopbackListen reports whether the listen address addr (host:port, as configured) binds only
+// the loopback interface: a loopback IP, "localhost", or a host name whose every address is
+// loopback. An empty host, 0.0.0.0 and :: bind every interface: not loopback.
+func loopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	switch {
+	case err != nil || host == "":
+		return false
+	case strings.EqualFold(host, "localhost"):
+		return true
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.Unmap().IsLoopback()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil || len(ips) == 0 {
+		return false
+	}
+	for _, ip := range ips {
+		if !ip.Unmap().IsLoopback() {
+			return false
+		}
+	}
+	return true
+}
+
 // protect serves h to loopback clients, to every client once credentials are set, and to every
 // client if insecure; others get protectedDenied.
 func protect(users Users, insecure bool, h http.Handler) http.Handler {
@@ -50,10 +81,11 @@ func protect(users Users, insecure bool, h http.Handler) http.Handler {
 	})
 }
 
-// checkExposure refuses a listener on a non-loopback address while no credentials are set,
-// unless insecure.
-func checkExposure(addr net.Addr, users Users, insecure bool) error {
-	if insecure || credentialsSet(users) || loopbackHostPort(addr.String()) {
+// checkExposure refuses to listen on a non-loopback address (loopbackListen) while no
+// credentials are set, unless insecure. Start asks it before it listens, so that a refused
+// address is never bound, and again of the address it bound.
+func checkExposure(addr string, users Users, insecure bool) error {
+	if insecure || credentialsSet(users) || loopbackListen(addr) {
 		return nil
 	}
 	return fmt.Errorf("HTTP address %s is not loopback and no credentials are set: set --requirepass or --aclfile "+

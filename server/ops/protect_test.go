@@ -3,7 +3,6 @@ package ops
 import (
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -89,28 +88,38 @@ func TestProtectedMode(t *testing.T) {
 // credentials are set, unless Insecure; loopback always does. (Tests listen on 127.0.0.1 only:
 // the judgement is asked of the listener's address directly.)
 func TestExposureRefused(t *testing.T) {
+	none, set := users{false, "", ""}, users{true, "ops", "pw"}
 	for _, tc := range []struct {
-		addr     net.Addr
+		addr     string
 		users    Users
 		insecure bool
 		ok       bool
 	}{
-		{&net.TCPAddr{IP: net.IPv4zero, Port: 9100}, nil, false, false},
-		{&net.TCPAddr{IP: net.IPv6zero, Port: 9100}, users{false, "", ""}, false, false},
-		{&net.TCPAddr{IP: net.ParseIP("10.0.0.5"), Port: 9100}, users{false, "", ""}, false, false},
-		{&net.TCPAddr{IP: net.ParseIP("10.0.0.5"), Port: 9100}, users{false, "", ""}, true, true},
-		{&net.TCPAddr{IP: net.ParseIP("10.0.0.5"), Port: 9100}, users{true, "ops", "pw"}, false, true},
-		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9100}, nil, false, true},
-		{&net.TCPAddr{IP: net.IPv6loopback, Port: 9100}, users{false, "", ""}, false, true},
+		{"0.0.0.0:9100", nil, false, false},
+		{":9100", none, false, false},
+		{"[::]:9100", none, false, false},
+		{"10.0.0.5:9100", none, false, false},
+		{"[2001:db8::5]:9100", none, false, false},
+		{"no-port", none, false, false},
+		{"10.0.0.5:9100", none, true, true},
+		{"0.0.0.0:9100", set, false, true},
+		{"127.0.0.1:9100", nil, false, true},
+		{"127.0.0.2:9100", none, false, true},
+		{"[::1]:9100", none, false, true},
+		{"localhost:9100", none, false, true},
 	} {
 		err := checkExposure(tc.addr, tc.users, tc.insecure)
 		if (err == nil) != tc.ok {
-			t.Errorf("checkExposure(%v, credentials %v, insecure %v) = %v; want ok %v", tc.addr,
+			t.Errorf("checkExposure(%s, credentials %v, insecure %v) = %v; want ok %v", tc.addr,
 				tc.users != nil && tc.users.AuthRequired(), tc.insecure, err, tc.ok)
 		}
 		if err != nil && !strings.Contains(err.Error(), "--insecure-http") {
-			t.Errorf("checkExposure(%v): %v; want it to name --insecure-http", tc.addr, err)
+			t.Errorf("checkExposure(%s): %v; want it to name --insecure-http", tc.addr, err)
 		}
+	}
+	if s, err := Start(Config{Addr: "0.0.0.0:0"}, fixedStats{}, slog.New(slog.DiscardHandler)); err == nil {
+		s.Close()
+		t.Fatal("Start on 0.0.0.0 without credentials: no error") // refused before it binds
 	}
 	s, err := Start(Config{Addr: "127.0.0.1:0"}, fixedStats{}, slog.New(slog.DiscardHandler))
 	if err != nil {
