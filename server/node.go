@@ -67,7 +67,8 @@ type Node interface {
 // refuses those commands.
 type Admin interface {
 	// AddServer, Promote, RemoveServer and Transfer change the raft configuration and its
-	// leadership (RemoveServer of a voter the leader reaches only with force); SetMemberAddr records a member's client address through the log.
+	// leadership (RemoveServer of a voter the leader reaches only with force); SetMemberAddr
+	// records a member's client address through the log.
 	AddServer(ctx context.Context, id, raftAddr, clientAddr string, voter bool) (uint64, error)
 	Promote(ctx context.Context, id string) error
 	RemoveServer(ctx context.Context, id string, force bool) error
