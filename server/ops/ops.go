@@ -64,8 +64,10 @@ type Config struct {
 	Insecure bool
 }
 
-// Start listens on cfg.Addr and serves /metrics from src (and /debug/pprof/ if cfg.Pprof). The
-// address should be a private one.
+// Start listens on cfg.Addr and serves /metrics from src (and /debug/pprof/ if cfg.Pprof). An
+// address other than loopback is refused, before it is bound, while cfg.Users needs no
+// credentials, unless cfg.Insecure (protect.go). Even then it should be a private one: basic
+// auth crosses in the clear.
 func Start(cfg Config, src Stats, logger *slog.Logger) (*Server, error) {
 	if err := checkExposure(cfg.Addr, cfg.Users, cfg.Insecure); err != nil {
 		return nil, err
