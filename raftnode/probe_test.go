@@ -33,6 +33,26 @@ func (s *countingStable) SetUint64(k []byte, v uint64) error {
 	return s.StableStore.SetUint64(k, v)
 }
 
+// askAll calls ask times times from each of clients goroutines at once and returns how many
+// calls failed.
+func askAll(clients, times int, ask func() error) int64 {
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range times {
+				if ask() != nil {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return failed.Load()
+}
+
 // TestProbeStoreCached: /readyz once cost a synced write per request (5,440 a second from 8
 // clients). Now 400 askers, 8 at a time and each probe slow, cause one write; a failure is
 // reported to every asker until the next probe, at most once per probeEvery, finds the store
@@ -40,25 +60,12 @@ func (s *countingStable) SetUint64(k []byte, v uint64) error {
 func TestProbeStoreCached(t *testing.T) {
 	st := &countingStable{StableStore: raft.NewInmemStore(), delay: 20 * time.Millisecond}
 	n := &Node{stable: st}
-	var wg sync.WaitGroup
-	var failed atomic.Int64
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 50 {
-				if err := n.ProbeStore(); err != nil {
-					failed.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	failed := askAll(8, 50, n.ProbeStore)
 	if got := st.writes.Load(); got != 1 {
 		t.Errorf("400 probes within %v made %d synced writes; want 1", probeEvery, got)
 	}
-	if failed.Load() != 0 {
-		t.Errorf("%d probes of a writable store failed", failed.Load())
+	if failed != 0 {
+		t.Errorf("%d probes of a writable store failed", failed)
 	}
 
 	// A failing store: reported once the cached success is older than probeEvery, and for
@@ -129,34 +136,25 @@ func TestReadyzProbesBounded(t *testing.T) {
 	defer web.Close()
 	url := "http://" + web.Addr().String() + "/readyz"
 	start := time.Now()
-	var wg sync.WaitGroup
-	var bad atomic.Int64
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 50 {
-				res, err := http.Get(url)
-				if err != nil {
-					bad.Add(1)
-					continue
-				}
-				io.Copy(io.Discard, res.Body)
-				res.Body.Close()
-				if res.StatusCode != http.StatusOK {
-					bad.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	bad := askAll(8, 50, func() error {
+		res, err := http.Get(url)
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			return errors.New(res.Status)
+		}
+		return nil
+	})
 	http.DefaultClient.CloseIdleConnections()
 	// One probe per probeEvery the requests took, and the first.
 	limit := int64(time.Since(start)/probeEvery) + 1
 	if got := st.writes.Load(); got > limit {
 		t.Errorf("400 GET /readyz in %v made %d synced writes; want at most %d", time.Since(start), got, limit)
 	}
-	if bad.Load() != 0 {
-		t.Errorf("%d GET /readyz failed or were not 200", bad.Load())
+	if bad != 0 {
+		t.Errorf("%d GET /readyz failed or were not 200", bad)
 	}
 }

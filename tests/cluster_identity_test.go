@@ -199,10 +199,11 @@ func TestAttackRemoveBelowQuorum(t *testing.T) {
 }
 
 // fakePeer is a RESP server that claims to be the ready leader of a cluster without the
-// victim, and counts the connections it gets.
+// victim, and counts the connections it gets and the LOCKs it is sent.
 type fakePeer struct {
 	ln    net.Listener
 	conns atomic.Int64
+	locks atomic.Int64
 }
 
 func startFakePeer(t *testing.T, leaderID string, stats ...string) *fakePeer {
@@ -236,6 +237,9 @@ func (f *fakePeer) serve(nc net.Conn, leaderID string, stats []string) {
 		args, err := readCommand(br)
 		if err != nil {
 			return
+		}
+		if len(args) > 0 && strings.EqualFold(args[0], "LOCK") {
+			f.locks.Add(1)
 		}
 		var out []byte
 		switch strings.ToUpper(strings.Join(args, " ")) {

@@ -1,93 +1,32 @@
 package tests
 
 import (
-	"bufio"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/raftlock/raftlock/tests/testutil"
 )
 
-// impostor is a RESP server on 127.0.0.1 that claims to be a member: it answers RAFT STATS
-// with the fields it is given and every other command with the token 999999, and counts the
-// LOCKs it is sent.
-type impostor struct {
-	ln    net.Listener
-	stats []string // RAFT STATS reply: name, value, ...
-	locks atomic.Int64
-}
-
-func startImpostor(t *testing.T, stats ...string) *impostor {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &impostor{ln: ln, stats: stats}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go f.serve(nc)
-		}
-	}()
-	return f
-}
-
-func (f *impostor) addr() string { return f.ln.Addr().String() }
-
-func (f *impostor) serve(nc net.Conn) {
-	defer nc.Close()
-	br := bufio.NewReader(nc)
-	for range 1000 {
-		nc.SetDeadline(time.Now().Add(10 * time.Second))
-		args, err := readCommand(br)
-		if err != nil || len(args) == 0 {
-			return
-		}
-		var out []byte
-		switch cmd := strings.ToUpper(args[0]); {
-		case cmd == "RAFT" && len(args) > 1 && strings.EqualFold(args[1], "STATS"):
-			out = fmt.Appendf(nil, "*%d\r\n", len(f.stats))
-			for _, s := range f.stats {
-				out = fmt.Appendf(out, "$%d\r\n%s\r\n", len(s), s)
-			}
-		case cmd == "LOCK":
-			f.locks.Add(1)
-			out = []byte(":999999\r\n")
-		default:
-			out = []byte(":999999\r\n")
-		}
-		if _, err := nc.Write(out); err != nil {
-			return
-		}
-	}
-}
-
 // TestAnnounceImpostorRefused: RAFT ANNOUNCE of a follower's ID and raft address with a fake
 // client address, then RAFT TRANSFER to that follower, once sent clients' LOCKs to the fake,
-// which granted token 999999. Now the leader calls the announced address back: a server that
-// does not answer as that member of this cluster is refused, on the leader and through a
-// follower alike (an announcement is not forwarded), the member table keeps the real address,
-// and after the transfer every LOCK is granted by the real leader; the fakes see none.
+// which granted token 999999 (the fakes here forge 66). Now the leader calls the announced
+// address back: a server that does not answer as that member of this cluster is refused, on
+// the leader and through a follower alike (an announcement is not forwarded), the member table
+// keeps the real address, and after the transfer every LOCK is granted by the real leader; the
+// fakes see none.
 func TestAnnounceImpostorRefused(t *testing.T) {
 	c := newCluster(t, 3)
 	l := c.leader()
 	f, other := c.others(l)[0], c.others(l)[1]
 	c.waitAnnounced(3)
-	fakes := []*impostor{
-		startImpostor(t),                   // answers RAFT STATS with nothing
-		startImpostor(t, "raft_id", "n99"), // another member
-		startImpostor(t, "raft_id", f.id),  // the member, of no cluster
-		startImpostor(t, "raft_id", f.id, "cluster_id", "0123456789abcdef0123456789abcdef"), // of another
+	// Each answers RAFT STATS as the ready leader, and as the test says beyond that.
+	fakes := []*fakePeer{
+		startFakePeer(t, "nobody"),                   // names no member
+		startFakePeer(t, "nobody", "raft_id", "n99"), // another member
+		startFakePeer(t, "nobody", "raft_id", f.id),  // the member, of no cluster
+		startFakePeer(t, "nobody", "raft_id", f.id, "cluster_id", "0123456789abcdef0123456789abcdef"), // of another
 	}
 	for i, fake := range fakes {
 		for _, via := range []*node{l, other} {
@@ -129,7 +68,7 @@ func TestAnnounceImpostorRefused(t *testing.T) {
 			if err != nil {
 				t.Fatalf("LOCK %s through %s: %v", key, via.id, err)
 			}
-			if tok == 999999 {
+			if tok == 66 {
 				t.Fatalf("LOCK %s through %s was granted by a fake: token %d", key, via.id, tok)
 			}
 			if v, err := call(f.addr, "VALIDATE", key, strconv.FormatInt(tok, 10)); err != nil || v != int64(1) {
