@@ -23,16 +23,16 @@ import (
 // the node called back, and with credentials set only a user allowed RAFT may announce at all.
 // The member itself announces to the leader directly (RAFT ANNOUNCE is not forwarded).
 
-// askIdentity asks the node at a client address which member of which cluster it is (RAFT
-// STATS: raft_id, cluster_id). Tests of the decision replace it to reach in-memory nodes, which
-// have no client port.
-var askIdentity = func(ctx context.Context, n *Node, addr string) (id, cluster string, err error) {
+// askStats asks the node at a client address for its RAFT STATS fields: who it is (raft_id,
+// cluster_id) and how far its log goes (raft_last_index). The leader asks it of an announced
+// address (verifyAnnounced) and of a non-voter to promote (caughtUp). Tests of the decisions
+// replace it to reach in-memory nodes, which have no client port.
+var askStats = func(ctx context.Context, n *Node, addr string) (map[string]string, error) {
 	v, err := n.callPeer(ctx, addr, peerTimeout, "RAFT", "STATS")
 	if err != nil {
-		return "", "", err
+		return nil, err
 	}
-	f := fields(v)
-	return f["raft_id"], f["cluster_id"], nil
+	return fields(v), nil
 }
 
 // verifyAnnounced checks, on the leader, that the node at clientAddr answers as member id of
@@ -41,19 +41,19 @@ func (n *Node) verifyAnnounced(ctx context.Context, id, clientAddr string) error
 	if cur, ok := n.MemberAddr(id); ok && cur == clientAddr {
 		return nil
 	}
-	theirID, theirCluster, err := askIdentity(ctx, n, clientAddr)
+	f, err := askStats(ctx, n, clientAddr)
 	if err != nil {
 		return fmt.Errorf("%w: the leader called %s back to check that member %s answers there, and got no answer: %v",
 			node.ErrNotMember, clientAddr, id, err)
 	}
-	if theirID != id {
-		return fmt.Errorf("%w: the node at %s says it is %q, not %s", node.ErrNotMember, clientAddr, theirID, id)
+	if f["raft_id"] != id {
+		return fmt.Errorf("%w: the node at %s says it is %q, not %s", node.ErrNotMember, clientAddr, f["raft_id"], id)
 	}
 	// A new cluster has no ID until its first leader's entry commits: then the member ID is all
 	// there is to check.
-	if ours := n.ClusterID(); ours != "" && theirCluster != ours {
+	if ours, theirs := n.ClusterID(), f["cluster_id"]; ours != "" && theirs != ours {
 		return fmt.Errorf("%w: the node at %s says it is %s of cluster %q; this is cluster %s",
-			node.ErrNotMember, clientAddr, id, theirCluster, ours)
+			node.ErrNotMember, clientAddr, id, theirs, ours)
 	}
 	return nil
 }

@@ -31,16 +31,16 @@ func TestAnnounceVerified(t *testing.T) {
 		answers[n.cfg.ClientAddr] = answer{n.id, ours}
 	}
 	var asked []string
-	orig := askIdentity
-	askIdentity = func(_ context.Context, _ *Node, addr string) (string, string, error) {
+	orig := askStats
+	askStats = func(_ context.Context, _ *Node, addr string) (map[string]string, error) {
 		asked = append(asked, addr)
 		a, ok := answers[addr]
 		if !ok {
-			return "", "", errors.New("connection refused")
+			return nil, errors.New("connection refused")
 		}
-		return a.id, a.cluster, nil
+		return map[string]string{"raft_id": a.id, "cluster_id": a.cluster}, nil
 	}
-	t.Cleanup(func() { askIdentity = orig })
+	t.Cleanup(func() { askStats = orig })
 
 	ctx := t.Context()
 	for _, addr := range []string{asOther, otherCluster, noCluster, silent} {

@@ -172,11 +172,10 @@ func (n *Node) caughtUp(ctx context.Context, id string) error {
 	if !ok || addr == "" {
 		return fmt.Errorf("%w: %s has not announced its client address yet", node.ErrNotCaughtUp, id)
 	}
-	stats, err := n.callPeer(ctx, addr, peerTimeout, "RAFT", "STATS")
+	f, err := askStats(ctx, n, addr)
 	if err != nil {
 		return fmt.Errorf("%w: %s does not answer at %s: %v", node.ErrNotCaughtUp, id, addr, err)
 	}
-	f := fields(stats)
 	if f["raft_id"] != id {
 		return fmt.Errorf("%w: the node at %s says it is %q, not %s", node.ErrNotCaughtUp, addr, f["raft_id"], id)
 	}
