@@ -7,8 +7,9 @@ import (
 	"github.com/raftlock/raftlock/node"
 )
 
-// A member's client address gets into the member table only when the member is found there
-// (DESIGN.md §10: membership is announced only by the member itself). RAFT ANNOUNCE names the
+// A member's client address gets into the member table only when the leader, calling that
+// address, finds the member there (DESIGN.md §10: membership is announced only by the member
+// itself). RAFT ANNOUNCE names the
 // member, its client address and its raft address; Announce checks the name and raft address
 // against the configuration, and before anything is recorded the leader calls the announced
 // client address back and asks who answers there (verifyAnnounced): it must say it is that
