@@ -107,6 +107,9 @@ var (
 	// ErrQuorumAtRisk means a membership change was refused because it would leave fewer
 	// reachable voters than a quorum (etcd's strict reconfiguration check).
 	ErrQuorumAtRisk = errors.New("membership change refused: it would leave fewer reachable voters than a quorum")
+	// ErrLiveVoter means a voter the leader reaches was not removed: removing a live, healthy
+	// voter needs FORCE (RAFT REMOVE id FORCE).
+	ErrLiveVoter = errors.New("membership change refused: the voter is live")
 	// ErrNotCaughtUp means a non-voter was not promoted: it has not shown it holds the log up
 	// to near the leader's last entry.
 	ErrNotCaughtUp = errors.New("not caught up")

@@ -261,9 +261,10 @@ func (n *Node) Promote(ctx context.Context, id string) error {
 }
 
 // RemoveServer removes a member and forgets its client address, unless the voters left would
-// not be a reachable quorum (checkRemove). A removed node stops serving when it applies the
-// configuration without itself (Removed).
-func (n *Node) RemoveServer(ctx context.Context, id string) error {
+// not be a reachable quorum, or it is a voter the leader reaches and force is not set
+// (checkRemove). A removed node stops serving when it applies the configuration without itself
+// (Removed).
+func (n *Node) RemoveServer(ctx context.Context, id string, force bool) error {
 	if !n.ready.Load() {
 		return n.notLeader()
 	}
@@ -274,14 +275,14 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	if !slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return string(s.ID) == id }) {
 		return fmt.Errorf("%w: %s", node.ErrNoSuchMember, id)
 	}
-	if err := n.checkRemove(c, id); err != nil {
+	if err := n.checkRemove(c, id, force); err != nil {
 		return err
 	}
 	if err := n.waitFuture(n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout)); err != nil {
 		return n.applyError(err)
 	}
 	n.peers.promoted(id)
-	n.log.Info("removed member", "member", id)
+	n.log.Info("removed member", "member", id, "force", force)
 	if id == n.cfg.ID {
 		return nil // we are no longer in the cluster: the new leader forgets our address (forgetNonMembers)
 	}
@@ -294,7 +295,9 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 
 // Announce records member id's client address, on the leader, for a member that tells it
 // (RAFT ANNOUNCE): only a member of the committed configuration, under its own raft address,
-// and never the leader's own (it records that itself). The caller authenticates the peer.
+// whose client address answers as that member of this cluster when called back
+// (member_announce.go), and never the leader's own (it records that itself). The caller
+// authenticates the peer.
 func (n *Node) Announce(ctx context.Context, id, clientAddr, raftAddr string) error {
 	if !n.ready.Load() {
 		return n.notLeader()
@@ -315,6 +318,9 @@ func (n *Node) Announce(ctx context.Context, id, clientAddr, raftAddr string) er
 	}
 	if string(c.Servers[i].Address) != raftAddr {
 		return fmt.Errorf("%w: member %s's raft address is %s, not %s", node.ErrNotMember, id, c.Servers[i].Address, raftAddr)
+	}
+	if err := n.verifyAnnounced(ctx, id, clientAddr); err != nil {
+		return err
 	}
 	return n.SetMemberAddr(ctx, id, clientAddr)
 }

@@ -401,7 +401,7 @@ func TestLeaderRemovesItself(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	rctx, rcancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer rcancel()
-	if err := l.RemoveServer(rctx, l.id); err != nil {
+	if err := l.RemoveServer(rctx, l.id, true); err != nil {
 		t.Fatalf("RemoveServer(self): %v", err)
 	}
 	select {

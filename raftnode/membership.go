@@ -20,9 +20,10 @@ import (
 //     (quorum.go); the joiner asks for the promotion too (RAFT PROMOTE, refused until it is
 //     caught up), in case the leader changed meanwhile;
 //   - announce: the one way a client address gets into the replicated member table. The ready
-//     leader records its own; a follower asks the leader (RAFT ANNOUNCE id clientaddr
-//     raftaddr), which accepts it only for a member of the committed configuration under its
-//     own raft address (Announce). It runs when raft observes a leader change, when this node
+//     leader records its own; a follower asks the leader directly (RAFT ANNOUNCE id clientaddr
+//     raftaddr), which accepts it only for a member of the configuration under its own raft
+//     address, once the client address, called back, answers as that member of this cluster
+//     (Announce, member_announce.go). It runs when raft observes a leader change, when this node
 //     becomes the ready leader, and when the member table changes, never on a timer unless a
 //     try failed;
 //   - removal: only a committed configuration without this node closes Removed (removal.go):
@@ -56,8 +57,10 @@ const (
 	// removedQuiet is how long a member whose newest raft configuration lacks it must go without
 	// a leader before it takes that as its removal (droppedByLatestConfiguration).
 	removedQuiet = 3 * time.Second
-	// peerTimeout bounds one RESP call to another member.
-	peerTimeout = time.Second
+	// peerTimeout bounds one RESP call to another member; announceTimeout a RAFT ANNOUNCE, during
+	// which the leader calls this node back.
+	peerTimeout     = time.Second
+	announceTimeout = 3 * peerTimeout
 	// joinTimeout bounds one RAFT ADD or PROMOTE call (forwarded to the leader, committed).
 	joinTimeout = 10 * time.Second
 )
@@ -311,7 +314,7 @@ func (n *Node) announce(ctx context.Context) bool {
 	if leaderID == "" || leaderAddr == "" {
 		return true // a leader, or its address, is still to come: that change wakes us
 	}
-	if _, err := n.callPeer(ctx, leaderAddr, peerTimeout, "RAFT", "ANNOUNCE", n.cfg.ID, want, n.cfg.RaftAddr); err != nil {
+	if _, err := n.callPeer(ctx, leaderAddr, announceTimeout, "RAFT", "ANNOUNCE", n.cfg.ID, want, n.cfg.RaftAddr); err != nil {
 		n.log.Warn("telling the leader our client address failed", "leader", leaderID, "err", err)
 		return false
 	}

@@ -22,6 +22,9 @@ import (
 //   - a voter is added (promoted) only if the voters the leader reaches, the new one counted,
 //     are a quorum of the new voter count, and removed only if the remaining voters the leader
 //     reaches are a quorum of the remaining count;
+//   - a voter the leader reaches (a live, healthy one, the leader itself included) is removed
+//     only when asked with FORCE (RAFT REMOVE id FORCE); one whose heartbeats fail is removed
+//     without it. The quorum rule above holds with FORCE too;
 //   - which voters the leader reaches comes from raft's own heartbeats: FailedHeartbeat and
 //     ResumedHeartbeat observations (runMembership feeds them to peerState). A leader elected a
 //     moment ago may not have seen a dead peer's first failed heartbeat yet (one heartbeat
@@ -136,8 +139,11 @@ func (n *Node) checkAddVoter(c raft.Configuration, id string) error {
 }
 
 // checkRemove refuses to remove voter id unless the remaining reachable voters are a quorum of
-// the remaining voter count.
-func (n *Node) checkRemove(c raft.Configuration, id string) error {
+// the remaining voter count, and, without force, refuses to remove a voter this leader reaches
+// (itself included): a live, healthy voter leaves only when asked with FORCE, so that one
+// mistaken or hostile RAFT REMOVE cannot shrink a healthy cluster (two once took 3 voters to 1).
+// A voter whose heartbeats fail is removed without it: replacing a dead member is routine.
+func (n *Node) checkRemove(c raft.Configuration, id string, force bool) error {
 	for _, s := range c.Servers {
 		if string(s.ID) == id && s.Suffrage != raft.Voter {
 			return nil // a non-voter counts for no quorum
@@ -151,6 +157,11 @@ func (n *Node) checkRemove(c raft.Configuration, id string) error {
 		return fmt.Errorf("%w: removing %s leaves %d voters (quorum %d) of which this leader reaches only %d; "+
 			"bring the unreachable members back, or RAFT REMOVE an unreachable one instead", node.ErrQuorumAtRisk, id, voters, q, reachable)
 	}
+	if !force && (id == n.cfg.ID || n.peers.reachable(raft.ServerID(id))) {
+		return fmt.Errorf("%w: %s is a voter this leader reaches (it answers heartbeats); to remove a live member, "+
+			"RAFT REMOVE %s FORCE (it stops serving). A member that is down is removed without FORCE once the leader's "+
+			"heartbeats to it fail (within a second of its going down)", node.ErrLiveVoter, id, id)
+	}
 	return nil
 }
 
@@ -161,11 +172,10 @@ func (n *Node) caughtUp(ctx context.Context, id string) error {
 	if !ok || addr == "" {
 		return fmt.Errorf("%w: %s has not announced its client address yet", node.ErrNotCaughtUp, id)
 	}
-	stats, err := n.callPeer(ctx, addr, peerTimeout, "RAFT", "STATS")
+	f, err := askStats(ctx, n, addr)
 	if err != nil {
 		return fmt.Errorf("%w: %s does not answer at %s: %v", node.ErrNotCaughtUp, id, addr, err)
 	}
-	f := fields(stats)
 	if f["raft_id"] != id {
 		return fmt.Errorf("%w: the node at %s says it is %q, not %s", node.ErrNotCaughtUp, addr, f["raft_id"], id)
 	}

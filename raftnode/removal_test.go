@@ -152,7 +152,7 @@ func TestRestartAfterRejoinIgnoresOldRemoval(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := l.RemoveServer(t.Context(), old.id); err != nil {
+	if err := l.RemoveServer(t.Context(), old.id, true); err != nil {
 		t.Fatalf("RemoveServer(%s): %v", old.id, err)
 	}
 	removal, member, known := l.committedConf.get(old.id)

@@ -12,22 +12,30 @@ var snapshotEvery, digestEvery, backupEvery = 5 * time.Second, 250 * time.Millis
 // raftOnLeader lists the RAFT subcommands that must run on the leader.
 var raftOnLeader = map[string]bool{"add": true, "promote": true, "remove": true, "transfer": true, "announce": true, "readindex": true}
 
-// RAFT MEMBERS | MEMBER id | ADD id raftaddr [NONVOTER] [CLIENT addr] | PROMOTE id | REMOVE id |
+// RAFT MEMBERS | MEMBER id | ADD id raftaddr [NONVOTER] [CLIENT addr] | PROMOTE id | REMOVE id [FORCE] |
 // TRANSFER [id] | ANNOUNCE id clientaddr raftaddr | SNAPSHOT | STATS | DIGEST | BACKUP |
 // READINDEX | FORWARDED
 //
 // ADD always adds a non-voter; without NONVOTER the leader promotes it once it has caught up.
 // ADD, PROMOTE and REMOVE are refused when they could leave fewer reachable voters than a
-// quorum. ANNOUNCE is the members' own (a follower telling the leader its client address), and
-// MEMBER and READINDEX too: a node whose log drops it asks the leader whether that removal
-// committed, and a follower taking a backup asks the leader up to where it must apply. BACKUP
-// replies with a backup file of the whole state as one bulk string (`raftlock backup` writes
-// it to a file): consistent with every write acknowledged before it, on any node.
+// quorum; REMOVE of a voter the leader reaches (a live one) needs FORCE. ANNOUNCE is the
+// members' own (a follower telling the leader its client address, sent to the leader directly,
+// which calls that address back: never forwarded), and MEMBER and READINDEX too: a node whose
+// log drops it asks the leader whether that removal committed, and a follower taking a backup
+// asks the leader up to where it must apply. BACKUP replies with a backup file of the whole
+// state as one bulk string (`raftlock backup` writes it to a file): consistent with every write
+// acknowledged before it, on any node.
 func cmdRaft(r *request) {
 	sub := lower(r.args[1])
 	admin := r.s.admin
 	if admin == nil && sub != "forwarded" && sub != "members" && sub != "stats" {
 		r.w.Error(errNoAdmin)
+		return
+	}
+	if sub == "announce" && !r.s.node.IsLeader() {
+		// A member announces to the leader itself, which calls it back: a forwarded announcement
+		// would come from whoever reached a follower.
+		r.w.Error("ERR RAFT ANNOUNCE is sent by a member to the leader directly; this node is not the leader")
 		return
 	}
 	if raftOnLeader[sub] && !r.s.node.IsLeader() {
@@ -84,7 +92,12 @@ func cmdRaft(r *request) {
 		}
 		r.w.Int(int64(index))
 	case "promote", "remove":
-		if len(r.args) != 3 {
+		force := sub == "remove" && len(r.args) == 4 && is(r.args[3], "force")
+		if sub == "remove" && len(r.args) == 4 && !force {
+			r.w.Error(errSyntax)
+			return
+		}
+		if len(r.args) != 3 && !force {
 			wrongArgs()
 			return
 		}
@@ -92,7 +105,7 @@ func cmdRaft(r *request) {
 		if sub == "promote" {
 			err = admin.Promote(r.c.ctx, string(r.args[2]))
 		} else {
-			err = admin.RemoveServer(r.c.ctx, string(r.args[2]))
+			err = admin.RemoveServer(r.c.ctx, string(r.args[2]), force)
 		}
 		if err != nil {
 			r.replyError(err)

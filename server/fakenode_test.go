@@ -324,7 +324,7 @@ func (f *fakeNode) AddServer(context.Context, string, string, string, bool) (uin
 	return 0, node.ErrNoSuchMember
 }
 func (f *fakeNode) Promote(context.Context, string) error                  { return node.ErrNoSuchMember }
-func (f *fakeNode) RemoveServer(context.Context, string) error             { return node.ErrNoSuchMember }
+func (f *fakeNode) RemoveServer(context.Context, string, bool) error       { return node.ErrNoSuchMember }
 func (f *fakeNode) Transfer(string) error                                  { return &node.NotLeaderError{} }
 func (f *fakeNode) SetMemberAddr(context.Context, string, string) error    { return nil }
 func (f *fakeNode) Announce(context.Context, string, string, string) error { return node.ErrNotMember }

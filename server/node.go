@@ -67,10 +67,11 @@ type Node interface {
 // refuses those commands.
 type Admin interface {
 	// AddServer, Promote, RemoveServer and Transfer change the raft configuration and its
-	// leadership; SetMemberAddr records a member's client address through the log.
+	// leadership (RemoveServer of a voter the leader reaches only with force); SetMemberAddr
+	// records a member's client address through the log.
 	AddServer(ctx context.Context, id, raftAddr, clientAddr string, voter bool) (uint64, error)
 	Promote(ctx context.Context, id string) error
-	RemoveServer(ctx context.Context, id string) error
+	RemoveServer(ctx context.Context, id string, force bool) error
 	Transfer(id string) error
 	SetMemberAddr(ctx context.Context, id, addr string) error
 	// Announce records a member's client address for that member (RAFT ANNOUNCE): only for a

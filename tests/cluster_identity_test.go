@@ -199,13 +199,14 @@ func TestAttackRemoveBelowQuorum(t *testing.T) {
 }
 
 // fakePeer is a RESP server that claims to be the ready leader of a cluster without the
-// victim, and counts the connections it gets.
+// victim, and counts the connections it gets and the LOCKs it is sent.
 type fakePeer struct {
 	ln    net.Listener
 	conns atomic.Int64
+	locks atomic.Int64
 }
 
-func startFakePeer(t *testing.T, leaderID string) *fakePeer {
+func startFakePeer(t *testing.T, leaderID string, stats ...string) *fakePeer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -220,7 +221,7 @@ func startFakePeer(t *testing.T, leaderID string) *fakePeer {
 				return
 			}
 			f.conns.Add(1)
-			go f.serve(nc, leaderID)
+			go f.serve(nc, leaderID, stats)
 		}
 	}()
 	return f
@@ -228,7 +229,7 @@ func startFakePeer(t *testing.T, leaderID string) *fakePeer {
 
 func (f *fakePeer) addr() string { return f.ln.Addr().String() }
 
-func (f *fakePeer) serve(nc net.Conn, leaderID string) {
+func (f *fakePeer) serve(nc net.Conn, leaderID string, stats []string) {
 	defer nc.Close()
 	br := bufio.NewReader(nc)
 	for {
@@ -237,10 +238,18 @@ func (f *fakePeer) serve(nc net.Conn, leaderID string) {
 		if err != nil {
 			return
 		}
+		if len(args) > 0 && strings.EqualFold(args[0], "LOCK") {
+			f.locks.Add(1)
+		}
 		var out []byte
 		switch strings.ToUpper(strings.Join(args, " ")) {
 		case "RAFT STATS":
-			out = []byte("*4\r\n$10\r\nraft_state\r\n$6\r\nLeader\r\n$10\r\nraft_ready\r\n$4\r\ntrue\r\n")
+			// The ready leader, plus any fields the test gives (stats: name, value, ...).
+			fields := append([]string{"raft_state", "Leader", "raft_ready", "true"}, stats...)
+			out = fmt.Appendf(nil, "*%d\r\n", len(fields))
+			for _, s := range fields {
+				out = fmt.Appendf(out, "$%d\r\n%s\r\n", len(s), s)
+			}
 		case "RAFT MEMBERS":
 			out = fmt.Appendf(nil, "*1\r\n*2\r\n$2\r\nid\r\n$%d\r\n%s\r\n", len(leaderID), leaderID)
 		default:
@@ -322,14 +331,15 @@ func TestAttackFakeAnnounce(t *testing.T) {
 
 // TestAttackFakeRemoved: a fake "leader" saying "you were removed" once made a node exit. A
 // member's client address is pointed at a fake server (an announcement that names a member and
-// its own raft address still passes until peers authenticate, with TLS or ACLs), the real
+// its own raft address passes the leader's call-back when the fake answers RAFT STATS with that
+// member's ID and the cluster's ID, until peers authenticate with TLS or ACLs), the real
 // leader and that member go down, and the leaderless victim asks the fake, which says the
 // victim is no member. It reports it and keeps running; with the others back, it serves again.
 func TestAttackFakeRemoved(t *testing.T) {
 	c := newCluster(t, 3)
 	l := c.leader()
 	victim, other := c.others(l)[0], c.others(l)[1]
-	fake := startFakePeer(t, other.id)
+	fake := startFakePeer(t, other.id, "raft_id", other.id, "cluster_id", clusterID(t, l.addr))
 	if v, err := call(l.addr, "RAFT", "ANNOUNCE", other.id, fake.addr(), other.raftAddr); err != nil || v != "OK" {
 		t.Fatalf("RAFT ANNOUNCE %s %s: %v, %v", other.id, fake.addr(), v, err)
 	}

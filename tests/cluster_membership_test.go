@@ -18,7 +18,7 @@ import (
 const memberTimeout = 10 * time.Second
 
 // TestClusterMembership changes the membership under load: a 4th node joins through a
-// follower's address and becomes a voter; a follower is removed with RAFT REMOVE and its
+// follower's address and becomes a voter; a follower is removed with RAFT REMOVE FORCE and its
 // process exits; the remaining nodes converge with nothing acknowledged lost; then RAFT
 // TRANSFER hands leadership to a chosen node.
 func TestClusterMembership(t *testing.T) {
@@ -38,10 +38,11 @@ func TestClusterMembership(t *testing.T) {
 	if victim == n4 {
 		victim = c.others(l)[1]
 	}
-	// The request goes through the new node: admin commands are forwarded too.
+	// The request goes through the new node: admin commands are forwarded too. The victim is
+	// live: that takes FORCE.
 	victim.ExpectExit()
-	if v, err := call(n4.addr, "RAFT", "REMOVE", victim.id); err != nil || v != "OK" {
-		t.Fatalf("RAFT REMOVE %s through %s: %v, %v", victim.id, n4.id, v, err)
+	if v, err := call(n4.addr, "RAFT", "REMOVE", victim.id, "FORCE"); err != nil || v != "OK" {
+		t.Fatalf("RAFT REMOVE %s FORCE through %s: %v, %v", victim.id, n4.id, v, err)
 	}
 	testutil.WaitFor(t, memberTimeout, func() error {
 		ms, err := members(l.addr)
@@ -227,6 +228,14 @@ func TestClusterRemovedWhileDown(t *testing.T) {
 		return nil
 	})
 	victim.kill9()
+	// Down, it is removed without FORCE once the leader's heartbeats to it fail.
+	testutil.WaitFor(t, settleTimeout, func() error {
+		info, err := infoRaft(l.addr)
+		if err == nil && info["raft_reachable_voters"] != "2" {
+			err = fmt.Errorf("the leader reaches %s voters; waiting for 2", info["raft_reachable_voters"])
+		}
+		return err
+	})
 	if v, err := call(l.addr, "RAFT", "REMOVE", victim.id); err != nil || v != "OK" {
 		t.Fatalf("RAFT REMOVE %s while it is down: %v, %v", victim.id, v, err)
 	}

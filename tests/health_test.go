@@ -1,11 +1,14 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,4 +40,25 @@ func TestHealthProbes(t *testing.T) {
 		}
 		return err
 	})
+}
+
+// TestHTTPExposureRefused: a node once served its HTTP surface (the status page with key names
+// and member addresses, pprof's command line) on any address without credentials. Now a node
+// whose --metrics-addr is not loopback does not start while no credentials are set, and says
+// how to proceed; it refuses before it binds the address (nothing here listens beyond
+// 127.0.0.1).
+func TestHTTPExposureRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	ports := uniquePorts(t, 3)
+	cmd := exec.CommandContext(ctx, raftlockBin, "--dir", t.TempDir(),
+		"--addr", "127.0.0.1:"+strconv.Itoa(ports[0]), "--raft-addr", "127.0.0.1:"+strconv.Itoa(ports[1]),
+		"--metrics-addr", "0.0.0.0:"+strconv.Itoa(ports[2]))
+	out, err := cmd.CombinedOutput()
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("raftlock with --metrics-addr 0.0.0.0 and no credentials: %v (%v); want it to refuse to start\n%s", err, ctx.Err(), out)
+	}
+	if !strings.Contains(string(out), "--insecure-http") || !strings.Contains(string(out), "not loopback") {
+		t.Errorf("the refusal does not say why or what to do:\n%s", out)
+	}
 }

@@ -73,6 +73,9 @@ type options struct {
 	memoryLimitAuto bool
 	// pprof serves /debug/pprof/ on --metrics-addr.
 	pprof bool
+	// insecureHTTP lets --metrics-addr be a non-loopback address while no credentials are set,
+	// and serves every address there (server/ops protect.go).
+	insecureHTTP bool
 
 	// Client authentication (ACL), Redis's names: requirepass is the default user's password,
 	// aclfile a file of users, protectedMode refuses remote clients while the default user
@@ -108,13 +111,15 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"leader-wait":        fs.String("leader-wait", "1s", "how long a request that needs the leader waits for one (after a start, during an election) before CLUSTERDOWN; 0: not at all"),
 		"log-level":          fs.String("log-level", "info", "debug, info, warn or error"),
 		"log-format":         fs.String("log-format", "text", "text or json"),
-		"metrics-addr":       fs.String("metrics-addr", "", "HTTP address for /metrics (Prometheus) (default off; keep it private)"),
+		"metrics-addr":       fs.String("metrics-addr", "", "HTTP address for /livez, /readyz, /metrics and the status page (default off); not loopback: needs credentials or --insecure-http"),
 		// Resource bounds.
 		"maxclients":   fs.String("maxclients", "10000", "the most client connections open at once; one more is told 'max number of clients reached'"),
 		"timeout":      fs.String("timeout", "0", "close a client idle for this many seconds (0: never; subscribers and blocked clients are not idle)"),
 		"maxmemory":    fs.String("maxmemory", "0", "past this much Go heap in use (bytes, or 100mb, 1gb ...), commands that may create keys get -OOM (0: no bound)"),
 		"memory-limit": fs.String("memory-limit", "auto", "the Go runtime's soft memory limit (GOMEMLIMIT), bytes or 256mb ...; auto: GOMEMLIMIT if set, else the live heap + 25% + the runtime's overhead, at least maxmemory + 25% if set, else at least 256mb, collected once when idle after a burst; 0: none"),
 		"pprof":        fs.String("pprof", "false", "also serve /debug/pprof/ on --metrics-addr (true/false)"),
+		"insecure-http": fs.String("insecure-http", "no", "INSECURE: serve --metrics-addr to every address while no credentials are set "+
+			"(without it, a non-loopback --metrics-addr needs --requirepass or --aclfile, and other addresses get 403 while none are set) (yes/no)"),
 		// TLS, with Redis's names; SIGHUP reloads every file.
 		"tls-cert-file":         fs.String("tls-cert-file", "", "PEM certificate of the client port: with --tls-key-file, clients speak TLS"),
 		"tls-key-file":          fs.String("tls-key-file", "", "PEM private key of --tls-cert-file"),
@@ -217,7 +222,8 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		// test build may turn it on so that the chaos harness can run it.
 		*vals["group-commit"], o.commitPaced = "yes", true
 	}
-	for name, dst := range map[string]*bool{"insecure-raft": &o.insecureRaft, "redirect": &o.redirect, "test-clock": &o.testClock, "pprof": &o.pprof, "protected-mode": &o.protectedMode, "group-commit": &o.groupCommit} {
+	for name, dst := range map[string]*bool{"insecure-raft": &o.insecureRaft, "redirect": &o.redirect, "test-clock": &o.testClock, "pprof": &o.pprof,
+		"protected-mode": &o.protectedMode, "group-commit": &o.groupCommit, "insecure-http": &o.insecureHTTP} {
 		switch *vals[name] {
 		case "true", "1", "yes":
 			*dst = true

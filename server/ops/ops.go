@@ -2,7 +2,8 @@
 // load balancers, systemd and Kubernetes), /metrics (the node's and the server's typed figures in
 // the Prometheus text format), the status page at / with its /status.json, and, when asked for,
 // /debug/pprof/. The status page and the profiles are behind HTTP basic auth of an @admin user
-// once the node's clients must authenticate. It is off unless an address is given.
+// once the node's clients must authenticate; until then only loopback clients are served
+// (protected mode, protect.go). It is off unless an address is given.
 package ops
 
 import (
@@ -56,14 +57,32 @@ type Config struct {
 	Server ServerStats
 	// Members, if not nil, lists the members with their figures on the status page.
 	Members Members
+	// Insecure serves addresses other than loopback while no credentials are set, and lets the
+	// surface listen on such an address then (protect.go). Without it, Start refuses a
+	// non-loopback address while Users needs no authentication, and requests from other
+	// addresses get 403 whenever it needs none.
+	Insecure bool
 }
 
-// Start listens on cfg.Addr and serves /metrics from src (and /debug/pprof/ if cfg.Pprof). The
-// address should be a private one.
+// Start listens on cfg.Addr and serves /metrics from src (and /debug/pprof/ if cfg.Pprof). An
+// address other than loopback is refused, before it is bound, while cfg.Users needs no
+// credentials, unless cfg.Insecure (protect.go). Even then it should be a private one: basic
+// auth crosses in the clear.
 func Start(cfg Config, src Stats, logger *slog.Logger) (*Server, error) {
+	if err := checkExposure(cfg.Addr, cfg.Users, cfg.Insecure); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics address: %w", err)
+	}
+	if err := checkExposure(ln.Addr().String(), cfg.Users, cfg.Insecure); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	if cfg.Insecure && !loopbackHostPort(ln.Addr().String()) {
+		logger.Warn("INSECURE HTTP: --insecure-http serves the status page (key names, member addresses), /metrics and, "+
+			"with --pprof, the profiles to every address that reaches it while no credentials are set", "addr", ln.Addr().String())
 	}
 	s := &Server{ln: ln, done: make(chan struct{})}
 	mux := http.NewServeMux()
@@ -88,7 +107,7 @@ func Start(cfg Config, src Stats, logger *slog.Logger) (*Server, error) {
 		mux.Handle("/debug/pprof/symbol", guard(pprof.Symbol))
 		mux.Handle("/debug/pprof/trace", guard(pprof.Trace))
 	}
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	s.http = &http.Server{Handler: protect(cfg.Users, cfg.Insecure, mux), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		defer close(s.done)
 		if err := s.http.Serve(ln); err != nil && err != http.ErrServerClosed {

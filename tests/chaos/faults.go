@@ -385,7 +385,7 @@ func (nm *nemesis) membership(rng *rand.Rand) string {
 	cl := &client{addr: c.nodes[via].clientAddr}
 	removeAt := c.rec.now()
 	logFrom := logSize(nd.logPath)
-	reply, err := cl.do(15*time.Second, "RAFT", "REMOVE", nd.id)
+	reply, err := cl.do(15*time.Second, "RAFT", "REMOVE", nd.id, "FORCE") // a live voter: FORCE
 	cl.close()
 	wait := 10 * time.Second
 	if err != nil && !certainFailure(err) {
