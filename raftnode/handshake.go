@@ -197,6 +197,12 @@ func acceptPeer(g peerGate, c net.Conn, tc *tls.Conn) (readAhead []byte, err err
 		return nil, refuse(fmt.Errorf("%w: it dialed %q, this node is %q", errWrongNode, h.to, g.localID()))
 	}
 	if err := checkCluster(g, h.cluster); err != nil {
+		if h.to == g.localID() {
+			// Another cluster has a member of this ID at this address: most likely this node
+			// was formed by mistake (started without --peers or --join, or on a wiped dir).
+			err = fmt.Errorf("%w; that cluster counts this node as its member %s: if this node was meant to be it, "+
+				"stop it, empty its --dir and start it with --join <client address of a member>", err, h.to)
+		}
 		return nil, refuse(err)
 	}
 	if err := g.admits(h.from); err != nil {
