@@ -428,6 +428,9 @@ func TestRaftStrayNodeRefused(t *testing.T) {
 	if st, held, err := lockInfo(testContext(t, 5*time.Second), newClient(t, l.addr, 3), "job"); err != nil || !held || st.owner != "bob" {
 		t.Errorf("LOCKINFO job on the cluster's leader: %+v held %v, %v; want bob's", st, held, err)
 	}
+	if !strings.Contains(stray.Log(), "counts this node as its member "+stray.id) {
+		t.Errorf("the stray node's log does not say that the cluster counts it as its member:\n%s", stray.Log())
+	}
 	if info, err := infoRaft(l.addr); err != nil || info["cluster_id"] != cluster {
 		t.Errorf("the cluster's leader: cluster_id %q, %v; want %s", info["cluster_id"], err, cluster)
 	}
