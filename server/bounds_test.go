@@ -1,8 +1,13 @@
 package server
 
 import (
+	"bufio"
+	"io"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // Issue #30: SUBSCRIBE had no bound on count or name size (+833 MB from one connection). Past
@@ -64,4 +69,71 @@ func TestSubscriptionBounds(t *testing.T) {
 	if got := b.do("SUBSCRIBE", "c9"); !strings.Contains(got, "subscribe") {
 		t.Errorf("SUBSCRIBE after others left = %q", got)
 	}
+}
+
+// Issue #30: 64 connections held ~800 MB of read-ahead against the node's 256 MiB bound: a
+// connection with nothing outstanding could always take one command, and a command was read
+// into the reader's buffer (grown to twice its size) and copied before the budget was taken.
+// Now the buffer is charged before it grows and the copy before it is made; only a command of
+// at most 16 KiB may pass a full budget. On the old code the peak counted here was the budget
+// plus one 3 MiB command a connection (about 22 MiB), and the reader buffers were not counted.
+func TestReadAheadBudgetBeforeCopy(t *testing.T) {
+	const budget = 4 << 20
+	addr, s := serveNode(t, newFakeNode(), func(c *Config) { c.TotalReadAheadBytes = budget })
+	saved := readAheadWait
+	readAheadWait = 300 * time.Millisecond
+	t.Cleanup(func() { readAheadWait = saved })
+
+	// Fill the budget: a connection blocked in LOCK ... WAIT with commands queued behind it.
+	holder := dialRaw(t, addr)
+	holder.do("LOCK", "w", "100000")
+	filler := dialRaw(t, addr)
+	big := strings.Repeat("x", 256<<10)
+	go func() {
+		w := bufio.NewWriter(filler.nc)
+		w.WriteString(multibulk("LOCK", "w", "1000", "WAIT", "60000"))
+		for range 24 {
+			w.WriteString(multibulk("SET", "v", big))
+		}
+		w.Flush()
+	}()
+	testutil.WaitFor(t, 5*time.Second, testutil.Cond("the budget is full", func() bool {
+		return s.readAhead.held() > budget-300<<10
+	}))
+
+	// Six connections each send a 3 MiB command with nothing outstanding.
+	const n = 6
+	mib := strings.Repeat("y", 1<<20-16)
+	cmd := multibulk("MSET", "a", mib, "b", mib, "c", mib)
+	conns := make([]*rawConn, n)
+	for i := range conns {
+		conns[i] = dialRaw(t, addr)
+		go io.WriteString(conns[i].nc, cmd)
+	}
+	// Each is refused once it has waited readAheadWait with nothing of its own in flight.
+	for i, c := range conns {
+		c.nc.SetDeadline(time.Now().Add(10 * time.Second))
+		got, err := readReply(c.br)
+		if err != nil || !strings.HasPrefix(got, "-ERR max read-ahead bytes reached on this node") {
+			t.Errorf("connection %d: %q, %v; want the node's read-ahead error", i, got, err)
+		}
+	}
+	if peak := s.readAhead.peak(); peak > budget+n*smallCommand {
+		t.Errorf("the node counted %d bytes read ahead at its peak, want at most its budget %d (+ %d small commands)", peak, budget, n)
+	}
+	pingFast(t, addr)
+
+	// Once the filler's commands ran and every connection is gone, every byte charged is back.
+	if got := holder.do("UNLOCK", "w"); got != ":1\r\n" {
+		t.Fatalf("UNLOCK = %q", got)
+	}
+	filler.nc.SetDeadline(time.Now().Add(10 * time.Second))
+	for i := range 25 {
+		if _, err := readReply(filler.br); err != nil {
+			t.Fatalf("the filler's reply %d: %v", i, err)
+		}
+	}
+	holder.nc.Close()
+	filler.nc.Close()
+	testutil.WaitFor(t, 5*time.Second, testutil.Cond("the budget is empty", func() bool { return s.readAhead.held() == 0 }))
 }
