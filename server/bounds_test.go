@@ -137,3 +137,87 @@ func TestReadAheadBudgetBeforeCopy(t *testing.T) {
 	filler.nc.Close()
 	testutil.WaitFor(t, 5*time.Second, testutil.Cond("the budget is empty", func() bool { return s.readAhead.held() == 0 }))
 }
+
+// Issue #30: one MULTI queue reached 830 MB (1,024 commands of 4 MiB each were allowed and
+// nothing else was consulted). A queue now holds at most maxQueuedBytes, counts in the node's
+// read-ahead budget without waiting for room, and is refused above --maxmemory as Redis refuses
+// to queue anything then; each refusal fails the transaction (EXECABORT).
+func TestMultiQueueBounded(t *testing.T) {
+	mib := strings.Repeat("q", 1<<20-16)
+	t.Run("bytes per transaction", func(t *testing.T) {
+		addr, s := serveNode(t, newFakeNode(), nil)
+		c := dialRaw(t, addr)
+		c.do("MULTI")
+		queued := 0
+		var refusal string
+		for range 16 { // 16 MiB: twice the bound
+			got := c.do("ECHO", mib)
+			if got != "+QUEUED\r\n" {
+				refusal = got
+				break
+			}
+			queued++
+		}
+		if queued != 7 || !strings.HasPrefix(refusal, "-ERR transaction too large: raftlock queues at most 8388608 bytes") {
+			t.Errorf("queued %d commands of 1 MiB, then %q; want 7, then the byte bound's error", queued, refusal)
+		}
+		if held := s.readAhead.held(); held < int64(queued)<<20-int64(queued)*64 {
+			t.Errorf("the node counts %d bytes for a queue of %d MiB", held, queued)
+		}
+		if got := c.do("EXEC"); !strings.HasPrefix(got, "-EXECABORT") {
+			t.Errorf("EXEC = %.60q, want EXECABORT", got)
+		}
+		testutil.WaitFor(t, 5*time.Second, testutil.Cond("the queue's bytes are given back", func() bool { return s.readAhead.held() == 0 }))
+	})
+	t.Run("node budget", func(t *testing.T) {
+		// Commands of 12 KiB: read without waiting (they fit the reader's first buffer), so
+		// it is the queue that meets the node's budget.
+		addr, s := serveNode(t, newFakeNode(), func(c *Config) { c.TotalReadAheadBytes = 256 << 10 })
+		arg := strings.Repeat("e", 12<<10)
+		a, b := dialRaw(t, addr), dialRaw(t, addr)
+		a.do("MULTI")
+		queued, refusal := 0, ""
+		for range 64 { // 768 KiB: three times the budget
+			if got := a.do("ECHO", arg); got != "+QUEUED\r\n" {
+				refusal = got
+				break
+			}
+			queued++
+		}
+		if !strings.HasPrefix(refusal, "-ERR max read-ahead bytes reached on this node") {
+			t.Fatalf("queued %d commands of 12 KiB against a 256 KiB budget, then %.80q; want the node's read-ahead error", queued, refusal)
+		}
+		b.do("MULTI")
+		if got := b.do("ECHO", arg); !strings.HasPrefix(got, "-ERR max read-ahead bytes reached on this node") {
+			t.Errorf("another connection's queue while the budget is full: %.80q", got)
+		}
+		// DISCARD gives a's bytes back; RESET drops b's transaction, whose bytes come back at
+		// its next MULTI; a closed connection's come back too.
+		a.do("DISCARD")
+		if got := b.do("ECHO", arg); got != "+QUEUED\r\n" {
+			t.Errorf("queueing once a's transaction is discarded: %.80q", got)
+		}
+		b.do("RESET")
+		b.do("MULTI")
+		if held := s.readAhead.held(); held != 0 {
+			t.Errorf("after DISCARD, RESET and MULTI the node still counts %d bytes", held)
+		}
+		if got := b.do("ECHO", arg); got != "+QUEUED\r\n" {
+			t.Errorf("queueing once the budget is free: %.80q", got)
+		}
+		b.nc.Close()
+		testutil.WaitFor(t, 5*time.Second, testutil.Cond("a closed connection's queue is given back", func() bool { return s.readAhead.held() == 0 }))
+	})
+	t.Run("maxmemory", func(t *testing.T) {
+		addr, s := serveNode(t, newFakeNode(), func(c *Config) { c.MaxMemory = 1 })
+		testutil.WaitFor(t, 5*time.Second, testutil.Cond("over maxmemory", s.overMemory.Load))
+		c := dialRaw(t, addr)
+		c.do("MULTI")
+		if got := c.do("PING"); got != "-OOM command not allowed when used memory > 'maxmemory'.\r\n" {
+			t.Errorf("queueing PING above maxmemory = %q, want -OOM", got)
+		}
+		if got := c.do("EXEC"); got != "-EXECABORT Transaction discarded because of previous errors.\r\n" {
+			t.Errorf("EXEC = %q", got)
+		}
+	})
+}

@@ -57,6 +57,9 @@ type conn struct {
 	overflow  atomic.Pointer[string] // why the output limit disconnects it
 	// readAhead is the bytes of this connection's commands read and not yet finished.
 	readAhead byteBudget
+	// multiBytes is what the commands queued in the open transaction hold of the server's
+	// read-ahead budget (transactions.go).
+	multiBytes int64
 	// argCopies is where the reader copies each command it reads (its goroutine's alone).
 	argCopies argArena
 
@@ -151,6 +154,7 @@ func (c *conn) serve() {
 		c.s.tracker.forget(c)
 		c.s.hub.forget(c, &c.sess.subs)
 		c.s.watches.forget(c.sess.watches)
+		c.releaseQueued()
 		c.closeUpstream()
 		c.nc.Close()
 		<-readerDone

@@ -93,6 +93,18 @@ func (b *byteBudget) acquireWithin(ctx context.Context, n int64, within time.Dur
 	return b.acquire(ctx, n, false)
 }
 
+// tryAcquire takes n bytes if that keeps within the limit, without waiting.
+func (b *byteBudget) tryAcquire(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mu.used+n > b.limit {
+		return false
+	}
+	b.mu.used += n
+	b.mu.peak = max(b.mu.peak, b.mu.used)
+	return true
+}
+
 // release returns n bytes and wakes whoever waits for them.
 func (b *byteBudget) release(n int64) {
 	if n == 0 {
