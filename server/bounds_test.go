@@ -221,3 +221,108 @@ func TestMultiQueueBounded(t *testing.T) {
 		}
 	})
 }
+
+// Issue #30: client tracking had a per-connection cap but none per node (+594 MB from two
+// connections). The node's table is bounded as Redis's tracking-table-max-keys bounds it (and in
+// bytes too, raftlock keys being up to 4096 bytes): past the bound a key is evicted and every
+// connection tracking it is sent its invalidation, as Redis does.
+func TestTrackingTableBounded(t *testing.T) {
+	addr, s := serveNode(t, newFakeNode(), nil)
+	if s.tracker.maxKeys != 1_000_000 || s.tracker.maxBytes != 64<<20 {
+		t.Fatalf("tracking table bounds = %d keys, %d bytes; want the README's 1000000 and 64 MiB", s.tracker.maxKeys, s.tracker.maxBytes)
+	}
+	tableLen := func() (int, int) {
+		s.tracker.mu.Lock()
+		defer s.tracker.mu.Unlock()
+		return len(s.tracker.mu.byKey), s.tracker.mu.bytes
+	}
+	// getAndPushes sends GET key and reads its reply and want pushes, in whatever order they
+	// come; it returns the keys invalidated.
+	getAndPushes := func(c *rawConn, key string, want int) []string {
+		t.Helper()
+		c.do("GET", key)
+		var pushed []string
+		c.nc.SetDeadline(time.Now().Add(5 * time.Second))
+		for range want {
+			got, err := readReply(c.br)
+			if err != nil {
+				t.Fatalf("waiting for an invalidation after GET %s: %v", key, err)
+			}
+			if !strings.HasPrefix(got, ">2\r\n$10\r\ninvalidate\r\n") {
+				t.Fatalf("after GET %s: %q, want an invalidation", key, got)
+			}
+			pushed = append(pushed, strings.Split(got, "\r\n")[5])
+		}
+		return pushed
+	}
+	s.tracker.maxKeys = 4
+	a, b := dialRaw(t, addr), dialRaw(t, addr)
+	for _, c := range []*rawConn{a, b} {
+		c.do("HELLO", "3")
+		c.do("CLIENT", "TRACKING", "ON")
+	}
+	for _, k := range []string{"k1", "k2", "k3"} {
+		a.do("GET", k)
+	}
+	b.do("GET", "k4")
+	b.do("GET", "k1") // a second reader of k1 costs no room
+	if n, _ := tableLen(); n != 4 {
+		t.Fatalf("table holds %d keys, want 4", n)
+	}
+	// The fifth key, read by a connection with one key of its own, evicts one of the others:
+	// its readers hear of it (a connection reading only the evicted key would too).
+	c := dialRaw(t, addr)
+	c.do("HELLO", "3")
+	c.do("CLIENT", "TRACKING", "ON")
+	c.do("GET", "k5")
+	if n, _ := tableLen(); n != 4 {
+		t.Errorf("after a fifth key the table holds %d keys, want 4", n)
+	}
+	// Exactly one of k1..k4 was evicted: its readers (a, b or both) were told. A write to
+	// every key then tells each connection of the keys it still tracks, and of no evicted one.
+	w := dialRaw(t, addr)
+	for _, k := range []string{"k1", "k2", "k3", "k4", "k5"} {
+		w.do("SET", k, "v")
+	}
+	heard := map[string]int{}
+	for name, conn := range map[string]*rawConn{"a": a, "b": b, "c": c} {
+		// Every push was queued before w's SET replied: they come before or just after the
+		// PING's reply; read until nothing more comes for a moment.
+		io.WriteString(conn.nc, multibulk("PING"))
+		for {
+			conn.nc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+			got, err := readReply(conn.br)
+			if err != nil {
+				break
+			}
+			if got != "+PONG\r\n" {
+				heard[name+":"+strings.Split(got, "\r\n")[5]]++
+			}
+		}
+	}
+	// Each reader hears of each key it read exactly once: by eviction or by the write.
+	want := map[string]int{"a:k1": 1, "a:k2": 1, "a:k3": 1, "b:k4": 1, "b:k1": 1, "c:k5": 1}
+	for k, n := range heard {
+		if want[k] != n {
+			t.Errorf("%s heard %d times, want %d (all heard: %v)", k, n, want[k], heard)
+		}
+	}
+	if len(heard) != len(want) {
+		t.Errorf("heard %v, want %v", heard, want)
+	}
+
+	// The byte bound: keys of 1000 bytes, room for three.
+	s.tracker.maxKeys, s.tracker.maxBytes = 1_000_000, 3*(1001+trackedKeyOverhead)
+	d := dialRaw(t, addr)
+	d.do("HELLO", "3")
+	d.do("CLIENT", "TRACKING", "ON")
+	for i := range 3 {
+		d.do("GET", strings.Repeat(string(rune('p'+i)), 1000))
+	}
+	if pushed := getAndPushes(d, strings.Repeat("z", 1000), 1); len(pushed) != 1 {
+		t.Errorf("a fourth key of 1000 bytes: pushed %q", pushed)
+	}
+	if n, size := tableLen(); n != 3 || size > s.tracker.maxBytes {
+		t.Errorf("table holds %d keys, %d bytes; want 3, at most %d", n, size, s.tracker.maxBytes)
+	}
+}
