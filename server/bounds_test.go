@@ -326,3 +326,32 @@ func TestTrackingTableBounded(t *testing.T) {
 		t.Errorf("table holds %d keys, %d bytes; want 3, at most %d", n, size, s.tracker.maxBytes)
 	}
 }
+
+// Issue #30: CLIENT SETNAME took 1 MiB. A connection's name (CLIENT SETNAME, HELLO SETNAME)
+// and its CLIENT SETINFO values are at most maxClientName bytes; past it, an error, and the
+// name stays as it was.
+func TestClientNameBounded(t *testing.T) {
+	addr, _ := serveNode(t, newFakeNode(), nil)
+	c := dialRaw(t, addr)
+	ok := strings.Repeat("n", maxClientName)
+	long := strings.Repeat("n", 1<<20-8)
+	if maxClientName != 512 {
+		t.Fatalf("maxClientName = %d, want the README's 512", maxClientName)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"CLIENT", "SETNAME", ok}, "+OK\r\n"},
+		{[]string{"CLIENT", "SETNAME", long}, "-ERR Client name is too long: at most 512 bytes\r\n"},
+		{[]string{"CLIENT", "SETNAME", ok + "x"}, "-ERR Client name is too long: at most 512 bytes\r\n"},
+		{[]string{"HELLO", "2", "SETNAME", long}, "-ERR Client name is too long: at most 512 bytes\r\n"},
+		{[]string{"CLIENT", "SETINFO", "LIB-NAME", long}, "-ERR lib-name is too long: at most 512 bytes\r\n"},
+		{[]string{"CLIENT", "SETINFO", "lib-ver", long}, "-ERR lib-ver is too long: at most 512 bytes\r\n"},
+		{[]string{"CLIENT", "GETNAME"}, "$512\r\n" + ok + "\r\n"},
+	} {
+		if got := c.do(tc.args...); got != tc.want {
+			t.Errorf("%.40q: got %.80q, want %.80q", tc.args, got, tc.want)
+		}
+	}
+}

@@ -268,6 +268,19 @@ func (c *conn) overOutputLimit(queued int64) string {
 	return ""
 }
 
+// maxClientName bounds what a connection is named: CLIENT SETNAME, HELLO ... SETNAME and
+// CLIENT SETINFO's lib-name and lib-ver (Redis bounds none; every connection keeps them, and
+// CLIENT LIST shows them all).
+const maxClientName = 512
+
+// clientNameTooLong returns the error for a name (what says which) past maxClientName, or "".
+func clientNameTooLong(what string, name []byte) string {
+	if len(name) <= maxClientName {
+		return ""
+	}
+	return "ERR " + what + " is too long: at most " + itoa(maxClientName) + " bytes"
+}
+
 // idleExempt reports whether an idle connection stays open past IdleTimeout: a subscriber
 // (it only listens), a follower's forwarding link, or one with commands in flight. (A blocked
 // LOCK ... WAIT or BLPOP runs inside the serve loop, which only looks at the timer after it.)
