@@ -12,7 +12,9 @@ package server
 // always as good as any later one. Literal segments are found with bytes.Index; the others with
 // a bit-parallel shift-and over the segment's tokens. Matching one name of n bytes costs
 // O(n·⌈L/64⌉) word operations, where L ≤ n is the longest segment that fits in the name, and
-// O(1) when the segments cannot fit at all; compiling costs O(len(pattern)).
+// O(1) when the segments cannot fit at all; compiling costs O(len(pattern)). A short pattern
+// matched only once (globMatch: ACL patterns) is matched by Redis's own algorithm instead,
+// without compiling or allocating.
 
 import (
 	"bytes"
@@ -61,9 +63,82 @@ func (s *globSeg) len() int {
 	return len(s.lit)
 }
 
-// globMatch reports whether s matches the glob pattern, as Redis's stringmatchlen does.
+// shortGlob is the longest pattern globMatch matches without compiling it.
+const shortGlob = 256
+
+// globMatch reports whether s matches the glob pattern, as Redis's stringmatchlen does. A
+// pattern matched once (an ACL key or channel pattern, checked for every key of every command)
+// is not worth compiling when it is short: it is matched as Redis matches it, allocating
+// nothing, at a cost of at most O(len(pattern) × len(s)) = O(256 × len(s)). Longer ones are
+// compiled.
 func globMatch(pattern, s []byte) bool {
+	if len(pattern) <= shortGlob {
+		skipLonger := false
+		return stringMatch(pattern, s, &skipLonger, 0)
+	}
 	return compileGlob(pattern, len(s)).match(s)
+}
+
+// stringMatch is Redis's stringmatchlen_impl (util.c), byte for byte: * ? [abc] [^a-z] and \
+// escapes, with its guards against abusive patterns (skipLonger, and no match past 1000 nested
+// *s). Its cost grows with the pattern times the name: only short patterns come here.
+func stringMatch(pattern, s []byte, skipLonger *bool, nesting int) bool {
+	if nesting > globNestingLimit {
+		return false
+	}
+	for len(pattern) > 0 && len(s) > 0 {
+		switch pattern[0] {
+		case '*':
+			for len(pattern) > 1 && pattern[1] == '*' {
+				pattern = pattern[1:]
+			}
+			if len(pattern) == 1 {
+				return true
+			}
+			for len(s) > 0 {
+				if stringMatch(pattern[1:], s, skipLonger, nesting+1) {
+					return true
+				}
+				if *skipLonger {
+					return false
+				}
+				s = s[1:]
+			}
+			// No match for the rest of the pattern from anywhere in s: a longer match for an
+			// earlier * cannot help either.
+			*skipLonger = true
+			return false
+		case '?':
+			s = s[1:]
+		case '[':
+			var match bool
+			pattern, match = matchClass(pattern[1:], s[0])
+			if !match {
+				return false
+			}
+			s = s[1:]
+		case '\\':
+			if len(pattern) >= 2 {
+				pattern = pattern[1:]
+			}
+			fallthrough
+		default:
+			if pattern[0] != s[0] {
+				return false
+			}
+			s = s[1:]
+		}
+		if len(pattern) > 0 {
+			pattern = pattern[1:]
+		}
+		if len(s) == 0 {
+			for len(pattern) > 0 && pattern[0] == '*' {
+				pattern = pattern[1:]
+			}
+			break
+		}
+	}
+	return len(pattern) == 0 && len(s) == 0
 }
 
 // compileGlob compiles pattern for names of at most maxName bytes: a pattern that needs more
@@ -193,6 +268,42 @@ func compileClass(pattern []byte, set *[4]uint64) []byte {
 		}
 	}
 	return pattern
+}
+
+// matchClass matches c against the class that starts at pattern (just past its '['), as
+// compileClass parses it. It returns the pattern at the class's closing ']', or empty for an
+// unterminated class.
+func matchClass(pattern []byte, c byte) ([]byte, bool) {
+	not := len(pattern) > 0 && pattern[0] == '^'
+	if not {
+		pattern = pattern[1:]
+	}
+	match := false
+	for {
+		if len(pattern) >= 2 && pattern[0] == '\\' {
+			pattern = pattern[1:]
+			if pattern[0] == c {
+				match = true
+			}
+		} else if len(pattern) > 0 && pattern[0] == ']' {
+			break
+		} else if len(pattern) == 0 {
+			break
+		} else if len(pattern) >= 3 && pattern[1] == '-' {
+			lo, hi := pattern[0], pattern[2]
+			if lo > hi {
+				lo, hi = hi, lo
+			}
+			pattern = pattern[2:]
+			if c >= lo && c <= hi {
+				match = true
+			}
+		} else if pattern[0] == c {
+			match = true
+		}
+		pattern = pattern[1:]
+	}
+	return pattern, match != not
 }
 
 // match reports whether name matches the compiled pattern.
