@@ -232,8 +232,16 @@ func TestTrackingTableBounded(t *testing.T) {
 		t.Fatalf("tracking table bounds = %d keys, %d bytes; want the README's 1000000 and 64 MiB", s.tracker.maxKeys, s.tracker.maxBytes)
 	}
 	tableLen := func() (int, int) {
+		t.Helper()
 		s.tracker.mu.Lock()
 		defer s.tracker.mu.Unlock()
+		want := 0
+		for k, conns := range s.tracker.mu.byKey {
+			want += len(k) + trackedKeyOverhead + len(conns)*trackedPairOverhead
+		}
+		if s.tracker.mu.bytes != want {
+			t.Errorf("the table counts %d bytes, its keys and readers make %d", s.tracker.mu.bytes, want)
+		}
 		return len(s.tracker.mu.byKey), s.tracker.mu.bytes
 	}
 	// getAndPushes sends GET key and reads its reply and want pushes, in whatever order they
@@ -311,8 +319,25 @@ func TestTrackingTableBounded(t *testing.T) {
 		t.Errorf("heard %v, want %v", heard, want)
 	}
 
+	// Connections that stop tracking take their keys out of the count.
+	a.do("GET", "k1")
+	b.do("GET", "k1")
+	b.do("GET", "k2")
+	if n, _ := tableLen(); n != 2 {
+		t.Errorf("table holds %d keys, want 2", n)
+	}
+	a.do("CLIENT", "TRACKING", "OFF")
+	if n, _ := tableLen(); n != 2 {
+		t.Errorf("table holds %d keys, want 2 (b's)", n)
+	}
+	b.do("QUIT")
+	testutil.WaitFor(t, 5*time.Second, testutil.Cond("b's keys are forgotten", func() bool {
+		n, size := tableLen()
+		return n == 0 && size == 0
+	}))
+
 	// The byte bound: keys of 1000 bytes, room for three.
-	s.tracker.maxKeys, s.tracker.maxBytes = 1_000_000, 3*(1001+trackedKeyOverhead)
+	s.tracker.maxKeys, s.tracker.maxBytes = 1_000_000, 3*(1001+trackedKeyOverhead+trackedPairOverhead)
 	d := dialRaw(t, addr)
 	d.do("HELLO", "3")
 	d.do("CLIENT", "TRACKING", "ON")
