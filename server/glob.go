@@ -43,7 +43,7 @@ type glob struct {
 
 	// table holds the shift-and masks of every non-literal segment's tokens, side by side:
 	// bit p of table[c*words+p/64] is set when the token at position p admits byte c. Built
-	// the first time a non-literal segment is searched.
+	// when compiling, if a segment between two *s needs it.
 	table []uint64
 	words int
 	steps int64 // word operations done matching, for tests that hold it linear
@@ -215,6 +215,15 @@ func compileGlob(pattern []byte, maxName int) *glob {
 	flush()
 	if g.minLen > maxName {
 		g.never, g.cut = true, true
+		return g
+	}
+	// The masks are built now, not at the first match (under the caller's lock), when a
+	// segment between two *s will be searched for.
+	for i := 1; i < len(g.segs)-1; i++ {
+		if g.segs[i].sets != nil {
+			g.buildTable()
+			break
+		}
 	}
 	// Redis recurses once per * that has something after it, and gives up past its limit.
 	needy := g.stars

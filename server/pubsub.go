@@ -101,6 +101,12 @@ func (h *hub) subscribe(c *conn, k subKind, names [][]byte, mine *subscriptions)
 	if int(mine.count(subChannel))+len(mine[subShard])+len(fresh) > lim.PerConn {
 		return "ERR too many subscriptions: at most " + itoa(int64(lim.PerConn)) + " per connection"
 	}
+	var globs []*glob // compiled before the lock is taken
+	if k == subPattern {
+		for _, name := range fresh {
+			globs = append(globs, compileGlob(name, lim.Name))
+		}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.mu.count+len(fresh) > lim.PerNode {
@@ -120,14 +126,14 @@ func (h *hub) subscribe(c *conn, k subKind, names [][]byte, mine *subscriptions)
 	if mine[k] == nil {
 		mine[k] = map[string]struct{}{}
 	}
-	for _, name := range fresh {
+	for i, name := range fresh {
 		mine[k][string(name)] = struct{}{}
 		conns := h.mu.subs[k][string(name)]
 		if conns == nil {
 			conns = map[*conn]struct{}{}
 			h.mu.subs[k][string(name)] = conns
 			if k == subPattern {
-				h.mu.globs[string(name)] = compileGlob(name, h.limits.Name)
+				h.mu.globs[string(name)] = globs[i]
 			}
 		}
 		conns[c] = struct{}{}
