@@ -28,7 +28,8 @@ const globNestingLimit = 1000
 
 // glob is a compiled pattern.
 //
-// A glob is not safe for concurrent use: it builds its masks when first needed.
+// A glob is not safe for concurrent use: matching counts its steps, and compiles the pattern
+// again for a name longer than it was compiled for.
 type glob struct {
 	pattern []byte
 	maxName int  // the longest name it was compiled for
