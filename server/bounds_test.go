@@ -2,6 +2,8 @@ package server
 
 import (
 	"bufio"
+	"bytes"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -15,27 +17,34 @@ import (
 func TestSubscriptionBounds(t *testing.T) {
 	addr, s := serveNode(t, newFakeNode(), nil)
 	lim := DefaultSubscriptionLimits()
-	if lim.Name != 1024 || lim.PerConn != 10_000 || lim.PerNode != 100_000 || lim.Patterns != 1_000 {
+	if lim.Name != 1024 || lim.PatternName != 256 || lim.PerConn != 10_000 || lim.PerNode != 100_000 || lim.Patterns != 1_000 {
 		t.Fatalf("defaults = %+v, want the README's", lim)
 	}
 
 	c := dialRaw(t, addr)
 	long := strings.Repeat("n", 1<<20)
-	if got := c.do("SUBSCRIBE", "ok", long); !strings.HasPrefix(got, "-ERR channel or pattern name too long") {
+	if got := c.do("SUBSCRIBE", "ok", long); !strings.HasPrefix(got, "-ERR channel name too long: at most 1024 bytes") {
 		t.Errorf("SUBSCRIBE with a 1 MiB name = %.80q, want the name bound's error", got)
 	}
-	if got := c.do("PSUBSCRIBE", "*["+long[:1<<20-8]+"]"); !strings.HasPrefix(got, "-ERR channel or pattern name too long") {
+	if got := c.do("PSUBSCRIBE", "*["+long[:1<<20-8]+"]"); !strings.HasPrefix(got, "-ERR pattern too long: at most 256 bytes") {
 		t.Errorf("PSUBSCRIBE with a 1 MiB pattern = %.80q, want the name bound's error", got)
 	}
 	if got := c.do("SUBSCRIBE", strings.Repeat("n", 1024)); !strings.Contains(got, "subscribe") {
 		t.Errorf("SUBSCRIBE with a 1024-byte name = %.80q, want it subscribed", got)
 	}
+	if got := c.do("PSUBSCRIBE", strings.Repeat("n", 256)); !strings.Contains(got, "psubscribe") {
+		t.Errorf("PSUBSCRIBE with a 256-byte pattern = %.80q, want it subscribed", got)
+	}
+	if got := c.do("PSUBSCRIBE", strings.Repeat("n", 257)); !strings.HasPrefix(got, "-ERR pattern too long") {
+		t.Errorf("PSUBSCRIBE with a 257-byte pattern = %.80q, want the pattern bound's error", got)
+	}
 	if got := dialRaw(t, addr).do("PUBSUB", "NUMSUB", "ok"); got != "*2\r\n$2\r\nok\r\n:0\r\n" {
 		t.Errorf("after a refused SUBSCRIBE, PUBSUB NUMSUB ok = %q: want nothing subscribed", got)
 	}
 	c.do("UNSUBSCRIBE")
+	c.do("PUNSUBSCRIBE")
 
-	s.hub.limits = SubscriptionLimits{Name: 64, PerConn: 3, PerNode: 5, Patterns: 2}
+	s.hub.limits = SubscriptionLimits{Name: 64, PatternName: 64, PerConn: 3, PerNode: 5, Patterns: 2}
 	a, b := dialRaw(t, addr), dialRaw(t, addr)
 	if got := a.do("SUBSCRIBE", "c1", "c2", "c3", "c4"); !strings.HasPrefix(got, "-ERR too many subscriptions: at most 3 per connection") {
 		t.Errorf("4 subscriptions on one connection = %q", got)
@@ -379,4 +388,46 @@ func TestClientNameBounded(t *testing.T) {
 			t.Errorf("%.40q: got %.80q, want %.80q", tc.args, got, tc.want)
 		}
 	}
+}
+
+// Issue #30: a PUBLISH to a PSUBSCRIBEd 1 MiB pattern took ~7.6 s on the apply goroutine. Now a
+// node holds at most 1,000 patterns of at most 256 bytes, each compiled once, and a PUBLISH
+// costs each pattern at most O(len(channel)·⌈256/64⌉) word operations. Here the node is full of
+// the costliest patterns (a 249-token run of ? and a class between two *s, never matching) and
+// a 4096-byte channel is published: the matcher's count of word operations stays within that
+// bound (the recursive matcher needed about 4096 × 250 steps a pattern, 10^9 in all).
+func TestPublishPatternFanoutBounded(t *testing.T) {
+	h := newHub(quiet)
+	lim := h.limits
+	for i := range lim.Patterns {
+		p := "*" + strings.Repeat("?", lim.PatternName-8) + fmt.Sprintf("[x%03d]*", i%1000)
+		if len(p) != lim.PatternName {
+			t.Fatalf("pattern of %d bytes", len(p))
+		}
+		c := &conn{}
+		if msg := h.subscribe(c, subPattern, [][]byte{[]byte(p)}, &subscriptions{}); msg != "" {
+			t.Fatalf("pattern %d: %s", i, msg)
+		}
+	}
+	if msg := h.subscribe(&conn{}, subPattern, [][]byte{[]byte("one-too-many*")}, &subscriptions{}); !strings.HasPrefix(msg, "ERR too many patterns") {
+		t.Fatalf("pattern %d: %q, want the node's pattern bound", lim.Patterns+1, msg)
+	}
+	channel := bytes.Repeat([]byte("a"), 4096)
+	var steps int64
+	for _, g := range h.mu.globs {
+		steps -= g.steps // compiling's
+	}
+	start := time.Now()
+	if n := h.deliver(channel, []byte("m"), false); n != 0 {
+		t.Fatalf("delivered to %d subscribers, want none", n)
+	}
+	took := time.Since(start)
+	for _, g := range h.mu.globs {
+		steps += g.steps
+	}
+	perPattern := int64(len(channel)) * (int64(lim.PatternName)/64 + 2)
+	if steps > int64(lim.Patterns)*perPattern {
+		t.Errorf("one PUBLISH took %d matcher steps over %d patterns, want at most %d", steps, lim.Patterns, int64(lim.Patterns)*perPattern)
+	}
+	t.Logf("%d steps for %d patterns, in %v", steps, lim.Patterns, took)
 }
