@@ -431,3 +431,24 @@ func TestPublishPatternFanoutBounded(t *testing.T) {
 	}
 	t.Logf("%d steps for %d patterns, in %v", steps, lim.Patterns, took)
 }
+
+// A connection with nothing outstanding whose command arrived (its buffer charged) but whose copy
+// finds no room waits readAheadWait and is refused, rather than waiting for ever on bytes only it
+// could give back.
+func TestReadAheadLoneCommandRefused(t *testing.T) {
+	// Room for the buffer a 1 MiB argument grows (2 MiB, less the first 16 KiB) but not for
+	// its copy besides.
+	addr, s := serveNode(t, newFakeNode(), func(c *Config) { c.TotalReadAheadBytes = 3<<20 - 32<<10 })
+	saved := readAheadWait
+	readAheadWait = 300 * time.Millisecond
+	t.Cleanup(func() { readAheadWait = saved })
+	c := dialRaw(t, addr)
+	c.nc.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c.nc, multibulk("ECHO", strings.Repeat("e", 1<<20-16)))
+	got, err := readReply(c.br)
+	if err != nil || !strings.HasPrefix(got, "-ERR max read-ahead bytes reached on this node") {
+		t.Fatalf("reply = %.80q, %v; want the node's read-ahead error", got, err)
+	}
+	testutil.WaitFor(t, 5*time.Second, testutil.Cond("the budget is empty", func() bool { return s.readAhead.held() == 0 }))
+	pingFast(t, addr)
+}

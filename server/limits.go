@@ -164,15 +164,15 @@ const smallCommand = 16 << 10
 // returns the refusal to send the client, or "" ("" also when the connection ended first:
 // ctx tells).
 func (c *conn) reserveRead(n int64) string {
-	alone := c.readAhead.held() == 0 && n <= smallCommand
+	inFlight := c.readAhead.held() > 0
 	if !c.readAhead.acquire(c.ctx, n, false) {
 		return ""
 	}
-	if alone {
+	if !inFlight && n <= smallCommand {
 		c.s.readAhead.acquire(c.ctx, n, true)
 		return ""
 	}
-	if msg := c.reserveNode(n); msg != "" || c.ctx.Err() != nil {
+	if msg := c.reserveNode(n, inFlight); msg != "" || c.ctx.Err() != nil {
 		c.readAhead.release(n)
 		return msg
 	}
@@ -180,13 +180,14 @@ func (c *conn) reserveRead(n int64) string {
 }
 
 // reserveNode takes n bytes of the node's read-ahead budget (TotalReadAheadBytes), which
-// counts the copies of commands read and not finished and the reader buffers grown past their
-// first 16 KiB for commands still arriving: everything a client's commands hold before they
-// run. Nothing exceeds it. A connection with commands in flight waits for them; one without
-// waits readAheadWait, then is refused.
-func (c *conn) reserveNode(n int64) string {
+// counts the copies of commands read and not finished, the reader buffers grown past their
+// first 16 KiB for commands still arriving, and MULTI queues: everything a client's commands
+// hold before they run. Nothing exceeds it but the small commands of connections with nothing
+// outstanding (reserveRead). A connection with commands in flight waits for them to finish;
+// one without waits readAheadWait, then is refused.
+func (c *conn) reserveNode(n int64, inFlight bool) string {
 	within := time.Duration(0)
-	if c.readAhead.held() == 0 {
+	if !inFlight {
 		within = readAheadWait
 	}
 	if c.s.readAhead.acquireWithin(c.ctx, n, within) {
@@ -211,7 +212,7 @@ type readerBudget struct{ c *conn }
 var _ resp.Budget = readerBudget{}
 
 func (b readerBudget) Grow(n int) string {
-	if msg := b.c.reserveNode(int64(n)); msg != "" {
+	if msg := b.c.reserveNode(int64(n), b.c.readAhead.held() > 0); msg != "" {
 		return msg
 	}
 	if b.c.ctx.Err() != nil {
