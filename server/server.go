@@ -87,8 +87,10 @@ type Config struct {
 	// with nothing outstanding may always read one command (at most Limits.MaxCommand).
 	// Default 8 MiB.
 	ReadAheadBytes int
-	// TotalReadAheadBytes bounds the same bytes over all connections together (the one command
-	// each connection may always read aside). Default 256 MiB.
+	// TotalReadAheadBytes bounds the same bytes over all connections together, with the reader
+	// buffers grown for commands still arriving and MULTI queues (limits.go: reserveNode); only
+	// a command of at most 16 KiB from a connection with nothing outstanding may pass it.
+	// Default 256 MiB.
 	TotalReadAheadBytes int
 	// IdleTimeout closes a connection that sent no command for this long (Redis's timeout),
 	// except subscribers, blocked clients and followers' forwarding links. Default 0: never.
