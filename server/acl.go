@@ -180,14 +180,61 @@ func (c *conn) resetAuth() {
 	c.authPass = nil
 }
 
+// After authFreeFailures failed AUTH (or HELLO AUTH) attempts on a connection, each further
+// attempt waits before its password is checked: authDelayBase, doubling with each failure, at
+// most authDelayMax. Only the connection itself waits (no lock of the server is held; its own
+// commands wait behind the AUTH, as behind any command that runs alone); a success starts the
+// count over. Redis does not slow AUTH down; a lock server whose passwords guard fencing tokens
+// should.
+const (
+	authFreeFailures = 3
+	authDelayMax     = 5 * time.Second
+)
+
+var authDelayBase = 100 * time.Millisecond
+
+// authDelay is how long the next AUTH waits after failures failed ones.
+func authDelay(failures int) time.Duration {
+	if failures < authFreeFailures {
+		return 0
+	}
+	n := failures - authFreeFailures
+	if n >= 16 {
+		return authDelayMax
+	}
+	return min(authDelayBase<<n, authDelayMax)
+}
+
+// authBackoff waits out the connection's AUTH delay; it reports false when the connection ended
+// meanwhile.
+func (c *conn) authBackoff() bool {
+	d := authDelay(c.authFailures)
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-c.ctx.Done():
+		return false
+	}
+}
+
 // login authenticates the connection as user with pass, reporting whether it may.
 func (c *conn) login(user, pass []byte, object string) bool {
+	if !c.authBackoff() {
+		return false
+	}
 	u := c.s.users()[string(user)]
 	if u == nil || !u.checkPassword(pass) {
+		c.authFailures++
 		c.s.metrics.authFailures.Add(1)
 		c.logACL("auth", object, string(user), "")
 		return false
 	}
+	c.authFailures = 0
 	if name := c.user.Load(); *name != string(user) || !c.authed {
 		c.closeUpstream() // it is authenticated as the previous user
 	}

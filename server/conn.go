@@ -74,6 +74,10 @@ type conn struct {
 	user     atomic.Pointer[string]
 	authed   bool
 	authPass []byte
+	// authFailures counts the AUTH and HELLO AUTH attempts that failed on this connection
+	// since its last success: past a few, each further attempt waits first (acl.go). RESET
+	// keeps it.
+	authFailures int
 }
 
 // session is the state a client sets up on its connection; RESET returns it to newSession().
