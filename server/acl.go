@@ -177,7 +177,6 @@ func (c *conn) resetAuth() {
 	name := "default"
 	c.user.Store(&name)
 	c.authed = c.s.defaultAuthed()
-	c.authPass = nil
 }
 
 // After authFreeFailures failed AUTH (or HELLO AUTH) attempts on a connection, each further
@@ -241,7 +240,6 @@ func (c *conn) login(user, pass []byte, object string) bool {
 	name := string(user)
 	c.user.Store(&name)
 	c.authed = true
-	c.authPass = append([]byte(nil), pass...) // for the follower's link to the leader (forward.go)
 	return true
 }
 

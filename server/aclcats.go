@@ -5,10 +5,11 @@ import "strings"
 // aclCategories are the ACL categories of each command of the table (commands.go) and of the
 // subcommands of the container commands: Redis 7.0's, as its COMMAND INFO reports them, where
 // Redis has the command. raftlock's own: LOCK, UNLOCK, RENEW, LOCKINFO and VALIDATE are @lock
-// (with @write or @read); every RAFT subcommand but FORWARDED (a follower's forwarding hop marking
-// itself) is @admin @dangerous; SCRIPT FLUSH is @admin @dangerous too (Redis has it @scripting
-// only), because here it empties every node's script cache; FLUSHALL and FLUSHDB are @admin
-// too (Redis has them @keyspace @write @dangerous): one command empties every node's table.
+// (with @write or @read); every RAFT subcommand is @admin @dangerous, FORWARDED (a follower's
+// forwarding link marking itself, and acting for its client's user) included; SCRIPT FLUSH is
+// @admin @dangerous too (Redis has it @scripting only), because here it empties every node's
+// script cache; FLUSHALL and FLUSHDB are @admin too (Redis has them @keyspace @write
+// @dangerous): one command empties every node's table.
 var aclCategories = map[string]string{
 	"set":              "write string slow",
 	"get":              "read string fast",
@@ -234,7 +235,7 @@ var aclSubcommands = map[string]string{
 	"raft|member":                   "admin slow dangerous",
 	"raft|backup":                   "admin slow dangerous",
 	"raft|readindex":                "admin slow dangerous",
-	"raft|forwarded":                "fast connection",
+	"raft|forwarded":                "admin slow dangerous",
 }
 
 // aclKeyFlags are the key-spec flags of each command that names keys: Redis 7.0's, as its

@@ -37,6 +37,22 @@ func cmdRaft(r *request) {
 	wrongArgs := func() { r.wrongArgs("raft|" + sub) }
 	switch sub {
 	case "forwarded":
+		// Only a peer's link gets here: RAFT FORWARDED is @admin, refused to other users.
+		if len(r.args) > 3 {
+			wrongArgs()
+			return
+		}
+		if len(r.args) == 3 {
+			// The link acts for the follower's client from now on: its commands are checked
+			// as that user's, and it closes if that user is deleted.
+			name := string(r.args[2])
+			if u := r.s.users()[name]; u == nil || !u.enabled {
+				r.w.Error(errWrongPass)
+				return
+			}
+			r.c.user.Store(&name)
+			r.c.authed = true
+		}
 		r.c.hop.forwarded = true
 		r.w.SimpleString("OK")
 	case "members":

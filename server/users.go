@@ -604,9 +604,8 @@ func (u *aclUser) check(cmd *command, args [][]byte) (denial, bool) {
 		return denial{}, true
 	}
 	id := cmd.aclIDOf(args)
-	// AUTH, HELLO, QUIT and RESET run for every user, as in Redis; so does RAFT FORWARDED, a
-	// follower's link to the leader marking itself (it grants nothing).
-	if !u.allowed[id] && !cmd.noAuth && catalog.names[id] != "raft|forwarded" {
+	// AUTH, HELLO, QUIT and RESET run for every user, as in Redis.
+	if !u.allowed[id] && !cmd.noAuth {
 		return denial{"command", catalog.names[id]}, false
 	}
 	need := cmd.keyPermOf(args)
