@@ -14,6 +14,7 @@ package server
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"maps"
@@ -219,6 +220,29 @@ func (c *conn) authBackoff() bool {
 	case <-c.ctx.Done():
 		return false
 	}
+}
+
+// validTLSAuthClientsUser reports whether v is a Config.TLSAuthClientsUser: CN, off or "".
+func validTLSAuthClientsUser(v string) bool {
+	return v == "" || strings.EqualFold(v, "off") || strings.EqualFold(v, "cn")
+}
+
+// certLogin logs a new TLS connection in as the ACL user its client certificate names, with
+// Config.TLSAuthClientsUser "CN" (Redis 7.2's tls-auth-clients-user): the Subject CN of the
+// certificate the handshake verified, when that user exists and is on. Otherwise the
+// connection stays as it was (the default user's, unauthenticated if that one needs a
+// password), as in Redis. An unverified certificate (tls-auth-clients no) names no one.
+func (c *conn) certLogin(st tls.ConnectionState) {
+	if !strings.EqualFold(c.s.cfg.TLSAuthClientsUser, "cn") || len(st.VerifiedChains) == 0 || len(st.VerifiedChains[0]) == 0 {
+		return
+	}
+	name := st.VerifiedChains[0][0].Subject.CommonName
+	if u := c.s.users()[name]; name == "" || u == nil || !u.enabled {
+		c.s.log.Debug("client certificate names no enabled user", "client", c.id, "cn", name)
+		return
+	}
+	c.user.Store(&name)
+	c.authed = true
 }
 
 // login authenticates the connection as user with pass, reporting whether it may.

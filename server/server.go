@@ -272,6 +272,8 @@ func (c Config) Validate() error {
 		return errors.New("server: Config.MaxValueBytes must be within Limits.MaxBulk")
 	case c.MaxLeaseMs < 0:
 		return errors.New("server: Config.MaxLeaseMs must not be negative")
+	case !validTLSAuthClientsUser(c.TLSAuthClientsUser):
+		return errors.New("server: Config.TLSAuthClientsUser must be CN or off")
 	case c.Pipeline < 0 || c.Pipeline > 1<<16:
 		return errors.New("server: Config.Pipeline out of range 1..65536")
 	case c.ReadAheadBytes < 0 || c.TotalReadAheadBytes < 0:
@@ -509,6 +511,7 @@ func (c *conn) handshake() bool {
 		c.s.log.Debug("TLS handshake failed", "remote", tc.RemoteAddr().String(), "err", err)
 		return false
 	}
+	c.certLogin(tc.ConnectionState())
 	return true
 }
 
