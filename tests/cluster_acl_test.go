@@ -160,3 +160,42 @@ func TestClusterACLPeers(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterACLClientCertificate: with --tls-auth-clients-user CN, a client whose certificate
+// names alice (CN=alice) is alice on every node without AUTH, and a follower forwards its
+// requests acting for alice (the leader checks alice's key patterns); a certificate that names
+// no user is the default user's, as in Redis 7.2.
+func TestClusterACLClientCertificate(t *testing.T) {
+	ca := testutil.NewCA(t, "cluster")
+	nodeCert := ca.Issue(t, "node")
+	cli := ca.Issue(t, "client") // the harness's own: no user "client", so the default user
+	aliceCert := ca.Issue(t, "alice")
+	flags := append(clientTLSFlags(ca, nodeCert, "yes"), "--tls-auth-clients-user", "CN")
+	c := newClusterTLS(t, 3, ca.ClientTLS(&cli), flags...)
+	if v, err := call(c.leader().addr, "ACL", "SETUSER", "alice", "on", "~locks:a:*", "+@all", "-@admin"); err != nil || v != "OK" {
+		t.Fatalf("ACL SETUSER alice (no password: only her certificate logs her in): %v %v", v, err)
+	}
+	ctx := context.Background()
+	for _, n := range c.live() {
+		testutil.WaitFor(t, convergeTimeout, func() error {
+			if v, err := call(n.addr, "ACL", "GETUSER", "alice"); err != nil || v == nil {
+				return fmt.Errorf("alice is not on %s yet: %v %v", n.id, v, err)
+			}
+			return nil
+		})
+		alice := redis.NewClient(&redis.Options{Addr: n.addr, TLSConfig: ca.ClientTLS(&aliceCert), MaxRetries: -1, PoolSize: 1, DialTimeout: time.Second})
+		t.Cleanup(func() { alice.Close() })
+		if who, err := alice.Do(ctx, "ACL", "WHOAMI").Text(); err != nil || who != "alice" {
+			t.Errorf("%s: ACL WHOAMI with alice's certificate: %q %v", n.id, who, err)
+		}
+		if tok, err := alice.Do(ctx, "LOCK", "locks:a:"+n.id, "10000").Int64(); err != nil || tok <= 0 {
+			t.Errorf("%s: alice's LOCK: %v %v", n.id, tok, err)
+		}
+		if err := alice.Do(ctx, "LOCK", "locks:b:1", "10000").Err(); err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
+			t.Errorf("%s: alice's LOCK of another team's key: %v", n.id, err)
+		}
+		if who, err := call(n.addr, "ACL", "WHOAMI"); err != nil || who != "default" {
+			t.Errorf("%s: ACL WHOAMI with a certificate that names no user: %v %v", n.id, who, err)
+		}
+	}
+}
