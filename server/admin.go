@@ -223,7 +223,7 @@ func cmdRaft(r *request) {
 // ID and raft address against the committed configuration. Once client authentication lands
 // (ACL users, RAFT as @admin) and TLS (client certificates signed by the cluster CA), this is
 // where the connection's user or certificate is required. A forwarded ANNOUNCE arrives on the
-// follower's forwarding connection, which authenticates as the follower did.
+// follower's forwarding connection, which acts for the client's user (RAFT FORWARDED user).
 func announcerAuthenticated(*request) bool { return true }
 
 // DEBUG CLOCK-SHIFT ms: move this node's lease clock by ms (negative: back), for fault tests.
