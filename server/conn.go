@@ -72,11 +72,13 @@ type conn struct {
 	quit    bool
 
 	// user is the ACL user the connection runs as (read by other goroutines: a deleted user's
-	// connections are closed); authed says it authenticated (or needs not). authPass is the
-	// password it authenticated with, for the follower's link to the leader (forward.go).
-	user     atomic.Pointer[string]
-	authed   bool
-	authPass []byte
+	// connections are closed); authed says it authenticated (or needs not).
+	user   atomic.Pointer[string]
+	authed bool
+	// authFailures counts the AUTH and HELLO AUTH attempts that failed on this connection
+	// since its last success: past a few, each further attempt waits first (acl.go). RESET
+	// keeps it.
+	authFailures int
 }
 
 // session is the state a client sets up on its connection; RESET returns it to newSession().

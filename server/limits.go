@@ -283,11 +283,13 @@ func clientNameTooLong(what string, name []byte) string {
 }
 
 // idleExempt reports whether an idle connection stays open past IdleTimeout: a subscriber
-// (it only listens), a follower's forwarding link, or one with commands in flight. (A blocked
-// LOCK ... WAIT or BLPOP runs inside the serve loop, which only looks at the timer after it.)
-// The caller is the serve loop, with nothing in flight, so the session is its own.
+// (it only listens), or one with commands in flight. (A blocked LOCK ... WAIT or BLPOP runs
+// inside the serve loop, which only looks at the timer after it.) A follower's forwarding link
+// is not exempt: anyone could claim to be one, and the follower redials a link the leader
+// closed (forward.go). The caller is the serve loop, with nothing in flight, so the session is
+// its own.
 func (c *conn) idleExempt() bool {
-	return len(c.pipe.inflight) > 0 || c.sess.subs.active() || c.hop.forwarded
+	return len(c.pipe.inflight) > 0 || c.sess.subs.active()
 }
 
 // heapInUse is the bytes of the Go heap in use that MaxMemory measures: the live heap as of the
