@@ -14,6 +14,7 @@ package server
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"maps"
@@ -35,6 +36,32 @@ const aclLogMax = 128
 
 // aclGroupWindow: a denial like one logged less than this ago adds to its count, as in Redis.
 const aclGroupWindow = 60 * time.Second
+
+// Bounds of the ACL users (Redis has none): every node keeps every user, parsed, and matches a
+// user's key patterns on each of its commands. maxACLUsers bounds the users in force on a node
+// (the default user included): ACL SETUSER of a new user past it is refused (a burst of
+// concurrent ones may pass it by those in flight). maxACLUserBytes bounds one user's rules in
+// canonical form (ACL LIST's line: its passwords' hashes, key and channel patterns and command
+// rules), maxACLUserName its name. An --aclfile past them does not load.
+const (
+	maxACLUsers     = 1024
+	maxACLUserBytes = 16 << 10
+	maxACLUserName  = 256
+)
+
+// errTooManyUsers is ACL SETUSER's refusal of a new user past maxACLUsers.
+var errTooManyUsers = fmt.Errorf("too many ACL users (at most %d): delete one with ACL DELUSER first", maxACLUsers)
+
+// checkUserSize refuses a user whose name or canonical rules pass their bounds.
+func checkUserSize(u *aclUser) error {
+	if len(u.name) > maxACLUserName {
+		return fmt.Errorf("ACL user names are at most %d bytes (got %d)", maxACLUserName, len(u.name))
+	}
+	if n := len(u.describe()); n > maxACLUserBytes {
+		return fmt.Errorf("ACL user '%s' is too large: its rules take %d bytes in canonical form (at most %d)", u.name, n, maxACLUserBytes)
+	}
+	return nil
+}
 
 // protectedModeDenied is Redis's reply to a remote client of an instance in protected mode.
 const protectedModeDenied = "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n"
@@ -86,10 +113,16 @@ func seedUsers(cfg Config) (map[string]*aclUser, error) {
 			return nil, fmt.Errorf("aclfile %s:%d: a line must be: user <name> <rules...>", cfg.ACLFile, n+1)
 		}
 		u, err := parseACLUser(fields[1], fields[2:])
+		if err == nil {
+			err = checkUserSize(u)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("aclfile %s:%d: %v", cfg.ACLFile, n+1, err)
 		}
 		seed[fields[1]] = u
+		if len(seed) > maxACLUsers {
+			return nil, fmt.Errorf("aclfile %s:%d: too many ACL users (at most %d, the default user included)", cfg.ACLFile, n+1, maxACLUsers)
+		}
 	}
 	return seed, nil
 }
@@ -177,24 +210,92 @@ func (c *conn) resetAuth() {
 	name := "default"
 	c.user.Store(&name)
 	c.authed = c.s.defaultAuthed()
-	c.authPass = nil
+}
+
+// After authFreeFailures failed AUTH (or HELLO AUTH) attempts on a connection, each further
+// attempt waits before its password is checked: authDelayBase, doubling with each failure, at
+// most authDelayMax. Only the connection itself waits (no lock of the server is held; its own
+// commands wait behind the AUTH, as behind any command that runs alone); a success starts the
+// count over. Redis does not slow AUTH down; a lock server whose passwords guard fencing tokens
+// should.
+const (
+	authFreeFailures = 3
+	authDelayMax     = 5 * time.Second
+)
+
+var authDelayBase = 100 * time.Millisecond
+
+// authDelay is how long the next AUTH waits after failures failed ones.
+func authDelay(failures int) time.Duration {
+	if failures < authFreeFailures {
+		return 0
+	}
+	n := failures - authFreeFailures
+	if n >= 16 {
+		return authDelayMax
+	}
+	return min(authDelayBase<<n, authDelayMax)
+}
+
+// authBackoff waits out the connection's AUTH delay; it reports false when the connection ended
+// meanwhile.
+func (c *conn) authBackoff() bool {
+	d := authDelay(c.authFailures)
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-c.ctx.Done():
+		return false
+	}
+}
+
+// validTLSAuthClientsUser reports whether v is a Config.TLSAuthClientsUser: CN, off or "".
+func validTLSAuthClientsUser(v string) bool {
+	return v == "" || strings.EqualFold(v, "off") || strings.EqualFold(v, "cn")
+}
+
+// certLogin logs a new TLS connection in as the ACL user its client certificate names, with
+// Config.TLSAuthClientsUser "CN" (Redis 7.2's tls-auth-clients-user): the Subject CN of the
+// certificate the handshake verified, when that user exists and is on. Otherwise the
+// connection stays as it was (the default user's, unauthenticated if that one needs a
+// password), as in Redis. An unverified certificate (tls-auth-clients no) names no one.
+func (c *conn) certLogin(st tls.ConnectionState) {
+	if !strings.EqualFold(c.s.cfg.TLSAuthClientsUser, "cn") || len(st.VerifiedChains) == 0 || len(st.VerifiedChains[0]) == 0 {
+		return
+	}
+	name := st.VerifiedChains[0][0].Subject.CommonName
+	if u := c.s.users()[name]; name == "" || u == nil || !u.enabled {
+		c.s.log.Debug("client certificate names no enabled user", "client", c.id, "cn", name)
+		return
+	}
+	c.user.Store(&name)
+	c.authed = true
 }
 
 // login authenticates the connection as user with pass, reporting whether it may.
 func (c *conn) login(user, pass []byte, object string) bool {
+	if !c.authBackoff() {
+		return false
+	}
 	u := c.s.users()[string(user)]
 	if u == nil || !u.checkPassword(pass) {
+		c.authFailures++
 		c.s.metrics.authFailures.Add(1)
 		c.logACL("auth", object, string(user), "")
 		return false
 	}
+	c.authFailures = 0
 	if name := c.user.Load(); *name != string(user) || !c.authed {
 		c.closeUpstream() // it is authenticated as the previous user
 	}
 	name := string(user)
 	c.user.Store(&name)
 	c.authed = true
-	c.authPass = append([]byte(nil), pass...) // for the follower's link to the leader (forward.go)
 	return true
 }
 
@@ -459,8 +560,12 @@ func (s *Server) userRecord(v node.View, name string) (*aclUser, error) {
 // none, and the result is replicated in its canonical form.
 func aclSetUser(r *request) {
 	name := string(r.args[2])
-	if !validUserName(name) {
+	switch {
+	case !validUserName(name):
 		r.w.Error("ERR Usernames can't contain spaces or null characters")
+		return
+	case len(name) > maxACLUserName:
+		r.w.Error("ERR " + checkUserSize(&aclUser{name: name}).Error())
 		return
 	}
 	rules := make([]string, len(r.args)-3)
@@ -479,10 +584,18 @@ func aclSetUser(r *request) {
 			return nil
 		}
 		if u == nil {
+			if len(r.s.users()) >= maxACLUsers {
+				refused = errTooManyUsers
+				return nil
+			}
 			u = newACLUser(name)
 		}
 		u = u.clone()
 		if err := u.apply(rules); err != nil {
+			refused = err
+			return nil
+		}
+		if err := checkUserSize(u); err != nil {
 			refused = err
 			return nil
 		}

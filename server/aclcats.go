@@ -1,12 +1,15 @@
 package server
 
+import "strings"
+
 // aclCategories are the ACL categories of each command of the table (commands.go) and of the
 // subcommands of the container commands: Redis 7.0's, as its COMMAND INFO reports them, where
 // Redis has the command. raftlock's own: LOCK, UNLOCK, RENEW, LOCKINFO and VALIDATE are @lock
-// (with @write or @read); every RAFT subcommand but FORWARDED (a follower's forwarding hop marking
-// itself) is @admin @dangerous; SCRIPT FLUSH is @admin @dangerous too (Redis has it @scripting
-// only), because here it empties every node's script cache; FLUSHALL and FLUSHDB are @admin
-// too (Redis has them @keyspace @write @dangerous): one command empties every node's table.
+// (with @write or @read); every RAFT subcommand is @admin @dangerous, FORWARDED (a follower's
+// forwarding link marking itself, and acting for its client's user) included; SCRIPT FLUSH is
+// @admin @dangerous too (Redis has it @scripting only), because here it empties every node's
+// script cache; FLUSHALL and FLUSHDB are @admin too (Redis has them @keyspace @write
+// @dangerous): one command empties every node's table.
 var aclCategories = map[string]string{
 	"set":              "write string slow",
 	"get":              "read string fast",
@@ -232,5 +235,120 @@ var aclSubcommands = map[string]string{
 	"raft|member":                   "admin slow dangerous",
 	"raft|backup":                   "admin slow dangerous",
 	"raft|readindex":                "admin slow dangerous",
-	"raft|forwarded":                "fast connection",
+	"raft|forwarded":                "admin slow dangerous",
+}
+
+// aclKeyFlags are the key-spec flags of each command that names keys: Redis 7.0's, as its
+// COMMAND INFO reports them (testdata/redis-7.0-keyspecs.txt), and raftlock's own for its lock
+// commands. What a user's key patterns must allow follows from them as in Redis 7.0's ACL
+// (keyPermOf): "access" (the command returns or reveals the key's data) needs read, "insert",
+// "update" or "delete" need write, and a key with neither (EXISTS, TYPE, WATCH) needs only a
+// pattern that matches. SET is "variable_flags": with GET it reads and writes, without it only
+// writes.
+var aclKeyFlags = map[string]string{
+	"lock":             "RW insert update",
+	"unlock":           "RW delete",
+	"renew":            "RW update",
+	"lockinfo":         "RO access",
+	"validate":         "RO access",
+	"mset":             "OW update",
+	"set":              "RW access update variable_flags",
+	"get":              "RO access",
+	"getrange":         "RO access",
+	"setnx":            "OW insert",
+	"setex":            "OW update",
+	"psetex":           "OW update",
+	"getset":           "RW access update",
+	"getdel":           "RW access delete",
+	"getex":            "RW access update",
+	"mget":             "RO access",
+	"incr":             "RW access update",
+	"decr":             "RW access update",
+	"incrby":           "RW access update",
+	"decrby":           "RW access update",
+	"hset":             "RW update",
+	"hmset":            "RW update",
+	"hsetnx":           "RW insert",
+	"hdel":             "RW delete",
+	"hincrby":          "RW access update",
+	"hget":             "RO access",
+	"hmget":            "RO access",
+	"hexists":          "RO",
+	"hstrlen":          "RO",
+	"hlen":             "RO",
+	"hkeys":            "RO access",
+	"hvals":            "RO access",
+	"hgetall":          "RO access",
+	"del":              "RM delete",
+	"unlink":           "RM delete",
+	"type":             "RO",
+	"persist":          "RW update",
+	"pexpiretime":      "RO access",
+	"expiretime":       "RO access",
+	"exists":           "RO",
+	"pttl":             "RO access",
+	"ttl":              "RO access",
+	"pexpire":          "RW update",
+	"expire":           "RW update",
+	"pexpireat":        "RW update",
+	"expireat":         "RW update",
+	"zadd":             "RW update",
+	"zincrby":          "RW access update",
+	"zrem":             "RW delete",
+	"zremrangebyscore": "RW delete",
+	"zremrangebyrank":  "RW delete",
+	"zpopmin":          "RW access delete",
+	"zpopmax":          "RW access delete",
+	"zscore":           "RO access",
+	"zmscore":          "RO access",
+	"zcard":            "RO",
+	"zcount":           "RO access",
+	"zrank":            "RO access",
+	"zrevrank":         "RO access",
+	"zrange":           "RO access",
+	"zrevrange":        "RO access",
+	"zrangebyscore":    "RO access",
+	"zrevrangebyscore": "RO access",
+	"zrangebylex":      "RO access",
+	"zrevrangebylex":   "RO access",
+	"eval":             "RW access update",
+	"evalsha":          "RW access update",
+	"eval_ro":          "RO access",
+	"evalsha_ro":       "RO access",
+	"sadd":             "RW insert",
+	"srem":             "RW delete",
+	"sismember":        "RO",
+	"smismember":       "RO access",
+	"scard":            "RO",
+	"smembers":         "RO access",
+	"lpush":            "RW insert",
+	"rpush":            "RW insert",
+	"lpushx":           "RW insert",
+	"rpushx":           "RW insert",
+	"lpop":             "RW access delete",
+	"rpop":             "RW access delete",
+	"llen":             "RO",
+	"lrange":           "RO access",
+	"lindex":           "RO access",
+	"lrem":             "RW delete",
+	"lset":             "RW update",
+	"ltrim":            "RW delete",
+	"blpop":            "RW access delete",
+	"brpop":            "RW access delete",
+	"watch":            "RO",
+}
+
+// keyPermOfFlags is what Redis 7.0's ACL requires of a key with these key-spec flags
+// (ACLSelectorCheckKey): read for "access", write for "insert", "update" or "delete".
+func keyPermOfFlags(flags string) keyPerm {
+	var p keyPerm
+	for _, f := range strings.Fields(flags) {
+		switch f {
+		case "access":
+			p |= permRead
+		case "insert", "update", "delete":
+			p |= permWrite
+		}
+	}
+	return p
 }

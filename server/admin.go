@@ -45,6 +45,22 @@ func cmdRaft(r *request) {
 	wrongArgs := func() { r.wrongArgs("raft|" + sub) }
 	switch sub {
 	case "forwarded":
+		// Only a peer's link gets here: RAFT FORWARDED is @admin, refused to other users.
+		if len(r.args) > 3 {
+			wrongArgs()
+			return
+		}
+		if len(r.args) == 3 {
+			// The link acts for the follower's client from now on: its commands are checked
+			// as that user's, and it closes if that user is deleted.
+			name := string(r.args[2])
+			if u := r.s.users()[name]; u == nil || !u.enabled {
+				r.w.Error(errWrongPass)
+				return
+			}
+			r.c.user.Store(&name)
+			r.c.authed = true
+		}
 		r.c.hop.forwarded = true
 		r.w.SimpleString("OK")
 	case "members":
@@ -220,7 +236,7 @@ func cmdRaft(r *request) {
 // ID and raft address against the committed configuration. Once client authentication lands
 // (ACL users, RAFT as @admin) and TLS (client certificates signed by the cluster CA), this is
 // where the connection's user or certificate is required. A forwarded ANNOUNCE arrives on the
-// follower's forwarding connection, which authenticates as the follower did.
+// follower's forwarding connection, which acts for the client's user (RAFT FORWARDED user).
 func announcerAuthenticated(*request) bool { return true }
 
 // DEBUG CLOCK-SHIFT ms: move this node's lease clock by ms (negative: back), for fault tests.

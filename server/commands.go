@@ -38,6 +38,9 @@ type command struct {
 	// subcommands' (a container command's: CLIENT KILL is "client|kill").
 	aclID   int
 	aclSubs map[string]int
+	// keyPerm is what a user's key patterns must allow on each of its keys: derived from the
+	// command's key-spec flags (aclKeyFlags) as Redis 7.0's ACL derives it.
+	keyPerm keyPerm
 	// noAuth: the command runs before the connection authenticated (AUTH, HELLO, QUIT, RESET).
 	noAuth bool
 	// stage, when set, is the command in two halves (stage.go): it parses and returns what to

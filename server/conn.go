@@ -57,6 +57,9 @@ type conn struct {
 	overflow  atomic.Pointer[string] // why the output limit disconnects it
 	// readAhead is the bytes of this connection's commands read and not yet finished.
 	readAhead byteBudget
+	// multiBytes is what the commands queued in the open transaction hold of the server's
+	// read-ahead budget (transactions.go).
+	multiBytes int64
 	// argCopies is where the reader copies each command it reads (its goroutine's alone).
 	argCopies argArena
 
@@ -69,11 +72,13 @@ type conn struct {
 	quit    bool
 
 	// user is the ACL user the connection runs as (read by other goroutines: a deleted user's
-	// connections are closed); authed says it authenticated (or needs not). authPass is the
-	// password it authenticated with, for the follower's link to the leader (forward.go).
-	user     atomic.Pointer[string]
-	authed   bool
-	authPass []byte
+	// connections are closed); authed says it authenticated (or needs not).
+	user   atomic.Pointer[string]
+	authed bool
+	// authFailures counts the AUTH and HELLO AUTH attempts that failed on this connection
+	// since its last success: past a few, each further attempt waits first (acl.go). RESET
+	// keeps it.
+	authFailures int
 }
 
 // session is the state a client sets up on its connection; RESET returns it to newSession().
@@ -130,6 +135,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		pushes: make(chan *push, pushQueue),
 	}
 	c.out = resp.NewWriter(stallWriter{c})
+	c.r.SetBudget(readerBudget{c})
 	c.readAhead.limit = int64(s.cfg.ReadAheadBytes)
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	c.resetAuth()
@@ -150,9 +156,11 @@ func (c *conn) serve() {
 		c.s.tracker.forget(c)
 		c.s.hub.forget(c, &c.sess.subs)
 		c.s.watches.forget(c.sess.watches)
+		c.releaseQueued()
 		c.closeUpstream()
 		c.nc.Close()
 		<-readerDone
+		c.r.Discard()           // its buffer's bytes go back to the server's budget
 		for req := range reqs { // read, never run: their bytes go back to the server's budget
 			c.releaseRead(req.size)
 		}
@@ -292,12 +300,21 @@ func (c *conn) readLoop(reqs chan<- readResult) {
 		}
 		buffered := c.r.Buffered()
 		more := buffered > 0
-		args = c.argCopies.copy(args, buffered)
+		// Past its read-ahead budget the connection reads no more until its commands catch up;
+		// the budget is taken before the command is copied, and the reader's buffer was charged
+		// before it grew for it (readerBudget).
 		size := commandBytes(args)
-		// Past its read-ahead budget the connection reads no more until its commands catch up.
-		if !c.reserveRead(size) {
+		if msg := c.reserveRead(size); msg != "" || c.ctx.Err() != nil {
+			if msg != "" {
+				select {
+				case reqs <- readResult{err: &resp.ProtocolError{Msg: msg}}:
+				case <-c.ctx.Done():
+				}
+			}
 			return
 		}
+		args = c.argCopies.copy(args, buffered)
+		c.r.Release() // a buffer grown for this command goes back to the budget now
 		req := readResult{args: args, more: more, size: size}
 		// reqs has room but for a long pipeline: try it alone first, which costs a fraction
 		// of a select that also watches ctx.

@@ -119,6 +119,10 @@ func cmdHello(r *request) {
 				r.w.Error("ERR Client names cannot contain spaces, newlines or special characters.")
 				return
 			}
+			if msg := clientNameTooLong("Client name", r.args[j+1]); msg != "" {
+				r.w.Error(msg)
+				return
+			}
 			name, setName = r.args[j+1], true
 			j++
 		default:
@@ -179,6 +183,10 @@ func cmdClient(r *request) {
 			r.w.Error("ERR Client names cannot contain spaces, newlines or special characters.")
 			return
 		}
+		if msg := clientNameTooLong("Client name", r.args[2]); msg != "" {
+			r.w.Error(msg)
+			return
+		}
 		r.c.sess.name = string(r.args[2])
 		r.c.publishInfo()
 		r.w.SimpleString("OK")
@@ -194,6 +202,10 @@ func cmdClient(r *request) {
 		attr, val := r.args[2], r.args[3]
 		if !validClientName(val) {
 			r.w.Error("ERR " + lower(attr) + " cannot contain spaces, newlines or special characters.")
+			return
+		}
+		if msg := clientNameTooLong(lower(attr), val); msg != "" {
+			r.w.Error(msg)
 			return
 		}
 		switch {

@@ -2,11 +2,13 @@ package server
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -30,6 +32,43 @@ type upstream struct {
 	// turn is closed when the reply to the last command sent has been read. Pipelined
 	// commands send theirs in order and each reads its reply after the one before it.
 	turn chan struct{}
+	// used is when it was dialled or last read a reply (UnixNano): the leader closes links
+	// idle past its --timeout like any client's, so an idle one is checked before reuse.
+	used atomic.Int64
+}
+
+// upstreamProbeAfter: a link idle this long is probed before reuse (the shortest --timeout a
+// leader may have is 1 s).
+const upstreamProbeAfter = 500 * time.Millisecond
+
+// upstreamProbeWait is how long the probe of an idle link waits for the leader's close.
+const upstreamProbeWait = time.Millisecond
+
+// fresh reports whether u may carry the next request: it is in use (a reply pending), or was
+// used recently, or, idle for a while, the leader has not closed it, and it is idle for less
+// than half of this node's idleTimeout (every node should have the same --timeout, so the
+// leader will not close it while the request is on its way). keep says it holds state that a
+// new link would lose (WATCHes): then only a link the leader closed is given up.
+func (u *upstream) fresh(now time.Time, idleTimeout time.Duration, keep bool) bool {
+	select {
+	case <-u.turn:
+	default:
+		return true // replies pending: alive, and its reader owns br
+	}
+	idle := now.Sub(time.Unix(0, u.used.Load()))
+	if idle < upstreamProbeAfter {
+		return true
+	}
+	if idleTimeout > 0 && idle >= idleTimeout/2 && !keep {
+		return false
+	}
+	// Nothing is due from the leader: a read that returns at once finds the link closed (or,
+	// with bytes, out of step); a timeout finds it open. (A deadline already past would fail
+	// the read before it looks at the socket.)
+	u.nc.SetReadDeadline(now.Add(upstreamProbeWait))
+	_, err := u.br.Peek(1)
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func (u *upstream) close() {
@@ -59,13 +98,16 @@ func (c *conn) dialUpstream(addr string, proto, db int) (*upstream, error) {
 	// The client is gone: drop the leader connection at once, so the leader releases any lock
 	// it grants this client from now on (ghost-lock cleanup happens there).
 	u.stop = context.AfterFunc(c.ctx, func() { nc.Close() })
+	u.used.Store(time.Now().UnixNano())
+	// The link logs in as a peer (RAFT FORWARDED is @admin) and then acts for the client's
+	// user: the leader checks the client's requests as that user's. The client's password
+	// stays on this node.
 	n := 0
-	if c.authPass != nil {
-		// The leader checks the client's requests as its user's too: log in as it there.
-		writeCommand(u.w, [][]byte{[]byte("AUTH"), []byte(*c.user.Load()), c.authPass})
+	if pw := c.s.cfg.PeerPassword; pw != "" {
+		writeCommand(u.w, [][]byte{[]byte("AUTH"), []byte(cmp.Or(c.s.cfg.PeerUser, "default")), []byte(pw)})
 		n++
 	}
-	writeCommand(u.w, [][]byte{[]byte("RAFT"), []byte("FORWARDED")})
+	writeCommand(u.w, [][]byte{[]byte("RAFT"), []byte("FORWARDED"), []byte(*c.user.Load())})
 	n++
 	if u.proto == 3 {
 		writeCommand(u.w, [][]byte{[]byte("HELLO"), []byte("3")})
@@ -102,11 +144,11 @@ func writeCommand(w *resp.Writer, args [][]byte) {
 }
 
 // upstreamFits reports whether the current upstream is the one forward would use now (the
-// leader's address, the protocol, the database): else forward dials a new one.
+// leader's address, the protocol, the database, and still open): else forward dials a new one.
 func (c *conn) upstreamFits(proto, db int) bool {
 	_, addr := c.s.node.LeaderClient()
 	u := c.hop.up
-	return u != nil && u.addr == addr && u.proto == proto && u.db == db
+	return u != nil && u.addr == addr && u.proto == proto && u.db == db && u.fresh(time.Now(), c.s.cfg.IdleTimeout, c.hop.watching)
 }
 
 // closeUpstream drops the leader connection (leader change, protocol change, client gone).
@@ -176,7 +218,8 @@ func (r *request) forward(cmds [][][]byte, mayApply bool) (reply []byte, ok bool
 		return nil, false
 	}
 	proto := r.w.Protocol()
-	if c.hop.up != nil && (c.hop.up.addr != addr || c.hop.up.proto != proto || c.hop.up.db != r.db) {
+	if c.hop.up != nil && (c.hop.up.addr != addr || c.hop.up.proto != proto || c.hop.up.db != r.db ||
+		!c.hop.up.fresh(time.Now(), r.s.cfg.IdleTimeout, c.hop.watching)) {
 		c.closeUpstream()
 	}
 	if c.hop.up == nil {
@@ -206,6 +249,7 @@ func (r *request) forward(cmds [][][]byte, mayApply bool) (reply []byte, ok bool
 				reply, err = resp.ReadReply(u.br, maxRelayedReply)
 			}
 		}
+		u.used.Store(time.Now().UnixNano())
 		close(mine)
 	})
 	r.s.forwards.unwatch(u.nc, id)

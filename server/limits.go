@@ -11,6 +11,8 @@ import (
 	"runtime/metrics"
 	"sync"
 	"time"
+
+	"github.com/raftlock/raftlock/server/resp"
 )
 
 // OutputLimit is Redis's client-output-buffer-limit for what a client is sent without asking:
@@ -43,6 +45,7 @@ type byteBudget struct {
 	mu    struct {
 		sync.Mutex
 		used int64
+		peak int64         // the most used has been
 		wake chan struct{} // closed at the next release; nil while no one waits
 	}
 }
@@ -54,6 +57,7 @@ func (b *byteBudget) acquire(ctx context.Context, n int64, alone bool) bool {
 		b.mu.Lock()
 		if alone || b.mu.used == 0 || b.mu.used+n <= b.limit {
 			b.mu.used += n
+			b.mu.peak = max(b.mu.peak, b.mu.used)
 			b.mu.Unlock()
 			return true
 		}
@@ -68,6 +72,37 @@ func (b *byteBudget) acquire(ctx context.Context, n int64, alone bool) bool {
 			return false
 		}
 	}
+}
+
+// acquireWithin is acquire without the exception for a holder alone, waiting at most within
+// (0: as long as ctx lasts). It reports false if the time ran out or ctx ended first.
+func (b *byteBudget) acquireWithin(ctx context.Context, n int64, within time.Duration) bool {
+	b.mu.Lock()
+	if b.mu.used == 0 || b.mu.used+n <= b.limit {
+		b.mu.used += n
+		b.mu.peak = max(b.mu.peak, b.mu.used)
+		b.mu.Unlock()
+		return true
+	}
+	b.mu.Unlock()
+	if within > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, within)
+		defer cancel()
+	}
+	return b.acquire(ctx, n, false)
+}
+
+// tryAcquire takes n bytes if that keeps within the limit, without waiting.
+func (b *byteBudget) tryAcquire(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mu.used+n > b.limit {
+		return false
+	}
+	b.mu.used += n
+	b.mu.peak = max(b.mu.peak, b.mu.used)
+	return true
 }
 
 // release returns n bytes and wakes whoever waits for them.
@@ -91,6 +126,13 @@ func (b *byteBudget) held() int64 {
 	return b.mu.used
 }
 
+// peak is the most bytes held at once so far.
+func (b *byteBudget) peak() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.mu.peak
+}
+
 // commandBytes is what one parsed command costs to hold: its arguments and their headers.
 func commandBytes(args [][]byte) int64 {
 	n := int64(24 * len(args))
@@ -100,18 +142,62 @@ func commandBytes(args [][]byte) int64 {
 	return n
 }
 
-// reserveRead takes n read-ahead bytes for a command just read, waiting while this connection
-// or the whole server holds too many. It reports false if the connection ended first.
-func (c *conn) reserveRead(n int64) bool {
-	alone := c.readAhead.held() == 0
+// readAheadWait is how long a connection with no command of its own in flight waits for room
+// in the node's read-ahead budget before it is closed: the budget is then full of other
+// connections' unfinished commands, which may themselves wait for room, and closing one is what
+// lets the others go on (Redis closes the clients that hold the most query buffer instead).
+var readAheadWait = 5 * time.Second
+
+// errReadAhead is the error a connection closed for the node's read-ahead bound is sent.
+func (c *conn) errReadAhead() string {
+	return "max read-ahead bytes reached on this node (" + itoa(c.s.readAhead.limit) + " bytes of commands not yet executed): closing the connection"
+}
+
+// smallCommand is the largest command a connection with nothing outstanding may always read,
+// however full the node's budget: what its reader's first buffer holds anyway, which the budget
+// does not count. A node whose budget is full of other connections' commands still answers a
+// PING; the bytes past its budget are at most this much a connection.
+const smallCommand = 16 << 10
+
+// reserveRead takes n read-ahead bytes for a command just parsed, before it is copied out of
+// the reader's buffer, waiting while this connection or the whole server holds too many. It
+// returns the refusal to send the client, or "" ("" also when the connection ended first:
+// ctx tells).
+func (c *conn) reserveRead(n int64) string {
+	inFlight := c.readAhead.held() > 0
 	if !c.readAhead.acquire(c.ctx, n, false) {
-		return false
+		return ""
 	}
-	if !c.s.readAhead.acquire(c.ctx, n, alone) {
+	if !inFlight && n <= smallCommand {
+		c.s.readAhead.acquire(c.ctx, n, true)
+		return ""
+	}
+	if msg := c.reserveNode(n, inFlight); msg != "" || c.ctx.Err() != nil {
 		c.readAhead.release(n)
-		return false
+		return msg
 	}
-	return true
+	return ""
+}
+
+// reserveNode takes n bytes of the node's read-ahead budget (TotalReadAheadBytes), which
+// counts the copies of commands read and not finished, the reader buffers grown past their
+// first 16 KiB for commands still arriving, and MULTI queues: everything a client's commands
+// hold before they run. Nothing exceeds it but the small commands of connections with nothing
+// outstanding (reserveRead). A connection with commands in flight waits for them to finish;
+// one without waits readAheadWait, then is refused.
+func (c *conn) reserveNode(n int64, inFlight bool) string {
+	within := time.Duration(0)
+	if !inFlight {
+		within = readAheadWait
+	}
+	if c.s.readAhead.acquireWithin(c.ctx, n, within) {
+		return ""
+	}
+	if c.ctx.Err() != nil {
+		return ""
+	}
+	c.s.log.Warn("node read-ahead limit reached; closing the connection", "client", c.id, "limit", c.s.readAhead.limit)
+	return c.errReadAhead()
 }
 
 // releaseRead returns a finished command's read-ahead bytes.
@@ -119,6 +205,23 @@ func (c *conn) releaseRead(n int64) {
 	c.readAhead.release(n)
 	c.s.readAhead.release(n)
 }
+
+// readerBudget charges a connection's reader buffer to the node's read-ahead budget.
+type readerBudget struct{ c *conn }
+
+var _ resp.Budget = readerBudget{}
+
+func (b readerBudget) Grow(n int) string {
+	if msg := b.c.reserveNode(int64(n), b.c.readAhead.held() > 0); msg != "" {
+		return msg
+	}
+	if b.c.ctx.Err() != nil {
+		return "connection closed" // not sent: the client is gone
+	}
+	return ""
+}
+
+func (b readerBudget) Shrink(n int) { b.c.s.readAhead.release(int64(n)) }
 
 // stallWriter is a connection's socket as its writer sees it: each write must make progress
 // within OutputLimit.WriteStall, or the client is disconnected as one that stopped reading.
@@ -166,12 +269,27 @@ func (c *conn) overOutputLimit(queued int64) string {
 	return ""
 }
 
+// maxClientName bounds what a connection is named: CLIENT SETNAME, HELLO ... SETNAME and
+// CLIENT SETINFO's lib-name and lib-ver (Redis bounds none; every connection keeps them, and
+// CLIENT LIST shows them all).
+const maxClientName = 512
+
+// clientNameTooLong returns the error for a name (what says which) past maxClientName, or "".
+func clientNameTooLong(what string, name []byte) string {
+	if len(name) <= maxClientName {
+		return ""
+	}
+	return "ERR " + what + " is too long: at most " + itoa(maxClientName) + " bytes"
+}
+
 // idleExempt reports whether an idle connection stays open past IdleTimeout: a subscriber
-// (it only listens), a follower's forwarding link, or one with commands in flight. (A blocked
-// LOCK ... WAIT or BLPOP runs inside the serve loop, which only looks at the timer after it.)
-// The caller is the serve loop, with nothing in flight, so the session is its own.
+// (it only listens), or one with commands in flight. (A blocked LOCK ... WAIT or BLPOP runs
+// inside the serve loop, which only looks at the timer after it.) A follower's forwarding link
+// is not exempt: anyone could claim to be one, and the follower redials a link the leader
+// closed (forward.go). The caller is the serve loop, with nothing in flight, so the session is
+// its own.
 func (c *conn) idleExempt() bool {
-	return len(c.pipe.inflight) > 0 || c.sess.subs.active() || c.hop.forwarded
+	return len(c.pipe.inflight) > 0 || c.sess.subs.active()
 }
 
 // heapInUse is the bytes of the Go heap in use that MaxMemory measures: the live heap as of the

@@ -146,7 +146,7 @@ func TestReadAheadBytes(t *testing.T) {
 	big := strings.Repeat("x", 512<<10)
 	go func() {
 		w := bufio.NewWriter(nc)
-		w.WriteString(multibulk("LOCK", "w", "1000", "WAIT", "100000"))
+		w.WriteString(multibulk("LOCK", "w", "1000", "WAIT", "60000"))
 		for range 64 { // 32 MiB behind the blocked LOCK
 			w.WriteString(multibulk("SET", "v", big))
 		}
@@ -174,7 +174,7 @@ func TestTotalReadAheadBytes(t *testing.T) {
 		defer nc.Close()
 		go func() {
 			w := bufio.NewWriter(nc)
-			w.WriteString(multibulk("LOCK", "w", "1000", "WAIT", "100000"))
+			w.WriteString(multibulk("LOCK", "w", "1000", "WAIT", "60000"))
 			for range 16 {
 				w.WriteString(multibulk("SET", "v", big))
 			}

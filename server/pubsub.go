@@ -44,34 +44,111 @@ func (s *subscriptions) active() bool {
 	return len(s[subChannel])+len(s[subPattern])+len(s[subShard]) > 0
 }
 
+// SubscriptionLimits bound subscriptions (DESIGN.md §10; Redis has no such bounds). Past one,
+// a SUBSCRIBE, PSUBSCRIBE or SSUBSCRIBE subscribes to none of its names and replies an error
+// that names the bound. The pattern bounds also bound what a PUBLISH costs on every node's apply
+// goroutine: at most Patterns patterns, each of at most PatternName bytes, matched in
+// O(len(channel)·⌈PatternName/64⌉) word operations each (glob.go): a few tens of milliseconds
+// for a 4096-byte channel and a node full of the costliest patterns.
+type SubscriptionLimits struct {
+	Name        int // longest channel name, in bytes (default 1024)
+	PatternName int // longest pattern, in bytes (default 256)
+	PerConn     int // subscriptions of one connection, all kinds together (default 10,000)
+	PerNode     int // subscriptions on this node, each connection's counted (default 100,000)
+	Patterns    int // distinct patterns subscribed on this node (default 1,000)
+}
+
+// DefaultSubscriptionLimits returns the default subscription bounds.
+func DefaultSubscriptionLimits() SubscriptionLimits {
+	return SubscriptionLimits{Name: 1024, PatternName: 256, PerConn: 10_000, PerNode: 100_000, Patterns: 1_000}
+}
+
+// maxChannel is the longest channel a PUBLISH may name (Config.MaxKeyBytes's default); a
+// pattern is compiled for it (a longer one would compile it again).
+const maxChannel = 4096
+
 // hub maps channels and patterns to the connections subscribed on this node. Its lock nests
 // inside nothing but a connection's baton and the node's view lock (PUBSUB called from a
 // script); nothing under it blocks, logs or writes a socket.
 type hub struct {
-	log *slog.Logger
-	mu  struct {
+	log    *slog.Logger
+	limits SubscriptionLimits // set before the hub is used
+	mu     struct {
 		sync.Mutex
-		subs [subKinds]map[string]map[*conn]struct{}
+		subs  [subKinds]map[string]map[*conn]struct{}
+		globs map[string]*glob // each subscribed pattern, compiled
+		count int              // subscriptions, each connection's counted
 	}
 }
 
 func newHub(log *slog.Logger) *hub {
-	h := &hub{log: log}
+	h := &hub{log: log, limits: DefaultSubscriptionLimits()}
 	for k := range h.mu.subs {
 		h.mu.subs[k] = map[string]map[*conn]struct{}{}
 	}
+	h.mu.globs = map[string]*glob{}
 	return h
 }
 
-func (h *hub) subscribe(c *conn, k subKind, name string) {
+// subscribe subscribes c to those of names it is not subscribed to yet (of kind k; mine is c's
+// subscriptions, all kinds), all or none: it returns the error reply of the bound they would
+// pass, or "".
+func (h *hub) subscribe(c *conn, k subKind, names [][]byte, mine *subscriptions) string {
+	lim := h.limits
+	var fresh [][]byte
+	for _, name := range names {
+		switch {
+		case k == subPattern && len(name) > lim.PatternName:
+			return "ERR pattern too long: at most " + itoa(int64(lim.PatternName)) + " bytes on this node"
+		case len(name) > lim.Name:
+			return "ERR channel name too long: at most " + itoa(int64(lim.Name)) + " bytes on this node"
+		}
+		if _, ok := mine[k][string(name)]; !ok && !slices.ContainsFunc(fresh, func(f []byte) bool { return string(f) == string(name) }) {
+			fresh = append(fresh, name)
+		}
+	}
+	if int(mine.count(subChannel))+len(mine[subShard])+len(fresh) > lim.PerConn {
+		return "ERR too many subscriptions: at most " + itoa(int64(lim.PerConn)) + " per connection"
+	}
+	var globs []*glob // compiled before the lock is taken
+	if k == subPattern {
+		for _, name := range fresh {
+			globs = append(globs, compileGlob(name, maxChannel))
+		}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	conns := h.mu.subs[k][name]
-	if conns == nil {
-		conns = map[*conn]struct{}{}
-		h.mu.subs[k][name] = conns
+	if h.mu.count+len(fresh) > lim.PerNode {
+		return "ERR too many subscriptions on this node: at most " + itoa(int64(lim.PerNode))
 	}
-	conns[c] = struct{}{}
+	if k == subPattern {
+		patterns := len(h.mu.subs[subPattern])
+		for _, name := range fresh {
+			if h.mu.subs[subPattern][string(name)] == nil {
+				patterns++
+			}
+		}
+		if patterns > lim.Patterns {
+			return "ERR too many patterns subscribed on this node: at most " + itoa(int64(lim.Patterns))
+		}
+	}
+	if mine[k] == nil {
+		mine[k] = map[string]struct{}{}
+	}
+	for i, name := range fresh {
+		mine[k][string(name)] = struct{}{}
+		conns := h.mu.subs[k][string(name)]
+		if conns == nil {
+			conns = map[*conn]struct{}{}
+			h.mu.subs[k][string(name)] = conns
+			if k == subPattern {
+				h.mu.globs[string(name)] = globs[i]
+			}
+		}
+		conns[c] = struct{}{}
+		h.mu.count++
+	}
+	return ""
 }
 
 func (h *hub) unsubscribe(c *conn, k subKind, name string) {
@@ -82,9 +159,15 @@ func (h *hub) unsubscribe(c *conn, k subKind, name string) {
 
 func (h *hub) unsubscribeLocked(c *conn, k subKind, name string) {
 	if conns := h.mu.subs[k][name]; conns != nil {
-		delete(conns, c)
+		if _, ok := conns[c]; ok {
+			delete(conns, c)
+			h.mu.count--
+		}
 		if len(conns) == 0 {
 			delete(h.mu.subs[k], name)
+			if k == subPattern {
+				delete(h.mu.globs, name)
+			}
 		}
 	}
 }
@@ -115,7 +198,7 @@ func (h *hub) deliver(channel, body []byte, shard bool) int {
 			full, n = c.deliver(&push{kind: pushMessage, channel: clone(channel), body: clone(body)}, full, n)
 		}
 		for pattern, conns := range h.mu.subs[subPattern] {
-			if !globMatch([]byte(pattern), channel) {
+			if !h.mu.globs[pattern].match(channel) {
 				continue
 			}
 			for c := range conns {
@@ -170,11 +253,15 @@ func (h *hub) dropSubscribers() {
 
 // names lists the channels of kind k with a subscriber here that match pattern (all when nil).
 func (h *hub) names(k subKind, pattern []byte) []string {
+	var g *glob
+	if pattern != nil {
+		g = compileGlob(pattern, h.limits.Name) // not under the lock; names are channels
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []string
 	for name := range h.mu.subs[k] {
-		if pattern == nil || globMatch(pattern, []byte(name)) {
+		if g == nil || g.match([]byte(name)) {
 			out = append(out, name)
 		}
 	}
@@ -202,15 +289,22 @@ func subscribe(r *request, k subKind, verb string) {
 	}
 	c := r.c
 	subs := &c.sess.subs
-	if subs[k] == nil {
-		subs[k] = map[string]struct{}{}
-	}
+	count := subs.count(k)
+	had := map[string]bool{}
 	for _, name := range r.args[1:] {
-		if _, ok := subs[k][string(name)]; !ok {
-			subs[k][string(name)] = struct{}{}
-			r.s.hub.subscribe(c, k, string(name))
+		_, had[string(name)] = subs[k][string(name)]
+	}
+	if msg := r.s.hub.subscribe(c, k, r.args[1:], subs); msg != "" {
+		r.w.Error(msg)
+		return
+	}
+	// Each reply counts the subscriptions up to its name, as Redis's do.
+	for _, name := range r.args[1:] {
+		if !had[string(name)] {
+			had[string(name)] = true
+			count++
 		}
-		writeSubReply(r.w, verb, name, subs.count(k))
+		writeSubReply(r.w, verb, name, count)
 	}
 }
 

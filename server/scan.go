@@ -68,7 +68,7 @@ func (cs *cursors) take(id uint64) (scanPosition, bool) {
 // KEYS pattern -> every key of the database that matches (in key order; Redis's order is its
 // hash table's).
 func cmdKeys(r *request) {
-	pattern := r.args[1]
+	pattern := compileGlob(r.args[1], r.s.cfg.MaxKeyBytes) // before the view lock
 	var (
 		keys [][]byte
 		more []byte
@@ -100,7 +100,7 @@ func cmdScan(r *request) {
 		return
 	}
 	var (
-		pattern []byte
+		pattern *glob
 		count   int64 = 10
 		typ     []byte
 	)
@@ -111,7 +111,7 @@ func cmdScan(r *request) {
 		}
 		switch a, v := r.args[j], r.args[j+1]; {
 		case is(a, "match"):
-			pattern = v
+			pattern = compileGlob(v, r.s.cfg.MaxKeyBytes) // before the view lock
 		case is(a, "count"):
 			n, ok := parseInt(v)
 			switch {
@@ -166,9 +166,10 @@ func cmdScan(r *request) {
 }
 
 // listKeys returns the client keys of database db, from the table key from up, in key order,
-// that match pattern (nil: any) and are of type typ (nil: any), looking at no more than limit
+// that match pattern (nil: any; compiled before the view lock, so the work under it does not
+// grow with the pattern's length) and are of type typ (nil: any), looking at no more than limit
 // keys (0: all of them). next is the table key to resume at, nil when none is left.
-func listKeys(v node.View, db int, from []byte, limit int64, pattern, typ []byte) (keys [][]byte, next []byte) {
+func listKeys(v node.View, db int, from []byte, limit int64, pattern *glob, typ []byte) (keys [][]byte, next []byte) {
 	seen := int64(0)
 	v.Ascend(from, func(key []byte, l fsm.Lock) bool {
 		if int(key[0]) != db {
@@ -180,7 +181,7 @@ func listKeys(v node.View, db int, from []byte, limit int64, pattern, typ []byte
 		}
 		seen++
 		k := userKey(key)
-		if (pattern == nil || globMatch(pattern, k)) && (typ == nil || is(typ, l.Type().String())) {
+		if (pattern == nil || pattern.match(k)) && (typ == nil || is(typ, l.Type().String())) {
 			keys = append(keys, append([]byte(nil), k...))
 		}
 		return true

@@ -87,11 +87,14 @@ type Config struct {
 	// with nothing outstanding may always read one command (at most Limits.MaxCommand).
 	// Default 8 MiB.
 	ReadAheadBytes int
-	// TotalReadAheadBytes bounds the same bytes over all connections together (the one command
-	// each connection may always read aside). Default 256 MiB.
+	// TotalReadAheadBytes bounds the same bytes over all connections together, with the reader
+	// buffers grown for commands still arriving and MULTI queues (limits.go: reserveNode); only
+	// a command of at most 16 KiB from a connection with nothing outstanding may pass it.
+	// Default 256 MiB.
 	TotalReadAheadBytes int
 	// IdleTimeout closes a connection that sent no command for this long (Redis's timeout),
-	// except subscribers, blocked clients and followers' forwarding links. Default 0: never.
+	// except subscribers and blocked clients (a follower's forwarding link is not exempt: the
+	// follower dials again). Default 0: never.
 	IdleTimeout time.Duration
 	// MaxMemory refuses commands that may create keys (Redis's denyoom) with -OOM while the
 	// Go heap in use (sampled every MemorySample) is above it (Redis's maxmemory). Default 0:
@@ -137,6 +140,16 @@ type Config struct {
 	// ProtectedMode turns away clients that are not on the loopback interface while the default
 	// user needs no password, with Redis's -DENIED message (Redis's protected-mode).
 	ProtectedMode bool
+	// PeerUser and PeerPassword (Redis's masteruser and masterauth) log a follower's
+	// forwarding link in at the leader when PeerPassword is set (PeerUser empty: the default
+	// user); without them the link is the leader's default user, or its TLS certificate's
+	// (TLSAuthClientsUser). That user must be allowed RAFT FORWARDED (@admin): the link then
+	// acts for each client's user, whose permissions the leader checks.
+	PeerUser, PeerPassword string
+	// TLSAuthClientsUser "CN" (Redis 7.2's tls-auth-clients-user) logs a client that presents
+	// a verified certificate in as the ACL user its Subject CN names, when that user exists and
+	// is on; "" or "off": a certificate names no user.
+	TLSAuthClientsUser string
 }
 
 // DefaultConfig returns the defaults.
@@ -261,6 +274,8 @@ func (c Config) Validate() error {
 		return errors.New("server: Config.MaxValueBytes must be within Limits.MaxBulk")
 	case c.MaxLeaseMs < 0:
 		return errors.New("server: Config.MaxLeaseMs must not be negative")
+	case !validTLSAuthClientsUser(c.TLSAuthClientsUser):
+		return errors.New("server: Config.TLSAuthClientsUser must be CN or off")
 	case c.Pipeline < 0 || c.Pipeline > 1<<16:
 		return errors.New("server: Config.Pipeline out of range 1..65536")
 	case c.ReadAheadBytes < 0 || c.TotalReadAheadBytes < 0:
@@ -498,6 +513,7 @@ func (c *conn) handshake() bool {
 		c.s.log.Debug("TLS handshake failed", "remote", tc.RemoteAddr().String(), "err", err)
 		return false
 	}
+	c.certLogin(tc.ConnectionState())
 	return true
 }
 

@@ -34,14 +34,31 @@ const (
 // to drop its whole cache (an invalidate with a null key) and tracking starts afresh.
 const maxTrackedPerConn = 1 << 16
 
+// The tracking table (the keys read by tracking connections on this node) is bounded as Redis's
+// tracking-table-max-keys bounds it: past the bound, keys are evicted from it, and every
+// connection tracking an evicted key is sent its invalidation, as if it had changed (Redis does
+// the same). Redis counts keys only (default 1,000,000); a raftlock key may be 4096 bytes, so
+// the table is bounded in bytes too: each key's length plus trackedKeyOverhead, and
+// trackedPairOverhead for each connection tracking it (what the maps hold besides the key,
+// measured: 318 bytes for a 16-byte key tracked by one connection).
+const (
+	defaultTrackingTableMaxKeys  = 1_000_000
+	defaultTrackingTableMaxBytes = 64 << 20
+	trackedKeyOverhead           = 240
+	trackedPairOverhead          = 64
+)
+
 // tracker maps keys to the connections that must hear of their next change. Its lock is taken
 // under Node.mu only by a script's tracked reads (scriptCaller.Call); nothing under it blocks,
 // logs or does I/O: a connection whose push queue is full is closed after the lock is released.
 type tracker struct {
 	log *slog.Logger
-	mu  struct {
+	// maxKeys and maxBytes bound the table (set before the tracker is used).
+	maxKeys, maxBytes int
+	mu                struct {
 		sync.Mutex
 		byKey  map[string]map[*conn]struct{}
+		bytes  int // what the table holds: see trackedKeyOverhead
 		perCon map[*conn]map[string]struct{}
 		bcast  map[*conn][]string // prefixes; an empty list matches every key
 		// writing: keys a NOLOOP connection's command in flight is changing (not to be
@@ -51,7 +68,7 @@ type tracker struct {
 }
 
 func newTracker(log *slog.Logger) *tracker {
-	t := &tracker{log: log}
+	t := &tracker{log: log, maxKeys: defaultTrackingTableMaxKeys, maxBytes: defaultTrackingTableMaxBytes}
 	t.mu.byKey = map[string]map[*conn]struct{}{}
 	t.mu.perCon = map[*conn]map[string]struct{}{}
 	t.mu.bcast = map[*conn][]string{}
@@ -75,13 +92,18 @@ func (t *tracker) read(c *conn, key []byte) {
 		t.mu.perCon[c] = keys
 	}
 	k := string(key)
-	keys[k] = struct{}{}
-	conns := t.mu.byKey[k]
-	if conns == nil {
-		conns = map[*conn]struct{}{}
-		t.mu.byKey[k] = conns
+	if _, ok := t.mu.byKey[k][c]; !ok {
+		full = t.makeRoomLocked(t.mu.byKey[k] == nil, len(k)+trackedKeyOverhead+trackedPairOverhead, full)
+		conns := t.mu.byKey[k] // nil again if it was evicted
+		if conns == nil {
+			conns = map[*conn]struct{}{}
+			t.mu.byKey[k] = conns
+			t.mu.bytes += len(k) + trackedKeyOverhead
+		}
+		conns[c] = struct{}{}
+		t.mu.bytes += trackedPairOverhead
+		keys[k] = struct{}{}
 	}
-	conns[c] = struct{}{}
 	t.mu.Unlock()
 	// read may run under the node's view lock (a script's tracked reads): no logging or socket
 	// I/O here. Cancelling ends the connection's serve loop, which closes the socket.
@@ -116,13 +138,55 @@ func (t *tracker) forget(c *conn) {
 func (t *tracker) dropLocked(c *conn) {
 	for k := range t.mu.perCon[c] {
 		if conns := t.mu.byKey[k]; conns != nil {
-			delete(conns, c)
+			if _, ok := conns[c]; ok {
+				delete(conns, c)
+				t.mu.bytes -= trackedPairOverhead
+			}
 			if len(conns) == 0 {
 				delete(t.mu.byKey, k)
+				t.mu.bytes -= len(k) + trackedKeyOverhead
 			}
 		}
 	}
 	delete(t.mu.perCon, c)
+}
+
+// removeKeyLocked removes k from the table and from the lists of the connections tracking it.
+func (t *tracker) removeKeyLocked(k string) {
+	conns, ok := t.mu.byKey[k]
+	if !ok {
+		return
+	}
+	for c := range conns {
+		if keys := t.mu.perCon[c]; keys != nil {
+			delete(keys, k)
+		}
+	}
+	t.mu.bytes -= len(k) + trackedKeyOverhead + len(conns)*trackedPairOverhead
+	delete(t.mu.byKey, k)
+}
+
+// makeRoomLocked evicts keys from the table until cost more bytes (and one more key, if
+// newKey) fit its bounds, and queues each evicted key's invalidation for the connections
+// tracking it (Redis's trackingLimitUsedSlots). Which keys go is the map's iteration order:
+// arbitrary, as Redis's random choice.
+func (t *tracker) makeRoomLocked(newKey bool, cost int, full []*conn) []*conn {
+	extra := 0
+	if newKey {
+		extra = 1
+	}
+	for len(t.mu.byKey) > 0 && (len(t.mu.byKey)+extra > t.maxKeys || t.mu.bytes+cost > t.maxBytes) {
+		for k, conns := range t.mu.byKey {
+			for c := range conns {
+				// Even to a NOLOOP connection changing it: the key did not change, but the
+				// connection will not hear when it does.
+				full = c.queuePush(invalidate(userKey([]byte(k))), full)
+			}
+			t.removeKeyLocked(k)
+			break
+		}
+	}
+	return full
 }
 
 // changed is the node's change hook: it queues an invalidation for every connection tracking
@@ -140,6 +204,7 @@ func (t *tracker) changed(keys [][]byte) {
 		}
 		clear(t.mu.byKey)
 		clear(t.mu.perCon)
+		t.mu.bytes = 0
 	}
 	for _, key := range keys {
 		full = t.changedLocked(key, full)
@@ -154,11 +219,8 @@ func (t *tracker) changedLocked(key []byte, full []*conn) []*conn {
 		if t.mu.writing[c][k] == 0 {
 			full = c.queuePush(invalidate(userKey(key)), full)
 		}
-		if keys := t.mu.perCon[c]; keys != nil {
-			delete(keys, k)
-		}
 	}
-	delete(t.mu.byKey, k)
+	t.removeKeyLocked(k)
 	for c, prefixes := range t.mu.bcast {
 		if matchesPrefix(string(userKey(key)), prefixes) && t.mu.writing[c][k] == 0 {
 			full = c.queuePush(invalidate(userKey(key)), full)

@@ -200,11 +200,13 @@ func (r *request) touch(key []byte) {
 }
 
 // maxQueued bounds the commands one transaction may queue: EXEC evaluates them all under the
-// view lock, and replicates their effects as one entry. maxExecReply bounds the replies EXEC
-// builds while it holds the view lock.
+// view lock, and replicates their effects as one entry; maxQueuedBytes bounds what they hold
+// (commandBytes), as Redis's client-query-buffer-limit bounds what a client's queue may hold.
+// maxExecReply bounds the replies EXEC builds while it holds the view lock.
 const (
-	maxQueued    = 1024
-	maxExecReply = 64 << 20
+	maxQueued      = 1024
+	maxQueuedBytes = 8 << 20
+	maxExecReply   = 64 << 20
 )
 
 // runsInMulti reports whether cmd runs at once inside MULTI rather than being queued.
@@ -240,9 +242,36 @@ func (c *conn) queue(w *resp.Writer, cmd *command, args [][]byte) {
 		tx.aborted = true
 		w.Error("ERR too many commands in this transaction: raftlock queues at most " + itoa(maxQueued))
 		return
+	case c.s.overMemory.Load():
+		// As Redis: above maxmemory, no command is queued, even a read.
+		tx.aborted = true
+		w.Error(errOOM)
+		return
 	}
+	// The queue holds its commands past their read-ahead: they stay counted in the node's
+	// read-ahead budget, without waiting for room (a transaction is refused instead).
+	size := commandBytes(args)
+	switch {
+	case c.multiBytes+size > maxQueuedBytes:
+		tx.aborted = true
+		w.Error("ERR transaction too large: raftlock queues at most " + itoa(maxQueuedBytes) + " bytes of commands")
+		return
+	case !c.s.readAhead.tryAcquire(size):
+		tx.aborted = true
+		w.Error("ERR max read-ahead bytes reached on this node (" + itoa(c.s.readAhead.limit) + " bytes of commands not yet executed): the transaction is refused")
+		return
+	}
+	c.multiBytes += size
 	tx.queued = append(tx.queued, queuedCommand{cmd: cmd, args: args})
 	w.SimpleString("QUEUED")
+}
+
+// releaseQueued gives back what the transaction's queued commands held of the node's
+// read-ahead budget: at EXEC, DISCARD and MULTI (after a RESET dropped a transaction), and
+// when the connection ends.
+func (c *conn) releaseQueued() {
+	c.s.readAhead.release(c.multiBytes)
+	c.multiBytes = 0
 }
 
 // MULTI
@@ -251,6 +280,7 @@ func cmdMulti(r *request) {
 		r.w.Error("ERR MULTI calls can not be nested")
 		return
 	}
+	r.c.releaseQueued() // a transaction RESET dropped
 	r.c.sess.multi = &transaction{}
 	r.w.SimpleString("OK")
 }
@@ -262,6 +292,7 @@ func cmdDiscard(r *request) {
 		return
 	}
 	r.c.sess.multi = nil
+	r.c.releaseQueued()
 	r.unwatch()
 	r.w.SimpleString("OK")
 }
@@ -354,6 +385,7 @@ func (r *request) unwatch() {
 // discarded because of: ", without its ERR. A following EXEC gets "EXEC without MULTI".
 func (c *conn) abortExec(w *resp.Writer, cmd *command, args [][]byte, msg string) {
 	c.sess.multi = nil
+	c.releaseQueued()
 	(&request{s: c.s, c: c, w: w, cmd: cmd, args: args, db: c.sess.db}).unwatch()
 	w.Error("EXECABORT Transaction discarded because of: " + strings.TrimPrefix(msg, "ERR "))
 }
@@ -366,6 +398,7 @@ func cmdExec(r *request) {
 		r.w.Error("ERR EXEC without MULTI")
 		return
 	}
+	defer c.releaseQueued()
 	c.sess.multi = nil
 	if tx.aborted {
 		r.unwatch()

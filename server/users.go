@@ -60,6 +60,7 @@ func buildACLCatalog() {
 			cats = derivedCategories(cmd)
 		}
 		cmd.aclID = add(name, cats)
+		cmd.keyPerm = keyPermOfFlags(aclKeyFlags[name])
 	}
 	for _, full := range slices.Sorted(mapKeys(aclSubcommands)) {
 		parent, sub, _ := strings.Cut(full, "|")
@@ -548,21 +549,32 @@ func (u *aclUser) checkPassword(pass []byte) bool {
 	return ok
 }
 
-// canKey reports whether the user may touch key for reading (write false) or writing.
-func (u *aclUser) canKey(key []byte, write bool) bool {
+// canKey reports whether the user may touch key as need says: as in Redis 7.0, one pattern
+// must match the key and allow all of need (none: any pattern that matches).
+func (u *aclUser) canKey(key []byte, need keyPerm) bool {
 	if u.allKeys {
 		return true
 	}
-	need := permRead
-	if write {
-		need = permWrite
-	}
 	for _, p := range u.keys {
-		if p.perm&need != 0 && globMatch([]byte(p.pattern), key) {
+		if p.perm&need == need && globMatch([]byte(p.pattern), key) {
 			return true
 		}
 	}
 	return false
+}
+
+// keyPermOf is what cmd with args needs on each of its keys: its key-spec flags' (aclKeyFlags),
+// and for SET, read and write with GET, write only without it (Redis's setGetKeys).
+func (cmd *command) keyPermOf(args [][]byte) keyPerm {
+	if cmd.name == "set" {
+		for _, a := range args[min(3, len(args)):] {
+			if is(a, "get") {
+				return permRW
+			}
+		}
+		return permWrite
+	}
+	return cmd.keyPerm
 }
 
 // canChannel reports whether the user may publish or subscribe to channel; for PSUBSCRIBE
@@ -592,13 +604,13 @@ func (u *aclUser) check(cmd *command, args [][]byte) (denial, bool) {
 		return denial{}, true
 	}
 	id := cmd.aclIDOf(args)
-	// AUTH, HELLO, QUIT and RESET run for every user, as in Redis; so does RAFT FORWARDED, a
-	// follower's link to the leader marking itself (it grants nothing).
-	if !u.allowed[id] && !cmd.noAuth && catalog.names[id] != "raft|forwarded" {
+	// AUTH, HELLO, QUIT and RESET run for every user, as in Redis.
+	if !u.allowed[id] && !cmd.noAuth {
 		return denial{"command", catalog.names[id]}, false
 	}
+	need := cmd.keyPermOf(args)
 	for _, k := range cmd.keyArgs(args) {
-		if !u.canKey(k, cmd.write) {
+		if !u.canKey(k, need) {
 			return denial{"key", string(k)}, false
 		}
 	}

@@ -59,6 +59,9 @@ type options struct {
 	// insecureRaft lets a node whose raft address is not loopback start without raft mutual
 	// TLS (checkRaftSecurity).
 	insecureRaft bool
+	// tlsAuthClientsUser is "CN" (a verified client certificate logs in as the ACL user its
+	// Subject CN names, Redis 7.2's tls-auth-clients-user) or "off".
+	tlsAuthClientsUser string
 
 	// Resource bounds (DESIGN.md §10), named as Redis names them.
 	// maxClients bounds open client connections (0: the server's default).
@@ -125,6 +128,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"tls-key-file":          fs.String("tls-key-file", "", "PEM private key of --tls-cert-file"),
 		"tls-ca-cert-file":      fs.String("tls-ca-cert-file", "", "PEM CA that client certificates and the other nodes' client-port certificates are verified against"),
 		"tls-auth-clients":      fs.String("tls-auth-clients", "yes", "client certificates: yes (required), no (not asked for), optional (verified if sent)"),
+		"tls-auth-clients-user": fs.String("tls-auth-clients-user", "off", "CN: a client with a verified certificate is logged in as the ACL user its Subject CN names, if that user exists and is on; off: certificates name no user"),
 		"raft-tls-cert-file":    fs.String("raft-tls-cert-file", "", "PEM certificate of the raft transport: with the key and CA, raft is mutual TLS"),
 		"raft-tls-key-file":     fs.String("raft-tls-key-file", "", "PEM private key of --raft-tls-cert-file"),
 		"raft-tls-ca-cert-file": fs.String("raft-tls-ca-cert-file", "", "PEM cluster CA: a raft peer must present a certificate it signed that names a member (raftlock cert node)"),
@@ -299,6 +303,16 @@ func (o *options) parseTLS(vals map[string]*string) error {
 		o.tlsAuthClients = tls.NoClientCert
 	default:
 		return fmt.Errorf("--tls-auth-clients: want yes, no or optional, got %q", v)
+	}
+	switch v := *vals["tls-auth-clients-user"]; {
+	case strings.EqualFold(v, "off"):
+		o.tlsAuthClientsUser = "off"
+	case strings.EqualFold(v, "cn") && o.tls.Cert != "" && o.tlsAuthClients != tls.NoClientCert:
+		o.tlsAuthClientsUser = "CN"
+	case strings.EqualFold(v, "cn"):
+		return fmt.Errorf("--tls-auth-clients-user CN maps verified client certificates to users: it needs --tls-cert-file and --tls-auth-clients yes or optional")
+	default:
+		return fmt.Errorf("--tls-auth-clients-user: want CN or off, got %q", v)
 	}
 	switch {
 	case (o.tls.Cert == "") != (o.tls.Key == ""):

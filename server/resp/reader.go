@@ -49,6 +49,17 @@ const (
 	maxEmptyReads = 100
 )
 
+// Budget is charged for the memory a Reader's buffer holds past its first initialBufSize bytes
+// (the part every connection has): a server bounds what all its connections hold at once with
+// one Budget, before a byte of a large command is read into memory.
+type Budget interface {
+	// Grow is called before the buffer grows by n bytes. A non-nil message refuses it:
+	// ReadCommand returns a *ProtocolError with it, for good.
+	Grow(n int) (refused string)
+	// Shrink is called once the buffer let go of n bytes that Grow was called for.
+	Shrink(n int)
+}
+
 // span locates one argument of the command being parsed, relative to its first byte.
 type span struct{ off, n int }
 
@@ -61,6 +72,9 @@ type Reader struct {
 	r, w int   // buf[r:w] is read but not yet parsed; r is the start of the current command
 	rerr error // error from rd held back until the bytes read with it are parsed
 	err  error // sticky protocol error
+
+	budget  Budget
+	charged int // bytes of buf Budget.Grow was called for
 
 	// State of the command being parsed, kept across reads so no byte is parsed twice.
 	// Offsets are relative to r, so they survive compaction of buf.
@@ -78,6 +92,21 @@ type Reader struct {
 // configurations should be checked with Limits.Validate first, but NewReader never fails.
 func NewReader(rd io.Reader, lim Limits) *Reader {
 	return &Reader{rd: rd, lim: lim.usable(), bulk: -1}
+}
+
+// SetBudget makes the Reader charge b for its buffer past its first 16 KiB.
+func (r *Reader) SetBudget(b Budget) { r.budget = b }
+
+// Release lets go of a buffer that grew for a large command, if everything in it was returned
+// as commands (ReadCommand does this too, but a caller that holds on to a copy of the last
+// command can give the memory back before it reads the next).
+func (r *Reader) Release() { r.release() }
+
+// Discard drops the buffer and whatever it holds, giving its charge back to the budget: the
+// connection is done.
+func (r *Reader) Discard() {
+	r.buf, r.r, r.w = nil, 0, 0
+	r.charge(0)
 }
 
 // ReadCommand returns the arguments of the next command; it never returns an empty command
@@ -111,6 +140,9 @@ func (r *Reader) ReadCommand() ([][]byte, error) {
 			if err == io.EOF && r.w > r.r {
 				err = io.ErrUnexpectedEOF
 			}
+			if _, ok := err.(*ProtocolError); ok {
+				r.err = err
+			}
 			return nil, err
 		}
 	}
@@ -130,7 +162,26 @@ func (r *Reader) release() {
 	r.r, r.w = 0, 0
 	if cap(r.buf) > maxRetainedBuf {
 		r.buf = nil
+		r.charge(0)
 	}
+}
+
+// charge tells the budget the buffer now holds size bytes (they are allocated after a growth is
+// accepted, and were let go of before a shrink is reported).
+func (r *Reader) charge(size int) error {
+	want := max(size-initialBufSize, 0)
+	if r.budget == nil || want == r.charged {
+		return nil
+	}
+	if want > r.charged {
+		if msg := r.budget.Grow(want - r.charged); msg != "" {
+			return &ProtocolError{Msg: msg}
+		}
+	} else {
+		r.budget.Shrink(r.charged - want)
+	}
+	r.charged = want
+	return nil
 }
 
 // fill reads more bytes, making room first: it compacts the buffer when it is full and grows
@@ -149,12 +200,16 @@ func (r *Reader) fill() error {
 			nb := make([]byte, initialBufSize)
 			copy(nb, r.buf[r.r:r.w])
 			r.buf = nb
+			r.charge(initialBufSize)
 		case r.r > 0:
 			copy(r.buf, r.buf[r.r:r.w])
 		default:
 			size := 2 * len(r.buf)
 			if size < initialBufSize {
 				size = initialBufSize
+			}
+			if err := r.charge(size); err != nil {
+				return err
 			}
 			nb := make([]byte, size)
 			copy(nb, r.buf[r.r:r.w])
