@@ -13,17 +13,14 @@ type Stats struct {
 	// LogFormat is the cluster's log format as this node has applied it; LogFormatMax the
 	// newest this binary reads (fsm/format.go: they differ during a rolling upgrade).
 	LogFormat, LogFormatMax int
-	// RaftInsecure: raft runs without mutual TLS on an address that is not loopback, as the
-	// operator allowed (--insecure-raft).
-	RaftInsecure bool
-	State        string // Leader, Follower, Candidate, Shutdown
-	Ready        bool   // leader and caught up: serving
-	LeaderID     string
-	LeaderAddr   string // raft address
-	Term         uint64
-	LastIndex    uint64
-	CommitIndex  uint64
-	AppliedIndex uint64
+	State                   string // Leader, Follower, Candidate, Shutdown
+	Ready                   bool   // leader and caught up: serving
+	LeaderID                string
+	LeaderAddr              string // raft address
+	Term                    uint64
+	LastIndex               uint64
+	CommitIndex             uint64
+	AppliedIndex            uint64
 	// LastContact is how long ago this node last heard from a leader: 0 on the leader, -1 when
 	// it never has (since its start).
 	LastContact  time.Duration
@@ -57,6 +54,9 @@ type Stats struct {
 	// RecentLeaders is the last few observations, oldest first.
 	LeaderChanges uint64
 	RecentLeaders []LeaderChange
+	// RaftInsecure: raft runs without mutual TLS on an address that is not loopback, as the
+	// operator allowed (--insecure-raft).
+	RaftInsecure bool
 }
 
 // StoreStats is the raft log and snapshot store's part of Stats.
