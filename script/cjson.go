@@ -195,6 +195,7 @@ func (m *vm) jsonEncode(L *lua.LState, cfg *cjsonConfig) int {
 	}
 	e := &jsonEncoder{L: L, m: m, cfg: cfg}
 	e.value(L.Get(1), 0, 1)
+	m.reserve(L, len(e.buf)) // the copy the Lua string makes (memory.go)
 	L.Push(lua.LString(e.buf))
 	return 1
 }

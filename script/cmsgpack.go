@@ -63,6 +63,7 @@ func (m *vm) msgpackPack(L *lua.LState) int {
 	for i := 1; i <= n; i++ {
 		e.value(L.Get(i), 0)
 	}
+	m.reserve(L, len(e.buf)) // the copy the Lua string makes (memory.go)
 	L.Push(lua.LString(e.buf))
 	return 1
 }

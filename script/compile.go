@@ -123,6 +123,7 @@ func compileChunk(body []byte, display string) (*lua.FunctionProto, string) {
 	if line, deep := tooDeep(chunk); deep {
 		return nil, display + ":" + strconv.Itoa(line) + ": chunk has too many syntax levels"
 	}
+	concatCalls(chunk)
 	proto, err := lua.Compile(chunk, display)
 	if err != nil {
 		var ce *lua.CompileError

@@ -21,9 +21,17 @@
 //     @user_script:<line>." suffix) are Redis's.
 //   - Memory: the VM's stacks are bounded, string.rep is capped, loadstring and load take at
 //     most 256 KiB of source (vm.go), and a run stops once the heap grew by Config.MaxMemory
-//     (gopher-lua has no allocator hook: the runtime's heap figures are read every few
-//     thousand instructions) or its reply passes Config.MaxReplyBytes. Redis bounds none of
-//     these but maxmemory.
+//     or its reply passes Config.MaxReplyBytes. Redis bounds none of these but maxmemory.
+//     gopher-lua has no allocator hook, so the heap is measured every few thousand
+//     instructions, and every library call that can build a large string at once (string.rep,
+//     the .. operator, table.concat, string.format, gsub, upper, lower, reverse, cjson.encode,
+//     cmsgpack.pack) asks for the room before it allocates (memory.go). To that end the ..
+//     operator is compiled as a call of a hidden function, not as gopher-lua's OP_CONCAT.
+//   - string.find, match, gmatch and gsub are raftlock's own Lua 5.1 matcher (pattern.go): it
+//     counts its steps, so the time limit and SCRIPT KILL reach a pattern that backtracks for
+//     hours, and it raises "pattern too complex" past 1000 nested items (Lua 5.2's rule; Lua
+//     5.1 recurses on the C stack). string.format refuses widths and precisions over two
+//     digits, as Lua 5.1 does.
 package script
 
 import (

@@ -1,0 +1,149 @@
+package script
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"runtime/metrics"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Issue #30, item 4: a script cannot hold the node hostage inside one library call.
+
+// backtrackScript is the issue's: gopher-lua's matcher backtracked through it for 22 s inside
+// one call of string.find, which neither the time limit nor SCRIPT KILL saw (about twice as
+// long per extra character).
+const backtrackScript = `return string.find(string.rep('a', 28), string.rep('a?', 28) .. string.rep('a', 28))`
+
+func TestPatternBacktrackingTimeLimit(t *testing.T) {
+	e := testEngine(t, Config{Timeout: 200 * time.Millisecond})
+	start := time.Now()
+	_, err := e.Run(t.Context(), []byte(backtrackScript), nil, nil, nil)
+	elapsed := time.Since(start)
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("Run = %v after %v, want the time limit", err, elapsed)
+	}
+	if !strings.HasPrefix(err.Error(), "ERR Script killed: it ran longer than the script time limit (200ms) script: ") {
+		t.Errorf("error text %q", err)
+	}
+	// Generous: the run stops at its first check past 200ms; before, it ran for 22 s.
+	if elapsed > 3*time.Second {
+		t.Errorf("stopped after %v, want about 200ms", elapsed)
+	}
+	// The same matcher, bounded, still answers what Lua 5.1 answers once the work is small.
+	if got := run(t, e, `return {string.find(string.rep('a', 10), string.rep('a?', 10) .. string.rep('a', 10))}`, nil, nil); got != "*2\r\n:1\r\n:10\r\n" {
+		t.Errorf("a small backtracking find = %q", got)
+	}
+}
+
+// TestNativeCallKill: SCRIPT KILL stops a script inside one long library call (the pattern
+// matcher; gsub calling back into Lua; table.sort with a slow comparator).
+func TestNativeCallKill(t *testing.T) {
+	for _, tc := range []struct{ name, src string }{
+		{"find", backtrackScript},
+		{"gsub", `return string.gsub(string.rep('a', 30), string.rep('a?', 30) .. string.rep('a', 30), 'x')`},
+		{"gmatch", `for w in string.gmatch(string.rep('a', 30), string.rep('a?', 30) .. string.rep('a', 30)) do end`},
+		{"sort", `local t = {} for i = 1, 100 do t[i] = i end table.sort(t, function(a, b) while true do end end)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := testEngine(t, Config{Timeout: time.Minute})
+			done := make(chan error, 1)
+			go func() {
+				_, err := e.Run(context.Background(), []byte(tc.src), nil, nil, nil)
+				done <- err
+			}()
+			deadline := time.Now().Add(5 * time.Second)
+			for e.Running() == 0 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond) // the run starts on another goroutine
+			}
+			time.Sleep(50 * time.Millisecond) // inside the long call by now
+			if n := e.Kill(); n != 1 {
+				t.Fatalf("Kill = %d, want 1", n)
+			}
+			select {
+			case err := <-done:
+				if !errors.Is(err, ErrKilled) || !strings.HasPrefix(err.Error(), "ERR Script killed by user with SCRIPT KILL...") {
+					t.Errorf("killed run = %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("SCRIPT KILL did not stop the script within 10s")
+			}
+		})
+	}
+}
+
+// heapAllocs is the bytes the process has allocated on the heap so far (garbage included).
+func heapAllocs() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// TestMemoryChargedBeforeAllocation: each of these built far more than the limit before the
+// periodic check (every 8,192 instructions) looked; now the string is charged before it is
+// made, so the run stops with the memory-limit error and the process never allocates it.
+func TestMemoryChargedBeforeAllocation(t *testing.T) {
+	const limit = 64 << 20
+	for _, tc := range []struct{ name, src string }{
+		// The issue's, scaled to the limit: 20 × string.rep('x', 64 MiB) under 256 MiB.
+		{"rep", `local t = {} for i = 1, 20 do t[i] = string.rep('x', 16 * 2^20) end return #t`},
+		{"concat doubling", `local s = string.rep('x', 2^20) for i = 1, 8 do s = s .. s end return #s`},
+		{"concat chain", `local s = string.rep('x', 32 * 2^20) local r = s .. s .. s .. s return #r`},
+		{"concat in loadstring", `return loadstring("local s = string.rep('x', 2^20) for i = 1, 8 do s = s .. s end return #s")()`},
+		{"table.concat", `local s = string.rep('x', 2^20) local t = {} for i = 1, 128 do t[i] = s end return #table.concat(t)`},
+		{"gsub", `return #string.gsub(string.rep('x', 2^20), 'x', string.rep('y', 100))`},
+		{"upper", `local s = string.rep('x', 40 * 2^20) local t = {} for i = 1, 4 do t[i] = s:upper() end return #t`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := testEngine(t, Config{Timeout: 20 * time.Second, MaxMemory: limit})
+			runtime.GC()
+			before := heapAllocs()
+			_, err := e.Run(t.Context(), []byte(tc.src), nil, nil, nil)
+			allocated := heapAllocs() - before
+			if !errors.Is(err, ErrMemory) || !strings.HasPrefix(err.Error(), "ERR Script killed: it used more than the script memory limit (64 MiB)") {
+				t.Errorf("Run = %v, want the memory limit", err)
+			}
+			if allocated > 2*limit {
+				t.Errorf("the run allocated %d MiB, want at most twice its %d MiB limit", allocated>>20, limit>>20)
+			}
+		})
+	}
+}
+
+// TestMemoryGarbageStillRuns: charging before allocating does not count garbage: a script that
+// builds and drops strings many times its limit runs to its end.
+func TestMemoryGarbageStillRuns(t *testing.T) {
+	e := testEngine(t, Config{Timeout: 20 * time.Second, MaxMemory: 64 << 20})
+	for _, src := range []string{
+		`local n = 0 for i = 1, 40 do local s = string.rep('x', 8 * 2^20) n = n + #s end return n`,
+		`local n = 0 local s = string.rep('x', 2^20) for i = 1, 40 do n = n + #(s .. s .. s) end return n / 2^20`,
+		`local n = 0 local t = {} for i = 1, 16 do t[i] = string.rep('x', 2^20) end for i = 1, 20 do n = n + #table.concat(t, ',') end return n > 0`,
+	} {
+		if got := run(t, e, src, nil, nil); strings.HasPrefix(got, "-") {
+			t.Errorf("%s = %q", src, got)
+		}
+	}
+}
+
+// The .. operator, now a call (memory.go), keeps what it did: numbers, __concat on either
+// side (as Lua, a chain is joined from the right: checked against Redis 7.0.15), long
+// chains, errors with their position.
+func TestConcatSemantics(t *testing.T) {
+	e := testEngine(t, Config{})
+	long := `return ` + strings.TrimSuffix(strings.Repeat(`"a" .. `, 150), " .. ")
+	for _, tc := range []struct{ src, want string }{
+		{`local t = setmetatable({}, {__concat = function(a, b) return 'meta' end}) return {t .. 'x', 'x' .. t, 1 .. 2, 'a' .. 1.5, 'a' .. 'b' .. t}`,
+			"*5\r\n$4\r\nmeta\r\n$4\r\nmeta\r\n$2\r\n12\r\n$4\r\na1.5\r\n$5\r\nameta\r\n"},
+		{`local t = setmetatable({}, {__concat = function(a, b) return type(a) .. '+' .. type(b) end}) return 'x' .. 'y' .. t`, "$13\r\nxstring+table\r\n"},
+		{long, "$150\r\n" + strings.Repeat("a", 150) + "\r\n"},
+		{"local x\nreturn 'a' .. x", "-ERR user_script:2: cannot perform concat operation between string and nil script: " + SHA1Hex([]byte("local x\nreturn 'a' .. x")) + ", on @user_script:2.\r\n"},
+		{`local n = 0 for k in pairs(_G) do if type(k) ~= 'string' or k:byte(1) == 0 then n = n + 1 end end return n`, ":0\r\n"},
+		{`return string.format('%100d', 1)`, "-ERR user_script:1: invalid format (width or precision too long) script: " + SHA1Hex([]byte(`return string.format('%100d', 1)`)) + ", on @user_script:1.\r\n"},
+	} {
+		if got := run(t, e, tc.src, nil, nil); got != tc.want {
+			t.Errorf("%s\ngot  %q\nwant %q", short(tc.src), got, tc.want)
+		}
+	}
+}
