@@ -141,7 +141,7 @@ type Engine struct {
 		running map[*vm]struct{} // the VMs running a script now, for Kill
 	}
 	stats struct {
-		runs, failed, timeouts, aborts, compiles, hits, vms, native atomic.Uint64
+		runs, failed, timeouts, aborts, compiles, hits, vms, native, overBudget atomic.Uint64
 	}
 }
 
@@ -166,18 +166,43 @@ func (e *Engine) Run(ctx context.Context, src []byte, keys, argv [][]byte, call 
 	e.stats.runs.Add(1)
 	v, err := e.run(ctx, src, keys, argv, call)
 	if err != nil {
-		e.stats.failed.Add(1)
-		switch {
-		case errors.Is(err, ErrTimeout):
-			e.stats.timeouts.Add(1)
-		case errors.Unwrap(err) != nil && !errors.Is(err, ErrCompile) && !errors.Is(err, ErrClosed):
-			e.stats.aborts.Add(1)
-		}
+		e.countFailure(err)
 	}
 	return v, err
 }
 
+// RunBudget is Run, stopped with an *Error wrapping ErrBudget once it has run for budget
+// (when that is shorter than Config.Timeout): the server runs a script holding its view lock
+// for that long at most, then again without it (server/script_optimistic.go). A run stopped
+// so has no effects to keep and is not counted as failed; its VM is not reused.
+func (e *Engine) RunBudget(ctx context.Context, budget time.Duration, src []byte, keys, argv [][]byte, call Caller) (Value, error) {
+	v, err := e.runBudget(ctx, budget, src, keys, argv, call)
+	if errors.Is(err, ErrBudget) {
+		e.stats.overBudget.Add(1)
+		return v, err
+	}
+	e.stats.runs.Add(1)
+	if err != nil {
+		e.countFailure(err)
+	}
+	return v, err
+}
+
+func (e *Engine) countFailure(err error) {
+	e.stats.failed.Add(1)
+	switch {
+	case errors.Is(err, ErrTimeout):
+		e.stats.timeouts.Add(1)
+	case errors.Unwrap(err) != nil && !errors.Is(err, ErrCompile) && !errors.Is(err, ErrClosed):
+		e.stats.aborts.Add(1)
+	}
+}
+
 func (e *Engine) run(ctx context.Context, src []byte, keys, argv [][]byte, call Caller) (Value, error) {
+	return e.runBudget(ctx, 0, src, keys, argv, call)
+}
+
+func (e *Engine) runBudget(ctx context.Context, budget time.Duration, src []byte, keys, argv [][]byte, call Caller) (Value, error) {
 	script, err := e.load(src)
 	if err != nil {
 		return Value{}, err
@@ -199,7 +224,7 @@ func (e *Engine) run(ctx context.Context, src []byte, keys, argv [][]byte, call 
 	e.mu.Lock()
 	e.mu.running[m] = struct{}{}
 	e.mu.Unlock()
-	v, err := m.run(ctx, script.proto, script.sha, keys, argv, call)
+	v, err := m.run(ctx, script.proto, script.sha, keys, argv, call, budget)
 	e.mu.Lock()
 	delete(e.mu.running, m)
 	e.mu.Unlock()
@@ -311,6 +336,8 @@ type Stats struct {
 	Cached   int    // compiled scripts in the cache
 	VMs      uint64 // VMs created
 	IdleVMs  int    // VMs waiting in the pool
+	// OverBudget counts runs stopped by RunBudget's budget (not in Runs: they run again).
+	OverBudget uint64
 }
 
 // Stats returns a snapshot of e's counters.
@@ -329,5 +356,7 @@ func (e *Engine) Stats() Stats {
 		Cached:   e.cache.len(),
 		VMs:      e.stats.vms.Load(),
 		IdleVMs:  idle,
+
+		OverBudget: e.stats.overBudget.Load(),
 	}
 }

@@ -249,9 +249,12 @@ func nonexistentGlobal(L *lua.LState) int {
 }
 
 // run runs one script. The VM can run another afterwards unless rc.stop or broken is set.
-func (m *vm) run(ctx context.Context, proto *lua.FunctionProto, sha string, keys, argv [][]byte, call Caller) (Value, error) {
+func (m *vm) run(ctx context.Context, proto *lua.FunctionProto, sha string, keys, argv [][]byte, call Caller, budget time.Duration) (Value, error) {
 	L := m.L
 	m.rc.begin(ctx, m.e.now, m.e.cfg.Timeout)
+	if budget > 0 && budget < m.e.cfg.Timeout {
+		m.rc.budget, m.rc.budgetEnd = budget, m.rc.deadline.Add(budget-m.e.cfg.Timeout)
+	}
 	m.rc.watchMemory(&m.killed, m.e.cfg.MaxMemory)
 	m.call, m.sha, m.fail = call, sha, failure{}
 	m.rng.reset()
@@ -418,9 +421,12 @@ type runCtx struct {
 	timeout    time.Duration
 	deadline   time.Time
 	n          uint32
-	done       chan struct{}
-	stop       *Error // why the run was stopped
-	where      bool   // add the script position to stop's text
+	// budget, when not zero, stops the run with ErrBudget at budgetEnd (RunBudget).
+	budget    time.Duration
+	budgetEnd time.Time
+	done      chan struct{}
+	stop      *Error // why the run was stopped
+	where     bool   // add the script position to stop's text
 
 	// The memory limit: killed is the VM's SCRIPT KILL flag; every memoryEvery checks the heap
 	// is measured, and once it passed memNext a collection tells what the run holds: more than
@@ -560,8 +566,13 @@ func (r *runCtx) check() {
 		default:
 		}
 	}
-	if !r.now().Before(r.deadline) {
+	now := r.now()
+	if !now.Before(r.deadline) {
 		r.kill(&Error{Msg: "ERR Script killed: it ran longer than the script time limit (" + r.timeout.String() + ")", Err: ErrTimeout}, true)
+		return
+	}
+	if r.budget > 0 && !now.Before(r.budgetEnd) {
+		r.kill(&Error{Msg: "ERR Script stopped: it ran longer than its budget (" + r.budget.String() + ")", Err: ErrBudget}, false)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 	"unsafe"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -404,7 +405,8 @@ func evalHalves(r *request, bySHA, readOnly bool) ([][]byte, node.Eval, finishFu
 		e.sha = r.c.scriptSHA(e.src)
 	}
 	// The script sees the client's keys (KEYS); the node waits on their table keys.
-	return dbKeys(r.db, e.keys), e.eval, e.finish
+	e.tableKeys = dbKeys(r.db, e.keys)
+	return e.tableKeys, e.eval, e.finish
 }
 
 // evalCall is one EVAL's state from its first half to its second: what it runs, and what its
@@ -416,16 +418,41 @@ type evalCall struct {
 	src             []byte // EVAL's script
 	sha             string
 	keys, argv      [][]byte
+	tableKeys       [][]byte // keys as the node knows them
 	// What the evaluation found.
 	val      script.Value
 	runErr   error
 	noscript bool
 	refused  string
 	ov       *overlay
+	// A script that runs longer than lockedScriptBudget holding the view lock runs again
+	// without it (script_optimistic.go): slow says the run under the lock was stopped; reads
+	// and cmds are what the run outside read and yielded, which eval then checks against the
+	// view; raced says the check failed; runs counts the runs outside.
+	slow, raced bool
+	reads       *readLog
+	cmds        []fsm.Command
+	runs        int
 }
 
-// eval runs the script on the leader's view (node.Eval) and returns its effects.
+// eval evaluates the script on the leader's view (node.Eval) and returns its effects: it runs
+// it holding the view lock for lockedScriptBudget at most, or checks the reads of the run made
+// without it (script_optimistic.go).
 func (e *evalCall) eval(v node.View) []fsm.Command {
+	if e.reads != nil {
+		return e.validated(v)
+	}
+	budget := lockedScriptBudget
+	if e.r.path == onScript && e.r.script.tx {
+		budget = 0 // EXEC holds the view lock throughout: nothing to run outside it
+	}
+	cmds := e.evaluate(v, budget)
+	e.slow = errors.Is(e.runErr, script.ErrBudget)
+	return cmds
+}
+
+// evaluate runs the script on v, within budget when not zero, and returns its effects.
+func (e *evalCall) evaluate(v node.View, budget time.Duration) []fsm.Command {
 	r := e.r
 	e.val, e.runErr, e.noscript, e.refused, e.ov = script.Value{}, nil, false, "", nil
 	code := e.src
@@ -459,12 +486,12 @@ func (e *evalCall) eval(v node.View) []fsm.Command {
 	if r.path == onScript && r.script.tx {
 		ctx = r.script.ctx
 	}
-	e.val, e.runErr = r.s.scripts.Run(ctx, code, e.keys, e.argv, scriptCaller{parent: r, run: run})
+	e.val, e.runErr = r.s.scripts.RunBudget(ctx, budget, code, e.keys, e.argv, scriptCaller{parent: r, run: run})
 	// As in Redis, effects made before a runtime error stay: scripts are not rolled back.
 	// But a killed script has none: its effects are replicated only once it ends, so
 	// SCRIPT KILL may stop any script, writing or not (Redis refuses to kill one that
-	// wrote, which it cannot undo).
-	if errors.Is(e.runErr, script.ErrKilled) {
+	// wrote, which it cannot undo). Nor has one stopped by its budget: it runs again.
+	if errors.Is(e.runErr, script.ErrKilled) || errors.Is(e.runErr, script.ErrBudget) {
 		ov.want = nil // nothing to compare the (no) results with
 		return nil
 	}
@@ -498,6 +525,7 @@ const maxRememberedScript = 4 << 10
 // (finishFunc).
 func (e *evalCall) finish(res []fsm.Result, err error) {
 	r := e.r
+	res, err = e.rerun(res, err)
 	if err != nil {
 		r.replyError(err)
 		return
