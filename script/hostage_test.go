@@ -138,6 +138,8 @@ func TestConcatSemantics(t *testing.T) {
 			"*5\r\n$4\r\nmeta\r\n$4\r\nmeta\r\n$2\r\n12\r\n$4\r\na1.5\r\n$5\r\nameta\r\n"},
 		{`local t = setmetatable({}, {__concat = function(a, b) return type(a) .. '+' .. type(b) end}) return 'x' .. 'y' .. t`, "$13\r\nxstring+table\r\n"},
 		{long, "$150\r\n" + strings.Repeat("a", 150) + "\r\n"},
+		{`local function f() return 'x', 'y' end local function g(...) return 'a' .. ... end return {'a' .. f(), f() .. 'b', g('b', 'c'), 'a' .. (f())}`,
+			"*4\r\n$2\r\nax\r\n$2\r\nxb\r\n$2\r\nab\r\n$2\r\nax\r\n"},
 		{"local x\nreturn 'a' .. x", "-ERR user_script:2: cannot perform concat operation between string and nil script: " + SHA1Hex([]byte("local x\nreturn 'a' .. x")) + ", on @user_script:2.\r\n"},
 		{`local n = 0 for k in pairs(_G) do if type(k) ~= 'string' or k:byte(1) == 0 then n = n + 1 end end return n`, ":0\r\n"},
 		{`return string.format('%100d', 1)`, "-ERR user_script:1: invalid format (width or precision too long) script: " + SHA1Hex([]byte(`return string.format('%100d', 1)`)) + ", on @user_script:1.\r\n"},
@@ -145,5 +147,26 @@ func TestConcatSemantics(t *testing.T) {
 		if got := run(t, e, tc.src, nil, nil); got != tc.want {
 			t.Errorf("%s\ngot  %q\nwant %q", short(tc.src), got, tc.want)
 		}
+	}
+}
+
+// RunBudget stops a run at its budget, before its time limit, with no run counted; a run
+// that ends within it is an ordinary run.
+func TestRunBudget(t *testing.T) {
+	e := testEngine(t, Config{Timeout: time.Minute})
+	start := time.Now()
+	_, err := e.RunBudget(t.Context(), 5*time.Millisecond, []byte(`while true do end`), nil, nil, nil)
+	if !errors.Is(err, ErrBudget) {
+		t.Fatalf("RunBudget of a loop = %v, want ErrBudget", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("stopped after %v", d)
+	}
+	v, err := e.RunBudget(t.Context(), time.Second, []byte(`return 7`), nil, nil, nil)
+	if err != nil || v.Int != 7 {
+		t.Errorf("RunBudget of a short script = %+v, %v", v, err)
+	}
+	if s := e.Stats(); s.OverBudget != 1 || s.Runs != 1 || s.Failed != 0 {
+		t.Errorf("stats %+v, want 1 over budget and 1 run, none failed", s)
 	}
 }

@@ -333,6 +333,16 @@ func (w concatRewriter) expr(e ast.Expr) ast.Expr {
 			cur = c.Rhs
 		}
 		operands = append(operands, w.expr(cur))
+		for _, o := range operands {
+			// An operand of .. is one value, as if in parentheses: the last argument of a
+			// call would otherwise pass every value a call or ... gives.
+			switch o := o.(type) {
+			case *ast.FuncCallExpr:
+				o.AdjustRet = true
+			case *ast.Comma3Expr:
+				o.AdjustRet = true
+			}
+		}
 		return concatCall(operands, x.Line(), x.LastLine())
 	}
 	return e
