@@ -149,3 +149,35 @@ func TestScriptRerunWhenItsReadsChange(t *testing.T) {
 		t.Errorf("%d runs outside the view lock and %d over budget, want 2 and 1", runs, after.OverBudget-before.OverBudget)
 	}
 }
+
+// TestScriptHostageReplies: through the server, the issue's backtracking pattern stops at the
+// time limit, SCRIPT KILL stops it inside the matcher, and a string.rep bomb gets the memory
+// error. Before, the find ran 22 s (SCRIPT KILL answered OK and changed nothing) and the bomb
+// allocated 1.34 GB.
+func TestScriptHostageReplies(t *testing.T) {
+	const find = `return string.find(string.rep('a', 28), string.rep('a?', 28) .. string.rep('a', 28))`
+	t.Run("time limit", func(t *testing.T) {
+		addr, _ := startServer(t, func(c *Config) { c.ScriptTimeout = 200 * time.Millisecond })
+		a := dialRaw(t, addr)
+		if got := a.do("EVAL", find, "0"); !strings.HasPrefix(got, "-ERR Script killed: it ran longer than the script time limit (200ms)") {
+			t.Errorf("EVAL = %q", got)
+		}
+	})
+	t.Run("SCRIPT KILL", func(t *testing.T) {
+		addr, s := startServer(t, func(c *Config) { c.ScriptTimeout = time.Minute })
+		a, c := dialRaw(t, addr), dialRaw(t, addr)
+		a.sendOnly("EVAL", find, "0")
+		testutil.WaitFor(t, 5*time.Second, testutil.Cond("the script running", func() bool { return s.scripts.Running() == 1 }))
+		testutil.WaitFor(t, 5*time.Second, testutil.Cond("SCRIPT KILL", func() bool { return c.do("SCRIPT", "KILL") == "+OK\r\n" }))
+		if got := a.reply(); !strings.HasPrefix(got, "-ERR Script killed by user with SCRIPT KILL...") {
+			t.Errorf("the killed script replied %q", got)
+		}
+	})
+	t.Run("memory", func(t *testing.T) {
+		addr, _ := startServer(t, func(c *Config) { c.Scripts.Memory = 64 << 20 })
+		a := dialRaw(t, addr)
+		if got := a.do("EVAL", `local t = {} for i = 1, 20 do t[i] = string.rep('x', 16 * 2^20) end return #t`, "0"); !strings.HasPrefix(got, "-ERR Script killed: it used more than the script memory limit (64 MiB)") {
+			t.Errorf("EVAL = %q", got)
+		}
+	})
+}
