@@ -170,3 +170,21 @@ func TestRunBudget(t *testing.T) {
 		t.Errorf("stats %+v, want 1 over budget and 1 run, none failed", s)
 	}
 }
+
+// table.sort, now ours so that the time limit reaches a long sort, sorts as before.
+func TestTableSort(t *testing.T) {
+	e := testEngine(t, Config{})
+	for _, tc := range []struct{ src, want string }{
+		{`local t = {3, 1, 2} table.sort(t) return t`, "*3\r\n:1\r\n:2\r\n:3\r\n"},
+		{`local t = {'b', 'a', 'c'} table.sort(t, function(a, b) return a > b end) return t`, "*3\r\n$1\r\nc\r\n$1\r\nb\r\n$1\r\na\r\n"},
+		{`local t = {} for i = 1, 5000 do t[i] = (i * 7919) % 5000 end table.sort(t) for i = 2, #t do if t[i-1] > t[i] then return 0 end end return #t`, ":5000\r\n"},
+		{`return pcall(table.sort, {1, 'a', 2})`, "$-1\r\n"},
+	} {
+		if got := run(t, e, tc.src, nil, nil); got != tc.want {
+			t.Errorf("%s\ngot  %q\nwant %q", short(tc.src), got, tc.want)
+		}
+	}
+	if got := run(t, e, `table.sort(_G)`, nil, nil); !strings.Contains(got, "Attempt to modify a readonly table") {
+		t.Errorf("table.sort(_G) = %q", got)
+	}
+}

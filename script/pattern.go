@@ -1,6 +1,7 @@
 package script
 
 import (
+	"sort"
 	"strings"
 
 	lua "github.com/yuin/gopher-lua"
@@ -589,4 +590,52 @@ func (ms *matcher) addValue(b *luaBuffer, s, e int, repl lua.LValue) {
 		raiseLua(L, "invalid replacement value (a "+v.Type().String()+")")
 	}
 	b.addString(str)
+}
+
+// tableSort is table.sort as gopher-lua sorts (sort.Sort, the comparator or Lua's <), making the
+// run's check every patternCheckEvery comparisons: sorting a large table with Lua's own < runs
+// no Lua instruction, so neither the time limit nor SCRIPT KILL would see it otherwise.
+func (m *vm) tableSort(L *lua.LState) int {
+	tbl := L.CheckTable(1)
+	s := &luaSorter{m: m, L: L}
+	if L.GetTop() != 1 {
+		s.fn = L.CheckFunction(2)
+	}
+	n := tbl.Len()
+	s.values = make([]lua.LValue, n)
+	for i := range n {
+		s.values[i] = tbl.RawGetInt(i + 1)
+	}
+	sort.Sort(s)
+	for i, v := range s.values {
+		tbl.RawSetInt(i+1, v)
+	}
+	return 0
+}
+
+type luaSorter struct {
+	m      *vm
+	L      *lua.LState
+	fn     *lua.LFunction
+	values []lua.LValue
+	n      int
+}
+
+func (s *luaSorter) Len() int      { return len(s.values) }
+func (s *luaSorter) Swap(i, j int) { s.values[i], s.values[j] = s.values[j], s.values[i] }
+
+func (s *luaSorter) Less(i, j int) bool {
+	if s.n++; s.n%patternCheckEvery == 0 {
+		s.m.checkNow(s.L)
+	}
+	if s.fn == nil {
+		return s.L.LessThan(s.values[i], s.values[j])
+	}
+	s.L.Push(s.fn)
+	s.L.Push(s.values[i])
+	s.L.Push(s.values[j])
+	s.L.Call(2, 1)
+	less := lua.LVAsBool(s.L.Get(-1))
+	s.L.Pop(1)
+	return less
 }

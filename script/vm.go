@@ -116,6 +116,7 @@ func newVM(e *Engine) *vm {
 	str.RawSetString("find", L.NewFunction(m.strFind))
 	str.RawSetString("match", L.NewFunction(m.strMatch))
 	str.RawSetString("gmatch", L.NewFunction(m.strGmatch))
+	str.RawSetString("gfind", str.RawGetString("gmatch")) // Lua 5.1's old name for it
 	str.RawSetString("gsub", L.NewFunction(m.strGsub))
 	str.RawSetString("format", L.NewFunction(m.strFormat(fn(str, "format").GFunction)))
 	for _, name := range []string{"upper", "lower", "reverse"} {
@@ -126,6 +127,7 @@ func newVM(e *Engine) *vm {
 	L.SetMetatable(lua.LString(""), strMT)
 
 	tab := copyTable(L, lib("table"))
+	tab.RawSetString("sort", L.NewFunction(m.tableSort))
 	for _, name := range []string{"insert", "remove", "sort"} {
 		tab.RawSetString(name, L.NewFunction(m.guardFirstArg(fn(tab, name).GFunction)))
 	}
