@@ -261,6 +261,11 @@ func (e *Engine) Compile(src []byte) error {
 	return err
 }
 
+// Compiled reports whether the script whose SHA1 hex digest is sha is compiled and kept, so
+// that running it compiles nothing: the server compiles a script it does not find before it
+// takes its view lock (compiling cannot be stopped by the time limit).
+func (e *Engine) Compiled(sha string) bool { return e.cache.hasSHA(sha) }
+
 // load returns src compiled, from the cache or compiled now.
 func (e *Engine) load(src []byte) (*cached, error) {
 	if c, ok := e.cache.get(src); ok {

@@ -80,3 +80,24 @@ func (e *evalCall) validated(v node.View) []fsm.Command {
 	}
 	return e.cmds
 }
+
+// precompile compiles the script before its evaluation takes the view lock, unless it is
+// compiled already: compiling is out of reach of the time limit, and a 256 KiB script takes
+// milliseconds. EVAL's compile error is kept for the evaluation to report (after its checks
+// of the script cache, as before); EVALSHA reads the stored source first, outside the lock.
+func (e *evalCall) precompile() {
+	s := e.r.s.scripts
+	if !e.bySHA {
+		e.compileErr = s.Compile(e.src)
+		return
+	}
+	if s.Compiled(e.sha) {
+		return
+	}
+	var src string
+	var ok bool
+	e.r.s.node.ExecLocal(func(v node.View) { src, ok = v.Script(e.sha) })
+	if ok {
+		_ = s.Compile([]byte(src)) // a stored script compiled when it was stored: Run reports any error
+	}
+}

@@ -404,6 +404,9 @@ func evalHalves(r *request, bySHA, readOnly bool) ([][]byte, node.Eval, finishFu
 		}
 		e.sha = r.c.scriptSHA(e.src)
 	}
+	if !(r.path == onScript && r.script.tx) {
+		e.precompile()
+	}
 	// The script sees the client's keys (KEYS); the node waits on their table keys.
 	e.tableKeys = dbKeys(r.db, e.keys)
 	return e.tableKeys, e.eval, e.finish
@@ -419,6 +422,7 @@ type evalCall struct {
 	sha             string
 	keys, argv      [][]byte
 	tableKeys       [][]byte // keys as the node knows them
+	compileErr      error    // EVAL's script does not compile (precompile)
 	// What the evaluation found.
 	val      script.Value
 	runErr   error
@@ -486,7 +490,11 @@ func (e *evalCall) evaluate(v node.View, budget time.Duration) []fsm.Command {
 	if r.path == onScript && r.script.tx {
 		ctx = r.script.ctx
 	}
-	e.val, e.runErr = r.s.scripts.RunBudget(ctx, budget, code, e.keys, e.argv, scriptCaller{parent: r, run: run})
+	if e.compileErr != nil {
+		e.val, e.runErr = script.Value{}, e.compileErr
+	} else {
+		e.val, e.runErr = r.s.scripts.RunBudget(ctx, budget, code, e.keys, e.argv, scriptCaller{parent: r, run: run})
+	}
 	// As in Redis, effects made before a runtime error stay: scripts are not rolled back.
 	// But a killed script has none: its effects are replicated only once it ends, so
 	// SCRIPT KILL may stop any script, writing or not (Redis refuses to kill one that
