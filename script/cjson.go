@@ -3,6 +3,7 @@ package script
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	lua "github.com/yuin/gopher-lua"
@@ -244,6 +245,11 @@ func (e *jsonEncoder) value(v lua.LValue, depth, slots int) {
 }
 
 func (e *jsonEncoder) str(s string) {
+	if len(s) >= reserveMin {
+		// Charged and grown at once (append would grow by a quarter at a time): memory.go.
+		e.m.reserve(e.L, len(e.buf)+len(s)+2)
+		e.buf = slices.Grow(e.buf, len(s)+2)
+	}
 	e.buf = append(e.buf, '"')
 	for i := 0; i < len(s); i++ {
 		if esc := jsonEscapes[s[i]]; esc != "" {

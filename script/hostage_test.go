@@ -95,6 +95,9 @@ func TestMemoryChargedBeforeAllocation(t *testing.T) {
 		{"table.concat", `local s = string.rep('x', 2^20) local t = {} for i = 1, 128 do t[i] = s end return #table.concat(t)`},
 		{"gsub", `return #string.gsub(string.rep('x', 2^20), 'x', string.rep('y', 100))`},
 		{"upper", `local s = string.rep('x', 40 * 2^20) local t = {} for i = 1, 4 do t[i] = s:upper() end return #t`},
+		{"cjson.encode", `local s = string.rep('x', 8 * 2^20) local t = {} for i = 1, 20 do t[i] = cjson.encode({s}) end return #t`},
+		{"cmsgpack.pack", `local s = string.rep('x', 8 * 2^20) local t = {} for i = 1, 20 do t[i] = cmsgpack.pack(s) end return #t`},
+		{"struct.pack", `local s = string.rep('x', 8 * 2^20) local t = {} for i = 1, 20 do t[i] = struct.pack('c0', s) end return #t`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := testEngine(t, Config{Timeout: 20 * time.Second, MaxMemory: limit})

@@ -12,7 +12,7 @@ import (
 // instruction: 20 string.rep('x', 64 MiB) in a row, or s = s .. s doubling, are a few
 // instructions and gigabytes. So every library function that can build a large string in one
 // call (string.rep, .., table.concat, string.format, gsub, upper, lower, reverse, and the
-// results of cjson, cmsgpack and struct) asks the run for the room first (vm.reserve): past
+// results of cjson.encode, cmsgpack.pack and struct.pack) asks the run for the room first (vm.reserve): past
 // the memory limit, the run stops with the memory-limit error before the allocation happens.
 
 // reserveMin is the smallest allocation checked before it is made: smaller ones are left to

@@ -25,7 +25,7 @@
 //     gopher-lua has no allocator hook, so the heap is measured every few thousand
 //     instructions, and every library call that can build a large string at once (string.rep,
 //     the .. operator, table.concat, string.format, gsub, upper, lower, reverse, cjson.encode,
-//     cmsgpack.pack) asks for the room before it allocates (memory.go). To that end the ..
+//     cmsgpack.pack, struct.pack) asks for the room before it allocates (memory.go). To that end the ..
 //     operator is compiled as a call of a hidden function, not as gopher-lua's OP_CONCAT.
 //   - string.find, match, gmatch and gsub are raftlock's own Lua 5.1 matcher (pattern.go): it
 //     counts its steps, so the time limit and SCRIPT KILL reach a pattern that backtracks for

@@ -186,7 +186,7 @@ func newVM(e *Engine) *vm {
 	m.cjson = defaultCJSON()
 	g.RawSetString("bit", m.proxy(bitLib(L), ro))
 	g.RawSetString("cjson", m.proxy(m.cjsonLib(&m.cjson), ro))
-	g.RawSetString("struct", m.proxy(structLib(L), ro))
+	g.RawSetString("struct", m.proxy(m.structLib(), ro))
 	g.RawSetString("cmsgpack", m.proxy(m.cmsgpackLib(), ro))
 	gMT := L.CreateTable(0, 1)
 	gMT.RawSetString("__index", L.NewFunction(nonexistentGlobal))
