@@ -172,6 +172,21 @@ func TestRunBudget(t *testing.T) {
 	if s := e.Stats(); s.OverBudget != 1 || s.Runs != 1 || s.Failed != 0 {
 		t.Errorf("stats %+v, want 1 over budget and 1 run, none failed", s)
 	}
+	// Work too long to do in one go holding the server's view stops a run on a budget at
+	// once, however much of its budget is left; without a budget it is done.
+	for _, src := range []string{
+		`return #string.rep('x', 2^21)`,
+		`local s = string.rep('x', 2^19) return #(s .. s .. s)`,
+		`return loadstring(string.rep('do end ', 1000) .. 'return 1')()`,
+		`local i = 0 return load(function() i = i + 1 if i < 1000 then return 'a = 1 ' end end) ~= nil`,
+	} {
+		if _, err := e.RunBudget(t.Context(), 50*time.Second, []byte(src), nil, nil, nil); !errors.Is(err, ErrBudget) {
+			t.Errorf("RunBudget of %s = %v, want ErrBudget", src, err)
+		}
+		if got := run(t, e, src, nil, nil); strings.HasPrefix(got, "-") {
+			t.Errorf("Run of %s = %q", src, got)
+		}
+	}
 }
 
 // table.sort, now ours so that the time limit reaches a long sort, sorts as before.

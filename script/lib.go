@@ -89,6 +89,7 @@ func (m *vm) command(L *lua.LState, raise bool) int {
 		texts = append(texts, s)
 		size += len(s)
 	}
+	m.reserve(L, size) // the arguments' copy (memory.go)
 	buf := make([]byte, 0, size)
 	args := make([][]byte, argc)
 	for i, s := range texts {
@@ -378,6 +379,9 @@ func (m *vm) loadstring(L *lua.LState) int {
 		L.Push(lua.LString(chunkTooLarge))
 		return 2
 	}
+	if len(s) > heavyChunk {
+		m.notHoldingView(L)
+	}
 	name := L.OptString(2, s)
 	display := chunkID(name)
 	proto, msg := compileChunk([]byte(s), display)
@@ -429,6 +433,9 @@ func (m *vm) loadBounded(L *lua.LState) int {
 		src.WriteString(s)
 	}
 	L.SetTop(top)
+	if src.Len() > heavyChunk {
+		m.notHoldingView(L)
+	}
 	display := chunkID(name)
 	proto, msg := compileChunk([]byte(src.String()), display)
 	if msg != "" {

@@ -25,7 +25,27 @@ func (m *vm) reserve(L *lua.LState, n int) {
 	if n < reserveMin {
 		return
 	}
+	if n >= heavyBytes {
+		m.notHoldingView(L)
+	}
 	if !m.rc.reserve(uint64(n)) {
+		L.RaiseError("%s", errKilled.Error())
+	}
+}
+
+// heavyBytes and heavyChunk are the string a run on a budget (RunBudget: the server's view
+// lock is held) does not build, and the chunk it does not compile, in one call: copying 64 MiB
+// or compiling 256 KiB of Lua takes tens to hundreds of milliseconds that no check interrupts.
+// The run stops with ErrBudget instead, and runs again without the lock.
+const (
+	heavyBytes = 1 << 20
+	heavyChunk = 4 << 10
+)
+
+// notHoldingView stops a run on a budget before work too long to do holding the view lock.
+func (m *vm) notHoldingView(L *lua.LState) {
+	if m.rc.budget > 0 && m.rc.done == nil {
+		m.rc.overBudget()
 		L.RaiseError("%s", errKilled.Error())
 	}
 }

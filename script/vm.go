@@ -540,6 +540,10 @@ func (r *runCtx) headroom(live uint64) uint64 {
 	return max(left, uint64(r.maxMem)/8)
 }
 
+func (r *runCtx) overBudget() {
+	r.kill(&Error{Msg: "ERR Script stopped: it ran longer than its budget (" + r.budget.String() + ")", Err: ErrBudget}, false)
+}
+
 func (r *runCtx) killMemory() {
 	r.kill(&Error{Msg: "ERR Script killed: it used more than the script memory limit (" + strconv.FormatInt(r.maxMem>>20, 10) + " MiB)", Err: ErrMemory}, true)
 }
@@ -574,7 +578,7 @@ func (r *runCtx) check() {
 		return
 	}
 	if r.budget > 0 && !now.Before(r.budgetEnd) {
-		r.kill(&Error{Msg: "ERR Script stopped: it ran longer than its budget (" + r.budget.String() + ")", Err: ErrBudget}, false)
+		r.overBudget()
 	}
 }
 
