@@ -181,3 +181,22 @@ func TestScriptHostageReplies(t *testing.T) {
 		}
 	})
 }
+
+// TestScriptInsideExec: an EVAL queued in MULTI runs inside EXEC, which holds the view lock
+// throughout (it is neither compiled nor rerun outside it), and a looping one is stopped by
+// the transaction's time limit.
+func TestScriptInsideExec(t *testing.T) {
+	addr, _ := startServer(t, func(c *Config) { c.ScriptTimeout = 200 * time.Millisecond })
+	a := dialRaw(t, addr)
+	for _, step := range []struct{ args []string }{
+		{[]string{"MULTI"}},
+		{[]string{"EVAL", "redis.call('set', KEYS[1], 'v') return redis.call('get', KEYS[1])", "1", "tk"}},
+		{[]string{"EVAL", "local i = 0 while true do i = i + 1 end", "0"}},
+	} {
+		a.do(step.args...)
+	}
+	got := a.do("EXEC")
+	if !strings.HasPrefix(got, "*2\r\n$1\r\nv\r\n-ERR Script killed: ") {
+		t.Errorf("EXEC = %q", got)
+	}
+}
