@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -154,23 +155,30 @@ func TestConcatSemantics(t *testing.T) {
 }
 
 // RunBudget stops a run at its budget, before its time limit, with no run counted; a run
-// that ends within it is an ordinary run.
+// that ends within it is an ordinary run. Right after a stop, runs on a budget do not start.
 func TestRunBudget(t *testing.T) {
 	e := testEngine(t, Config{Timeout: time.Minute})
-	start := time.Now()
-	_, err := e.RunBudget(t.Context(), 5*time.Millisecond, []byte(`while true do end`), nil, nil, nil)
-	if !errors.Is(err, ErrBudget) {
+	var clock atomic.Int64 // past base; every reading advances it by a millisecond
+	base := time.Now()
+	e.now = func() time.Time { return base.Add(time.Duration(clock.Add(int64(time.Millisecond)))) }
+	later := func() { clock.Add(int64(time.Hour)) } // past any cooldown
+	if _, err := e.RunBudget(t.Context(), 5*time.Millisecond, []byte(`while true do end`), nil, nil, nil); !errors.Is(err, ErrBudget) {
 		t.Fatalf("RunBudget of a loop = %v, want ErrBudget", err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("stopped after %v", d)
+	// Within budgetCooldown of it, even a short script is sent away at once.
+	if _, err := e.RunBudget(t.Context(), 5*time.Millisecond, []byte(`return 7`), nil, nil, nil); !errors.Is(err, ErrBudget) {
+		t.Errorf("RunBudget just after a stop = %v, want ErrBudget", err)
 	}
+	if v, err := e.Run(t.Context(), []byte(`return 7`), nil, nil, nil); err != nil || v.Int != 7 {
+		t.Errorf("Run just after a stop = %+v, %v", v, err)
+	}
+	later()
 	v, err := e.RunBudget(t.Context(), time.Second, []byte(`return 7`), nil, nil, nil)
 	if err != nil || v.Int != 7 {
 		t.Errorf("RunBudget of a short script = %+v, %v", v, err)
 	}
-	if s := e.Stats(); s.OverBudget != 1 || s.Runs != 1 || s.Failed != 0 {
-		t.Errorf("stats %+v, want 1 over budget and 1 run, none failed", s)
+	if s := e.Stats(); s.OverBudget != 2 || s.Runs != 2 || s.Failed != 0 {
+		t.Errorf("stats %+v, want 2 over budget and 2 runs, none failed", s)
 	}
 	// Work too long to do in one go holding the server's view stops a run on a budget at
 	// once, however much of its budget is left; without a budget it is done.
@@ -180,7 +188,8 @@ func TestRunBudget(t *testing.T) {
 		`return loadstring(string.rep('do end ', 1000) .. 'return 1')()`,
 		`local i = 0 return load(function() i = i + 1 if i < 1000 then return 'a = 1 ' end end) ~= nil`,
 	} {
-		if _, err := e.RunBudget(t.Context(), 50*time.Second, []byte(src), nil, nil, nil); !errors.Is(err, ErrBudget) {
+		later()
+		if _, err := e.RunBudget(t.Context(), 50*time.Second, []byte(src), nil, nil, nil); !errors.Is(err, ErrBudget) || strings.Contains(err.Error(), "another script") {
 			t.Errorf("RunBudget of %s = %v, want ErrBudget", src, err)
 		}
 		if got := run(t, e, src, nil, nil); strings.HasPrefix(got, "-") {

@@ -140,7 +140,9 @@ type Engine struct {
 		idle    []*vm
 		running map[*vm]struct{} // the VMs running a script now, for Kill
 	}
-	stats struct {
+	// overBudgetAt is when a run on a budget was last stopped by it (UnixNano), 0 never.
+	overBudgetAt atomic.Int64
+	stats        struct {
 		runs, failed, timeouts, aborts, compiles, hits, vms, native, overBudget atomic.Uint64
 	}
 }
@@ -174,7 +176,9 @@ func (e *Engine) Run(ctx context.Context, src []byte, keys, argv [][]byte, call 
 // RunBudget is Run, stopped with an *Error wrapping ErrBudget once it has run for budget
 // (when that is shorter than Config.Timeout): the server runs a script holding its view lock
 // for that long at most, then again without it (server/script_optimistic.go). A run stopped
-// so has no effects to keep and is not counted as failed; its VM is not reused.
+// so has no effects to keep and is not counted as failed; its VM is not reused. For
+// budgetCooldown budgets after a run was stopped so, RunBudget returns that error at once
+// without running anything (but a script's Go form, native.go, which is quick, still runs).
 func (e *Engine) RunBudget(ctx context.Context, budget time.Duration, src []byte, keys, argv [][]byte, call Caller) (Value, error) {
 	v, err := e.runBudget(ctx, budget, src, keys, argv, call)
 	if errors.Is(err, ErrBudget) {
@@ -216,6 +220,14 @@ func (e *Engine) runBudget(ctx context.Context, budget time.Duration, src []byte
 			return v, err
 		}
 	}
+	if budget > 0 && budget < e.cfg.Timeout {
+		// Right after a run on a budget was stopped by it, runs on a budget do not start:
+		// the server evaluates a pipeline's scripts under one hold of its lock, and 64
+		// looping ones would hold it for 64 budgets.
+		if last := e.overBudgetAt.Load(); last != 0 && e.now().UnixNano()-last < int64(budgetCooldown*budget) {
+			return Value{}, errSkippedBudget
+		}
+	}
 	m, err := e.acquire()
 	if err != nil {
 		return Value{}, err
@@ -225,6 +237,9 @@ func (e *Engine) runBudget(ctx context.Context, budget time.Duration, src []byte
 	e.mu.running[m] = struct{}{}
 	e.mu.Unlock()
 	v, err := m.run(ctx, script.proto, script.sha, keys, argv, call, budget)
+	if errors.Is(err, ErrBudget) {
+		e.overBudgetAt.Store(e.now().UnixNano())
+	}
 	e.mu.Lock()
 	delete(e.mu.running, m)
 	e.mu.Unlock()
@@ -260,6 +275,13 @@ func (e *Engine) Compile(src []byte) error {
 	_, err := e.load(src)
 	return err
 }
+
+// budgetCooldown is how many budgets long, after a run on a budget was stopped by it, runs on
+// a budget are refused at once (RunBudget).
+const budgetCooldown = 5
+
+// errSkippedBudget is RunBudget's answer during budgetCooldown.
+var errSkippedBudget = &Error{Msg: "ERR Script stopped: another script ran past its budget just now", Err: ErrBudget}
 
 // Compiled reports whether the script whose SHA1 hex digest is sha is compiled and kept, so
 // that running it compiles nothing: the server compiles a script it does not find before it
