@@ -22,7 +22,10 @@ import (
 // each finds the same now, the run is the one it would have been had it run now, and its
 // effects are proposed (each still guarded by what it saw) and its reply sent as any
 // evaluation's; if not, it runs again, up to maxOutsideRuns times, and then fails with
-// errScriptRaced rather than run holding the lock.
+// errScriptRaced rather than run holding the lock. For a few budgets after a script used its
+// budget up, scripts do not start holding the lock at all (script.Engine.RunBudget): a
+// pipeline's proposals are evaluated under one hold of the lock, and a pipeline of looping
+// scripts would otherwise hold it for one budget each.
 //
 // Not covered: a script inside MULTI ... EXEC, which holds the view lock for the whole
 // transaction (its EVALs run in it, within the transaction's time limit).
