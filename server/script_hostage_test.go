@@ -200,3 +200,32 @@ func TestScriptInsideExec(t *testing.T) {
 		t.Errorf("EXEC = %q", got)
 	}
 }
+
+// TestScriptReadLogBounded: a script that runs past its time holding the view is checked
+// holding it, so what it may read is bounded: 5000 keys pass, 10001 are refused with nothing
+// written; a key read again and again counts once.
+func TestScriptReadLogBounded(t *testing.T) {
+	addr, s := startServer(t, func(c *Config) { c.ScriptTimeout = time.Minute })
+	a := dialRaw(t, addr)
+	const reads = `for i = 1, tonumber(ARGV[1]) do redis.call('get', ARGV[2] .. i) end
+		local i = 0 while i < 2e5 do i = i + 1 end
+		redis.call('set', KEYS[1], 'done') return 1`
+	before := s.scripts.Stats().OverBudget
+	if got := a.do("EVAL", reads, "1", "out1", "5000", "k"); got != ":1\r\n" {
+		t.Errorf("5000 keys = %q", got)
+	}
+	if got := a.do("EVAL", `for i = 1, 20000 do redis.call('get', ARGV[1]) end
+		local i = 0 while i < 2e5 do i = i + 1 end
+		redis.call('set', KEYS[1], 'done') return 1`, "1", "out2", "same"); got != ":1\r\n" {
+		t.Errorf("one key 20000 times = %q", got)
+	}
+	if got := a.do("EVAL", reads, "1", "out3", "10001", "k"); !strings.HasPrefix(got, "-ERR the script read more than 10000 keys") {
+		t.Errorf("10001 keys = %q", got)
+	}
+	if got := a.do("MGET", "out1", "out2", "out3"); got != "*3\r\n$4\r\ndone\r\n$4\r\ndone\r\n$-1\r\n" {
+		t.Errorf("MGET = %q", got)
+	}
+	if n := s.scripts.Stats().OverBudget - before; n == 0 {
+		t.Errorf("no run went past its budget: the test did not test runs outside the lock")
+	}
+}

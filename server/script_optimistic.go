@@ -42,6 +42,10 @@ var errScriptRaced = "ERR the keys the script read changed while it ran, " + str
 	" times in a row (a script that runs longer than " + lockedScriptBudget.String() +
 	" runs without holding the node's view, and again if what it read changed): retry it"
 
+var errScriptReadTooMuch = "ERR the script read more than " + strconv.Itoa(maxReadLog) +
+	" keys (or scanned past that many) in a run longer than " + lockedScriptBudget.String() +
+	": such a run is checked holding the node's view, and that check is bounded; nothing was written"
+
 // rerun runs the script outside the view lock as long as its last evaluation asks for it (the
 // run under the lock passed its budget, or what the run outside read changed), and returns the
 // outcome of the last evaluation. It gives up after maxOutsideRuns runs (refused).
@@ -62,13 +66,17 @@ func (e *evalCall) rerun(res []fsm.Result, err error) ([]fsm.Result, error) {
 }
 
 // runOutside runs the script on a readLog, without the view lock, with its whole time limit.
-// It reports whether eval must now check its reads (false: SCRIPT KILL stopped it, and it has
-// nothing to check or propose).
+// It reports whether eval must now check its reads (false: SCRIPT KILL stopped it, or it read
+// too much to be checked, and it has nothing to propose).
 func (e *evalCall) runOutside() bool {
 	log := newReadLog(e.r.s.node)
 	e.reads, e.cmds = nil, nil
 	cmds := e.evaluate(log, 0)
 	if errors.Is(e.runErr, script.ErrKilled) {
+		return false
+	}
+	if log.overflow {
+		e.noscript, e.refused = false, errScriptReadTooMuch
 		return false
 	}
 	e.reads, e.cmds = log, slices.Clip(cmds)

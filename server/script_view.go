@@ -17,13 +17,20 @@ import (
 // Lease time is the one thing not compared exactly: a read notes whether a key's lease had
 // ended, not how much of it was left, so a PTTL inside a script is as of when it was read.
 type readLog struct {
-	node    Node
-	locks   []lockRead
-	lens    []lenRead
-	scans   []scanRead
-	scripts []scriptRead
-	users   []userRead
-	cache   []cacheRead
+	node Node
+	// seen indexes locks by key: a key read again is not noted again, and if it is found
+	// changed, the run cannot be the one of any single moment (changed).
+	seen    map[string]int
+	changed bool
+	// entries counts what valid will look at; past maxReadLog the log stops (overflow).
+	entries  int
+	overflow bool
+	locks    []lockRead
+	lens     []lenRead
+	scans    []scanRead
+	scripts  []scriptRead
+	users    []userRead
+	cache    []cacheRead
 }
 
 var _ node.View = (*readLog)(nil)
@@ -60,10 +67,42 @@ type cacheRead struct{ scripts, bytes int }
 
 func newReadLog(n Node) *readLog { return &readLog{node: n} }
 
+// maxReadLog bounds what the check of a run outside the lock looks at, holding the lock: the
+// keys it read and the entries its scans went through (a lookup each, about a microsecond).
+const maxReadLog = 10000
+
 func (r *readLog) Lookup(key []byte) (l fsm.Lock, rem time.Duration, held bool) {
 	r.node.ExecLocal(func(v node.View) { l, rem, held = v.Lookup(key) })
-	r.locks = append(r.locks, lockRead{key: bytes.Clone(key), l: l, held: held, ended: leaseEnded(l, rem, held)})
+	read := lockRead{l: l, held: held, ended: leaseEnded(l, rem, held)}
+	if i, ok := r.seen[string(key)]; ok {
+		if !read.same(r.locks[i]) {
+			r.changed = true
+		}
+		return l, rem, held
+	}
+	if !r.count(1) {
+		return l, rem, held
+	}
+	if r.seen == nil {
+		r.seen = make(map[string]int)
+	}
+	read.key = bytes.Clone(key)
+	r.seen[string(read.key)] = len(r.locks)
+	r.locks = append(r.locks, read)
 	return l, rem, held
+}
+
+// same reports whether two reads of one key found the same.
+func (a lockRead) same(b lockRead) bool {
+	return a.held == b.held && (!a.held || sameLock(a.l, b.l) && a.ended == b.ended)
+}
+
+// count notes n more entries to check, and reports false once there are too many.
+func (r *readLog) count(n int) bool {
+	if r.entries += n; r.entries > maxReadLog {
+		r.overflow = true
+	}
+	return !r.overflow
 }
 
 func leaseEnded(l fsm.Lock, rem time.Duration, held bool) bool {
@@ -82,6 +121,9 @@ func (r *readLog) Ascend(from []byte, fn func(key []byte, l fsm.Lock) bool) {
 	s := scanRead{from: bytes.Clone(from)}
 	r.node.ExecLocal(func(v node.View) {
 		v.Ascend(from, func(key []byte, l fsm.Lock) bool {
+			if !r.count(1) {
+				return false // the run is refused (overflow): what fn misses does not matter
+			}
 			s.keys = append(s.keys, bytes.Clone(key))
 			s.locks = append(s.locks, l)
 			if !fn(key, l) {
@@ -114,9 +156,12 @@ func (r *readLog) User(name string) (rules string, ok bool) {
 
 // valid reports whether every read of the log finds the same in v (under the view lock).
 func (r *readLog) valid(v node.View) bool {
+	if r.changed || r.overflow {
+		return false
+	}
 	for _, x := range r.locks {
 		l, rem, held := v.Lookup(x.key)
-		if held != x.held || held && (!sameLock(l, x.l) || leaseEnded(l, rem, held) != x.ended) {
+		if !x.same(lockRead{l: l, held: held, ended: leaseEnded(l, rem, held)}) {
 			return false
 		}
 	}
