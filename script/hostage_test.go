@@ -163,18 +163,18 @@ func TestRunBudget(t *testing.T) {
 	base := time.Now()
 	e.now = func() time.Time { return base.Add(time.Duration(clock.Add(int64(time.Millisecond)))) }
 	later := func() { clock.Add(int64(time.Hour)) } // past any cooldown
-	if _, err := e.RunBudget(t.Context(), 5*time.Millisecond, []byte(`while true do end`), nil, nil, nil); !errors.Is(err, ErrBudget) {
+	if _, _, err := e.RunBudget(t.Context(), 5*time.Millisecond, []byte(`while true do end`), nil, nil, nil); !errors.Is(err, ErrBudget) {
 		t.Fatalf("RunBudget of a loop = %v, want ErrBudget", err)
 	}
 	// Within budgetCooldown of it, even a short script is sent away at once.
-	if _, err := e.RunBudget(t.Context(), 5*time.Millisecond, []byte(`return 7`), nil, nil, nil); !errors.Is(err, ErrBudget) {
+	if _, _, err := e.RunBudget(t.Context(), 5*time.Millisecond, []byte(`return 7`), nil, nil, nil); !errors.Is(err, ErrBudget) {
 		t.Errorf("RunBudget just after a stop = %v, want ErrBudget", err)
 	}
 	if v, err := e.Run(t.Context(), []byte(`return 7`), nil, nil, nil); err != nil || v.Int != 7 {
 		t.Errorf("Run just after a stop = %+v, %v", v, err)
 	}
 	later()
-	v, err := e.RunBudget(t.Context(), time.Second, []byte(`return 7`), nil, nil, nil)
+	v, _, err := e.RunBudget(t.Context(), time.Second, []byte(`return 7`), nil, nil, nil)
 	if err != nil || v.Int != 7 {
 		t.Errorf("RunBudget of a short script = %+v, %v", v, err)
 	}
@@ -190,7 +190,7 @@ func TestRunBudget(t *testing.T) {
 		`local i = 0 return load(function() i = i + 1 if i < 1000 then return 'a = 1 ' end end) ~= nil`,
 	} {
 		later()
-		if _, err := e.RunBudget(t.Context(), 50*time.Second, []byte(src), nil, nil, nil); !errors.Is(err, ErrBudget) || strings.Contains(err.Error(), "another script") {
+		if _, _, err := e.RunBudget(t.Context(), 50*time.Second, []byte(src), nil, nil, nil); !errors.Is(err, ErrBudget) || strings.Contains(err.Error(), "another script") {
 			t.Errorf("RunBudget of %s = %v, want ErrBudget", src, err)
 		}
 		if got := run(t, e, src, nil, nil); strings.HasPrefix(got, "-") {
@@ -214,5 +214,46 @@ func TestTableSort(t *testing.T) {
 	}
 	if got := run(t, e, `table.sort(_G)`, nil, nil); !strings.Contains(got, "Attempt to modify a readonly table") {
 		t.Errorf("table.sort(_G) = %q", got)
+	}
+}
+
+// A script stopped by its budget waits to run again as a Session: SCRIPT KILL counts it and
+// stops its next run, so no moment between its runs escapes a kill.
+func TestSessionKill(t *testing.T) {
+	e := testEngine(t, Config{Timeout: time.Minute})
+	loop := []byte(`while true do end`)
+	_, s, err := e.RunBudget(t.Context(), time.Millisecond, loop, nil, nil, nil)
+	if !errors.Is(err, ErrBudget) || s == nil {
+		t.Fatalf("RunBudget = %v, %v; want ErrBudget and a session", s, err)
+	}
+	if n := e.Kill(); n != 1 {
+		t.Errorf("Kill with one script waiting = %d, want 1", n)
+	}
+	if _, err := s.Run(t.Context(), loop, nil, nil, nil); !errors.Is(err, ErrKilled) || !strings.HasPrefix(err.Error(), "ERR Script killed by user with SCRIPT KILL...") {
+		t.Errorf("the run after the kill = %v, want ErrKilled at once", err)
+	}
+	if n := e.Kill(); n != 0 {
+		t.Errorf("Kill once the session ran = %d, want 0", n)
+	}
+	// A session closed without running is no longer counted; one paused again is.
+	e.overBudgetAt.Store(0)
+	_, s, _ = e.RunBudget(t.Context(), time.Millisecond, loop, nil, nil, nil)
+	s.Close()
+	s.Close()
+	if n := e.Kill(); n != 0 {
+		t.Errorf("Kill after Close = %d, want 0", n)
+	}
+	e.overBudgetAt.Store(0)
+	_, s, _ = e.RunBudget(t.Context(), time.Millisecond, []byte(`local i = 0 while i < 1e7 do i = i + 1 end return i`), nil, nil, nil)
+	v, err := s.Run(t.Context(), []byte(`local i = 0 while i < 1e7 do i = i + 1 end return i`), nil, nil, nil)
+	if err != nil || v.Int != 1e7 {
+		t.Fatalf("the session's run = %+v, %v", v, err)
+	}
+	s.Pause()
+	if n := e.Kill(); n != 1 {
+		t.Errorf("Kill with a paused session = %d, want 1", n)
+	}
+	if _, err := s.Run(t.Context(), loop, nil, nil, nil); !errors.Is(err, ErrKilled) {
+		t.Errorf("the run after a kill while paused = %v", err)
 	}
 }

@@ -434,6 +434,7 @@ type evalCall struct {
 	// and cmds are what the run outside read and yielded, which eval then checks against the
 	// view; raced says the check failed; runs counts the runs outside.
 	slow, raced bool
+	session     *script.Session // the script waiting to run again, once slow
 	reads       *readLog
 	cmds        []fsm.Command
 	runs        int
@@ -445,6 +446,12 @@ type evalCall struct {
 func (e *evalCall) eval(v node.View) []fsm.Command {
 	if e.reads != nil {
 		return e.validated(v)
+	}
+	if e.session != nil {
+		// Evaluated again (a key was in flight) after its run on a budget stopped: it runs
+		// outside the lock from now on.
+		e.slow = true
+		return nil
 	}
 	budget := lockedScriptBudget
 	if e.r.path == onScript && e.r.script.tx {
@@ -490,10 +497,18 @@ func (e *evalCall) evaluate(v node.View, budget time.Duration) []fsm.Command {
 	if r.path == onScript && r.script.tx {
 		ctx = r.script.ctx
 	}
-	if e.compileErr != nil {
+	caller := scriptCaller{parent: r, run: run}
+	switch {
+	case e.compileErr != nil:
 		e.val, e.runErr = script.Value{}, e.compileErr
-	} else {
-		e.val, e.runErr = r.s.scripts.RunBudget(ctx, budget, code, e.keys, e.argv, scriptCaller{parent: r, run: run})
+	case e.session != nil: // a run outside the lock after one on a budget (script_optimistic.go)
+		e.val, e.runErr = e.session.Run(ctx, code, e.keys, e.argv, caller)
+	default:
+		var s *script.Session
+		e.val, s, e.runErr = r.s.scripts.RunBudget(ctx, budget, code, e.keys, e.argv, caller)
+		if s != nil {
+			e.session = s
+		}
 	}
 	// As in Redis, effects made before a runtime error stay: scripts are not rolled back.
 	// But a killed script has none: its effects are replicated only once it ends, so
@@ -534,6 +549,9 @@ const maxRememberedScript = 4 << 10
 func (e *evalCall) finish(res []fsm.Result, err error) {
 	r := e.r
 	res, err = e.rerun(res, err)
+	if e.session != nil {
+		e.session.Close()
+	}
 	if err != nil {
 		r.replyError(err)
 		return
