@@ -154,6 +154,13 @@ func (r *readLog) User(name string) (rules string, ok bool) {
 	return rules, ok
 }
 
+// Format is not checked again: a cluster's format only ever grows, and a script's commands
+// are judged against the format again when they are proposed (fsm.NeedsFormat).
+func (r *readLog) Format() (format byte) {
+	r.node.ExecLocal(func(v node.View) { format = v.Format() })
+	return format
+}
+
 // valid reports whether every read of the log finds the same in v (under the view lock).
 func (r *readLog) valid(v node.View) bool {
 	if r.changed || r.overflow {
