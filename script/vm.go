@@ -566,7 +566,7 @@ func (r *runCtx) check() {
 	if r.parentDone != nil {
 		select {
 		case <-r.parentDone:
-			err := r.parent.Err()
+			err := context.Cause(r.parent) // the parent's own reason, when it gave one
 			r.kill(&Error{Msg: "ERR Script killed: " + err.Error(), Err: err}, true)
 			return
 		default:

@@ -30,7 +30,14 @@ import (
 // Not covered: a script inside MULTI ... EXEC, which holds the view lock for the whole
 // transaction (its EVALs run in it, within the transaction's time limit).
 
+// errExecScriptTime stops the scripts of a MULTI/EXEC that ran execScriptTime in all.
+var errExecScriptTime = errors.New("the scripts of a MULTI/EXEC may run " + execScriptTime.String() +
+	" in all (they hold the node's view, and every other request waits); run a longer script on its own")
+
 const (
+	// execScriptTime bounds the scripts queued in one MULTI/EXEC together: they run holding the
+	// view lock throughout (EXEC is atomic), so they cannot move outside it as a lone script does.
+	execScriptTime = 10 * time.Millisecond
 	// lockedScriptBudget is how long a script may run holding the view lock.
 	lockedScriptBudget = 2 * time.Millisecond
 	// maxOutsideRuns bounds how often a script runs outside the lock because what it read
