@@ -66,6 +66,11 @@ const (
 	// nothing, so the ID never changes once set. Numbered apart from the kinds above so that
 	// kinds added meanwhile on other branches do not collide with it.
 	KindSetCluster Kind = 20
+	// KindForgetUser deletes an ACL user's record outright (Key = its name), leaving no
+	// tombstone: ACL DELUSER sends it for a user no node's configuration defines (the leader's
+	// --aclfile and --requirepass are the judge, and every node is to be started with the same
+	// ones), so deleting users gives their memory back. Only a FormatBatch cluster carries it.
+	KindForgetUser Kind = 21
 )
 
 func (k Kind) String() string {
@@ -102,6 +107,8 @@ func (k Kind) String() string {
 		return "del-user"
 	case KindSetCluster:
 		return "set-cluster"
+	case KindForgetUser:
+		return "forget-user"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -209,7 +216,7 @@ func (c Command) Validate() error {
 		if len(c.Owner) > MaxMemberAddr {
 			return fmt.Errorf("fsm: set-member address of %d bytes (at most %d)", len(c.Owner), MaxMemberAddr)
 		}
-	case KindRemoveMember, KindDelUser, KindSetCluster:
+	case KindRemoveMember, KindDelUser, KindSetCluster, KindForgetUser:
 	case KindSetUser:
 		if len(c.Owner) == 0 {
 			return fmt.Errorf("fsm: set-user without rules")

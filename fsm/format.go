@@ -43,12 +43,17 @@ func FormatOf(entry []byte) byte {
 
 // NeedsFormat returns the oldest format that can carry cmds.
 func NeedsFormat(cmds []Command) byte {
+	need := FormatPrevious
 	for _, c := range cmds {
-		if c.Kind > KindFlush || c.Match.Kind > MatchLease || c.Match.Rev != 0 || c.Value != nil {
-			return FormatTyped
+		switch {
+		case c.Kind == KindForgetUser:
+			// Added with FormatBatch: a binary of FormatTyped's release cannot decode it.
+			return FormatBatch
+		case c.Kind > KindFlush || c.Match.Kind > MatchLease || c.Match.Rev != 0 || c.Value != nil:
+			need = FormatTyped
 		}
 	}
-	return FormatPrevious
+	return need
 }
 
 // EncodeEntryIn appends the log entry of cmds in format (FormatPrevious or later). It refuses,

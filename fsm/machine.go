@@ -415,6 +415,10 @@ func (m *Machine) apply(index uint64, cmd Command) Result {
 		}
 		m.users[string(cmd.Key)] = rules
 		return Result{Status: StatusUser, Existed: existed}
+	case KindForgetUser:
+		_, existed := m.users[string(cmd.Key)]
+		delete(m.users, string(cmd.Key))
+		return Result{Status: StatusUser, Existed: existed}
 	case KindPublish, KindShardPublish:
 		return Result{Status: StatusPublished}
 	case KindFlush:
@@ -482,7 +486,7 @@ func (u *undoLog) save(m *Machine, cmd Command) {
 		r.value, r.present = m.members[r.key]
 	case KindStoreScript:
 		r.value, r.present = m.scripts[r.key]
-	case KindSetUser, KindDelUser:
+	case KindSetUser, KindDelUser, KindForgetUser:
 		r.value, r.present = m.users[r.key]
 	case KindFlushScripts:
 		r.scripts = maps.Clone(m.scripts)
@@ -510,7 +514,7 @@ func (u *undoLog) rollback(m *Machine) {
 			restoreEntry(m.members, r.key, r.value, r.present)
 		case KindStoreScript:
 			restoreEntry(m.scripts, r.key, r.value, r.present)
-		case KindSetUser, KindDelUser:
+		case KindSetUser, KindDelUser, KindForgetUser:
 			restoreEntry(m.users, r.key, r.value, r.present)
 		case KindFlushScripts:
 			m.scripts = r.scripts

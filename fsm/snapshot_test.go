@@ -760,3 +760,35 @@ func TestAbortedEntryRestoresUsers(t *testing.T) {
 		t.Errorf("users after the abort (-got +want):\n%s", diff)
 	}
 }
+
+// KindForgetUser leaves no record (no tombstone), is undone with an aborted entry, and only a
+// FormatBatch cluster carries it.
+func TestForgetUser(t *testing.T) {
+	m := fsm.New()
+	applyAll(t, m, 1, []fsm.Command{
+		{Kind: fsm.KindSetUser, Key: []byte("alice"), Owner: []byte("on nopass")},
+		{Kind: fsm.KindSetUser, Key: []byte("bob"), Owner: []byte("on nopass")},
+		{Kind: fsm.KindForgetUser, Key: []byte("bob")},
+		{Kind: fsm.KindForgetUser, Key: []byte("nobody")},
+	})
+	if diff := cmp.Diff(m.Users(), map[string]string{"alice": "on nopass"}); diff != "" {
+		t.Errorf("users (-got +want):\n%s", diff)
+	}
+	res := m.ApplyEntry(nil, 2, []fsm.Command{
+		{Kind: fsm.KindForgetUser, Key: []byte("alice")},
+		{Kind: fsm.KindRelease, Key: fsm.DBKey(0, []byte("nokey")), Match: fsm.Match{Kind: fsm.MatchAny}},
+	})
+	if !fsm.Aborted(res) {
+		t.Fatalf("results %v, want the entry aborted", res)
+	}
+	if diff := cmp.Diff(restore(t, snapshotBytes(t, m)).Users(), map[string]string{"alice": "on nopass"}); diff != "" {
+		t.Errorf("restored users after the abort (-got +want):\n%s", diff)
+	}
+	forget := []fsm.Command{{Kind: fsm.KindForgetUser, Key: []byte("alice")}}
+	if got := fsm.NeedsFormat(forget); got != fsm.FormatBatch {
+		t.Errorf("NeedsFormat(forget-user) = %d, want FormatBatch (%d)", got, fsm.FormatBatch)
+	}
+	if _, err := fsm.EncodeEntryIn(nil, forget, fsm.FormatPrevious); err == nil {
+		t.Error("forget-user encoded in the previous release's format")
+	}
+}

@@ -31,6 +31,9 @@ type View interface {
 	// User returns the replicated record of ACL user name: its canonical rules, "" when it was
 	// deleted; ok false when no ACL SETUSER or DELUSER named it (fsm.Machine.User).
 	User(name string) (rules string, ok bool)
+	// Format is the log format the cluster is in, as far as this node has applied
+	// (fsm.Machine.Format): which commands every member can decode.
+	Format() byte
 }
 
 // Eval turns a request into the commands to replicate, looking at a view. Returning none makes

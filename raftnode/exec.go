@@ -677,3 +677,4 @@ func (v viewReader) ScriptCache() (scripts, bytes int) {
 	return v.n.mu.machine.Scripts(), v.n.mu.machine.ScriptBytes()
 }
 func (v viewReader) User(name string) (string, bool) { return v.n.mu.machine.User(name) }
+func (v viewReader) Format() byte                    { return v.n.mu.machine.Format() }

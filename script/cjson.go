@@ -3,6 +3,7 @@ package script
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	lua "github.com/yuin/gopher-lua"
@@ -195,6 +196,7 @@ func (m *vm) jsonEncode(L *lua.LState, cfg *cjsonConfig) int {
 	}
 	e := &jsonEncoder{L: L, m: m, cfg: cfg}
 	e.value(L.Get(1), 0, 1)
+	m.reserve(L, len(e.buf)) // the copy the Lua string makes (memory.go)
 	L.Push(lua.LString(e.buf))
 	return 1
 }
@@ -243,6 +245,11 @@ func (e *jsonEncoder) value(v lua.LValue, depth, slots int) {
 }
 
 func (e *jsonEncoder) str(s string) {
+	if len(s) >= reserveMin {
+		// Charged and grown at once (append would grow by a quarter at a time): memory.go.
+		e.m.reserve(e.L, len(e.buf)+len(s)+2)
+		e.buf = slices.Grow(e.buf, len(s)+2)
+	}
 	e.buf = append(e.buf, '"')
 	for i := 0; i < len(s); i++ {
 		if esc := jsonEscapes[s[i]]; esc != "" {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -63,6 +64,7 @@ func (m *vm) msgpackPack(L *lua.LState) int {
 	for i := 1; i <= n; i++ {
 		e.value(L.Get(i), 0)
 	}
+	m.reserve(L, len(e.buf)) // the copy the Lua string makes (memory.go)
 	L.Push(lua.LString(e.buf))
 	return 1
 }
@@ -106,6 +108,10 @@ func (e *msgpackEncoder) bytes(s string) {
 		e.buf = binary.BigEndian.AppendUint16(append(e.buf, 0xda), uint16(n))
 	default:
 		e.buf = binary.BigEndian.AppendUint32(append(e.buf, 0xdb), uint32(n))
+	}
+	if n >= reserveMin {
+		e.m.reserve(e.L, len(e.buf)+n) // charged and grown at once: memory.go
+		e.buf = slices.Grow(e.buf, n)
 	}
 	e.buf = append(e.buf, s...)
 }

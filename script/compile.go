@@ -123,6 +123,7 @@ func compileChunk(body []byte, display string) (*lua.FunctionProto, string) {
 	if line, deep := tooDeep(chunk); deep {
 		return nil, display + ":" + strconv.Itoa(line) + ": chunk has too many syntax levels"
 	}
+	concatCalls(chunk)
 	proto, err := lua.Compile(chunk, display)
 	if err != nil {
 		var ce *lua.CompileError
@@ -318,6 +319,7 @@ type protoCache struct {
 		sync.Mutex
 		lru   *list.List // of *cached, most recent first
 		bySrc map[string]*list.Element
+		bySHA map[string]*list.Element
 	}
 }
 
@@ -333,6 +335,7 @@ func newProtoCache(max int) *protoCache {
 	c := &protoCache{max: max}
 	c.mu.lru = list.New()
 	c.mu.bySrc = make(map[string]*list.Element)
+	c.mu.bySHA = make(map[string]*list.Element)
 	return c
 }
 
@@ -354,11 +357,21 @@ func (c *protoCache) put(s *cached) {
 		c.mu.lru.MoveToFront(el)
 		return
 	}
-	c.mu.bySrc[s.src] = c.mu.lru.PushFront(s)
+	el := c.mu.lru.PushFront(s)
+	c.mu.bySrc[s.src], c.mu.bySHA[s.sha] = el, el
 	for c.mu.lru.Len() > c.max {
 		old := c.mu.lru.Remove(c.mu.lru.Back()).(*cached)
 		delete(c.mu.bySrc, old.src)
+		delete(c.mu.bySHA, old.sha)
 	}
+}
+
+// hasSHA reports whether the script of this SHA1 is compiled and kept.
+func (c *protoCache) hasSHA(sha string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.mu.bySHA[sha]
+	return ok
 }
 
 func (c *protoCache) len() int {

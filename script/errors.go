@@ -32,6 +32,8 @@ var (
 	ErrClosed = errors.New("script: engine closed")
 	// ErrKilled is the cause of an Error for a script stopped by Engine.Kill (SCRIPT KILL).
 	ErrKilled = errors.New("script: killed")
+	// ErrBudget is the cause of an Error for a run stopped by the budget RunBudget gave it.
+	ErrBudget = errors.New("script: budget exceeded")
 	// ErrMemory is the cause of an Error for a script stopped because it held more than
 	// Config.MaxMemory, or built a reply larger than Config.MaxReplyBytes.
 	ErrMemory = errors.New("script: memory limit exceeded")

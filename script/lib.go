@@ -89,6 +89,7 @@ func (m *vm) command(L *lua.LState, raise bool) int {
 		texts = append(texts, s)
 		size += len(s)
 	}
+	m.reserve(L, size) // the arguments' copy (memory.go)
 	buf := make([]byte, 0, size)
 	args := make([][]byte, argc)
 	for i, s := range texts {
@@ -348,6 +349,9 @@ func (m *vm) next(L *lua.LState) int {
 		t = real
 	}
 	k, v := t.Next(L.Get(2))
+	if k == lua.LString(concatName) && t == m.globals {
+		k, v = t.Next(k) // the .. operator's function is no global to list
+	}
 	if k == lua.LNil {
 		L.Push(lua.LNil)
 		return 1
@@ -375,6 +379,9 @@ func (m *vm) loadstring(L *lua.LState) int {
 		L.Push(lua.LString(chunkTooLarge))
 		return 2
 	}
+	if len(s) > heavyChunk {
+		m.notHoldingView(L)
+	}
 	name := L.OptString(2, s)
 	display := chunkID(name)
 	proto, msg := compileChunk([]byte(s), display)
@@ -392,10 +399,12 @@ func (m *vm) loadstring(L *lua.LState) int {
 var chunkTooLarge = "chunk too large: loadstring and load compile at most " + strconv.Itoa(maxChunkBytes) + " bytes"
 
 // loadBounded is load(func [, chunkname]) with at most maxChunkBytes of source: it reads the
-// pieces itself (each call of the reader runs under the time limit), then has gopher-lua's
-// load compile them.
-func loadBounded(L *lua.LState, orig lua.LGFunction) int {
+// pieces itself (each call of the reader runs under the time limit), then compiles them as
+// loadstring does (so that their .. is charged too: memory.go). As Lua 5.1, the chunk is named
+// "=(load)" when no name is given.
+func (m *vm) loadBounded(L *lua.LState) int {
 	fn := L.CheckFunction(1)
+	name := L.OptString(2, "=(load)")
 	top := L.GetTop()
 	var src strings.Builder
 	for {
@@ -424,17 +433,19 @@ func loadBounded(L *lua.LState, orig lua.LGFunction) int {
 		src.WriteString(s)
 	}
 	L.SetTop(top)
-	whole, given := src.String(), false
-	L.Replace(1, L.NewFunction(func(L *lua.LState) int {
-		if given {
-			L.Push(lua.LNil)
-		} else {
-			given = true
-			L.Push(lua.LString(whole))
-		}
-		return 1
-	}))
-	return orig(L)
+	if src.Len() > heavyChunk {
+		m.notHoldingView(L)
+	}
+	display := chunkID(name)
+	proto, msg := compileChunk([]byte(src.String()), display)
+	if msg != "" {
+		L.Push(lua.LNil)
+		L.Push(lua.LString(msg))
+		return 2
+	}
+	m.chunks[display] = name
+	L.Push(L.NewFunctionFromProto(proto))
+	return 1
 }
 
 // chunkID is Lua 5.1's luaO_chunkid: how a chunk name is printed in error messages.
@@ -490,21 +501,6 @@ func tostring(L *lua.LState) int {
 // collector for the whole process (gopher-lua calls runtime.GC).
 func collectGarbage(L *lua.LState) int {
 	L.Push(lua.LNumber(0))
-	return 1
-}
-
-// strRep is string.rep, bounded by maxRepBytes.
-func strRep(L *lua.LState) int {
-	s := L.CheckString(1)
-	n := L.CheckInt(2)
-	if n <= 0 || s == "" {
-		L.Push(lua.LString(""))
-		return 1
-	}
-	if len(s) > maxRepBytes/n {
-		raiseLua(L, "resulting string too large")
-	}
-	L.Push(lua.LString(strings.Repeat(s, n)))
 	return 1
 }
 

@@ -21,9 +21,17 @@
 //     @user_script:<line>." suffix) are Redis's.
 //   - Memory: the VM's stacks are bounded, string.rep is capped, loadstring and load take at
 //     most 256 KiB of source (vm.go), and a run stops once the heap grew by Config.MaxMemory
-//     (gopher-lua has no allocator hook: the runtime's heap figures are read every few
-//     thousand instructions) or its reply passes Config.MaxReplyBytes. Redis bounds none of
-//     these but maxmemory.
+//     or its reply passes Config.MaxReplyBytes. Redis bounds none of these but maxmemory.
+//     gopher-lua has no allocator hook, so the heap is measured every few thousand
+//     instructions, and every library call that can build a large string at once (string.rep,
+//     the .. operator, table.concat, string.format, gsub, upper, lower, reverse, cjson.encode,
+//     cmsgpack.pack, struct.pack) asks for the room before it allocates (memory.go). To that end the ..
+//     operator is compiled as a call of a hidden function, not as gopher-lua's OP_CONCAT.
+//   - string.find, match, gmatch and gsub are raftlock's own Lua 5.1 matcher (pattern.go): it
+//     counts its steps, so the time limit and SCRIPT KILL reach a pattern that backtracks for
+//     hours, and it raises "pattern too complex" past 1000 nested items (Lua 5.2's rule; Lua
+//     5.1 recurses on the C stack). string.format refuses widths and precisions over two
+//     digits, as Lua 5.1 does.
 package script
 
 import (
@@ -131,9 +139,14 @@ type Engine struct {
 		closed  bool
 		idle    []*vm
 		running map[*vm]struct{} // the VMs running a script now, for Kill
+		// kills counts Kill's calls; waiting is the Sessions waiting to run again.
+		kills   uint64
+		waiting int
 	}
-	stats struct {
-		runs, failed, timeouts, aborts, compiles, hits, vms, native atomic.Uint64
+	// overBudgetAt is when a run on a budget was last stopped by it (UnixNano), 0 never.
+	overBudgetAt atomic.Int64
+	stats        struct {
+		runs, failed, timeouts, aborts, compiles, hits, vms, native, overBudget atomic.Uint64
 	}
 }
 
@@ -158,18 +171,115 @@ func (e *Engine) Run(ctx context.Context, src []byte, keys, argv [][]byte, call 
 	e.stats.runs.Add(1)
 	v, err := e.run(ctx, src, keys, argv, call)
 	if err != nil {
-		e.stats.failed.Add(1)
-		switch {
-		case errors.Is(err, ErrTimeout):
-			e.stats.timeouts.Add(1)
-		case errors.Unwrap(err) != nil && !errors.Is(err, ErrCompile) && !errors.Is(err, ErrClosed):
-			e.stats.aborts.Add(1)
-		}
+		e.countFailure(err)
 	}
 	return v, err
 }
 
+// RunBudget is Run, stopped with an *Error wrapping ErrBudget once it has run for budget
+// (when that is shorter than Config.Timeout): the server runs a script holding its view lock
+// for that long at most, then again without it (server/script_optimistic.go). A run stopped
+// so has no effects to keep and is not counted as failed; its VM is not reused. For
+// budgetCooldown budgets after a run was stopped so, RunBudget returns that error at once
+// without running anything (but a script's Go form, native.go, which is quick, still runs).
+//
+// With ErrBudget comes a Session for running the script again: until it runs again (or is
+// closed) it counts as a running script for Kill, and a Kill meanwhile stops that run at once.
+// A Kill during the run itself makes it fail with ErrKilled, even if its budget stopped it.
+func (e *Engine) RunBudget(ctx context.Context, budget time.Duration, src []byte, keys, argv [][]byte, call Caller) (Value, *Session, error) {
+	var s *Session
+	v, err := e.runBudget(ctx, budget, src, keys, argv, call, nil, &s)
+	if errors.Is(err, ErrBudget) {
+		e.stats.overBudget.Add(1)
+		return v, s, err
+	}
+	e.count(err)
+	return v, nil, err
+}
+
+// Session is a script that RunBudget stopped, waiting to run again without a budget.
+type Session struct {
+	e *Engine
+	// epoch is Engine.mu.kills when it began waiting; waiting says it is counted in
+	// Engine.mu.waiting. Both under Engine.mu.
+	epoch   uint64
+	waiting bool
+}
+
+// Run runs the script again (as Engine.Run), unless Kill was called since it began waiting:
+// then it fails at once with an *Error wrapping ErrKilled. It stops waiting as it starts.
+func (s *Session) Run(ctx context.Context, src []byte, keys, argv [][]byte, call Caller) (Value, error) {
+	v, err := s.e.runBudget(ctx, 0, src, keys, argv, call, s, nil)
+	s.e.count(err)
+	return v, err
+}
+
+// Pause makes the session wait again (the server found that the run's reads changed before it
+// could check them): Kill counts it, and stops its next Run, from now on.
+func (s *Session) Pause() {
+	e := s.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s.waitLocked()
+}
+
+// Close ends the session: it no longer counts for Kill. Close is idempotent.
+func (s *Session) Close() {
+	e := s.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s.stopWaitingLocked()
+}
+
+func (s *Session) waitLocked() {
+	if !s.waiting {
+		s.waiting, s.epoch = true, s.e.mu.kills
+		s.e.mu.waiting++
+	}
+}
+
+func (s *Session) stopWaitingLocked() {
+	if s.waiting {
+		s.waiting = false
+		s.e.mu.waiting--
+	}
+}
+
+// count adds a run's outcome to the counters.
+func (e *Engine) count(err error) {
+	e.stats.runs.Add(1)
+	if err != nil {
+		e.countFailure(err)
+	}
+}
+
+func (e *Engine) countFailure(err error) {
+	e.stats.failed.Add(1)
+	switch {
+	case errors.Is(err, ErrTimeout):
+		e.stats.timeouts.Add(1)
+	case errors.Unwrap(err) != nil && !errors.Is(err, ErrCompile) && !errors.Is(err, ErrClosed):
+		e.stats.aborts.Add(1)
+	}
+}
+
 func (e *Engine) run(ctx context.Context, src []byte, keys, argv [][]byte, call Caller) (Value, error) {
+	return e.runBudget(ctx, 0, src, keys, argv, call, nil, nil)
+}
+
+// runBudget runs src, within budget when not zero. s is the Session it resumes, if any: its
+// wait ends as the run starts, and the run is refused if Kill was called since the wait began.
+// A run stopped by its budget starts a session waiting (s, or a new one in *out).
+func (e *Engine) runBudget(ctx context.Context, budget time.Duration, src []byte, keys, argv [][]byte, call Caller, s *Session, out **Session) (Value, error) {
+	wait := func() { // under e.mu
+		if s == nil && out != nil {
+			s = &Session{e: e}
+			*out = s
+		}
+		if s != nil {
+			s.waitLocked()
+		}
+	}
 	script, err := e.load(src)
 	if err != nil {
 		return Value{}, err
@@ -183,17 +293,47 @@ func (e *Engine) run(ctx context.Context, src []byte, keys, argv [][]byte, call 
 			return v, err
 		}
 	}
+	if budget > 0 && budget < e.cfg.Timeout {
+		// Right after a run on a budget was stopped by it, runs on a budget do not start:
+		// the server evaluates a pipeline's scripts under one hold of its lock, and 64
+		// looping ones would hold it for 64 budgets.
+		if last := e.overBudgetAt.Load(); last != 0 && e.now().UnixNano()-last < int64(budgetCooldown*budget) {
+			e.mu.Lock()
+			wait()
+			e.mu.Unlock()
+			return Value{}, errSkippedBudget
+		}
+	}
 	m, err := e.acquire()
 	if err != nil {
 		return Value{}, err
 	}
 	m.killed.Store(false)
 	e.mu.Lock()
+	if s != nil && s.waiting {
+		// It stops waiting and starts running in one step: Kill counts it either way.
+		s.stopWaitingLocked()
+		if e.mu.kills != s.epoch {
+			e.mu.Unlock()
+			e.release(m, true)
+			return Value{}, errKilledWaiting
+		}
+	}
 	e.mu.running[m] = struct{}{}
 	e.mu.Unlock()
-	v, err := m.run(ctx, script.proto, script.sha, keys, argv, call)
+	v, err := m.run(ctx, script.proto, script.sha, keys, argv, call, budget)
+	if errors.Is(err, ErrBudget) {
+		e.overBudgetAt.Store(e.now().UnixNano())
+	}
 	e.mu.Lock()
 	delete(e.mu.running, m)
+	if errors.Is(err, ErrBudget) {
+		if m.killed.Load() {
+			err = errKilledWaiting // SCRIPT KILL came during the run: it is killed, not resumed
+		} else {
+			wait()
+		}
+	}
 	e.mu.Unlock()
 	// A stopped run unwound cleanly, but it is rare: start the next one on a fresh VM.
 	e.release(m, m.rc.stop == nil && !m.broken)
@@ -205,10 +345,11 @@ func (e *Engine) run(ctx context.Context, src []byte, keys, argv [][]byte, call 
 func (e *Engine) Kill() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.mu.kills++
 	for m := range e.mu.running {
 		m.killed.Store(true)
 	}
-	return len(e.mu.running)
+	return len(e.mu.running) + e.mu.waiting
 }
 
 // Running is the number of scripts running now.
@@ -227,6 +368,22 @@ func (e *Engine) Compile(src []byte) error {
 	_, err := e.load(src)
 	return err
 }
+
+// budgetCooldown is how many budgets long, after a run on a budget was stopped by it, runs on
+// a budget are refused at once (RunBudget).
+const budgetCooldown = 5
+
+// errKilledWaiting is the error of a Session's run that Kill stopped before it started (or,
+// holding the view, as its budget ran out).
+var errKilledWaiting = &Error{Msg: "ERR Script killed by user with SCRIPT KILL...", Err: ErrKilled}
+
+// errSkippedBudget is RunBudget's answer during budgetCooldown.
+var errSkippedBudget = &Error{Msg: "ERR Script stopped: another script ran past its budget just now", Err: ErrBudget}
+
+// Compiled reports whether the script whose SHA1 hex digest is sha is compiled and kept, so
+// that running it compiles nothing: the server compiles a script it does not find before it
+// takes its view lock (compiling cannot be stopped by the time limit).
+func (e *Engine) Compiled(sha string) bool { return e.cache.hasSHA(sha) }
 
 // load returns src compiled, from the cache or compiled now.
 func (e *Engine) load(src []byte) (*cached, error) {
@@ -303,6 +460,8 @@ type Stats struct {
 	Cached   int    // compiled scripts in the cache
 	VMs      uint64 // VMs created
 	IdleVMs  int    // VMs waiting in the pool
+	// OverBudget counts runs stopped by RunBudget's budget (not in Runs: they run again).
+	OverBudget uint64
 }
 
 // Stats returns a snapshot of e's counters.
@@ -321,5 +480,7 @@ func (e *Engine) Stats() Stats {
 		Cached:   e.cache.len(),
 		VMs:      e.stats.vms.Load(),
 		IdleVMs:  idle,
+
+		OverBudget: e.stats.overBudget.Load(),
 	}
 }

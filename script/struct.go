@@ -15,9 +15,10 @@ import (
 // space; b B h H l L T i[n] I[n] (integers, n up to 32 bytes), f d, c[n] (n bytes; c0: the
 // whole string when packing, the previous value's length when unpacking), s (zero-terminated),
 // x (a zero byte). There is no '=' and no 'z', as in Redis.
-func structLib(L *lua.LState) *lua.LTable {
+func (m *vm) structLib() *lua.LTable {
+	L := m.L
 	t := L.CreateTable(0, 3)
-	t.RawSetString("pack", L.NewFunction(structPack))
+	t.RawSetString("pack", L.NewFunction(func(L *lua.LState) int { return structPack(L, m) }))
 	t.RawSetString("unpack", L.NewFunction(structUnpack))
 	t.RawSetString("size", L.NewFunction(structSize))
 	return t
@@ -151,7 +152,7 @@ func structInteger(n float64) uint64 {
 	return cUlong(n)
 }
 
-func structPack(L *lua.LState) int {
+func structPack(L *lua.LState, m *vm) int {
 	f := newStructFormat(L)
 	arg := 2
 	// b_pack's mark between the arguments and its buffer: a missing argument is the nil
@@ -202,6 +203,7 @@ func structPack(L *lua.LState) int {
 			if uint64(len(b))+size > maxLibBytes {
 				raiseLua(L, "resulting string too large")
 			}
+			m.reserve(L, len(b)+int(size)) // the buffer may grow to that (memory.go)
 			b = append(b, s[:size]...)
 			if opt == 's' {
 				b = append(b, 0)
@@ -212,6 +214,7 @@ func structPack(L *lua.LState) int {
 		}
 		total += size
 	}
+	m.reserve(L, len(b)) // the copy the Lua string makes
 	L.Push(lua.LString(b))
 	return 1
 }

@@ -112,15 +112,26 @@ func newVM(e *Engine) *vm {
 	// metatable of our own, so that ("x"):upper() works and getmetatable("") reaches no real table.
 	str := copyTable(L, lib("string"))
 	str.RawSetString("__index", lua.LNil)
-	str.RawSetString("rep", L.NewFunction(strRep))
+	str.RawSetString("rep", L.NewFunction(m.strRep))
+	str.RawSetString("find", L.NewFunction(m.strFind))
+	str.RawSetString("match", L.NewFunction(m.strMatch))
+	str.RawSetString("gmatch", L.NewFunction(m.strGmatch))
+	str.RawSetString("gfind", str.RawGetString("gmatch")) // Lua 5.1's old name for it
+	str.RawSetString("gsub", L.NewFunction(m.strGsub))
+	str.RawSetString("format", L.NewFunction(m.strFormat(fn(str, "format").GFunction)))
+	for _, name := range []string{"upper", "lower", "reverse"} {
+		str.RawSetString(name, L.NewFunction(m.sameSize(fn(str, name).GFunction)))
+	}
 	strMT := L.CreateTable(0, 1)
 	strMT.RawSetString("__index", str)
 	L.SetMetatable(lua.LString(""), strMT)
 
 	tab := copyTable(L, lib("table"))
+	tab.RawSetString("sort", L.NewFunction(m.tableSort))
 	for _, name := range []string{"insert", "remove", "sort"} {
 		tab.RawSetString(name, L.NewFunction(m.guardFirstArg(fn(tab, name).GFunction)))
 	}
+	tab.RawSetString("concat", L.NewFunction(m.tableConcat(fn(tab, "concat").GFunction)))
 
 	mth := copyTable(L, lib("math"))
 	mth.RawSetString("huge", lua.LNumber(posInf)) // gopher-lua has MaxFloat64
@@ -146,7 +157,6 @@ func newVM(e *Engine) *vm {
 	m.nextFn = L.NewFunction(m.next)
 	origPCall := fn(opened, "pcall").GFunction
 	origSetMT := fn(opened, "setmetatable").GFunction
-	origLoad := fn(opened, "load").GFunction
 	for name, f := range map[string]lua.LGFunction{
 		"error":          luaError,
 		"pcall":          func(L *lua.LState) int { return redisPCallWrapper(L, origPCall) },
@@ -156,13 +166,14 @@ func newVM(e *Engine) *vm {
 		"rawset":         m.rawset,
 		"pairs":          m.pairs,
 		"loadstring":     m.loadstring,
-		"load":           func(L *lua.LState) int { return loadBounded(L, origLoad) },
+		"load":           m.loadBounded,
 		"collectgarbage": collectGarbage,
 		"tostring":       tostring,
 	} {
 		g.RawSetString(name, L.NewFunction(f))
 	}
 	g.RawSetString("next", m.nextFn)
+	g.RawSetString(concatName, L.NewFunction(m.concat))
 	g.RawSetString("_G", m.gProxy)
 	g.RawSetString("string", strProxy)
 	g.RawSetString("table", m.proxy(tab, ro))
@@ -175,7 +186,7 @@ func newVM(e *Engine) *vm {
 	m.cjson = defaultCJSON()
 	g.RawSetString("bit", m.proxy(bitLib(L), ro))
 	g.RawSetString("cjson", m.proxy(m.cjsonLib(&m.cjson), ro))
-	g.RawSetString("struct", m.proxy(structLib(L), ro))
+	g.RawSetString("struct", m.proxy(m.structLib(), ro))
 	g.RawSetString("cmsgpack", m.proxy(m.cmsgpackLib(), ro))
 	gMT := L.CreateTable(0, 1)
 	gMT.RawSetString("__index", L.NewFunction(nonexistentGlobal))
@@ -240,9 +251,12 @@ func nonexistentGlobal(L *lua.LState) int {
 }
 
 // run runs one script. The VM can run another afterwards unless rc.stop or broken is set.
-func (m *vm) run(ctx context.Context, proto *lua.FunctionProto, sha string, keys, argv [][]byte, call Caller) (Value, error) {
+func (m *vm) run(ctx context.Context, proto *lua.FunctionProto, sha string, keys, argv [][]byte, call Caller, budget time.Duration) (Value, error) {
 	L := m.L
 	m.rc.begin(ctx, m.e.now, m.e.cfg.Timeout)
+	if budget > 0 && budget < m.e.cfg.Timeout {
+		m.rc.budget, m.rc.budgetEnd = budget, m.rc.deadline.Add(budget-m.e.cfg.Timeout)
+	}
 	m.rc.watchMemory(&m.killed, m.e.cfg.MaxMemory)
 	m.call, m.sha, m.fail = call, sha, failure{}
 	m.rng.reset()
@@ -409,9 +423,12 @@ type runCtx struct {
 	timeout    time.Duration
 	deadline   time.Time
 	n          uint32
-	done       chan struct{}
-	stop       *Error // why the run was stopped
-	where      bool   // add the script position to stop's text
+	// budget, when not zero, stops the run with ErrBudget at budgetEnd (RunBudget).
+	budget    time.Duration
+	budgetEnd time.Time
+	done      chan struct{}
+	stop      *Error // why the run was stopped
+	where     bool   // add the script position to stop's text
 
 	// The memory limit: killed is the VM's SCRIPT KILL flag; every memoryEvery checks the heap
 	// is measured, and once it passed memNext a collection tells what the run holds: more than
@@ -479,10 +496,56 @@ func (r *runCtx) checkMemory() {
 	runtime.GC()
 	live, objects := heapFigures()
 	if live > r.memBase+uint64(r.maxMem) {
-		r.kill(&Error{Msg: "ERR Script killed: it used more than the script memory limit (" + strconv.FormatInt(r.maxMem>>20, 10) + " MiB)", Err: ErrMemory}, true)
+		r.killMemory()
 		return
 	}
-	r.memNext = objects + uint64(r.maxMem)
+	r.memNext = objects + r.headroom(live)
+}
+
+// reserve reports whether the run may allocate n more bytes now: its live heap and n must fit
+// the limit. Once the heap grew past memNext, a collection tells what the run keeps. A false
+// answer has stopped the run (or it was stopped already).
+func (r *runCtx) reserve(n uint64) bool {
+	switch {
+	case r.done != nil:
+		return false
+	case r.killed == nil || r.maxMem <= 0:
+		return true // no limit armed (a run outside Engine.Run)
+	case n > uint64(r.maxMem):
+		r.killMemory()
+		return false
+	}
+	if _, objects := heapFigures(); objects+n < r.memNext {
+		return true
+	}
+	runtime.GC()
+	live, objects := heapFigures()
+	if live+n > r.memBase+uint64(r.maxMem) {
+		r.killMemory()
+		return false
+	}
+	r.memNext = objects + r.headroom(live)
+	return true
+}
+
+// headroom is how far the heap may grow before the next collection: what is left of the
+// limit, so that the run cannot pass it between two, but at least an eighth of the limit, so
+// that a run near its limit making garbage does not collect all the time.
+func (r *runCtx) headroom(live uint64) uint64 {
+	limit := r.memBase + uint64(r.maxMem)
+	left := uint64(0)
+	if live < limit {
+		left = limit - live
+	}
+	return max(left, uint64(r.maxMem)/8)
+}
+
+func (r *runCtx) overBudget() {
+	r.kill(&Error{Msg: "ERR Script stopped: it ran longer than its budget (" + r.budget.String() + ")", Err: ErrBudget}, false)
+}
+
+func (r *runCtx) killMemory() {
+	r.kill(&Error{Msg: "ERR Script killed: it used more than the script memory limit (" + strconv.FormatInt(r.maxMem>>20, 10) + " MiB)", Err: ErrMemory}, true)
 }
 
 // check stops the run if its ctx is done, its time is up, SCRIPT KILL asked, or it holds too
@@ -503,14 +566,19 @@ func (r *runCtx) check() {
 	if r.parentDone != nil {
 		select {
 		case <-r.parentDone:
-			err := r.parent.Err()
+			err := context.Cause(r.parent) // the parent's own reason, when it gave one
 			r.kill(&Error{Msg: "ERR Script killed: " + err.Error(), Err: err}, true)
 			return
 		default:
 		}
 	}
-	if !r.now().Before(r.deadline) {
+	now := r.now()
+	if !now.Before(r.deadline) {
 		r.kill(&Error{Msg: "ERR Script killed: it ran longer than the script time limit (" + r.timeout.String() + ")", Err: ErrTimeout}, true)
+		return
+	}
+	if r.budget > 0 && !now.Before(r.budgetEnd) {
+		r.overBudget()
 	}
 }
 

@@ -638,7 +638,7 @@ func aclDelUser(r *request) {
 		for _, name := range names {
 			if u, _ := r.s.userRecord(v, name); u != nil {
 				deleted++
-				cmds = append(cmds, fsm.Command{Kind: fsm.KindDelUser, Key: []byte(name)})
+				cmds = append(cmds, fsm.Command{Kind: delUserKind(r.s, v, name), Key: []byte(name)})
 			}
 		}
 		return cmds
@@ -648,6 +648,17 @@ func aclDelUser(r *request) {
 		return
 	}
 	r.w.Int(int64(deleted))
+}
+
+// delUserKind is how DELUSER deletes name: a tombstone (fsm.KindDelUser) when this node's
+// configuration defines the user, so that it stays deleted on every node whose --aclfile or
+// --requirepass defines it; otherwise the record is forgotten (fsm.KindForgetUser) and its memory
+// given back, once every member can decode that.
+func delUserKind(s *Server, v node.View, name string) fsm.Kind {
+	if _, seeded := s.acl.seed[name]; seeded || v.Format() < fsm.FormatBatch {
+		return fsm.KindDelUser
+	}
+	return fsm.KindForgetUser
 }
 
 // spaceFree reports whether s has no character the canonical form would split on.

@@ -357,3 +357,4 @@ func (v fakeView) Script(sha string) (string, bool) { return v.m.Script(sha) }
 func (v fakeView) ScriptCache() (int, int)          { return v.m.Scripts(), v.m.ScriptBytes() }
 
 func (v fakeView) User(name string) (string, bool) { return v.m.User(name) }
+func (v fakeView) Format() byte                    { return v.m.Format() }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 	"unsafe"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -403,8 +404,12 @@ func evalHalves(r *request, bySHA, readOnly bool) ([][]byte, node.Eval, finishFu
 		}
 		e.sha = r.c.scriptSHA(e.src)
 	}
+	if !(r.path == onScript && r.script.tx) {
+		e.precompile()
+	}
 	// The script sees the client's keys (KEYS); the node waits on their table keys.
-	return dbKeys(r.db, e.keys), e.eval, e.finish
+	e.tableKeys = dbKeys(r.db, e.keys)
+	return e.tableKeys, e.eval, e.finish
 }
 
 // evalCall is one EVAL's state from its first half to its second: what it runs, and what its
@@ -416,16 +421,49 @@ type evalCall struct {
 	src             []byte // EVAL's script
 	sha             string
 	keys, argv      [][]byte
+	tableKeys       [][]byte // keys as the node knows them
+	compileErr      error    // EVAL's script does not compile (precompile)
 	// What the evaluation found.
 	val      script.Value
 	runErr   error
 	noscript bool
 	refused  string
 	ov       *overlay
+	// A script that runs longer than lockedScriptBudget holding the view lock runs again
+	// without it (script_optimistic.go): slow says the run under the lock was stopped; reads
+	// and cmds are what the run outside read and yielded, which eval then checks against the
+	// view; raced says the check failed; runs counts the runs outside.
+	slow, raced bool
+	session     *script.Session // the script waiting to run again, once slow
+	reads       *readLog
+	cmds        []fsm.Command
+	runs        int
 }
 
-// eval runs the script on the leader's view (node.Eval) and returns its effects.
+// eval evaluates the script on the leader's view (node.Eval) and returns its effects: it runs
+// it holding the view lock for lockedScriptBudget at most, or checks the reads of the run made
+// without it (script_optimistic.go).
 func (e *evalCall) eval(v node.View) []fsm.Command {
+	if e.reads != nil {
+		return e.validated(v)
+	}
+	if e.session != nil {
+		// Evaluated again (a key was in flight) after its run on a budget stopped: it runs
+		// outside the lock from now on.
+		e.slow = true
+		return nil
+	}
+	budget := lockedScriptBudget
+	if e.r.path == onScript && e.r.script.tx {
+		budget = 0 // EXEC holds the view lock throughout: nothing to run outside it
+	}
+	cmds := e.evaluate(v, budget)
+	e.slow = errors.Is(e.runErr, script.ErrBudget)
+	return cmds
+}
+
+// evaluate runs the script on v, within budget when not zero, and returns its effects.
+func (e *evalCall) evaluate(v node.View, budget time.Duration) []fsm.Command {
 	r := e.r
 	e.val, e.runErr, e.noscript, e.refused, e.ov = script.Value{}, nil, false, "", nil
 	code := e.src
@@ -459,12 +497,24 @@ func (e *evalCall) eval(v node.View) []fsm.Command {
 	if r.path == onScript && r.script.tx {
 		ctx = r.script.ctx
 	}
-	e.val, e.runErr = r.s.scripts.Run(ctx, code, e.keys, e.argv, scriptCaller{parent: r, run: run})
+	caller := scriptCaller{parent: r, run: run}
+	switch {
+	case e.compileErr != nil:
+		e.val, e.runErr = script.Value{}, e.compileErr
+	case e.session != nil: // a run outside the lock after one on a budget (script_optimistic.go)
+		e.val, e.runErr = e.session.Run(ctx, code, e.keys, e.argv, caller)
+	default:
+		var s *script.Session
+		e.val, s, e.runErr = r.s.scripts.RunBudget(ctx, budget, code, e.keys, e.argv, caller)
+		if s != nil {
+			e.session = s
+		}
+	}
 	// As in Redis, effects made before a runtime error stay: scripts are not rolled back.
 	// But a killed script has none: its effects are replicated only once it ends, so
 	// SCRIPT KILL may stop any script, writing or not (Redis refuses to kill one that
-	// wrote, which it cannot undo).
-	if errors.Is(e.runErr, script.ErrKilled) {
+	// wrote, which it cannot undo). Nor has one stopped by its budget: it runs again.
+	if errors.Is(e.runErr, script.ErrKilled) || errors.Is(e.runErr, script.ErrBudget) {
 		ov.want = nil // nothing to compare the (no) results with
 		return nil
 	}
@@ -498,6 +548,10 @@ const maxRememberedScript = 4 << 10
 // (finishFunc).
 func (e *evalCall) finish(res []fsm.Result, err error) {
 	r := e.r
+	res, err = e.rerun(res, err)
+	if e.session != nil {
+		e.session.Close()
+	}
 	if err != nil {
 		r.replyError(err)
 		return

@@ -581,8 +581,10 @@ func (r *request) execLocal(tx *transaction, ws *watchSet) {
 					}
 				}
 			}
-			// One time limit for every script queued: the evaluation holds the view lock.
-			ctx, cancel := context.WithTimeout(c.ctx, r.s.cfg.ScriptTimeout)
+			// One time limit for every script queued, and a short one: the evaluation holds the
+			// view lock, so every other request on the node waits for the transaction's scripts
+			// (a script on its own runs outside the lock once it passes lockedScriptBudget).
+			ctx, cancel := context.WithTimeoutCause(c.ctx, min(r.s.cfg.ScriptTimeout, execScriptTime), errExecScriptTime)
 			defer cancel()
 			run := &scriptRun{ov: ov, tx: true, ctx: ctx}
 			for i, q := range tx.queued {
