@@ -34,11 +34,13 @@ FUZZ_READER   ?= 120000x
 FUZZ_REQUESTS ?= 20000x
 FUZZ_DECODE   ?= 100000x
 FUZZ_RESTORE  ?= 100000x
+FUZZ_RAFT     ?= 1000x
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_READER)) ./server/resp/
 	$(GO) test -run '^$$' -fuzz '^FuzzRequests$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_REQUESTS)) ./server/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_DECODE)) ./fsm/
 	$(GO) test -run '^$$' -fuzz '^FuzzRestore$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_RESTORE)) ./fsm/
+	$(GO) test -run '^$$' -fuzz '^FuzzRaftFrames$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_RAFT)) -fuzzminimizetime 1x ./raftnode/
 
 # The lock libraries people use (Go: go-redis, redsync, redislock, rueidislock; Node: ioredis +
 # redlock v4/v5, node-redis, redis-semaphore, @sesamecare-oss/redlock, redlock-universal,

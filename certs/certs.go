@@ -1,6 +1,7 @@
 // Package certs holds one set of a node's TLS material (a certificate, its key and the CA that
 // signs its peers' certificates), reloadable while the node runs, and the tls.Configs built on
 // it: the listening side of a port, and the dialing side of one node's connection to another.
+// It also makes certificates (issue.go): a CA, a node's (which names the node) and a client's.
 //
 // Reload swaps the material atomically; a handshake reads the material current when it starts
 // (GetConfigForClient, GetClientCertificate, VerifyConnection), so a new certificate or CA
@@ -17,7 +18,8 @@ import (
 )
 
 // Files names the PEM files of one set of material. Cert and Key are required; CA is required
-// to verify peers' certificates (the dialing side without it trusts the system's roots).
+// to verify peers' certificates, clients' and other nodes' alike (without it, node-to-node
+// connections are refused: PeerConfig).
 type Files struct {
 	Cert string
 	Key  string
@@ -81,6 +83,9 @@ func (s *Source) Reload() error {
 	return nil
 }
 
+// NodeID returns the node ID the current certificate names (NodeID), if any.
+func (s *Source) NodeID() (string, bool) { return NodeID(s.Leaf()) }
+
 // HasCA reports whether the Source verifies peers against a CA file of its own.
 func (s *Source) HasCA() bool { return s.files.CA != "" }
 
@@ -100,12 +105,18 @@ func (s *Source) ServerConfig(auth tls.ClientAuthType) *tls.Config {
 	}
 }
 
-// ClientConfig returns the dialing side's config for one node's connection to another node:
-// it presents the current certificate when asked for one, and accepts the peer's certificate
-// if it chains to the current CA (the system's roots without a CA file), whatever names it
-// holds: nodes dial each other by the addresses they announce, and membership of the cluster,
-// not a host name, is what the CA vouches for (Redis checks replication peers the same way).
-func (s *Source) ClientConfig() *tls.Config {
+// ErrNoCA means a node-to-node connection was refused because this node has no CA file to
+// verify the other node against: node links never fall back to the system's roots, which
+// vouch for anyone's web server, not for a member.
+var ErrNoCA = errors.New("certs: no CA file to verify the other node against")
+
+// PeerConfig returns the dialing side's config for one node's connection to another node, on
+// either port: it presents the current certificate when asked for one, and accepts the other
+// node's certificate only if it chains to the current CA (never the system's roots: ErrNoCA),
+// is good for serverAuth, and names a node (NodeID) that check accepts (nil: any node). Nodes
+// dial each other by the addresses members announce, so the node's name, not a host name, is
+// what is verified: a client certificate of the same CA names no node and is refused.
+func (s *Source) PeerConfig(check func(nodeID string) error) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		// Verification is not skipped: VerifyConnection below does it, against the CA current
@@ -115,26 +126,43 @@ func (s *Source) ClientConfig() *tls.Config {
 			return s.cur.Load().cert, nil
 		},
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			return s.verifyPeer(cs.PeerCertificates)
+			id, err := s.VerifyNode(cs.PeerCertificates, x509.ExtKeyUsageServerAuth)
+			if err != nil {
+				return err
+			}
+			if check != nil {
+				return check(id)
+			}
+			return nil
 		},
 	}
 }
 
-// verifyPeer checks that chain (leaf first) chains to the current CA.
-func (s *Source) verifyPeer(chain []*x509.Certificate) error {
+// VerifyNode checks that chain (leaf first) chains to the current CA for usage and that its
+// leaf names a node, and returns that node's ID.
+func (s *Source) VerifyNode(chain []*x509.Certificate, usage x509.ExtKeyUsage) (string, error) {
 	if len(chain) == 0 {
-		return errors.New("certs: the peer sent no certificate")
+		return "", errors.New("certs: the peer sent no certificate")
+	}
+	pool := s.cur.Load().pool
+	if pool == nil {
+		return "", ErrNoCA
 	}
 	opts := x509.VerifyOptions{
-		Roots:         s.cur.Load().pool,
+		Roots:         pool,
 		Intermediates: x509.NewCertPool(),
-		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageAny},
+		KeyUsages:     []x509.ExtKeyUsage{usage},
 	}
 	for _, c := range chain[1:] {
 		opts.Intermediates.AddCert(c)
 	}
 	if _, err := chain[0].Verify(opts); err != nil {
-		return fmt.Errorf("certs: peer certificate: %w", err)
+		return "", fmt.Errorf("certs: peer certificate: %w", err)
 	}
-	return nil
+	id, ok := NodeID(chain[0])
+	if !ok {
+		return "", fmt.Errorf("certs: peer certificate %q names no node (a URI SAN %s): not a node's certificate",
+			chain[0].Subject.CommonName, NodeURI("<id>"))
+	}
+	return id, nil
 }

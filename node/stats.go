@@ -54,6 +54,9 @@ type Stats struct {
 	// RecentLeaders is the last few observations, oldest first.
 	LeaderChanges uint64
 	RecentLeaders []LeaderChange
+	// RaftInsecure: raft runs without mutual TLS on an address that is not loopback, as the
+	// operator allowed (--insecure-raft).
+	RaftInsecure bool
 }
 
 // StoreStats is the raft log and snapshot store's part of Stats.

@@ -84,6 +84,10 @@ type Config struct {
 	// PROMOTE on join, RAFT STATS and MEMBERS when it may have been removed): set it when the
 	// cluster's client ports speak TLS. nil: plain TCP.
 	ClientTLS *tls.Config
+	// InsecureRaft says that this node runs raft without mutual TLS on an address that is not
+	// loopback, as its operator allowed (--insecure-raft): Stats reports it (INFO raft
+	// raft_insecure:1).
+	InsecureRaft bool
 	// MaxMembers bounds the replicated member table (the client addresses members announce):
 	// the leader records no address for a new member past it. Default 1024.
 	MaxMembers int

@@ -42,6 +42,10 @@ type identity struct {
 	// node bootstrapped it (or restored it from a backup): every member of a new cluster runs
 	// that release, so its leader need not ask them before writing that format (format.go).
 	BootstrapFormat byte `json:"bootstrap_format,omitempty"`
+	// Handshake is set once this node saw its cluster in the log format from which members
+	// send and require the raft handshake (handshake.go): after a restart, before it has
+	// applied its log again, it still knows to send it.
+	Handshake bool `json:"handshake,omitempty"`
 }
 
 // newClusterID returns a random cluster ID: 16 random bytes in hex.
@@ -197,13 +201,29 @@ func (n *Node) noteClusterID(id string) {
 		// identities, gets here: a committed ID never changes.
 		n.log.Warn("the log names another cluster ID than this node's stable store; adopting the log's", "stored", *p, "log", id)
 	}
-	if err := saveIdentity(n.stable, identity{NodeID: n.cfg.ID, ClusterID: id, BootstrapFormat: n.bootstrapFormat}); err != nil {
+	if err := n.rememberIdentity(id); err != nil {
 		n.log.Warn("remembering the cluster ID failed", "err", err)
 		return
 	}
-	stored := id // a copy: taking id's own address would move it to the heap on every call
-	n.storedCluster.Store(&stored)
 	n.log.Info("cluster identity", "cluster_id", id, "node_id", n.cfg.ID)
+}
+
+// rememberIdentity writes this node's identity to the stable store, with cluster ID cluster
+// ("": the one stored), and then makes cluster the stored one. identityMu orders the writers
+// (the apply path, the transport's first handshake after the format switch), so that neither
+// writes over what the other recorded.
+func (n *Node) rememberIdentity(cluster string) error {
+	n.identityMu.Lock()
+	defer n.identityMu.Unlock()
+	if p := n.storedCluster.Load(); cluster == "" && p != nil {
+		cluster = *p
+	}
+	err := saveIdentity(n.stable, identity{NodeID: n.cfg.ID, ClusterID: cluster, BootstrapFormat: n.bootstrapFormat,
+		Handshake: n.helloKnown.Load()})
+	if err == nil && cluster != "" {
+		n.storedCluster.Store(&cluster)
+	}
+	return err
 }
 
 // ensureClusterID is run by the ready leader: a table without a cluster ID (a new cluster, or

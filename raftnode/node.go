@@ -137,6 +137,13 @@ type Node struct {
 	// storedCluster is the cluster ID this node's stable store holds (identity.go): its
 	// bootstrap candidate, or the one it last applied.
 	storedCluster atomic.Pointer[string]
+	// adoptedCluster is the cluster ID a member's raft handshake named while this node had
+	// none (handshake.go): it refuses any other from then on.
+	adoptedCluster atomic.Pointer[string]
+	// helloKnown: this node's cluster sends and requires the raft handshake (identity's
+	// Handshake); identityMu orders the writes of the identity (rememberIdentity).
+	helloKnown atomic.Bool
+	identityMu sync.Mutex
 	// peers tracks which voters the leader can reach, and which non-voters to promote (quorum.go).
 	peers     peerState
 	closing   atomic.Bool
@@ -209,6 +216,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 		n.storedCluster.Store(&ident.ClusterID)
 	}
 	n.bootstrapFormat = ident.BootstrapFormat
+	n.helloKnown.Store(ident.Handshake)
 	if existing && cfg.Join != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*peerTimeout)
 		err := n.joinCheck(ctx, ident)
@@ -223,6 +231,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("log cache: %w", err)
 	}
+	n.attachTransport(trans) // before raft starts: its peers are checked against its configuration
 	n.seedCommittedConfig()
 	r, err := raft.NewRaft(cfg.raftConfig(), machineFSM{n}, logs, st.Stable, st.Snapshots, trans)
 	if err != nil {

@@ -84,6 +84,7 @@ func (n *Node) Stats() node.Stats {
 		ClusterID:     n.ClusterID(),
 		LogFormat:     int(n.format.Load()),
 		LogFormatMax:  int(LogFormatMax),
+		RaftInsecure:  n.cfg.InsecureRaft,
 		State:         n.raft.State().String(),
 		Ready:         n.ready.Load(),
 		LeaderID:      string(id),

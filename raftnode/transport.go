@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -79,7 +80,18 @@ func (c TransportConfig) Validate() error {
 type Transport struct {
 	*raft.NetworkTransport
 	layer *streamLayer
+	// vetted is what Consumer hands raft: the network transport's RPCs that vetRPC passed. The
+	// goroutine between them stops at Close.
+	vetted   chan raft.RPC
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+	log      *slog.Logger
 }
+
+// Consumer returns the RPCs raft is to handle: those of authenticated peers (handshake.go)
+// whose configurations are well-formed (vetRPC).
+func (t *Transport) Consumer() <-chan raft.RPC { return t.vetted }
 
 // AbortConnections closes every connection this transport dialed to a peer, and dials no more.
 // raft's shutdown waits for its replication goroutines, and one blocked writing to a peer that
@@ -92,6 +104,8 @@ func (t *Transport) AbortConnections() int { return t.layer.abortOutbound() }
 func (t *Transport) Close() error {
 	err := t.NetworkTransport.Close()
 	t.layer.abortOutbound()
+	t.stopOnce.Do(func() { close(t.stop) })
+	t.wg.Wait()
 	return err
 }
 
@@ -127,13 +141,13 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		from = &net.TCPAddr{IP: local.IP}
 	}
 	layer := &streamLayer{
-		guard:     newGuardedListener(ln, cfg, cfg.Logger.With("component", "raft-listener")),
 		advertise: adv,
 		from:      from,
 		idle:      cfg.IdleTimeout,
 	}
+	layer.guard = newGuardedListener(ln, cfg, cfg.Logger.With("component", "raft-listener"), &layer.gate)
 	if cfg.TLS != nil {
-		layer.dialTLS = cfg.TLS.ClientConfig()
+		layer.dialTLS = cfg.TLS.PeerConfig(nil)
 	}
 	nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  layer,
@@ -141,7 +155,14 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		Timeout: 10 * time.Second,
 		Logger:  newHCLogger(cfg.Logger.With("component", "raft-transport")),
 	})
-	return &Transport{NetworkTransport: nt, layer: layer}, nil
+	t := &Transport{NetworkTransport: nt, layer: layer, vetted: make(chan raft.RPC), stop: make(chan struct{}),
+		log: cfg.Logger.With("component", "raft-transport")}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		t.vetLoop(nt.Consumer())
+	}()
+	return t, nil
 }
 
 func resolveAdvertise(addr string) (*net.TCPAddr, error) {
@@ -164,6 +185,8 @@ type streamLayer struct {
 	from      *net.TCPAddr
 	dialTLS   *tls.Config // nil: plain TCP
 	idle      time.Duration
+	// gate is the node this transport serves (handshake.go): set by New before raft starts.
+	gate atomic.Pointer[gateRef]
 
 	// out holds the dialed connections still open; aborted stops new dials (abortOutbound).
 	outMu   sync.Mutex
@@ -241,8 +264,20 @@ func (s *streamLayer) dial(addr string, timeout time.Duration) (net.Conn, error)
 		// let the kernel choose.
 		c, err = net.DialTimeout("tcp", addr, timeout)
 	}
-	if err != nil || s.dialTLS == nil {
-		return c, err
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Time{}
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	gate := s.gate.Load().get()
+	if s.dialTLS == nil {
+		if err := dialPeer(gate, c, nil, addr, deadline); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return c, nil
 	}
 	tc := tls.Client(c, s.dialTLS)
 	ctx, cancel := context.Background(), context.CancelFunc(func() {})
@@ -253,6 +288,10 @@ func (s *streamLayer) dial(addr string, timeout time.Duration) (net.Conn, error)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("raft TLS handshake with %s: %w", addr, err)
+	}
+	if err := dialPeer(gate, tc, tc, addr, deadline); err != nil {
+		tc.Close()
+		return nil, err
 	}
 	return tc, nil
 }

@@ -34,6 +34,9 @@ type guardedListener struct {
 		perIP map[string]int
 		conns map[*guardedConn]struct{}
 	}
+	// gate is the node that says which peers may talk to it (handshake.go); nil until the
+	// node is attached, and then every connection is refused.
+	gate *atomic.Pointer[gateRef]
 	// lastWarn (unix nanoseconds) limits the refusals logged to one a second: a flood must
 	// not turn into a flood of logs.
 	lastWarn  atomic.Int64
@@ -41,8 +44,8 @@ type guardedListener struct {
 	closeErr  error
 }
 
-func newGuardedListener(ln net.Listener, cfg TransportConfig, log *slog.Logger) *guardedListener {
-	g := &guardedListener{ln: ln, cfg: cfg, log: log, ready: make(chan net.Conn)}
+func newGuardedListener(ln net.Listener, cfg TransportConfig, log *slog.Logger, gate *atomic.Pointer[gateRef]) *guardedListener {
+	g := &guardedListener{ln: ln, cfg: cfg, log: log, ready: make(chan net.Conn), gate: gate}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	if cfg.TLS != nil {
 		g.tls = cfg.TLS.ServerConfig(tls.RequireAndVerifyClientCert)
@@ -149,11 +152,13 @@ func (g *guardedListener) release(c *guardedConn, ip string) {
 	}
 }
 
-// prepare runs the TLS handshake, if any, and hands the connection to raft's Accept.
+// prepare runs the TLS handshake, if any, and the raft handshake (handshake.go), and hands the
+// connection to raft's Accept.
 func (g *guardedListener) prepare(c *guardedConn) {
+	var tc *tls.Conn
 	if g.tls != nil {
 		ctx, cancel := context.WithTimeout(g.ctx, g.cfg.HandshakeTimeout)
-		tc := tls.Server(c.raw, g.tls)
+		tc = tls.Server(c.raw, g.tls)
 		err := tc.HandshakeContext(ctx)
 		cancel()
 		if err != nil {
@@ -161,9 +166,21 @@ func (g *guardedListener) prepare(c *guardedConn) {
 			g.warn("raft connection refused: TLS handshake failed", "remote", c.raw.RemoteAddr().String(), "err", err)
 			return
 		}
-		// The handshake was its first exchange: from now on only IdleTimeout applies.
-		c.Conn, c.started = tc, true
+		// The raft handshake, or the first frame, must follow within HandshakeTimeout too.
+		c.Conn = tc
 	}
+	// The whole hello within HandshakeTimeout, not a byte per IdleTimeout.
+	late := time.AfterFunc(g.cfg.HandshakeTimeout, func() { c.raw.Close() })
+	ahead, err := acceptPeer(g.gate.Load().get(), c, tc)
+	if !late.Stop() && err == nil {
+		err = errors.New("raft handshake not finished within the handshake timeout")
+	}
+	if err != nil {
+		c.Close()
+		g.warn("raft connection refused", "remote", c.raw.RemoteAddr().String(), "err", err)
+		return
+	}
+	c.ahead = ahead
 	select {
 	case g.ready <- c:
 	case <-g.ctx.Done():
@@ -184,17 +201,24 @@ func (g *guardedListener) warn(msg string, args ...any) {
 // guardedConn is an inbound raft connection with a deadline on every read: first (the wait for
 // its first byte) and then idle. Conn is the TLS connection over raw, or raw itself; only
 // prepare, and then raft's handler goroutine, use it; the listener's Close touches only raw.
+// ahead is what the raft handshake read of a legacy peer's first frame, which raft reads first.
 type guardedConn struct {
 	net.Conn
 	raw         net.Conn
 	first, idle time.Duration
 	started     bool
+	ahead       []byte
 	stopped     context.Context // the listener's: done once it closes
 	closeOnce   sync.Once
 	release     func()
 }
 
 func (c *guardedConn) Read(b []byte) (int, error) {
+	if len(c.ahead) > 0 {
+		n := copy(b, c.ahead)
+		c.ahead = c.ahead[n:]
+		return n, nil
+	}
 	d := c.idle
 	if !c.started {
 		c.started, d = true, c.first

@@ -12,13 +12,64 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/certs"
-	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
+// testGate is the peer policy of a transport without a node: the transport tests' members
+// and cluster, where a Node answers from its raft configuration and its table.
+type testGate struct {
+	id      string
+	mu      sync.Mutex
+	cluster string
+	members map[string]string // ID -> raft address; nil: no configuration yet
+	hello   bool
+}
+
+func (g *testGate) helloRequired() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.hello }
+func (g *testGate) localID() string     { return g.id }
+
+func (g *testGate) handshakeCluster() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.cluster
+}
+
+func (g *testGate) adoptCluster(id string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.cluster == "" {
+		g.cluster = id
+	}
+	if g.cluster != id {
+		return errForeignCluster
+	}
+	return nil
+}
+
+func (g *testGate) admits(id string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.members[id]; ok || g.members == nil {
+		return nil
+	}
+	return errNotMember
+}
+
+func (g *testGate) memberAt(addr string) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for id, a := range g.members {
+		if a == addr {
+			return id
+		}
+	}
+	return ""
+}
+
 // newTestTransport starts a transport on 127.0.0.1:0 with cfg's other fields, closed when the
-// test ends, and answers every RPC it receives with term 7 until then.
+// test ends, and answers every RPC it receives with term 7 until then. It admits any peer
+// (a gate with no configuration) unless the test attaches another gate.
 func newTestTransport(t *testing.T, cfg TransportConfig) *Transport {
 	t.Helper()
 	cfg.Bind, cfg.Logger = "127.0.0.1:0", quietLogger()
@@ -26,6 +77,7 @@ func newTestTransport(t *testing.T, cfg TransportConfig) *Transport {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tr.layer.gate.Store(&gateRef{&testGate{id: "n1"}})
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -46,9 +98,54 @@ func newTestTransport(t *testing.T, cfg TransportConfig) *Transport {
 	return tr
 }
 
-func loadSource(t *testing.T, ca *testutil.CA, cert testutil.Issued) *certs.Source {
+// testAuthority is a CA in a test's temporary directory, issuing certificates as raftlock cert
+// does.
+type testAuthority struct {
+	*certs.Authority
+	dir, file string
+}
+
+func newAuthority(t *testing.T) *testAuthority {
 	t.Helper()
-	src, err := certs.Load(certs.Files{Cert: cert.CertFile, Key: cert.KeyFile, CA: ca.File})
+	ca, err := certs.NewAuthority("test CA", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file, _, err := certs.WriteFiles(dir, "ca", ca.Cert, ca.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testAuthority{Authority: ca, dir: dir, file: file}
+}
+
+// node returns the TLS material of node id's certificate.
+func (ca *testAuthority) node(t *testing.T, id string) *certs.Source {
+	t.Helper()
+	is, err := ca.IssueNode(id, []string{"127.0.0.1"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca.load(t, id, is)
+}
+
+// client returns the TLS material of a client certificate for user.
+func (ca *testAuthority) client(t *testing.T, user string) *certs.Source {
+	t.Helper()
+	is, err := ca.IssueClient(user, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca.load(t, user, is)
+}
+
+func (ca *testAuthority) load(t *testing.T, name string, is *certs.Issued) *certs.Source {
+	t.Helper()
+	cert, key, err := certs.WriteFiles(ca.dir, name, is.Cert, is.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := certs.Load(certs.Files{Cert: cert, Key: key, CA: ca.file})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,12 +161,12 @@ func vote(from *Transport, to raft.ServerAddress) error {
 	return err
 }
 
-// TestTransportMutualTLS: peers with certificates of the cluster CA talk; a peer without TLS,
-// or with another CA's certificate, is refused at the handshake.
+// TestTransportMutualTLS: peers with node certificates of the cluster CA talk; a peer without
+// TLS, or with another CA's certificate, is refused at the handshake.
 func TestTransportMutualTLS(t *testing.T) {
-	ca := testutil.NewCA(t, "cluster")
-	a := newTestTransport(t, TransportConfig{TLS: loadSource(t, ca, ca.Issue(t, "a"))})
-	b := newTestTransport(t, TransportConfig{TLS: loadSource(t, ca, ca.Issue(t, "b"))})
+	ca := newAuthority(t)
+	a := newTestTransport(t, TransportConfig{TLS: ca.node(t, "a")})
+	b := newTestTransport(t, TransportConfig{TLS: ca.node(t, "b")})
 	if err := vote(a, b.LocalAddr()); err != nil {
 		t.Fatalf("a to b over mTLS: %v", err)
 	}
@@ -77,8 +174,8 @@ func TestTransportMutualTLS(t *testing.T) {
 	if err := vote(plain, b.LocalAddr()); err == nil {
 		t.Errorf("a plain peer to b: answered; want refused")
 	}
-	other := testutil.NewCA(t, "other")
-	stranger := newTestTransport(t, TransportConfig{TLS: loadSource(t, other, other.Issue(t, "s"))})
+	other := newAuthority(t)
+	stranger := newTestTransport(t, TransportConfig{TLS: other.node(t, "s")})
 	if err := vote(stranger, b.LocalAddr()); err == nil {
 		t.Errorf("another CA's peer to b: answered; want refused")
 	}

@@ -429,6 +429,7 @@ func raftInfo(ns node.Stats) []infoField {
 		{"raft_member_hints", strconv.Itoa(ns.MemberHints)},
 		{"raft_log_format", strconv.Itoa(ns.LogFormat)},
 		{"raft_log_format_max", strconv.Itoa(ns.LogFormatMax)},
+		{"raft_insecure", strconv.FormatInt(b2i(ns.RaftInsecure), 10)},
 		{"store_first_index", u(ns.Store.FirstIndex)},
 		{"store_last_index", u(ns.Store.LastIndex)},
 		{"store_snapshots", strconv.Itoa(ns.Store.Snapshots)},

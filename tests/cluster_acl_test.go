@@ -166,12 +166,12 @@ func TestClusterACLPeers(t *testing.T) {
 // requests acting for alice (the leader checks alice's key patterns); a certificate that names
 // no user is the default user's, as in Redis 7.2.
 func TestClusterACLClientCertificate(t *testing.T) {
-	ca := testutil.NewCA(t, "cluster")
-	nodeCert := ca.Issue(t, "node")
-	cli := ca.Issue(t, "client") // the harness's own: no user "client", so the default user
-	aliceCert := ca.Issue(t, "alice")
-	flags := append(clientTLSFlags(ca, nodeCert, "yes"), "--tls-auth-clients-user", "CN")
-	c := newClusterTLS(t, 3, ca.ClientTLS(&cli), flags...)
+	// Each node with its own node certificate (the nodes verify each other's on the client
+	// port); the harness's own client certificate names user "tester", which does not exist:
+	// it is the default user.
+	ca := newClusterCA(t)
+	aliceCert := ca.client(t, "alice")
+	c := newSecureCluster(t, 3, ca, true, "--tls-auth-clients-user", "CN")
 	if v, err := call(c.leader().addr, "ACL", "SETUSER", "alice", "on", "~locks:a:*", "+@all", "-@admin"); err != nil || v != "OK" {
 		t.Fatalf("ACL SETUSER alice (no password: only her certificate logs her in): %v %v", v, err)
 	}
@@ -183,7 +183,7 @@ func TestClusterACLClientCertificate(t *testing.T) {
 			}
 			return nil
 		})
-		alice := redis.NewClient(&redis.Options{Addr: n.addr, TLSConfig: ca.ClientTLS(&aliceCert), MaxRetries: -1, PoolSize: 1, DialTimeout: time.Second})
+		alice := redis.NewClient(&redis.Options{Addr: n.addr, TLSConfig: ca.clientTLS(&aliceCert), MaxRetries: -1, PoolSize: 1, DialTimeout: time.Second})
 		t.Cleanup(func() { alice.Close() })
 		if who, err := alice.Do(ctx, "ACL", "WHOAMI").Text(); err != nil || who != "alice" {
 			t.Errorf("%s: ACL WHOAMI with alice's certificate: %q %v", n.id, who, err)

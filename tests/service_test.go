@@ -3,6 +3,8 @@ package tests
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/raftlock/raftlock/certs"
 	"github.com/raftlock/raftlock/tests/testutil"
 )
 
@@ -202,13 +205,23 @@ func TestServiceFiles(t *testing.T) {
 // node's identity, data dir and addresses, nothing else. Each entry holds the value the example
 // must have, so a change to the example's shape fails the test rather than slipping past it.
 var exampleRewrites = map[string]string{
-	"id":           "n1",
-	"dir":          "/var/lib/raftlock",
-	"addr":         "10.0.0.1:6379",
-	"raft-addr":    "10.0.0.1:7379",
-	"metrics-addr": "10.0.0.1:9121",
-	"peers":        "n1=10.0.0.1:7379,n2=10.0.0.2:7379,n3=10.0.0.3:7379",
+	"id":                    "n1",
+	"dir":                   "/var/lib/raftlock",
+	"addr":                  "10.0.0.1:6379",
+	"raft-addr":             "10.0.0.1:7379",
+	"metrics-addr":          "10.0.0.1:9121",
+	"peers":                 "n1=10.0.0.1:7379,n2=10.0.0.2:7379,n3=10.0.0.3:7379",
+	"aclfile":               "/etc/raftlock/users.acl",
+	"tls-cert-file":         "/etc/raftlock/tls/n1.crt",
+	"tls-key-file":          "/etc/raftlock/tls/n1.key",
+	"tls-ca-cert-file":      "/etc/raftlock/tls/ca.crt",
+	"raft-tls-cert-file":    "/etc/raftlock/tls/n1.crt",
+	"raft-tls-key-file":     "/etc/raftlock/tls/n1.key",
+	"raft-tls-ca-cert-file": "/etc/raftlock/tls/ca.crt",
 }
+
+// exampleACL is the example's users file, which the test installs as the config's aclfile.
+const exampleACL = "../docs/deploy/users.acl"
 
 // serviceNode is one node of TestServiceExampleConfig, with its fake NOTIFY_SOCKET.
 type serviceNode struct {
@@ -219,9 +232,13 @@ type serviceNode struct {
 
 // TestServiceExampleConfig runs a 3-node cluster the way docs/deploy runs one: each node is
 // started with the unit's ExecStart arguments on the example config, of which only the ids,
-// data dirs and addresses are rewritten, under a fake service manager (NOTIFY_SOCKET). A node
-// tells it READY=1 only once a majority runs and /readyz says 200; each serves LOCK after the
-// AUTH the example's requirepass asks for; SIGTERM brings STOPPING=1.
+// data dirs, addresses and file paths are rewritten, under a fake service manager
+// (NOTIFY_SOCKET). The example is the secure setup: TLS on the client port (client certificates
+// required) and mutual TLS on raft, with certificates made by `raftlock cert`, and ACL users
+// from docs/deploy/users.acl. A node tells the manager READY=1 only once a majority runs and
+// /readyz says 200; each serves LOCK over TLS after the AUTH the example's requirepass asks for,
+// and to the application's ACL user, which may not run admin commands; a raft peer with a
+// client certificate of the same CA is refused; SIGTERM brings STOPPING=1.
 func TestServiceExampleConfig(t *testing.T) {
 	flags := binaryFlags(t)
 	args := unitArgs(t, unitDirectives(t), flags)
@@ -247,6 +264,42 @@ func TestServiceExampleConfig(t *testing.T) {
 		}
 	}
 
+	// The certificates, as docs/deploy says to make them.
+	tlsDir := t.TempDir()
+	certCommand(t, tlsDir, "ca")
+	certCommand(t, tlsDir, "client", "--user", "app")
+	for i := range 3 {
+		certCommand(t, tlsDir, "node", "--id", fmt.Sprintf("n%d", i+1), "--host", "127.0.0.1,localhost")
+	}
+	ca, err := certs.LoadAuthority(filepath.Join(tlsDir, "ca.crt"), filepath.Join(tlsDir, "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := tls.LoadX509KeyPair(filepath.Join(tlsDir, "app.crt"), filepath.Join(tlsDir, "app.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	clientTLS := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{app}}
+	aclText, err := os.ReadFile(exampleACL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aclFile := filepath.Join(t.TempDir(), "users.acl")
+	if err := os.WriteFile(aclFile, aclText, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	appPass := ""
+	for line := range strings.SplitSeq(string(aclText), "\n") {
+		if f := strings.Fields(line); len(f) > 3 && f[0] == "user" && f[1] == "app" {
+			appPass = strings.TrimPrefix(f[3], ">")
+		}
+	}
+	if appPass == "" {
+		t.Fatalf("%s has no user app with a password", exampleACL)
+	}
+
 	ports := uniquePorts(t, 9)
 	nodes := make([]*serviceNode, 3)
 	var peers []string
@@ -258,8 +311,12 @@ func TestServiceExampleConfig(t *testing.T) {
 	}
 	start := func(n *serviceNode) {
 		t.Helper()
+		crt, key, caFile := filepath.Join(tlsDir, n.id+".crt"), filepath.Join(tlsDir, n.id+".key"), filepath.Join(tlsDir, "ca.crt")
 		values := map[string]string{"id": n.id, "dir": n.dir, "addr": n.addr, "raft-addr": n.raftAddr,
-			"metrics-addr": n.web, "peers": strings.Join(peers, ",")}
+			"metrics-addr": n.web, "peers": strings.Join(peers, ","), "aclfile": aclFile,
+			"tls-cert-file": crt, "tls-key-file": key, "tls-ca-cert-file": caFile,
+			"raft-tls-cert-file": crt, "raft-tls-key-file": key, "raft-tls-ca-cert-file": caFile}
+		testutil.UseTLS(t, n.addr, clientTLS)
 		out := slices.Clone(lines)
 		for _, s := range settings {
 			if v, ok := values[s.name]; ok && s.active {
@@ -300,7 +357,10 @@ func TestServiceExampleConfig(t *testing.T) {
 		if _, err := call(n.addr, "LOCK", "svc:"+n.id, "10000"); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
 			t.Errorf("%s: LOCK without AUTH: %v; want NOAUTH (the example sets requirepass)", n.id, err)
 		}
-		rdb := redis.NewClient(&redis.Options{Addr: n.addr, Password: pass, MaxRetries: -1, DialTimeout: 2 * time.Second, PoolSize: 1})
+		if pingTLS(n.addr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}) == nil {
+			t.Errorf("%s: a TLS client without a certificate got in; want refused (tls-auth-clients yes)", n.id)
+		}
+		rdb := redis.NewClient(&redis.Options{Addr: n.addr, Password: pass, MaxRetries: -1, DialTimeout: 2 * time.Second, PoolSize: 1, TLSConfig: clientTLS})
 		t.Cleanup(func() { rdb.Close() })
 		// A follower forwards to the leader once the leader knows every member's client
 		// address (announced about a second after start).
@@ -316,6 +376,23 @@ func TestServiceExampleConfig(t *testing.T) {
 			}
 			return nil
 		})
+	}
+
+	// The application's ACL user locks, and may not change membership.
+	asApp := redis.NewClient(&redis.Options{Addr: nodes[1].addr, Username: "app", Password: appPass, MaxRetries: -1,
+		DialTimeout: 2 * time.Second, PoolSize: 1, TLSConfig: clientTLS})
+	t.Cleanup(func() { asApp.Close() })
+	ctx := testContext(t, 10*time.Second)
+	if tok, err := asApp.Do(ctx, "LOCK", "svc:app", "10000").Int64(); err != nil || tok <= 0 {
+		t.Errorf("LOCK as the example's user app: %d, %v; want a token", tok, err)
+	}
+	if err := asApp.Do(ctx, "RAFT", "REMOVE", "n3").Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Errorf("RAFT REMOVE as the example's user app: %v; want NOPERM", err)
+	}
+	// A raft peer with the application's certificate (same CA) is refused.
+	peerCfg := &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{app}}
+	if got := (forger{tls: peerCfg}).attacks(t, nodes[0].raftAddr, 1<<40); len(got) > 0 {
+		t.Errorf("raft frames with the application's client certificate to n1: %s answered; want refused", got)
 	}
 
 	last := nodes[2]

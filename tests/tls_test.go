@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -27,12 +28,6 @@ import (
 func clientTLSFlags(ca *testutil.CA, cert testutil.Issued, auth string) []string {
 	return []string{"--tls-cert-file", cert.CertFile, "--tls-key-file", cert.KeyFile,
 		"--tls-ca-cert-file", ca.File, "--tls-auth-clients", auth}
-}
-
-// raftTLSFlags are the flags of a node whose raft transport is mutual TLS under ca.
-func raftTLSFlags(ca *testutil.CA, cert testutil.Issued) []string {
-	return []string{"--raft-tls-cert-file", cert.CertFile, "--raft-tls-key-file", cert.KeyFile,
-		"--raft-tls-ca-cert-file", ca.File}
 }
 
 // startNodeWith starts a single node with more flags, the tests reaching its client port with
@@ -179,11 +174,8 @@ func TestTLSRedisCLI(t *testing.T) {
 // elect, replicate, and followers forward over TLS to the leader, which requires their
 // certificates (tls-auth-clients yes); a fourth joins.
 func TestTLSCluster(t *testing.T) {
-	ca := testutil.NewCA(t, "cluster")
-	nodeCert := ca.Issue(t, "node")
-	cli := ca.Issue(t, "client")
-	flags := append(clientTLSFlags(ca, nodeCert, "yes"), raftTLSFlags(ca, nodeCert)...)
-	c := newClusterTLS(t, 3, ca.ClientTLS(&cli), flags...)
+	ca := newClusterCA(t)
+	c := newSecureCluster(t, 3, ca, true)
 
 	l := c.leader()
 	for i, f := range c.others(l) {
@@ -201,10 +193,48 @@ func TestTLSCluster(t *testing.T) {
 	}
 
 	// A fourth node joins through a member's TLS client port (RAFT ADD, then PROMOTE, over
-	// TLS) and catches up over raft mTLS.
-	n4 := c.join(c.others(l)[0])
+	// TLS) and catches up over raft mTLS, each with its own node certificate.
+	n4 := c.joinWith(c.others(l)[0], func(id string) []string {
+		cert := ca.node(t, id)
+		return append(ca.raftFlags(cert), ca.clientFlags(cert)...)
+	})
 	waitMember(t, l, n4.id, "voter")
 	c.digests() // every node applied the same table
+}
+
+// TestTLSNodeLinksVerifyMembers: a node calling another node's client port (a follower
+// forwarding, a joiner) accepts only a node certificate of the CA: a server presenting a
+// client certificate of the same CA (clientAuth only, no node name) is refused, so a join
+// through it fails and sends it nothing (the old config took any certificate of the CA, or of
+// the system's roots, whatever its usage).
+func TestTLSNodeLinksVerifyMembers(t *testing.T) {
+	ca := newClusterCA(t)
+	cli := ca.client(t, "tester")
+	impostor := ca.client(t, "impostor")
+	// A "node" whose client port presents a client certificate: it serves TLS, but is no node
+	// (and names no host: the test's own client does not check it).
+	loose := ca.clientTLS(&cli)
+	loose.InsecureSkipVerify = true
+	fake := startNodeWith(t, loose, "--tls-cert-file", impostor.CertFile, "--tls-key-file", impostor.KeyFile,
+		"--tls-ca-cert-file", ca.File, "--tls-auth-clients", "yes")
+	joiner := &node{id: "n2", dir: t.TempDir(), raftAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))}
+	cert := ca.node(t, "n2")
+	joiner.args = append(append([]string{"--join", fake.addr}, ca.raftFlags(cert)...), ca.clientFlags(cert)...)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	testutil.UseTLS(t, addr, ca.clientTLS(&cli))
+	if err := joiner.start(t, addr); err != nil {
+		t.Fatal(err)
+	}
+	joiner.ExpectExit() // a join that cannot reach its member may give up
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if !strings.Contains(joiner.Log(), "certs: peer certificate") {
+			return errors.New("the joiner's log does not say yet why it refused the impostor's certificate")
+		}
+		return nil
+	})
+	if got, err := call(fake.addr, "RAFT", "MEMBERS"); err != nil || strings.Contains(fmt.Sprint(got), "n2") {
+		t.Errorf("RAFT MEMBERS on the impostor: %v, %v; want no n2 (the joiner refused its certificate)", got, err)
+	}
 }
 
 // forgeVote sends a RequestVote with term through hashicorp/raft's own NetworkTransport, as an
@@ -309,19 +339,25 @@ func raftTerm(t *testing.T, addr string) uint64 {
 	return term
 }
 
-// TestRaftForgedFrames is the issue's raft-port attack. Without mutual TLS a forged RequestVote
-// with a higher term moves the node's term, and a forged TimeoutNow to a follower makes it the
-// leader (the controls: the attacks are real); with it, every forged frame (RequestVote,
-// AppendEntries, one carrying a garbage configuration, InstallSnapshot, TimeoutNow) fails at the
-// handshake, before raft reads a frame, and the cluster's leader, terms and table stay as they
-// were.
+// TestRaftForgedFrames is the issue's raft-port attack. Without mutual TLS, raw raft frames are
+// refused (they lack the raft handshake), but a forger that copies a member's hello (the cluster
+// ID is no secret) still moves the node's term with a RequestVote and makes a follower the
+// leader with a TimeoutNow (the controls: plain raft authenticates no one, which is why a raft
+// address that is not loopback needs mutual TLS); with mutual TLS every forged frame
+// (RequestVote, AppendEntries, one carrying a garbage configuration, InstallSnapshot,
+// TimeoutNow) fails at the handshake, before raft reads a frame, and the cluster's leader, terms
+// and table stay as they were. (TestRaftPeersAreMembers does the same with certificates of the
+// cluster's own CA.)
 func TestRaftForgedFrames(t *testing.T) {
 	t.Run("plain-transport-control", func(t *testing.T) {
 		n := startNode(t, t.TempDir())
 		before := raftTerm(t, n.addr)
 		forged := before + 1000
-		if err := forgeVote(t, n.raftAddr, forged); err != nil {
-			t.Fatalf("forged RequestVote over plain TCP: %v; want it answered", err)
+		if err := forgeVote(t, n.raftAddr, forged); err == nil {
+			t.Fatalf("forged RequestVote over plain TCP without the raft handshake: answered; want refused")
+		}
+		if err := forgeVoteAs(t, n.raftAddr, forged, helloFrame{cluster: clusterID(t, n.addr), from: n.id, to: n.id}); err != nil {
+			t.Fatalf("forged RequestVote over plain TCP with a member's hello: %v; want it answered (plain raft authenticates no one)", err)
 		}
 		testutil.WaitFor(t, 5*time.Second, func() error {
 			if got := raftTerm(t, n.addr); got < forged {
@@ -335,8 +371,13 @@ func TestRaftForgedFrames(t *testing.T) {
 		c := newCluster(t, 3)
 		l := c.leader()
 		f := c.others(l)[0]
-		if err := forgeTimeoutNow(t, f.raftAddr); err != nil {
-			t.Fatalf("forged TimeoutNow to %s over plain TCP: %v; want it answered", f.id, err)
+		if err := forgeTimeoutNow(t, f.raftAddr); err == nil {
+			t.Fatalf("forged TimeoutNow to %s over plain TCP without the raft handshake: answered; want refused", f.id)
+		}
+		trans, hdr := forger{hello: &helloFrame{cluster: clusterID(t, l.addr), from: l.id, to: f.id}}.transport(t)
+		var out raft.TimeoutNowResponse
+		if err := trans.TimeoutNow("", raft.ServerAddress(f.raftAddr), &raft.TimeoutNowRequest{RPCHeader: hdr}, &out); err != nil {
+			t.Fatalf("forged TimeoutNow to %s over plain TCP with the leader's hello: %v; want it answered", f.id, err)
 		}
 		testutil.WaitFor(t, 10*time.Second, func() error {
 			got, err := c.findLeader()
@@ -351,9 +392,8 @@ func TestRaftForgedFrames(t *testing.T) {
 	})
 
 	t.Run("mutual-tls", func(t *testing.T) {
-		ca := testutil.NewCA(t, "cluster")
-		nodeCert := ca.Issue(t, "node")
-		c := newCluster(t, 3, raftTLSFlags(ca, nodeCert)...)
+		ca := newClusterCA(t)
+		c := newSecureCluster(t, 3, ca, false)
 		l := c.leader()
 		tok, err := callInt(l.addr, "LOCK", "job", "600000", "OWNER", "alice")
 		if err != nil {
@@ -383,8 +423,8 @@ func TestRaftForgedFrames(t *testing.T) {
 			}
 		}
 		// A certificate from another CA is refused the same way, at the handshake.
-		stranger := testutil.NewCA(t, "stranger").Issue(t, "intruder")
-		cfg := testutil.NewCA(t, "any").ClientTLS(&stranger)
+		stranger := newClusterCA(t).node(t, "n2")
+		cfg := ca.clientTLS(&stranger)
 		cfg.InsecureSkipVerify = true // the attacker does not care who the server is
 		if err := rawTLSRead(l.raftAddr, cfg); err == nil {
 			t.Errorf("a raft peer with another CA's certificate: handshake and read succeeded; want refused")
@@ -406,6 +446,16 @@ func TestRaftForgedFrames(t *testing.T) {
 			t.Errorf("LOCKINFO job: %+v held %v, %v; want alice's token %d", st, held, err, tok)
 		}
 	})
+}
+
+// forgeVoteAs is forgeVote over a connection that starts with hello.
+func forgeVoteAs(t *testing.T, raftAddr string, term uint64, hello helloFrame) error {
+	t.Helper()
+	trans, hdr := forger{hello: &hello}.transport(t)
+	var out raft.RequestVoteResponse
+	return trans.RequestVote("", raft.ServerAddress(raftAddr), &raft.RequestVoteRequest{
+		RPCHeader: hdr, Term: term, LastLogIndex: 1 << 40, LastLogTerm: term, LeadershipTransfer: true,
+	}, &out)
 }
 
 // rawTLSRead dials addr over TLS with cfg and reads: nil means the server sent something back
@@ -439,12 +489,12 @@ func peerSerial(addr string, cfg *tls.Config) (string, error) {
 // TestTLSReload: SIGHUP makes a node read its certificates again, on both ports: a new pair of
 // the same CA is what the next connection sees; a broken file keeps the working pair.
 func TestTLSReload(t *testing.T) {
-	ca := testutil.NewCA(t, "cluster")
-	cli := ca.Issue(t, "client")
-	clientCert := ca.Issue(t, "node")
-	raftCert := ca.Issue(t, "raft")
-	n := startNodeWith(t, ca.ClientTLS(&cli), append(clientTLSFlags(ca, clientCert, "yes"), raftTLSFlags(ca, raftCert)...)...)
-	raftClient := ca.ClientTLS(&cli)
+	ca := newClusterCA(t)
+	cli := ca.client(t, "client")
+	clientCert := ca.nodeAs(t, "n1", "node")
+	raftCert := ca.nodeAs(t, "n1", "raft")
+	n := startNodeWith(t, ca.clientTLS(&cli), append(ca.clientFlags(clientCert), ca.raftFlags(raftCert)...)...)
+	raftClient := ca.clientTLS(&cli)
 
 	check := func(want map[string]*x509.Certificate) {
 		t.Helper()
@@ -463,8 +513,8 @@ func TestTLSReload(t *testing.T) {
 	}
 	check(map[string]*x509.Certificate{"client": clientCert.Cert, "raft": raftCert.Cert})
 
-	newPair := ca.Issue(t, "node") // the same files, a new pair
-	newRaft := ca.Issue(t, "raft")
+	newPair := ca.nodeAs(t, "n1", "node") // the same files, a new pair
+	newRaft := ca.nodeAs(t, "n1", "raft")
 	if newPair.Cert.SerialNumber.Cmp(clientCert.Cert.SerialNumber) == 0 {
 		t.Fatal("the new certificate has the old serial")
 	}
@@ -472,7 +522,7 @@ func TestTLSReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(map[string]*x509.Certificate{"client": newPair.Cert, "raft": newRaft.Cert})
-	if err := pingTLS(n.addr, ca.ClientTLS(&cli)); err != nil {
+	if err := pingTLS(n.addr, ca.clientTLS(&cli)); err != nil {
 		t.Fatalf("PING after the reload: %v", err)
 	}
 
@@ -490,7 +540,7 @@ func TestTLSReload(t *testing.T) {
 		return nil
 	})
 	check(map[string]*x509.Certificate{"client": newPair.Cert, "raft": newRaft.Cert})
-	if err := pingTLS(n.addr, ca.ClientTLS(&cli)); err != nil {
+	if err := pingTLS(n.addr, ca.clientTLS(&cli)); err != nil {
 		t.Fatalf("PING after the failed reload: %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/hashicorp/raft"
@@ -37,7 +38,8 @@ func main() {
 // run starts the node and serves until ctx ends, then shuts down in order: stop accepting
 // clients, hand off leadership, stop raft and its transport, close the store. `raftlock
 // recover ...` runs the offline recovery instead (recover.go); `raftlock backup ...` and
-// `raftlock restore ...` take and restore backups (backup.go).
+// `raftlock restore ...` take and restore backups (backup.go); `raftlock cert ...` makes
+// certificates (cert.go).
 func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "recover" {
 		return runRecover(args[1:], stderr)
@@ -47,6 +49,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if len(args) > 0 && args[0] == "restore" {
 		return runRestore(args[1:], stderr)
+	}
+	if len(args) > 0 && args[0] == "cert" {
+		return runCert(args[1:], os.Stdout)
 	}
 	opts, err := parseOptions(args, os.Getenv)
 	if err != nil {
@@ -108,9 +113,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	ncfg.NoGroupCommit = !opts.groupCommit
 	ncfg.CommitPaced = opts.commitPaced
 	ncfg.Logger = logger
-	if clientTLS != nil {
-		ncfg.ClientTLS = clientTLS.ClientConfig()
+	// The node's certificate on the other end of a node-to-node call on the client port must
+	// name a member (or any node while this one joins): set once the node exists, before it
+	// dials anyone.
+	var self atomic.Pointer[raftnode.Node]
+	isPeer := func(id string) error {
+		if n := self.Load(); n != nil {
+			return n.IsPeer(id)
+		}
+		return nil
 	}
+	if clientTLS != nil {
+		ncfg.ClientTLS = clientTLS.PeerConfig(isPeer)
+	}
+	ncfg.InsecureRaft = raftTLS == nil && opts.insecureRaft
 	ncfg.PeerUser, ncfg.PeerPassword = opts.masterUser, opts.masterAuth
 	node, err := raftnode.New(ncfg, raftnode.Stores{Log: st, Stable: st, Snapshots: snaps}, trans)
 	if err != nil {
@@ -118,6 +134,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer node.Close()
+	self.Store(node)
+	if ncfg.InsecureRaft {
+		logger.Warn("INSECURE RAFT: --insecure-raft and no raft mutual TLS on a raft address that is not loopback: anyone who "+
+			"reaches it can rewrite this cluster's locks, grant them, or stop it. Set --raft-tls-* (docs/security.md)",
+			"raft", ncfg.RaftAddr)
+	}
 
 	scfg := server.DefaultConfig()
 	scfg.Addr = opts.addr
@@ -140,7 +162,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	scfg.Logger = logger
 	if clientTLS != nil {
 		scfg.TLS = clientTLS.ServerConfig(opts.tlsAuthClients)
-		scfg.PeerTLS = clientTLS.ClientConfig()
+		scfg.PeerTLS = clientTLS.PeerConfig(isPeer)
 	}
 	scfg.RequirePass, scfg.ACLFile, scfg.ProtectedMode = opts.requirePass, opts.aclFile, opts.protectedMode
 	scfg.PeerUser, scfg.PeerPassword = opts.masterUser, opts.masterAuth
@@ -154,7 +176,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	logger.Info("raftlock started", "id", opts.id, "addr", ln.Addr().String(), "raft", ncfg.RaftAddr, "dir", opts.dir,
-		"resumed", existing, "tls", clientTLS != nil, "raft_tls", raftTLS != nil)
+		"resumed", existing, "tls", clientTLS != nil, "raft_tls", raftTLS != nil, "raft_insecure", ncfg.InsecureRaft)
 
 	var web *ops.Server
 	if opts.metricsAddr != "" {

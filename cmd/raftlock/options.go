@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -55,6 +56,9 @@ type options struct {
 	tls            certs.Files
 	tlsAuthClients tls.ClientAuthType
 	raftTLS        certs.Files
+	// insecureRaft lets a node whose raft address is not loopback start without raft mutual
+	// TLS (checkRaftSecurity).
+	insecureRaft bool
 	// tlsAuthClientsUser is "CN" (a verified client certificate logs in as the ACL user its
 	// Subject CN names, Redis 7.2's tls-auth-clients-user) or "off".
 	tlsAuthClientsUser string
@@ -127,7 +131,8 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"tls-auth-clients-user": fs.String("tls-auth-clients-user", "off", "CN: a client with a verified certificate is logged in as the ACL user its Subject CN names, if that user exists and is on; off: certificates name no user"),
 		"raft-tls-cert-file":    fs.String("raft-tls-cert-file", "", "PEM certificate of the raft transport: with the key and CA, raft is mutual TLS"),
 		"raft-tls-key-file":     fs.String("raft-tls-key-file", "", "PEM private key of --raft-tls-cert-file"),
-		"raft-tls-ca-cert-file": fs.String("raft-tls-ca-cert-file", "", "PEM cluster CA: a raft peer must present a certificate it signed"),
+		"raft-tls-ca-cert-file": fs.String("raft-tls-ca-cert-file", "", "PEM cluster CA: a raft peer must present a certificate it signed that names a member (raftlock cert node)"),
+		"insecure-raft":         fs.String("insecure-raft", "false", "let a raft address that is not loopback run without raft mutual TLS: anyone who reaches it can rewrite the cluster (true/false)"),
 		// ACL (client authentication)
 		"requirepass":    fs.String("requirepass", "", "password of the default user (Redis's requirepass); the same on every node"),
 		"aclfile":        fs.String("aclfile", "", "file of ACL users, one per line as in Redis: user alice on >pw ~locks:* +@all (the same on every node; ACL SETUSER/DELUSER override it)"),
@@ -221,7 +226,8 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		// test build may turn it on so that the chaos harness can run it.
 		*vals["group-commit"], o.commitPaced = "yes", true
 	}
-	for name, dst := range map[string]*bool{"redirect": &o.redirect, "test-clock": &o.testClock, "pprof": &o.pprof, "protected-mode": &o.protectedMode, "group-commit": &o.groupCommit, "insecure-http": &o.insecureHTTP} {
+	for name, dst := range map[string]*bool{"insecure-raft": &o.insecureRaft, "redirect": &o.redirect, "test-clock": &o.testClock, "pprof": &o.pprof,
+		"protected-mode": &o.protectedMode, "group-commit": &o.groupCommit, "insecure-http": &o.insecureHTTP} {
 		switch *vals[name] {
 		case "true", "1", "yes":
 			*dst = true
@@ -244,7 +250,44 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 			return options{}, fmt.Errorf("--peers and --join exclude each other: bootstrap a new cluster or join one")
 		}
 	}
+	if err := o.checkRaftSecurity(); err != nil {
+		return options{}, err
+	}
+	if o.tls.Cert != "" && o.tls.CA == "" && (len(o.peers) > 0 || o.join != "") {
+		return options{}, fmt.Errorf("--tls-cert-file on a node of a cluster needs --tls-ca-cert-file: nodes verify each other's client-port certificates against it, never against the system's roots")
+	}
 	return o, nil
+}
+
+// checkRaftSecurity refuses a raft address (bound or advertised) that is not loopback without
+// raft mutual TLS, unless --insecure-raft says so: without TLS anyone who reaches the raft port
+// can rewrite the cluster's state (docs/security.md).
+func (o *options) checkRaftSecurity() error {
+	if o.raftTLS.Cert != "" || o.insecureRaft {
+		return nil
+	}
+	for _, addr := range []string{o.raftAddr, o.raftAdvertise} {
+		if addr != "" && !isLoopback(addr) {
+			return fmt.Errorf("raft address %s is not loopback and raft has no mutual TLS: anyone who reaches it could rewrite "+
+				"the cluster's locks. Give every node --raft-tls-cert-file, --raft-tls-key-file and --raft-tls-ca-cert-file "+
+				"(raftlock cert ca, then raftlock cert node --id %s --host ...), or accept the risk with --insecure-raft", addr, o.id)
+		}
+	}
+	return nil
+}
+
+// isLoopback reports whether addr's host is a loopback address or "localhost". A wildcard
+// (":7379", "0.0.0.0:7379") or any other name is not.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // parseTLS reads the TLS settings: each port's files come together or not at all.

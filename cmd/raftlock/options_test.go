@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -140,6 +141,55 @@ func TestBoundsOptions(t *testing.T) {
 	for _, bad := range [][]string{{"--maxclients", "0"}, {"--timeout", "-1"}, {"--timeout", "1s"}, {"--maxmemory", "lots"}, {"--maxmemory", "1tb"}, {"--pprof", "maybe"}} {
 		if _, err := parseOptions(bad, getenv); err == nil || !strings.Contains(err.Error(), bad[0]) {
 			t.Errorf("%v: err %v, want one naming the flag", bad, err)
+		}
+	}
+}
+
+// TestRaftAddressNeedsTLS: a raft address (bound or advertised) that is not loopback needs raft
+// mutual TLS or --insecure-raft; loopback needs neither.
+func TestRaftAddressNeedsTLS(t *testing.T) {
+	getenv := func(string) string { return "" }
+	tlsFlags := []string{"--raft-tls-cert-file", "rc", "--raft-tls-key-file", "rk", "--raft-tls-ca-cert-file", "rca"}
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+	}{
+		{nil, true},
+		{[]string{"--raft-addr", "127.0.0.2:7379"}, true},
+		{[]string{"--raft-addr", "localhost:7379"}, true},
+		{[]string{"--raft-addr", "[::1]:7379"}, true},
+		{[]string{"--raft-addr", "10.0.0.1:7379"}, false},
+		{[]string{"--raft-addr", "0.0.0.0:7379"}, false},
+		{[]string{"--raft-addr", ":7379"}, false},
+		{[]string{"--raft-addr", "db1.example:7379"}, false},
+		{[]string{"--raft-advertise", "10.0.0.1:7379"}, false},
+		{append([]string{"--raft-addr", "10.0.0.1:7379"}, tlsFlags...), true},
+		{[]string{"--raft-addr", "10.0.0.1:7379", "--insecure-raft", "true"}, true},
+	} {
+		o, err := parseOptions(tc.args, getenv)
+		if (err == nil) != tc.ok {
+			t.Errorf("parseOptions(%q): %v; want accepted %v", tc.args, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--insecure-raft") {
+			t.Errorf("parseOptions(%q): %v; want the error to name --insecure-raft", tc.args, err)
+		}
+		if err == nil && o.insecureRaft != slices.Contains(tc.args, "--insecure-raft") {
+			t.Errorf("parseOptions(%q): insecureRaft %v", tc.args, o.insecureRaft)
+		}
+	}
+}
+
+// TestClusterClientTLSNeedsCA: a node of a cluster whose client port speaks TLS verifies the
+// other nodes against its CA, never the system's roots: without one it does not start.
+func TestClusterClientTLSNeedsCA(t *testing.T) {
+	getenv := func(string) string { return "" }
+	base := []string{"--tls-cert-file", "c", "--tls-key-file", "k", "--tls-auth-clients", "no"}
+	if _, err := parseOptions(base, getenv); err != nil {
+		t.Errorf("a single node with client TLS and no CA: %v; want accepted", err)
+	}
+	for _, extra := range [][]string{{"--join", "127.0.0.1:6379"}, {"--id", "n1", "--peers", "n1=127.0.0.1:7379,n2=127.0.0.1:7380"}} {
+		if _, err := parseOptions(append(slices.Clone(base), extra...), getenv); err == nil || !strings.Contains(err.Error(), "--tls-ca-cert-file") {
+			t.Errorf("client TLS without a CA and %q: %v; want refused, naming --tls-ca-cert-file", extra, err)
 		}
 	}
 }

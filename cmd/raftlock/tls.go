@@ -23,6 +23,18 @@ func loadTLS(opts options) (client, raft *certs.Source, err error) {
 		if raft, err = certs.Load(opts.raftTLS); err != nil {
 			return nil, nil, fmt.Errorf("raft TLS: %w", err)
 		}
+		// Peers admit a raft certificate by the node it names (DESIGN.md §10).
+		if id, ok := raft.NodeID(); !ok || id != opts.id {
+			return nil, nil, fmt.Errorf("raft TLS: %s names node %q, not this node's --id %q: make it with raftlock cert node --id %s",
+				opts.raftTLS.Cert, id, opts.id, opts.id)
+		}
+	}
+	if client != nil && client.HasCA() {
+		// Other nodes dialing this node's client port (forwarding, joins) verify the same.
+		if id, ok := client.NodeID(); (!ok || id != opts.id) && (len(opts.peers) > 0 || opts.join != "") {
+			return nil, nil, fmt.Errorf("client TLS: %s names node %q, not this node's --id %q, and the other nodes verify it: make it with raftlock cert node --id %s",
+				opts.tls.Cert, id, opts.id, opts.id)
+		}
 	}
 	return client, raft, nil
 }
