@@ -27,23 +27,22 @@ stop_nodes() {
 }
 trap 'stop_nodes; rm -rf "$work"' EXIT
 
-node_flags=() bench_flags=() cli_flags=()
+bench_flags=() cli_flags=()
+secure_flags() { :; } # plain: no flags
 if [ "${BENCH_SECURE:-0}" = 1 ]; then
-  # One certificate for every node, good for both ends of a connection on 127.0.0.1 (the recipe
-  # of docs/security.md).
+  # A certificate for each node (n1..n3), naming its node, good for both ends of a connection
+  # on 127.0.0.1: raftlock cert, as docs/security.md shows.
   tls="$work/tls" pass=bench-$RANDOM$RANDOM
   mkdir -p "$tls"
-  openssl ecparam -name prime256v1 -genkey -noout -out "$tls/ca.key" 2>/dev/null
-  openssl req -x509 -new -key "$tls/ca.key" -sha256 -days 1 -subj "/CN=raftlock bench CA" -out "$tls/ca.crt" 2>/dev/null
-  openssl ecparam -name prime256v1 -genkey -noout -out "$tls/node.key" 2>/dev/null
-  openssl req -new -key "$tls/node.key" -subj "/CN=node" -out "$tls/node.csr" 2>/dev/null
-  printf '%s\n' "subjectAltName = DNS:localhost, IP:127.0.0.1" "extendedKeyUsage = serverAuth, clientAuth" \
-    "keyUsage = digitalSignature" >"$tls/node.ext"
-  openssl x509 -req -in "$tls/node.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -CAcreateserial -days 1 -sha256 \
-    -extfile "$tls/node.ext" -out "$tls/node.crt" 2>/dev/null
-  node_flags=(--tls-cert-file "$tls/node.crt" --tls-key-file "$tls/node.key" --tls-ca-cert-file "$tls/ca.crt"
-    --tls-auth-clients no --raft-tls-cert-file "$tls/node.crt" --raft-tls-key-file "$tls/node.key"
-    --raft-tls-ca-cert-file "$tls/ca.crt" --requirepass "$pass")
+  "${RAFTLOCK_BIN:-bin/raftlock}" cert ca --out "$tls" --days 1 >/dev/null
+  for i in 1 2 3; do
+    "${RAFTLOCK_BIN:-bin/raftlock}" cert node --id "n$i" --host localhost,127.0.0.1 --out "$tls" --days 1 >/dev/null
+  done
+  secure_flags() { # node id
+    echo --tls-cert-file "$tls/$1.crt" --tls-key-file "$tls/$1.key" --tls-ca-cert-file "$tls/ca.crt" \
+      --tls-auth-clients no --raft-tls-cert-file "$tls/$1.crt" --raft-tls-key-file "$tls/$1.key" \
+      --raft-tls-ca-cert-file "$tls/ca.crt" --requirepass "$pass"
+  }
   bench_flags=(-tls -tls-ca "$tls/ca.crt" -pass "$pass")
   cli_flags=(--tls --cacert "$tls/ca.crt" -a "$pass" --no-auth-warning)
   echo "secure: client TLS, raft mutual TLS, requirepass" >&2
@@ -57,7 +56,7 @@ start_nodes() { # count
   for i in $(seq "$n"); do
     mkdir -p "$work/$n/n$i"
     "${RAFTLOCK_BIN:-bin/raftlock}" --id "n$i" --dir "$work/$n/n$i" --addr 127.0.0.1:$((base + i)) \
-      --raft-addr 127.0.0.1:$((base + 1000 + i)) --peers "$peers" --log-level warn "${node_flags[@]}" 2>"$work/$n/n$i.log" &
+      --raft-addr 127.0.0.1:$((base + 1000 + i)) --peers "$peers" --log-level warn $(secure_flags "n$i") 2>"$work/$n/n$i.log" &
     pids+=($!)
   done
   for _ in $(seq 200); do
