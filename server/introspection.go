@@ -352,6 +352,7 @@ func (s *Server) infoSection(name string, askNode bool) []infoField {
 			{"process_id", itoa(int64(os.Getpid()))},
 			{"node_id", s.cfg.NodeID},
 			{"tcp_port", portOf(s.cfg.Addr)},
+			{"http_insecure", itoa(b2i(s.cfg.InsecureHTTP))},
 			{"uptime_in_seconds", itoa(int64(up.Seconds()))},
 			{"uptime_in_days", itoa(int64(up.Hours() / 24))},
 		}

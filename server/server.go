@@ -140,6 +140,9 @@ type Config struct {
 	// ProtectedMode turns away clients that are not on the loopback interface while the default
 	// user needs no password, with Redis's -DENIED message (Redis's protected-mode).
 	ProtectedMode bool
+	// InsecureHTTP says the node's HTTP port serves every address while no credentials are set
+	// (--insecure-http): INFO server shows it (http_insecure:1), so a monitor can alert on it.
+	InsecureHTTP bool
 	// PeerUser and PeerPassword (Redis's masteruser and masterauth) log a follower's
 	// forwarding link in at the leader when PeerPassword is set (PeerUser empty: the default
 	// user); without them the link is the leader's default user, or its TLS certificate's

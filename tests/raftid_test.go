@@ -490,3 +490,24 @@ func certCommand(t *testing.T, dir string, args ...string) {
 		t.Fatalf("raftlock cert %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }
+
+// TestHTTPInsecureInInfo: a node started with --insecure-http says so in INFO server
+// (http_insecure:1), as --insecure-raft does in INFO raft, so a monitor can alert on it; a node
+// without it says http_insecure:0.
+func TestHTTPInsecureInInfo(t *testing.T) {
+	httpAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--metrics-addr", httpAddr, "--insecure-http", "yes"}, "1"},
+		{nil, "0"},
+	} {
+		n := startNodeWith(t, nil, tc.args...)
+		v, err := call(n.addr, "INFO", "server")
+		s, _ := v.(string)
+		if err != nil || !strings.Contains(s, "\r\nhttp_insecure:"+tc.want+"\r\n") {
+			t.Errorf("INFO server of a node started with %q: %v\n%s\nwant http_insecure:%s", tc.args, err, s, tc.want)
+		}
+	}
+}

@@ -165,6 +165,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		scfg.PeerTLS = clientTLS.PeerConfig(isPeer)
 	}
 	scfg.RequirePass, scfg.ACLFile, scfg.ProtectedMode = opts.requirePass, opts.aclFile, opts.protectedMode
+	scfg.InsecureHTTP = opts.insecureHTTP && opts.metricsAddr != ""
 	scfg.PeerUser, scfg.PeerPassword = opts.masterUser, opts.masterAuth
 	scfg.TLSAuthClientsUser = opts.tlsAuthClientsUser
 	srv, err := server.New(scfg, node, node)
