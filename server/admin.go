@@ -147,10 +147,10 @@ func cmdRaft(r *request) {
 			wrongArgs()
 			return
 		}
-		if !announcerAuthenticated(r) {
-			r.w.Error("NOPERM RAFT ANNOUNCE is for the cluster's members")
-			return
-		}
+		// Who may announce is the ACL's (RAFT is @admin: the peer user); what is announced is
+		// the leader's to verify: raftnode's Announce checks the ID and raft address against
+		// the committed configuration and calls the client address back, which must answer
+		// as that member of this cluster (over client-port TLS, with a member's certificate).
 		if err := admin.Announce(r.c.ctx, string(r.args[2]), string(r.args[3]), string(r.args[4])); err != nil {
 			r.replyError(err)
 			return
@@ -230,14 +230,6 @@ func cmdRaft(r *request) {
 		r.w.Error("ERR unknown subcommand '" + string(appendSanitized(nil, r.args[1], 128)) + "'. Try RAFT MEMBERS, MEMBER, ADD, PROMOTE, REMOVE, TRANSFER, SNAPSHOT, STATS, DIGEST or BACKUP.")
 	}
 }
-
-// announcerAuthenticated is the hook where RAFT ANNOUNCE checks that the connection is a
-// cluster peer's. Today every connection passes: raftnode's Announce still checks the announced
-// ID and raft address against the committed configuration. Once client authentication lands
-// (ACL users, RAFT as @admin) and TLS (client certificates signed by the cluster CA), this is
-// where the connection's user or certificate is required. A forwarded ANNOUNCE arrives on the
-// follower's forwarding connection, which acts for the client's user (RAFT FORWARDED user).
-func announcerAuthenticated(*request) bool { return true }
 
 // DEBUG CLOCK-SHIFT ms: move this node's lease clock by ms (negative: back), for fault tests.
 // Only a node started with --test-clock accepts it.
