@@ -227,30 +227,7 @@ func (c *cluster) restart(n *node) *node {
 // requests. It may not be a voter yet: it is promoted once it has caught up.
 func (c *cluster) join(via *node) *node {
 	c.t.Helper()
-	id := fmt.Sprintf("n%d", len(c.nodes)+1)
-	var lastErr error
-	for range 3 {
-		ports := uniquePorts(c.t, 2)
-		n := &node{
-			id:       id,
-			dir:      c.t.TempDir(),
-			raftAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1])),
-			args:     append([]string{"--join", via.addr}, c.extra...),
-		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
-		if c.clientTLS != nil {
-			testutil.UseTLS(c.t, addr, c.clientTLS)
-		}
-		if lastErr = n.launch(c.t, addr); lastErr == nil {
-			c.nodes = append(c.nodes, n)
-			return n
-		}
-		if !strings.Contains(lastErr.Error(), "address already in use") {
-			break
-		}
-	}
-	c.t.Fatalf("join %s through %s: %v", id, via.id, lastErr)
-	return nil
+	return c.joinWith(via, func(string) []string { return nil })
 }
 
 // leader waits until exactly one live node is the leader, ready to serve, and every other live
