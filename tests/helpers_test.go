@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -114,11 +115,22 @@ func (n *node) restart(t testing.TB) *node {
 	if n.Running() {
 		t.Fatalf("%s: restart while still running", n.Name())
 	}
-	m := &node{dir: n.dir, raftAddr: n.raftAddr, id: n.id, starts: n.starts, args: n.args, bin: n.bin}
-	if err := m.launch(t, n.addr); err != nil {
-		t.Fatalf("restart raftlock: %v", err)
+	// The node's ports were free when it stopped, but on loopback a peer dialing one of them
+	// meanwhile can connect to itself (TCP simultaneous open: the kernel picked the very port as
+	// the dial's source) and hold it for a moment: try again a few times before failing.
+	var err error
+	for attempt := range 5 {
+		m := &node{dir: n.dir, raftAddr: n.raftAddr, id: n.id, starts: n.starts + attempt, args: n.args, bin: n.bin}
+		if err = m.launch(t, n.addr); err == nil {
+			return m
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	return m
+	t.Fatalf("restart raftlock: %v", err)
+	return nil
 }
 
 // launch starts the node's process on addr and waits until it serves requests (waitReady).
