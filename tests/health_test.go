@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -45,13 +46,14 @@ func TestHealthProbes(t *testing.T) {
 // TestHTTPExposureRefused: a node once served its HTTP surface (the status page with key names
 // and member addresses, pprof's command line) on any address without credentials. Now a node
 // whose --metrics-addr is not loopback does not start while no credentials are set, and says
-// how to proceed; it refuses before it binds the address (nothing here listens beyond
-// 127.0.0.1).
+// how to proceed; it refuses before it opens its store or binds the address (nothing here
+// listens beyond 127.0.0.1).
 func TestHTTPExposureRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	ports := uniquePorts(t, 3)
-	cmd := exec.CommandContext(ctx, raftlockBin, "--dir", t.TempDir(),
+	dir := t.TempDir()
+	cmd := exec.CommandContext(ctx, raftlockBin, "--dir", dir,
 		"--addr", "127.0.0.1:"+strconv.Itoa(ports[0]), "--raft-addr", "127.0.0.1:"+strconv.Itoa(ports[1]),
 		"--metrics-addr", "0.0.0.0:"+strconv.Itoa(ports[2]))
 	out, err := cmd.CombinedOutput()
@@ -60,5 +62,8 @@ func TestHTTPExposureRefused(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "--insecure-http") || !strings.Contains(string(out), "not loopback") {
 		t.Errorf("the refusal does not say why or what to do:\n%s", out)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+		t.Errorf("the refused node wrote %d entries to its dir; want nothing (it is refused before it starts)", len(entries))
 	}
 }

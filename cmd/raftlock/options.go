@@ -253,6 +253,9 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	if err := o.checkRaftSecurity(); err != nil {
 		return options{}, err
 	}
+	if err := o.checkHTTPSecurity(); err != nil {
+		return options{}, err
+	}
 	if o.tls.Cert != "" && o.tls.CA == "" && (len(o.peers) > 0 || o.join != "") {
 		return options{}, fmt.Errorf("--tls-cert-file on a node of a cluster needs --tls-ca-cert-file: nodes verify each other's client-port certificates against it, never against the system's roots")
 	}
@@ -274,6 +277,19 @@ func (o *options) checkRaftSecurity() error {
 		}
 	}
 	return nil
+}
+
+// checkHTTPSecurity refuses an HTTP address that is not loopback while the flags set no
+// credentials (--requirepass, --aclfile), unless --insecure-http says so, before the node opens
+// its store or binds a port. The HTTP server checks again with the users in force when it starts
+// (server/ops: users created at run time count there); this check needs no node to have started.
+func (o *options) checkHTTPSecurity() error {
+	if o.metricsAddr == "" || o.insecureHTTP || o.requirePass != "" || o.aclFile != "" || isLoopback(o.metricsAddr) {
+		return nil
+	}
+	return fmt.Errorf("HTTP address %s is not loopback and no credentials are set: set --requirepass or --aclfile "+
+		"(the status page and the profiles then need an @admin user's basic auth), listen on 127.0.0.1, or "+
+		"pass --insecure-http yes to serve it to anyone who can reach it", o.metricsAddr)
 }
 
 // isLoopback reports whether addr's host is a loopback address or "localhost". A wildcard

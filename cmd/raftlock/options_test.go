@@ -193,3 +193,31 @@ func TestClusterClientTLSNeedsCA(t *testing.T) {
 		}
 	}
 }
+
+// A non-loopback HTTP address without credentials is refused when the options are read, before
+// the node opens its store (server/ops checks again with the users in force).
+func TestHTTPAddressNeedsCredentials(t *testing.T) {
+	getenv := func(string) string { return "" }
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+	}{
+		{nil, true},
+		{[]string{"--metrics-addr", "127.0.0.1:9121"}, true},
+		{[]string{"--metrics-addr", "localhost:9121"}, true},
+		{[]string{"--metrics-addr", "0.0.0.0:9121"}, false},
+		{[]string{"--metrics-addr", ":9121"}, false},
+		{[]string{"--metrics-addr", "10.0.0.1:9121"}, false},
+		{[]string{"--metrics-addr", "10.0.0.1:9121", "--requirepass", "pw"}, true},
+		{[]string{"--metrics-addr", "10.0.0.1:9121", "--aclfile", "users.acl"}, true},
+		{[]string{"--metrics-addr", "10.0.0.1:9121", "--insecure-http", "yes"}, true},
+	} {
+		_, err := parseOptions(tc.args, getenv)
+		if (err == nil) != tc.ok {
+			t.Errorf("parseOptions(%q): %v; want accepted %v", tc.args, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--insecure-http") {
+			t.Errorf("parseOptions(%q): %v; want the error to name --insecure-http", tc.args, err)
+		}
+	}
+}
