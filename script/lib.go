@@ -379,12 +379,17 @@ func (m *vm) loadstring(L *lua.LState) int {
 		L.Push(lua.LString(chunkTooLarge))
 		return 2
 	}
-	if len(s) > heavyChunk {
+	return m.pushChunk(L, []byte(s), L.OptString(2, s))
+}
+
+// pushChunk compiles src as the chunk name (loadstring, load) and pushes its function, or nil
+// and the compile error. A heavy chunk is not compiled holding the node's view.
+func (m *vm) pushChunk(L *lua.LState, src []byte, name string) int {
+	if len(src) > heavyChunk {
 		m.notHoldingView(L)
 	}
-	name := L.OptString(2, s)
 	display := chunkID(name)
-	proto, msg := compileChunk([]byte(s), display)
+	proto, msg := compileChunk(src, display)
 	if msg != "" {
 		L.Push(lua.LNil)
 		L.Push(lua.LString(msg))
@@ -433,19 +438,7 @@ func (m *vm) loadBounded(L *lua.LState) int {
 		src.WriteString(s)
 	}
 	L.SetTop(top)
-	if src.Len() > heavyChunk {
-		m.notHoldingView(L)
-	}
-	display := chunkID(name)
-	proto, msg := compileChunk([]byte(src.String()), display)
-	if msg != "" {
-		L.Push(lua.LNil)
-		L.Push(lua.LString(msg))
-		return 2
-	}
-	m.chunks[display] = name
-	L.Push(L.NewFunctionFromProto(proto))
-	return 1
+	return m.pushChunk(L, []byte(src.String()), name)
 }
 
 // chunkID is Lua 5.1's luaO_chunkid: how a chunk name is printed in error messages.
