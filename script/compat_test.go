@@ -396,9 +396,10 @@ func short(s string) string {
 	return s
 }
 
-// TestCompatRedis runs compatCases on a real Redis 7.0 (SCRIPT_REDIS_ADDR) and checks that it
-// answers what the cases say it does. Keys get a unique prefix and are deleted afterwards.
-func TestCompatRedis(t *testing.T) {
+// dialRedis connects to the real Redis 7.0 at SCRIPT_REDIS_ADDR, or skips the test when none is
+// given; the connection closes with the test.
+func dialRedis(t *testing.T) (net.Conn, *bufio.Reader) {
+	t.Helper()
 	addr := os.Getenv("SCRIPT_REDIS_ADDR")
 	if addr == "" {
 		t.Skip("SCRIPT_REDIS_ADDR not set")
@@ -407,8 +408,14 @@ func TestCompatRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	rd := bufio.NewReader(conn)
+	t.Cleanup(func() { conn.Close() })
+	return conn, bufio.NewReader(conn)
+}
+
+// TestCompatRedis runs compatCases on a real Redis 7.0 (SCRIPT_REDIS_ADDR) and checks that it
+// answers what the cases say it does. Keys get a unique prefix and are deleted afterwards.
+func TestCompatRedis(t *testing.T) {
+	conn, rd := dialRedis(t)
 	do := func(args ...string) string {
 		t.Helper()
 		return redisDo(t, conn, rd, args...)
