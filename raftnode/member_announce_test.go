@@ -11,8 +11,8 @@ import (
 )
 
 // TestAnnounceVerified: RAFT ANNOUNCE of a follower's ID and raft address with a fake client
-// address was once recorded, and followers forwarded clients there. Now the leader calls the
-// address back: one that answers as another member, as that member of another cluster, or not
+// address must not be recorded (followers would forward clients there): the leader calls the
+// address back, and one that answers as another member, as that member of another cluster, or not
 // at all is refused and the table keeps the real address; the member's own is recorded.
 func TestAnnounceVerified(t *testing.T) {
 	// Client addresses where nothing listens (127.0.0.1:11 for n1 ...): the followers' own

@@ -53,8 +53,7 @@ func askAll(clients, times int, ask func() error) int64 {
 	return failed.Load()
 }
 
-// TestProbeStoreCached: /readyz once cost a synced write per request (5,440 a second from 8
-// clients). Now 400 askers, 8 at a time and each probe slow, cause one write; a failure is
+// TestProbeStoreCached: /readyz must not cost a synced write per request: 400 askers, 8 at a time and each probe slow, cause one write; a failure is
 // reported to every asker until the next probe, at most once per probeEvery, finds the store
 // writable again.
 func TestProbeStoreCached(t *testing.T) {

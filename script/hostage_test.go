@@ -12,11 +12,10 @@ import (
 	"time"
 )
 
-// Issue #30, item 4: a script cannot hold the node hostage inside one library call.
+// A script cannot hold the node hostage inside one library call.
 
-// backtrackScript is the issue's: gopher-lua's matcher backtracked through it for 22 s inside
-// one call of string.find, which neither the time limit nor SCRIPT KILL saw (about twice as
-// long per extra character).
+// backtrackScript backtracks exponentially in a Lua pattern matcher (about twice as long per
+// extra character): the time limit and SCRIPT KILL must see it inside one call of string.find.
 const backtrackScript = `return string.find(string.rep('a', 28), string.rep('a?', 28) .. string.rep('a', 28))`
 
 func TestPatternBacktrackingTimeLimit(t *testing.T) {
@@ -84,9 +83,8 @@ func heapAllocs() uint64 {
 	return s[0].Value.Uint64()
 }
 
-// TestMemoryChargedBeforeAllocation: each of these built far more than the limit before the
-// periodic check (every 8,192 instructions) looked; now the string is charged before it is
-// made, so the run stops with the memory-limit error and the process never allocates it.
+// TestMemoryChargedBeforeAllocation: each of these would build far more than the limit between
+// two periodic checks (every 8,192 instructions); the string is charged before it is made, so the run stops with the memory-limit error and the process never allocates it.
 func TestMemoryChargedBeforeAllocation(t *testing.T) {
 	const limit = 64 << 20
 	// What a run may allocate (garbage included) before it stops: twice the limit, and three

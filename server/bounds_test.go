@@ -12,7 +12,7 @@ import (
 	"github.com/raftlock/raftlock/tests/testutil"
 )
 
-// Issue #30: SUBSCRIBE had no bound on count or name size (+833 MB from one connection). Past
+// Subscriptions are bounded in count and name size, per connection and per node. Past
 // each bound a (P|S)SUBSCRIBE subscribes to none of its names and replies an error naming it.
 func TestSubscriptionBounds(t *testing.T) {
 	addr, s := serveNode(t, newFakeNode(), nil)
@@ -80,12 +80,9 @@ func TestSubscriptionBounds(t *testing.T) {
 	}
 }
 
-// Issue #30: 64 connections held ~800 MB of read-ahead against the node's 256 MiB bound: a
-// connection with nothing outstanding could always take one command, and a command was read
-// into the reader's buffer (grown to twice its size) and copied before the budget was taken.
-// Now the buffer is charged before it grows and the copy before it is made; only a command of
-// at most 16 KiB may pass a full budget. On the old code the peak counted here was the budget
-// plus one 3 MiB command a connection (about 22 MiB), and the reader buffers were not counted.
+// The node's read-ahead budget holds across connections: a reader's buffer is charged before it
+// grows and a command's copy before it is made, so the peak counted here stays within the
+// budget plus at most 16 KiB a connection (only a command that small may pass a full budget).
 func TestReadAheadBudgetBeforeCopy(t *testing.T) {
 	const budget = 4 << 20
 	addr, s := serveNode(t, newFakeNode(), func(c *Config) { c.TotalReadAheadBytes = budget })
@@ -147,8 +144,7 @@ func TestReadAheadBudgetBeforeCopy(t *testing.T) {
 	testutil.WaitFor(t, 5*time.Second, testutil.Cond("the budget is empty", func() bool { return s.readAhead.held() == 0 }))
 }
 
-// Issue #30: one MULTI queue reached 830 MB (1,024 commands of 4 MiB each were allowed and
-// nothing else was consulted). A queue now holds at most maxQueuedBytes, counts in the node's
+// A MULTI queue holds at most maxQueuedBytes, counts in the node's
 // read-ahead budget without waiting for room, and is refused above --maxmemory as Redis refuses
 // to queue anything then; each refusal fails the transaction (EXECABORT).
 func TestMultiQueueBounded(t *testing.T) {
@@ -231,8 +227,7 @@ func TestMultiQueueBounded(t *testing.T) {
 	})
 }
 
-// Issue #30: client tracking had a per-connection cap but none per node (+594 MB from two
-// connections). The node's table is bounded as Redis's tracking-table-max-keys bounds it (and in
+// The node's client-tracking table is bounded as Redis's tracking-table-max-keys bounds it (and in
 // bytes too, raftlock keys being up to 4096 bytes): past the bound a key is evicted and every
 // connection tracking it is sent its invalidation, as Redis does.
 func TestTrackingTableBounded(t *testing.T) {
@@ -361,7 +356,7 @@ func TestTrackingTableBounded(t *testing.T) {
 	}
 }
 
-// Issue #30: CLIENT SETNAME took 1 MiB. A connection's name (CLIENT SETNAME, HELLO SETNAME)
+// A connection's name (CLIENT SETNAME, HELLO SETNAME)
 // and its CLIENT SETINFO values are at most maxClientName bytes; past it, an error, and the
 // name stays as it was.
 func TestClientNameBounded(t *testing.T) {
@@ -390,12 +385,11 @@ func TestClientNameBounded(t *testing.T) {
 	}
 }
 
-// Issue #30: a PUBLISH to a PSUBSCRIBEd 1 MiB pattern took ~7.6 s on the apply goroutine. Now a
-// node holds at most 1,000 patterns of at most 256 bytes, each compiled once, and a PUBLISH
+// PUBLISH runs on the apply goroutine, so what it costs is bounded: a node holds at most 1,000 patterns of at most 256 bytes, each compiled once, and a PUBLISH
 // costs each pattern at most O(len(channel)·⌈256/64⌉) word operations. Here the node is full of
 // the costliest patterns (a 249-token run of ? and a class between two *s, never matching) and
 // a 4096-byte channel is published: the matcher's count of word operations stays within that
-// bound (the recursive matcher needed about 4096 × 250 steps a pattern, 10^9 in all).
+// bound (a recursive matcher needs about 4096 × 250 steps a pattern, 10^9 in all).
 func TestPublishPatternFanoutBounded(t *testing.T) {
 	h := newHub(quiet)
 	lim := h.limits

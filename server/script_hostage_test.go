@@ -14,8 +14,8 @@ import (
 	"github.com/raftlock/raftlock/tests/testutil"
 )
 
-// Issue #30, item 4: a script that loops must not stall requests on other keys (it used to run
-// holding the node's view lock from its first instruction to its last).
+// A script that loops must not stall requests on other keys: it holds the node's view lock for
+// its budget at most, and runs outside it past that.
 
 // sendOnly writes a command without reading its reply.
 func (r *rawConn) sendOnly(args ...string) {

@@ -11,7 +11,7 @@ import (
 	"github.com/raftlock/raftlock/script"
 )
 
-// Scripts outside the view lock (DESIGN.md §4, issue #30). A script is evaluated where every
+// Scripts outside the view lock (DESIGN.md §4). A script is evaluated where every
 // request is, holding the leader's view lock, so that what it reads and what it writes are one
 // state; but then a script that loops to its time limit stalls every request of the node for
 // that long. So a script holds the lock for lockedScriptBudget at most: the compare-and-delete

@@ -14,7 +14,7 @@ import (
 )
 
 // TestScriptStallFigures measures LOCK's latency on other keys while scripts loop to their time
-// limit (issue #30): two connections EVAL a busy loop back to back (each run ends at the 1 s
+// limit: two connections EVAL a busy loop back to back (each run ends at the 1 s
 // limit) while one client LOCKs fresh keys one after another; each round prints the LOCKs'
 // p50, p99 and max, after a round with no script for the machine's own noise. It prints
 // figures and asserts nothing about them. Run it with

@@ -74,7 +74,7 @@ func userClient(t *testing.T, addr, user, pass string) *redis.Client {
 	return c
 }
 
-// TestClusterACLPeers checks issue #30's ACL findings on a real cluster, in the default
+// TestClusterACLPeers checks peers' ACL rules on a real cluster, in the default
 // configuration and in a secured one (an --aclfile whose peer user alone may run RAFT
 // FORWARDED, given to the nodes as --masteruser/--masterauth): a follower forwards a user's
 // requests acting for that user; a user that is not a peer gets NOPERM for RAFT FORWARDED; a

@@ -10,9 +10,8 @@ import (
 )
 
 // TestAnnounceImpostorRefused: RAFT ANNOUNCE of a follower's ID and raft address with a fake
-// client address, then RAFT TRANSFER to that follower, once sent clients' LOCKs to the fake,
-// which granted token 999999 (the fakes here forge 66). Now the leader calls the announced
-// address back: a server that does not answer as that member of this cluster is refused, on
+// client address, then RAFT TRANSFER to that follower, must not send clients' LOCKs to the fake
+// (the fakes here forge token 66): the leader calls the announced address back, and a server that does not answer as that member of this cluster is refused, on
 // the leader and through a follower alike (an announcement is not forwarded), the member table
 // keeps the real address, and after the transfer every LOCK is granted by the real leader; the
 // fakes see none.
@@ -83,8 +82,8 @@ func TestAnnounceImpostorRefused(t *testing.T) {
 	}
 }
 
-// TestRemoveLiveVoterNeedsForce: two RAFT REMOVEs of live voters once shrank a healthy 3-node
-// cluster to one. Now removing a voter the leader reaches is refused without FORCE (on the
+// TestRemoveLiveVoterNeedsForce: two RAFT REMOVEs of live voters must not shrink a healthy
+// 3-node cluster to one: removing a voter the leader reaches is refused without FORCE (on the
 // leader or through a follower), and done with it; the second live voter is refused the same
 // way. (A down voter is removed without FORCE: TestClusterRemovedWhileDown,
 // TestAttackRemoveBelowQuorum.)

@@ -43,8 +43,8 @@ func TestHealthProbes(t *testing.T) {
 	})
 }
 
-// TestHTTPExposureRefused: a node once served its HTTP surface (the status page with key names
-// and member addresses, pprof's command line) on any address without credentials. Now a node
+// TestHTTPExposureRefused: the HTTP surface (the status page with key names and member
+// addresses, pprof's command line) must not be served to any address without credentials: a node
 // whose --metrics-addr is not loopback does not start while no credentials are set, and says
 // how to proceed; it refuses before it opens its store or binds the address (nothing here
 // listens beyond 127.0.0.1).

@@ -9,9 +9,8 @@ import (
 	"testing"
 )
 
-// TestProtectedMode: the HTTP surface once served the status page (key names, member
-// addresses) and the profiles to any address while no password was set. Now, without
-// credentials, an address other than loopback gets 403 on every path unless the surface is
+// TestProtectedMode: the status page (key names, member addresses) and the profiles must not be
+// served to any address while no password is set: without credentials, an address other than loopback gets 403 on every path unless the surface is
 // opened with Insecure; with credentials it is served, the status page and profiles behind
 // basic auth, /livez, /readyz and /metrics open. The remote address is injected (httptest);
 // loopback is also asked over a real socket.
