@@ -15,68 +15,72 @@ import (
 // Subscriptions are bounded in count and name size, per connection and per node. Past
 // each bound a (P|S)SUBSCRIBE subscribes to none of its names and replies an error naming it.
 func TestSubscriptionBounds(t *testing.T) {
-	addr, s := serveNode(t, newFakeNode(), nil)
-	lim := DefaultSubscriptionLimits()
-	if lim.Name != 1024 || lim.PatternName != 256 || lim.PerConn != 10_000 || lim.PerNode != 100_000 || lim.Patterns != 1_000 {
-		t.Fatalf("defaults = %+v, want the README's", lim)
-	}
+	for _, cfg := range nodeConfigs {
+		t.Run(cfg.name, func(t *testing.T) {
+			addr, s := serveNode(t, newFakeNode(), secure(cfg.secured))
+			lim := DefaultSubscriptionLimits()
+			if lim.Name != 1024 || lim.PatternName != 256 || lim.PerConn != 10_000 || lim.PerNode != 100_000 || lim.Patterns != 1_000 {
+				t.Fatalf("defaults = %+v, want the README's", lim)
+			}
 
-	c := dialRaw(t, addr)
-	long := strings.Repeat("n", 1<<20)
-	if got := c.do("SUBSCRIBE", "ok", long); !strings.HasPrefix(got, "-ERR channel name too long: at most 1024 bytes") {
-		t.Errorf("SUBSCRIBE with a 1 MiB name = %.80q, want the name bound's error", got)
-	}
-	if got := c.do("PSUBSCRIBE", "*["+long[:1<<20-8]+"]"); !strings.HasPrefix(got, "-ERR pattern too long: at most 256 bytes") {
-		t.Errorf("PSUBSCRIBE with a 1 MiB pattern = %.80q, want the name bound's error", got)
-	}
-	if got := c.do("SUBSCRIBE", strings.Repeat("n", 1024)); !strings.Contains(got, "subscribe") {
-		t.Errorf("SUBSCRIBE with a 1024-byte name = %.80q, want it subscribed", got)
-	}
-	if got := c.do("PSUBSCRIBE", strings.Repeat("n", 256)); !strings.Contains(got, "psubscribe") {
-		t.Errorf("PSUBSCRIBE with a 256-byte pattern = %.80q, want it subscribed", got)
-	}
-	if got := c.do("PSUBSCRIBE", strings.Repeat("n", 257)); !strings.HasPrefix(got, "-ERR pattern too long") {
-		t.Errorf("PSUBSCRIBE with a 257-byte pattern = %.80q, want the pattern bound's error", got)
-	}
-	if got := dialRaw(t, addr).do("PUBSUB", "NUMSUB", "ok"); got != "*2\r\n$2\r\nok\r\n:0\r\n" {
-		t.Errorf("after a refused SUBSCRIBE, PUBSUB NUMSUB ok = %q: want nothing subscribed", got)
-	}
-	c.do("UNSUBSCRIBE")
-	c.do("PUNSUBSCRIBE")
+			c := adminConn(t, addr, cfg.secured)
+			long := strings.Repeat("n", 1<<20)
+			if got := c.do("SUBSCRIBE", "ok", long); !strings.HasPrefix(got, "-ERR channel name too long: at most 1024 bytes") {
+				t.Errorf("SUBSCRIBE with a 1 MiB name = %.80q, want the name bound's error", got)
+			}
+			if got := c.do("PSUBSCRIBE", "*["+long[:1<<20-8]+"]"); !strings.HasPrefix(got, "-ERR pattern too long: at most 256 bytes") {
+				t.Errorf("PSUBSCRIBE with a 1 MiB pattern = %.80q, want the name bound's error", got)
+			}
+			if got := c.do("SUBSCRIBE", strings.Repeat("n", 1024)); !strings.Contains(got, "subscribe") {
+				t.Errorf("SUBSCRIBE with a 1024-byte name = %.80q, want it subscribed", got)
+			}
+			if got := c.do("PSUBSCRIBE", strings.Repeat("n", 256)); !strings.Contains(got, "psubscribe") {
+				t.Errorf("PSUBSCRIBE with a 256-byte pattern = %.80q, want it subscribed", got)
+			}
+			if got := c.do("PSUBSCRIBE", strings.Repeat("n", 257)); !strings.HasPrefix(got, "-ERR pattern too long") {
+				t.Errorf("PSUBSCRIBE with a 257-byte pattern = %.80q, want the pattern bound's error", got)
+			}
+			if got := adminConn(t, addr, cfg.secured).do("PUBSUB", "NUMSUB", "ok"); got != "*2\r\n$2\r\nok\r\n:0\r\n" {
+				t.Errorf("after a refused SUBSCRIBE, PUBSUB NUMSUB ok = %q: want nothing subscribed", got)
+			}
+			c.do("UNSUBSCRIBE")
+			c.do("PUNSUBSCRIBE")
 
-	s.hub.limits = SubscriptionLimits{Name: 64, PatternName: 64, PerConn: 3, PerNode: 5, Patterns: 2}
-	a, b := dialRaw(t, addr), dialRaw(t, addr)
-	if got := a.do("SUBSCRIBE", "c1", "c2", "c3", "c4"); !strings.HasPrefix(got, "-ERR too many subscriptions: at most 3 per connection") {
-		t.Errorf("4 subscriptions on one connection = %q", got)
-	}
-	// Names repeated or already subscribed do not count twice.
-	a.do("SUBSCRIBE", "c1")
-	if got := a.do("SUBSCRIBE", "c1", "c2", "c2"); !strings.HasPrefix(got, "*3\r\n$9\r\nsubscribe\r\n$2\r\nc1\r\n:1") {
-		t.Errorf("SUBSCRIBE c1 c2 c2 = %q", got)
-	}
-	for _, want := range []string{":2", ":2"} { // the replies for c2 and c2 follow
-		reply, err := readReply(a.br)
-		if err != nil || !strings.HasSuffix(reply, want+"\r\n") {
-			t.Errorf("reply = %q, %v; want count %s", reply, err, want)
-		}
-	}
-	if got := a.do("PSUBSCRIBE", "p1*"); !strings.Contains(got, ":3") {
-		t.Errorf("third subscription = %q", got)
-	}
-	if got := b.do("SUBSCRIBE", "c1", "c2", "c3"); !strings.HasPrefix(got, "-ERR too many subscriptions on this node: at most 5") {
-		t.Errorf("6 subscriptions on the node = %q", got)
-	}
-	if got := b.do("PSUBSCRIBE", "p2*", "p3*"); !strings.HasPrefix(got, "-ERR too many patterns subscribed on this node: at most 2") {
-		t.Errorf("3 patterns on the node = %q", got)
-	}
-	if got := b.do("PSUBSCRIBE", "p1*", "p2*"); !strings.Contains(got, "psubscribe") {
-		t.Errorf("a second subscriber to a subscribed pattern, and a second pattern = %q", got)
-	}
-	readReply(b.br)
-	// Unsubscribing gives the room back.
-	a.do("UNSUBSCRIBE", "c1")
-	if got := b.do("SUBSCRIBE", "c9"); !strings.Contains(got, "subscribe") {
-		t.Errorf("SUBSCRIBE after others left = %q", got)
+			s.hub.limits = SubscriptionLimits{Name: 64, PatternName: 64, PerConn: 3, PerNode: 5, Patterns: 2}
+			a, b := adminConn(t, addr, cfg.secured), adminConn(t, addr, cfg.secured)
+			if got := a.do("SUBSCRIBE", "c1", "c2", "c3", "c4"); !strings.HasPrefix(got, "-ERR too many subscriptions: at most 3 per connection") {
+				t.Errorf("4 subscriptions on one connection = %q", got)
+			}
+			// Names repeated or already subscribed do not count twice.
+			a.do("SUBSCRIBE", "c1")
+			if got := a.do("SUBSCRIBE", "c1", "c2", "c2"); !strings.HasPrefix(got, "*3\r\n$9\r\nsubscribe\r\n$2\r\nc1\r\n:1") {
+				t.Errorf("SUBSCRIBE c1 c2 c2 = %q", got)
+			}
+			for _, want := range []string{":2", ":2"} { // the replies for c2 and c2 follow
+				reply, err := readReply(a.br)
+				if err != nil || !strings.HasSuffix(reply, want+"\r\n") {
+					t.Errorf("reply = %q, %v; want count %s", reply, err, want)
+				}
+			}
+			if got := a.do("PSUBSCRIBE", "p1*"); !strings.Contains(got, ":3") {
+				t.Errorf("third subscription = %q", got)
+			}
+			if got := b.do("SUBSCRIBE", "c1", "c2", "c3"); !strings.HasPrefix(got, "-ERR too many subscriptions on this node: at most 5") {
+				t.Errorf("6 subscriptions on the node = %q", got)
+			}
+			if got := b.do("PSUBSCRIBE", "p2*", "p3*"); !strings.HasPrefix(got, "-ERR too many patterns subscribed on this node: at most 2") {
+				t.Errorf("3 patterns on the node = %q", got)
+			}
+			if got := b.do("PSUBSCRIBE", "p1*", "p2*"); !strings.Contains(got, "psubscribe") {
+				t.Errorf("a second subscriber to a subscribed pattern, and a second pattern = %q", got)
+			}
+			readReply(b.br)
+			// Unsubscribing gives the room back.
+			a.do("UNSUBSCRIBE", "c1")
+			if got := b.do("SUBSCRIBE", "c9"); !strings.Contains(got, "subscribe") {
+				t.Errorf("SUBSCRIBE after others left = %q", got)
+			}
+		})
 	}
 }
 
@@ -231,128 +235,132 @@ func TestMultiQueueBounded(t *testing.T) {
 // bytes too, raftlock keys being up to 4096 bytes): past the bound a key is evicted and every
 // connection tracking it is sent its invalidation, as Redis does.
 func TestTrackingTableBounded(t *testing.T) {
-	addr, s := serveNode(t, newFakeNode(), nil)
-	if s.tracker.maxKeys != 1_000_000 || s.tracker.maxBytes != 64<<20 {
-		t.Fatalf("tracking table bounds = %d keys, %d bytes; want the README's 1000000 and 64 MiB", s.tracker.maxKeys, s.tracker.maxBytes)
-	}
-	tableLen := func() (int, int) {
-		t.Helper()
-		s.tracker.mu.Lock()
-		defer s.tracker.mu.Unlock()
-		want := 0
-		for k, conns := range s.tracker.mu.byKey {
-			want += len(k) + trackedKeyOverhead + len(conns)*trackedPairOverhead
-		}
-		if s.tracker.mu.bytes != want {
-			t.Errorf("the table counts %d bytes, its keys and readers make %d", s.tracker.mu.bytes, want)
-		}
-		return len(s.tracker.mu.byKey), s.tracker.mu.bytes
-	}
-	// getAndPushes sends GET key and reads its reply and want pushes, in whatever order they
-	// come; it returns the keys invalidated.
-	getAndPushes := func(c *rawConn, key string, want int) []string {
-		t.Helper()
-		c.do("GET", key)
-		var pushed []string
-		c.nc.SetDeadline(time.Now().Add(5 * time.Second))
-		for range want {
-			got, err := readReply(c.br)
-			if err != nil {
-				t.Fatalf("waiting for an invalidation after GET %s: %v", key, err)
+	for _, cfg := range nodeConfigs {
+		t.Run(cfg.name, func(t *testing.T) {
+			addr, s := serveNode(t, newFakeNode(), secure(cfg.secured))
+			if s.tracker.maxKeys != 1_000_000 || s.tracker.maxBytes != 64<<20 {
+				t.Fatalf("tracking table bounds = %d keys, %d bytes; want the README's 1000000 and 64 MiB", s.tracker.maxKeys, s.tracker.maxBytes)
 			}
-			if !strings.HasPrefix(got, ">2\r\n$10\r\ninvalidate\r\n") {
-				t.Fatalf("after GET %s: %q, want an invalidation", key, got)
+			tableLen := func() (int, int) {
+				t.Helper()
+				s.tracker.mu.Lock()
+				defer s.tracker.mu.Unlock()
+				want := 0
+				for k, conns := range s.tracker.mu.byKey {
+					want += len(k) + trackedKeyOverhead + len(conns)*trackedPairOverhead
+				}
+				if s.tracker.mu.bytes != want {
+					t.Errorf("the table counts %d bytes, its keys and readers make %d", s.tracker.mu.bytes, want)
+				}
+				return len(s.tracker.mu.byKey), s.tracker.mu.bytes
 			}
-			pushed = append(pushed, strings.Split(got, "\r\n")[5])
-		}
-		return pushed
-	}
-	s.tracker.maxKeys = 4
-	a, b := dialRaw(t, addr), dialRaw(t, addr)
-	for _, c := range []*rawConn{a, b} {
-		c.do("HELLO", "3")
-		c.do("CLIENT", "TRACKING", "ON")
-	}
-	for _, k := range []string{"k1", "k2", "k3"} {
-		a.do("GET", k)
-	}
-	b.do("GET", "k4")
-	b.do("GET", "k1") // a second reader of k1 costs no room
-	if n, _ := tableLen(); n != 4 {
-		t.Fatalf("table holds %d keys, want 4", n)
-	}
-	// The fifth key, read by a connection with one key of its own, evicts one of the others:
-	// its readers hear of it (a connection reading only the evicted key would too).
-	c := dialRaw(t, addr)
-	c.do("HELLO", "3")
-	c.do("CLIENT", "TRACKING", "ON")
-	c.do("GET", "k5")
-	if n, _ := tableLen(); n != 4 {
-		t.Errorf("after a fifth key the table holds %d keys, want 4", n)
-	}
-	// Exactly one of k1..k4 was evicted: its readers (a, b or both) were told. A write to
-	// every key then tells each connection of the keys it still tracks, and of no evicted one.
-	w := dialRaw(t, addr)
-	for _, k := range []string{"k1", "k2", "k3", "k4", "k5"} {
-		w.do("SET", k, "v")
-	}
-	heard := map[string]int{}
-	for name, conn := range map[string]*rawConn{"a": a, "b": b, "c": c} {
-		// Every push was queued before w's SET replied: they come before or just after the
-		// PING's reply; read until nothing more comes for a moment.
-		io.WriteString(conn.nc, multibulk("PING"))
-		for {
-			conn.nc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-			got, err := readReply(conn.br)
-			if err != nil {
-				break
+			// getAndPushes sends GET key and reads its reply and want pushes, in whatever order they
+			// come; it returns the keys invalidated.
+			getAndPushes := func(c *rawConn, key string, want int) []string {
+				t.Helper()
+				c.do("GET", key)
+				var pushed []string
+				c.nc.SetDeadline(time.Now().Add(5 * time.Second))
+				for range want {
+					got, err := readReply(c.br)
+					if err != nil {
+						t.Fatalf("waiting for an invalidation after GET %s: %v", key, err)
+					}
+					if !strings.HasPrefix(got, ">2\r\n$10\r\ninvalidate\r\n") {
+						t.Fatalf("after GET %s: %q, want an invalidation", key, got)
+					}
+					pushed = append(pushed, strings.Split(got, "\r\n")[5])
+				}
+				return pushed
 			}
-			if got != "+PONG\r\n" {
-				heard[name+":"+strings.Split(got, "\r\n")[5]]++
+			s.tracker.maxKeys = 4
+			a, b := adminConn(t, addr, cfg.secured), adminConn(t, addr, cfg.secured)
+			for _, c := range []*rawConn{a, b} {
+				c.do("HELLO", "3")
+				c.do("CLIENT", "TRACKING", "ON")
 			}
-		}
-	}
-	// Each reader hears of each key it read exactly once: by eviction or by the write.
-	want := map[string]int{"a:k1": 1, "a:k2": 1, "a:k3": 1, "b:k4": 1, "b:k1": 1, "c:k5": 1}
-	for k, n := range heard {
-		if want[k] != n {
-			t.Errorf("%s heard %d times, want %d (all heard: %v)", k, n, want[k], heard)
-		}
-	}
-	if len(heard) != len(want) {
-		t.Errorf("heard %v, want %v", heard, want)
-	}
+			for _, k := range []string{"k1", "k2", "k3"} {
+				a.do("GET", k)
+			}
+			b.do("GET", "k4")
+			b.do("GET", "k1") // a second reader of k1 costs no room
+			if n, _ := tableLen(); n != 4 {
+				t.Fatalf("table holds %d keys, want 4", n)
+			}
+			// The fifth key, read by a connection with one key of its own, evicts one of the others:
+			// its readers hear of it (a connection reading only the evicted key would too).
+			c := adminConn(t, addr, cfg.secured)
+			c.do("HELLO", "3")
+			c.do("CLIENT", "TRACKING", "ON")
+			c.do("GET", "k5")
+			if n, _ := tableLen(); n != 4 {
+				t.Errorf("after a fifth key the table holds %d keys, want 4", n)
+			}
+			// Exactly one of k1..k4 was evicted: its readers (a, b or both) were told. A write to
+			// every key then tells each connection of the keys it still tracks, and of no evicted one.
+			w := adminConn(t, addr, cfg.secured)
+			for _, k := range []string{"k1", "k2", "k3", "k4", "k5"} {
+				w.do("SET", k, "v")
+			}
+			heard := map[string]int{}
+			for name, conn := range map[string]*rawConn{"a": a, "b": b, "c": c} {
+				// Every push was queued before w's SET replied: they come before or just after the
+				// PING's reply; read until nothing more comes for a moment.
+				io.WriteString(conn.nc, multibulk("PING"))
+				for {
+					conn.nc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+					got, err := readReply(conn.br)
+					if err != nil {
+						break
+					}
+					if got != "+PONG\r\n" {
+						heard[name+":"+strings.Split(got, "\r\n")[5]]++
+					}
+				}
+			}
+			// Each reader hears of each key it read exactly once: by eviction or by the write.
+			want := map[string]int{"a:k1": 1, "a:k2": 1, "a:k3": 1, "b:k4": 1, "b:k1": 1, "c:k5": 1}
+			for k, n := range heard {
+				if want[k] != n {
+					t.Errorf("%s heard %d times, want %d (all heard: %v)", k, n, want[k], heard)
+				}
+			}
+			if len(heard) != len(want) {
+				t.Errorf("heard %v, want %v", heard, want)
+			}
 
-	// Connections that stop tracking take their keys out of the count.
-	a.do("GET", "k1")
-	b.do("GET", "k1")
-	b.do("GET", "k2")
-	if n, _ := tableLen(); n != 2 {
-		t.Errorf("table holds %d keys, want 2", n)
-	}
-	a.do("CLIENT", "TRACKING", "OFF")
-	if n, _ := tableLen(); n != 2 {
-		t.Errorf("table holds %d keys, want 2 (b's)", n)
-	}
-	b.do("QUIT")
-	testutil.WaitFor(t, 5*time.Second, testutil.Cond("b's keys are forgotten", func() bool {
-		n, size := tableLen()
-		return n == 0 && size == 0
-	}))
+			// Connections that stop tracking take their keys out of the count.
+			a.do("GET", "k1")
+			b.do("GET", "k1")
+			b.do("GET", "k2")
+			if n, _ := tableLen(); n != 2 {
+				t.Errorf("table holds %d keys, want 2", n)
+			}
+			a.do("CLIENT", "TRACKING", "OFF")
+			if n, _ := tableLen(); n != 2 {
+				t.Errorf("table holds %d keys, want 2 (b's)", n)
+			}
+			b.do("QUIT")
+			testutil.WaitFor(t, 5*time.Second, testutil.Cond("b's keys are forgotten", func() bool {
+				n, size := tableLen()
+				return n == 0 && size == 0
+			}))
 
-	// The byte bound: keys of 1000 bytes, room for three.
-	s.tracker.maxKeys, s.tracker.maxBytes = 1_000_000, 3*(1001+trackedKeyOverhead+trackedPairOverhead)
-	d := dialRaw(t, addr)
-	d.do("HELLO", "3")
-	d.do("CLIENT", "TRACKING", "ON")
-	for i := range 3 {
-		d.do("GET", strings.Repeat(string(rune('p'+i)), 1000))
-	}
-	if pushed := getAndPushes(d, strings.Repeat("z", 1000), 1); len(pushed) != 1 {
-		t.Errorf("a fourth key of 1000 bytes: pushed %q", pushed)
-	}
-	if n, size := tableLen(); n != 3 || size > s.tracker.maxBytes {
-		t.Errorf("table holds %d keys, %d bytes; want 3, at most %d", n, size, s.tracker.maxBytes)
+			// The byte bound: keys of 1000 bytes, room for three.
+			s.tracker.maxKeys, s.tracker.maxBytes = 1_000_000, 3*(1001+trackedKeyOverhead+trackedPairOverhead)
+			d := adminConn(t, addr, cfg.secured)
+			d.do("HELLO", "3")
+			d.do("CLIENT", "TRACKING", "ON")
+			for i := range 3 {
+				d.do("GET", strings.Repeat(string(rune('p'+i)), 1000))
+			}
+			if pushed := getAndPushes(d, strings.Repeat("z", 1000), 1); len(pushed) != 1 {
+				t.Errorf("a fourth key of 1000 bytes: pushed %q", pushed)
+			}
+			if n, size := tableLen(); n != 3 || size > s.tracker.maxBytes {
+				t.Errorf("table holds %d keys, %d bytes; want 3, at most %d", n, size, s.tracker.maxBytes)
+			}
+		})
 	}
 }
 
@@ -360,28 +368,32 @@ func TestTrackingTableBounded(t *testing.T) {
 // and its CLIENT SETINFO values are at most maxClientName bytes; past it, an error, and the
 // name stays as it was.
 func TestClientNameBounded(t *testing.T) {
-	addr, _ := serveNode(t, newFakeNode(), nil)
-	c := dialRaw(t, addr)
-	ok := strings.Repeat("n", maxClientName)
-	long := strings.Repeat("n", 1<<20-8)
-	if maxClientName != 512 {
-		t.Fatalf("maxClientName = %d, want the README's 512", maxClientName)
-	}
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"CLIENT", "SETNAME", ok}, "+OK\r\n"},
-		{[]string{"CLIENT", "SETNAME", long}, "-ERR Client name is too long: at most 512 bytes\r\n"},
-		{[]string{"CLIENT", "SETNAME", ok + "x"}, "-ERR Client name is too long: at most 512 bytes\r\n"},
-		{[]string{"HELLO", "2", "SETNAME", long}, "-ERR Client name is too long: at most 512 bytes\r\n"},
-		{[]string{"CLIENT", "SETINFO", "LIB-NAME", long}, "-ERR lib-name is too long: at most 512 bytes\r\n"},
-		{[]string{"CLIENT", "SETINFO", "lib-ver", long}, "-ERR lib-ver is too long: at most 512 bytes\r\n"},
-		{[]string{"CLIENT", "GETNAME"}, "$512\r\n" + ok + "\r\n"},
-	} {
-		if got := c.do(tc.args...); got != tc.want {
-			t.Errorf("%.40q: got %.80q, want %.80q", tc.args, got, tc.want)
-		}
+	for _, cfg := range nodeConfigs {
+		t.Run(cfg.name, func(t *testing.T) {
+			addr, _ := serveNode(t, newFakeNode(), secure(cfg.secured))
+			c := adminConn(t, addr, cfg.secured)
+			ok := strings.Repeat("n", maxClientName)
+			long := strings.Repeat("n", 1<<20-8)
+			if maxClientName != 512 {
+				t.Fatalf("maxClientName = %d, want the README's 512", maxClientName)
+			}
+			for _, tc := range []struct {
+				args []string
+				want string
+			}{
+				{[]string{"CLIENT", "SETNAME", ok}, "+OK\r\n"},
+				{[]string{"CLIENT", "SETNAME", long}, "-ERR Client name is too long: at most 512 bytes\r\n"},
+				{[]string{"CLIENT", "SETNAME", ok + "x"}, "-ERR Client name is too long: at most 512 bytes\r\n"},
+				{[]string{"HELLO", "2", "SETNAME", long}, "-ERR Client name is too long: at most 512 bytes\r\n"},
+				{[]string{"CLIENT", "SETINFO", "LIB-NAME", long}, "-ERR lib-name is too long: at most 512 bytes\r\n"},
+				{[]string{"CLIENT", "SETINFO", "lib-ver", long}, "-ERR lib-ver is too long: at most 512 bytes\r\n"},
+				{[]string{"CLIENT", "GETNAME"}, "$512\r\n" + ok + "\r\n"},
+			} {
+				if got := c.do(tc.args...); got != tc.want {
+					t.Errorf("%.40q: got %.80q, want %.80q", tc.args, got, tc.want)
+				}
+			}
+		})
 	}
 }
 
