@@ -36,7 +36,7 @@ FUZZ_DECODE   ?= 100000x
 FUZZ_RESTORE  ?= 100000x
 FUZZ_RAFT     ?= 1000x
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_READER)) ./server/resp/
+	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_READER)) ./resp/
 	$(GO) test -run '^$$' -fuzz '^FuzzRequests$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_REQUESTS)) ./server/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_DECODE)) ./fsm/
 	$(GO) test -run '^$$' -fuzz '^FuzzRestore$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_RESTORE)) ./fsm/

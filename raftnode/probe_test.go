@@ -12,7 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/node"
-	"github.com/raftlock/raftlock/server/ops"
+	"github.com/raftlock/raftlock/ops"
 )
 
 // countingStable counts the probe's synced writes, each taking delay, and fails them with fail

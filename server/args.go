@@ -6,7 +6,7 @@ import (
 	"bytes"
 	"strconv"
 
-	"github.com/raftlock/raftlock/server/resp"
+	"github.com/raftlock/raftlock/resp"
 )
 
 // parseInt parses a decimal int64 the way Redis's string2ll does.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/raftlock/raftlock/backup"
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/server/resp"
+	"github.com/raftlock/raftlock/resp"
 )
 
 // RAFT BACKUP replies with the node's backup file as one bulk string, at most one per

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/node"
-	"github.com/raftlock/raftlock/server/resp"
+	"github.com/raftlock/raftlock/resp"
 )
 
 // conn is one client connection. A reader goroutine parses commands ahead (up to

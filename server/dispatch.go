@@ -5,7 +5,7 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/raftlock/raftlock/server/resp"
+	"github.com/raftlock/raftlock/resp"
 )
 
 // dispatch runs one command, cmd = lookupCommand(args[0]) (nil: unknown), writing its reply to

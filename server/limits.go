@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftlock/raftlock/server/resp"
+	"github.com/raftlock/raftlock/resp"
 )
 
 // OutputLimit is Redis's client-output-buffer-limit for what a client is sent without asking:

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"sync"
 
-	"github.com/raftlock/raftlock/server/resp"
+	"github.com/raftlock/raftlock/resp"
 )
 
 // Pipelined execution. A client that pipelines (sends commands before reading the replies of

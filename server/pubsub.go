@@ -13,7 +13,7 @@ import (
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
-	"github.com/raftlock/raftlock/server/resp"
+	"github.com/raftlock/raftlock/resp"
 )
 
 // subKind is what a subscription names.

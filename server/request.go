@@ -3,7 +3,7 @@ package server
 import (
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
-	"github.com/raftlock/raftlock/server/resp"
+	"github.com/raftlock/raftlock/resp"
 )
 
 // request is one command being served: everything its handler reads and the writer it replies

@@ -13,8 +13,8 @@ import (
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/resp"
 	"github.com/raftlock/raftlock/script"
-	"github.com/raftlock/raftlock/server/resp"
 )
 
 // scriptEngine runs EVAL's Lua.

@@ -38,7 +38,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/raftlock/raftlock/server/resp"
+	"github.com/raftlock/raftlock/resp"
 )
 
 // Config configures a Server. A zero field means the documented default.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/raftnode"
-	"github.com/raftlock/raftlock/server/resp"
+	"github.com/raftlock/raftlock/resp"
 	"github.com/raftlock/raftlock/tests/testutil"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"

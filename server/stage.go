@@ -6,7 +6,7 @@ import (
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
-	"github.com/raftlock/raftlock/server/resp"
+	"github.com/raftlock/raftlock/resp"
 )
 
 // Staged commands. A pipelined command otherwise runs on a worker goroutine (pipeline.go),

@@ -15,7 +15,7 @@ import (
 
 	"github.com/raftlock/raftlock/backup"
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/server/resp"
+	"github.com/raftlock/raftlock/resp"
 	"github.com/raftlock/raftlock/tests/testutil"
 )
 

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/raftlock/raftlock/server/resp"
+	"github.com/raftlock/raftlock/resp"
 )
 
 // KEYS and a whole SCAN iteration list the same keys on redis-server and raftlock (as sets: the

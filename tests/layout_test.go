@@ -33,13 +33,13 @@ func TestLayout(t *testing.T) {
 		{"fsm", nil},
 		{"metrics", nil},
 		{"store", []string{"metrics"}},
-		{"server/resp", nil},
+		{"resp", nil},
 		{"certs", nil},
 		{"script", nil},
 		{"node", []string{"fsm", "metrics"}},
-		{"server", []string{"fsm", "node", "server/resp", "script", "metrics"}},
-		{"server/ops", []string{"fsm", "node", "metrics"}},
-		{"raftnode", []string{"fsm", "node", "store", "server/resp", "certs", "backup", "metrics"}},
+		{"server", []string{"fsm", "node", "resp", "script", "metrics"}},
+		{"ops", []string{"fsm", "node", "metrics"}},
+		{"raftnode", []string{"fsm", "node", "store", "resp", "certs", "backup", "metrics"}},
 		{"backup", []string{"fsm"}},
 	} {
 		pkg, want := tc.pkg, tc.want

@@ -19,7 +19,7 @@ func TestTLSClientLibraries(t *testing.T) {
 	cli := ca.Issue(t, "client")
 	n := startNodeWith(t, ca.ClientTLS(&cli), clientTLSFlags(ca, ca.Issue(t, "node"), "yes")...)
 	host, port, _ := net.SplitHostPort(n.addr)
-	nodeModules, _ := filepath.Abs("node/node_modules")
+	nodeModules, _ := filepath.Abs("nodejs/node_modules")
 	for _, tc := range []struct {
 		lib, bin string
 		args     []string

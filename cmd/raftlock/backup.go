@@ -17,7 +17,7 @@ import (
 
 	"github.com/raftlock/raftlock/backup"
 	"github.com/raftlock/raftlock/raftnode"
-	"github.com/raftlock/raftlock/server/resp"
+	"github.com/raftlock/raftlock/resp"
 )
 
 // backupUsage is what `raftlock backup` prints when its flags are wrong.

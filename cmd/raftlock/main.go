@@ -19,9 +19,9 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/certs"
+	"github.com/raftlock/raftlock/ops"
 	"github.com/raftlock/raftlock/raftnode"
 	"github.com/raftlock/raftlock/server"
-	"github.com/raftlock/raftlock/server/ops"
 	"github.com/raftlock/raftlock/store"
 )
 

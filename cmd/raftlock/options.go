@@ -77,7 +77,7 @@ type options struct {
 	// pprof serves /debug/pprof/ on --metrics-addr.
 	pprof bool
 	// insecureHTTP lets --metrics-addr be a non-loopback address while no credentials are set,
-	// and serves every address there (server/ops protect.go).
+	// and serves every address there (ops protect.go).
 	insecureHTTP bool
 
 	// Client authentication (ACL), Redis's names: requirepass is the default user's password,
@@ -282,7 +282,7 @@ func (o *options) checkRaftSecurity() error {
 // checkHTTPSecurity refuses an HTTP address that is not loopback while the flags set no
 // credentials (--requirepass, --aclfile), unless --insecure-http says so, before the node opens
 // its store or binds a port. The HTTP server checks again with the users in force when it starts
-// (server/ops: users created at run time count there); this check needs no node to have started.
+// (ops: users created at run time count there); this check needs no node to have started.
 func (o *options) checkHTTPSecurity() error {
 	if o.metricsAddr == "" || o.insecureHTTP || o.requirePass != "" || o.aclFile != "" || isLoopback(o.metricsAddr) {
 		return nil

@@ -195,7 +195,7 @@ func TestClusterClientTLSNeedsCA(t *testing.T) {
 }
 
 // A non-loopback HTTP address without credentials is refused when the options are read, before
-// the node opens its store (server/ops checks again with the users in force).
+// the node opens its store (ops checks again with the users in force).
 func TestHTTPAddressNeedsCredentials(t *testing.T) {
 	getenv := func(string) string { return "" }
 	for _, tc := range []struct {

@@ -15,7 +15,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/raftlock/raftlock/server/resp"
+	"github.com/raftlock/raftlock/resp"
 )
 
 // Every checker is shown to fail on a deliberately broken history (and to pass the same

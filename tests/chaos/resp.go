@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/raftlock/raftlock/server/resp"
+	"github.com/raftlock/raftlock/resp"
 	"github.com/raftlock/raftlock/tests/testutil"
 )
 

@@ -8,7 +8,7 @@
 #   1-node      one raftlock node
 #   3-leader    a 3-node raftlock cluster, clients on the leader (the second owner on a follower)
 #   3-follower  the same cluster, clients on a follower (the second owner on the other follower)
-# Suites: go (tests/clients: go-redis, redsync, redislock, rueidislock), node (tests/node:
+# Suites: go (tests/clients: go-redis, redsync, redislock, rueidislock), nodejs (tests/nodejs:
 # ioredis+redlock v4/v5, node-redis, redis-semaphore, @sesamecare-oss/redlock, redlock-universal,
 # node-redis-warlock, redis-lock), python (tests/python: redis-py Lock, django-redis), php
 # (tests/php: Laravel cache locks, Symfony Lock's RedisStore; phpredis and predis). The suites of
@@ -25,7 +25,7 @@
 # redis-server or is listed but not run.
 #
 # Needs: go, redis-server + redis-cli (Debian: redis-server, redis-tools), node + npm (it runs
-# `npm ci` in tests/node when node_modules is missing or older than package-lock.json), python3
+# `npm ci` in tests/nodejs when node_modules is missing or older than package-lock.json), python3
 # with redis-py and django-redis (Debian: python3-redis, python3-django-redis; Debian's
 # /usr/bin/python3 is preferred), php with phpredis, predis, Illuminate cache/redis and Symfony
 # Lock (Debian: php-cli php-redis php-predis php-illuminate-cache php-illuminate-redis
@@ -36,7 +36,7 @@
 #                    (a full run takes about 150): past it, the run says so, stops every process
 #                    it started and fails, so that a hanging setup cannot hold `make test`.
 #   CLIENTS_SETUPS   setups to run (default "redis 1-node 3-leader 3-follower")
-#   CLIENTS_SUITES   suites to run (default "go node python php")
+#   CLIENTS_SUITES   suites to run (default "go nodejs python php")
 #   RAFTLOCK_BIN     test this raftlock binary instead of building one
 #   RAFTLOCK_TAGS    build tags for `go build ./cmd/raftlock`
 #   CLIENTS_KEEP=1   keep the work directory (logs, data) even when everything passed
@@ -52,7 +52,7 @@ set -uo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 setups=${CLIENTS_SETUPS:-"redis 1-node 3-leader 3-follower"}
-suites=${CLIENTS_SUITES:-"go node python php"}
+suites=${CLIENTS_SUITES:-"go nodejs python php"}
 suite_timeout=150 # seconds, per suite and setup; each takes 5-30 s
 clients_timeout=${RAFTLOCK_CLIENTS_TIMEOUT:-600}
 if [[ ! $clients_timeout =~ ^[1-9][0-9]*$ ]]; then
@@ -179,13 +179,13 @@ suite_problem=() # "suite: why it cannot run"
 for s in $suites; do
   case $s in
   go) ;;
-  node)
+  nodejs)
     if ! have node || ! have npm; then
       suite_problem+=("node: node/npm not installed")
-    elif [[ ! -d $root/tests/node/node_modules \
-      || $root/tests/node/package-lock.json -nt $root/tests/node/node_modules/.package-lock.json ]]; then
-      log "npm ci in tests/node"
-      if ! (cd "$root/tests/node" && timeout -k 5 "$(left)" npm ci --no-audit --no-fund) >"$work/npm-ci.log" 2>&1; then
+    elif [[ ! -d $root/tests/nodejs/node_modules \
+      || $root/tests/nodejs/package-lock.json -nt $root/tests/nodejs/node_modules/.package-lock.json ]]; then
+      log "npm ci in tests/nodejs"
+      if ! (cd "$root/tests/nodejs" && timeout -k 5 "$(left)" npm ci --no-audit --no-fund) >"$work/npm-ci.log" 2>&1; then
         suite_problem+=("node: npm ci failed: $(tail -3 "$work/npm-ci.log" | tr '\n' ' ')")
       fi
     fi
@@ -323,8 +323,8 @@ run_suite() {
     env "${env[@]}" RAFTLOCK_DB=9 timeout -k 5 "$suite_timeout" "$work/clients.test" -test.count=1 \
       -test.v -test.timeout "$((suite_timeout - 10))s" >>"$logf" 2>&1 && ((rc == 0))
     ;;
-  node)
-    (cd "$root/tests/node" && env "${env[@]}" timeout -k 5 "$suite_timeout" \
+  nodejs)
+    (cd "$root/tests/nodejs" && env "${env[@]}" timeout -k 5 "$suite_timeout" \
       node --test --test-concurrency=2 --test-reporter=spec) >"$logf" 2>&1
     ;;
   python)

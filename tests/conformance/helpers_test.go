@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/server/resp"
+	"github.com/raftlock/raftlock/resp"
 	"github.com/raftlock/raftlock/tests/testutil"
 )
 

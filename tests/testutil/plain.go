@@ -1,6 +1,6 @@
 package testutil
 
-import "github.com/raftlock/raftlock/server/resp"
+import "github.com/raftlock/raftlock/resp"
 
 // Plain returns v as plain Go values, for tests that compare replies with == or switch on their
 // type: nil for a null; string for a simple, bulk or verbatim string (without its format), and

@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/raftlock/raftlock/server/resp"
+	"github.com/raftlock/raftlock/resp"
 )
 
 // fakeTB records a failure instead of ending the test.
