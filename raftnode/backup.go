@@ -33,7 +33,7 @@ func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
 	n.mu.Lock()
 	index := n.mu.machine.Applied()
 	n.mu.Unlock()
-	if err := n.verifyLeader(ctx); err != nil {
+	if err := n.VerifyLeader(ctx); err != nil {
 		return 0, err
 	}
 	return index, nil
@@ -60,16 +60,16 @@ func (n *Node) Backup(ctx context.Context) ([]byte, error) {
 	}
 	n.mu.Lock()
 	snap := n.mu.machine.Snapshot()
-	epoch := n.mu.leases.epoch
 	now := n.cfg.Now()
+	clock := n.leaseClock(now)
 	n.mu.Unlock()
 	if leader {
-		if err := n.verifyLeader(ctx); err != nil {
+		if err := n.VerifyLeader(ctx); err != nil {
 			return nil, fmt.Errorf("backup: %w", err)
 		}
 	}
 	snap = snap.WithLeases(func(_ string, l fsm.Lock) uint64 {
-		left := max(time.Duration(l.Deadline)-now.Sub(epoch), 0) // the Deadlines are this node's timers
+		left := max(time.Duration(l.Deadline-clock), 0) // the Deadlines are this node's timers
 		return uint64((left + time.Millisecond - 1) / time.Millisecond)
 	})
 	cluster := n.ClusterID()

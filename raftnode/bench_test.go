@@ -21,10 +21,9 @@ func benchKey(i int) []byte { return []byte(fmt.Sprintf("lock:%04d", i%benchKeys
 
 // benchApplyFSM is a node's apply path without raft: its table, leases and pending marks.
 func benchApplyFSM() machineFSM {
-	cfg := testConfig("n1").withDefaults()
-	n := &Node{cfg: cfg, log: cfg.Logger, leaseWake: make(chan struct{}, 1), memberWake: make(chan struct{}, 1)}
+	cfg := withLocks(testConfig("n1")).withDefaults()
+	n := &Node{cfg: cfg, log: cfg.Logger, locks: cfg.Locks, epoch: cfg.Now(), memberWake: make(chan struct{}, 1)}
 	n.mu.machine = fsm.New()
-	n.mu.leases = newLeases(cfg.Now())
 	n.mu.pending = map[string]*pendingKey{}
 	return machineFSM{n}
 }
@@ -97,7 +96,7 @@ func benchNode(b *testing.B, noGroupCommit bool) *Node {
 	cfg.Bootstrap = true
 	cfg.NoGroupCommit = noGroupCommit
 	_, trans := raft.NewInmemTransport(raft.ServerAddress(cfg.RaftAddr))
-	n, err := New(cfg, newStores(), trans)
+	n, err := New(withLocks(cfg), newStores(), trans)
 	if err != nil {
 		b.Fatal(err)
 	}

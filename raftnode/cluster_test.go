@@ -80,7 +80,7 @@ func TestClusterReplicates(t *testing.T) {
 	}
 	clock.Advance(10 * time.Second)
 	for _, n := range nodes {
-		n.wakeLeases()
+		n.locks.Wake()
 	}
 	testutil.WaitFor(t, 2*time.Second, func() error {
 		for _, n := range nodes {
@@ -312,8 +312,9 @@ func TestLeaseQueueBounded(t *testing.T) {
 	})
 	for _, n := range nodes {
 		n.mu.Lock()
-		queued, armed := len(n.mu.leases.queue), n.mu.machine.Leases()
+		armed := n.mu.machine.Leases()
 		n.mu.Unlock()
+		queued := n.locks.Timers()
 		role := "follower"
 		if n == l {
 			role = "leader"

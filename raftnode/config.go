@@ -91,6 +91,8 @@ type Config struct {
 	// MaxMembers bounds the replicated member table (the client addresses members announce):
 	// the leader records no address for a new member past it. Default 1024.
 	MaxMembers int
+	// Locks is the lock policy the core applies and proposes with (package locks). Required.
+	Locks LockPolicy
 	// Now is the clock for lease timers. Tests inject skew and jumps through it. Default
 	// time.Now.
 	Now func() time.Time
@@ -185,6 +187,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxAppendEntries < 0 || c.MaxAppendEntries > 1024 {
 		return fmt.Errorf("raftnode: Config.MaxAppendEntries %d out of range 1..1024", c.MaxAppendEntries)
+	}
+	if c.Locks == nil {
+		return errors.New("raftnode: Config.Locks is required (locks.New)")
 	}
 	if c.MaxMembers < 0 {
 		return errors.New("raftnode: Config.MaxMembers must not be negative")

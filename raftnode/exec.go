@@ -1,7 +1,6 @@
 package raftnode
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -88,7 +87,7 @@ func (n *Node) ProposeAll(ctx context.Context, reqs []node.Proposal) {
 		for ; done < len(reqs); done++ {
 			p, r := &ps[done], &reqs[done]
 			*p = proposal{n: n, ctx: ctx}
-			wait, need, err := n.evalLocked(p, r.Keys, r.Eval, nil, v)
+			wait, need, err := n.evalLocked(p, r.Keys, r.Eval, v)
 			if wait != nil || need != 0 {
 				break // proposed on its own below, after the ones before it
 			}
@@ -206,9 +205,10 @@ type proposal struct {
 	n    *Node
 	ctx  context.Context
 	cmds []fsm.Command
-	// hands are the waiters granted by the last len(hands) commands of cmds (handoff.go):
-	// the request's own results leave them out.
-	hands []*lockWaiter
+	// own is how many of cmds are the request's; the lock policy's hand-off grants follow
+	// them, and answer tells it their outcome (LockPolicy.Handoffs).
+	own    int
+	answer func([]fsm.Result, error)
 	// future is the entry of cmds, or grouped its place in a group commit (groupcommit.go).
 	future  raft.ApplyFuture
 	grouped *groupEntry
@@ -222,24 +222,19 @@ type proposal struct {
 }
 
 // propose is Exec's first half, and the one path by which anything reaches the log: client
-// requests, ghost-lock releases, lease expiries and member addresses all pass its checks (ready
-// leader, pending keys, valid commands, a live context). It evaluates the request and hands what
-// it yields to raft, returning as soon as the commands are queued. wait must be called on every
-// proposal returned, or its keys stay marked as in flight.
+// requests, the lock policy's ghost-lock releases, lease expiries and hand-offs, and member
+// addresses all pass its checks (ready leader, pending keys, valid commands, a live context).
+// It evaluates the request and hands what it yields to raft, returning as soon as the commands
+// are queued. wait must be called on every proposal returned, or its keys stay marked as in
+// flight.
 func (n *Node) propose(ctx context.Context, keys [][]byte, eval node.Eval) (*proposal, error) {
-	return n.proposeFreed(ctx, keys, eval, nil)
-}
-
-// proposeFreed is propose that also hands off keys of freed that are free in the view to their
-// head waiters (handoff.go). Every entry may carry hand-off grants after its own commands.
-func (n *Node) proposeFreed(ctx context.Context, keys [][]byte, eval node.Eval, freed []string) (*proposal, error) {
 	p := &proposal{n: n, ctx: ctx}
 	for {
 		if !n.ready.Load() {
 			return nil, n.notLeader()
 		}
 		n.mu.Lock()
-		wait, need, err := n.evalLocked(p, keys, eval, freed, n.viewLocked())
+		wait, need, err := n.evalLocked(p, keys, eval, n.viewLocked())
 		n.mu.Unlock()
 		switch {
 		case err != nil:
@@ -273,7 +268,7 @@ func (n *Node) proposeFreed(ctx context.Context, keys [][]byte, eval node.Eval, 
 // keys; or it says why it cannot yet: wait is closed once a proposal in flight on one of keys
 // has applied, need is the log format the commands need and the cluster has not switched to.
 // Nothing is marked unless p gets commands.
-func (n *Node) evalLocked(p *proposal, keys [][]byte, eval node.Eval, freed []string, v *viewReader) (wait <-chan struct{}, need byte, err error) {
+func (n *Node) evalLocked(p *proposal, keys [][]byte, eval node.Eval, v *viewReader) (wait <-chan struct{}, need byte, err error) {
 	if wait := n.pendingOnLocked(keys); wait != nil {
 		return wait, 0, nil
 	}
@@ -282,7 +277,7 @@ func (n *Node) evalLocked(p *proposal, keys [][]byte, eval node.Eval, freed []st
 	if err != nil {
 		return nil, 0, err
 	}
-	if len(cmds) == 0 && len(freed) == 0 {
+	if len(cmds) == 0 {
 		n.stats.reads.Add(1)
 		return nil, 0, nil
 	}
@@ -298,7 +293,8 @@ func (n *Node) evalLocked(p *proposal, keys [][]byte, eval node.Eval, freed []st
 	if err := p.ctx.Err(); err != nil {
 		return nil, 0, err
 	}
-	p.cmds, p.hands = n.handoffsLocked(cmds, freed, format)
+	p.own = len(cmds)
+	p.cmds, p.answer = n.locks.Handoffs(n.mu.machine, n.inFlight, cmds, format)
 	p.format = format
 	n.markPendingLocked(p.cmds)
 	return nil, 0, nil
@@ -309,7 +305,7 @@ func (n *Node) evalLocked(p *proposal, keys [][]byte, eval node.Eval, freed []st
 func (p *proposal) wait() ([]fsm.Result, error) {
 	n := p.n
 	if len(p.cmds) == 0 {
-		if err := n.verifyLeader(p.ctx); err != nil {
+		if err := n.VerifyLeader(p.ctx); err != nil {
 			return nil, err
 		}
 		if n.leaderGen.Load() != p.gen {
@@ -324,15 +320,15 @@ func (p *proposal) wait() ([]fsm.Result, error) {
 		n.stats.commit.Since(p.start)
 	}
 	cmds := p.cmds
-	if len(p.hands) > 0 {
-		n.answerHandoffs(p.hands, p.cmds, results, err)
-		cmds = cmds[:len(cmds)-len(p.hands)]
+	if p.answer != nil {
+		p.answer(results, err)
+		cmds = cmds[:p.own]
 		if results != nil {
-			results = results[:len(cmds):len(cmds)]
+			results = results[:p.own:p.own]
 		}
 	}
-	if p.ctx.Err() != nil {
-		n.releaseGhosts(cmds, results)
+	if p.ctx.Err() != nil && results != nil {
+		n.locks.Abandoned(cmds, results)
 	}
 	if err != nil {
 		return nil, err
@@ -373,6 +369,12 @@ func (n *Node) pendingOnLocked(keys [][]byte) <-chan struct{} {
 		}
 	}
 	return nil
+}
+
+// pendingLocked reports whether key has a proposal in flight.
+func (n *Node) pendingLocked(key []byte) bool {
+	_, ok := n.mu.pending[string(key)]
+	return ok
 }
 
 // markPendingLocked registers cmds as in flight on their keys: requests on those keys now wait
@@ -524,40 +526,6 @@ func (n *Node) applyError(err error) error {
 	return node.ErrUncertain
 }
 
-// releaseGhosts proposes a Release for each lock granted to a client that hung up before its
-// reply: nobody would ever release it otherwise until its lease ran out (or never, without one).
-// It releases only a new holder's grant, guarded by its token and lease revision, so it can
-// never touch a lock granted to anyone else meanwhile, nor one a retrying owner renewed (LOCK
-// with the same OWNER) after the grant. A same-owner SET ... KEEPTTL keeps the revision: that
-// retry is not told apart.
-func (n *Node) releaseGhosts(cmds []fsm.Command, results []fsm.Result) {
-	for i, r := range results {
-		c := cmds[i]
-		if c.Kind != fsm.KindGrant || !c.Acquire || r.Status != fsm.StatusGranted {
-			continue // only a lock taken is released: a write that overwrites or counts stays
-		}
-		if r.Existed && bytes.Equal(r.PrevOwner, c.Owner) {
-			continue // the same owner set its lock again: it held it before this request
-		}
-		key, token, rev := c.Key, r.Token, r.LeaseRev
-		n.stats.ghostReleases.Add(1)
-		n.goFunc(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
-			defer cancel()
-			_, err := n.Exec(ctx, [][]byte{key}, func(v node.View) []fsm.Command {
-				if l, _, held := v.Lookup(key); !held || l.Token != token || l.LeaseRev != rev {
-					return nil // released, re-granted, or renewed by a retrying owner since
-				}
-				return []fsm.Command{{Kind: fsm.KindRelease, Key: key, LeaseRev: rev, Match: fsm.Match{Kind: fsm.MatchLease, Token: token}}}
-			}, nil)
-			if err != nil {
-				// The lease still ends it; a lock without a lease stays until someone DELs it.
-				n.log.Warn("ghost lock release failed", "key", key, "token", token, "err", err)
-			}
-		})
-	}
-}
-
 // viewReader is the node.View a request sees while Node.mu is held.
 type viewReader struct {
 	n   *Node
@@ -579,11 +547,7 @@ func (v viewReader) Lookup(key []byte) (fsm.Lock, time.Duration, bool) {
 	if l.LeaseMs == 0 {
 		return l, 0, true
 	}
-	rem, ok := v.n.mu.leases.remaining(l, v.now)
-	if !ok {
-		rem = msDuration(l.LeaseMs)
-	}
-	return l, rem, true
+	return l, max(time.Duration(l.Deadline-v.n.leaseClock(v.now)), 0), true
 }
 
 func (v viewReader) Len(db int) int { return v.n.mu.machine.LenDB(db) }
@@ -592,9 +556,9 @@ func (v viewReader) Ascend(from []byte, fn func(key []byte, l fsm.Lock) bool) {
 	v.n.mu.machine.Ascend(string(from), func(key string, l fsm.Lock) bool { return fn([]byte(key), l) })
 }
 
-// verifyLeader confirms this node is still the leader after the caller read the table. Checks
+// VerifyLeader confirms this node is still the leader after the caller read the table. Checks
 // are batched: one raft VerifyLeader round answers every request that asked before it started.
-func (n *Node) verifyLeader(ctx context.Context) error {
+func (n *Node) VerifyLeader(ctx context.Context) error {
 	ch := make(chan error, 1)
 	select {
 	case n.verifyReqs <- ch:

@@ -10,8 +10,8 @@ import (
 	"github.com/raftlock/raftlock/node"
 )
 
-// machineFSM adapts the lock table to raft. It applies batches under Node.mu, arms and disarms
-// lease timers as results come out, and snapshots through the table's copy-on-write copy.
+// machineFSM adapts the lock table to raft. It applies batches under Node.mu, tells the lock
+// policy each result (its lease timers), and snapshots through the table's copy-on-write copy.
 type machineFSM struct{ n *Node }
 
 var (
@@ -54,7 +54,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	now := n.cfg.Now()
 	notify := n.keyEvent.Load() // nil: nobody listens, record no key events
 	n.mu.Lock()
-	n.mu.machine.SetLeaseClock(n.mu.leases.clock(now)) // every lease this batch sets ends LeaseMs after now
+	n.mu.machine.SetLeaseClock(n.leaseClock(now)) // every lease this batch sets ends LeaseMs after now
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
 			if l.Type == raft.LogConfiguration {
@@ -91,7 +91,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			resps[i].ends = slices.Clone(ends)
 		}
 		for j, c := range cmds {
-			n.trackLeaseLocked(c.Key, l.Index, res[j])
+			n.locks.Applied(n.mu.machine, c.Key, l.Index, res[j])
 			if changesLock(res[j]) {
 				changed = append(changed, c.Key)
 			}
@@ -115,9 +115,9 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		n.applyScratch = cmds[:0]
 	}
 	if flushed {
-		n.kickHandoffsLocked(nil)
+		n.locks.Changed(n.mu.machine, nil, true)
 	} else if len(changed) > 0 {
-		n.kickHandoffsLocked(changed)
+		n.locks.Changed(n.mu.machine, changed, false)
 	}
 	var cluster string
 	if members {
@@ -212,20 +212,18 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	n := f.n
 	now := n.cfg.Now()
-	// The leases' epoch is set once, in New: reading it needs no lock.
-	m, err := fsm.RestoreAt(rc, n.mu.leases.clock(now))
+	m, err := fsm.RestoreAt(rc, n.leaseClock(now))
 	if err != nil {
 		return fmt.Errorf("restore lock table: %w", err)
 	}
 	n.mu.Lock()
 	n.mu.machine = m
-	n.mu.leases.armAll(m)
+	n.locks.Restored(m)
 	n.keys.Store(int64(m.Len()))
 	n.noteFormatLocked()
 	n.mu.Unlock()
 	n.noteClusterID(m.ClusterID())
 	n.seedCommittedConfig()
-	n.wakeLeases()
 	n.leaderChange.notify() // the member table may name the leader's client address now
 	n.wakeMembership()
 	if fn := n.changed.Load(); fn != nil {

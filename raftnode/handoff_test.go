@@ -20,7 +20,7 @@ import (
 // lockWait is LOCK key owner lease WAIT wait through LockWait.
 func lockWait(ctx context.Context, n *testNode, key, owner string, leaseMs uint64, wait time.Duration) (fsm.Result, bool, error) {
 	var saw fsm.Lock
-	res, err := n.LockWait(ctx, []byte(key), lockEval(key, owner, leaseMs, &saw), fsm.Command{Kind: fsm.KindGrant, Key: []byte(key), Owner: []byte(owner), LeaseMs: leaseMs, Match: fsm.Match{Kind: fsm.MatchAbsent}, Acquire: true}, wait)
+	res, err := n.locks.LockWait(ctx, []byte(key), lockEval(key, owner, leaseMs, &saw), fsm.Command{Kind: fsm.KindGrant, Key: []byte(key), Owner: []byte(owner), LeaseMs: leaseMs, Match: fsm.Match{Kind: fsm.MatchAbsent}, Acquire: true}, wait)
 	if err != nil || len(res) == 0 {
 		return fsm.Result{}, false, err
 	}
@@ -34,7 +34,7 @@ func lockWait(ctx context.Context, n *testNode, key, owner string, leaseMs uint6
 func waitQueued(t *testing.T, n *testNode, want int) {
 	t.Helper()
 	testutil.WaitFor(t, 5*time.Second, testutil.Cond(fmt.Sprintf("%d queued waiters", want), func() bool {
-		return n.LockWaiters() == want
+		return n.locks.LockWaiters() == want
 	}))
 }
 
@@ -132,7 +132,7 @@ func TestHandoffFIFO(t *testing.T) {
 			t.Fatalf("grant order %v, want the queue's 0..%d", order, waiters-1)
 		}
 	}
-	if q := n.LockWaiters(); q != 0 {
+	if q := n.locks.LockWaiters(); q != 0 {
 		t.Errorf("%d waiters left queued", q)
 	}
 }
@@ -276,7 +276,7 @@ func TestHandoffLeaderLossAnswersWaiters(t *testing.T) {
 		}
 	}
 	t.Logf("waiters answered %v after the partition", time.Since(lost))
-	if q := l.LockWaiters(); q != 0 {
+	if q := l.locks.LockWaiters(); q != 0 {
 		t.Errorf("%d waiters left queued on the old leader", q)
 	}
 }
@@ -293,7 +293,7 @@ func TestHandoffDeadline(t *testing.T) {
 	if d := time.Since(start); d < 300*time.Millisecond {
 		t.Errorf("gave up after %v, want 300ms", d)
 	}
-	if q := n.LockWaiters(); q != 0 {
+	if q := n.locks.LockWaiters(); q != 0 {
 		t.Errorf("%d waiters left queued", q)
 	}
 }
@@ -336,7 +336,7 @@ func TestHandoffKickOnceForAKeyTouchedTwice(t *testing.T) {
 	if cmds := entryAt(t, n, g.res.LeaseRev, "k"); len(cmds) != 1 || cmds[0].Kind != fsm.KindGrant || string(cmds[0].Owner) != "w0" {
 		t.Fatalf("the kick's entry is %s, want one [Grant k w0]", kinds(cmds))
 	}
-	if q := n.LockWaiters(); q != 1 {
+	if q := n.locks.LockWaiters(); q != 1 {
 		t.Fatalf("%d waiters queued after the first grant, want the second still there", q)
 	}
 }
@@ -362,7 +362,7 @@ func TestHandoffNotOnAFailedRelease(t *testing.T) {
 	if r, err := propose(t.Context(), n, releaseCmd("k", holder.Token+100)); err != nil || r.Status == fsm.StatusReleased {
 		t.Fatalf("release with a stale token = %+v, %v; want refused", r, err)
 	}
-	if q := n.LockWaiters(); q != 2 {
+	if q := n.locks.LockWaiters(); q != 2 {
 		t.Fatalf("%d waiters queued after a failed release, want 2", q)
 	}
 	if _, err := propose(t.Context(), n, releaseCmd("k", holder.Token)); err != nil {

@@ -125,7 +125,7 @@ func TestHelloRememberedAcrossRestarts(t *testing.T) {
 		}
 		cfg := testConfig("n1")
 		cfg.RaftAddr, cfg.Bootstrap = string(trans.LocalAddr()), bootstrap
-		n, err := New(cfg, st, trans)
+		n, err := New(withLocks(cfg), st, trans)
 		if err != nil {
 			trans.Close()
 			t.Fatal(err)

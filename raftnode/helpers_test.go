@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/locks"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/tests/testutil"
 	"go.uber.org/goleak"
@@ -76,6 +77,13 @@ func testConfig(id string) Config {
 	}
 }
 
+// withLocks gives cfg a lock policy of its own: a node started again gets a new one, as a
+// restarted process does.
+func withLocks(cfg Config) Config {
+	cfg.Locks = locks.New(locks.Config{ApplyTimeout: cfg.ApplyTimeout, Logger: cfg.Logger})
+	return cfg
+}
+
 func addrOf(id string) string { return "inmem-" + id }
 
 func newStores() Stores {
@@ -86,6 +94,7 @@ func newStores() Stores {
 // testNode is a Node with what a test needs to partition, restart and inspect it.
 type testNode struct {
 	*Node
+	locks  *locks.Policy
 	id     string
 	addr   raft.ServerAddress
 	cfg    Config
@@ -98,11 +107,13 @@ type testNode struct {
 func startNode(t *testing.T, cfg Config, st Stores) *testNode {
 	t.Helper()
 	addr, trans := raft.NewInmemTransport(raft.ServerAddress(cfg.RaftAddr))
+	cfg = withLocks(cfg)
+	policy := cfg.Locks.(*locks.Policy)
 	n, err := New(cfg, st, trans)
 	if err != nil {
 		t.Fatalf("New(%s): %v", cfg.ID, err)
 	}
-	tn := &testNode{Node: n, id: cfg.ID, addr: addr, cfg: cfg, stores: st, trans: trans}
+	tn := &testNode{Node: n, locks: policy, id: cfg.ID, addr: addr, cfg: cfg, stores: st, trans: trans}
 	t.Cleanup(func() { closeNode(t, tn) })
 	return tn
 }

@@ -41,12 +41,12 @@ func TestLeaseExpires(t *testing.T) {
 		t.Fatalf("leases armed = %d, want 1", s.Leases)
 	}
 	clock.Advance(99 * time.Millisecond)
-	n.expireDue()
+	n.locks.ExpireDue()
 	if !held(n, "k") {
 		t.Fatalf("lease of 100 ms ended after 99 ms: %s", n.statsLine())
 	}
 	clock.Advance(time.Millisecond)
-	n.wakeLeases()
+	n.locks.Wake()
 	goneAt(t, n, "k", 2*time.Second)
 	// Removal went through a committed Expire.
 	waitExpired(t, n, 1)
@@ -71,18 +71,18 @@ func TestLeaseRenewKeepsLockAlive(t *testing.T) {
 	}
 	// Past the first lease's deadline (grant + 400 ms): still held, with the renewal's lease.
 	clock.Advance(350 * time.Millisecond)
-	n.expireDue()
+	n.locks.ExpireDue()
 	if l, _, ok := n.LocalLookup([]byte("k")); !ok || l.LeaseRev != rn.LeaseRev {
 		t.Fatalf("renewed lock gone or changed past the original deadline: %+v, %v (%s)", l, ok, n.statsLine())
 	}
 	// 1 ms before the renewal's deadline: held; at it: gone.
 	clock.Advance((lease - 350 - 1) * time.Millisecond)
-	n.expireDue()
+	n.locks.ExpireDue()
 	if !held(n, "k") {
 		t.Fatalf("renewed lease of %d ms ended %d ms after the renewal", lease, lease-1)
 	}
 	clock.Advance(time.Millisecond)
-	n.wakeLeases()
+	n.locks.Wake()
 	goneAt(t, n, "k", 2*time.Second)
 	waitExpired(t, n, 1)
 }
@@ -105,8 +105,8 @@ func TestLeaseInjectedClock(t *testing.T) {
 	}
 
 	clock.Advance(99 * time.Millisecond)
-	n.wakeLeases()
-	n.expireDue() // one deterministic pass, besides the loop's own
+	n.locks.Wake()
+	n.locks.ExpireDue() // one deterministic pass, besides the loop's own
 	if _, rem, ok := n.LocalLookup([]byte("k")); !ok || rem != time.Millisecond {
 		t.Fatalf("1 ms before the deadline: held %v, %v left; want held, 1 ms", ok, rem)
 	}
@@ -121,12 +121,12 @@ func TestLeaseInjectedClock(t *testing.T) {
 		t.Fatalf("token %d after %d", r2.Token, r.Token)
 	}
 	clock.Advance(10*time.Second - time.Millisecond)
-	n.expireDue()
+	n.locks.ExpireDue()
 	if !held(n, "k2") {
 		t.Fatal("10 s lease ended 1 ms early")
 	}
 	clock.Advance(time.Millisecond)
-	n.wakeLeases()
+	n.locks.Wake()
 	start := time.Now()
 	goneAt(t, n, "k2", 400*time.Millisecond)
 	t.Logf("woken expiry took %v", time.Since(start))
@@ -162,13 +162,13 @@ func TestLeaseRenewInjectedClock(t *testing.T) {
 	}
 
 	clock.Advance(500 * time.Millisecond) // 1100 ms after the grant, 500 ms after the renew
-	n.wakeLeases()
-	n.expireDue()
+	n.locks.Wake()
+	n.locks.ExpireDue()
 	if _, rem, ok := n.LocalLookup([]byte("k")); !ok || rem != 500*time.Millisecond {
 		t.Fatalf("past the first deadline: held %v, %v left; want held with 500 ms left", ok, rem)
 	}
 	clock.Advance(501 * time.Millisecond)
-	n.wakeLeases()
+	n.locks.Wake()
 	goneAt(t, n, "k", time.Second)
 	waitExpired(t, n, 1)
 	if s := n.Stats(); s.Leases != 0 {
@@ -218,7 +218,7 @@ func TestLeaseTimersFollowTable(t *testing.T) {
 		t.Fatalf("KEEPTTL: %v left, want the same lease's 600 ms", rem)
 	}
 	clock.Advance(600 * time.Millisecond)
-	n.wakeLeases()
+	n.locks.Wake()
 	goneAt(t, n, "c", time.Second)
 	waitExpired(t, n, 1) // the KEEPTTL lease, ended under its new token
 }

@@ -56,7 +56,7 @@ type Node struct {
 	// bootstrapFormat is the identity's BootstrapFormat: set when this node created its cluster.
 	bootstrapFormat byte
 
-	// mu guards the view: the applied table, its lease timers and the pending proposals.
+	// mu guards the view: the applied table and the pending proposals.
 	// Requests are evaluated and registered under it, and raft applies under it, so a request
 	// never sees a half-applied batch and never races an apply on the key it evaluates. Only
 	// evaluation runs under it (the request's Eval, a script included): change hooks run after
@@ -64,7 +64,6 @@ type Node struct {
 	mu struct {
 		sync.Mutex
 		machine *fsm.Machine
-		leases  leases
 		pending map[string]*pendingKey
 		// wideMarks counts the keys of pending no longer than a byte: a FLUSHDB's mark on its
 		// database's byte, a FLUSHALL's on "" (or a key that is the empty string). With none,
@@ -73,8 +72,6 @@ type Node struct {
 		// freeKeys are pendingKeys that went out of use, for the next keys in flight: one
 		// allocation fewer per request (at most maxFreeKeys kept).
 		freeKeys []*pendingKey
-		// handoff holds the LOCK ... WAIT queues of the keys that have one (handoff.go).
-		handoff map[string][]*lockWaiter
 		// view is the node.View handed to evaluations, which run under mu: one value reused,
 		// so passing it as an interface allocates nothing (one allocation fewer per request).
 		view viewReader
@@ -84,8 +81,14 @@ type Node struct {
 	// its term (the barrier after each election). Only then may it evaluate requests.
 	ready      atomic.Bool
 	leaderGen  atomic.Uint64
-	leaseWake  chan struct{}
 	verifyReqs chan chan error
+	// locks is the lock policy (Config.Locks); inFlight is pendingLocked as a func value made
+	// once, for its hand-off hook.
+	locks    LockPolicy
+	inFlight func(key []byte) bool
+	// epoch is where the lease clock starts (leaseClock): the table's lease deadlines count
+	// nanoseconds from it.
+	epoch time.Time
 
 	stats counters
 	// applyScratch is ApplyBatch's buffer of decoded commands, kept between batches: only
@@ -186,8 +189,8 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 		cfg:   cfg,
 		log:   cfg.Logger.With("component", "raftnode", "id", cfg.ID),
 		trans: trans,
-		// One buffered wake-up is enough: the lease loop rereads the queue when it runs.
-		leaseWake: make(chan struct{}, 1),
+		locks: cfg.Locks,
+		epoch: cfg.Now(),
 		// Buffered so many requests can queue for one batched leadership check.
 		verifyReqs: make(chan chan error, 1024),
 		group:      groupCommit{finish: make(chan struct{}, 1)},
@@ -201,8 +204,8 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 	n.stats.init()
 	n.mu.machine = fsm.New()
 	n.format.Store(uint32(n.mu.machine.Format()))
-	n.mu.leases = newLeases(cfg.Now())
 	n.mu.pending = make(map[string]*pendingKey)
+	n.inFlight = n.pendingLocked
 	existing, err := raft.HasExistingState(st.Log, st.Stable, st.Snapshots)
 	if err != nil {
 		return nil, fmt.Errorf("inspect raft state: %w", err)
@@ -232,9 +235,11 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 		return nil, fmt.Errorf("log cache: %w", err)
 	}
 	n.attachTransport(trans) // before raft starts: its peers are checked against its configuration
+	n.locks.Start(n)
 	n.seedCommittedConfig()
 	r, err := raft.NewRaft(cfg.raftConfig(), machineFSM{n}, logs, st.Stable, st.Snapshots, trans)
 	if err != nil {
+		n.locks.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
@@ -244,6 +249,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 	if cfg.Bootstrap && !existing {
 		if err := n.bootstrap(); err != nil {
 			r.Shutdown()
+			n.locks.Close()
 			return nil, err
 		}
 		n.hadState = true // a member from its first configuration on
@@ -251,7 +257,6 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 	n.reportStartFlags(ident)
 	n.member.Store(n.hadState)
 	n.goFunc(n.watchLeadership)
-	n.goFunc(n.runLeases)
 	n.goFunc(n.runVerifier)
 	go n.runFinisher() // not goFunc: see there
 	n.goFunc(n.runMembership)
@@ -275,7 +280,7 @@ func (n *Node) bootstrap() error {
 }
 
 // goFunc runs f on a goroutine Close waits for. Once Close has begun it starts nothing: a
-// late start would race Close's Wait (ghost-lock releases come from request goroutines).
+// late start would race Close's Wait.
 func (n *Node) goFunc(f func()) {
 	n.goMu.Lock()
 	defer n.goMu.Unlock()
@@ -306,6 +311,7 @@ func (n *Node) Close() error {
 		n.goClosed = true
 		n.goMu.Unlock()
 		n.wg.Wait()
+		n.locks.Close()
 		if c, ok := n.trans.(io.Closer); ok {
 			if err := c.Close(); err != nil && n.closeErr == nil {
 				n.closeErr = err
@@ -382,7 +388,7 @@ func (n *Node) watchLeadership() {
 			n.ready.Store(false)
 			lost := n.notLeader()
 			n.mu.Lock()
-			n.failWaitersLocked(lost) // no waiter is left without an answer (handoff.go)
+			n.locks.Demote(lost) // no waiter is left without an answer
 			n.mu.Unlock()
 			n.leaderChange.notify()
 			if !isLeader {
@@ -415,16 +421,25 @@ func (n *Node) becomeReady(gen uint64) {
 		n.mu.Unlock()
 		return
 	}
-	// Timers armed as a follower keep running: a new leader neither resets leases to their full
-	// length nor ends them early. Its queue already holds a timer for every armed lease (only a
-	// leader pops them, and it requeues any whose Expire did not apply).
+	n.locks.Promote()
 	n.ready.Store(true)
 	n.mu.Unlock()
-	n.wakeLeases()
 	n.leaderChange.notify()
 	n.wakeMembership() // a new leader records its own client address (forwarding, redirects)
 	n.log.Info("leader ready", "term", n.raft.CurrentTerm(), "applied", n.raft.AppliedIndex())
 }
+
+// NotLeader is the error a request gets while this node is not a ready leader: it names the
+// leader this node knows of.
+func (n *Node) NotLeader() error { return n.notLeader() }
+
+// leaseClock is now on the clock of the table's lease deadlines (fsm.Lock.Deadline): nanoseconds
+// since this node started. Every node keeps its own: a lease ends LeaseMs after the node applied
+// the entry that set it.
+func (n *Node) leaseClock(now time.Time) int64 { return int64(now.Sub(n.epoch)) }
+
+// LeaseNow is leaseClock at Config.Now's now.
+func (n *Node) LeaseNow() int64 { return n.leaseClock(n.cfg.Now()) }
 
 func (n *Node) notLeader() error {
 	select {

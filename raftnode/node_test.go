@@ -16,7 +16,7 @@ import (
 )
 
 func TestConfigValidate(t *testing.T) {
-	ok := testConfig("n1")
+	ok := withLocks(testConfig("n1"))
 	tests := []struct {
 		name  string
 		mod   func(*Config)
@@ -35,6 +35,7 @@ func TestConfigValidate(t *testing.T) {
 		{"too many entries per append", func(c *Config) { c.MaxAppendEntries = 1025 }, "MaxAppendEntries"},
 		{"negative entries per append", func(c *Config) { c.MaxAppendEntries = -1 }, "MaxAppendEntries"},
 		{"lease above heartbeat", func(c *Config) { c.LeaderLeaseTimeout = 2 * c.HeartbeatTimeout }, "LeaderLeaseTimeout"},
+		{"no lock policy", func(c *Config) { c.Locks = nil }, "Locks"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

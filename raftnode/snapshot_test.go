@@ -76,14 +76,14 @@ func TestSnapshotRestart(t *testing.T) {
 		}
 	}
 
-	n.expireDue()
+	n.locks.ExpireDue()
 	clock.Advance(lease*time.Millisecond - time.Millisecond)
-	n.expireDue()
+	n.locks.ExpireDue()
 	if d := diffTables(table(t, n), before); d != "" {
 		t.Fatalf("leases ended before now+lease after restart (-want +got):\n%s", d)
 	}
 	clock.Advance(time.Millisecond)
-	n.wakeLeases()
+	n.locks.Wake()
 	testutil.WaitFor(t, time.Second, func() error {
 		for key := range before {
 			if held(n, key) == leased[key] {

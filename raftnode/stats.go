@@ -18,8 +18,6 @@ type counters struct {
 	abortedEntries  atomic.Uint64
 	reads           atomic.Uint64
 	verifyRounds    atomic.Uint64
-	expired         atomic.Uint64
-	ghostReleases   atomic.Uint64
 	// commit times a proposal from raft.Apply to its applied result; batch counts the entries
 	// of each batch applied; group the requests of each group commit sent (init makes them).
 	commit, batch, group *metrics.Histogram
@@ -79,6 +77,7 @@ type storeReporter interface{ Stats() store.Stats }
 // Stats returns the node's current figures.
 func (n *Node) Stats() node.Stats {
 	addr, id := n.raft.LeaderWithID()
+	expired, ghosts := n.locks.Stats()
 	s := node.Stats{
 		ID:            n.cfg.ID,
 		ClusterID:     n.ClusterID(),
@@ -99,8 +98,8 @@ func (n *Node) Stats() node.Stats {
 		Aborted:       n.stats.abortedEntries.Load(),
 		Reads:         n.stats.reads.Load(),
 		VerifyRounds:  n.stats.verifyRounds.Load(),
-		Expired:       n.stats.expired.Load(),
-		GhostReleases: n.stats.ghostReleases.Load(),
+		Expired:       expired,
+		GhostReleases: ghosts,
 		MemberHints:   int(n.hints.Load()),
 		CommitLatency: n.stats.commit.Snapshot(),
 		BatchSize:     n.stats.batch.Snapshot(),

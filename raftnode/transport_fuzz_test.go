@@ -35,7 +35,7 @@ func startFuzzTarget(t *testing.T, st Stores, bootstrap bool) *fuzzTarget {
 	cfg.Bootstrap = bootstrap
 	// fz's address takes no connection: n1's votes and appends to it fail at once.
 	cfg.Peers = []Peer{{ID: "n1", RaftAddr: cfg.RaftAddr}, {ID: fuzzPeer, RaftAddr: "127.0.0.1:1"}}
-	n, err := New(cfg, st, trans)
+	n, err := New(withLocks(cfg), st, trans)
 	if err != nil {
 		trans.Close()
 		t.Fatalf("New: %v", err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/locks"
 )
 
 // TestMultiKeyEntriesAreAtomic: a DEL of several keys and a script's effects apply as one entry.
@@ -47,7 +48,7 @@ func TestMultiKeyEntriesAreAtomic(t *testing.T) {
 		{"DEL of one key that went meanwhile", func() []fsm.Command { return []fsm.Command{release("k1")} },
 			[]string{"DEL", "k1"}, ":0\r\n", map[string]string{"k1": "$-1\r\n"}},
 		{"script whose second effect's key changed meanwhile", func() []fsm.Command {
-			return []fsm.Command{grant(fsm.DBKey(0, []byte("k2")), []byte("other"), 0, fsm.Match{Kind: fsm.MatchAny})}
+			return []fsm.Command{locks.Grant(fsm.DBKey(0, []byte("k2")), []byte("other"), 0, fsm.Match{Kind: fsm.MatchAny})}
 		}, []string{"EVAL", `redis.call('del', KEYS[1]); redis.call('set', KEYS[2], 'mine'); return 1`, "2", "k1", "k2"},
 			"-" + errScriptAborted + "\r\n",
 			map[string]string{"k1": "$2\r\nv1\r\n", "k2": "$5\r\nother\r\n"}},

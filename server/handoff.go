@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/locks"
 	"github.com/raftlock/raftlock/node"
 )
 
@@ -50,7 +51,7 @@ func (r *request) lockQueued(q queueNode, key, owner []byte, ttl uint64, explici
 		}
 		return
 	}
-	res, err := q.LockWait(r.c.ctx, key, lockEval(key, owner, ttl, explicit), acquire(key, owner, ttl), wait)
+	res, err := q.LockWait(r.c.ctx, key, locks.LockEval(key, owner, ttl, explicit), locks.Acquire(key, owner, ttl), wait)
 	done()
 	if err != nil {
 		if r.c.ctx.Err() == nil {

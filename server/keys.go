@@ -5,6 +5,7 @@ package server
 
 import (
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/locks"
 	"github.com/raftlock/raftlock/node"
 )
 
@@ -24,7 +25,7 @@ func stageDel(r *request) (keys [][]byte, eval node.Eval, finish finishFunc) {
 			}
 			seen[string(k)] = true
 			if l, _, held := v.Lookup(k); held {
-				cmds = append(cmds, fsm.Command{Kind: fsm.KindRelease, Key: k, Match: byToken(l.Token)})
+				cmds = append(cmds, fsm.Command{Kind: fsm.KindRelease, Key: k, Match: locks.ByToken(l.Token)})
 			}
 		}
 		return cmds
@@ -154,9 +155,9 @@ func expireGeneric(r *request, name string, seconds, relative bool) {
 		}
 		if lease <= 0 {
 			// A time already passed deletes the key, as in Redis.
-			return []fsm.Command{{Kind: fsm.KindRelease, Key: key, Match: byToken(l.Token)}}
+			return []fsm.Command{{Kind: fsm.KindRelease, Key: key, Match: locks.ByToken(l.Token)}}
 		}
-		return []fsm.Command{{Kind: fsm.KindRenew, Key: key, LeaseMs: uint64(lease), Match: byToken(l.Token)}}
+		return []fsm.Command{{Kind: fsm.KindRenew, Key: key, LeaseMs: uint64(lease), Match: locks.ByToken(l.Token)}}
 	})
 	if err != nil {
 		r.replyError(err)
@@ -236,7 +237,7 @@ func cmdPersist(r *request) {
 			w.KeepLease = false
 			return []fsm.Command{w}
 		}
-		return []fsm.Command{grant(key, l.Owner, 0, byToken(l.Token))}
+		return []fsm.Command{locks.Grant(key, l.Owner, 0, locks.ByToken(l.Token))}
 	})
 	if err != nil {
 		r.replyError(err)

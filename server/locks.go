@@ -3,27 +3,13 @@ package server
 // The native lock commands: LOCK, UNLOCK, RENEW, LOCKINFO, VALIDATE (DESIGN.md §7).
 
 import (
-	"bytes"
 	"strings"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/locks"
 	"github.com/raftlock/raftlock/node"
 )
-
-func grant(key, owner []byte, leaseMs uint64, m fsm.Match) fsm.Command {
-	return fsm.Command{Kind: fsm.KindGrant, Key: key, Owner: owner, LeaseMs: leaseMs, Match: m}
-}
-
-// acquire is the Grant that takes a free lock: ghost-lock cleanup releases it if the client
-// hangs up before its reply (fsm.Command.Acquire).
-func acquire(key, owner []byte, leaseMs uint64) fsm.Command {
-	c := grant(key, owner, leaseMs, fsm.Match{Kind: fsm.MatchAbsent})
-	c.Acquire = true
-	return c
-}
-
-func byToken(t fsm.Token) fsm.Match { return fsm.Match{Kind: fsm.MatchToken, Token: t} }
 
 // maxLockWait bounds LOCK ... WAIT: a waiting LOCK holds its connection.
 const maxLockWait = 60 * 1000
@@ -92,7 +78,7 @@ func stageLock(r *request) (keys [][]byte, eval node.Eval, finish finishFunc) {
 		h.lock = a
 		return r.oneKey(a.key), h.lockEval, h.lockFinish
 	}
-	return r.oneKey(a.key), lockEval(a.key, a.owner, a.ttl, a.explicit), func(res []fsm.Result, err error) {
+	return r.oneKey(a.key), locks.LockEval(a.key, a.owner, a.ttl, a.explicit), func(res []fsm.Result, err error) {
 		r.finishLock(a.key, res, err)
 	}
 }
@@ -169,37 +155,12 @@ func (r *request) lock(a lockRequest) {
 // tryLock makes one LOCK attempt: a grant on a free key, a renewal when the same explicit owner
 // holds it (a retry gets its token back), a refusal otherwise.
 func (r *request) tryLock(key, owner []byte, ttl uint64, explicit bool) (fsm.Token, bool, error) {
-	res, err := r.exec([][]byte{key}, lockEval(key, owner, ttl, explicit))
+	res, err := r.exec([][]byte{key}, locks.LockEval(key, owner, ttl, explicit))
 	if err != nil {
 		return 0, false, err
 	}
 	token, granted := r.lockResult(key, res)
 	return token, granted, nil
-}
-
-// lockEval is one LOCK attempt's evaluation: a Grant on a free key, a Renew when the same
-// explicit owner holds it, nothing (a refusal) otherwise.
-func lockEval(key, owner []byte, ttl uint64, explicit bool) node.Eval {
-	return func(v node.View) []fsm.Command {
-		if c, ok := lockCommand(v, key, owner, ttl, explicit); ok {
-			return []fsm.Command{c}
-		}
-		return nil
-	}
-}
-
-// lockCommand is what one LOCK attempt proposes, if anything: the grant of a free key, or a
-// renewal for the same owner asking again.
-func lockCommand(v node.View, key, owner []byte, ttl uint64, explicit bool) (fsm.Command, bool) {
-	l, _, held := v.Lookup(key)
-	if !held {
-		return acquire(key, owner, ttl), true
-	}
-	if explicit && l.Value == nil && bytes.Equal(l.Owner, owner) {
-		// The same owner asking again (a retry): renew and return the same token.
-		return fsm.Command{Kind: fsm.KindRenew, Key: key, LeaseMs: ttl, Match: byToken(l.Token)}, true
-	}
-	return fsm.Command{}, false
 }
 
 // lockResult reads the outcome of a LOCK attempt (no results: a refusal) and counts it.
@@ -260,12 +221,12 @@ func stageUnlock(r *request) (keys [][]byte, eval node.Eval, finish finishFunc) 
 	if !ok {
 		return nil, nil, nil
 	}
-	release := fsm.Command{Kind: fsm.KindRelease, Key: key, Match: byToken(token)}
+	release := locks.Unlock(key, token)
 	if h := r.halves; h != nil {
 		h.cmd = release
 		return r.oneKey(key), h.unlockEval, h.unlockFinish
 	}
-	return r.oneKey(key), ifHolder(key, token, release), func(res []fsm.Result, err error) {
+	return r.oneKey(key), locks.IfHolder(key, token, release), func(res []fsm.Result, err error) {
 		r.finishUnlock(key, token, res, err)
 	}
 }
@@ -298,7 +259,7 @@ func cmdRenew(r *request) {
 	if !ok {
 		return
 	}
-	renewed, ok := r.applyIfHolder(key, token, fsm.Command{Kind: fsm.KindRenew, Key: key, LeaseMs: ttl, Match: byToken(token)}, fsm.StatusRenewed)
+	renewed, ok := r.applyIfHolder(key, token, locks.Renew(key, token, ttl), fsm.StatusRenewed)
 	if ok {
 		r.w.Int(b2i(renewed))
 	}
@@ -343,28 +304,12 @@ func (r *request) predictedToken(l fsm.Lock) bool {
 // applyIfHolder replicates cmd if key is held with token, and reports whether it applied with
 // the status want. On an error it has replied already and returns ok false.
 func (r *request) applyIfHolder(key []byte, token fsm.Token, cmd fsm.Command, want fsm.Status) (yes, ok bool) {
-	res, err := r.exec([][]byte{key}, ifHolder(key, token, cmd))
+	res, err := r.exec([][]byte{key}, locks.IfHolder(key, token, cmd))
 	if err != nil {
 		r.replyError(err)
 		return false, false
 	}
 	return applied(res, want), true
-}
-
-// ifHolder is the evaluation that yields cmd if key is held with token, nothing otherwise.
-func ifHolder(key []byte, token fsm.Token, cmd fsm.Command) node.Eval {
-	return func(v node.View) []fsm.Command {
-		if !holds(v, key, token) {
-			return nil
-		}
-		return []fsm.Command{cmd}
-	}
-}
-
-// holds reports whether key is held with token.
-func holds(v node.View, key []byte, token fsm.Token) bool {
-	l, _, held := v.Lookup(key)
-	return held && l.Token == token
 }
 
 // lockHalves is where a staged LOCK or UNLOCK (stage.go) keeps its arguments between its two
@@ -389,11 +334,11 @@ func (h *lockHalves) makeHalves(r *request) {
 	h.r = r
 	h.lockEval = func(v node.View) []fsm.Command {
 		a := &h.lock
-		c, ok := lockCommand(v, a.key, a.owner, a.ttl, a.explicit)
+		c, ok := locks.Lock(v, a.key, a.owner, a.ttl, a.explicit)
 		return h.one(c, ok)
 	}
 	h.lockFinish = func(res []fsm.Result, err error) { h.r.finishLock(h.lock.key, res, err) }
-	h.unlockEval = func(v node.View) []fsm.Command { return h.one(h.cmd, holds(v, h.cmd.Key, h.cmd.Match.Token)) }
+	h.unlockEval = func(v node.View) []fsm.Command { return h.one(h.cmd, locks.Holds(v, h.cmd.Key, h.cmd.Match.Token)) }
 	h.unlockFinish = func(res []fsm.Result, err error) { h.r.finishUnlock(h.cmd.Key, h.cmd.Match.Token, res, err) }
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/raftlock/raftlock/locks"
 	"github.com/raftlock/raftlock/raftnode"
 	"github.com/raftlock/raftlock/resp"
 	"github.com/raftlock/raftlock/tests/testutil"
@@ -45,6 +46,7 @@ func startNodeWith(t testing.TB, mod func(*raftnode.Config)) *raftnode.Node {
 	if mod != nil {
 		mod(&cfg)
 	}
+	cfg.Locks = locks.New(locks.Config{ApplyTimeout: cfg.ApplyTimeout, Logger: cfg.Logger})
 	n, err := raftnode.New(cfg, raftnode.Stores{Log: raft.NewInmemStore(), Stable: raft.NewInmemStore(), Snapshots: raft.NewInmemSnapshotStore()}, trans)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/locks"
 	"github.com/raftlock/raftlock/node"
 )
 
@@ -123,19 +124,9 @@ func (r *request) setHalves(key, value []byte, opts setOptions) (node.Eval, func
 			// whose lease a script or transaction set before (its token and lease revision are
 			// only predictions until it applies): it is released, which notifies "del" where
 			// Redis says "expired".
-			return []fsm.Command{{Kind: fsm.KindRelease, Key: key, Match: byToken(l.Token)}}
+			return []fsm.Command{{Kind: fsm.KindRelease, Key: key, Match: locks.ByToken(l.Token)}}
 		}
-		m := fsm.Match{Kind: fsm.MatchAny}
-		switch {
-		case opts.nx:
-			m.Kind = fsm.MatchAbsent
-		case held:
-			m = byToken(l.Token)
-		}
-		cmd := grant(key, value, opts.lease, m)
-		cmd.KeepLease = opts.keep
-		cmd.Acquire = opts.nx // SET … NX and SETNX take a lock; a plain SET overwrites
-		return []fsm.Command{cmd}
+		return []fsm.Command{locks.Set(key, value, opts.lease, opts.keep, opts.nx, l, held)}
 	}
 	return eval, func(res []fsm.Result, err error) (setOutcome, bool) {
 		return r.setResult(key, opts, out, wrong, expiring, res, err)
@@ -281,10 +272,10 @@ func cmdMSet(r *request) {
 				// value wins, as in Redis).
 				m = fsm.Match{Kind: fsm.MatchAny}
 			case held:
-				m = byToken(l.Token)
+				m = locks.ByToken(l.Token)
 			}
 			seen[string(pairs[i])] = true
-			cmds = append(cmds, grant(pairs[i], pairs[i+1], 0, m))
+			cmds = append(cmds, locks.Grant(pairs[i], pairs[i+1], 0, m))
 		}
 		return cmds
 	})
@@ -359,7 +350,7 @@ func cmdGetDel(r *request) {
 			return nil
 		}
 		value = l.Owner
-		return []fsm.Command{{Kind: fsm.KindRelease, Key: key, Match: byToken(l.Token)}}
+		return []fsm.Command{{Kind: fsm.KindRelease, Key: key, Match: locks.ByToken(l.Token)}}
 	})
 	switch {
 	case err != nil:
@@ -420,11 +411,11 @@ func cmdGetEX(r *request) {
 		case !held, wrong, expErr != "":
 			return nil
 		case past:
-			return []fsm.Command{{Kind: fsm.KindRelease, Key: key, Match: byToken(l.Token)}}
+			return []fsm.Command{{Kind: fsm.KindRelease, Key: key, Match: locks.ByToken(l.Token)}}
 		case exp.set:
-			return []fsm.Command{{Kind: fsm.KindRenew, Key: key, LeaseMs: lease, Match: byToken(l.Token)}}
+			return []fsm.Command{{Kind: fsm.KindRenew, Key: key, LeaseMs: lease, Match: locks.ByToken(l.Token)}}
 		case persist && l.LeaseMs > 0:
-			return []fsm.Command{grant(key, l.Owner, 0, byToken(l.Token))}
+			return []fsm.Command{locks.Grant(key, l.Owner, 0, locks.ByToken(l.Token))}
 		}
 		return nil
 	})
@@ -523,9 +514,9 @@ func incrBy(r *request, by int64) {
 		next = cur + by
 		m := fsm.Match{Kind: fsm.MatchAbsent}
 		if held {
-			m = byToken(l.Token)
+			m = locks.ByToken(l.Token)
 		}
-		cmd := grant(key, strconv.AppendInt(nil, next, 10), 0, m)
+		cmd := locks.Grant(key, strconv.AppendInt(nil, next, 10), 0, m)
 		cmd.KeepLease = true
 		return []fsm.Command{cmd}
 	})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/certs"
+	"github.com/raftlock/raftlock/locks"
 	"github.com/raftlock/raftlock/ops"
 	"github.com/raftlock/raftlock/raftnode"
 	"github.com/raftlock/raftlock/server"
@@ -128,6 +129,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	ncfg.InsecureRaft = raftTLS == nil && opts.insecureRaft
 	ncfg.PeerUser, ncfg.PeerPassword = opts.masterUser, opts.masterAuth
+	ncfg.Locks = locks.New(locks.Config{ApplyTimeout: ncfg.ApplyTimeout, Logger: logger})
 	node, err := raftnode.New(ncfg, raftnode.Stores{Log: st, Stable: st, Snapshots: snaps}, trans)
 	if err != nil {
 		trans.Close()

@@ -1,21 +1,22 @@
-package raftnode
+package locks
 
 import (
 	"cmp"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
 )
 
 // leases are the timers this node armed for the held keys that have a lease: each ends LeaseMs
 // after this node applied the entry that set it. Every node arms its own (apply happens after
 // the client sent its request, so no node's timer ends before the client's), and only the
-// leader acts on them. They are guarded by Node.mu, together with the table they shadow.
+// leader acts on them. They are guarded by Policy.mu, and read the table they shadow under the
+// core's view lock.
 //
 // A lease's deadline lives beside its entry in the table (fsm.Lock.Deadline, on the lease clock
-// that ApplyBatch gives the machine: nanoseconds since epoch), so the timers need no map of
+// that the core gives the machine: node.Replica.LeaseClock), so the timers need no map of
 // their own: one queue entry per arming (24 bytes: the deadline and the key, whose bytes are the
 // table's). The holder's token and the lease revision are read from the table when a timer ends,
 // and the table's Deadline says whether the lease in force has ended: a timer for a lease since
@@ -24,13 +25,7 @@ type leases struct {
 	// queue holds a timer per arming, by deadline; renewals leave stale entries, which due
 	// skips: the lease in force at their key ends later than they do (or there is none).
 	queue deadlineQueue
-	epoch time.Time
 }
-
-func newLeases(epoch time.Time) leases { return leases{epoch: epoch} }
-
-// clock is now on the leases' clock: nanoseconds since epoch (fsm.Machine.SetLeaseClock).
-func (ls *leases) clock(now time.Time) int64 { return int64(now.Sub(ls.epoch)) }
 
 // arm queues the timer of a lease just set on key, held in m, ending at deadline (its
 // fsm.Lock.Deadline). key is the table's own (fsm.Machine.Entry), so the queue holds no copy
@@ -63,15 +58,6 @@ func (ls *leases) armAll(m *fsm.Machine) {
 	ls.queue.init()
 }
 
-// remaining is how long the lease of l, a lock of the applied table, has left by this node's
-// timer; false when l has no lease.
-func (ls *leases) remaining(l fsm.Lock, now time.Time) (time.Duration, bool) {
-	if l.LeaseMs == 0 {
-		return 0, false
-	}
-	return max(time.Duration(l.Deadline-ls.clock(now)), 0), true
-}
-
 // expiry names one lease the leader should end with an Expire command.
 type expiry struct {
 	key   string
@@ -79,12 +65,12 @@ type expiry struct {
 	rev   uint64
 }
 
-// due pops up to limit timers that have ended by now, for the leases still in force in m. The
+// due pops up to limit timers that have ended by t (the lease clock's now), for the leases
+// still in force in m. The
 // leases stay armed: only the applied Expire (or a Release) disarms one, so a failed proposal
 // is retried by requeue.
-func (ls *leases) due(m *fsm.Machine, now time.Time, limit int) []expiry {
+func (ls *leases) due(m lockTable, t int64, limit int) []expiry {
 	var out []expiry
-	t := ls.clock(now)
 	for len(ls.queue) > 0 && len(out) < limit {
 		top := ls.queue[0]
 		if top.deadline > t {
@@ -99,24 +85,39 @@ func (ls *leases) due(m *fsm.Machine, now time.Time, limit int) []expiry {
 	return out
 }
 
+// lockTable is the applied table as the timers read it: the core's fsm.Machine in its hooks,
+// a request's view in the lease loop's evaluation (viewLocks).
+type lockTable interface {
+	Get(key []byte) (fsm.Lock, bool)
+}
+
+// viewLocks reads the applied table through a request's view.
+type viewLocks struct{ v node.View }
+
+func (t viewLocks) Get(key []byte) (fsm.Lock, bool) {
+	l, _, held := t.v.Lookup(key)
+	return l, held
+}
+
 // leaseAt returns the lock at key if it has a lease.
-func leaseAt(m *fsm.Machine, key string) (fsm.Lock, bool) {
+func leaseAt(m lockTable, key string) (fsm.Lock, bool) {
 	l, ok := m.Get([]byte(key))
 	return l, ok && l.LeaseMs > 0
 }
 
-// requeue schedules another attempt at an expiry whose proposal failed, at a time after its
-// lease's deadline (due checks again whether that lease is still in force and ended).
-func (ls *leases) requeue(e expiry, at time.Time) {
-	ls.queue.push(queued{deadline: ls.clock(at), key: e.key})
+// requeue schedules another attempt at an expiry whose proposal failed, at the lease clock's
+// at, after its lease's deadline (due checks again whether that lease is still in force and
+// ended).
+func (ls *leases) requeue(e expiry, at int64) {
+	ls.queue.push(queued{deadline: at, key: e.key})
 }
 
-// next is the earliest deadline queued.
-func (ls *leases) next() (time.Time, bool) {
+// next is the earliest deadline queued, on the lease clock.
+func (ls *leases) next() (int64, bool) {
 	if len(ls.queue) == 0 {
-		return time.Time{}, false
+		return 0, false
 	}
-	return ls.epoch.Add(time.Duration(ls.queue[0].deadline)), true
+	return ls.queue[0].deadline, true
 }
 
 // compact drops the queue's stale entries: those whose key has no lease now, or a lease that
@@ -195,37 +196,4 @@ func (q deadlineQueue) init() {
 	for i := len(q)/2 - 1; i >= 0; i-- {
 		q.down(i)
 	}
-}
-
-// trackLeaseLocked arms the timer of the lease that the entry at index set on key, as res says;
-// the table (fsm.Lock.Deadline) already holds when it ends. A lease that ended (released,
-// expired, dropped, flushed) needs nothing: its queue entry is stale and pop skips it. n.mu is
-// held.
-func (n *Node) trackLeaseLocked(key []byte, index uint64, res fsm.Result) {
-	switch res.Status {
-	case fsm.StatusGranted, fsm.StatusRenewed, fsm.StatusWritten:
-		// res.LeaseRev != index: SET ... KEEPTTL, or a Write that kept a collection's lease: the
-		// lease set by an earlier entry goes on, perhaps for a new holder (due reads the
-		// holder's token from the table), with the timer it has.
-		if res.LeaseMs == 0 || res.LeaseRev != index {
-			return
-		}
-		stored, l, ok := n.mu.machine.Entry(key)
-		if !ok || l.LeaseRev != index {
-			return // a later command of the entry released or replaced it
-		}
-		// runLeases sleeps until the queue's earliest deadline (a leader's), or until this node
-		// becomes a ready leader (which wakes it): only a lease that ends before every other
-		// needs it awake. A wake per grant was a goroutine hand-off per LOCK.
-		if n.mu.leases.arm(n.mu.machine, stored, l.Deadline) && n.ready.Load() {
-			n.wakeLeases()
-		}
-	}
-}
-
-// maxLeaseMs keeps lease arithmetic far from time.Duration's overflow (about 292 years).
-const maxLeaseMs = uint64(100 * 365 * 24 * time.Hour / time.Millisecond)
-
-func msDuration(ms uint64) time.Duration {
-	return time.Duration(min(ms, maxLeaseMs)) * time.Millisecond
 }

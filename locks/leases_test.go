@@ -1,4 +1,4 @@
-package raftnode
+package locks
 
 import (
 	"fmt"
@@ -11,17 +11,21 @@ import (
 	"github.com/raftlock/raftlock/fsm"
 )
 
-// leaseTable applies commands to a table and keeps the lease timers in step, as ApplyBatch does.
+// leaseTable applies commands to a table and keeps the lease timers in step, as the core's
+// apply does (raftnode's ApplyBatch: the lease clock counts from epoch).
 type leaseTable struct {
-	n     *Node
+	p     *Policy
+	m     *fsm.Machine
+	epoch time.Time
 	index uint64
 }
 
 func newLeaseTable(epoch time.Time) *leaseTable {
-	n := &Node{leaseWake: make(chan struct{}, 1)}
-	n.mu.machine, n.mu.leases = fsm.New(), newLeases(epoch)
-	return &leaseTable{n: n}
+	return &leaseTable{p: New(Config{}), m: fsm.New(), epoch: epoch}
 }
+
+// clock is now on the lease clock.
+func (lt *leaseTable) clock(now time.Time) int64 { return int64(now.Sub(lt.epoch)) }
 
 func (lt *leaseTable) apply(now time.Time, c fsm.Command) fsm.Result {
 	return lt.applyEntry(now, c)[0]
@@ -30,21 +34,21 @@ func (lt *leaseTable) apply(now time.Time, c fsm.Command) fsm.Result {
 // applyEntry applies cmds as one entry.
 func (lt *leaseTable) applyEntry(now time.Time, cmds ...fsm.Command) []fsm.Result {
 	lt.index++
-	lt.n.mu.machine.SetLeaseClock(lt.n.mu.leases.clock(now))
-	res := lt.n.mu.machine.ApplyEntry(nil, lt.index, cmds)
+	lt.m.SetLeaseClock(lt.clock(now))
+	res := lt.m.ApplyEntry(nil, lt.index, cmds)
 	for j, c := range cmds {
-		lt.n.trackLeaseLocked(c.Key, lt.index, res[j])
+		lt.p.Applied(lt.m, c.Key, lt.index, res[j])
 	}
 	return res
 }
 
 // remaining is key's lease left at now by the node's timer.
 func (lt *leaseTable) remaining(key string, now time.Time) (time.Duration, bool) {
-	l, ok := lt.n.mu.machine.Get([]byte(key))
-	if !ok {
+	l, ok := lt.m.Get([]byte(key))
+	if !ok || l.LeaseMs == 0 {
 		return 0, false
 	}
-	return lt.n.mu.leases.remaining(l, now)
+	return max(time.Duration(l.Deadline-lt.clock(now)), 0), true
 }
 
 // Timers end in deadline order; a renewed, released or re-granted lease's old timer never ends
@@ -53,7 +57,7 @@ func (lt *leaseTable) remaining(key string, now time.Time) (time.Duration, bool)
 func TestLeaseTimers(t *testing.T) {
 	epoch := time.Unix(1000, 0)
 	lt := newLeaseTable(epoch)
-	ls := &lt.n.mu.leases
+	ls := &lt.p.mu.leases
 	at := func(ms int) time.Time { return epoch.Add(time.Duration(ms) * time.Millisecond) }
 	grant := func(key string, ms uint64) fsm.Command {
 		return fsm.Command{Kind: fsm.KindGrant, Key: []byte(key), Owner: []byte("o"), LeaseMs: ms, Match: fsm.Match{Kind: fsm.MatchAny}}
@@ -65,7 +69,7 @@ func TestLeaseTimers(t *testing.T) {
 	lt.apply(at(0), grant("gone", 50))
 	lt.apply(at(10), fsm.Command{Kind: fsm.KindRelease, Key: []byte("gone"), Match: fsm.Match{Kind: fsm.MatchAny}})
 	// c is renewed at 20 for 500 ms: its first timer (at 200) must not end it.
-	c, _ := lt.n.mu.machine.Get([]byte("c"))
+	c, _ := lt.m.Get([]byte("c"))
 	lt.apply(at(20), fsm.Command{Kind: fsm.KindRenew, Key: []byte("c"), LeaseMs: 500, Match: fsm.Match{Kind: fsm.MatchToken, Token: c.Token}})
 	// a gets a new holder with KEEPTTL: same lease, ending at 300, for the new token.
 	keep := grant("a", 0)
@@ -80,8 +84,8 @@ func TestLeaseTimers(t *testing.T) {
 
 	var ended []string
 	for _, now := range []int{99, 100, 250, 300, 519, 520} {
-		for _, e := range ls.due(lt.n.mu.machine, at(now), 10) {
-			l, _ := lt.n.mu.machine.Get([]byte(e.key))
+		for _, e := range ls.due(lt.m, lt.clock(at(now)), 10) {
+			l, _ := lt.m.Get([]byte(e.key))
 			if e.token != l.Token || e.rev != l.LeaseRev {
 				t.Errorf("expiry %+v for %q does not name its holder %+v", e, e.key, l)
 			}
@@ -92,25 +96,25 @@ func TestLeaseTimers(t *testing.T) {
 	if want := []string{"b@100", "a@300", "c@520"}; !slices.Equal(ended, want) {
 		t.Errorf("leases ended %v; want %v", ended, want)
 	}
-	if lt.n.mu.machine.Leases() != 0 || lt.n.mu.machine.Len() != 0 {
-		t.Errorf("after every expiry: %d armed, %d locks; want none", lt.n.mu.machine.Leases(), lt.n.mu.machine.Len())
+	if lt.m.Leases() != 0 || lt.m.Len() != 0 {
+		t.Errorf("after every expiry: %d armed, %d locks; want none", lt.m.Leases(), lt.m.Len())
 	}
 
 	// A failed Expire proposal is requeued; compaction (forced by churn) keeps it.
 	lt.apply(at(1000), grant("r", 10))
-	due := ls.due(lt.n.mu.machine, at(1010), 10)
+	due := ls.due(lt.m, lt.clock(at(1010)), 10)
 	if len(due) != 1 {
 		t.Fatalf("due at 1010 = %v; want r", due)
 	}
-	ls.requeue(due[0], at(1100))
+	ls.requeue(due[0], lt.clock(at(1100)))
 	for i := range 200 {
 		k := fmt.Sprintf("churn%d", i%5)
 		lt.apply(at(1020), grant(k, 1_000_000))
 	}
-	if len(ls.queue) > 2*lt.n.mu.machine.Leases()+64 {
-		t.Errorf("queue of %d for %d armed leases: not compacted", len(ls.queue), lt.n.mu.machine.Leases())
+	if len(ls.queue) > 2*lt.m.Leases()+64 {
+		t.Errorf("queue of %d for %d armed leases: not compacted", len(ls.queue), lt.m.Leases())
 	}
-	if got := ls.due(lt.n.mu.machine, at(1100), 10); len(got) != 1 || got[0].key != "r" {
+	if got := ls.due(lt.m, lt.clock(at(1100)), 10); len(got) != 1 || got[0].key != "r" {
 		t.Errorf("due at 1100 = %v; want the requeued r", got)
 	}
 }
@@ -140,10 +144,10 @@ func TestLeaseQueueOrder(t *testing.T) {
 			ls.queue.pop()
 		}
 	}
-	lt.n.mu.leases.compact(lt.n.mu.machine)
-	check("arm", &lt.n.mu.leases)
-	restored := newLeases(epoch)
-	restored.armAll(lt.n.mu.machine)
+	lt.p.mu.leases.compact(lt.m)
+	check("arm", &lt.p.mu.leases)
+	restored := leases{}
+	restored.armAll(lt.m)
 	check("armAll", &restored)
 }
 
@@ -153,7 +157,7 @@ func TestLeaseQueueOrder(t *testing.T) {
 func TestLeaseRenewReleaseEntry(t *testing.T) {
 	epoch := time.Unix(0, 0)
 	lt := newLeaseTable(epoch)
-	ls := &lt.n.mu.leases
+	ls := &lt.p.mu.leases
 	at := func(ms int) time.Time { return epoch.Add(time.Duration(ms) * time.Millisecond) }
 	grant := func(key string, ms uint64) fsm.Command {
 		return fsm.Command{Kind: fsm.KindGrant, Key: []byte(key), Owner: []byte("o"), LeaseMs: ms, Match: fsm.Match{Kind: fsm.MatchAny}}
@@ -176,7 +180,7 @@ func TestLeaseRenewReleaseEntry(t *testing.T) {
 	}
 	var ended []string
 	for _, now := range []int{100, 109, 110, 149, 150, 999, 1000} {
-		for _, e := range ls.due(lt.n.mu.machine, at(now), 10) {
+		for _, e := range ls.due(lt.m, lt.clock(at(now)), 10) {
 			ended = append(ended, fmt.Sprintf("%s@%d", e.key, now))
 			lt.apply(at(now), fsm.Command{Kind: fsm.KindExpire, Key: []byte(e.key), Token: e.token, LeaseRev: e.rev})
 		}
@@ -186,7 +190,7 @@ func TestLeaseRenewReleaseEntry(t *testing.T) {
 	if want := []string{"s@110", "r@150", "multi@1000", "multi@1000"}; !slices.Equal(ended, want) {
 		t.Errorf("leases ended %v; want %v", ended, want)
 	}
-	if n := lt.n.mu.machine.Len(); n != 0 {
+	if n := lt.m.Len(); n != 0 {
 		t.Errorf("%d locks left; want none", n)
 	}
 }
@@ -201,14 +205,14 @@ func TestLeaseQueueSharesKeys(t *testing.T) {
 		for i := range keys {
 			lt.apply(epoch, fsm.Command{Kind: fsm.KindGrant, Key: fmt.Appendf(nil, "k%d", i), Owner: []byte("o"),
 				LeaseMs: uint64(1000 + round), Match: fsm.Match{Kind: fsm.MatchAny}})
-			if q := len(lt.n.mu.leases.queue); q > 2*keys+64 {
+			if q := len(lt.p.mu.leases.queue); q > 2*keys+64 {
 				t.Fatalf("round %d: %d queued for %d leases", round, q, keys)
 			}
 		}
 	}
 	fresh := 0
-	for _, q := range lt.n.mu.leases.queue {
-		if stored, l, ok := lt.n.mu.machine.Entry([]byte(q.key)); ok && l.Deadline == q.deadline {
+	for _, q := range lt.p.mu.leases.queue {
+		if stored, l, ok := lt.m.Entry([]byte(q.key)); ok && l.Deadline == q.deadline {
 			fresh++
 			if unsafe.StringData(stored) != unsafe.StringData(q.key) {
 				t.Errorf("queued key %q does not share the table's bytes", q.key)

@@ -1,0 +1,46 @@
+package locks
+
+import (
+	"bytes"
+	"context"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
+)
+
+// Abandoned proposes a Release for each lock that cmds granted (results are their applied
+// results) to a client that hung up before its reply: nobody would ever release it otherwise
+// until its lease ran out (or never, without one). The core calls it for every request whose
+// client was gone once its entry applied; the hand-off calls it for a waiter that left.
+//
+// It releases only a new holder's grant, guarded by its token and lease revision, so it can
+// never touch a lock granted to anyone else meanwhile, nor one a retrying owner renewed (LOCK
+// with the same OWNER) after the grant. A same-owner SET ... KEEPTTL keeps the revision: that
+// retry is not told apart.
+func (p *Policy) Abandoned(cmds []fsm.Command, results []fsm.Result) {
+	for i, r := range results {
+		c := cmds[i]
+		if c.Kind != fsm.KindGrant || !c.Acquire || r.Status != fsm.StatusGranted {
+			continue // only a lock taken is released: a write that overwrites or counts stays
+		}
+		if r.Existed && bytes.Equal(r.PrevOwner, c.Owner) {
+			continue // the same owner set its lock again: it held it before this request
+		}
+		key, token, rev := c.Key, r.Token, r.LeaseRev
+		p.ghosts.Add(1)
+		p.goFunc(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), p.applyTimeout)
+			defer cancel()
+			_, err := p.replica.Exec(ctx, [][]byte{key}, func(v node.View) []fsm.Command {
+				if l, _, held := v.Lookup(key); !held || l.Token != token || l.LeaseRev != rev {
+					return nil // released, re-granted, or renewed by a retrying owner since
+				}
+				return []fsm.Command{{Kind: fsm.KindRelease, Key: key, LeaseRev: rev, Match: fsm.Match{Kind: fsm.MatchLease, Token: token}}}
+			}, nil)
+			if err != nil {
+				// The lease still ends it; a lock without a lease stays until someone DELs it.
+				p.log.Warn("ghost lock release failed", "key", key, "token", token, "err", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,389 @@
+package locks
+
+// Fair hand-off: LOCK ... WAIT queues on the leader, one FIFO per key, and the entry that frees
+// a key (a Release, an Expire) also grants it to the queue's head. No waiter is woken to retry:
+// a release costs one grant however many wait, and nobody barges ahead of the queue between the
+// release and the grant.
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"time"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
+)
+
+// lockWaiter is one LOCK ... WAIT queued on the leader. Its fields but taken are set before it
+// is queued and never change.
+type lockWaiter struct {
+	ctx   context.Context // the client's: once done, the waiter is skipped
+	grant fsm.Command     // what the hand-off proposes for it: Grant(key, owner, lease, absent)
+	// taken: the waiter left its queue to be answered on out (a hand-off entry carries its
+	// grant, or leadership was lost). Guarded by Policy.mu.
+	taken bool
+	// out receives the waiter's one answer (buffer 1: the sender never waits).
+	out chan handoffOutcome
+}
+
+// handoffOutcome is a waiter's answer: its grant's applied result, or why there is none.
+type handoffOutcome struct {
+	res fsm.Result
+	err error
+}
+
+// LockWait is Exec for LOCK ... WAIT on key: eval tries the lock as Exec would evaluate it
+// (a Grant, a same-owner Renew, or nothing for a refusal). On a refusal the request joins key's
+// queue, with grant as the command to propose for it when its turn comes, and waits up to wait:
+// the entry that releases or expires the key grants it to the queue's head. It returns the
+// results of eval's commands or of the hand-off grant, or no results and no error when wait
+// passed first (a refusal: leadership is confirmed before it is given). A waiter whose client
+// is gone (ctx done) is skipped; every waiter queued on a node that loses leadership is
+// answered at once with the not-leader error.
+func (p *Policy) LockWait(ctx context.Context, key []byte, eval node.Eval, grant fsm.Command, wait time.Duration) ([]fsm.Result, error) {
+	until := time.Now().Add(wait)
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		res, w, err := p.tryOrQueue(ctx, key, eval, grant)
+		if err != nil {
+			return nil, err
+		}
+		if w == nil {
+			if len(res) == 1 && res[0].GuardFailed() && !passed(deadline.C) {
+				continue // eval's own Grant was refused at apply (the view changed under it): wait on
+			}
+			return res, nil
+		}
+		// Armed again for each turn: an earlier turn may have consumed the timer's one tick
+		// (taken at the deadline, its hand-off then aborted); past until it fires at once.
+		deadline.Reset(time.Until(until))
+		out, err := p.awaitTurn(ctx, w, deadline.C)
+		if err != nil || out == nil {
+			return nil, err
+		}
+		if out.err != nil {
+			return nil, out.err
+		}
+		if out.res.Status == fsm.StatusGranted {
+			return []fsm.Result{out.res}, nil
+		}
+		// The hand-off entry aborted (only a change of the view under it does that): nothing
+		// applied, so try again, at the back of the queue.
+	}
+}
+
+// passed reports whether the deadline has fired.
+func passed(deadline <-chan time.Time) bool {
+	select {
+	case <-deadline:
+		return true
+	default:
+		return false
+	}
+}
+
+// tryOrQueue evaluates eval; on a refusal it queues a waiter for key under the same view lock,
+// so no release can slip in between. It returns eval's results, or the queued waiter.
+func (p *Policy) tryOrQueue(ctx context.Context, key []byte, eval node.Eval, grant fsm.Command) ([]fsm.Result, *lockWaiter, error) {
+	var w *lockWaiter
+	notLeading := false
+	// The core evaluates again only after a wait that comes before, or instead of, returning
+	// the commands; an evaluation that queued w returned none, so Propose returned at once.
+	pending, err := p.replica.Propose(ctx, [][]byte{key}, func(v node.View) []fsm.Command {
+		cmds := eval(v)
+		if len(cmds) > 0 {
+			return cmds
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		// Demote clears leading and fails the queued waiters under mu, so a waiter queued
+		// while leading is answered there.
+		if notLeading = !p.leading.Load(); notLeading {
+			return nil
+		}
+		w = &lockWaiter{ctx: ctx, grant: grant, out: make(chan handoffOutcome, 1)}
+		p.queueLocked(w)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if notLeading {
+		return nil, nil, p.replica.NotLeader()
+	}
+	if w != nil {
+		return nil, w, nil // a refusal proposes nothing: its Pending holds no entry to wait for
+	}
+	res, err := pending.Wait()
+	return res, nil, err
+}
+
+// awaitTurn waits for w's answer. At the deadline, or when the client is gone, w leaves the
+// queue unless a hand-off took it already: then its entry's outcome is on its way and comes
+// (raft answers every entry, or the node stops). It returns nil and no error at the deadline.
+func (p *Policy) awaitTurn(ctx context.Context, w *lockWaiter, deadline <-chan time.Time) (*handoffOutcome, error) {
+	var why error
+	select {
+	case out := <-w.out:
+		return &out, nil
+	case <-deadline:
+	case <-ctx.Done():
+		why = ctx.Err()
+	case <-p.stop:
+		why = node.ErrShutdown
+	}
+	p.mu.Lock()
+	taken := w.taken
+	if !taken {
+		p.dropWaiterLocked(w)
+	}
+	p.mu.Unlock()
+	if taken {
+		select {
+		case out := <-w.out:
+			return &out, nil
+		case <-p.stop:
+			return nil, node.ErrShutdown
+		}
+	}
+	if why != nil {
+		return nil, why
+	}
+	// A refusal: confirm that this node led throughout (a deposed leader's waiters were
+	// answered with an error already; this closes the race with a very late loss).
+	vctx, cancel := context.WithTimeout(ctx, p.applyTimeout)
+	defer cancel()
+	if err := p.replica.VerifyLeader(vctx); err != nil {
+		if ctx.Err() == nil && vctx.Err() != nil {
+			return nil, p.replica.NotLeader() // no quorum confirmed it in time: not a leader to trust
+		}
+		return nil, err
+	}
+	return nil, nil
+}
+
+// queueLocked appends w to its key's queue.
+func (p *Policy) queueLocked(w *lockWaiter) {
+	if p.mu.handoff == nil {
+		p.mu.handoff = map[string][]*lockWaiter{}
+	}
+	k := string(w.grant.Key)
+	p.mu.handoff[k] = append(p.mu.handoff[k], w)
+	p.queued.Add(1)
+}
+
+// dropWaiterLocked takes w out of its key's queue (it may be there no more).
+func (p *Policy) dropWaiterLocked(w *lockWaiter) {
+	k := string(w.grant.Key)
+	q := p.mu.handoff[k]
+	for i, x := range q {
+		if x == w {
+			q = append(q[:i], q[i+1:]...)
+			p.queued.Add(-1)
+			break
+		}
+	}
+	p.setQueueLocked(k, q)
+}
+
+// setQueueLocked stores key's queue, or forgets the key when its queue is empty.
+func (p *Policy) setQueueLocked(key string, q []*lockWaiter) {
+	if len(q) == 0 {
+		delete(p.mu.handoff, key)
+	} else {
+		p.mu.handoff[key] = q
+	}
+}
+
+// headLocked takes the first waiter of key's queue whose client is still there, skipping (and
+// dropping) the others; nil when none waits.
+func (p *Policy) headLocked(key string) *lockWaiter {
+	q := p.mu.handoff[key]
+	i := 0
+	for i < len(q) && q[i].ctx.Err() != nil {
+		i++ // its client is gone: skipped (its own awaitTurn finds it out of the queue)
+	}
+	var w *lockWaiter
+	if i < len(q) {
+		w = q[i]
+		w.taken = true
+		i++
+	}
+	clear(q[:i])
+	p.queued.Add(-int64(i))
+	p.setQueueLocked(key, q[i:])
+	return w
+}
+
+// headFor is headLocked for a grant in an entry of log format format: nil when no waiter is
+// queued on key, or when the head's grant needs a newer format (it waits for a later turn).
+func (p *Policy) headFor(key string, format byte) *lockWaiter {
+	if q := p.mu.handoff[key]; len(q) == 0 || fsm.NeedsFormat([]fsm.Command{q[0].grant}) > format {
+		return nil
+	}
+	return p.headLocked(key)
+}
+
+// Handoffs appends to a request's commands a Grant for the head waiter of each key the entry
+// frees: one whose last command in the entry is a Release of the lock m holds, or the Expire of
+// its lease in force. The core calls it under its view lock as it proposes cmds, in log format
+// format, with m its applied table and inFlight telling which keys have proposals in flight:
+// with none on the key, m is what the entry applies to, so the Grant (guarded: key absent)
+// cannot fail. It returns the commands, the Grants last, and the function the core calls with
+// the entry's results (or its error) to answer the waiters granted; nil when it granted none.
+// While nobody waits it costs one atomic load.
+func (p *Policy) Handoffs(m *fsm.Machine, inFlight func(key []byte) bool, cmds []fsm.Command, format byte) ([]fsm.Command, func([]fsm.Result, error)) {
+	if p.queued.Load() == 0 {
+		return cmds, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var hands []*lockWaiter
+	for i, c := range cmds {
+		if c.Kind != fsm.KindRelease && c.Kind != fsm.KindExpire {
+			continue
+		}
+		if _, ok := p.mu.handoff[string(c.Key)]; !ok || touchedAfter(cmds, i) || inFlight(c.Key) {
+			continue
+		}
+		if l, held := m.Get(c.Key); !held || !fsm.Frees(l, c) {
+			continue // its guard would fail: the key stays held, no grant can follow
+		}
+		if w := p.headFor(string(c.Key), format); w != nil {
+			hands = append(hands, w)
+		}
+	}
+	if len(hands) == 0 {
+		return cmds, nil
+	}
+	out := make([]fsm.Command, 0, len(cmds)+len(hands))
+	out = append(out, cmds...)
+	for _, w := range hands {
+		out = append(out, w.grant)
+	}
+	return out, func(results []fsm.Result, err error) { p.answerHandoffs(hands, out, results, err) }
+}
+
+// touchedAfter reports whether a command after cmds[i] names the same key.
+func touchedAfter(cmds []fsm.Command, i int) bool {
+	for _, c := range cmds[i+1:] {
+		if bytes.Equal(c.Key, cmds[i].Key) {
+			return true
+		}
+	}
+	return false
+}
+
+// answerHandoffs gives each waiter granted by an entry its outcome. results are the entry's
+// (nil when err), the hand-off Grants being the last len(hands). A waiter whose client hung up
+// meanwhile holds a ghost lock: it is released, and that release hands the key on.
+func (p *Policy) answerHandoffs(hands []*lockWaiter, cmds []fsm.Command, results []fsm.Result, err error) {
+	base := len(cmds) - len(hands)
+	for i, w := range hands {
+		out := handoffOutcome{err: err}
+		if err == nil {
+			out.res = results[base+i]
+			if w.ctx.Err() != nil {
+				p.Abandoned(cmds[base+i:base+i+1], results[base+i:base+i+1])
+			}
+		}
+		w.out <- out
+	}
+}
+
+// failWaitersLocked answers every queued waiter with err: this node no longer leads.
+func (p *Policy) failWaitersLocked(err error) {
+	for k, q := range p.mu.handoff {
+		for _, w := range q {
+			w.taken = true
+			w.out <- handoffOutcome{err: err}
+		}
+		p.queued.Add(-int64(len(q)))
+		delete(p.mu.handoff, k)
+	}
+}
+
+// Changed grants the head waiter of each of keys that an applied entry left free without
+// handing it off (a DEL of a collection, a flush, an entry that aborted): otherwise its queue
+// would wait for a release that never comes. The core calls it under its view lock at the end
+// of each applied batch, with m its table and keys those whose lock changed (nil after a flush:
+// any key may be free). Only the ready leader hands off.
+func (p *Policy) Changed(m *fsm.Machine, keys [][]byte, flushed bool) {
+	if p.queued.Load() == 0 || !p.leading.Load() || len(keys) == 0 && !flushed {
+		return
+	}
+	var freed []string
+	p.mu.Lock()
+	for _, k := range keys {
+		if _, ok := p.mu.handoff[string(k)]; !ok {
+			continue
+		}
+		if _, held := m.Get(k); !held {
+			freed = append(freed, string(k))
+		}
+	}
+	if flushed {
+		for k := range p.mu.handoff {
+			if _, held := m.Get([]byte(k)); !held {
+				freed = append(freed, k)
+			}
+		}
+	}
+	p.mu.Unlock()
+	if len(freed) == 0 {
+		return
+	}
+	// A key an entry touched twice is in keys twice: one grant for it, or the second would fail
+	// its guard and abort the entry.
+	slices.Sort(freed)
+	freed = slices.Compact(freed)
+	p.goFunc(func() { p.handOff(freed) })
+}
+
+// handOff proposes, as a request of its own, a Grant to the head waiter of each of freed that
+// is free when it is evaluated (the core waits for proposals in flight on those keys first).
+func (p *Policy) handOff(freed []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.applyTimeout)
+	defer cancel()
+	keys := make([][]byte, len(freed))
+	for i, k := range freed {
+		keys[i] = []byte(k)
+	}
+	var hands []*lockWaiter
+	cmds := []fsm.Command(nil)
+	results, err := p.replica.Exec(ctx, keys, func(v node.View) []fsm.Command {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		// An evaluation run again puts back, at the head of their queues, the waiters the
+		// earlier run took.
+		for i := len(hands) - 1; i >= 0; i-- {
+			w := hands[i]
+			w.taken = false
+			k := string(w.grant.Key)
+			p.mu.handoff[k] = append([]*lockWaiter{w}, p.mu.handoff[k]...)
+			p.queued.Add(1)
+		}
+		hands, cmds = hands[:0], cmds[:0]
+		for _, k := range freed {
+			if _, _, held := v.Lookup([]byte(k)); held {
+				continue
+			}
+			if w := p.headFor(k, v.Format()); w != nil {
+				hands = append(hands, w)
+				cmds = append(cmds, w.grant)
+			}
+		}
+		return cmds
+	}, nil)
+	if len(hands) > 0 {
+		p.answerHandoffs(hands, cmds, results, err)
+	}
+	if err != nil {
+		p.log.Warn("lock hand-off failed", "keys", len(freed), "err", err)
+	}
+}
+
+// LockWaiters is how many LOCK ... WAITs are queued on this node now (INFO's lock_waiters).
+func (p *Policy) LockWaiters() int { return int(p.queued.Load()) }

@@ -1,0 +1,184 @@
+// Package locks holds raftlock's lock rules on top of the replication core: what LOCK, UNLOCK,
+// RENEW and the SET NX family propose (evals.go), the lease timers that make the leader propose
+// Expire (leases.go, expire.go), the FIFO hand-off of LOCK ... WAIT (handoff.go), and the
+// release of locks granted to clients that hung up (ghosts.go).
+//
+// A Policy plugs into the core (raftnode) through the hooks of raftnode.LockPolicy: at apply,
+// under the core's view lock, it arms lease timers and notes keys left free; at proposal it adds
+// hand-off grants to an entry; it hears when this node gains and loses leadership (as etcd's
+// lessor hears Promote and Demote). It proposes through node.Replica, so it imports nothing of
+// the core. Its own mutex guards its timers and queues; it is taken inside the view lock, never
+// the other way round, and nothing under it calls the core.
+package locks
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
+)
+
+// Config is what a Policy needs of its surroundings.
+type Config struct {
+	// ApplyTimeout bounds the proposals the policy makes of its own (expiries, hand-offs, ghost
+	// releases); 5 s when zero.
+	ApplyTimeout time.Duration
+	// Logger is where the policy logs; slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// Policy is the lock rules of one replication core.
+type Policy struct {
+	applyTimeout time.Duration
+	log          *slog.Logger
+	replica      node.Replica // set by Start, before the first call that needs it
+
+	// mu guards the timers and the queues. It nests inside the core's view lock.
+	mu struct {
+		sync.Mutex
+		leases leases
+		// handoff holds the LOCK ... WAIT queues of the keys that have one (handoff.go).
+		handoff map[string][]*lockWaiter
+	}
+	// queued counts the waiters in handoff, so that the core asks for hand-offs only while
+	// someone waits (Queued).
+	queued atomic.Int64
+	// leading is set while the core is a ready leader (Promote, Demote): only then are timers
+	// acted on and waiters queued.
+	leading  atomic.Bool
+	wake     chan struct{}
+	expired  atomic.Uint64
+	ghosts   atomic.Uint64
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	goMu     sync.Mutex
+	goClosed bool // under goMu: goFunc starts nothing more
+	once     sync.Once
+}
+
+// New returns a policy with no timers and no waiters; Start sets it going.
+func New(cfg Config) *Policy {
+	if cfg.ApplyTimeout == 0 {
+		cfg.ApplyTimeout = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Policy{
+		applyTimeout: cfg.ApplyTimeout,
+		log:          cfg.Logger.With("component", "locks"),
+		// One buffered wake-up is enough: the lease loop rereads the queue when it runs.
+		wake: make(chan struct{}, 1),
+		stop: make(chan struct{}),
+	}
+}
+
+// Start gives the policy the replica it proposes through and starts its lease loop. The core
+// calls it once, before raft applies anything.
+func (p *Policy) Start(r node.Replica) {
+	p.replica = r
+	p.goFunc(p.runLeases)
+}
+
+// Close stops the lease loop and waits for the proposals the policy made of its own. The core
+// calls it once raft has stopped, so those end at once.
+func (p *Policy) Close() {
+	p.once.Do(func() {
+		close(p.stop)
+		p.goMu.Lock()
+		p.goClosed = true
+		p.goMu.Unlock()
+		p.wg.Wait()
+	})
+}
+
+// goFunc runs f on a goroutine Close waits for; once Close has begun it starts nothing (a late
+// start would race Close's Wait: ghost releases come from request goroutines).
+func (p *Policy) goFunc(f func()) {
+	p.goMu.Lock()
+	defer p.goMu.Unlock()
+	if p.goClosed {
+		return
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		f()
+	}()
+}
+
+// Promote tells the policy its core became a ready leader: its timers are acted on from now.
+// Timers armed as a follower keep running, so a new leader neither resets leases to their full
+// length nor ends them early.
+func (p *Policy) Promote() {
+	p.leading.Store(true)
+	p.wakeLeases()
+}
+
+// Demote tells the policy its core no longer leads, under the core's view lock: every queued
+// waiter is answered with err at once (no waiter is left without an answer), and no new one
+// queues until Promote.
+func (p *Policy) Demote(err error) {
+	p.mu.Lock()
+	p.leading.Store(false)
+	p.failWaitersLocked(err)
+	p.mu.Unlock()
+}
+
+// Stats is how many leases the leader ended through committed Expires, and how many ghost locks
+// it released, since this process started.
+func (p *Policy) Stats() (expired, ghostReleases uint64) {
+	return p.expired.Load(), p.ghosts.Load()
+}
+
+// Applied arms the timer of the lease that the entry at index set on key, as res says, under
+// the core's view lock; m (which holds the lock's deadline, fsm.Lock.Deadline) is the table it
+// applied to. A lease that ended (released, expired, dropped, flushed) needs nothing: its queue
+// entry is stale and the lease loop skips it.
+func (p *Policy) Applied(m *fsm.Machine, key []byte, index uint64, res fsm.Result) {
+	switch res.Status {
+	case fsm.StatusGranted, fsm.StatusRenewed, fsm.StatusWritten:
+	default:
+		return
+	}
+	// res.LeaseRev != index: SET ... KEEPTTL, or a Write that kept a collection's lease: the lease
+	// set by an earlier entry goes on, perhaps for a new holder (due reads the holder's token
+	// from the table), with the timer it has.
+	if res.LeaseMs == 0 || res.LeaseRev != index {
+		return
+	}
+	stored, l, ok := m.Entry(key)
+	if !ok || l.LeaseRev != index {
+		return // a later command of the entry released or replaced it
+	}
+	p.mu.Lock()
+	earliest := p.mu.leases.arm(m, stored, l.Deadline)
+	p.mu.Unlock()
+	// The lease loop sleeps until the earliest deadline (a leader's), or until this node becomes
+	// a ready leader (which wakes it): only a lease that ends before every other needs it awake,
+	// which spares a goroutine hand-off per LOCK.
+	if earliest && p.leading.Load() {
+		p.wakeLeases()
+	}
+}
+
+// Restored arms a timer for every lease of m, a table a snapshot replaced, under the core's
+// view lock. The deadlines are full leases from the restore (fsm.RestoreAt): this node cannot
+// know how much of each had run, so they end late, never early.
+func (p *Policy) Restored(m *fsm.Machine) {
+	p.mu.Lock()
+	p.mu.leases.armAll(m)
+	p.mu.Unlock()
+	p.wakeLeases()
+}
+
+// Timers is how many lease timers are queued, stale ones (of leases since renewed, re-granted or
+// released) included: compaction keeps it within twice the live leases plus a constant.
+func (p *Policy) Timers() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.mu.leases.queue)
+}
