@@ -68,3 +68,18 @@ func TestPeerRepliesPinned(t *testing.T) {
 		t.Errorf("peer replies differ from testdata/peer-replies.txt (-want +got):\n%s", diff)
 	}
 }
+
+// RAFT STATS carries every field of node.PeerState once, with the value PeerState encodes: a
+// field added there and not placed in raftInfo would never reach a peer.
+func TestRaftInfoCarriesPeerState(t *testing.T) {
+	ns := peerFactsNode{}.Stats()
+	got := map[string][]string{}
+	for _, f := range raftInfo(ns) {
+		got[f.name] = append(got[f.name], f.value)
+	}
+	for _, f := range ns.PeerState().Fields() {
+		if vals := got[f.Name]; len(vals) != 1 || vals[0] != f.Text() {
+			t.Errorf("raftInfo has %s = %q; want it once, %q", f.Name, vals, f.Text())
+		}
+	}
+}
