@@ -13,7 +13,6 @@ import (
 	"github.com/raftlock/raftlock/backup"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
-	"github.com/raftlock/raftlock/resp"
 	"github.com/raftlock/raftlock/store"
 )
 
@@ -89,14 +88,11 @@ func (n *Node) leaderReadIndex(ctx context.Context) (uint64, error) {
 	if addr == "" {
 		return 0, n.notLeader()
 	}
-	v, err := n.callPeer(ctx, addr, peerTimeout, "RAFT", "READINDEX")
+	index, err := n.peerAPI.ReadIndex(ctx, addr)
 	if err != nil {
 		return 0, fmt.Errorf("backup: read index from the leader %s at %s: %w", id, addr, err)
 	}
-	if v.Kind != resp.KindInteger || v.Int < 0 {
-		return 0, fmt.Errorf("backup: the leader %s answered RAFT READINDEX with %q", id, v.Text())
-	}
-	return uint64(v.Int), nil
+	return index, nil
 }
 
 // awaitApplied waits until this node's table has applied index, for at most backupCatchUp.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -185,24 +184,19 @@ func (n *Node) AddServer(ctx context.Context, id, raftAddr, clientAddr string, v
 		if full {
 			return 0, n.memberTableFull()
 		}
-		if stats, err := n.callPeer(ctx, clientAddr, peerTimeout, "RAFT", "STATS"); err == nil {
-			f := fields(stats)
-			if f["raft_id"] != "" && f["raft_id"] != id {
-				return 0, fmt.Errorf("%w: the node at %s says it is %q, not %s", node.ErrNotMember, clientAddr, f["raft_id"], id)
+		if st, err := n.peerAPI.State(ctx, clientAddr); err == nil {
+			if st.ID != "" && st.ID != id {
+				return 0, fmt.Errorf("%w: the node at %s says it is %q, not %s", node.ErrNotMember, clientAddr, st.ID, id)
 			}
-			if ours, theirs := n.ClusterID(), f["cluster_id"]; ours != "" && theirs != "" && ours != theirs {
+			if ours, theirs := n.ClusterID(), st.ClusterID; ours != "" && theirs != "" && ours != theirs {
 				return 0, fmt.Errorf("%w: %s at %s is a member of cluster %s, this is cluster %s: "+
 					"stop it, empty its --dir and start it with --join to add it here", node.ErrForeignCluster, id, clientAddr, theirs, ours)
 			}
 			// Even as a non-voter it would be sent entries it cannot read, skip them, and hold a
 			// wrong table (which a later promotion would count).
-			theirs := fsm.FormatPrevious
-			if v, err := strconv.ParseUint(f["raft_log_format_max"], 10, 8); err == nil {
-				theirs = byte(v)
-			}
-			if ours := byte(n.format.Load()); theirs < ours {
+			if ours := byte(n.format.Load()); st.LogFormatMax < ours {
 				return 0, fmt.Errorf("%w: %s reads log format %d only, and this cluster writes format %d: run this release on it",
-					node.ErrOlderBinary, id, theirs, ours)
+					node.ErrOlderBinary, id, st.LogFormatMax, ours)
 			}
 		}
 	}

@@ -64,15 +64,11 @@ var askPeerFormat = func(ctx context.Context, n *Node, id, addr string) (byte, e
 	if addr == "" {
 		return 0, errors.New("its client address is not known yet")
 	}
-	v, err := n.callPeer(ctx, addr, peerTimeout, "RAFT", "STATS")
+	st, err := n.peerAPI.State(ctx, addr)
 	if err != nil {
 		return 0, err
 	}
-	max, err := strconv.ParseUint(fields(v)["raft_log_format_max"], 10, 8)
-	if err != nil {
-		return fsm.FormatPrevious, nil
-	}
-	return byte(max), nil
+	return st.LogFormatMax, nil
 }
 
 // readsOurFormat refuses to promote a member that cannot read the cluster's log format: a

@@ -263,8 +263,8 @@ func (n *Node) ensureClusterID(ctx context.Context) bool {
 // node's. A node already in that cluster resumes (Join is ignored); an unreachable address is
 // reported and the node resumes.
 func (n *Node) joinCheck(ctx context.Context, id identity) error {
-	stats, err := n.callPeer(ctx, n.cfg.Join, peerTimeout, "RAFT", "STATS")
-	theirs := fields(stats)["cluster_id"]
+	st, err := n.peerAPI.State(ctx, n.cfg.Join)
+	theirs := st.ClusterID
 	switch {
 	case err != nil:
 		n.log.Warn("--join ignored: this node has data and resumes; the --join address did not answer, so its cluster was not checked",

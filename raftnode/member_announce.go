@@ -24,16 +24,12 @@ import (
 // the node called back, and with credentials set only a user allowed RAFT may announce at all.
 // The member itself announces to the leader directly (RAFT ANNOUNCE is not forwarded).
 
-// askStats asks the node at a client address for its RAFT STATS fields: who it is (raft_id,
-// cluster_id) and how far its log goes (raft_last_index). The leader asks it of an announced
-// address (verifyAnnounced) and of a non-voter to promote (caughtUp). Tests of the decisions
-// replace it to reach in-memory nodes, which have no client port.
-var askStats = func(ctx context.Context, n *Node, addr string) (map[string]string, error) {
-	v, err := n.callPeer(ctx, addr, peerTimeout, "RAFT", "STATS")
-	if err != nil {
-		return nil, err
-	}
-	return fields(v), nil
+// askState asks the node at a client address what it says of itself (RAFT STATS): who it is
+// and how far its log goes. The leader asks it of an announced address (verifyAnnounced) and of
+// a non-voter to promote (caughtUp). Tests of the decisions replace it to reach in-memory
+// nodes, which have no client port.
+var askState = func(ctx context.Context, n *Node, addr string) (node.PeerState, error) {
+	return n.peerAPI.State(ctx, addr)
 }
 
 // verifyAnnounced checks, on the leader, that the node at clientAddr answers as member id of
@@ -42,17 +38,17 @@ func (n *Node) verifyAnnounced(ctx context.Context, id, clientAddr string) error
 	if cur, ok := n.MemberAddr(id); ok && cur == clientAddr {
 		return nil
 	}
-	f, err := askStats(ctx, n, clientAddr)
+	st, err := askState(ctx, n, clientAddr)
 	if err != nil {
 		return fmt.Errorf("%w: the leader called %s back to check that member %s answers there, and got no answer: %v",
 			node.ErrNotMember, clientAddr, id, err)
 	}
-	if f["raft_id"] != id {
-		return fmt.Errorf("%w: the node at %s says it is %q, not %s", node.ErrNotMember, clientAddr, f["raft_id"], id)
+	if st.ID != id {
+		return fmt.Errorf("%w: the node at %s says it is %q, not %s", node.ErrNotMember, clientAddr, st.ID, id)
 	}
 	// A new cluster has no ID until its first leader's entry commits: then the member ID is all
 	// there is to check.
-	if ours, theirs := n.ClusterID(), f["cluster_id"]; ours != "" && theirs != ours {
+	if ours, theirs := n.ClusterID(), st.ClusterID; ours != "" && theirs != ours {
 		return fmt.Errorf("%w: the node at %s says it is %s of cluster %q; this is cluster %s",
 			node.ErrNotMember, clientAddr, id, theirs, ours)
 	}

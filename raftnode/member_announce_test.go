@@ -31,16 +31,16 @@ func TestAnnounceVerified(t *testing.T) {
 		answers[n.cfg.ClientAddr] = answer{n.id, ours}
 	}
 	var asked []string
-	orig := askStats
-	askStats = func(_ context.Context, _ *Node, addr string) (map[string]string, error) {
+	orig := askState
+	askState = func(_ context.Context, _ *Node, addr string) (node.PeerState, error) {
 		asked = append(asked, addr)
 		a, ok := answers[addr]
 		if !ok {
-			return nil, errors.New("connection refused")
+			return node.PeerState{}, errors.New("connection refused")
 		}
-		return map[string]string{"raft_id": a.id, "cluster_id": a.cluster}, nil
+		return node.PeerState{ID: a.id, ClusterID: a.cluster}, nil
 	}
-	t.Cleanup(func() { askStats = orig })
+	t.Cleanup(func() { askState = orig })
 
 	ctx := t.Context()
 	for _, addr := range []string{asOther, otherCluster, noCluster, silent} {

@@ -1,16 +1,14 @@
 package raftnode
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/raftlock/raftlock/resp"
+	"github.com/raftlock/raftlock/node"
 )
 
 // This node's place in the cluster, kept by one goroutine (runMembership) and the FSM's
@@ -57,12 +55,6 @@ const (
 	// removedQuiet is how long a member whose newest raft configuration lacks it must go without
 	// a leader before it takes that as its removal (droppedByLatestConfiguration).
 	removedQuiet = 3 * time.Second
-	// peerTimeout bounds one RESP call to another member; announceTimeout a RAFT ANNOUNCE, during
-	// which the leader calls this node back.
-	peerTimeout     = time.Second
-	announceTimeout = 3 * peerTimeout
-	// joinTimeout bounds one RAFT ADD or PROMOTE call (forwarded to the leader, committed).
-	joinTimeout = 10 * time.Second
 )
 
 // memberHintsKey is the stable-store key of the member hints (a JSON object id -> client
@@ -314,7 +306,7 @@ func (n *Node) announce(ctx context.Context) bool {
 	if leaderID == "" || leaderAddr == "" {
 		return true // a leader, or its address, is still to come: that change wakes us
 	}
-	if _, err := n.callPeer(ctx, leaderAddr, announceTimeout, "RAFT", "ANNOUNCE", n.cfg.ID, want, n.cfg.RaftAddr); err != nil {
+	if err := n.peerAPI.Announce(ctx, leaderAddr, n.cfg.ID, want, n.cfg.RaftAddr); err != nil {
 		n.log.Warn("telling the leader our client address failed", "leader", leaderID, "err", err)
 		return false
 	}
@@ -330,13 +322,9 @@ func (n *Node) join(ctx context.Context) {
 	via := n.cfg.Join
 	var index uint64
 	for {
-		v, err := n.callPeer(ctx, via, joinTimeout, "RAFT", "ADD", n.cfg.ID, n.cfg.RaftAddr)
-		if err == nil && v.Kind == resp.KindInteger && v.Int > 0 {
-			index = uint64(v.Int)
+		var err error
+		if index, err = n.peerAPI.Add(ctx, via, n.cfg.ID, n.cfg.RaftAddr); err == nil {
 			break
-		}
-		if err == nil {
-			err = fmt.Errorf("unexpected reply %v", v)
 		}
 		n.log.Warn("join: adding this node failed; retrying", "via", via, "err", err)
 		if !sleepCtx(ctx, joinRetry) {
@@ -354,7 +342,7 @@ func (n *Node) join(ctx context.Context) {
 		// The leader promotes a member it can ask on its client address: announce it first
 		// (the loop of runMembership, which announces otherwise, starts after the join).
 		n.announce(ctx)
-		_, err := n.callPeer(ctx, via, joinTimeout, "RAFT", "PROMOTE", n.cfg.ID)
+		err := n.peerAPI.Promote(ctx, via, n.cfg.ID)
 		if err == nil {
 			n.log.Info("join: promoted to voter")
 			return
@@ -373,15 +361,14 @@ func (n *Node) join(ctx context.Context) {
 func (n *Node) removedByLeader(ctx context.Context, hints map[string]string) (string, bool) {
 	removed := false
 	leader := n.askReadyLeader(ctx, hints, func(addr string) bool {
-		stats, err := n.callPeer(ctx, addr, peerTimeout, "RAFT", "STATS")
-		if f := fields(stats); err != nil || f["raft_state"] != "Leader" || f["raft_ready"] != "true" {
+		if st, err := n.peerAPI.State(ctx, addr); err != nil || !st.ReadyLeader() {
 			return false
 		}
-		list, err := n.callPeer(ctx, addr, peerTimeout, "RAFT", "MEMBERS")
-		if err != nil || list.Kind != resp.KindArray || len(list.Elems) == 0 {
+		members, err := n.peerAPI.Members(ctx, addr)
+		if err != nil || len(members) == 0 {
 			return true // the leader, but no usable answer: ask again later
 		}
-		removed = !slices.ContainsFunc(list.Elems, func(e resp.Value) bool { return fields(e)["id"] == n.cfg.ID })
+		removed = !slices.ContainsFunc(members, func(m node.Member) bool { return m.ID == n.cfg.ID })
 		return true
 	})
 	return leader, removed
@@ -411,45 +398,6 @@ func (n *Node) askReadyLeader(ctx context.Context, hints map[string]string, ask 
 		}
 	}
 	return ""
-}
-
-// callPeer sends one command to another node's client port and returns its reply; an error
-// reply is returned as an error.
-func (n *Node) callPeer(ctx context.Context, addr string, timeout time.Duration, args ...string) (resp.Value, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	c, err := resp.DialTLS(ctx, addr, timeout, n.cfg.ClientTLS)
-	if err != nil {
-		return resp.Value{}, err
-	}
-	defer c.Close()
-	if n.cfg.PeerPassword != "" {
-		v, err := c.Do(ctx, "AUTH", cmp.Or(n.cfg.PeerUser, "default"), n.cfg.PeerPassword)
-		if err == nil {
-			err = v.Err()
-		}
-		if err != nil {
-			return resp.Value{}, fmt.Errorf("authenticate to %s: %w", addr, err)
-		}
-	}
-	v, err := c.Do(ctx, args...)
-	if err == nil {
-		err = v.Err()
-	}
-	return v, err
-}
-
-// fields reads a reply of name/value pairs: a map in RESP3, alternating names and values in
-// RESP2 (RAFT STATS, one RAFT MEMBERS entry).
-func fields(v resp.Value) map[string]string {
-	if v.Kind != resp.KindMap && v.Kind != resp.KindArray {
-		return nil
-	}
-	out := make(map[string]string, len(v.Elems)/2)
-	for i := 0; i+1 < len(v.Elems); i += 2 {
-		out[v.Elems[i].Text()] = v.Elems[i+1].Text()
-	}
-	return out
 }
 
 // loadMemberHints reads the member hints from the stable store (none if there are none, or if

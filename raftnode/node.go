@@ -149,6 +149,7 @@ type Node struct {
 	identityMu sync.Mutex
 	// peers tracks which voters the leader can reach, and which non-voters to promote (quorum.go).
 	peers     peerState
+	peerAPI   *peerClient // asks the other nodes on their client ports (peerclient.go)
 	closing   atomic.Bool
 	goMu      sync.Mutex
 	goClosed  bool // under goMu: goFunc starts nothing more
@@ -200,6 +201,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 		memberWake: make(chan struct{}, 1),
 		stable:     st.Stable,
 		snapshots:  st.Snapshots,
+		peerAPI:    newPeerClient(cfg.ClientTLS, cfg.PeerUser, cfg.PeerPassword),
 	}
 	n.stats.init()
 	n.mu.machine = fsm.New()

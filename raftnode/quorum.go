@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -172,22 +171,18 @@ func (n *Node) caughtUp(ctx context.Context, id string) error {
 	if !ok || addr == "" {
 		return fmt.Errorf("%w: %s has not announced its client address yet", node.ErrNotCaughtUp, id)
 	}
-	f, err := askStats(ctx, n, addr)
+	st, err := askState(ctx, n, addr)
 	if err != nil {
 		return fmt.Errorf("%w: %s does not answer at %s: %v", node.ErrNotCaughtUp, id, addr, err)
 	}
-	if f["raft_id"] != id {
-		return fmt.Errorf("%w: the node at %s says it is %q, not %s", node.ErrNotCaughtUp, addr, f["raft_id"], id)
+	if st.ID != id {
+		return fmt.Errorf("%w: the node at %s says it is %q, not %s", node.ErrNotCaughtUp, addr, st.ID, id)
 	}
-	if ours, theirs := n.ClusterID(), f["cluster_id"]; ours != "" && theirs != "" && ours != theirs {
+	if ours, theirs := n.ClusterID(), st.ClusterID; ours != "" && theirs != "" && ours != theirs {
 		return fmt.Errorf("%w: %s at %s is a member of cluster %s, this is cluster %s", node.ErrForeignCluster, id, addr, theirs, ours)
 	}
-	last, err := strconv.ParseUint(f["raft_last_index"], 10, 64)
-	if err != nil {
-		return fmt.Errorf("%w: %s reports no last index", node.ErrNotCaughtUp, id)
-	}
-	if lead := n.raft.LastIndex(); last+promoteLag < lead {
-		return fmt.Errorf("%w: %s holds the log up to %d, the leader's is at %d", node.ErrNotCaughtUp, id, last, lead)
+	if lead := n.raft.LastIndex(); st.LastIndex+promoteLag < lead {
+		return fmt.Errorf("%w: %s holds the log up to %d, the leader's is at %d", node.ErrNotCaughtUp, id, st.LastIndex, lead)
 	}
 	return nil
 }

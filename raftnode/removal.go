@@ -2,9 +2,7 @@ package raftnode
 
 import (
 	"context"
-	"errors"
 	"slices"
-	"strconv"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -85,20 +83,7 @@ func (n *Node) Membership(id string) node.Membership {
 // askMembership asks the node at addr for its Membership of id (RAFT MEMBER). Tests of the
 // decision replace it to reach in-memory nodes, which have no client port.
 var askMembership = func(ctx context.Context, n *Node, addr, id string) (node.Membership, error) {
-	v, err := n.callPeer(ctx, addr, peerTimeout, "RAFT", "MEMBER", id)
-	if err != nil {
-		return node.Membership{}, err
-	}
-	f := fields(v)
-	if f == nil || f["config_index"] == "" {
-		return node.Membership{}, errors.New("RAFT MEMBER: unexpected reply")
-	}
-	index, err := strconv.ParseUint(f["config_index"], 10, 64)
-	if err != nil {
-		return node.Membership{}, errors.New("RAFT MEMBER: config_index is not a number")
-	}
-	return node.Membership{LeaderReady: f["leader_ready"] == "1", Known: f["known"] == "1",
-		ConfigIndex: index, Member: f["member"] == "1"}, nil
+	return n.peerAPI.Membership(ctx, addr, id)
 }
 
 // removalConfirmed reports whether a ready leader says its committed configuration no longer

@@ -2,15 +2,10 @@ package raftnode
 
 import (
 	"context"
-	"strconv"
 	"sync"
-	"time"
 
 	"github.com/raftlock/raftlock/node"
 )
-
-// statusTimeout bounds asking one member for its figures (MemberStatus).
-const statusTimeout = time.Second
 
 // MemberStatus lists the members with the figures each reports: this node's own Stats for
 // itself, the reply to RAFT STATS on its client port (asked in parallel, as the peers ask each
@@ -37,15 +32,13 @@ func (n *Node) MemberStatus(ctx context.Context) ([]node.MemberStatus, error) {
 			continue
 		}
 		wg.Go(func() {
-			v, err := n.callPeer(ctx, m.ClientAddr, statusTimeout, "RAFT", "STATS")
+			st, err := n.peerAPI.State(ctx, m.ClientAddr)
 			if err != nil {
 				out[i].Err = err.Error()
 				return
 			}
-			f := fields(v)
-			u := func(name string) uint64 { x, _ := strconv.ParseUint(f[name], 10, 64); return x }
-			out[i].State, out[i].Term, out[i].LastIndex = f["raft_state"], u("raft_term"), u("raft_last_index")
-			out[i].CommitIndex, out[i].AppliedIndex = u("raft_commit_index"), u("raft_applied_index")
+			out[i].State, out[i].Term, out[i].LastIndex = st.State, st.Term, st.LastIndex
+			out[i].CommitIndex, out[i].AppliedIndex = st.CommitIndex, st.AppliedIndex
 		})
 	}
 	wg.Wait()

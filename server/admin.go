@@ -71,17 +71,7 @@ func cmdRaft(r *request) {
 		}
 		r.w.Array(len(members))
 		for _, m := range members {
-			suffrage := "nonvoter"
-			if m.Voter {
-				suffrage = "voter"
-			}
-			r.w.Map(5)
-			for _, kv := range [][2]string{{"id", m.ID}, {"raft_addr", m.RaftAddr}, {"client_addr", m.ClientAddr}, {"suffrage", suffrage}} {
-				r.w.BulkString(kv[0])
-				r.w.BulkString(kv[1])
-			}
-			r.w.BulkString("leader")
-			r.w.Int(b2i(m.Leader))
+			r.writeFields(m.Fields())
 		}
 	case "add":
 		if len(r.args) < 4 {
@@ -180,15 +170,7 @@ func cmdRaft(r *request) {
 			wrongArgs()
 			return
 		}
-		st := admin.Membership(string(r.args[2]))
-		r.w.Map(4)
-		for _, kv := range []struct {
-			name string
-			v    int64
-		}{{"leader_ready", b2i(st.LeaderReady)}, {"known", b2i(st.Known)}, {"config_index", int64(st.ConfigIndex)}, {"member", b2i(st.Member)}} {
-			r.w.BulkString(kv.name)
-			r.w.Int(kv.v)
-		}
+		r.writeFields(admin.Membership(string(r.args[2])).Fields())
 	case "backup":
 		if len(r.args) != 2 {
 			wrongArgs()

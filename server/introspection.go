@@ -405,22 +405,29 @@ func (s *Server) infoSection(name string, askNode bool) []infoField {
 	return nil
 }
 
-// raftInfo is INFO raft and RAFT STATS: the node's and its store's figures.
+// raftInfo is INFO raft and RAFT STATS: what the node tells its peers (node.PeerState, which
+// names and encodes those fields) among its and its store's figures for operators, in the
+// order they have always had.
 func raftInfo(ns node.Stats) []infoField {
+	peer := map[string]string{}
+	for _, f := range ns.PeerState().Fields() {
+		peer[f.Name] = f.Text()
+	}
+	p := func(name string) infoField { return infoField{name, peer[name]} }
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	return []infoField{
-		{"raft_id", ns.ID},
-		{"cluster_id", ns.ClusterID},
-		{"raft_state", ns.State},
-		{"raft_ready", strconv.FormatBool(ns.Ready)},
-		{"raft_leader_id", ns.LeaderID},
-		{"raft_leader_addr", ns.LeaderAddr},
-		{"raft_term", u(ns.Term)},
+		p(node.FieldRaftID),
+		p(node.FieldClusterID),
+		p(node.FieldRaftState),
+		p(node.FieldRaftReady),
+		p(node.FieldRaftLeaderID),
+		p(node.FieldRaftLeaderAddr),
+		p(node.FieldRaftTerm),
 		{"raft_voters", strconv.Itoa(ns.Voters)},
 		{"raft_reachable_voters", strconv.Itoa(ns.ReachableVoters)},
-		{"raft_last_index", u(ns.LastIndex)},
-		{"raft_commit_index", u(ns.CommitIndex)},
-		{"raft_applied_index", u(ns.AppliedIndex)},
+		p(node.FieldRaftLastIndex),
+		p(node.FieldRaftCommitIndex),
+		p(node.FieldRaftAppliedIndex),
 		{"raft_last_snapshot_index", u(ns.LastSnapshot)},
 		{"raft_proposals", u(ns.Proposals)},
 		{"raft_failed_proposals", u(ns.FailedProps)},
@@ -428,12 +435,25 @@ func raftInfo(ns node.Stats) []infoField {
 		{"raft_verified_reads", u(ns.Reads)},
 		{"raft_verify_rounds", u(ns.VerifyRounds)},
 		{"raft_member_hints", strconv.Itoa(ns.MemberHints)},
-		{"raft_log_format", strconv.Itoa(ns.LogFormat)},
-		{"raft_log_format_max", strconv.Itoa(ns.LogFormatMax)},
+		p(node.FieldRaftLogFormat),
+		p(node.FieldRaftLogFormatMax),
 		{"raft_insecure", strconv.FormatInt(b2i(ns.RaftInsecure), 10)},
 		{"store_first_index", u(ns.Store.FirstIndex)},
 		{"store_last_index", u(ns.Store.LastIndex)},
 		{"store_snapshots", strconv.Itoa(ns.Store.Snapshots)},
+	}
+}
+
+// writeFields writes a peer answer's fields (node/peer.go) as a map: a flat array in RESP2.
+func (r *request) writeFields(fields []node.Field) {
+	r.w.Map(len(fields))
+	for _, f := range fields {
+		r.w.BulkString(f.Name)
+		if f.Integer {
+			r.w.Int(f.Int)
+		} else {
+			r.w.BulkString(f.Str)
+		}
 	}
 }
 
