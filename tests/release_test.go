@@ -10,10 +10,10 @@ import (
 	"testing"
 )
 
-// previousRelease is the commit of the last release (the last submission that passed CI):
+// previousRelease is the commit of the last release, v0.2.0 (docs/upgrades.md, *Versions*):
 // TestRollingUpgrade starts its cluster on the binary built from it and replaces its nodes one
-// by one with this tree's. Bump it at every release, so the test always upgrades from the
-// release before.
+// by one with this tree's. A commit rather than the tag, so that a checkout without tags runs
+// the test. Bump it at every release, so the test always upgrades from the release before.
 const previousRelease = "1c0631b684efefc5b82ed622641574b32dd7a62b"
 
 // releaseBinary returns the path of raftlock built from commit, taken from git history. It is

@@ -379,7 +379,7 @@ func (c *cluster) lagAndRestart(load *rollLoad, n, leader *node, bin string) *no
 }
 
 // formatWatch follows the log format INFO raft reports (raft_log_format): while old binaries
-// are members it must stay one they read (below fsm.FormatCurrent: 4 for 1c0631b, whose new
+// are members it must stay one they read (below fsm.FormatCurrent: 4 for v0.2.0, whose new
 // clusters write its own format at once); once every member runs the new binary it must move
 // on to fsm.FormatCurrent, the same on every node.
 type formatWatch struct {
