@@ -62,8 +62,8 @@ func (s *Snapshot) Len() int { return s.table.Len() }
 // pure function of the table, so two nodes' tables can be compared byte for byte.
 //
 // A table still in FormatPrevious that holds only strings and no ACL users is written as
-// version 3, which the previous release restores: a follower of that release may be sent it
-// during a rolling upgrade. (A cluster in that format refuses what would make collections or
+// version 3, which v0.1.0 restores: a follower running it may be sent it during a rolling
+// upgrade. (A cluster in that format refuses what would make collections or
 // users: they come from entries only FormatTyped carries.)
 func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	version := byte(snapshotV5)
