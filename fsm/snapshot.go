@@ -244,8 +244,8 @@ func (d *streamDecoder) uvarint() uint64 {
 	if d.err != nil {
 		return 0
 	}
-	// Decode from the buffered bytes and checksum them in one piece: a byte at a time through
-	// the hash was a third of a 1M-lock restore.
+	// Decode from the buffered bytes and checksum them in one piece: a restore reads millions
+	// of varints, and a call into the hash for each byte would cost more than the decoding.
 	buf, _ := d.r.Peek(binary.MaxVarintLen64)
 	v, n := binary.Uvarint(buf)
 	if n <= 0 {
