@@ -15,15 +15,15 @@ import (
 // node that applies it, and every snapshot taken after it, is in the current format from then
 // on. There is no way back: once switched, a binary of the previous release cannot rejoin.
 const (
-	// FormatPrevious is what raftlock 067da38 (the previous release) reads: entries of
-	// keyedVersion, snapshots of snapshotV3, command kinds up to KindFlush, matches up to
-	// MatchLease.
+	// FormatPrevious is the newest format raftlock v0.1.0 reads: entries of keyedVersion,
+	// snapshots of snapshotV3, command kinds up to KindFlush, matches up to MatchLease.
 	FormatPrevious byte = keyedVersion
-	// FormatTyped is what raftlock 1c0631b reads and writes: entryVersion entries (typed values,
-	// ACL users, the cluster ID) and snapshotV5 snapshots.
+	// FormatTyped is the newest format v0.2.0 reads and writes: entryVersion entries (typed
+	// values, ACL users, the cluster ID) and snapshotV5 snapshots.
 	FormatTyped byte = entryVersion
-	// FormatBatch adds batchVersion entries: several requests in one log entry (group commit).
-	// Snapshots are as in FormatTyped.
+	// FormatBatch, v0.3.0's, adds batchVersion entries: several requests in one log entry
+	// (group commit). Snapshots are as in FormatTyped. docs/upgrades.md's table lists every
+	// version's formats.
 	FormatBatch byte = batchVersion
 	// FormatCurrent is the newest format this binary writes once every member reads it.
 	FormatCurrent = FormatBatch
@@ -47,7 +47,7 @@ func NeedsFormat(cmds []Command) byte {
 	for _, c := range cmds {
 		switch {
 		case c.Kind == KindForgetUser:
-			// Added with FormatBatch: a binary of FormatTyped's release cannot decode it.
+			// Added with FormatBatch: v0.2.0 (FormatTyped) cannot decode it.
 			return FormatBatch
 		case c.Kind > KindFlush || c.Match.Kind > MatchLease || c.Match.Rev != 0 || c.Value != nil:
 			need = FormatTyped

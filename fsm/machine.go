@@ -63,8 +63,8 @@ type Machine struct {
 // dbCounts counts the keys, and the keys with a lease, of each database, and the leases of all
 // of them (Leases is asked on every armed lease: a sum over the databases would cost each
 // grant). A key's database is its first byte (keys.go); the counts of first bytes past the
-// databases, which no key written today has, live in a map made when one first appears. (Two
-// arrays of 256 made every Machine 4 KiB, zeroed at each script's scratch table.)
+// databases, which no key written today has, live in a map made when one first appears:
+// arrays of 256 would add 4 KiB to every Machine, zeroed at each script's scratch table.
 type dbCounts struct {
 	keys, leases [Databases]int
 	other        map[byte]*[2]int // keys, leases of a first byte >= Databases

@@ -62,8 +62,8 @@ func (s *Snapshot) Len() int { return s.table.Len() }
 // pure function of the table, so two nodes' tables can be compared byte for byte.
 //
 // A table still in FormatPrevious that holds only strings and no ACL users is written as
-// version 3, which the previous release restores: a follower of that release may be sent it
-// during a rolling upgrade. (A cluster in that format refuses what would make collections or
+// version 3, which v0.1.0 restores: a follower running it may be sent it during a rolling
+// upgrade. (A cluster in that format refuses what would make collections or
 // users: they come from entries only FormatTyped carries.)
 func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	version := byte(snapshotV5)
@@ -244,8 +244,8 @@ func (d *streamDecoder) uvarint() uint64 {
 	if d.err != nil {
 		return 0
 	}
-	// Decode from the buffered bytes and checksum them in one piece: a byte at a time through
-	// the hash was a third of a 1M-lock restore.
+	// Decode from the buffered bytes and checksum them in one piece: a restore reads millions
+	// of varints, and a call into the hash for each byte would cost more than the decoding.
 	buf, _ := d.r.Peek(binary.MaxVarintLen64)
 	v, n := binary.Uvarint(buf)
 	if n <= 0 {

@@ -30,9 +30,8 @@ import (
 //     leader's disk write the next batch while the followers write this one, but every batch
 //     costs an fsync on every node, and an fsync costs CPU as well as time (110-300 us of
 //     system time each on this project's test machines, raftlock-bench fsync): a batch that
-//     waits for the whole commit round carries twice the requests for the same three fsyncs.
-//     Measured on 3 nodes (docs/performance.md): 64 connections 3,932 -> 5,076 pairs/s and
-//     317 -> 238 us of CPU per pair; 16 connections 1,490 -> 1,827; 1 connection unchanged.
+//     waits for the whole commit round carries twice the requests for the same three fsyncs
+//     (docs/performance.md has what that gains on 3 nodes).
 // Batches reach raft in the order their requests were queued, so one connection's pipelined
 // requests reach the log in that order.
 
@@ -118,7 +117,7 @@ func (e *groupEntry) answered() {
 func (e *groupEntry) wait(stop <-chan struct{}) ([]fsm.Result, error) {
 	// Mostly answered already (a pipeline waits for Done first): a receive from a closed
 	// channel alone takes no lock, where a select also locks stop, which every request of the
-	// node shares (runtime.lock2 was 3% of a pipelined node's CPU).
+	// node shares: a pipelined node's requests would contend on it.
 	select {
 	case <-e.done:
 		return e.results, e.err
@@ -390,8 +389,7 @@ func (n *Node) answerApplied(logs []*raft.Log, out []interface{}) {
 // Last first: a connection's pipelined requests sit in a batch in the order it sent them, and
 // it writes their replies in that order once the first has finished (server/pipeline.go):
 // woken last, the first finds the others of its batch done, and the connection writes them all
-// in one write instead of one or two per wake-up (1 node, 16 connections x 16 pipelined:
-// 17,178 -> 22,839 pairs/s).
+// in one write instead of one or two per wake-up.
 func (n *Node) answerBatch(batch []*groupEntry, resp *entryResponse, err error) {
 	for i, e := range batch {
 		switch {

@@ -33,11 +33,11 @@ import (
 // claim, which stops operator mistakes (a node of another cluster, a stray node formed without
 // --peers on a member's address), not attackers: plain raft is for loopback or --insecure-raft.
 //
-// Rolling upgrades: a binary that reads no format newer than FormatTyped speaks raft frames
-// from the first byte. The hello is sent, and required, once the cluster's log format is
-// FormatBatch (or this node's stable store remembers it was: identity's Handshake), which the leader switches to
-// only when every member runs a binary that reads it (format.go); FormatBatch and the hello
-// come in the same release, so every such binary knows the hello. Until then an accepting node
+// Rolling upgrades: v0.2.0 and older, which read no format newer than FormatTyped, speak raft
+// frames from the first byte. The hello is sent, and required, once the cluster's log format
+// is FormatBatch (or this node's stable store remembers it was: identity's Handshake), which
+// the leader switches to only when every member runs a binary that reads it (format.go);
+// FormatBatch and the hello both came in v0.3.0, so every such binary knows the hello. Until then an accepting node
 // takes both (a raft frame's first byte is its RPC type, 0 to 3, never the hello's 'R').
 const (
 	helloMagic   = "RLKH"

@@ -9,8 +9,7 @@ import (
 
 // logCache keeps the newest log entries in memory in front of the log store: the leader reads
 // each entry back to replicate it, and a follower to apply it, right after writing it, and
-// without a cache both read it back from disk (on followers that was a tenth of their CPU, when
-// the log was in pebble).
+// without a cache both would read it back from disk.
 //
 // It is hashicorp/raft's LogCache bounded by bytes as well as by entries. raft's keeps the
 // newest N entries whatever their size: with group commit an entry is a batch of up to
@@ -22,7 +21,7 @@ import (
 // It keeps copies of the entries, not the *raft.Log raft hands it: on the leader that points
 // into raft's future for the entry, and through the future's response (the batch's results,
 // about 90 bytes a request) a pointer would keep every request's results alive for as long as
-// the entry stays cached: 128 bytes of live heap per lock granted by a 200,000-lock fill.
+// the entry stays cached.
 type logCache struct {
 	raft.LogStore
 	maxEntries int

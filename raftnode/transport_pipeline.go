@@ -32,8 +32,7 @@ var _ raft.AppendPipeline = (*drainedPipeline)(nil)
 // one more AppendEntries before it notices: that send waits for the transport's decoder, which
 // waits for someone to take the previous response, which nobody will. The sender never reaches
 // pipeline.Close, replication to that follower stops for good while heartbeats go on, and
-// raft's Shutdown waits for ever (a chaos run's node did not stop within 15 s of SIGTERM, its
-// goroutines parked exactly there). Taking every response at once breaks the cycle; the bound
+// raft's Shutdown waits for ever (TestPipelineSendAfterDecoderStopped). Taking every response at once breaks the cycle; the bound
 // keeps the back-pressure raft meant, since raft reads each response promptly while its
 // decoder runs.
 type drainedPipeline struct {

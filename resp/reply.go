@@ -61,7 +61,7 @@ func ParseValue(b []byte) (Value, []byte, error) {
 }
 
 // parser is a reader over a byte slice that ParseValue reuses: a script's redis.call parses
-// a reply per call, and a fresh bufio.Reader was 4 KiB allocated for each.
+// a reply per call, and a fresh bufio.Reader would allocate 4 KiB for each.
 type parser struct {
 	r  bytes.Reader
 	br *bufio.Reader

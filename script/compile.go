@@ -312,7 +312,7 @@ func (d *depthCheck) expr(e ast.Expr, level int) {
 
 // protoCache keeps compiled scripts, least recently used out first. It is keyed by the source
 // itself rather than by its SHA1: a lookup then costs a map access instead of hashing the
-// source (a third of a short run's time), and the SHA1 is kept with the prototype.
+// source, a sizeable part of a short run's time, and the SHA1 is kept with the prototype.
 type protoCache struct {
 	max int
 	mu  struct {

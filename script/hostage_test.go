@@ -224,14 +224,14 @@ func TestTableSort(t *testing.T) {
 	}
 }
 
-// A script stopped by its budget waits to run again as a Session: SCRIPT KILL counts it and
+// A script stopped by its budget waits to run again, Suspended: SCRIPT KILL counts it and
 // stops its next run, so no moment between its runs escapes a kill.
-func TestSessionKill(t *testing.T) {
+func TestSuspendedKill(t *testing.T) {
 	e := testEngine(t, Config{Timeout: time.Minute})
 	loop := []byte(`while true do end`)
 	_, s, err := e.RunBudget(t.Context(), time.Millisecond, loop, nil, nil, nil)
 	if !errors.Is(err, ErrBudget) || s == nil {
-		t.Fatalf("RunBudget = %v, %v; want ErrBudget and a session", s, err)
+		t.Fatalf("RunBudget = %v, %v; want ErrBudget and a Suspended", s, err)
 	}
 	if n := e.Kill(); n != 1 {
 		t.Errorf("Kill with one script waiting = %d, want 1", n)
@@ -240,9 +240,9 @@ func TestSessionKill(t *testing.T) {
 		t.Errorf("the run after the kill = %v, want ErrKilled at once", err)
 	}
 	if n := e.Kill(); n != 0 {
-		t.Errorf("Kill once the session ran = %d, want 0", n)
+		t.Errorf("Kill once the suspended script ran = %d, want 0", n)
 	}
-	// A session closed without running is no longer counted; one paused again is.
+	// A suspended script closed without running is no longer counted; one paused again is.
 	e.overBudgetAt.Store(0)
 	_, s, _ = e.RunBudget(t.Context(), time.Millisecond, loop, nil, nil, nil)
 	s.Close()
@@ -254,11 +254,11 @@ func TestSessionKill(t *testing.T) {
 	_, s, _ = e.RunBudget(t.Context(), time.Millisecond, []byte(`local i = 0 while i < 1e7 do i = i + 1 end return i`), nil, nil, nil)
 	v, err := s.Run(t.Context(), []byte(`local i = 0 while i < 1e7 do i = i + 1 end return i`), nil, nil, nil)
 	if err != nil || v.Int != 1e7 {
-		t.Fatalf("the session's run = %+v, %v", v, err)
+		t.Fatalf("the suspended script's run = %+v, %v", v, err)
 	}
 	s.Pause()
 	if n := e.Kill(); n != 1 {
-		t.Errorf("Kill with a paused session = %d, want 1", n)
+		t.Errorf("Kill with a paused script = %d, want 1", n)
 	}
 	if _, err := s.Run(t.Context(), loop, nil, nil, nil); !errors.Is(err, ErrKilled) {
 		t.Errorf("the run after a kill while paused = %v", err)

@@ -139,7 +139,7 @@ type Engine struct {
 		closed  bool
 		idle    []*vm
 		running map[*vm]struct{} // the VMs running a script now, for Kill
-		// kills counts Kill's calls; waiting is the Sessions waiting to run again.
+		// kills counts Kill's calls; waiting is the Suspended runs waiting to run again.
 		kills   uint64
 		waiting int
 	}
@@ -183,11 +183,11 @@ func (e *Engine) Run(ctx context.Context, src []byte, keys, argv [][]byte, call 
 // budgetCooldown budgets after a run was stopped so, RunBudget returns that error at once
 // without running anything (but a script's Go form, native.go, which is quick, still runs).
 //
-// With ErrBudget comes a Session for running the script again: until it runs again (or is
+// With ErrBudget comes the Suspended run, to run the script again: until it runs again (or is
 // closed) it counts as a running script for Kill, and a Kill meanwhile stops that run at once.
 // A Kill during the run itself makes it fail with ErrKilled, even if its budget stopped it.
-func (e *Engine) RunBudget(ctx context.Context, budget time.Duration, src []byte, keys, argv [][]byte, call Caller) (Value, *Session, error) {
-	var s *Session
+func (e *Engine) RunBudget(ctx context.Context, budget time.Duration, src []byte, keys, argv [][]byte, call Caller) (Value, *Suspended, error) {
+	var s *Suspended
 	v, err := e.runBudget(ctx, budget, src, keys, argv, call, nil, &s)
 	if errors.Is(err, ErrBudget) {
 		e.stats.overBudget.Add(1)
@@ -197,8 +197,8 @@ func (e *Engine) RunBudget(ctx context.Context, budget time.Duration, src []byte
 	return v, nil, err
 }
 
-// Session is a script that RunBudget stopped, waiting to run again without a budget.
-type Session struct {
+// Suspended is a script run that RunBudget stopped, waiting to run again without a budget.
+type Suspended struct {
 	e *Engine
 	// epoch is Engine.mu.kills when it began waiting; waiting says it is counted in
 	// Engine.mu.waiting. Both under Engine.mu.
@@ -208,37 +208,37 @@ type Session struct {
 
 // Run runs the script again (as Engine.Run), unless Kill was called since it began waiting:
 // then it fails at once with an *Error wrapping ErrKilled. It stops waiting as it starts.
-func (s *Session) Run(ctx context.Context, src []byte, keys, argv [][]byte, call Caller) (Value, error) {
+func (s *Suspended) Run(ctx context.Context, src []byte, keys, argv [][]byte, call Caller) (Value, error) {
 	v, err := s.e.runBudget(ctx, 0, src, keys, argv, call, s, nil)
 	s.e.count(err)
 	return v, err
 }
 
-// Pause makes the session wait again (the server found that the run's reads changed before it
+// Pause makes the script wait again (the server found that the run's reads changed before it
 // could check them): Kill counts it, and stops its next Run, from now on.
-func (s *Session) Pause() {
+func (s *Suspended) Pause() {
 	e := s.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s.waitLocked()
 }
 
-// Close ends the session: it no longer counts for Kill. Close is idempotent.
-func (s *Session) Close() {
+// Close ends the wait for good: the script no longer counts for Kill. Close is idempotent.
+func (s *Suspended) Close() {
 	e := s.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s.stopWaitingLocked()
 }
 
-func (s *Session) waitLocked() {
+func (s *Suspended) waitLocked() {
 	if !s.waiting {
 		s.waiting, s.epoch = true, s.e.mu.kills
 		s.e.mu.waiting++
 	}
 }
 
-func (s *Session) stopWaitingLocked() {
+func (s *Suspended) stopWaitingLocked() {
 	if s.waiting {
 		s.waiting = false
 		s.e.mu.waiting--
@@ -267,13 +267,13 @@ func (e *Engine) run(ctx context.Context, src []byte, keys, argv [][]byte, call 
 	return e.runBudget(ctx, 0, src, keys, argv, call, nil, nil)
 }
 
-// runBudget runs src, within budget when not zero. s is the Session it resumes, if any: its
-// wait ends as the run starts, and the run is refused if Kill was called since the wait began.
-// A run stopped by its budget starts a session waiting (s, or a new one in *out).
-func (e *Engine) runBudget(ctx context.Context, budget time.Duration, src []byte, keys, argv [][]byte, call Caller, s *Session, out **Session) (Value, error) {
+// runBudget runs src, within budget when not zero. s is the Suspended run it resumes, if any:
+// its wait ends as the run starts, and the run is refused if Kill was called since the wait
+// began. A run stopped by its budget starts waiting (s, or a new one in *out).
+func (e *Engine) runBudget(ctx context.Context, budget time.Duration, src []byte, keys, argv [][]byte, call Caller, s *Suspended, out **Suspended) (Value, error) {
 	wait := func() { // under e.mu
 		if s == nil && out != nil {
-			s = &Session{e: e}
+			s = &Suspended{e: e}
 			*out = s
 		}
 		if s != nil {
@@ -373,7 +373,7 @@ func (e *Engine) Compile(src []byte) error {
 // a budget are refused at once (RunBudget).
 const budgetCooldown = 5
 
-// errKilledWaiting is the error of a Session's run that Kill stopped before it started (or,
+// errKilledWaiting is the error of a Suspended run that Kill stopped before it started (or,
 // holding the view, as its budget ran out).
 var errKilledWaiting = &Error{Msg: "ERR Script killed by user with SCRIPT KILL...", Err: ErrKilled}
 

@@ -13,8 +13,11 @@ import (
 // implements (SET ... GET, PXAT, EXPIRE options, HELLO, CLIENT SETINFO).
 const redisVersion = "7.2.0"
 
-// Version is raftlock's own version, reported by INFO.
-var Version = "0.1.0"
+// Version is raftlock's release version, without the leading "v" of its git tag (v0.3.0):
+// INFO server's raftlock_version and `raftlock version` print it, and docs/upgrades.md's
+// table says which log and snapshot formats each version reads. The commits after a release
+// carry the number of the release they lead to; the release commit is tagged "v" + Version.
+const Version = "0.3.0"
 
 func cmdReadonly(r *request) {
 	r.c.sess.readonly = true

@@ -32,8 +32,8 @@ type overlay struct {
 // scratchTable is where an overlay applies the script's effects: m holds the keys copied from
 // the base (loaded, present or absent) with the effects on them. It is kept for the next
 // overlay once one is released: making one for every script run (fsm.New's B-tree and maps,
-// the set) was a fifth of the allocations of the compare-and-delete release Redlock libraries
-// send.
+// the set) would be a large share of the allocations of the compare-and-delete script Redlock
+// libraries send.
 type scratchTable struct {
 	m      *fsm.Machine
 	loaded map[string]bool

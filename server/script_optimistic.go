@@ -94,7 +94,7 @@ func (e *evalCall) runOutside() bool {
 // finds the same in v, none (raced) otherwise.
 func (e *evalCall) validated(v node.View) []fsm.Command {
 	if e.raced = !e.reads.valid(v); e.raced {
-		e.session.Pause() // it runs again: SCRIPT KILL must see it meanwhile
+		e.suspended.Pause() // it runs again: SCRIPT KILL must see it meanwhile
 		return nil
 	}
 	return e.cmds

@@ -434,7 +434,7 @@ type evalCall struct {
 	// and cmds are what the run outside read and yielded, which eval then checks against the
 	// view; raced says the check failed; runs counts the runs outside.
 	slow, raced bool
-	session     *script.Session // the script waiting to run again, once slow
+	suspended   *script.Suspended // the script waiting to run again, once slow
 	reads       *readLog
 	cmds        []fsm.Command
 	runs        int
@@ -447,7 +447,7 @@ func (e *evalCall) eval(v node.View) []fsm.Command {
 	if e.reads != nil {
 		return e.validated(v)
 	}
-	if e.session != nil {
+	if e.suspended != nil {
 		// Evaluated again (a key was in flight) after its run on a budget stopped: it runs
 		// outside the lock from now on.
 		e.slow = true
@@ -501,13 +501,13 @@ func (e *evalCall) evaluate(v node.View, budget time.Duration) []fsm.Command {
 	switch {
 	case e.compileErr != nil:
 		e.val, e.runErr = script.Value{}, e.compileErr
-	case e.session != nil: // a run outside the lock after one on a budget (script_optimistic.go)
-		e.val, e.runErr = e.session.Run(ctx, code, e.keys, e.argv, caller)
+	case e.suspended != nil: // a run outside the lock after one on a budget (script_optimistic.go)
+		e.val, e.runErr = e.suspended.Run(ctx, code, e.keys, e.argv, caller)
 	default:
-		var s *script.Session
+		var s *script.Suspended
 		e.val, s, e.runErr = r.s.scripts.RunBudget(ctx, budget, code, e.keys, e.argv, caller)
 		if s != nil {
-			e.session = s
+			e.suspended = s
 		}
 	}
 	// As in Redis, effects made before a runtime error stay: scripts are not rolled back.
@@ -549,8 +549,8 @@ const maxRememberedScript = 4 << 10
 func (e *evalCall) finish(res []fsm.Result, err error) {
 	r := e.r
 	res, err = e.rerun(res, err)
-	if e.session != nil {
-		e.session.Close()
+	if e.suspended != nil {
+		e.suspended.Close()
 	}
 	if err != nil {
 		r.replyError(err)

@@ -39,8 +39,8 @@ const maxTrackedPerConn = 1 << 16
 // connection tracking an evicted key is sent its invalidation, as if it had changed (Redis does
 // the same). Redis counts keys only (default 1,000,000); a raftlock key may be 4096 bytes, so
 // the table is bounded in bytes too: each key's length plus trackedKeyOverhead, and
-// trackedPairOverhead for each connection tracking it (what the maps hold besides the key,
-// measured: 318 bytes for a 16-byte key tracked by one connection).
+// trackedPairOverhead for each connection tracking it (estimates of what the maps hold besides
+// the key: the entries, their headers and the maps' spare slots).
 const (
 	defaultTrackingTableMaxKeys  = 1_000_000
 	defaultTrackingTableMaxBytes = 64 << 20

@@ -4,8 +4,8 @@ import "sync/atomic"
 
 // workers runs pipelined commands (pipeline.go) on goroutines that outlive them. A new
 // goroutine's stack starts small and is copied, twice, as a command's evaluation reaches its
-// full depth: with 16 connections pipelining 16 deep, copystack was 12% of a node's CPU (the
-// CPU profile of one node). A worker keeps its grown stack for the next command.
+// full depth, for every pipelined command (runtime.copystack in a pipelining node's CPU
+// profile). A worker keeps its grown stack for the next command.
 type workers struct {
 	s *Server
 	// tasks is unbuffered: a send succeeds only when a worker is waiting for one.

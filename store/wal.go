@@ -24,10 +24,9 @@ import (
 // each zero-filled and fsynced to its full size before its first record is written. Writing
 // into a file whose size and blocks are already durable makes every append's fdatasync a
 // pure data flush, with no journal commit for a changed size or a newly allocated block, and
-// it runs on the caller's goroutine. Measured on this project's machine (interleaved, p50 of
-// 8 rounds, one 220-byte append + sync each): 262 µs here against 395 µs for pebble's synced
-// batch and 355 µs for an append to a growing file. Every commit pays it, twice in a row on a
-// 3-node cluster (leader, then follower).
+// it runs on the caller's goroutine: it takes less than pebble's synced batch or an append to a
+// growing file (docs/performance.md has the measurement). Every commit pays it, twice in a row
+// on a 3-node cluster (leader, then follower).
 //
 // A segment's name is the index of its first record. A record is
 //

@@ -10,26 +10,30 @@ import (
 	"testing"
 )
 
-// previousRelease is the commit of the last release (the last submission that passed CI):
-// TestRollingUpgrade starts its cluster on the binary built from it and replaces its nodes one
-// by one with this tree's. Bump it at every release, so the test always upgrades from the
-// release before.
-const previousRelease = "1c0631b684efefc5b82ed622641574b32dd7a62b"
+// previousVersion is the last release (docs/upgrades.md, *Versions*) and previousCommit its
+// commit: TestRollingUpgrade starts its cluster on the binary built from it and replaces its
+// nodes one by one with this tree's. A commit rather than the tag, so that a checkout without
+// tags runs the test. Bump both at every release, so the test always upgrades from the one
+// before.
+const (
+	previousVersion = "v0.2.0"
+	previousCommit  = "1c0631b684efefc5b82ed622641574b32dd7a62b"
+)
 
-// releaseBinary returns the path of raftlock built from commit, taken from git history. It is
+// binaryAt returns the path of raftlock built from commit, taken from git history. It is
 // built once per commit and kept under the user's cache directory (raftlock-test/), so a second
 // run starts at once. It is a test build (testutil.TestClockTag) without the race detector: the
-// old release's code is not what the test examines, and a plain build takes a third of the time.
+// old version's code is not what the test examines, and a plain build takes a third of the time.
 // A repository without the commit (a shallow clone) fails the test, saying how to fetch it.
-func releaseBinary(t *testing.T, commit string) string {
+func binaryAt(t *testing.T, commit string) string {
 	t.Helper()
 	out, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
 	if err != nil {
-		t.Fatalf("the upgrade test builds the previous release (%s) from git history, but git rev-parse --show-toplevel failed: %v; run it in a git checkout of raftlock", commit, err)
+		t.Fatalf("the upgrade test builds the previous version (%s) from git history, but git rev-parse --show-toplevel failed: %v; run it in a git checkout of raftlock", commit, err)
 	}
 	root := strings.TrimSpace(string(out))
 	if err := exec.Command("git", "-C", root, "cat-file", "-e", commit+"^{commit}").Run(); err != nil {
-		t.Fatalf("commit %s (the previous release, tests/release_test.go) is not in this repository: a shallow clone? Fetch the history first: git fetch --unshallow (or git fetch origin %s)", commit, commit)
+		t.Fatalf("commit %s (the previous version, tests/release_test.go) is not in this repository: a shallow clone? Fetch the history first: git fetch --unshallow (or git fetch origin %s)", commit, commit)
 	}
 	dir := t.TempDir()
 	if cache, err := os.UserCacheDir(); err == nil {

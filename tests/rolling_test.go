@@ -50,7 +50,7 @@ func TestRollingRestart(t *testing.T) {
 	t.Logf("rolling restart: %v in all", time.Since(began).Round(time.Millisecond))
 }
 
-// TestRollingUpgrade starts a 3-node cluster on the previous release's binary (previousRelease,
+// TestRollingUpgrade starts a 3-node cluster on the previous version's binary (previousVersion,
 // built from git history) and replaces its nodes one at a time with this tree's binary, on the
 // same directories and ports, under a steady lock load through every node. On the way it makes
 // each binary read the other's snapshot: a follower stopped while the old leader snapshots and
@@ -61,10 +61,10 @@ func TestRollingRestart(t *testing.T) {
 // is granted twice.
 func TestRollingUpgrade(t *testing.T) {
 	began := time.Now()
-	oldBin := releaseBinary(t, previousRelease)
-	t.Logf("previous release %s built (or found in the cache) in %v", previousRelease[:12], time.Since(began).Round(time.Millisecond))
+	oldBin := binaryAt(t, previousCommit)
+	t.Logf("previous version %s (%s) built (or found in the cache) in %v", previousVersion, previousCommit[:12], time.Since(began).Round(time.Millisecond))
 	c := newClusterOf(t, oldBin, 3, "--trailing-logs", strconv.Itoa(rollTrailingLogs))
-	load := startRollLoad(t, "ru", addrs(c.nodes), "3 nodes of "+previousRelease[:7])
+	load := startRollLoad(t, "ru", addrs(c.nodes), "3 nodes of "+previousVersion)
 	load.waitProgress("", progressOps, progressWait)
 	formats := &formatWatch{t: t}
 	formats.look(c, "old cluster")
@@ -379,7 +379,7 @@ func (c *cluster) lagAndRestart(load *rollLoad, n, leader *node, bin string) *no
 }
 
 // formatWatch follows the log format INFO raft reports (raft_log_format): while old binaries
-// are members it must stay one they read (below fsm.FormatCurrent: 4 for 1c0631b, whose new
+// are members it must stay one they read (below fsm.FormatCurrent: 4 for v0.2.0, whose new
 // clusters write its own format at once); once every member runs the new binary it must move
 // on to fsm.FormatCurrent, the same on every node.
 type formatWatch struct {

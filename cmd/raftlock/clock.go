@@ -21,7 +21,7 @@ func (c *testClock) Shift(d time.Duration) time.Duration {
 
 // errNoCommitPaced is run's error for --group-commit paced on a production build: commit-paced
 // group commit is off in production until the chaos violation found with it is explained
-// (raftnode Config.CommitPaced).
+// (docs/known-issues.md, "Commit pacing").
 var errNoCommitPaced = errors.New("--group-commit paced: this binary was built without the raftlock_testclock tag; " +
 	"commit-paced group commit is for tests only until a chaos violation found with it is explained")
 

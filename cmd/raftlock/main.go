@@ -40,7 +40,7 @@ func main() {
 // clients, hand off leadership, stop raft and its transport, close the store. `raftlock
 // recover ...` runs the offline recovery instead (recover.go); `raftlock backup ...` and
 // `raftlock restore ...` take and restore backups (backup.go); `raftlock cert ...` makes
-// certificates (cert.go).
+// certificates (cert.go); `raftlock version` (or --version) prints the version (version.go).
 func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "recover" {
 		return runRecover(args[1:], stderr)
@@ -53,6 +53,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if len(args) > 0 && args[0] == "cert" {
 		return runCert(args[1:], os.Stdout)
+	}
+	if len(args) > 0 && (args[0] == "version" || args[0] == "--version" || args[0] == "-version") {
+		return runVersion(os.Stdout)
 	}
 	opts, err := parseOptions(args, os.Getenv)
 	if err != nil {
@@ -178,7 +181,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("raftlock started", "id", opts.id, "addr", ln.Addr().String(), "raft", ncfg.RaftAddr, "dir", opts.dir,
+	logger.Info("raftlock started", "version", server.Version, "id", opts.id, "addr", ln.Addr().String(), "raft", ncfg.RaftAddr, "dir", opts.dir,
 		"resumed", existing, "tls", clientTLS != nil, "raft_tls", raftTLS != nil, "raft_insecure", ncfg.InsecureRaft)
 
 	var web *ops.Server

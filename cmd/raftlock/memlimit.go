@@ -11,13 +11,13 @@ import (
 
 // defaultMemoryLimit is the floor of the soft memory limit of a node given neither
 // --memory-limit, --maxmemory nor GOMEMLIMIT: a million small locks live in about 230 MB of
-// heap, and without a limit the Go runtime lets the heap grow to twice its live data between
+// heap (make bench-scale fills a node with them), and without a limit the Go runtime lets the heap grow to twice its live data between
 // collections (GOGC=100), so RSS would be twice what the table needs.
 const defaultMemoryLimit = 256 << 20
 
 // memoryHeadroom is the share of the live heap that the automatic limit leaves above it: a
-// limit at or under the live heap would have the collector run without pause (the fill of a
-// million locks stalled for seconds so), one a quarter above it costs a collection per quarter
+// limit at or under the live heap would have the collector run without pause, stalling the
+// node for seconds, one a quarter above it costs a collection per quarter
 // of the live heap allocated, as GOGC=25 would.
 const memoryHeadroom = 4 // live/4
 
@@ -47,9 +47,9 @@ func (o options) goMemoryLimit(envGOMEMLIMIT string) (limit int64, set, govern b
 // autoLimit is the automatic soft memory limit for a live heap of live bytes and overhead
 // bytes of the runtime's other memory that counts against the limit (stacks, GC metadata, the
 // unused parts of heap spans): the collector gets a quarter of the live heap to allocate into
-// between collections. Leaving the overhead out gave it next to nothing with a million locks
-// (about 60 MB of overhead ate the 58 MB of headroom): it collected on every megabyte
-// allocated, and LOCK/UNLOCK cost 200-290 µs of CPU per pair against 150-180 µs without a limit.
+// between collections. The overhead counts: with a million locks it is as large as that
+// quarter, so a limit without it would leave the collector next to nothing, and it would run
+// on every megabyte allocated.
 func autoLimit(floor int64, live, overhead uint64) int64 {
 	live, overhead = min(live, math.MaxInt64/2), min(overhead, math.MaxInt64/2) // no overflow below
 	return max(floor, int64(min(live+live/memoryHeadroom+overhead, math.MaxInt64/2)))
@@ -58,9 +58,9 @@ func autoLimit(floor int64, live, overhead uint64) int64 {
 // The governor collects once when the node goes idle after a burst of allocation: the
 // collector runs only when the heap grows past its goal, so after a burst (the fill of a
 // million locks) nothing allocates, no collection comes, and the limit stays where the burst's
-// last collection put it: a live heap of 280-300 MB counted with the burst's requests in
-// flight, where the table alone is 235 MB. RSS stayed at its peak, 392-403 MB, for minutes
-// (Go's periodic collection comes every 2 minutes). A collection once idle finds the table's
+// last collection put it: a live heap counted with the burst's requests in flight, above what
+// the table alone holds, and RSS stays at its peak until Go's periodic collection (every 2
+// minutes). A collection once idle finds the table's
 // size, lowers the limit to it and gives the free memory back to the OS.
 const (
 	// idleAllocs is what a tick may allocate and still count as idle (2 MiB/s at 500 ms).

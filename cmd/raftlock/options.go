@@ -222,8 +222,8 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		o.masterAuth = o.requirePass
 	}
 	if *vals["group-commit"] == "paced" {
-		// Commit-paced group commit is under investigation (raftnode Config.CommitPaced): a
-		// test build may turn it on so that the chaos harness can run it.
+		// Commit-paced group commit is an open safety question (docs/known-issues.md): a test
+		// build may turn it on so that the chaos harness can run it.
 		*vals["group-commit"], o.commitPaced = "yes", true
 	}
 	for name, dst := range map[string]*bool{"insecure-raft": &o.insecureRaft, "redirect": &o.redirect, "test-clock": &o.testClock, "pprof": &o.pprof,
