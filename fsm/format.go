@@ -15,9 +15,9 @@ import (
 // node that applies it, and every snapshot taken after it, is in the current format from then
 // on. There is no way back: once switched, a binary of the previous release cannot rejoin.
 const (
-	// FormatPrevious is the newest format raftlock v0.1.0 reads: entries of keyedVersion,
+	// FormatKeyed is the newest format raftlock v0.1.0 reads: entries of keyedVersion,
 	// snapshots of snapshotV3, command kinds up to KindFlush, matches up to MatchLease.
-	FormatPrevious byte = keyedVersion
+	FormatKeyed byte = keyedVersion
 	// FormatTyped is the newest format v0.2.0 reads and writes: entryVersion entries (typed
 	// values, ACL users, the cluster ID) and snapshotV5 snapshots.
 	FormatTyped byte = entryVersion
@@ -43,7 +43,7 @@ func FormatOf(entry []byte) byte {
 
 // NeedsFormat returns the oldest format that can carry cmds.
 func NeedsFormat(cmds []Command) byte {
-	need := FormatPrevious
+	need := FormatKeyed
 	for _, c := range cmds {
 		switch {
 		case c.Kind == KindForgetUser:
@@ -56,13 +56,13 @@ func NeedsFormat(cmds []Command) byte {
 	return need
 }
 
-// EncodeEntryIn appends the log entry of cmds in format (FormatPrevious or later). It refuses,
+// EncodeEntryIn appends the log entry of cmds in format (FormatKeyed or later). It refuses,
 // with ErrNeedsFormat, commands that format cannot carry.
 func EncodeEntryIn(dst []byte, cmds []Command, format byte) ([]byte, error) {
 	switch {
 	case format >= FormatTyped:
 		return EncodeEntry(dst, cmds), nil
-	case format != FormatPrevious:
+	case format != FormatKeyed:
 		return dst, fmt.Errorf("fsm: unknown log format %d", format)
 	case NeedsFormat(cmds) > format:
 		return dst, ErrNeedsFormat

@@ -13,12 +13,12 @@ import (
 func TestEncodeEntryInPreviousFormat(t *testing.T) {
 	cmds := []fsm.Command{grant("a", "o", 5000, matchAny), {Kind: fsm.KindRelease, Key: []byte("\x00b"),
 		Match: fsm.Match{Kind: fsm.MatchToken, Token: 7}}}
-	b, err := fsm.EncodeEntryIn(nil, cmds, fsm.FormatPrevious)
+	b, err := fsm.EncodeEntryIn(nil, cmds, fsm.FormatKeyed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fsm.FormatOf(b) != fsm.FormatPrevious {
-		t.Fatalf("entry version %d, want %d", fsm.FormatOf(b), fsm.FormatPrevious)
+	if fsm.FormatOf(b) != fsm.FormatKeyed {
+		t.Fatalf("entry version %d, want %d", fsm.FormatOf(b), fsm.FormatKeyed)
 	}
 	got, err := fsm.DecodeEntry(nil, b)
 	if err != nil || len(got) != 2 || string(got[0].Owner) != "o" || got[1].Match.Token != 7 {
@@ -41,7 +41,7 @@ func TestEncodeEntryInPreviousFormat(t *testing.T) {
 		if fsm.NeedsFormat(c) != fsm.FormatTyped {
 			t.Errorf("NeedsFormat(%v) = %d, want %d", c[0].Kind, fsm.NeedsFormat(c), fsm.FormatTyped)
 		}
-		if _, err := fsm.EncodeEntryIn(nil, c, fsm.FormatPrevious); !errors.Is(err, fsm.ErrNeedsFormat) {
+		if _, err := fsm.EncodeEntryIn(nil, c, fsm.FormatKeyed); !errors.Is(err, fsm.ErrNeedsFormat) {
 			t.Errorf("EncodeEntryIn(%v, previous) = %v, want ErrNeedsFormat", c[0].Kind, err)
 		}
 	}
@@ -52,14 +52,14 @@ func TestEncodeEntryInPreviousFormat(t *testing.T) {
 func TestSnapshotFollowsFormat(t *testing.T) {
 	m := fsm.New()
 	applyAll(t, m, 1, []fsm.Command{grant("a", "oa", 5000, matchAny)})
-	if m.Format() != fsm.FormatPrevious {
+	if m.Format() != fsm.FormatKeyed {
 		t.Fatalf("a new table's format = %d, want the previous release's", m.Format())
 	}
 	b := snapshotBytes(t, m)
 	if b[4] != 3 {
 		t.Fatalf("snapshot version %d in the previous format, want 3", b[4])
 	}
-	if r := restore(t, b); r.Format() != fsm.FormatPrevious || r.Len() != 1 {
+	if r := restore(t, b); r.Format() != fsm.FormatKeyed || r.Len() != 1 {
 		t.Fatalf("restored: format %d, %d keys", r.Format(), r.Len())
 	}
 	m.NoteFormat(fsm.FormatCurrent)
@@ -72,7 +72,7 @@ func TestSnapshotFollowsFormat(t *testing.T) {
 	if r := restore(t, b); r.Format() != fsm.FormatTyped {
 		t.Fatalf("restored format %d, want %d", r.Format(), fsm.FormatTyped)
 	}
-	m.NoteFormat(fsm.FormatPrevious) // never back
+	m.NoteFormat(fsm.FormatKeyed) // never back
 	if m.Format() != fsm.FormatCurrent {
 		t.Fatalf("format went back to %d", m.Format())
 	}

@@ -135,7 +135,7 @@ func (m *Machine) deadline(ms uint64) int64 {
 // New returns an empty table.
 func New() *Machine {
 	return &Machine{table: newLockTable(), members: map[string]string{}, scripts: map[string]string{},
-		users: map[string]string{}, format: FormatPrevious}
+		users: map[string]string{}, format: FormatKeyed}
 }
 
 // Reset empties m and makes it as New returns it, keeping its memory where that is cheap to
@@ -147,7 +147,7 @@ func (m *Machine) Reset() {
 	clear(m.members)
 	clear(m.scripts)
 	clear(m.users)
-	*m = Machine{table: m.table, members: m.members, scripts: m.scripts, users: m.users, format: FormatPrevious}
+	*m = Machine{table: m.table, members: m.members, scripts: m.scripts, users: m.users, format: FormatKeyed}
 }
 
 // User returns the replicated record of ACL user name: its canonical rules, or "" when it was

@@ -61,7 +61,7 @@ func (s *Snapshot) Len() int { return s.table.Len() }
 // scripts in digest order, then the ACL users in name order, then a CRC-32C of everything before it. Key order makes the bytes a
 // pure function of the table, so two nodes' tables can be compared byte for byte.
 //
-// A table still in FormatPrevious that holds only strings and no ACL users is written as
+// A table still in FormatKeyed that holds only strings and no ACL users is written as
 // version 3, which v0.1.0 restores: a follower running it may be sent it during a rolling
 // upgrade. (A cluster in that format refuses what would make collections or
 // users: they come from entries only FormatTyped carries.)

@@ -788,7 +788,7 @@ func TestForgetUser(t *testing.T) {
 	if got := fsm.NeedsFormat(forget); got != fsm.FormatBatch {
 		t.Errorf("NeedsFormat(forget-user) = %d, want FormatBatch (%d)", got, fsm.FormatBatch)
 	}
-	if _, err := fsm.EncodeEntryIn(nil, forget, fsm.FormatPrevious); err == nil {
+	if _, err := fsm.EncodeEntryIn(nil, forget, fsm.FormatKeyed); err == nil {
 		t.Error("forget-user encoded in the previous release's format")
 	}
 }

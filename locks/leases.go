@@ -44,8 +44,8 @@ func (ls *leases) arm(m *fsm.Machine, key string, deadline int64) (earliest bool
 
 // armAll queues a timer for every lease of m (a restored table, whose Deadlines RestoreAt set):
 // one heap build instead of a push each. The queue is sized to fit with an eighth to spare: one
-// filled to the brim would be copied whole by the first grant after a restart (with a million
-// locks, 72 MB of queue at once, which made that grant wait seconds for the collector).
+// filled to the brim would be copied whole by the first grant after a restart: with a million
+// locks, tens of megabytes at once, for which that grant would wait on the collector.
 func (ls *leases) armAll(m *fsm.Machine) {
 	n := m.Leases()
 	ls.queue = make(deadlineQueue, 0, n+n/8+64)

@@ -73,7 +73,7 @@ type PeerState struct {
 	AppliedIndex uint64
 	// LogFormat is the cluster's log format as the node has applied it; LogFormatMax the
 	// newest its binary reads (fsm/format.go). A node that names neither runs a release from
-	// before formats were announced, and reads fsm.FormatPrevious only.
+	// before formats were announced, and reads fsm.FormatKeyed only.
 	LogFormat, LogFormatMax byte
 }
 
@@ -123,8 +123,8 @@ func ParsePeerState(fields map[string]string) (PeerState, error) {
 		LastIndex:    r.uint(FieldRaftLastIndex, 64, 0),
 		CommitIndex:  r.uint(FieldRaftCommitIndex, 64, 0),
 		AppliedIndex: r.uint(FieldRaftAppliedIndex, 64, 0),
-		LogFormat:    byte(r.uint(FieldRaftLogFormat, 8, uint64(fsm.FormatPrevious))),
-		LogFormatMax: byte(r.uint(FieldRaftLogFormatMax, 8, uint64(fsm.FormatPrevious))),
+		LogFormat:    byte(r.uint(FieldRaftLogFormat, 8, uint64(fsm.FormatKeyed))),
+		LogFormatMax: byte(r.uint(FieldRaftLogFormatMax, 8, uint64(fsm.FormatKeyed))),
 	}
 	return s, r.err
 }

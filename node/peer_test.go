@@ -110,7 +110,7 @@ func TestPeerRoundTrip(t *testing.T) {
 // release does not know: both parse. A malformed value does not.
 func TestPeerParseAcrossReleases(t *testing.T) {
 	older, err := ParsePeerState(map[string]string{"raft_id": "n1", "raft_state": "Leader", "raft_ready": "true", "raft_last_index": "5"})
-	want := PeerState{ID: "n1", State: StateLeader, Ready: true, LastIndex: 5, LogFormat: fsm.FormatPrevious, LogFormatMax: fsm.FormatPrevious}
+	want := PeerState{ID: "n1", State: StateLeader, Ready: true, LastIndex: 5, LogFormat: fsm.FormatKeyed, LogFormatMax: fsm.FormatKeyed}
 	if err != nil || older != want || !older.ReadyLeader() {
 		t.Errorf("an older node's RAFT STATS parses as %+v, %v; want %+v, a ready leader", older, err, want)
 	}

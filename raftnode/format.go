@@ -76,7 +76,7 @@ var askPeerFormat = func(ctx context.Context, n *Node, id, addr string) (byte, e
 // of the current layout; as a voter it would count towards commits it cannot apply).
 func (n *Node) readsOurFormat(ctx context.Context, id string) error {
 	format := byte(n.format.Load())
-	if format <= fsm.FormatPrevious {
+	if format <= fsm.FormatKeyed {
 		return nil
 	}
 	addr, _ := n.MemberAddr(id)

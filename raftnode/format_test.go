@@ -32,8 +32,8 @@ func TestLogFormatWaitsForEveryMember(t *testing.T) {
 	nodes := newUpgradedCluster(t, 3)
 	l := leader(t, nodes)
 	mustLock(t, l, "job", "alice", 0)
-	if got := lastCommandFormat(t, l); got != fsm.FormatPrevious {
-		t.Fatalf("a LOCK with an older member went into an entry of format %d, want %d", got, fsm.FormatPrevious)
+	if got := lastCommandFormat(t, l); got != fsm.FormatKeyed {
+		t.Fatalf("a LOCK with an older member went into an entry of format %d, want %d", got, fsm.FormatKeyed)
 	}
 	hash := fsm.Command{Kind: fsm.KindWrite, Key: []byte("\x00h"), Match: fsm.Match{Kind: fsm.MatchAbsent},
 		Value: &fsm.Collection{Type: fsm.TypeHash, Elems: [][]byte{[]byte("f"), []byte("v")}}}

@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 			if f, ok := v.(byte); ok {
 				return f, nil
 			}
-			return fsm.FormatPrevious, nil
+			return fsm.FormatKeyed, nil
 		}
 		return fsm.FormatCurrent, nil
 	}
