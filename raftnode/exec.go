@@ -164,7 +164,7 @@ func (n *Node) pendingOwn(p *proposal, keys [][]byte, eval node.Eval) {
 	*e = groupEntry{cmds: p.cmds, done: make(chan struct{})}
 	p.future, p.grouped = nil, e
 	go func() {
-		e.results, e.err = n.awaitFuture(e.cmds, future)
+		e.results, e.err = n.awaitEntry(e.cmds, future)
 		close(e.done)
 	}()
 }
@@ -456,7 +456,7 @@ func (n *Node) await(cmds []fsm.Command, future raft.ApplyFuture, grouped *group
 	if grouped != nil {
 		results, err = grouped.wait(n.stop)
 	} else {
-		results, err = n.awaitFuture(cmds, future)
+		results, err = n.awaitEntry(cmds, future)
 	}
 	if err != nil {
 		n.stats.failedProposals.Add(1)
@@ -468,9 +468,9 @@ func (n *Node) await(cmds []fsm.Command, future raft.ApplyFuture, grouped *group
 	return results, nil
 }
 
-// awaitFuture waits for raft's future for an entry of its own, then clears its pending marks
+// awaitEntry waits for raft's future for an entry of its own, then clears its pending marks
 // (as answerBatch does for a group commit's).
-func (n *Node) awaitFuture(cmds []fsm.Command, future raft.ApplyFuture) (results []fsm.Result, err error) {
+func (n *Node) awaitEntry(cmds []fsm.Command, future raft.ApplyFuture) (results []fsm.Result, err error) {
 	if err = n.waitFuture(future); err == nil {
 		if r, ok := future.Response().(*entryResponse); ok && len(r.results) == len(cmds) {
 			results = r.results
