@@ -5,6 +5,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/resp"
 )
 
@@ -169,13 +170,9 @@ func (s *Server) full() bool {
 }
 
 // leaderKnown reports whether a request that needs the leader can be served now: this node is
-// the ready leader, or it knows another leader and where that one serves clients.
-func (s *Server) leaderKnown() bool {
-	if s.node.IsLeader() {
-		return true
-	}
-	id, addr := s.node.LeaderClient()
-	return id != "" && id != s.cfg.NodeID && addr != ""
+// the ready leader, or l is another node, known to lead, at a known client address.
+func (s *Server) leaderKnown(l node.Leadership) bool {
+	return s.node.IsLeader() || l.ID != "" && l.ID != s.cfg.NodeID && l.ClientAddr != ""
 }
 
 // awaitLeader waits, up to Config.LeaderWait, until a leader is known (first contact: a client
@@ -189,8 +186,8 @@ func (c *conn) awaitLeader() bool {
 	}
 	var deadline *time.Timer
 	for {
-		changed := n.LeaderChanged() // taken before the check: a change racing it is not missed
-		if c.s.leaderKnown() {
+		l := n.Leadership() // its Changed was taken before the leader was read: no change is missed
+		if c.s.leaderKnown(l) {
 			return n.IsLeader()
 		}
 		if deadline == nil {
@@ -198,7 +195,7 @@ func (c *conn) awaitLeader() bool {
 			defer deadline.Stop()
 		}
 		select {
-		case <-changed:
+		case <-l.Changed:
 		case <-deadline.C:
 			return n.IsLeader()
 		case <-c.ctx.Done():

@@ -31,11 +31,7 @@ type fakeNode struct {
 		// evaluated and before its entry applies, once (see interfereNext).
 		interfere []fsm.Command
 	}
-	changed   atomic.Pointer[func(keys [][]byte)]
-	published atomic.Pointer[func(channel, message []byte, shard bool) int]
-	restored  atomic.Pointer[func()]
-	users     atomic.Pointer[func()]
-	keyEvent  atomic.Pointer[func(key []byte, ev node.KeyEvent)]
+	watchers atomic.Pointer[node.Watchers]
 	// follower: the node is not the leader and knows none (until setLeader).
 	follower atomic.Bool
 	leaderMu sync.Mutex
@@ -203,20 +199,20 @@ func (f *fakeNode) commit(batch []*fakeProposal) {
 	}
 	f.keys.Store(int64(f.mu.table.Len()))
 	f.mu.Unlock()
-	if fn := f.users.Load(); fn != nil {
-		(*fn)() // cheap enough to say after every batch in tests
+	w := f.watched()
+	if w.UsersChanged != nil {
+		w.UsersChanged() // cheap enough to say after every batch in tests
 	}
-	if fn := f.changed.Load(); fn != nil && len(changed) > 0 {
-		(*fn)(changed)
+	if w.Changed != nil && len(changed) > 0 {
+		w.Changed(changed)
 	}
-	deliver, notify := f.published.Load(), f.keyEvent.Load()
 	for _, p := range batch {
 		for i, c := range p.cmds {
 			switch ev := node.KeyEventOf(c, p.results[i]); {
-			case p.results[i].Status == fsm.StatusPublished && deliver != nil:
-				p.results[i].Receivers = (*deliver)(c.Key, c.Owner, c.Kind == fsm.KindShardPublish)
-			case ev != 0 && notify != nil:
-				(*notify)(c.Key, ev)
+			case p.results[i].Status == fsm.StatusPublished && w.Published != nil:
+				p.results[i].Receivers = w.Published(c.Key, c.Owner, c.Kind == fsm.KindShardPublish)
+			case ev != 0 && w.KeyEvent != nil:
+				w.KeyEvent(c.Key, ev)
 			}
 		}
 	}
@@ -256,11 +252,12 @@ func (f *fakeNode) ExecLocal(eval func(node.View)) {
 
 func (f *fakeNode) IsLeader() bool { return !f.follower.Load() }
 
-func (f *fakeNode) LeaderClient() (id, clientAddr string) {
+func (f *fakeNode) Leadership() node.Leadership {
+	changed := f.leaderChanged()
 	if f.follower.Load() {
-		return "", ""
+		return node.Leadership{Changed: changed}
 	}
-	return "n1", ""
+	return node.Leadership{ID: "n1", Changed: changed}
 }
 
 // setLeader makes the fake the ready leader (true) or a node that knows no leader (false).
@@ -274,7 +271,8 @@ func (f *fakeNode) setLeader(leader bool) {
 	}
 }
 
-func (f *fakeNode) LeaderChanged() <-chan struct{} {
+// leaderChanged returns a channel closed at the next setLeader.
+func (f *fakeNode) leaderChanged() <-chan struct{} {
 	f.leaderMu.Lock()
 	defer f.leaderMu.Unlock()
 	if f.leaderCh == nil {
@@ -282,28 +280,15 @@ func (f *fakeNode) LeaderChanged() <-chan struct{} {
 	}
 	return f.leaderCh
 }
-func (f *fakeNode) OnChange(fn func(keys [][]byte)) { f.changed.Store(&fn) }
 
-func (f *fakeNode) OnRestore(fn func()) { f.restored.Store(&fn) }
+func (f *fakeNode) Watch(w node.Watchers) { f.watchers.Store(&w) }
 
-func (f *fakeNode) OnKeyEvent(fn func(key []byte, ev node.KeyEvent)) {
-	if fn == nil {
-		f.keyEvent.Store(nil)
-		return
+// watched returns the hooks registered (none before Watch).
+func (f *fakeNode) watched() node.Watchers {
+	if w := f.watchers.Load(); w != nil {
+		return *w
 	}
-	f.keyEvent.Store(&fn)
-}
-
-func (f *fakeNode) OnUsers(fn func()) { f.users.Store(&fn) }
-
-func (f *fakeNode) Users() map[string]string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.mu.table.Users()
-}
-
-func (f *fakeNode) OnPublish(fn func(channel, message []byte, shard bool) int) {
-	f.published.Store(&fn)
+	return node.Watchers{}
 }
 
 func (f *fakeNode) Members() ([]node.Member, error) {
@@ -357,4 +342,5 @@ func (v fakeView) Script(sha string) (string, bool) { return v.m.Script(sha) }
 func (v fakeView) ScriptCache() (int, int)          { return v.m.Scripts(), v.m.ScriptBytes() }
 
 func (v fakeView) User(name string) (string, bool) { return v.m.User(name) }
+func (v fakeView) Users() map[string]string        { return v.m.Users() }
 func (v fakeView) Format() byte                    { return v.m.Format() }

@@ -119,7 +119,7 @@ func (r *request) replyLock(token fsm.Token, granted bool) {
 // (stageLock hands it only LOCKs that wait).
 func (r *request) lock(a lockRequest) {
 	key, owner, ttl, explicit, wait := a.key, a.owner, a.ttl, a.explicit, a.wait
-	if q, ok := r.s.node.(queueNode); ok && wait > 0 && r.path == onNode {
+	if q := r.s.queue; q != nil && wait > 0 && r.path == onNode {
 		r.lockQueued(q, key, owner, ttl, explicit, time.Duration(wait)*time.Millisecond)
 		return
 	}

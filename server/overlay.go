@@ -114,6 +114,7 @@ func (o *overlay) Script(sha string) (string, bool) { return o.base.Script(sha) 
 
 func (o *overlay) ScriptCache() (scripts, bytes int) { return o.base.ScriptCache() }
 func (o *overlay) User(name string) (string, bool)   { return o.base.User(name) }
+func (o *overlay) Users() map[string]string          { return o.base.Users() }
 func (o *overlay) Format() byte                      { return o.base.Format() }
 
 // apply records cmds as the script's effects and returns the results they will have if nothing

@@ -78,7 +78,8 @@ func serveNode(t testing.TB, n Node, mod func(*Config)) (string, *Server) {
 		mod(&cfg)
 	}
 	admin, _ := n.(Admin)
-	s, err := New(cfg, n, admin)
+	queue, _ := n.(LockQueue)
+	s, err := New(cfg, Deps{Node: n, Admin: admin, Queue: queue})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -168,7 +168,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	scfg.InsecureHTTP = opts.insecureHTTP && opts.metricsAddr != ""
 	scfg.PeerUser, scfg.PeerPassword = opts.masterUser, opts.masterAuth
 	scfg.TLSAuthClientsUser = opts.tlsAuthClientsUser
-	srv, err := server.New(scfg, node, node)
+	srv, err := server.New(scfg, server.Deps{Node: node, Admin: node, Queue: node})
 	if err != nil {
 		return err
 	}
