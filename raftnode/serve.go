@@ -5,6 +5,12 @@ import "github.com/raftlock/raftlock/node"
 // What the client face (server.Node) asks of a node beyond requests: who leads, and hooks for
 // what each applied batch did, each in one call.
 
+// The node's side of the seam the client face reads it through (node.View, node.Pending).
+var (
+	_ node.View    = (*viewReader)(nil)
+	_ node.Pending = (*proposal)(nil)
+)
+
 // Leadership returns the leader this node knows of and its client address, with the channel
 // closed at their next change, taken first: a change racing the reading closes it.
 func (n *Node) Leadership() node.Leadership {

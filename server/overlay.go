@@ -29,6 +29,8 @@ type overlay struct {
 	want     []fsm.Result
 }
 
+var _ node.View = (*overlay)(nil)
+
 // scratchTable is where an overlay applies the script's effects: m holds the keys copied from
 // the base (loaded, present or absent) with the effects on them. It is kept for the next
 // overlay once one is released: making one for every script run (fsm.New's B-tree and maps,
