@@ -3,12 +3,13 @@
 // Redis's replies in RESP2 or RESP3. It keeps one table from node errors to replies (errors.go).
 //
 // One request's path: conn.serve reads a command, dispatch (dispatch.go) looks it up in the
-// table (commands.go), builds its request (request.go) and decides where it runs: forwarded to
-// the leader (forward.go), on a READONLY follower's own table, or through the node. Its handler
-// lives in the file of its family: locks.go, strings.go, keys.go, scripting.go (with the
-// overlay a script sees, overlay.go), connection.go, introspection.go, cluster.go, admin.go.
-// pipeline.go runs a pipelining client's commands concurrently; tracking.go and waiters.go hear
-// the node's changes.
+// table (commands.go), admits it, builds its request (request.go) and decides where it runs
+// (forwarded to the leader, forward.go; on a READONLY follower's own table; or through the
+// node) and how: alone, or, while earlier commands of its connection are in flight, on a
+// worker (pipeline.go) or staged (stage.go). Its handler lives in the file of its family:
+// locks.go, strings.go, keys.go, scripting.go (with the overlay a script sees, overlay.go),
+// connection.go, introspection.go, cluster.go, admin.go. tracking.go and waiters.go hear the
+// node's changes.
 //
 // Lock order (a lock may be taken while holding those before it, never the reverse):
 //
