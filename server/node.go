@@ -24,7 +24,8 @@ type Node interface {
 	// goroutine, and collects their outcomes in order (stage.go).
 	ProposeAll(ctx context.Context, reqs []node.Proposal)
 	// ExecLocal evaluates a read against this node's applied table, with no leadership check:
-	// possibly stale, for READONLY connections on followers.
+	// possibly stale, for READONLY connections on followers and the server's own reads of the
+	// replicated state (scripts, ACL users).
 	ExecLocal(eval func(node.View))
 	// IsLeader reports whether this node is the leader, ready to serve.
 	IsLeader() bool
@@ -41,8 +42,9 @@ type Node interface {
 	Keys() int
 }
 
-// Admin is the cluster's configuration, read and changed (RAFT ..., and the topology CLUSTER
-// shows). A server without one refuses those commands, and shows no topology.
+// Admin is cluster administration (RAFT ...): the cluster's configuration, read (also for the
+// topology CLUSTER shows) and changed, its snapshots, digests and backups. A server without
+// one refuses those commands and shows no topology.
 type Admin interface {
 	// Members lists the cluster with client addresses.
 	Members() ([]node.Member, error)
