@@ -1,8 +1,9 @@
 // Package node is the vocabulary the client face (server) and the replicated node (raftnode)
-// share: the view a request is evaluated against and the evaluation function, the cluster's
-// members, the errors a node answers with, and its typed figures. Both sides import it; it
-// imports only fsm (etcd keeps such a leaf in server/etcdserver/errors), so neither side needs
-// the other and no error is recognised by its text or by duck typing.
+// share: the view a request is evaluated against and the evaluation function, the hooks a node
+// tells of what it applied (watch.go), the cluster's members, the errors a node answers with,
+// and its typed figures. Both sides import it; it imports only fsm (etcd keeps such a leaf in
+// server/etcdserver/errors), so neither side needs the other and no error is recognised by its
+// text or by duck typing.
 package node
 
 import (
@@ -31,6 +32,9 @@ type View interface {
 	// User returns the replicated record of ACL user name: its canonical rules, "" when it was
 	// deleted; ok false when no ACL SETUSER or DELUSER named it (fsm.Machine.User).
 	User(name string) (rules string, ok bool)
+	// Users returns a copy of every replicated ACL user's record: name -> canonical rules, ""
+	// for a deleted user (fsm.Machine.Users).
+	Users() map[string]string
 	// Format is the log format the cluster is in, as far as this node has applied
 	// (fsm.Machine.Format): which commands every member can decode.
 	Format() byte

@@ -136,7 +136,9 @@ func (s *Server) reloadUsers() {
 	s.acl.reload.Lock()
 	defer s.acl.reload.Unlock()
 	eff := maps.Clone(s.acl.seed)
-	for name, rules := range s.node.Users() {
+	var users map[string]string
+	s.node.ExecLocal(func(v node.View) { users = v.Users() })
+	for name, rules := range users {
 		if rules == "" {
 			if name != "default" {
 				delete(eff, name)

@@ -28,7 +28,7 @@ var raftOnLeader = map[string]bool{"add": true, "promote": true, "remove": true,
 func cmdRaft(r *request) {
 	sub := lower(r.args[1])
 	admin := r.s.admin
-	if admin == nil && sub != "forwarded" && sub != "members" && sub != "stats" {
+	if admin == nil && sub != "forwarded" && sub != "stats" {
 		r.w.Error(errNoAdmin)
 		return
 	}
@@ -64,7 +64,7 @@ func cmdRaft(r *request) {
 		r.c.hop.forwarded = true
 		r.w.SimpleString("OK")
 	case "members":
-		members, err := r.s.node.Members()
+		members, err := admin.Members()
 		if err != nil {
 			r.replyError(err)
 			return

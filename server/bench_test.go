@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/raftnode"
 	xtrace "golang.org/x/exp/trace"
 )
@@ -35,8 +36,10 @@ type followerOf struct {
 	leaderAddr string
 }
 
-func (f followerOf) IsLeader() bool                        { return false }
-func (f followerOf) LeaderClient() (id, clientAddr string) { return "n1", f.leaderAddr }
+func (f followerOf) IsLeader() bool { return false }
+func (f followerOf) Leadership() node.Leadership {
+	return node.Leadership{ID: "n1", ClientAddr: f.leaderAddr, Changed: f.Node.LeaderChanged()}
+}
 
 // benchConn is a client that allocates nothing per request: it writes prebuilt commands and
 // reads each reply's first line.

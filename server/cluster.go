@@ -27,9 +27,13 @@ func splitHostPort(addr string) (string, int) {
 }
 
 // clusterView is the topology cluster-mode clients are shown: the leader owns all 16384 slots,
-// the other members with a known client address are its replicas.
+// the other members with a known client address are its replicas. A server without Admin
+// knows no members.
 func (r *request) clusterView() (leader *node.Member, replicas []node.Member, ok bool) {
-	members, err := r.s.node.Members()
+	if r.s.admin == nil {
+		return nil, nil, false
+	}
+	members, err := r.s.admin.Members()
 	if err != nil {
 		return nil, nil, false
 	}

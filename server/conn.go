@@ -192,11 +192,8 @@ func (c *conn) serve() {
 			return true
 		}
 		cmd := lookupCommand(req.args[0])
-		if cmd != nil && cmd.arityOK(len(req.args)) &&
-			(req.more || len(reqs) > 0 || len(c.pipe.inflight) > 0) && c.pipelinable(cmd, req.args) {
-			if !c.startStaged(cmd, req.args, req.size) {
-				c.startPipelined(cmd, req.args, req.size)
-			}
+		if (req.more || len(reqs) > 0 || len(c.pipe.inflight) > 0) && c.pipelinable(cmd, req.args) {
+			c.startPipelined(cmd, req.args, req.size)
 		} else {
 			c.drainPipeline()
 			c.baton.Lock()

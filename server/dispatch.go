@@ -5,34 +5,24 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/resp"
 )
 
-// dispatch runs one command, cmd = lookupCommand(args[0]) (nil: unknown), writing its reply to
-// w. slot is its pipeline slot when it runs while others of its connection are in flight. The
-// caller holds c.baton. dispatch decides, once, where the command runs: forwarded to the leader,
-// on a READONLY follower's own table, or through the node.
-func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, slot *inflight) {
+// dispatch runs one command, cmd = lookupCommand(args[0]) (nil: unknown), replying on w. Every
+// command of a connection comes here, alone or pipelined (st, its memory in the pipeline, not
+// nil): here, and only here, it is counted, refused (admit), queued in a transaction, given its
+// database, and timed. dispatch then decides, once, where it runs (forwarded to the leader, on a
+// READONLY follower's own table, or through the node: where) and how (execute). The caller
+// holds c.baton.
+func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, st *stagedCall) {
 	defer c.recoverCommand(w, args)
 	start := time.Now()
 	c.s.stats.commands.Add(1)
-	if msg, why := c.refusal(cmd, args); msg != "" {
-		c.s.stats.errors.Add(1)
-		c.s.metrics.refuse(why)
-		c.refuse(w, cmd, args, msg)
+	if !c.admit(w, cmd, args) {
 		return
 	}
-	if c.sess.subs.active() && c.out.Protocol() == 2 && !allowedSubscribed(cmd) {
-		c.s.stats.errors.Add(1)
-		c.s.metrics.refuse(refusedSubscribed)
-		c.refuse(w, cmd, args, "ERR Can't execute '"+fullName(cmd, args)+"': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
-		return
-	}
-	if c.sess.multi != nil && !runsInMulti(cmd) {
-		c.queue(w, cmd, args)
-		return
-	}
-	r := &request{s: c.s, c: c, w: w, cmd: cmd, args: args, db: c.sess.db, slot: slot}
+	r := c.newRequest(w, cmd, args, st)
 	if t := c.sess.track.mode; t != trackOff && t != trackBcast {
 		// Before the read runs or is forwarded: a change racing it costs a spurious
 		// invalidation, never a missed one.
@@ -44,24 +34,83 @@ func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, slot *infli
 		c.s.tracker.beginWrite(c, keys)
 		defer c.s.tracker.endWrite(c, keys)
 	}
-	if cmd.leader && !c.s.node.IsLeader() {
-		switch {
-		case c.sess.readonly && !cmd.write:
-			r.path = onLocal
-		case cmd.blocking && !c.hop.forwarded:
-			// It waits here, where its client is, and forwards each pop it tries (lists.go).
-			c.awaitLeader()
-		case !c.awaitLeader():
-			r.route(cmd.write)
-			c.s.metrics.latency[cmd.fam].Since(start)
-			return
-		}
-	}
-	if cmd.leader && !cmd.movable {
+	r.path = c.where(cmd)
+	if r.path != onLeader && cmd.leader && !cmd.movable {
 		r.args = withDBKeys(cmd, args, r.db) // it runs here: its keys become table keys
 	}
-	cmd.run(r)
-	c.s.metrics.latency[cmd.fam].Since(start)
+	c.execute(r, st, start)
+}
+
+// admit replies to a command that may not run now, and reports whether it may: refused (not
+// known, not permitted, past a bound; Redis's order of checks), refused while subscribed, or
+// queued in the open transaction.
+func (c *conn) admit(w *resp.Writer, cmd *command, args [][]byte) bool {
+	if msg, why := c.refusal(cmd, args); msg != "" {
+		c.s.stats.errors.Add(1)
+		c.s.metrics.refuse(why)
+		c.refuse(w, cmd, args, msg)
+		return false
+	}
+	if c.sess.subs.active() && c.out.Protocol() == 2 && !allowedSubscribed(cmd) {
+		c.s.stats.errors.Add(1)
+		c.s.metrics.refuse(refusedSubscribed)
+		c.refuse(w, cmd, args, "ERR Can't execute '"+fullName(cmd, args)+"': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
+		return false
+	}
+	if c.sess.multi != nil && !runsInMulti(cmd) {
+		c.queue(w, cmd, args)
+		return false
+	}
+	return true
+}
+
+// newRequest is the request serving an admitted command: in its pipeline memory when it has
+// some (a staged command's request lives there, allocation-free), else a new one.
+func (c *conn) newRequest(w *resp.Writer, cmd *command, args [][]byte, st *stagedCall) *request {
+	var r *request
+	if st != nil {
+		r = &st.r
+	} else {
+		r = new(request)
+	}
+	*r = request{s: c.s, c: c, w: w, cmd: cmd, args: args, db: c.sess.db}
+	return r
+}
+
+// where decides where an admitted command runs. A command for the leader, on a follower, runs
+// on this node's own table for a READONLY connection's read, and is forwarded otherwise once a
+// leader is known; a blocking one waits here, where its client is, and forwards each pop it
+// tries (lists.go).
+func (c *conn) where(cmd *command) execPath {
+	if !cmd.leader || c.s.node.IsLeader() {
+		return onNode
+	}
+	switch {
+	case c.sess.readonly && !cmd.write:
+		return onLocal
+	case cmd.blocking && !c.hop.forwarded:
+		c.awaitLeader()
+		return onNode
+	case !c.awaitLeader():
+		return onLeader
+	}
+	return onNode
+}
+
+// execute runs an admitted command. Alone (st nil), it runs here. Pipelined, it is staged when it
+// runs through this node and has two halves: its first half runs here and its proposal joins
+// its neighbours' (stage.go); otherwise it runs on a worker, which lets the connection go on
+// while it waits for its outcome (pipeline.go).
+func (c *conn) execute(r *request, st *stagedCall, start time.Time) {
+	switch {
+	case st == nil:
+		r.run()
+		c.s.metrics.latency[r.cmd.fam].Since(start)
+	case r.path == onNode && r.cmd.stage != nil:
+		c.stage(st, start)
+	default:
+		c.runOnWorker(r, st, start)
+	}
 }
 
 // refuse replies msg to a command refused before it runs. As Redis's rejectCommand: a refused
@@ -121,13 +170,9 @@ func (s *Server) full() bool {
 }
 
 // leaderKnown reports whether a request that needs the leader can be served now: this node is
-// the ready leader, or it knows another leader and where that one serves clients.
-func (s *Server) leaderKnown() bool {
-	if s.node.IsLeader() {
-		return true
-	}
-	id, addr := s.node.LeaderClient()
-	return id != "" && id != s.cfg.NodeID && addr != ""
+// the ready leader, or l is another node, known to lead, at a known client address.
+func (s *Server) leaderKnown(l node.Leadership) bool {
+	return s.node.IsLeader() || l.ID != "" && l.ID != s.cfg.NodeID && l.ClientAddr != ""
 }
 
 // awaitLeader waits, up to Config.LeaderWait, until a leader is known (first contact: a client
@@ -141,8 +186,8 @@ func (c *conn) awaitLeader() bool {
 	}
 	var deadline *time.Timer
 	for {
-		changed := n.LeaderChanged() // taken before the check: a change racing it is not missed
-		if c.s.leaderKnown() {
+		l := n.Leadership() // its Changed was taken before the leader was read: no change is missed
+		if c.s.leaderKnown(l) {
 			return n.IsLeader()
 		}
 		if deadline == nil {
@@ -150,7 +195,7 @@ func (c *conn) awaitLeader() bool {
 			defer deadline.Stop()
 		}
 		select {
-		case <-changed:
+		case <-l.Changed:
 		case <-deadline.C:
 			return n.IsLeader()
 		case <-c.ctx.Done():

@@ -9,6 +9,7 @@ import (
 
 	"github.com/raftlock/raftlock/backup"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/locks"
 	"github.com/raftlock/raftlock/node"
 )
 
@@ -31,11 +32,7 @@ type fakeNode struct {
 		// evaluated and before its entry applies, once (see interfereNext).
 		interfere []fsm.Command
 	}
-	changed   atomic.Pointer[func(keys [][]byte)]
-	published atomic.Pointer[func(channel, message []byte, shard bool) int]
-	restored  atomic.Pointer[func()]
-	users     atomic.Pointer[func()]
-	keyEvent  atomic.Pointer[func(key []byte, ev node.KeyEvent)]
+	watchers atomic.Pointer[node.Watchers]
 	// follower: the node is not the leader and knows none (until setLeader).
 	follower atomic.Bool
 	leaderMu sync.Mutex
@@ -45,6 +42,9 @@ type fakeNode struct {
 	waiting, most atomic.Int32
 	// execHook, when set, runs at the start of every Exec (before evaluation).
 	execHook func(ctx context.Context)
+	// locks is the lock policy the fake runs, through the same hooks as raftnode's core: its
+	// lock queue serves LOCK ... WAIT (startLocks).
+	locks *locks.Policy
 }
 
 // fakeProposal is one request's commands waiting to commit.
@@ -53,6 +53,10 @@ type fakeProposal struct {
 	cmds    []fsm.Command
 	results []fsm.Result
 	done    chan struct{}
+	// own is how many of cmds are the request's: the lock policy's hand-off grants follow, and
+	// answer tells it their outcome.
+	own    int
+	answer func([]fsm.Result, error)
 }
 
 // holdTimeout bounds how long held commits wait for the rest of their batch, so a server that
@@ -60,15 +64,48 @@ type fakeProposal struct {
 const holdTimeout = 10 * time.Second
 
 var (
-	_ Node  = (*fakeNode)(nil)
-	_ Admin = (*fakeNode)(nil)
+	_ Node         = (*fakeNode)(nil)
+	_ Admin        = (*fakeNode)(nil)
+	_ LockQueue    = (*fakeNode)(nil)
+	_ node.Replica = (*fakeNode)(nil)
 )
 
 func newFakeNode() *fakeNode {
-	f := &fakeNode{}
+	f := &fakeNode{locks: locks.New(locks.Config{Logger: quiet})}
 	f.mu.table = fsm.New()
 	return f
 }
+
+// startLocks starts the fake's lock policy, a leader's from the start, until the test ends.
+func (f *fakeNode) startLocks(t testing.TB) {
+	f.locks.Start(f)
+	f.mu.Lock()
+	if !f.follower.Load() {
+		f.locks.Promote()
+	}
+	f.mu.Unlock()
+	t.Cleanup(f.locks.Close)
+}
+
+func (f *fakeNode) LockWait(ctx context.Context, key []byte, eval node.Eval, grant fsm.Command, wait time.Duration) ([]fsm.Result, error) {
+	return f.locks.LockWait(ctx, key, eval, grant, wait)
+}
+func (f *fakeNode) LockWaiters() int { return f.locks.LockWaiters() }
+
+func (f *fakeNode) VerifyLeader(context.Context) error {
+	if f.follower.Load() {
+		return &node.NotLeaderError{}
+	}
+	return nil
+}
+func (f *fakeNode) NotLeader() error { return &node.NotLeaderError{} }
+
+// LeaseNow stands still: the fake's leases never end by themselves (expire ends one).
+func (f *fakeNode) LeaseNow() int64 { return 0 }
+
+// noneInFlight: the fake applies each batch whole under its lock, so the table a proposal sees
+// is the one its entry applies to.
+func noneInFlight([]byte) bool { return false }
 
 // interfereNext applies cmds, as an entry of their own, between the next request's evaluation
 // and its apply: the table changing under a request, as a leader change between the two can
@@ -128,7 +165,8 @@ func (f *fakeNode) Propose(ctx context.Context, keys [][]byte, eval node.Eval) (
 		f.mu.Unlock()
 		return nil, err
 	}
-	p := &fakeProposal{f: f, cmds: cmds, done: make(chan struct{})}
+	p := &fakeProposal{f: f, own: len(cmds), done: make(chan struct{})}
+	p.cmds, p.answer = f.locks.Handoffs(f.mu.table, noneInFlight, cmds, f.mu.table.Format())
 	f.mu.queued = append(f.mu.queued, p)
 	var batch []*fakeProposal
 	switch {
@@ -155,6 +193,10 @@ func (p *fakeProposal) Done() <-chan struct{} { return p.done }
 func (p *fakeProposal) Wait() ([]fsm.Result, error) {
 	<-p.done
 	p.f.waiting.Add(-1)
+	if p.answer != nil {
+		p.answer(p.results, nil)
+		return p.results[:p.own:p.own], nil
+	}
 	return p.results, nil
 }
 
@@ -188,6 +230,7 @@ func (f *fakeNode) commit(batch []*fakeProposal) {
 			f.mu.interfere = nil
 			f.mu.index++
 			for i, r := range f.mu.table.ApplyEntry(nil, f.mu.index, cmds) {
+				f.locks.Applied(f.mu.table, cmds[i].Key, f.mu.index, r)
 				if changesKey(r) {
 					changed = append(changed, cmds[i].Key)
 				}
@@ -196,27 +239,31 @@ func (f *fakeNode) commit(batch []*fakeProposal) {
 		f.mu.index++
 		p.results = f.mu.table.ApplyEntry(nil, f.mu.index, p.cmds)
 		for i, r := range p.results {
+			f.locks.Applied(f.mu.table, p.cmds[i].Key, f.mu.index, r)
 			if changesKey(r) {
 				changed = append(changed, p.cmds[i].Key)
 			}
 		}
 	}
+	if len(changed) > 0 {
+		f.locks.Changed(f.mu.table, changed, false)
+	}
 	f.keys.Store(int64(f.mu.table.Len()))
 	f.mu.Unlock()
-	if fn := f.users.Load(); fn != nil {
-		(*fn)() // cheap enough to say after every batch in tests
+	w := f.watched()
+	if w.UsersChanged != nil {
+		w.UsersChanged() // cheap enough to say after every batch in tests
 	}
-	if fn := f.changed.Load(); fn != nil && len(changed) > 0 {
-		(*fn)(changed)
+	if w.Changed != nil && len(changed) > 0 {
+		w.Changed(changed)
 	}
-	deliver, notify := f.published.Load(), f.keyEvent.Load()
 	for _, p := range batch {
 		for i, c := range p.cmds {
 			switch ev := node.KeyEventOf(c, p.results[i]); {
-			case p.results[i].Status == fsm.StatusPublished && deliver != nil:
-				p.results[i].Receivers = (*deliver)(c.Key, c.Owner, c.Kind == fsm.KindShardPublish)
-			case ev != 0 && notify != nil:
-				(*notify)(c.Key, ev)
+			case p.results[i].Status == fsm.StatusPublished && w.Published != nil:
+				p.results[i].Receivers = w.Published(c.Key, c.Owner, c.Kind == fsm.KindShardPublish)
+			case ev != 0 && w.KeyEvent != nil:
+				w.KeyEvent(c.Key, ev)
 			}
 		}
 	}
@@ -256,16 +303,24 @@ func (f *fakeNode) ExecLocal(eval func(node.View)) {
 
 func (f *fakeNode) IsLeader() bool { return !f.follower.Load() }
 
-func (f *fakeNode) LeaderClient() (id, clientAddr string) {
+func (f *fakeNode) Leadership() node.Leadership {
+	changed := f.leaderChanged()
 	if f.follower.Load() {
-		return "", ""
+		return node.Leadership{Changed: changed}
 	}
-	return "n1", ""
+	return node.Leadership{ID: "n1", Changed: changed}
 }
 
 // setLeader makes the fake the ready leader (true) or a node that knows no leader (false).
 func (f *fakeNode) setLeader(leader bool) {
+	f.mu.Lock()
 	f.follower.Store(!leader)
+	if leader {
+		f.locks.Promote()
+	} else {
+		f.locks.Demote(&node.NotLeaderError{})
+	}
+	f.mu.Unlock()
 	f.leaderMu.Lock()
 	defer f.leaderMu.Unlock()
 	if f.leaderCh != nil {
@@ -274,7 +329,8 @@ func (f *fakeNode) setLeader(leader bool) {
 	}
 }
 
-func (f *fakeNode) LeaderChanged() <-chan struct{} {
+// leaderChanged returns a channel closed at the next setLeader.
+func (f *fakeNode) leaderChanged() <-chan struct{} {
 	f.leaderMu.Lock()
 	defer f.leaderMu.Unlock()
 	if f.leaderCh == nil {
@@ -282,28 +338,15 @@ func (f *fakeNode) LeaderChanged() <-chan struct{} {
 	}
 	return f.leaderCh
 }
-func (f *fakeNode) OnChange(fn func(keys [][]byte)) { f.changed.Store(&fn) }
 
-func (f *fakeNode) OnRestore(fn func()) { f.restored.Store(&fn) }
+func (f *fakeNode) Watch(w node.Watchers) { f.watchers.Store(&w) }
 
-func (f *fakeNode) OnKeyEvent(fn func(key []byte, ev node.KeyEvent)) {
-	if fn == nil {
-		f.keyEvent.Store(nil)
-		return
+// watched returns the hooks registered (none before Watch).
+func (f *fakeNode) watched() node.Watchers {
+	if w := f.watchers.Load(); w != nil {
+		return *w
 	}
-	f.keyEvent.Store(&fn)
-}
-
-func (f *fakeNode) OnUsers(fn func()) { f.users.Store(&fn) }
-
-func (f *fakeNode) Users() map[string]string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.mu.table.Users()
-}
-
-func (f *fakeNode) OnPublish(fn func(channel, message []byte, shard bool) int) {
-	f.published.Store(&fn)
+	return node.Watchers{}
 }
 
 func (f *fakeNode) Members() ([]node.Member, error) {
@@ -357,4 +400,5 @@ func (v fakeView) Script(sha string) (string, bool) { return v.m.Script(sha) }
 func (v fakeView) ScriptCache() (int, int)          { return v.m.Scripts(), v.m.ScriptBytes() }
 
 func (v fakeView) User(name string) (string, bool) { return v.m.User(name) }
+func (v fakeView) Users() map[string]string        { return v.m.Users() }
 func (v fakeView) Format() byte                    { return v.m.Format() }

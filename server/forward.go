@@ -146,7 +146,7 @@ func writeCommand(w *resp.Writer, args [][]byte) {
 // upstreamFits reports whether the current upstream is the one forward would use now (the
 // leader's address, the protocol, the database, and still open): else forward dials a new one.
 func (c *conn) upstreamFits(proto, db int) bool {
-	_, addr := c.s.node.LeaderClient()
+	addr := c.s.node.Leadership().ClientAddr
 	u := c.hop.up
 	return u != nil && u.addr == addr && u.proto == proto && u.db == db && u.fresh(time.Now(), c.s.cfg.IdleTimeout, c.hop.watching)
 }
@@ -194,7 +194,8 @@ func (r *request) route(mayApply bool) {
 // link broke and mayApply) and returns ok false.
 func (r *request) forward(cmds [][][]byte, mayApply bool) (reply []byte, ok bool) {
 	c, cmd := r.c, r.cmd
-	id, addr := r.s.node.LeaderClient()
+	l := r.s.node.Leadership()
+	id, addr := l.ID, l.ClientAddr
 	switch {
 	case id == "" || id == r.s.cfg.NodeID:
 		// No leader, or it is us but not ready yet (catching up after the election).

@@ -90,7 +90,6 @@ func (s *Server) watchForwards() {
 			return
 		case <-tick.C:
 		}
-		id, _ := s.node.LeaderClient()
-		s.forwards.cut(id)
+		s.forwards.cut(s.node.Leadership().ID)
 	}
 }

@@ -101,54 +101,21 @@ func (r *request) replyLock(token fsm.Token, granted bool) {
 	r.w.Null()
 }
 
-// lock runs a parsed LOCK: one attempt, or with WAIT until it is granted or the wait ends
-// (stageLock hands it only LOCKs that wait).
+// lock runs a parsed LOCK that may wait (stageLock hands it only those): one attempt, or with
+// WAIT the lock queue's (handoff.go), the one way a LOCK waits. Inside a script WAIT does not
+// wait, as a blocking command inside a Redis script does not block: the script holds its view
+// and may not hold it for the wait.
 func (r *request) lock(a lockRequest) {
-	key, owner, ttl, explicit, wait := a.key, a.owner, a.ttl, a.explicit, a.wait
-	if q, ok := r.s.node.(queueNode); ok && wait > 0 && r.path == onNode {
-		r.lockQueued(q, key, owner, ttl, explicit, time.Duration(wait)*time.Millisecond)
+	if a.wait > 0 && r.path != onScript {
+		r.lockQueued(a.key, a.owner, a.ttl, a.explicit, time.Duration(a.wait)*time.Millisecond)
 		return
 	}
-	// A node without queues (or a LOCK in a transaction): wait for a change of the key, try
-	// again.
-	var deadline *time.Timer
-	for {
-		// Watch the key before trying, so a release between the refusal and the wait is seen
-		// (a LOCK that does not wait watches nothing). Past a bound of the waiters (full) the
-		// request still tries once, but does not wait.
-		changed, unwatch, full := (<-chan struct{})(nil), func() {}, error(nil)
-		if wait > 0 {
-			changed, unwatch, full = r.s.waiters.watch(key)
-		}
-		token, granted, err := r.tryLock(key, owner, ttl, explicit)
-		if err != nil || granted || wait == 0 || full != nil {
-			unwatch()
-			switch {
-			case err != nil:
-				r.replyError(err)
-			case granted:
-				r.w.Int(int64(token))
-			case wait > 0:
-				r.replyError(full)
-			default:
-				r.w.Null()
-			}
-			return
-		}
-		if deadline == nil {
-			deadline = time.NewTimer(time.Duration(wait) * time.Millisecond)
-			defer deadline.Stop()
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			unwatch()
-			r.w.Null()
-			return
-		case <-r.c.ctx.Done():
-			unwatch()
-			return
-		}
+	token, granted, err := r.tryLock(a.key, a.owner, a.ttl, a.explicit)
+	switch {
+	case err != nil:
+		r.replyError(err)
+	default:
+		r.replyLock(token, granted)
 	}
 }
 

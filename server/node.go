@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"time"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
@@ -23,49 +24,30 @@ type Node interface {
 	// goroutine, and collects their outcomes in order (stage.go).
 	ProposeAll(ctx context.Context, reqs []node.Proposal)
 	// ExecLocal evaluates a read against this node's applied table, with no leadership check:
-	// possibly stale, for READONLY connections on followers.
+	// possibly stale, for READONLY connections on followers and the server's own reads of the
+	// replicated state (scripts, ACL users).
 	ExecLocal(eval func(node.View))
 	// IsLeader reports whether this node is the leader, ready to serve.
 	IsLeader() bool
-	// LeaderClient returns the leader's ID and client address, empty when unknown.
-	LeaderClient() (id, clientAddr string)
-	// LeaderChanged returns a channel closed at the next change of the leader, of this node's
-	// readiness, or of the member table: a request that finds no leader waits on it.
-	LeaderChanged() <-chan struct{}
-	// Members lists the cluster with client addresses.
-	Members() ([]node.Member, error)
-	// OnChange registers the hook told of the keys each applied batch changed (nil keys: any
-	// may have). It runs after the apply released the view lock and before the batch's
-	// requests hear back, and must not block. Invalidations and LOCK ... WAIT wake-ups come
-	// from it.
-	OnChange(fn func(keys [][]byte))
-	// OnPublish registers the hook that delivers each applied message (PUBLISH, SPUBLISH:
-	// shard) to this node's subscribers and says how many got it. It runs where OnChange's
-	// hook does, after it, in log order, and must not block.
-	OnPublish(fn func(channel, message []byte, shard bool) int)
-	// OnKeyEvent registers the hook told of each key an applied entry deleted or expired
-	// (keyspace notifications); nil unregisters it (the node then records no events). It runs
-	// where OnPublish's does, in log order with the messages, and must not block.
-	OnKeyEvent(fn func(key []byte, ev node.KeyEvent))
-	// OnRestore registers the hook told that a snapshot replaced the node's table: the
-	// messages of the entries it covers are never delivered on this node.
-	OnRestore(fn func())
-	// OnUsers registers the hook told that the replicated ACL users changed (an ACL SETUSER or
-	// DELUSER applied, a snapshot restored). It runs where OnChange's does, before the batch's
-	// requests hear back, and must not block; the server reads them again with Users.
-	OnUsers(fn func())
-	// Users returns a copy of the replicated ACL users: name -> canonical rules, "" for a
-	// deleted user.
-	Users() map[string]string
+	// Leadership is the leader this node knows of and where it serves clients, with a channel
+	// closed at its next change: a request that finds no leader waits on it.
+	Leadership() node.Leadership
+	// Watch registers the hooks told of what each applied batch did (node.Watchers),
+	// replacing those registered before: invalidations, LOCK ... WAIT wake-ups, subscribers'
+	// messages, keyspace events and ACL reloads come from them.
+	Watch(w node.Watchers)
 	// Stats is the node's current figures, for INFO.
 	Stats() node.Stats
 	// Keys is the number of keys in this node's table, cheaply (every write command asks).
 	Keys() int
 }
 
-// Admin is what cluster administration (RAFT ...) needs beyond requests. A server without one
-// refuses those commands.
+// Admin is cluster administration (RAFT ...): the cluster's configuration, read (also for the
+// topology CLUSTER shows) and changed, its snapshots, digests and backups. A server without
+// one refuses those commands and shows no topology.
 type Admin interface {
+	// Members lists the cluster with client addresses.
+	Members() ([]node.Member, error)
 	// AddServer, Promote, RemoveServer and Transfer change the raft configuration and its
 	// leadership (RemoveServer of a voter the leader reaches only with force); SetMemberAddr
 	// records a member's client address through the log.
@@ -88,4 +70,24 @@ type Admin interface {
 	// must have applied to hold them (RAFT READINDEX, a follower's first step of a backup).
 	Backup(ctx context.Context) ([]byte, error)
 	ReadIndex(ctx context.Context) (uint64, error)
+}
+
+// LockQueue queues LOCK ... WAIT on the leader: a refused attempt waits in its key's FIFO and
+// is granted the lock when the holder releases it or its lease ends, with no gap (raftnode's
+// hand-off). A server without one serves LOCK ... WAIT by trying again at every change of the
+// key.
+type LockQueue interface {
+	// LockWait tries eval (one LOCK attempt) and, on a refusal, queues the request on key with
+	// grant as its hand-off command, for up to wait. It returns the results of eval's commands
+	// or of the grant, or none (and no error) when wait passed.
+	LockWait(ctx context.Context, key []byte, eval node.Eval, grant fsm.Command, wait time.Duration) ([]fsm.Result, error)
+	// LockWaiters is how many requests are queued on the node now.
+	LockWaiters() int
+}
+
+// Deps are what a server serves through. Node is required; Admin and Queue may be nil.
+type Deps struct {
+	Node  Node
+	Admin Admin
+	Queue LockQueue
 }

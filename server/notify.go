@@ -85,17 +85,14 @@ var keyEvents = map[node.KeyEvent]struct {
 	node.KeyExpired: {"expired", 1 << strings.IndexByte(notifyClasses, 'x')},
 }
 
-// setNotifyFlags changes the setting. The node's hook is registered only while some event is
-// asked for: with notifications off (the default) the apply path records no events at all.
+// setNotifyFlags changes the setting. The node's key event hook is registered only while some
+// event is asked for: with notifications off (the default) the apply path records no events at
+// all.
 func (s *Server) setNotifyFlags(flags uint32) {
 	s.notifyMu.Lock()
 	defer s.notifyMu.Unlock()
 	s.notifyFlags.Store(flags)
-	if flags&(notifyKeyspace|notifyKeyevent) != 0 {
-		s.node.OnKeyEvent(s.notifyKey)
-	} else {
-		s.node.OnKeyEvent(nil)
-	}
+	s.node.Watch(s.watchers(flags&(notifyKeyspace|notifyKeyevent) != 0))
 }
 
 // notifyKey publishes a key event to this node's subscribers, as the setting asks. key is a

@@ -29,6 +29,8 @@ type overlay struct {
 	want     []fsm.Result
 }
 
+var _ node.View = (*overlay)(nil)
+
 // scratchTable is where an overlay applies the script's effects: m holds the keys copied from
 // the base (loaded, present or absent) with the effects on them. It is kept for the next
 // overlay once one is released: making one for every script run (fsm.New's B-tree and maps,
@@ -114,6 +116,7 @@ func (o *overlay) Script(sha string) (string, bool) { return o.base.Script(sha) 
 
 func (o *overlay) ScriptCache() (scripts, bytes int) { return o.base.ScriptCache() }
 func (o *overlay) User(name string) (string, bool)   { return o.base.User(name) }
+func (o *overlay) Users() map[string]string          { return o.base.Users() }
 func (o *overlay) Format() byte                      { return o.base.Format() }
 
 // apply records cmds as the script's effects and returns the results they will have if nothing

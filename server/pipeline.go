@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"sync"
+	"time"
 
 	"github.com/raftlock/raftlock/resp"
 )
@@ -78,8 +79,12 @@ type inflight struct {
 
 func (f *inflight) yield() { f.yieldOnce.Do(func() { close(f.yielded) }) }
 
-// pipelinable reports whether the command may run while earlier ones are still in flight.
+// pipelinable reports whether the command may run while earlier ones are still in flight. One
+// refused for its name or arity runs alone: its keys cannot be told.
 func (c *conn) pipelinable(cmd *command, args [][]byte) bool {
+	if cmd == nil || !cmd.arityOK(len(args)) {
+		return false
+	}
 	if !cmd.pipelined || c.sess.track.mode != trackOff || c.sess.readonly || c.sess.subs.active() || c.sess.multi != nil {
 		return false
 	}
@@ -96,30 +101,87 @@ func (c *conn) pipelinable(cmd *command, args [][]byte) bool {
 	return true
 }
 
-// startPipelined runs the command on a goroutine of its own (a worker's, workers.go) and
-// returns once it has proposed or finished. It first waits for commands in flight on the same
-// keys. The command's size read-ahead bytes are released when it finishes.
+// startPipelined dispatches a command while earlier ones of its connection are in flight, in
+// pipeline memory of its own, once no command in flight shares a key with it and there is
+// room. It returns once the command has replied, is staged, or has proposed on its worker.
+// The command's size read-ahead bytes are released when it finishes.
 func (c *conn) startPipelined(cmd *command, args [][]byte, size int64) {
-	c.proposeStaged() // the staged commands before it reach the log before it
 	keys := cmd.keyArgs(args)
 	c.awaitKeys(keys)
 	for len(c.pipe.inflight) >= maxInFlight {
 		c.finishHead(true)
 	}
-	f := &inflight{keys: keys, yielded: make(chan struct{}), done: make(chan struct{})}
+	c.baton.Lock()
+	st := c.pipe.newStaged()
+	st.f.keys, st.size = keys, size
+	// With nothing in flight a reply given at once goes straight to the socket's writer;
+	// otherwise it waits, in a scratch writer, for its turn.
+	w := c.out
+	if len(c.pipe.inflight) > 0 {
+		w = c.scratch()
+	}
+	c.dispatch(w, cmd, args, st)
+	worker := st.worker
+	switch {
+	case st.f.staged != nil: // in the pipeline
+	case worker != nil:
+		c.pipe.recycle(st) // it served the admission only
+	default:
+		c.repliedEarly(st, w)
+	}
+	c.baton.Unlock()
+	if worker != nil {
+		<-worker.yielded
+	}
+}
+
+// repliedEarly places the reply of a pipelined command that answered without running (refused,
+// or its first half replied): written already when nothing was in flight, else kept for its
+// turn.
+func (c *conn) repliedEarly(st *stagedCall, w *resp.Writer) {
+	if w == c.out {
+		c.releaseRead(st.size)
+		c.pipe.recycle(st)
+		return
+	}
+	w.Flush()
+	st.replied, st.reply = true, bytes.Clone(c.scratchBuf.Bytes())
+	c.scratchBuf.Reset()
+	st.f.staged = st
+	c.pipe.push(&st.f)
+}
+
+// runOnWorker runs an admitted pipelined command on a worker's goroutine (workers.go), in a
+// slot of the pipeline whose buffer keeps its reply for its turn; the caller waits for it to
+// propose (st.worker.yielded) after letting go of the baton. The staged commands before it go
+// to the node first: they reach the log before it.
+func (c *conn) runOnWorker(r *request, st *stagedCall, start time.Time) {
+	c.proposeStagedLocked()
+	f := &inflight{keys: st.f.keys, yielded: make(chan struct{}), done: make(chan struct{})}
 	f.w = resp.NewWriter(&f.buf)
 	f.w.SetProtocol(c.out.Protocol())
+	wr := new(request) // st's memory is for staged commands: the worker's request outlives it
+	*wr = *r
+	wr.w, wr.slot = f.w, f
 	c.pipe.push(f)
+	st.worker = f
+	size := st.size
 	c.s.workers.run(func() {
 		c.baton.Lock()
-		c.dispatch(f.w, cmd, args, f)
+		c.runSlot(wr, start)
 		f.w.Flush() // into f.buf
 		close(f.done)
 		f.yield()
 		c.baton.Unlock()
 		c.releaseRead(size)
 	})
-	<-f.yielded
+}
+
+// runSlot is a worker's part of execute: it runs the request and times it.
+func (c *conn) runSlot(r *request, start time.Time) {
+	defer c.recoverCommand(r.w, r.args)
+	r.run()
+	c.s.metrics.latency[r.cmd.fam].Since(start)
 }
 
 // awaitKeys waits until no command in flight shares a key with keys: a worker's until it has

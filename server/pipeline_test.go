@@ -115,7 +115,7 @@ func TestPipelineKeepsPerConnectionOrder(t *testing.T) {
 // the leader alone.
 func TestForwardWatchCutsWaitsOnAnotherLeader(t *testing.T) {
 	_, s := startServer(t, nil)
-	id, _ := s.node.LeaderClient()
+	id := s.node.Leadership().ID
 	stale, staleFar := net.Pipe()
 	current, currentFar := net.Pipe()
 	for _, c := range []net.Conn{stale, staleFar, current, currentFar} {

@@ -3,7 +3,7 @@ package server
 // Pub/sub: SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE and their UNSUBSCRIBEs, PUBLISH, SPUBLISH, PUBSUB.
 // A message is replicated (fsm.KindPublish) so that it reaches the subscribers of every node in
 // log order with the changes around it: each node delivers it from its apply path (the node's
-// OnPublish hook, hub.deliver) to its own subscribers, through their connections' push queues
+// Published hook, hub.deliver) to its own subscribers, through their connections' push queues
 // (push.go). A connection with subscriptions in RESP2 is in Redis's subscribed mode.
 
 import (

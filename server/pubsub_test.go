@@ -59,7 +59,7 @@ func TestRestoreDropsSubscribers(t *testing.T) {
 	sub := dialRaw(t, addr)
 	sub.do("SUBSCRIBE", "ch")
 	other := dialRaw(t, addr)
-	(*f.restored.Load())()
+	f.watched().Restored()
 	sub.nc.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := readReply(sub.br); err == nil {
 		t.Error("the subscriber's connection is still open after a restore")

@@ -50,7 +50,18 @@ const (
 	// onScript: a redis.call inside a script, against the script's overlay; the script's
 	// commands replicate together when it ends.
 	onScript
+	// onLeader: on a follower, forwarded to the leader (forward.go).
+	onLeader
 )
+
+// run executes the request along its path: forwarded, or by its command's handler.
+func (r *request) run() {
+	if r.path == onLeader {
+		r.route(r.cmd.write)
+		return
+	}
+	r.cmd.run(r)
+}
 
 // exec evaluates eval along the request's path and returns the applied results of the commands
 // it yields (none for a read). A write command's evaluation touches the watches of the keys it

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"maps"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -30,6 +31,7 @@ type readLog struct {
 	scans    []scanRead
 	scripts  []scriptRead
 	users    []userRead
+	allUsers []map[string]string
 	cache    []cacheRead
 }
 
@@ -154,6 +156,12 @@ func (r *readLog) User(name string) (rules string, ok bool) {
 	return rules, ok
 }
 
+func (r *readLog) Users() (users map[string]string) {
+	r.node.ExecLocal(func(v node.View) { users = v.Users() })
+	r.allUsers = append(r.allUsers, users)
+	return users
+}
+
 // Format is not checked again: a cluster's format only ever grows, and a script's commands
 // are judged against the format again when they are proposed (fsm.NeedsFormat).
 func (r *readLog) Format() (format byte) {
@@ -189,6 +197,11 @@ func (r *readLog) valid(v node.View) bool {
 	}
 	for _, x := range r.users {
 		if rules, ok := v.User(x.name); ok != x.ok || rules != x.rules {
+			return false
+		}
+	}
+	for _, x := range r.allUsers {
+		if !maps.Equal(v.Users(), x) {
 			return false
 		}
 	}

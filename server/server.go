@@ -3,12 +3,13 @@
 // Redis's replies in RESP2 or RESP3. It keeps one table from node errors to replies (errors.go).
 //
 // One request's path: conn.serve reads a command, dispatch (dispatch.go) looks it up in the
-// table (commands.go), builds its request (request.go) and decides where it runs: forwarded to
-// the leader (forward.go), on a READONLY follower's own table, or through the node. Its handler
-// lives in the file of its family: locks.go, strings.go, keys.go, scripting.go (with the
-// overlay a script sees, overlay.go), connection.go, introspection.go, cluster.go, admin.go.
-// pipeline.go runs a pipelining client's commands concurrently; tracking.go and waiters.go hear
-// the node's changes.
+// table (commands.go), admits it, builds its request (request.go) and decides where it runs
+// (forwarded to the leader, forward.go; on a READONLY follower's own table; or through the
+// node) and how: alone, or, while earlier commands of its connection are in flight, on a
+// worker (pipeline.go) or staged (stage.go). Its handler lives in the file of its family:
+// locks.go, strings.go, keys.go, scripting.go (with the overlay a script sees, overlay.go),
+// connection.go, introspection.go, cluster.go, admin.go. tracking.go and waiters.go hear the
+// node's changes.
 //
 // Lock order (a lock may be taken while holding those before it, never the reverse):
 //
@@ -38,6 +39,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/resp"
 )
 
@@ -301,7 +303,8 @@ func (c Config) Validate() error {
 type Server struct {
 	cfg     Config
 	node    Node
-	admin   Admin // nil: RAFT administration is refused
+	admin   Admin     // nil: RAFT administration is refused
+	queue   LockQueue // nil: LOCK ... WAIT tries again at each change of its key
 	scripts scriptEngine
 	tracker *tracker
 	waiters *waiters
@@ -355,13 +358,17 @@ type serverStats struct {
 	forwarded     atomic.Uint64
 }
 
-// New returns a server for n, administered through admin (nil: no RAFT administration).
-func New(cfg Config, n Node, admin Admin) (*Server, error) {
+// New returns a server for d.Node, administered through d.Admin, queueing LOCK ... WAIT in
+// d.Queue (Deps says what a nil one means).
+func New(cfg Config, d Deps) (*Server, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, node: n, admin: admin, log: cfg.Logger.With("component", "server"), start: time.Now(),
+	if d.Node == nil {
+		return nil, errors.New("server: no node")
+	}
+	s := &Server{cfg: cfg, node: d.Node, admin: d.Admin, queue: d.Queue, log: cfg.Logger.With("component", "server"), start: time.Now(),
 		bootID: strconv.FormatUint(rand.Uint64()>>16, 36)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.workers = newWorkers(s)
@@ -377,16 +384,9 @@ func New(cfg Config, n Node, admin Admin) (*Server, error) {
 	}
 	s.acl.seed = seed
 	s.acl.cur.Store(&seed)
-	n.OnUsers(s.reloadUsers)
 	s.mu.conns = make(map[*conn]struct{})
+	s.node.Watch(s.watchers(false))
 	s.reloadUsers() // after the hook is set: a change racing it is read by one or the other
-	n.OnChange(func(keys [][]byte) {
-		s.tracker.changed(keys)
-		s.waiters.changed(keys)
-	})
-	n.OnPublish(s.hub.deliver)
-	n.OnRestore(s.hub.dropSubscribers)
-	s.mu.conns = make(map[*conn]struct{})
 	s.readAhead.limit = int64(cfg.TotalReadAheadBytes)
 	s.snapshots.every, s.digests.every, s.backups.every = snapshotEvery, digestEvery, backupEvery
 	if cfg.MaxMemory > 0 {
@@ -395,6 +395,25 @@ func New(cfg Config, n Node, admin Admin) (*Server, error) {
 		go s.sampleMemory()
 	}
 	return s, nil
+}
+
+// watchers are the hooks the server gives its node: what an applied batch changed wakes
+// invalidations and LOCK ... WAIT waiters, its messages reach this node's subscribers, and the
+// ACL users are read again when they change. keyEvents adds the keyspace notifications' hook.
+func (s *Server) watchers(keyEvents bool) node.Watchers {
+	w := node.Watchers{
+		Changed: func(keys [][]byte) {
+			s.tracker.changed(keys)
+			s.waiters.changed(keys)
+		},
+		Published:    s.hub.deliver,
+		Restored:     s.hub.dropSubscribers,
+		UsersChanged: s.reloadUsers,
+	}
+	if keyEvents {
+		w.KeyEvent = s.notifyKey
+	}
+	return w
 }
 
 // Listen binds cfg.Addr, speaking TLS when cfg.TLS is set. Serve then accepts on it.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,14 +47,36 @@ func startNodeWith(t testing.TB, mod func(*raftnode.Config)) *raftnode.Node {
 	if mod != nil {
 		mod(&cfg)
 	}
-	cfg.Locks = locks.New(locks.Config{ApplyTimeout: cfg.ApplyTimeout, Logger: cfg.Logger})
+	policy := locks.New(locks.Config{ApplyTimeout: cfg.ApplyTimeout, Logger: cfg.Logger})
+	cfg.Locks = policy
 	n, err := raftnode.New(cfg, raftnode.Stores{Log: raft.NewInmemStore(), Stable: raft.NewInmemStore(), Snapshots: raft.NewInmemSnapshotStore()}, trans)
 	if err != nil {
 		t.Fatal(err)
 	}
+	lockPolicies.Store(n, policy)
+	t.Cleanup(func() { lockPolicies.Delete(n) })
 	t.Cleanup(func() { n.Close() })
 	testutil.WaitFor(t, 5*time.Second, testutil.Cond("leader ready", n.IsLeader))
 	return n
+}
+
+// lockPolicies holds the lock policy of each node startNodeWith started, for serveNode: the
+// process that runs a node serves its policy's lock queue (cmd/raftlock).
+var lockPolicies sync.Map // *raftnode.Node -> *locks.Policy
+
+// lockQueueOf is the lock queue of the node n serves: its own (the fake's), or the policy
+// startNodeWith gave it; nil for a wrapper that serves no LOCK ... WAIT of its own (a follower
+// forwards them).
+func lockQueueOf(n Node) LockQueue {
+	if q, ok := n.(LockQueue); ok {
+		return q
+	}
+	if rn, ok := n.(*raftnode.Node); ok {
+		if p, ok := lockPolicies.Load(rn); ok {
+			return p.(*locks.Policy)
+		}
+	}
+	return nil
 }
 
 // startServer serves a fresh node on a loopback port and returns its address.
@@ -80,7 +103,10 @@ func serveNode(t testing.TB, n Node, mod func(*Config)) (string, *Server) {
 		mod(&cfg)
 	}
 	admin, _ := n.(Admin)
-	s, err := New(cfg, n, admin)
+	if f, ok := n.(*fakeNode); ok {
+		f.startLocks(t)
+	}
+	s, err := New(cfg, Deps{Node: n, Admin: admin, Queue: lockQueueOf(n)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -14,7 +13,8 @@ import (
 // a handful of goroutine hand-offs and a reply buffer per command. The commands a pipeline of
 // locks is made of (LOCK without WAIT, UNLOCK; the Redis recipe's SET, EVAL/EVALSHA and DEL)
 // come in two halves instead (command.stage): the first parses and says what to propose, the second
-// replies from the outcome. The connection's own goroutine runs the first half and proposes
+// replies from the outcome. Once dispatch has admitted such a command and found it runs through
+// this node, the connection's own goroutine runs the first half and proposes
 // (Node.ProposeAll), goes on to the next command, and runs the second halves in order as the
 // outcomes come in, writing the replies straight to the socket's writer: a pipeline of such
 // commands costs no goroutine hand-off per command.
@@ -42,8 +42,10 @@ func (r *request) runHalves(keys [][]byte, eval node.Eval, finish finishFunc) {
 	}
 }
 
-// stagedCall is a staged command in flight: its request, its proposal (or the error that kept
-// it from being proposed) and its second half.
+// stagedCall is a pipelined command's memory, reused from one command to the next: dispatch
+// admits it there, and for a staged command it is the command in flight: its request, its
+// proposal (or the error that kept it from being proposed) and its second half. A command that
+// replied at once (refused, or an argument error) waits there for its turn to be written.
 type stagedCall struct {
 	// f is its place in the pipeline (f.staged points back here), and r its request: one
 	// allocation for the three.
@@ -52,8 +54,9 @@ type stagedCall struct {
 	pending node.Pending
 	err     error
 	finish  finishFunc
-	// replied: the first half replied already (an argument error), reply is what it wrote
-	// while earlier commands were in flight, and there is no second half.
+	// replied: the command replied already (refused, or its first half found an argument
+	// error), reply is what it wrote while earlier commands were in flight, and there is no
+	// second half.
 	replied bool
 	reply   []byte
 	// halves outlive the command: the next staged command in this memory reuses them.
@@ -64,64 +67,29 @@ type stagedCall struct {
 	unproposed bool
 	keys       [][]byte
 	eval       node.Eval
+	// worker: dispatch gave the command to a worker, in this slot (runOnWorker); this memory
+	// served its admission only.
+	worker *inflight
 }
 
-// startStaged runs a pipelinable command's first half on the connection's goroutine, if the
-// command has two halves and runs on this node as it is (the leader, and nothing refuses it);
-// it reports false otherwise, and the caller runs it as any pipelined command.
-func (c *conn) startStaged(cmd *command, args [][]byte, size int64) bool {
-	if cmd.stage == nil || !c.s.node.IsLeader() {
-		return false
-	}
-	// Finishing earlier commands takes the baton: done before taking it.
-	keys := cmd.keyArgs(args)
-	c.awaitKeys(keys)
-	for len(c.pipe.inflight) >= maxInFlight {
-		c.finishHead(true)
-	}
-	c.baton.Lock()
-	defer c.baton.Unlock()
-	if msg, _ := c.refusal(cmd, args); msg != "" {
-		return false // the pipelined path replies the refusal and counts it
-	}
-
-	c.s.stats.commands.Add(1)
-	st := c.pipe.newStaged()
-	st.start, st.size = time.Now(), size
-	st.f.keys, st.f.staged = keys, st
-	// With nothing in flight the first half may reply straight to the socket's writer;
-	// otherwise an early reply waits, in a scratch writer, for its turn.
-	w := c.out
-	if len(c.pipe.inflight) > 0 {
-		w = c.scratch()
-	}
+// stage runs an admitted command's first half on the connection's goroutine (dispatch decided
+// it is staged): it replies at once (an argument error), or its proposal waits in c.unproposed
+// to go to the node with its neighbours' (proposeStaged).
+func (c *conn) stage(st *stagedCall, start time.Time) {
 	r := &st.r
-	*r = request{s: c.s, c: c, w: w, cmd: cmd, args: args, db: c.sess.db, halves: &st.halves}
+	st.start = start
+	r.halves = &st.halves
 	st.halves.makeHalves(r)
-	if !cmd.movable {
-		r.args = withDBKeys(cmd, args, r.db) // it runs here: its keys become table keys
-	}
-	var stageKeys [][]byte
-	var eval node.Eval
-	func() {
-		defer c.recoverCommand(w, args)
-		stageKeys, eval, st.finish = cmd.stage(r)
-	}()
+	keys, eval, finish := r.cmd.stage(r)
 	if eval == nil { // it replied already
-		c.s.metrics.latency[cmd.fam].Since(st.start)
-		if w == c.out {
-			c.releaseRead(size)
-			return true
-		}
-		w.Flush()
-		st.replied, st.reply = true, bytes.Clone(c.scratchBuf.Bytes())
-		c.scratchBuf.Reset()
-	} else {
-		st.unproposed, st.keys, st.eval = true, stageKeys, r.touchingWatched(eval)
-		c.unproposed = append(c.unproposed, st)
+		c.s.metrics.latency[r.cmd.fam].Since(start)
+		return
 	}
+	st.finish = finish
+	st.unproposed, st.keys, st.eval = true, keys, r.touchingWatched(eval)
+	c.unproposed = append(c.unproposed, st)
+	st.f.staged = st
 	c.pipe.push(&st.f)
-	return true
 }
 
 // proposeStaged proposes the staged commands waiting in c.unproposed, in order, in one call to
@@ -132,6 +100,14 @@ func (c *conn) proposeStaged() {
 	}
 	c.baton.Lock()
 	defer c.baton.Unlock()
+	c.proposeStagedLocked()
+}
+
+// proposeStagedLocked is proposeStaged with the baton held.
+func (c *conn) proposeStagedLocked() {
+	if len(c.unproposed) == 0 {
+		return
+	}
 	reqs := c.proposals[:0]
 	for _, st := range c.unproposed {
 		reqs = append(reqs, node.Proposal{Keys: st.keys, Eval: st.eval})

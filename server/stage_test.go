@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/raftnode"
@@ -364,4 +366,109 @@ func pipelineSharedKeys(r *rawConn, c, rounds, depth, keys int) error {
 		}
 	}
 	return nil
+}
+
+// A staged command goes through the same admission and accounting as one sent alone: in a
+// pipeline of LOCKs and UNLOCKs, a user's ACL refusals, argument errors and grants reply as they
+// do one by one, and the server's figures (commands, errors, refusals by reason, latency by
+// family) grow by the same amounts. The pipeline's refusals start no worker: they are refused on
+// the staged commands' own way in, not by a detour.
+func TestStagedCommandsAdmittedAndCountedAsAlone(t *testing.T) {
+	addr, s := startServer(t, nil)
+	if got := dialRaw(t, addr).do("ACL", "SETUSER", "u", "on", ">pw", "~ok:*", "+lock", "+unlock", "+auth"); got != "+OK\r\n" {
+		t.Fatalf("ACL SETUSER = %q", got)
+	}
+	cmds := [][]string{
+		{"LOCK", "ok:a", "5000"},
+		{"LOCK", "secret:a", "5000"}, // key not permitted
+		{"UNLOCK", "ok:a"},
+		{"SET", "ok:b", "v", "NX", "PX", "5000"}, // command not permitted
+		{"LOCK", "ok:c", "5000"},
+		{"UNLOCK", "secret:c", "1"}, // key not permitted
+		{"LOCK", "ok:d", "abc"},     // argument error
+		{"UNLOCK", "ok:c"},
+	}
+	asUser := func() *rawConn {
+		r := dialRaw(t, addr)
+		if got := r.do("AUTH", "u", "pw"); got != "+OK\r\n" {
+			t.Fatalf("AUTH = %q", got)
+		}
+		return r
+	}
+	// run sends cmds one way and returns their replies (tokens as ":?") and what the server's
+	// figures grew by.
+	run := func(send func(r *rawConn) []string) ([]string, admissionFigures) {
+		r := asUser()
+		before := admissionFiguresOf(s)
+		got := send(r)
+		for i, g := range got {
+			if strings.HasPrefix(g, ":") && g != ":0\r\n" && g != ":1\r\n" {
+				got[i] = ":?"
+			}
+		}
+		return got, admissionFiguresOf(s).minus(before)
+	}
+	aloneReplies, alone := run(func(r *rawConn) []string {
+		var got []string
+		for _, c := range cmds {
+			got = append(got, r.do(c...))
+		}
+		return got
+	})
+	workers := s.workers.started.Load()
+	pipedReplies, piped := run(func(r *rawConn) []string { return sendPipeline(t, r, cmds) })
+
+	for i := range cmds {
+		if pipedReplies[i] != aloneReplies[i] {
+			t.Errorf("%v pipelined = %q; alone %q", cmds[i], pipedReplies[i], aloneReplies[i])
+		}
+	}
+	if !strings.HasPrefix(aloneReplies[1], "-NOPERM") || !strings.HasPrefix(aloneReplies[3], "-NOPERM") {
+		t.Errorf("the refused commands replied %q and %q; want NOPERM", aloneReplies[1], aloneReplies[3])
+	}
+	if diff := cmp.Diff(alone, piped, cmp.AllowUnexported(admissionFigures{})); diff != "" {
+		t.Errorf("figures of the pipeline differ from those of the same commands alone (-alone +pipelined):\n%s", diff)
+	}
+	if alone.commands != uint64(len(cmds)) || alone.refused["noperm"] != 3 {
+		t.Errorf("alone: %d commands, %d refused noperm; want %d and 3", alone.commands, alone.refused["noperm"], len(cmds))
+	}
+	if started := s.workers.started.Load() - workers; started != 0 {
+		t.Errorf("%d workers started for a pipeline of LOCKs, UNLOCKs and their refusals; want none", started)
+	}
+}
+
+// admissionFigures are the server's figures that dispatch keeps for every command.
+type admissionFigures struct {
+	commands, errors uint64
+	refused          map[string]uint64
+	timed            map[string]uint64 // latency observations by family
+}
+
+func admissionFiguresOf(s *Server) admissionFigures {
+	st := s.ServerStats()
+	f := admissionFigures{commands: st.Commands, errors: st.Errors, refused: map[string]uint64{}, timed: map[string]uint64{}}
+	for _, r := range st.Refused {
+		f.refused[r.Reason] = r.Count
+	}
+	for _, fam := range st.Families {
+		f.timed[fam.Name] = fam.Latency.Count()
+	}
+	return f
+}
+
+// minus is what the figures grew by since before; the counts that did not grow are left out.
+func (f admissionFigures) minus(before admissionFigures) admissionFigures {
+	d := admissionFigures{commands: f.commands - before.commands, errors: f.errors - before.errors,
+		refused: map[string]uint64{}, timed: map[string]uint64{}}
+	for k, v := range f.refused {
+		if v > before.refused[k] {
+			d.refused[k] = v - before.refused[k]
+		}
+	}
+	for k, v := range f.timed {
+		if v > before.timed[k] {
+			d.timed[k] = v - before.timed[k]
+		}
+	}
+	return d
 }

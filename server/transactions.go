@@ -408,7 +408,7 @@ func cmdExec(r *request) {
 	if c.hop.watching {
 		// Watches live on the leader's side of the upstream: if the leader moved, the upstream
 		// (and they) are gone, whether or not it was noticed yet.
-		if _, addr := c.s.node.LeaderClient(); c.hop.up == nil || c.hop.up.addr != addr {
+		if addr := c.s.node.Leadership().ClientAddr; c.hop.up == nil || c.hop.up.addr != addr {
 			c.closeUpstream()
 		}
 	}

@@ -6,11 +6,11 @@ import (
 	"sync/atomic"
 )
 
-// waiters wakes blocked requests (LOCK ... WAIT, BLPOP, BRPOP) when one of their keys changes
-// on this node (a release, an expiry, a push: any applied change. Every node applies every
-// change, so a follower wakes too). It holds at most perKey waiters on one key and total in all
-// (Config.MaxWaitersPerKey, MaxWaiters): each costs memory, and every change of a key walks its
-// list.
+// waiters tells blocked pops (BLPOP, BRPOP, ...) when one of their keys changes on this node (a
+// push, a release, an expiry: any applied change. Every node applies every change, so a
+// follower is told too), and counts the LOCK ... WAITs the lock queue holds (reserve). It holds
+// at most perKey waiters on one key and total in all (Config.MaxWaitersPerKey, MaxWaiters): each
+// costs memory, and every change of a key walks its list.
 //
 // Blocking pops are served first come, first served, as Redis serves the clients blocked on a
 // key: a pop stays in its keys' lists, in the order it blocked, from before its first try until
@@ -25,22 +25,19 @@ type waiters struct {
 	mu            struct {
 		sync.Mutex
 		byKey map[string][]*waiter
-		// queued counts, per key, the LOCK ... WAITs in a queueing node's queue (reserve):
-		// the node holds them, the bounds count them here.
+		// queued counts, per key, the LOCK ... WAITs in the lock queue (reserve): the queue
+		// holds them, the bounds count them here.
 		queued map[string]int
-		n      int // waiters watching or queued now
+		n      int // pops listed and LOCK ... WAITs queued now
 	}
 }
 
-// waiter is one blocked request: ch is closed at the first change of any of its keys. A blocking
-// pop (pop) has no ch: it stays listed until it leaves, and sig gets a token when it is to try
-// (buffered 1: a pending token is one change not yet tried after, more add nothing).
+// waiter is one blocked pop: it stays listed until it leaves, and sig gets a token when it is
+// to try (buffered 1: a pending token is one change not yet tried after, more add nothing).
 type waiter struct {
-	ch   chan struct{}
 	keys []string // each once
-	// done: wt is in no list and not counted (woken or unwatched; guarded by waiters.mu).
+	// done: wt is in no list and not counted (it left; guarded by waiters.mu).
 	done bool
-	pop  bool
 	sig  chan struct{}
 }
 
@@ -64,24 +61,6 @@ func newWaiters(perKey, total int) *waiters {
 	return w
 }
 
-// watch returns a channel closed at the next change of any of keys, and a func that stops
-// watching (it may be called after the wake, and more than once). When a bound is reached it
-// watches nothing and returns a *waitersFullError instead: the caller may still try its request
-// once, but must not wait.
-func (w *waiters) watch(keys ...[]byte) (<-chan struct{}, func(), error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	wt := &waiter{ch: make(chan struct{})}
-	if err := w.addLocked(wt, keys); err != nil {
-		return nil, func() {}, err
-	}
-	return wt.ch, func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.finishLocked(wt)
-	}, nil
-}
-
 // queuePop puts a blocking pop at the end of the pops listed on each of keys, and returns it:
 // the caller tries its pop (on the keys mayPop allows), waits for a token in its sig before each
 // further try, and calls leavePop once. When a bound is reached it lists nothing and returns a
@@ -89,7 +68,7 @@ func (w *waiters) watch(keys ...[]byte) (<-chan struct{}, func(), error) {
 func (w *waiters) queuePop(keys ...[]byte) (*waiter, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	wt := &waiter{pop: true, sig: make(chan struct{}, 1)}
+	wt := &waiter{sig: make(chan struct{}, 1)}
 	if err := w.addLocked(wt, keys); err != nil {
 		return nil, err
 	}
@@ -97,8 +76,8 @@ func (w *waiters) queuePop(keys ...[]byte) (*waiter, error) {
 }
 
 // fullLocked returns the *waitersFullError one more waiter on keys would meet, or nil while
-// every bound has room: the node's total, and each key's waiters (listed, and queued in a
-// queueing node's queue).
+// every bound has room: the node's total, and each key's waiters (pops listed, and LOCK ...
+// WAITs in the lock queue).
 func (w *waiters) fullLocked(keys ...[]byte) error {
 	if w.mu.n >= w.total {
 		return &waitersFullError{max: w.total}
@@ -172,12 +151,10 @@ func (w *waiters) leavePop(wt *waiter, popped bool) {
 
 // firstPop is the first blocking pop of list, nil when it has none.
 func firstPop(list []*waiter) *waiter {
-	for _, wt := range list {
-		if wt.pop {
-			return wt
-		}
+	if len(list) == 0 {
+		return nil
 	}
-	return nil
+	return list[0]
 }
 
 // signal gives the blocking pop wt (nil: none) a token, unless it has one already.
@@ -222,57 +199,26 @@ func (w *waiters) dropLocked(k string, wt *waiter) {
 	}
 }
 
-// wakeLocked closes wt's channel and forgets wt everywhere: a waiter on several keys is woken
-// once, and leaves no trace on its other keys.
-func (w *waiters) wakeLocked(wt *waiter) {
-	if !wt.done {
-		w.finishLocked(wt)
-		close(wt.ch)
-	}
-}
-
-// changed wakes every waiter on keys (all of them for nil keys), and tells the first blocking
-// pop of each to try. It is the node's change hook: it only closes channels and sends tokens.
+// changed tells the first blocking pop of each of keys (of every key for nil keys) to try. It is
+// the node's change hook: it only sends tokens.
 func (w *waiters) changed(keys [][]byte) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if keys == nil {
-		all := make([]string, 0, len(w.mu.byKey))
 		for k := range w.mu.byKey {
-			all = append(all, k)
-		}
-		for _, k := range all {
-			if _, ok := w.mu.byKey[k]; ok { // a waiter woken on an earlier key left this one
-				w.changedLocked(k)
-			}
+			w.changedLocked(k)
 		}
 		return
 	}
 	for _, key := range keys {
-		if _, ok := w.mu.byKey[string(key)]; ok {
-			w.changedLocked(string(key))
-		}
+		w.changedLocked(string(key))
 	}
 }
 
-// changedLocked wakes the waiters on k but its blocking pops, which stay listed in their order,
-// and tells the first of those to try.
+// changedLocked tells the first blocking pop listed on k to try; the pops stay listed in their
+// order.
 func (w *waiters) changedLocked(k string) {
-	list := w.mu.byKey[k]
-	delete(w.mu.byKey, k)
-	pops := list[:0] // in place: a pop is kept at or before where it was read
-	for _, wt := range list {
-		if wt.pop {
-			pops = append(pops, wt)
-		} else {
-			w.wakeLocked(wt) // it leaves its other keys; k is not listed now
-		}
-	}
-	clear(list[len(pops):]) // the woken ones are not kept alive by the array
-	if len(pops) > 0 {
-		w.mu.byKey[k] = pops
-		signal(pops[0])
-	}
+	signal(firstPop(w.mu.byKey[k]))
 }
 
 // reserve counts one queued LOCK ... WAIT on key in the bounds, until done is called (once).

@@ -5,54 +5,39 @@ import (
 	"testing"
 )
 
-// A waiter woken by one of its keys leaves its other keys and the count: nothing stays behind
-// on keys that never change, and the bounds count only those still waiting.
-func TestWaitersForgetWoken(t *testing.T) {
+// The bounds count pops and queued LOCK ... WAITs together, and a waiter that left counts no more.
+func TestWaitersBounds(t *testing.T) {
 	w := newWaiters(1, 2)
-	ch, unwatch, err := w.watch([]byte("a"), []byte("b"), []byte("b"))
+	pop, err := w.queuePop([]byte("a"), []byte("b"), []byte("b"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := w.watch([]byte("b")); !errors.As(err, new(*waitersFullError)) {
-		t.Fatalf("a second waiter on b with a bound of 1: err %v", err)
+	if _, err := w.reserve([]byte("b")); !errors.As(err, new(*waitersFullError)) {
+		t.Fatalf("a LOCK ... WAIT on b beside a pop with a bound of 1: err %v", err)
 	}
-	w.changed([][]byte{[]byte("a")})
-	select {
-	case <-ch:
-	default:
-		t.Fatal("a change of a did not wake its waiter")
+	done, err := w.reserve([]byte("c"))
+	if err != nil {
+		t.Fatalf("reserve c: %v", err)
 	}
-	unwatch() // after the wake: nothing to do
-	w.mu.Lock()
-	n, left := w.mu.n, len(w.mu.byKey)
-	w.mu.Unlock()
-	if n != 0 || left != 0 {
-		t.Fatalf("after the wake: %d waiters counted, %d keys listed, want 0 and 0", n, left)
-	}
-	var unwatches []func()
-	for _, k := range []string{"b", "c"} {
-		_, u, err := w.watch([]byte(k))
-		if err != nil {
-			t.Fatalf("watch %s: %v", k, err)
-		}
-		unwatches = append(unwatches, u)
-	}
-	if _, _, err := w.watch([]byte("d")); err == nil || err.Error() != "too many clients waiting on this node (at most 2)" {
+	if _, err := w.queuePop([]byte("d")); err == nil || err.Error() != "too many clients waiting on this node (at most 2)" {
 		t.Fatalf("a third waiter with a total bound of 2: err %v", err)
 	}
-	for _, u := range unwatches {
-		u()
-		u()
+	w.leavePop(pop, false)
+	done()
+	w.mu.Lock()
+	n, left, queued := w.mu.n, len(w.mu.byKey), len(w.mu.queued)
+	w.mu.Unlock()
+	if n != 0 || left != 0 || queued != 0 {
+		t.Fatalf("after both left: %d waiters counted, %d keys listed, %d queued, want none", n, left, queued)
 	}
-	if _, _, err := w.watch([]byte("d")); err != nil {
-		t.Fatalf("after the unwatches: %v", err)
+	if _, err := w.queuePop([]byte("d")); err != nil {
+		t.Fatalf("after both left: %v", err)
 	}
 }
 
 // Blocking pops are served in the order they queued: only the first pop listed on a key may take
 // it and hears of its changes; when it leaves having popped (or with a change pending) the next
-// is told, and one that leaves with nothing pending tells nobody. LOCK ... WAITs on the same key
-// are woken as before.
+// is told, and one that leaves with nothing pending tells nobody.
 func TestWaitersPopsInOrder(t *testing.T) {
 	w := newWaiters(10, 10)
 	a, b := []byte("a"), []byte("b")
@@ -72,20 +57,11 @@ func TestWaitersPopsInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lock, _, err := w.watch(a)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if !w.mayPop(first, a) || w.mayPop(second, a) || !w.mayPop(second, b) || !w.mayPop(nil, a) {
 		t.Fatalf("mayPop: first on a %v, second on a %v, second on b %v; want true, false, true",
 			w.mayPop(first, a), w.mayPop(second, a), w.mayPop(second, b))
 	}
 	w.changed([][]byte{a})
-	select {
-	case <-lock:
-	default:
-		t.Error("a change of a did not wake the LOCK ... WAIT on it")
-	}
 	if !hasToken(first) || hasToken(second) {
 		t.Fatal("a change of a: want a token for the first pop only")
 	}

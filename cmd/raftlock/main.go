@@ -132,7 +132,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	ncfg.InsecureRaft = raftTLS == nil && opts.insecureRaft
 	ncfg.PeerUser, ncfg.PeerPassword = opts.masterUser, opts.masterAuth
-	ncfg.Locks = locks.New(locks.Config{ApplyTimeout: ncfg.ApplyTimeout, Logger: logger})
+	policy := locks.New(locks.Config{ApplyTimeout: ncfg.ApplyTimeout, Logger: logger})
+	ncfg.Locks = policy
 	node, err := raftnode.New(ncfg, raftnode.Stores{Log: st, Stable: st, Snapshots: snaps}, trans)
 	if err != nil {
 		trans.Close()
@@ -173,7 +174,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	scfg.InsecureHTTP = opts.insecureHTTP && opts.metricsAddr != ""
 	scfg.PeerUser, scfg.PeerPassword = opts.masterUser, opts.masterAuth
 	scfg.TLSAuthClientsUser = opts.tlsAuthClientsUser
-	srv, err := server.New(scfg, node, node)
+	srv, err := server.New(scfg, server.Deps{Node: node, Admin: node, Queue: policy})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,18 @@
+package main
+
+import (
+	"github.com/raftlock/raftlock/locks"
+	"github.com/raftlock/raftlock/raftnode"
+	"github.com/raftlock/raftlock/server"
+)
+
+// The server declares what it needs of the node (server/node.go) and raftnode satisfies it
+// without knowing: these checks, where both are known, make a renamed or changed method a
+// build error instead of a server quietly without it.
+var (
+	_ server.Node      = (*raftnode.Node)(nil)
+	_ server.Admin     = (*raftnode.Node)(nil)
+	_ server.LockQueue = (*locks.Policy)(nil)
+	// The core's seam with the lock rules (raftnode/policy.go).
+	_ raftnode.LockPolicy = (*locks.Policy)(nil)
+)

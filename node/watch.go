@@ -1,0 +1,36 @@
+package node
+
+// Watchers are the hooks a node tells of what its applied entries did (the server's
+// Node.Watch): the client face's invalidations, LOCK ... WAIT wake-ups, subscribers and ACL
+// users come from them. Each runs on the node's apply goroutine with no lock held, before the
+// applied batch's requests hear back, and must not block. A nil hook is not called.
+type Watchers struct {
+	// Changed is told of the keys each applied batch changed (nil keys: any may have).
+	Changed func(keys [][]byte)
+	// Published delivers each applied message (PUBLISH; SPUBLISH: shard) to this node's
+	// subscribers and says how many got it. It runs after Changed, in log order; channel and
+	// message are only valid during the call.
+	Published func(channel, message []byte, shard bool) int
+	// KeyEvent is told of each key an applied entry deleted or expired (keyspace
+	// notifications), in log order with the messages; key is only valid during the call.
+	// While it is nil the node records no events at all.
+	KeyEvent func(key []byte, ev KeyEvent)
+	// Restored is told that a snapshot replaced the node's table: the messages of the entries
+	// it covers are never delivered on this node.
+	Restored func()
+	// UsersChanged is told that the replicated ACL users changed (an ACL SETUSER or DELUSER
+	// applied, a snapshot restored), before the batch's requests hear back: the server reads
+	// them again (View.Users).
+	UsersChanged func()
+}
+
+// Leadership is the leader a node knows of, as a request needs it to be served or forwarded.
+type Leadership struct {
+	// ID and ClientAddr are the leader's ID and the address it serves clients on, empty when
+	// unknown.
+	ID, ClientAddr string
+	// Changed is closed at the next change of the leader, of the node's readiness, or of the
+	// member table. It was taken before ID and ClientAddr were read: a request that finds no
+	// leader waits on it and misses no change.
+	Changed <-chan struct{}
+}

@@ -1,0 +1,45 @@
+package raftnode
+
+import "github.com/raftlock/raftlock/node"
+
+// What the client face (server.Node) asks of a node beyond requests: who leads, and hooks for
+// what each applied batch did, each in one call.
+
+// The node's side of the seam the client face reads it through (node.View, node.Pending).
+var (
+	_ node.View    = (*viewReader)(nil)
+	_ node.Pending = (*proposal)(nil)
+)
+
+// Leadership returns the leader this node knows of and its client address, with the channel
+// closed at their next change, taken first: a change racing the reading closes it.
+func (n *Node) Leadership() node.Leadership {
+	changed := n.LeaderChanged()
+	id, addr := n.LeaderClient()
+	return node.Leadership{ID: id, ClientAddr: addr, Changed: changed}
+}
+
+// Watch registers w's hooks, replacing those registered before. A nil hook is not called; a
+// nil KeyEvent makes the apply path record no key events at all.
+func (n *Node) Watch(w node.Watchers) {
+	changed, published, restored, users := w.Changed, w.Published, w.Restored, w.UsersChanged
+	if changed == nil {
+		changed = func([][]byte) {}
+	}
+	if published == nil {
+		published = func([]byte, []byte, bool) int { return 0 }
+	}
+	if restored == nil {
+		restored = func() {}
+	}
+	if users == nil {
+		users = func() {}
+	}
+	n.OnChange(changed)
+	n.OnPublish(published)
+	n.OnKeyEvent(w.KeyEvent)
+	n.OnRestore(restored)
+	n.OnUsers(users)
+}
+
+func (v viewReader) Users() map[string]string { return v.n.mu.machine.Users() }
