@@ -71,7 +71,9 @@ func (n *Node) watchLeaders() {
 // Retire stops this node from serving as the leader, now and from then on: cluster management
 // found it removed from the cluster, and it answers requests "not leader" until it is closed.
 func (n *Node) Retire() {
+	n.mu.Lock() // becomeReady checks retired and sets ready under mu
 	n.retired.Store(true)
 	n.ready.Store(false)
+	n.mu.Unlock()
 	n.leaderChange.notify()
 }

@@ -38,9 +38,11 @@ const (
 // Node is the replication core of one raft group: raft, the lock table it applies to, and
 // the leader's view.
 type Node struct {
-	cfg   Config
-	log   *slog.Logger
-	raft  *raft.Raft
+	cfg  Config
+	log  *slog.Logger
+	raft *raft.Raft
+	// trans is the transport raft runs on. Its owner (package cluster) closes it; Close only
+	// cuts its connections when raft's shutdown hangs on them (shutdownRaft).
 	trans raft.Transport
 	logs  raft.LogStore // the store under raft's log cache, for its figures
 	// format is the table's log format (fsm.Machine.Format), for proposers that do not hold mu;
@@ -112,7 +114,8 @@ type Node struct {
 	// raft.NewRaft starts before New sets n.raft (a plain read of n.raft there would race that
 	// write): nil until NewRaft has returned.
 	fsmRaft atomic.Pointer[raft.Raft]
-	stable  raft.StableStore
+	// stable is raft's stable store, which ProbeStore writes to.
+	stable raft.StableStore
 	// leaderChange is notified whenever the leader, this node's readiness or the member table
 	// may have changed (LeaderChanged).
 	leaderChange changeSignal
