@@ -6,10 +6,13 @@ import (
 )
 
 // ClusterPolicy is cluster management's seam with the core (package cluster implements it).
-// The core calls it on raft's FSM goroutine, after the view lock is released, for what
-// membership watches in the replicated state: committed configurations, the member table, the
-// cluster ID and the log format; and when this node became the ready leader. Its methods must
-// not block: they note and signal, and cluster's own goroutine does the rest.
+// The core calls Configured, Changed and Restored on raft's FSM goroutine, after the view lock
+// is released, for what membership watches in the replicated state: committed configurations,
+// the member table, the cluster ID and the log format; Ready once this node became the ready
+// leader; Stats from Node.Stats. No method holds a lock of the core's, calls into the core or
+// waits on the network: they note (the cluster ID is written to the stable store), signal, and
+// leave the rest to cluster's own goroutine. Raft may call the FSM's hooks inside raft.NewRaft,
+// before New returns.
 type ClusterPolicy interface {
 	// Configured is told each committed configuration raft hands the FSM, in log order.
 	Configured(index uint64, c raft.Configuration)
