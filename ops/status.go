@@ -12,7 +12,7 @@ import (
 	"github.com/raftlock/raftlock/node"
 )
 
-// Members lists the cluster with each member's figures (raftnode.Node.MemberStatus).
+// Members lists the cluster with each member's figures (cluster.Member.MemberStatus).
 type Members interface {
 	MemberStatus(ctx context.Context) ([]node.MemberStatus, error)
 }

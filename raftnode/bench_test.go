@@ -22,7 +22,7 @@ func benchKey(i int) []byte { return []byte(fmt.Sprintf("lock:%04d", i%benchKeys
 // benchApplyFSM is a node's apply path without raft: its table, leases and pending marks.
 func benchApplyFSM() machineFSM {
 	cfg := withLocks(testConfig("n1")).withDefaults()
-	n := &Node{cfg: cfg, log: cfg.Logger, locks: cfg.Locks, epoch: cfg.Now(), memberWake: make(chan struct{}, 1)}
+	n := &Node{cfg: cfg, log: cfg.Logger, locks: cfg.Locks, epoch: cfg.Now(), cluster: noCluster{}}
 	n.mu.machine = fsm.New()
 	n.mu.pending = map[string]*pendingKey{}
 	return machineFSM{n}
@@ -93,20 +93,21 @@ func BenchmarkExecLockUnlockParallel(b *testing.B) {
 // current log format.
 func benchNode(b *testing.B, noGroupCommit bool) *Node {
 	cfg := testConfig("n1")
-	cfg.Bootstrap = true
 	cfg.NoGroupCommit = noGroupCommit
-	_, trans := raft.NewInmemTransport(raft.ServerAddress(cfg.RaftAddr))
+	addr, trans := raft.NewInmemTransport(raft.ServerAddress(addrOf(cfg.ID)))
 	n, err := New(withLocks(cfg), newStores(), trans)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { n.Close() })
-	testutil.WaitFor(b, 5*time.Second, func() error {
-		if !n.IsLeader() || n.Stats().LogFormat != int(fsm.FormatCurrent) {
-			return fmt.Errorf("not a ready leader in the current format yet")
-		}
-		return nil
-	})
+	b.Cleanup(func() { n.Close(); trans.Close() })
+	self := raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(cfg.ID), Address: addr}
+	if err := n.Raft().BootstrapCluster(raft.Configuration{Servers: []raft.Server{self}}).Error(); err != nil {
+		b.Fatal(err)
+	}
+	testutil.WaitFor(b, 5*time.Second, testutil.Cond("leader ready", n.IsLeader))
+	if err := n.SwitchFormat(fsm.FormatCurrent); err != nil {
+		b.Fatal(err)
+	}
 	return n
 }
 

@@ -1,6 +1,17 @@
-// Package raftnode owns raft for one raftlock node: bootstrap and membership, the leader's view
-// of the lock table (applied state plus pending proposals, DESIGN.md §4), proposals and their
-// replies, linearizable reads, and the lease timers that make the leader propose Expire (§5).
+// Package raftnode is the replication core of one raft group. It owns one *raft.Raft and does:
+//   - proposals: requests evaluated against the leader's view of the table (applied state plus
+//     pending proposals, DESIGN.md §4), their pending marks, and the group commit (exec.go,
+//     groupcommit.go);
+//   - linearizable reads (batched VerifyLeader, the barrier after each election);
+//   - the log cache and the log-format gate (logcache.go, format.go);
+//   - apply: the FSM, with the hooks of the lock policy (LockPolicy, package locks) and of
+//     cluster management (ClusterPolicy, package cluster).
+//
+// It holds nothing that belongs to the whole process: no listener, no transport it closes, no
+// peer client, no membership policy; package cluster starts it, bootstraps it, changes its
+// configuration and closes it. Members and LeaderClient stay here because they are reads of
+// replicated state (raft's configuration and the applied member table) that the server asks on
+// every request it forwards, not decisions.
 //
 // Every change reaches the log through propose (exec.go): client requests, ghost-lock
 // releases, lease expiries and member addresses alike.
@@ -14,7 +25,6 @@
 package raftnode
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,26 +38,6 @@ import (
 type Config struct {
 	// ID is this node's raft server ID. Required.
 	ID string
-	// RaftAddr is the address other nodes dial for raft traffic (the transport's advertised
-	// address). Required when Bootstrap is set.
-	RaftAddr string
-	// ClientAddr is the client (RESP) address this node advertises; the leader records its own
-	// in the replicated member table so followers can forward to it.
-	ClientAddr string
-	// Bootstrap forms a new cluster of Peers on a node without state. A node with state ignores it.
-	Bootstrap bool
-	// Peers are the initial voters when bootstrapping; empty means this node alone.
-	Peers []Peer
-	// Join is the client (RESP) address of any member of an existing cluster: a node without
-	// state adds itself through it, as a non-voter that is promoted once caught up. A node with
-	// state ignores it.
-	Join string
-	// PeerUser and PeerPassword, when PeerPassword is set, authenticate this node's own calls to
-	// other nodes' client ports (RAFT ANNOUNCE, ADD, PROMOTE, STATS, MEMBERS) with AUTH, for
-	// clusters whose clients need a password. The user needs @admin.
-	PeerUser     string
-	PeerPassword string
-
 	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout tune failure detection. The
 	// defaults suit a LAN: a dead leader is replaced in about a second.
 	HeartbeatTimeout   time.Duration
@@ -77,30 +67,16 @@ type Config struct {
 	TrailingLogs      uint64
 	// ApplyTimeout bounds how long a proposal may wait to be enqueued into raft.
 	ApplyTimeout time.Duration
-	// ClientTLS, when set, is how this node dials other nodes' client ports (RAFT ADD and
-	// PROMOTE on join, RAFT STATS and MEMBERS when it may have been removed): set it when the
-	// cluster's client ports speak TLS. nil: plain TCP.
-	ClientTLS *tls.Config
-	// InsecureRaft says that this node runs raft without mutual TLS on an address that is not
-	// loopback, as its operator allowed (--insecure-raft): Stats reports it (INFO raft
-	// raft_insecure:1).
-	InsecureRaft bool
-	// MaxMembers bounds the replicated member table (the client addresses members announce):
-	// the leader records no address for a new member past it. Default 1024.
-	MaxMembers int
 	// Locks is the lock policy the core applies and proposes with (package locks). Required.
 	Locks LockPolicy
+	// Cluster is told what cluster management watches (package cluster sets it). nil: no one
+	// is, as for a core that tests run on its own.
+	Cluster ClusterPolicy
 	// Now is the clock for lease timers. Tests inject skew and jumps through it. Default
 	// time.Now.
 	Now func() time.Time
 	// Logger receives structured logs, raft's included. Default slog.Default().
 	Logger *slog.Logger
-}
-
-// Peer is one initial voter.
-type Peer struct {
-	ID       string
-	RaftAddr string
 }
 
 // DefaultConfig returns the defaults for a node on a LAN.
@@ -115,7 +91,6 @@ func DefaultConfig() Config {
 		SnapshotInterval:   10 * time.Second,
 		TrailingLogs:       10240,
 		ApplyTimeout:       5 * time.Second,
-		MaxMembers:         1024,
 		Now:                time.Now,
 		Logger:             slog.Default(),
 	}
@@ -151,9 +126,6 @@ func (c Config) withDefaults() Config {
 	if c.ApplyTimeout == 0 {
 		c.ApplyTimeout = d.ApplyTimeout
 	}
-	if c.MaxMembers == 0 {
-		c.MaxMembers = d.MaxMembers
-	}
 	if c.Now == nil {
 		c.Now = d.Now
 	}
@@ -171,25 +143,11 @@ func (c Config) Validate() error {
 	if !fsm.ValidNodeID(c.ID) {
 		return fmt.Errorf("raftnode: Config.ID %q: want 1 to 128 printable characters without spaces", c.ID)
 	}
-	if c.Bootstrap && c.RaftAddr == "" && len(c.Peers) == 0 {
-		return errors.New("raftnode: Config.RaftAddr is required to bootstrap")
-	}
-	for i, p := range c.Peers {
-		if p.ID == "" || p.RaftAddr == "" {
-			return fmt.Errorf("raftnode: Config.Peers[%d] needs an ID and a RaftAddr", i)
-		}
-		if !fsm.ValidNodeID(p.ID) {
-			return fmt.Errorf("raftnode: Config.Peers[%d].ID %q: want 1 to 128 printable characters without spaces", i, p.ID)
-		}
-	}
 	if c.MaxAppendEntries < 0 || c.MaxAppendEntries > 1024 {
 		return fmt.Errorf("raftnode: Config.MaxAppendEntries %d out of range 1..1024", c.MaxAppendEntries)
 	}
 	if c.Locks == nil {
 		return errors.New("raftnode: Config.Locks is required (locks.New)")
-	}
-	if c.MaxMembers < 0 {
-		return errors.New("raftnode: Config.MaxMembers must not be negative")
 	}
 	if c.LeaderLeaseTimeout > c.HeartbeatTimeout && c.HeartbeatTimeout != 0 {
 		return errors.New("raftnode: Config.LeaderLeaseTimeout must not exceed HeartbeatTimeout")
@@ -197,8 +155,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// raftConfig maps c onto hashicorp/raft's config.
-func (c Config) raftConfig() *raft.Config {
+// RaftConfig maps c onto hashicorp/raft's config. Offline recovery (package cluster) runs
+// raft's RecoverCluster with it, so that it rewrites the stores as this core would read them.
+func (c Config) RaftConfig() *raft.Config {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(c.ID)
 	rc.HeartbeatTimeout = c.HeartbeatTimeout

@@ -71,7 +71,7 @@ func TestAbortedEntryOnEveryNode(t *testing.T) {
 			return 0
 		})
 	}
-	l := leader(t, nodes)
+	l := testutil.Leader(t, nodes)
 	a := mustLock(t, l, "a", "o", 0)
 	b := mustLock(t, l, "b", "o", 0)
 	waitConverged(t, l, nodes)
@@ -116,7 +116,7 @@ func TestMultiKeyRequestAcrossLeaderChange(t *testing.T) {
 		// The node cut off in the round before may still unseat the leader as it rejoins (its
 		// term went up while it was alone): take the locks on whoever leads once that settled.
 		testutil.WaitFor(t, 5*time.Second, func() error {
-			l, cmds = leader(t, nodes), nil
+			l, cmds = testutil.Leader(t, nodes), nil
 			for _, k := range keys {
 				out, err := tryLock(t.Context(), l, k, "o", 0)
 				if err != nil {
@@ -132,7 +132,7 @@ func TestMultiKeyRequestAcrossLeaderChange(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		done := make(chan error, 1)
 		if round%2 == 0 {
-			isolate(l, nodes) // before: the leader does not know yet, and proposes
+			testutil.Isolate(l, nodes) // before: the leader does not know yet, and proposes
 		}
 		go func() {
 			_, err := execCmds(ctx, l, cmds...)
@@ -140,17 +140,17 @@ func TestMultiKeyRequestAcrossLeaderChange(t *testing.T) {
 		}()
 		if round%2 == 1 {
 			time.Sleep(time.Duration(round/2) * time.Millisecond)
-			isolate(l, nodes)
+			testutil.Isolate(l, nodes)
 		}
 		err := <-done
 		cancel()
 		if round%2 == 0 {
 			// A new leader before the partition heals: its log overwrites the entry that
 			// reached only the old one's (else the old leader might win again and commit it).
-			leader(t, others(l, nodes))
+			testutil.Leader(t, testutil.Others(l, nodes))
 		}
-		connectAll(nodes)
-		nl := leader(t, nodes)
+		testutil.ConnectAll(nodes)
+		nl := testutil.Leader(t, nodes)
 		waitConverged(t, nl, nodes)
 		checkDigests(t, nodes)
 

@@ -596,6 +596,22 @@ func awaitFuture(f raft.Future, stop <-chan struct{}) error {
 
 // waitFuture is awaitFuture on the node's stop channel, for futures whose outcome is raft's: a
 // node shutting down reports raft.ErrRaftShutdown, which leaves an entry uncertain (applyError).
+// WaitFuture waits for a raft future, or for this core to close (raft.ErrRaftShutdown then).
+// Cluster management waits for its configuration changes with it.
+func (n *Node) WaitFuture(f raft.Future) error { return n.waitFuture(f) }
+
+// RaftError maps an error of raft's to the one a request gets (applyError): cluster
+// management's configuration changes answer as proposals do.
+func (n *Node) RaftError(err error) error { return n.applyError(err) }
+
+// ExecTable is Exec for cluster management's own proposals (member addresses, the cluster
+// ID): eval reads the applied table itself, under the view lock, where a request's evaluation
+// sees only node.View, which has no member table. eval must not block or keep m.
+func (n *Node) ExecTable(ctx context.Context, keys [][]byte, eval func(m *fsm.Machine) []fsm.Command) error {
+	_, err := n.Exec(ctx, keys, func(node.View) []fsm.Command { return eval(n.mu.machine) }, nil)
+	return err
+}
+
 func (n *Node) waitFuture(f raft.Future) error {
 	if err := awaitFuture(f, n.stop); !errors.Is(err, node.ErrShutdown) {
 		return err

@@ -107,7 +107,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		resps[i].results = res
 	}
 	n.keys.Store(int64(n.mu.machine.Len()))
-	n.noteFormatLocked()
+	formatChanged := n.noteFormatLocked()
 	// The decoded commands alias the entries' bytes: cleared, so the buffer kept for the next
 	// batch holds on to none of them. A buffer a huge batch grew is not kept.
 	clear(cmds[:used])
@@ -124,16 +124,17 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		cluster = n.mu.machine.ClusterID()
 	}
 	n.mu.Unlock()
-	n.noteClusterID(cluster)
+	if members || formatChanged {
+		n.cluster.Changed(cluster) // the cluster ID, and the announces that wait for the format
+	}
 	for _, b := range bad {
 		n.log.Error("undecodable log entry", "index", b.index, "err", b.err)
 	}
 	for _, l := range configs {
-		n.noteConfiguration(l.Index, raft.DecodeConfiguration(l.Data))
+		n.cluster.Configured(l.Index, raft.DecodeConfiguration(l.Data))
 	}
 	if members {
 		n.leaderChange.notify() // the leader's client address may be known now
-		n.wakeMembership()
 	}
 	if fn := n.users.Load(); fn != nil && users {
 		(*fn)() // before anyone hears back: an ACL SETUSER's reply finds its rules in force
@@ -222,10 +223,8 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 	n.keys.Store(int64(m.Len()))
 	n.noteFormatLocked()
 	n.mu.Unlock()
-	n.noteClusterID(m.ClusterID())
-	n.seedCommittedConfig()
+	n.cluster.Restored(m.ClusterID())
 	n.leaderChange.notify() // the member table may name the leader's client address now
-	n.wakeMembership()
 	if fn := n.changed.Load(); fn != nil {
 		(*fn)(nil) // any key may have changed
 	}
@@ -240,6 +239,10 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 }
 
 type tableSnapshot struct{ snap *fsm.Snapshot }
+
+// TableSnapshot is raft's snapshot of a table as this core persists it: offline recovery and
+// restore (package cluster) write their tables through it, so a core reads them back.
+func TableSnapshot(snap *fsm.Snapshot) raft.FSMSnapshot { return &tableSnapshot{snap: snap} }
 
 func (s *tableSnapshot) Persist(sink raft.SnapshotSink) error {
 	if _, err := s.snap.WriteTo(sink); err != nil {

@@ -1,7 +1,6 @@
 package raftnode
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -157,104 +156,21 @@ func TestGroupCommitAnswersAtClose(t *testing.T) {
 	}
 }
 
-// A cluster whose members read entries of typed values but not batches (the release before
-// group commit) switches to FormatTyped only, and writes one log entry per request, however
-// many arrive together; once they run this release it switches to batches.
-func TestLogFormatBatchWaitsForEveryMember(t *testing.T) {
-	for _, id := range []string{"n2", "n3"} {
-		olderMembers.Store(id, fsm.FormatTyped)
-		defer olderMembers.Delete(id)
-	}
-	nodes := newUpgradedCluster(t, 3)
-	l := leader(t, nodes)
-	for _, n := range nodes {
-		testutil.WaitFor(t, 5*time.Second, func() error {
-			if f := n.Stats().LogFormat; f != int(fsm.FormatTyped) {
-				return fmt.Errorf("%s is in log format %d, want %d", n.id, f, fsm.FormatTyped)
-			}
-			return nil
-		})
-	}
-	concurrentLocks := func(prefix string) {
-		errs := make(chan error, 32)
-		for i := range 32 {
-			go func() {
-				_, err := tryLock(t.Context(), l, fmt.Sprint(prefix, i), "o", 0)
-				errs <- err
-			}()
-		}
-		for range 32 {
-			if err := <-errs; err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	from := l.raft.LastIndex()
-	concurrentLocks("typed")
-	if got := batchesIn(t, l, from); got != 0 {
-		t.Fatalf("%d batch entries while members read no batches", got)
-	}
-
-	olderMembers.Delete("n2")
-	olderMembers.Delete("n3")
-	l.wakeMembership()
-	for _, n := range nodes {
-		testutil.WaitFor(t, 5*time.Second, func() error {
-			if f := n.Stats().LogFormat; f != int(fsm.FormatBatch) {
-				return fmt.Errorf("%s is in log format %d, want %d", n.id, f, fsm.FormatBatch)
-			}
-			return nil
-		})
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	for round := 0; ctx.Err() == nil; round++ {
-		from = l.raft.LastIndex()
-		concurrentLocks(fmt.Sprint("batched", round, "-"))
-		if batchesIn(t, l, from) > 0 {
-			return
-		}
-	}
-	t.Fatal("no batch entry among concurrent locks after the switch")
-}
-
-// batchesIn counts the batch entries of n's log after index from, the switch's no-op aside.
-func batchesIn(t *testing.T, n *testNode, from uint64) int {
-	t.Helper()
-	last, err := n.logs.LastIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	count := 0
-	for i := from + 1; i <= last; i++ {
-		var l raft.Log
-		if err := n.logs.GetLog(i, &l); err != nil {
-			t.Fatal(err)
-		}
-		if l.Type == raft.LogCommand && fsm.FormatOf(l.Data) == fsm.FormatBatch {
-			if _, ends, _ := fsm.DecodeEntries(nil, nil, l.Data); len(ends) > 1 {
-				count++
-			}
-		}
-	}
-	return count
-}
-
 // A follower restarted on a snapshot (which says only FormatTyped) is in the batch format again
 // as soon as it applies the next entry: every entry a cluster in that format writes is a batch,
 // even of one request. (A leader would switch again by itself; a follower must learn it.)
 func TestGroupCommitFormatAfterRestart(t *testing.T) {
 	nodes := newCluster(t, 3, func(c *Config) { c.TrailingLogs = 1 })
-	l := leader(t, nodes)
-	f := others(l, nodes)[0]
+	l := testutil.Leader(t, nodes)
+	f := testutil.Others(l, nodes)[0]
 	mustLock(t, l, "k1", "o", 0)
 	waitConverged(t, l, nodes)
 	if err := f.raft.Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
 	f = restart(t, f)
-	nodes = append(others(f, nodes), f)
-	connectAll(nodes)
+	nodes = append(testutil.Others(f, nodes), f)
+	testutil.ConnectAll(nodes)
 	testutil.WaitFor(t, 5*time.Second, func() error {
 		if s := f.Stats(); s.AppliedIndex < l.raft.AppliedIndex() {
 			return fmt.Errorf("the restarted follower applied %d, the leader %d", s.AppliedIndex, l.raft.AppliedIndex())
@@ -279,8 +195,8 @@ func TestGroupCommitWaitsForCommitInACluster(t *testing.T) {
 		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 2*time.Second, 2*time.Second, 2*time.Second
 		c.CommitPaced = true
 	})
-	l := leader(t, nodes)
-	isolate(l, nodes)
+	l := testutil.Leader(t, nodes)
+	testutil.Isolate(l, nodes)
 	first, err := l.propose(t.Context(), [][]byte{[]byte("a")}, grantEval("a", "o"))
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +223,7 @@ func TestGroupCommitWaitsForCommitInACluster(t *testing.T) {
 	if waiting != len(queued) {
 		t.Fatalf("%d requests queued while the first batch was written but not committed, want %d", waiting, len(queued))
 	}
-	connectAll(nodes)
+	testutil.ConnectAll(nodes)
 	res, err := first.wait()
 	if err != nil || len(res) != 1 || res[0].Status != fsm.StatusGranted {
 		t.Fatalf("first request: %+v, %v", res, err)

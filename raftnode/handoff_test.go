@@ -252,7 +252,7 @@ func TestHandoffGhostContinuesChain(t *testing.T) {
 // not-leader error: none waits for its deadline.
 func TestHandoffLeaderLossAnswersWaiters(t *testing.T) {
 	nodes := newCluster(t, 3)
-	l := leader(t, nodes)
+	l := testutil.Leader(t, nodes)
 	mustLock(t, l, "k", "holder", 0)
 	const waiters = 5
 	errs := make(chan error, waiters)
@@ -263,7 +263,7 @@ func TestHandoffLeaderLossAnswersWaiters(t *testing.T) {
 		}()
 	}
 	waitQueued(t, l, waiters)
-	isolate(l, nodes)
+	testutil.Isolate(l, nodes)
 	lost := time.Now()
 	for range waiters {
 		select {

@@ -5,9 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,26 +22,11 @@ import (
 // the node's own, so nothing may be left running when the package's tests end. No goroutine needs
 // ignoring: hashicorp/raft's InmemTransport pipelines stop when the transport is closed.
 func TestMain(m *testing.M) {
-	// In-memory nodes have no client port to ask for the log format they read: they all run
-	// this binary, except the IDs a test lists in olderMembers.
-	askPeerFormat = func(_ context.Context, _ *Node, id, _ string) (byte, error) {
-		if v, old := olderMembers.Load(id); old {
-			if f, ok := v.(byte); ok {
-				return f, nil
-			}
-			return fsm.FormatKeyed, nil
-		}
-		return fsm.FormatCurrent, nil
-	}
 	// awaitFuture and runFinisher leave a goroutine behind when raft never answers a future
 	// (see there).
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/raftlock/raftlock/raftnode.awaitFuture.func1"),
 		goleak.IgnoreAnyFunction("github.com/raftlock/raftlock/raftnode.(*Node).runFinisher"))
 }
-
-// olderMembers holds the IDs of in-memory members that claim to run an older release: the
-// previous one (true), or one that reads up to the format stored (a byte).
-var olderMembers sync.Map
 
 // Timings for in-memory clusters: elections in a few hundred milliseconds, replies in about one.
 const (
@@ -54,26 +36,16 @@ const (
 	testCommit    = time.Millisecond
 )
 
-// testLogger discards logs unless RAFTNODE_TEST_LOG is set: raft is chatty, and a goroutine
-// logging through t.Log after its test ended would panic.
-func testLogger() *slog.Logger {
-	if os.Getenv("RAFTNODE_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
 // testConfig is a Config for an in-memory node with fast timings.
 func testConfig(id string) Config {
 	return Config{
 		ID:                 id,
-		RaftAddr:           addrOf(id),
 		HeartbeatTimeout:   testHeartbeat,
 		ElectionTimeout:    testElection,
 		LeaderLeaseTimeout: testLease,
 		CommitTimeout:      testCommit,
 		ApplyTimeout:       2 * time.Second,
-		Logger:             testLogger(),
+		Logger:             testutil.RaftLogger(),
 	}
 }
 
@@ -106,7 +78,7 @@ type testNode struct {
 // ends. The transport is connected to no one: see connectAll.
 func startNode(t *testing.T, cfg Config, st Stores) *testNode {
 	t.Helper()
-	addr, trans := raft.NewInmemTransport(raft.ServerAddress(cfg.RaftAddr))
+	addr, trans := raft.NewInmemTransport(raft.ServerAddress(addrOf(cfg.ID)))
 	cfg = withLocks(cfg)
 	policy := cfg.Locks.(*locks.Policy)
 	n, err := New(cfg, st, trans)
@@ -118,23 +90,37 @@ func startNode(t *testing.T, cfg Config, st Stores) *testNode {
 	return tn
 }
 
+// bootstrap forms a cluster of the voters ids on n's empty stores, as package cluster does for
+// a new node.
+func bootstrap(t *testing.T, n *testNode, ids ...string) {
+	t.Helper()
+	var servers []raft.Server
+	for _, id := range ids {
+		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(id), Address: raft.ServerAddress(addrOf(id))})
+	}
+	if err := n.Raft().BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+		t.Fatalf("bootstrap %s: %v", n.id, err)
+	}
+}
+
 func closeNode(t *testing.T, n *testNode) {
 	t.Helper()
 	if err := n.Close(); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
 		t.Errorf("Close(%s): %v", n.id, err)
 	}
+	n.trans.Close() // the transport is its owner's, not the core's
 }
 
 // newNode starts a single node that bootstraps a cluster of itself, and waits until it serves.
 func newNode(t *testing.T, mod ...func(*Config)) *testNode {
 	t.Helper()
 	cfg := testConfig("n1")
-	cfg.Bootstrap = true
 	for _, f := range mod {
 		f(&cfg)
 	}
 	n := startNode(t, cfg, newStores())
-	leader(t, []*testNode{n})
+	bootstrap(t, n, n.id)
+	testutil.Leader(t, []*testNode{n})
 	settle(t, []*testNode{n})
 	return n
 }
@@ -151,26 +137,34 @@ func restart(t *testing.T, n *testNode, mod ...func(*Config)) *testNode {
 	return startNode(t, cfg, n.stores)
 }
 
-// newCluster starts n nodes that bootstrap one cluster, all connected, and waits for a ready
-// leader.
+// newCluster starts n nodes that bootstrap one cluster, all connected, waits for a ready
+// leader and switches the cluster to the current log format (settle).
 func newCluster(t *testing.T, size int, mod ...func(*Config)) []*testNode {
 	t.Helper()
-	var peers []Peer
+	nodes := formCluster(t, size, mod...)
+	settle(t, nodes)
+	return nodes
+}
+
+// formCluster starts n nodes that bootstrap one cluster, all connected, and waits for a ready
+// leader. The cluster stays in the oldest log format: nothing switches it.
+func formCluster(t *testing.T, size int, mod ...func(*Config)) []*testNode {
+	t.Helper()
+	var ids []string
 	for i := 1; i <= size; i++ {
-		id := fmt.Sprintf("n%d", i)
-		peers = append(peers, Peer{ID: id, RaftAddr: addrOf(id)})
+		ids = append(ids, fmt.Sprintf("n%d", i))
 	}
 	nodes := make([]*testNode, 0, size)
-	for _, p := range peers {
-		cfg := testConfig(p.ID)
-		cfg.Bootstrap = true
-		cfg.Peers = peers
+	for _, id := range ids {
+		cfg := testConfig(id)
 		for _, f := range mod {
 			f(&cfg)
 		}
-		nodes = append(nodes, startNode(t, cfg, newStores()))
+		n := startNode(t, cfg, newStores())
+		bootstrap(t, n, ids...)
+		nodes = append(nodes, n)
 	}
-	connectAll(nodes)
+	testutil.ConnectAll(nodes)
 	// Registered after the nodes' own cleanups, so it runs first: cut every link, then close.
 	// A leader's Close hands leadership over; raft sends the TimeoutNow from a goroutine it
 	// does not wait for, which over a live InmemTransport to an already closed peer blocks for
@@ -183,27 +177,26 @@ func newCluster(t *testing.T, size int, mod ...func(*Config)) []*testNode {
 			closeNode(t, n)
 		}
 	})
-	leader(t, nodes)
-	settle(t, nodes)
+	testutil.Leader(t, nodes)
 	return nodes
 }
 
-// settle waits for what a new cluster's first leader writes on its own once ready (the switch
-// to the current log format, the cluster ID) to apply on every node, so that a test's own
-// entries are the only ones it sees. The cluster ID is the table's: Stats and ClusterID give a
-// bootstrapping node's candidate before its entry commits (TestLeaseExpires once counted that
-// entry among its own, under -race with two busy loops beside it).
+// settle switches a new cluster to the current log format, as cluster management does once
+// every member reads it, and waits for that to apply on every node, so that a test's own
+// entries are the only ones it sees.
 func settle(t *testing.T, nodes []*testNode) {
 	t.Helper()
+	if l := testutil.Leader(t, nodes); l.Format() < fsm.FormatCurrent {
+		if err := l.SwitchFormat(fsm.FormatCurrent); err != nil {
+			t.Fatalf("switch to the current log format: %v", err)
+		}
+	}
 	testutil.WaitFor(t, 5*time.Second, func() error {
 		var applied uint64
 		for i, n := range nodes {
 			s := n.Stats()
-			n.mu.Lock()
-			committedID := n.mu.machine.ClusterID()
-			n.mu.Unlock()
-			if s.LogFormat != int(fsm.FormatCurrent) || committedID == "" {
-				return fmt.Errorf("%s: log format %d, committed cluster ID %q", n.id, s.LogFormat, committedID)
+			if s.LogFormat != int(fsm.FormatCurrent) {
+				return fmt.Errorf("%s: log format %d", n.id, s.LogFormat)
 			}
 			if i > 0 && s.AppliedIndex != applied {
 				return fmt.Errorf("%s applied %d, %s %d", n.id, s.AppliedIndex, nodes[0].id, applied)
@@ -212,83 +205,6 @@ func settle(t *testing.T, nodes []*testNode) {
 		}
 		return nil
 	})
-}
-
-// connectAll connects every transport to every other one (heals every partition).
-func connectAll(nodes []*testNode) {
-	for _, a := range nodes {
-		for _, b := range nodes {
-			if a != b {
-				a.trans.Connect(b.addr, b.trans)
-			}
-		}
-	}
-}
-
-// isolate cuts n off from every other node, in both directions.
-func isolate(n *testNode, nodes []*testNode) {
-	n.trans.DisconnectAll()
-	for _, o := range nodes {
-		if o != n {
-			o.trans.Disconnect(n.addr)
-		}
-	}
-}
-
-// others returns nodes without n.
-func others(n *testNode, nodes []*testNode) []*testNode {
-	var out []*testNode
-	for _, o := range nodes {
-		if o != n {
-			out = append(out, o)
-		}
-	}
-	return out
-}
-
-// waitFor polls cond until it returns nil, and fails the test with cond's last error when
-// timeout passes first (nats-server's checkFor).
-// leader waits until exactly one of nodes is a ready leader and returns it.
-func leader(t *testing.T, nodes []*testNode) *testNode {
-	t.Helper()
-	var l *testNode
-	testutil.WaitFor(t, 5*time.Second, func() error {
-		l = nil
-		var ready []string
-		for _, n := range nodes {
-			if n.IsLeader() {
-				l = n
-				ready = append(ready, n.id)
-			}
-		}
-		if len(ready) != 1 {
-			return fmt.Errorf("ready leaders %v, want exactly one", ready)
-		}
-		return nil
-	})
-	return l
-}
-
-// fakeClock is an injectable Config.Now that moves only when told.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }
 
 // Requests, as the server will build them.
@@ -342,33 +258,15 @@ func mustLock(t *testing.T, n *testNode, key, owner string, leaseMs uint64) fsm.
 	return out.res[0]
 }
 
-// onLeader runs op, named what, on whichever of nodes leads and returns that node. A refusal
-// as not leader (ours, or raft's own for a configuration change) changed nothing, so op runs
-// again on the new leader: under -race on a busy machine an in-memory cluster can elect another
-// leader right after a test found one. Any other error fails the test.
-func onLeader(t *testing.T, nodes []*testNode, what string, op func(l *testNode) error) *testNode {
-	t.Helper()
-	var ran *testNode
-	testutil.WaitFor(t, 10*time.Second, func() error {
-		l := leader(t, nodes)
-		switch err := op(l); {
-		case notLeaderErr(err) != nil, errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
-			return err
-		case err != nil:
-			t.Fatalf("%s on %s: %v", what, l.id, err)
-		}
-		ran = l
-		return nil
-	})
-	return ran
-}
+// Inmem is n's transport, for testutil's in-memory cluster helpers.
+func (n *testNode) Inmem() *raft.InmemTransport { return n.trans }
 
 // mustLockOnLeader grants key to owner through whichever of nodes leads (onLeader), or fails
 // the test.
 func mustLockOnLeader(t *testing.T, nodes []*testNode, key, owner string, leaseMs uint64) fsm.Result {
 	t.Helper()
 	var out lockOutcome
-	onLeader(t, nodes, "LOCK "+key, func(l *testNode) error {
+	testutil.OnLeader(t, nodes, "LOCK "+key, func(l *testNode) error {
 		var err error
 		if out, err = tryLock(t.Context(), l, key, owner, leaseMs); err == nil && !out.granted {
 			t.Fatalf("LOCK %s on %s: not granted (holder token %d, results %+v)", key, l.id, out.token, out.res)

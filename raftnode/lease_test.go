@@ -29,7 +29,7 @@ func goneAt(t *testing.T, n *testNode, key string, timeout time.Duration) time.T
 // A lease ends at its deadline on the node's clock, not before, and only through a committed
 // Expire. The clock is injected: the bounds are exact, not real-time guesses.
 func TestLeaseExpires(t *testing.T) {
-	clock := newFakeClock()
+	clock := testutil.NewClock()
 	n := newNode(t, func(c *Config) { c.Now = clock.Now })
 	settle(t, []*testNode{n}) // the leader's own first entries are not the test's
 	before := n.Stats()
@@ -60,7 +60,7 @@ func TestLeaseExpires(t *testing.T) {
 // A renewal moves the deadline to renewal + lease: the first deadline passes with the lock held,
 // and the lock ends at the new one.
 func TestLeaseRenewKeepsLockAlive(t *testing.T) {
-	clock := newFakeClock()
+	clock := testutil.NewClock()
 	n := newNode(t, func(c *Config) { c.Now = clock.Now })
 	const lease = 400
 	r := mustLock(t, n, "k", "o", lease)
@@ -90,7 +90,7 @@ func TestLeaseRenewKeepsLockAlive(t *testing.T) {
 // TestLeaseInjectedClock drives lease timers with Config.Now alone: real time passing does not end
 // a lease, the injected clock passing its deadline does.
 func TestLeaseInjectedClock(t *testing.T) {
-	clock := newFakeClock()
+	clock := testutil.NewClock()
 	n := newNode(t, func(c *Config) { c.Now = clock.Now })
 
 	r := mustLock(t, n, "k", "o", 100)
@@ -142,7 +142,7 @@ func TestLeaseInjectedClock(t *testing.T) {
 }
 
 func TestLeaseRenewInjectedClock(t *testing.T) {
-	clock := newFakeClock()
+	clock := testutil.NewClock()
 	n := newNode(t, func(c *Config) { c.Now = clock.Now })
 	r := mustLock(t, n, "k", "o", 1000)
 
@@ -179,7 +179,7 @@ func TestLeaseRenewInjectedClock(t *testing.T) {
 // TestLeaseTimersFollowTable checks the timers stay in step with the table: a release or a grant
 // without a lease disarms, a renew by the wrong token changes nothing.
 func TestLeaseTimersFollowTable(t *testing.T) {
-	clock := newFakeClock()
+	clock := testutil.NewClock()
 	n := newNode(t, func(c *Config) { c.Now = clock.Now })
 	ctx := t.Context()
 

@@ -1,7 +1,6 @@
 package raftnode
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -36,25 +35,20 @@ const (
 	logCacheBytes   = 8 << 20
 )
 
-// Node is one raftlock node: raft, the lock table it applies to, and the leader's view.
+// Node is the replication core of one raft group: raft, the lock table it applies to, and
+// the leader's view.
 type Node struct {
-	cfg   Config
-	log   *slog.Logger
-	raft  *raft.Raft
+	cfg  Config
+	log  *slog.Logger
+	raft *raft.Raft
+	// trans is the transport raft runs on. Its owner (package cluster) closes it; Close only
+	// cuts its connections when raft's shutdown hangs on them (shutdownRaft).
 	trans raft.Transport
 	logs  raft.LogStore // the store under raft's log cache, for its figures
-	// snapshots is raft's snapshot store; committedConf the newest configuration known to be
-	// committed (removal.go).
-	snapshots     raft.SnapshotStore
-	committedConf committedConfig
 	// format is the table's log format (fsm.Machine.Format), for proposers that do not hold mu;
-	// formatChange is notified when it changes; formatWarned is set once the node said why the
-	// cluster stays in the previous format (format.go).
+	// formatChange is notified when it changes (format.go).
 	format       atomic.Uint32
 	formatChange changeSignal
-	formatWarned atomic.Bool
-	// bootstrapFormat is the identity's BootstrapFormat: set when this node created its cluster.
-	bootstrapFormat byte
 
 	// mu guards the view: the applied table and the pending proposals.
 	// Requests are evaluated and registered under it, and raft applies under it, so a request
@@ -86,6 +80,8 @@ type Node struct {
 	// once, for its hand-off hook.
 	locks    LockPolicy
 	inFlight func(key []byte) bool
+	// cluster is told what cluster management watches (Config.Cluster, or noCluster).
+	cluster ClusterPolicy
 	// epoch is where the lease clock starts (leaseClock): the table's lease deadlines count
 	// nanoseconds from it.
 	epoch time.Time
@@ -114,43 +110,18 @@ type Node struct {
 	// keyEvent, when set, is told of each key an applied entry deleted or expired (OnKeyEvent).
 	keyEvent atomic.Pointer[func(key []byte, ev node.KeyEvent)]
 
-	// Membership (membership.go): removed is closed once this node learns it was removed;
-	// member is set once a committed configuration listed it (or it started with state);
-	// memberWake tells runMembership something it watches changed; stable keeps the member
-	// hints; hints counts them, for Stats.
-	removed    chan struct{}
-	removeOnce sync.Once
-	member     atomic.Bool
-	// fsmRaft is raft for the FSM goroutine (noteConfiguration, the group commit's next batch),
-	// which raft.NewRaft starts before New sets n.raft (a plain read of n.raft there would race
-	// that write): nil until NewRaft has returned.
-	fsmRaft    atomic.Pointer[raft.Raft]
-	memberWake chan struct{}
-	stable     raft.StableStore
-	hints      atomic.Int64
-	// memberWrites serializes SetMemberAddr, whose check of Config.MaxMembers and proposal
-	// must not interleave with another's (two new members at the last free place).
-	memberWrites sync.Mutex
+	// fsmRaft is raft for the FSM goroutine (the group commit's next batch) and for Raft, which
+	// raft.NewRaft starts before New sets n.raft (a plain read of n.raft there would race that
+	// write): nil until NewRaft has returned.
+	fsmRaft atomic.Pointer[raft.Raft]
+	// stable is raft's stable store, which ProbeStore writes to.
+	stable raft.StableStore
 	// leaderChange is notified whenever the leader, this node's readiness or the member table
 	// may have changed (LeaderChanged).
 	leaderChange changeSignal
-	hadState     bool // the stores held raft state when the node started, or it bootstrapped them
-	// hadStateAtStart: the stores held raft state when the node started (identity.go).
-	hadStateAtStart bool
-	// storedCluster is the cluster ID this node's stable store holds (identity.go): its
-	// bootstrap candidate, or the one it last applied.
-	storedCluster atomic.Pointer[string]
-	// adoptedCluster is the cluster ID a member's raft handshake named while this node had
-	// none (handshake.go): it refuses any other from then on.
-	adoptedCluster atomic.Pointer[string]
-	// helloKnown: this node's cluster sends and requires the raft handshake (identity's
-	// Handshake); identityMu orders the writes of the identity (rememberIdentity).
-	helloKnown atomic.Bool
-	identityMu sync.Mutex
-	// peers tracks which voters the leader can reach, and which non-voters to promote (quorum.go).
-	peers     peerState
-	peerAPI   *peerClient // asks the other nodes on their client ports (peerclient.go)
-	closing   atomic.Bool
+	// retired is set once cluster management found this node removed (Retire): it never
+	// becomes a ready leader again.
+	retired   atomic.Bool
 	goMu      sync.Mutex
 	goClosed  bool // under goMu: goFunc starts nothing more
 	stop      chan struct{}
@@ -179,67 +150,43 @@ func (p *pendingKey) wait() <-chan struct{} {
 	return p.done
 }
 
-// New starts a node on the given stores and transport. It bootstraps a new cluster when
-// cfg.Bootstrap is set and the stores hold no state; otherwise it resumes from them.
+// New starts a core on the given stores and transport, resuming from whatever state they
+// hold. It neither bootstraps nor checks who it is: cluster management (package cluster) does
+// that around it, and owns the transport.
 func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	n := &Node{
-		cfg:   cfg,
-		log:   cfg.Logger.With("component", "raftnode", "id", cfg.ID),
-		trans: trans,
-		locks: cfg.Locks,
-		epoch: cfg.Now(),
+		cfg:     cfg,
+		log:     cfg.Logger.With("component", "raftnode", "id", cfg.ID),
+		trans:   trans,
+		locks:   cfg.Locks,
+		cluster: cfg.Cluster,
+		epoch:   cfg.Now(),
 		// Buffered so many requests can queue for one batched leadership check.
 		verifyReqs: make(chan chan error, 1024),
 		group:      groupCommit{finish: make(chan struct{}, 1)},
 		stop:       make(chan struct{}),
-		removed:    make(chan struct{}),
-		// One buffered wake-up is enough: runMembership rereads everything when it runs.
-		memberWake: make(chan struct{}, 1),
 		stable:     st.Stable,
-		snapshots:  st.Snapshots,
-		peerAPI:    newPeerClient(cfg.ClientTLS, cfg.PeerUser, cfg.PeerPassword),
+	}
+	if n.cluster == nil {
+		n.cluster = noCluster{}
 	}
 	n.stats.init()
 	n.mu.machine = fsm.New()
 	n.format.Store(uint32(n.mu.machine.Format()))
 	n.mu.pending = make(map[string]*pendingKey)
 	n.inFlight = n.pendingLocked
-	existing, err := raft.HasExistingState(st.Log, st.Stable, st.Snapshots)
-	if err != nil {
-		return nil, fmt.Errorf("inspect raft state: %w", err)
-	}
-	n.hadStateAtStart = existing
-	ident, err := n.checkIdentity(existing)
-	if err != nil {
-		return nil, err
-	}
-	if ident.ClusterID != "" {
-		n.storedCluster.Store(&ident.ClusterID)
-	}
-	n.bootstrapFormat = ident.BootstrapFormat
-	n.helloKnown.Store(ident.Handshake)
-	if existing && cfg.Join != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*peerTimeout)
-		err := n.joinCheck(ctx, ident)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-	}
 	// The cache keeps the newest entries in memory (logcache.go).
 	n.writes = &writeWatch{LogStore: st.Log, written: n.batchSettled}
 	logs, err := newLogCache(n.writes, logCacheEntries, logCacheBytes)
 	if err != nil {
 		return nil, fmt.Errorf("log cache: %w", err)
 	}
-	n.attachTransport(trans) // before raft starts: its peers are checked against its configuration
 	n.locks.Start(n)
-	n.seedCommittedConfig()
-	r, err := raft.NewRaft(cfg.raftConfig(), machineFSM{n}, logs, st.Stable, st.Snapshots, trans)
+	r, err := raft.NewRaft(cfg.RaftConfig(), machineFSM{n}, logs, st.Stable, st.Snapshots, trans)
 	if err != nil {
 		n.locks.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
@@ -247,39 +194,16 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 	n.raft = r
 	n.fsmRaft.Store(r)
 	n.logs = st.Log
-	n.hadState = existing
-	if cfg.Bootstrap && !existing {
-		if err := n.bootstrap(); err != nil {
-			r.Shutdown()
-			n.locks.Close()
-			return nil, err
-		}
-		n.hadState = true // a member from its first configuration on
-	}
-	n.reportStartFlags(ident)
-	n.member.Store(n.hadState)
 	n.goFunc(n.watchLeadership)
+	n.goFunc(n.watchLeaders)
 	n.goFunc(n.runVerifier)
 	go n.runFinisher() // not goFunc: see there
-	n.goFunc(n.runMembership)
 	return n, nil
 }
 
-func (n *Node) bootstrap() error {
-	var servers []raft.Server
-	peers := n.cfg.Peers
-	if len(peers) == 0 {
-		peers = []Peer{{ID: n.cfg.ID, RaftAddr: n.cfg.RaftAddr}}
-	}
-	for _, p := range peers {
-		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
-	}
-	n.log.Info("bootstrapping cluster", "voters", len(servers))
-	if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
-		return fmt.Errorf("bootstrap: %w", err)
-	}
-	return nil
-}
+// Raft is the raft this core runs (nil while raft.NewRaft is starting it). Cluster management
+// changes its configuration, bootstraps it and observes it through it; requests never do.
+func (n *Node) Raft() *raft.Raft { return n.fsmRaft.Load() }
 
 // goFunc runs f on a goroutine Close waits for. Once Close has begun it starts nothing: a
 // late start would race Close's Wait.
@@ -296,11 +220,10 @@ func (n *Node) goFunc(f func()) {
 	}()
 }
 
-// Close hands leadership to another voter if there is one, stops raft and every goroutine the
-// node started, and closes the transport. It is idempotent.
+// Close hands leadership to another voter if there is one, and stops raft and every goroutine
+// the core started. The transport is its owner's to close (package cluster). It is idempotent.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
-		n.closing.Store(true)
 		n.ready.Store(false)
 		if n.raft.State() == raft.Leader && n.voters() > 1 {
 			if err := n.raft.LeadershipTransfer().Error(); err != nil {
@@ -314,11 +237,6 @@ func (n *Node) Close() error {
 		n.goMu.Unlock()
 		n.wg.Wait()
 		n.locks.Close()
-		if c, ok := n.trans.(io.Closer); ok {
-			if err := c.Close(); err != nil && n.closeErr == nil {
-				n.closeErr = err
-			}
-		}
 	})
 	return n.closeErr
 }
@@ -423,11 +341,15 @@ func (n *Node) becomeReady(gen uint64) {
 		n.mu.Unlock()
 		return
 	}
+	if n.retired.Load() {
+		n.mu.Unlock()
+		return
+	}
 	n.locks.Promote()
 	n.ready.Store(true)
 	n.mu.Unlock()
 	n.leaderChange.notify()
-	n.wakeMembership() // a new leader records its own client address (forwarding, redirects)
+	n.cluster.Ready() // a new leader records its own client address (forwarding, redirects)
 	n.log.Info("leader ready", "term", n.raft.CurrentTerm(), "applied", n.raft.AppliedIndex())
 }
 
@@ -482,6 +404,15 @@ func (n *Node) TableDump(w io.Writer) error {
 	n.mu.Unlock()
 	_, err := snap.WriteTo(w)
 	return err
+}
+
+// ReadTable calls fn with this node's applied table under the view lock: cluster management
+// reads the member table, the cluster ID and the applied index with it, and a backup takes
+// its snapshot. fn must be quick, must not block, and must not keep m.
+func (n *Node) ReadTable(fn func(m *fsm.Machine)) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	fn(n.mu.machine)
 }
 
 // LocalLookup reads key from this node's applied table without any leadership check: stale on

@@ -23,15 +23,7 @@ func TestConfigValidate(t *testing.T) {
 		field string // "" = valid
 	}{
 		{"valid", func(*Config) {}, ""},
-		{"bootstrap alone", func(c *Config) { c.Bootstrap = true }, ""},
-		{"bootstrap with peers only", func(c *Config) {
-			c.Bootstrap, c.RaftAddr = true, ""
-			c.Peers = []Peer{{ID: "n1", RaftAddr: "a"}}
-		}, ""},
 		{"no id", func(c *Config) { c.ID = "" }, "ID"},
-		{"bootstrap without address", func(c *Config) { c.Bootstrap, c.RaftAddr = true, "" }, "RaftAddr"},
-		{"peer without address", func(c *Config) { c.Peers = []Peer{{ID: "n1"}} }, "Peers[0]"},
-		{"peer without id", func(c *Config) { c.Peers = []Peer{{ID: "n1", RaftAddr: "a"}, {RaftAddr: "b"}} }, "Peers[1]"},
 		{"too many entries per append", func(c *Config) { c.MaxAppendEntries = 1025 }, "MaxAppendEntries"},
 		{"negative entries per append", func(c *Config) { c.MaxAppendEntries = -1 }, "MaxAppendEntries"},
 		{"lease above heartbeat", func(c *Config) { c.LeaderLeaseTimeout = 2 * c.HeartbeatTimeout }, "LeaderLeaseTimeout"},

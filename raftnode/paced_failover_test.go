@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // grantRecord is one LOCK a worker was told it got: when it asked, when it heard, and when it
@@ -60,7 +61,7 @@ func checkMutualExclusionUnderFailover(t *testing.T, paced bool) {
 		for ctx.Err() == nil {
 			for _, n := range nodes {
 				if n.IsLeader() {
-					isolate(n, nodes)
+					testutil.Isolate(n, nodes)
 					cuts++
 					break
 				}
@@ -71,13 +72,13 @@ func checkMutualExclusionUnderFailover(t *testing.T, paced bool) {
 			case <-ctx.Done():
 			case <-time.After(cut):
 			}
-			connectAll(nodes)
+			testutil.ConnectAll(nodes)
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Duration(100+rng.IntN(300)) * time.Millisecond):
 			}
 		}
-		connectAll(nodes)
+		testutil.ConnectAll(nodes)
 	})
 
 	var mu sync.Mutex

@@ -13,7 +13,7 @@ import (
 // comes back the same, tokens keep growing, and every lease is armed again for its full length
 // from the restart (late, never early), whether it came back through the snapshot or the log.
 func TestSnapshotRestart(t *testing.T) {
-	clock := newFakeClock()
+	clock := testutil.NewClock()
 	n := newNode(t, func(c *Config) { c.Now = clock.Now })
 	const lease = 60_000
 	ctx := t.Context()
@@ -58,7 +58,7 @@ func TestSnapshotRestart(t *testing.T) {
 	// The node restarts long after every lease it held would have ended by the old clock: it
 	// cannot know how much of them ran, so each gets its full length again.
 	n = restart(t, n, func(c *Config) { clock.Advance(10 * time.Minute) })
-	leader(t, []*testNode{n})
+	testutil.Leader(t, []*testNode{n})
 	if got := n.Stats().LastSnapshot; got != snapIdx {
 		t.Fatalf("after restart, last snapshot %d, want %d", got, snapIdx)
 	}
@@ -107,7 +107,7 @@ func TestRestartWithoutSnapshot(t *testing.T) {
 	}
 	before := table(t, n)
 	n = restart(t, n)
-	leader(t, []*testNode{n})
+	testutil.Leader(t, []*testNode{n})
 	if d := diffTables(table(t, n), before); d != "" {
 		t.Fatalf("table after restart (-want +got):\n%s", d)
 	}

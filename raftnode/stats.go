@@ -80,10 +80,8 @@ func (n *Node) Stats() node.Stats {
 	expired, ghosts := n.locks.Stats()
 	s := node.Stats{
 		ID:            n.cfg.ID,
-		ClusterID:     n.ClusterID(),
 		LogFormat:     int(n.format.Load()),
 		LogFormatMax:  int(LogFormatMax),
-		RaftInsecure:  n.cfg.InsecureRaft,
 		State:         n.raft.State().String(),
 		Ready:         n.ready.Load(),
 		LeaderID:      string(id),
@@ -100,7 +98,6 @@ func (n *Node) Stats() node.Stats {
 		VerifyRounds:  n.stats.verifyRounds.Load(),
 		Expired:       expired,
 		GhostReleases: ghosts,
-		MemberHints:   int(n.hints.Load()),
 		CommitLatency: n.stats.commit.Snapshot(),
 		BatchSize:     n.stats.batch.Snapshot(),
 		GroupSize:     n.stats.group.Snapshot(),
@@ -112,11 +109,6 @@ func (n *Node) Stats() node.Stats {
 		s.LastContact = -1
 	default:
 		s.LastContact = time.Since(last)
-	}
-	if s.State == "Leader" {
-		if c, err := n.configuration(); err == nil {
-			_, s.ReachableVoters = n.voterCount(c, "")
-		}
 	}
 	if v, err := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64); err == nil {
 		s.LastSnapshot = v
@@ -133,7 +125,9 @@ func (n *Node) Stats() node.Stats {
 		s.DBLeases[db] = n.mu.machine.LeasesDB(db)
 	}
 	s.PendingKeys = len(n.mu.pending)
+	s.ClusterID = n.mu.machine.ClusterID()
 	n.mu.Unlock()
+	n.cluster.Stats(&s)
 	return s
 }
 

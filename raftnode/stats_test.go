@@ -14,7 +14,7 @@ import (
 // cluster whose leader hands over.
 func TestStatsFigures(t *testing.T) {
 	nodes := newCluster(t, 3)
-	l := leader(t, nodes)
+	l := testutil.Leader(t, nodes)
 	before := l.Stats().CommitLatency.Count()
 	for i := range 5 {
 		mustLock(t, l, fmt.Sprintf("k%d", i), "o", 30000)
@@ -26,12 +26,12 @@ func TestStatsFigures(t *testing.T) {
 	if s.BatchSize.Count() == 0 || s.BatchSize.Sum < 5 {
 		t.Errorf("BatchSize: %d batches of %d entries, want at least the 5 locks", s.BatchSize.Count(), s.BatchSize.Sum)
 	}
-	if err := l.Transfer(""); err != nil {
+	if err := l.raft.LeadershipTransfer().Error(); err != nil {
 		t.Fatal(err)
 	}
 	var next *testNode
 	testutil.WaitFor(t, 5*time.Second, func() error { // the old leader may look ready for a moment
-		if next = leader(t, nodes); next == l {
+		if next = testutil.Leader(t, nodes); next == l {
 			return fmt.Errorf("%s still leads", l.id)
 		}
 		return nil

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/locks"
 	"github.com/raftlock/raftlock/raftnode"
 	"github.com/raftlock/raftlock/resp"
@@ -40,32 +41,39 @@ func startNode(t testing.TB) *raftnode.Node {
 // startNodeWith is startNode with mod applied to the node's configuration.
 func startNodeWith(t testing.TB, mod func(*raftnode.Config)) *raftnode.Node {
 	t.Helper()
+	return startMember(t, mod).Core()
+}
+
+// startMember runs a single-voter cluster member (a core and its cluster management) on
+// in-memory stores, with mod applied to the core's configuration.
+func startMember(t testing.TB, mod func(*raftnode.Config)) *cluster.Member {
+	t.Helper()
 	_, trans := raft.NewInmemTransport("n1")
-	cfg := raftnode.DefaultConfig()
-	cfg.ID, cfg.RaftAddr, cfg.Bootstrap, cfg.Logger = "n1", string(trans.LocalAddr()), true, quiet
-	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 50*time.Millisecond, 50*time.Millisecond, 50*time.Millisecond
+	cfg := cluster.Config{Core: raftnode.DefaultConfig(), RaftAddr: string(trans.LocalAddr()), Bootstrap: true}
+	cfg.Core.ID, cfg.Core.Logger = "n1", quiet
+	cfg.Core.HeartbeatTimeout, cfg.Core.ElectionTimeout, cfg.Core.LeaderLeaseTimeout = 50*time.Millisecond, 50*time.Millisecond, 50*time.Millisecond
 	if mod != nil {
-		mod(&cfg)
+		mod(&cfg.Core)
 	}
-	policy := locks.New(locks.Config{ApplyTimeout: cfg.ApplyTimeout, Logger: cfg.Logger})
-	cfg.Locks = policy
-	n, err := raftnode.New(cfg, raftnode.Stores{Log: raft.NewInmemStore(), Stable: raft.NewInmemStore(), Snapshots: raft.NewInmemSnapshotStore()}, trans)
+	policy := locks.New(locks.Config{ApplyTimeout: cfg.Core.ApplyTimeout, Logger: cfg.Core.Logger})
+	cfg.Core.Locks = policy
+	m, err := cluster.Start(cfg, raftnode.Stores{Log: raft.NewInmemStore(), Stable: raft.NewInmemStore(), Snapshots: raft.NewInmemSnapshotStore()}, trans)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lockPolicies.Store(n, policy)
-	t.Cleanup(func() { lockPolicies.Delete(n) })
-	t.Cleanup(func() { n.Close() })
-	testutil.WaitFor(t, 5*time.Second, testutil.Cond("leader ready", n.IsLeader))
-	return n
+	lockPolicies.Store(m.Core(), policy)
+	t.Cleanup(func() { lockPolicies.Delete(m.Core()) })
+	t.Cleanup(func() { m.Close() })
+	testutil.WaitFor(t, 5*time.Second, testutil.Cond("leader ready", m.Core().IsLeader))
+	return m
 }
 
-// lockPolicies holds the lock policy of each node startNodeWith started, for serveNode: the
-// process that runs a node serves its policy's lock queue (cmd/raftlock).
+// lockPolicies holds the lock policy of each core startMember started, for serveAdmin: the
+// process that runs a core serves its policy's lock queue (cmd/raftlock).
 var lockPolicies sync.Map // *raftnode.Node -> *locks.Policy
 
 // lockQueueOf is the lock queue of the node n serves: its own (the fake's), or the policy
-// startNodeWith gave it; nil for a wrapper that serves no LOCK ... WAIT of its own (a follower
+// startMember gave it; nil for a wrapper that serves no LOCK ... WAIT of its own (a follower
 // forwards them).
 func lockQueueOf(n Node) LockQueue {
 	if q, ok := n.(LockQueue); ok {
@@ -79,10 +87,12 @@ func lockQueueOf(n Node) LockQueue {
 	return nil
 }
 
-// startServer serves a fresh node on a loopback port and returns its address.
+// startServer serves a fresh member's core on a loopback port, administered through the
+// member, and returns its address.
 func startServer(t testing.TB, mod func(*Config)) (string, *Server) {
 	t.Helper()
-	return serveNode(t, startNode(t), mod)
+	m := startMember(t, nil)
+	return serveAdmin(t, m.Core(), m, mod)
 }
 
 // startFake serves a fake node (fakenode_test.go) on a loopback port.
@@ -97,12 +107,18 @@ func startFake(t testing.TB) (string, *fakeNode) {
 // when it can be.
 func serveNode(t testing.TB, n Node, mod func(*Config)) (string, *Server) {
 	t.Helper()
+	admin, _ := n.(Admin)
+	return serveAdmin(t, n, admin, mod)
+}
+
+// serveAdmin serves n on a loopback port, administered through admin (nil: none).
+func serveAdmin(t testing.TB, n Node, admin Admin, mod func(*Config)) (string, *Server) {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Addr, cfg.Logger, cfg.NodeID = "127.0.0.1:0", quiet, "n1"
 	if mod != nil {
 		mod(&cfg)
 	}
-	admin, _ := n.(Admin)
 	if f, ok := n.(*fakeNode); ok {
 		f.startLocks(t)
 	}

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/backup"
-	"github.com/raftlock/raftlock/raftnode"
+	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/resp"
 )
 
@@ -198,7 +198,7 @@ func runRestore(args []string, stderr io.Writer) error {
 		}
 		*id = defaultNodeID(*raftAddr)
 	}
-	list := []raftnode.Peer{{ID: *id, RaftAddr: *raftAddr}}
+	list := []cluster.Peer{{ID: *id, RaftAddr: *raftAddr}}
 	if *peers != "" {
 		var err error
 		if list, err = parsePeers(*peers); err != nil {
@@ -212,7 +212,7 @@ func runRestore(args []string, stderr io.Writer) error {
 	logger := newLogger(stderr, *level, "text")
 	logger.Info("backup checked", "file", *in, "cluster_id", h.ClusterID, "source_node", h.SourceNode,
 		"created", h.Created.Format(time.RFC3339Nano), "applied", h.AppliedIndex, "term", h.Term, "keys", h.Keys, "last_token", h.LastToken)
-	return raftnode.RestoreBackup(*dir, *id, list, m, logger)
+	return cluster.RestoreBackup(*dir, *id, list, m, logger)
 }
 
 // backupBusy reports whether err is a node's "another backup is running, or one just ran"

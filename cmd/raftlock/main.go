@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/certs"
+	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/locks"
 	"github.com/raftlock/raftlock/ops"
 	"github.com/raftlock/raftlock/raftnode"
@@ -88,7 +89,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	stopReload := reloadOnHangup(logger, map[string]*certs.Source{"client": clientTLS, "raft": raftTLS})
 	defer stopReload()
-	trans, err := raftnode.NewTransport(raftnode.TransportConfig{
+	trans, err := cluster.NewTransport(cluster.TransportConfig{
 		Bind: opts.raftAddr, Advertise: opts.raftAdvertise, TLS: raftTLS, Logger: logger,
 	})
 	if err != nil {
@@ -101,50 +102,50 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("inspect data dir: %w", err)
 	}
 	clock := &testClock{}
-	ncfg := raftnode.DefaultConfig()
-	ncfg.Now = clock.Now
-	ncfg.ID = opts.id
-	ncfg.RaftAddr = string(trans.LocalAddr())
-	ncfg.ClientAddr = opts.advertise
+	ccfg := cluster.Config{Core: raftnode.DefaultConfig()}
+	ccfg.Core.Now = clock.Now
+	ccfg.Core.ID = opts.id
+	ccfg.RaftAddr = string(trans.LocalAddr())
+	ccfg.ClientAddr = opts.advertise
 	// A new node bootstraps a cluster (alone, or with --peers) unless it joins one; a node
 	// with data resumes and ignores both.
-	ncfg.Bootstrap = opts.join == ""
-	ncfg.Peers = opts.peers
-	ncfg.Join = opts.join
-	ncfg.SnapshotThreshold = opts.snapshotThreshold
-	ncfg.TrailingLogs = opts.trailingLogs
-	ncfg.SnapshotInterval = opts.snapshotInterval
-	ncfg.NoGroupCommit = !opts.groupCommit
-	ncfg.CommitPaced = opts.commitPaced
-	ncfg.Logger = logger
+	ccfg.Bootstrap = opts.join == ""
+	ccfg.Peers = opts.peers
+	ccfg.Join = opts.join
+	ccfg.Core.SnapshotThreshold = opts.snapshotThreshold
+	ccfg.Core.TrailingLogs = opts.trailingLogs
+	ccfg.Core.SnapshotInterval = opts.snapshotInterval
+	ccfg.Core.NoGroupCommit = !opts.groupCommit
+	ccfg.Core.CommitPaced = opts.commitPaced
+	ccfg.Core.Logger = logger
 	// The node's certificate on the other end of a node-to-node call on the client port must
-	// name a member (or any node while this one joins): set once the node exists, before it
+	// name a member (or any node while this one joins): set once the member exists, before it
 	// dials anyone.
-	var self atomic.Pointer[raftnode.Node]
+	var self atomic.Pointer[cluster.Member]
 	isPeer := func(id string) error {
-		if n := self.Load(); n != nil {
-			return n.IsPeer(id)
+		if m := self.Load(); m != nil {
+			return m.IsPeer(id)
 		}
 		return nil
 	}
 	if clientTLS != nil {
-		ncfg.ClientTLS = clientTLS.PeerConfig(isPeer)
+		ccfg.ClientTLS = clientTLS.PeerConfig(isPeer)
 	}
-	ncfg.InsecureRaft = raftTLS == nil && opts.insecureRaft
-	ncfg.PeerUser, ncfg.PeerPassword = opts.masterUser, opts.masterAuth
-	policy := locks.New(locks.Config{ApplyTimeout: ncfg.ApplyTimeout, Logger: logger})
-	ncfg.Locks = policy
-	node, err := raftnode.New(ncfg, raftnode.Stores{Log: st, Stable: st, Snapshots: snaps}, trans)
+	ccfg.InsecureRaft = raftTLS == nil && opts.insecureRaft
+	ccfg.PeerUser, ccfg.PeerPassword = opts.masterUser, opts.masterAuth
+	policy := locks.New(locks.Config{ApplyTimeout: ccfg.Core.ApplyTimeout, Logger: logger})
+	ccfg.Core.Locks = policy
+	member, err := cluster.Start(ccfg, raftnode.Stores{Log: st, Stable: st, Snapshots: snaps}, trans)
 	if err != nil {
-		trans.Close()
 		return err
 	}
-	defer node.Close()
-	self.Store(node)
-	if ncfg.InsecureRaft {
+	defer member.Close()
+	self.Store(member)
+	node := member.Core()
+	if ccfg.InsecureRaft {
 		logger.Warn("INSECURE RAFT: --insecure-raft and no raft mutual TLS on a raft address that is not loopback: anyone who "+
 			"reaches it can rewrite this cluster's locks, grant them, or stop it. Set --raft-tls-* (docs/security.md)",
-			"raft", ncfg.RaftAddr)
+			"raft", ccfg.RaftAddr)
 	}
 
 	scfg := server.DefaultConfig()
@@ -174,7 +175,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	scfg.InsecureHTTP = opts.insecureHTTP && opts.metricsAddr != ""
 	scfg.PeerUser, scfg.PeerPassword = opts.masterUser, opts.masterAuth
 	scfg.TLSAuthClientsUser = opts.tlsAuthClientsUser
-	srv, err := server.New(scfg, server.Deps{Node: node, Admin: node, Queue: policy})
+	srv, err := server.New(scfg, server.Deps{Node: node, Admin: member, Queue: policy})
 	if err != nil {
 		return err
 	}
@@ -182,12 +183,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("raftlock started", "version", server.Version, "id", opts.id, "addr", ln.Addr().String(), "raft", ncfg.RaftAddr, "dir", opts.dir,
-		"resumed", existing, "tls", clientTLS != nil, "raft_tls", raftTLS != nil, "raft_insecure", ncfg.InsecureRaft)
+	logger.Info("raftlock started", "version", server.Version, "id", opts.id, "addr", ln.Addr().String(), "raft", ccfg.RaftAddr, "dir", opts.dir,
+		"resumed", existing, "tls", clientTLS != nil, "raft_tls", raftTLS != nil, "raft_insecure", ccfg.InsecureRaft)
 
 	var web *ops.Server
 	if opts.metricsAddr != "" {
-		if web, err = ops.Start(ops.Config{Addr: opts.metricsAddr, Pprof: opts.pprof, Users: srv, Probe: node.ProbeStore, Server: srv, Members: node, Insecure: opts.insecureHTTP}, node, logger); err != nil {
+		if web, err = ops.Start(ops.Config{Addr: opts.metricsAddr, Pprof: opts.pprof, Users: srv, Probe: node.ProbeStore, Server: srv, Members: member, Insecure: opts.insecureHTTP}, node, logger); err != nil {
 			srv.Close()
 			return err
 		}
@@ -202,7 +203,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down")
-	case <-node.Removed():
+	case <-member.Removed():
 		logger.Warn("removed from the cluster; shutting down")
 	case err = <-served:
 		logger.Error("client listener failed", "err", err)
@@ -215,7 +216,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if cerr := srv.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) {
 		logger.Warn("closing client listener", "err", cerr)
 	}
-	if cerr := node.Close(); cerr != nil {
+	if cerr := member.Close(); cerr != nil {
 		logger.Warn("stopping raft", "err", cerr)
 	}
 	if cerr := st.Close(); cerr != nil {

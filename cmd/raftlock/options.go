@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/certs"
-	"github.com/raftlock/raftlock/raftnode"
+	"github.com/raftlock/raftlock/cluster"
 )
 
 // options are the node's settings. Each comes from, in order of precedence: a flag, the
@@ -27,7 +27,7 @@ type options struct {
 	advertise     string
 	raftAddr      string
 	raftAdvertise string
-	peers         []raftnode.Peer
+	peers         []cluster.Peer
 	join          string
 	redirect      bool
 	testClock     bool
@@ -243,7 +243,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		if o.peers, err = parsePeers(s); err != nil {
 			return options{}, err
 		}
-		if !slices.ContainsFunc(o.peers, func(p raftnode.Peer) bool { return p.ID == o.id }) {
+		if !slices.ContainsFunc(o.peers, func(p cluster.Peer) bool { return p.ID == o.id }) {
 			return options{}, fmt.Errorf("--peers does not name this node's --id %q", o.id)
 		}
 		if o.join != "" {
@@ -344,14 +344,14 @@ func (o *options) parseTLS(vals map[string]*string) error {
 }
 
 // parsePeers reads --peers: ID=RAFTADDR,...
-func parsePeers(s string) ([]raftnode.Peer, error) {
-	var peers []raftnode.Peer
+func parsePeers(s string) ([]cluster.Peer, error) {
+	var peers []cluster.Peer
 	for _, item := range strings.Split(s, ",") {
 		id, addr, ok := strings.Cut(strings.TrimSpace(item), "=")
 		if !ok || id == "" || addr == "" {
 			return nil, fmt.Errorf("--peers: %q is not ID=RAFTADDR", item)
 		}
-		peers = append(peers, raftnode.Peer{ID: id, RaftAddr: addr})
+		peers = append(peers, cluster.Peer{ID: id, RaftAddr: addr})
 	}
 	return peers, nil
 }

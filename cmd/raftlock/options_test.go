@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/raftlock/raftlock/certs"
-	"github.com/raftlock/raftlock/raftnode"
+	"github.com/raftlock/raftlock/cluster"
 )
 
 func TestParseOptions(t *testing.T) {
@@ -48,7 +48,7 @@ func TestParseOptions(t *testing.T) {
 	if o.addr != "127.0.0.1:9000" || o.raftAddr != "127.0.0.1:8000" {
 		t.Errorf("flag over env over default: addr %s raft %s", o.addr, o.raftAddr)
 	}
-	if diff := cmp.Diff(o.peers, []raftnode.Peer{{ID: "n1", RaftAddr: "h:1"}, {ID: "n2", RaftAddr: "h:2"}}); diff != "" {
+	if diff := cmp.Diff(o.peers, []cluster.Peer{{ID: "n1", RaftAddr: "h:1"}, {ID: "n2", RaftAddr: "h:2"}}); diff != "" {
 		t.Errorf("peers (-got +want):\n%s", diff)
 	}
 	if o.snapshotThreshold != 64 || o.snapshotInterval != time.Second || !o.redirect {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/raftnode"
 	"github.com/raftlock/raftlock/store"
 )
@@ -20,7 +21,7 @@ Run it on a STOPPED node, with every other node of the cluster stopped: it rewri
 that the node starts as a member of a cluster of exactly --peers. Everything in the node's log
 is kept, committed or not. Then start the node as usual.`
 
-// runRecover is `raftlock recover`: raftnode.Recover on the node's own stores.
+// runRecover is `raftlock recover`: cluster.Recover on the node's own stores.
 func runRecover(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("raftlock recover", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -48,7 +49,7 @@ func runRecover(args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("recover: open %s (is the node still running?): %w", raftDir, err)
 	}
-	rerr := raftnode.Recover(*id, list, raftnode.Stores{Log: st, Stable: st, Snapshots: st.Snapshots(2)}, logger)
+	rerr := cluster.Recover(*id, list, raftnode.Stores{Log: st, Stable: st, Snapshots: st.Snapshots(2)}, logger)
 	if err := st.Close(); err != nil && rerr == nil {
 		rerr = fmt.Errorf("recover: close store: %w", err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/locks"
 	"github.com/raftlock/raftlock/raftnode"
 	"github.com/raftlock/raftlock/server"
@@ -11,8 +12,8 @@ import (
 // build error instead of a server quietly without it.
 var (
 	_ server.Node      = (*raftnode.Node)(nil)
-	_ server.Admin     = (*raftnode.Node)(nil)
+	_ server.Admin     = (*cluster.Member)(nil)
 	_ server.LockQueue = (*locks.Policy)(nil)
-	// The core's seam with the lock rules (raftnode/policy.go).
+	// The core's seam with the lock rules (raftnode/policy.go); cluster checks its own.
 	_ raftnode.LockPolicy = (*locks.Policy)(nil)
 )

@@ -1,4 +1,4 @@
-package raftnode
+package cluster
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/raftlock/raftlock/backup"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/raftnode"
 	"github.com/raftlock/raftlock/store"
 	"github.com/raftlock/raftlock/tests/testutil"
 )
@@ -18,8 +19,8 @@ import (
 // RestoreBackup wrote serves that table, leases counting from its start, under a new cluster
 // ID, with tokens above the backup's.
 func TestBackupAndRestoreBackup(t *testing.T) {
-	clock := newFakeClock()
-	n := newNode(t, func(c *Config) { c.Now = clock.Now })
+	clock := testutil.NewClock()
+	n := newNode(t, func(c *Config) { c.Core.Now = clock.Now })
 	a := mustLock(t, n, "a", "alice", 10000)
 	mustLock(t, n, "b", "bob", 60000)
 	hasClusterID(t, n)
@@ -44,31 +45,31 @@ func TestBackupAndRestoreBackup(t *testing.T) {
 	}
 
 	dir := filepath.Join(t.TempDir(), "restored")
-	if err := RestoreBackup(dir, "r1", []Peer{{ID: "r1", RaftAddr: addrOf("r1")}}, m, testLogger()); err != nil {
+	if err := RestoreBackup(dir, "r1", []Peer{{ID: "r1", RaftAddr: addrOf("r1")}}, m, testutil.RaftLogger()); err != nil {
 		t.Fatalf("RestoreBackup: %v", err)
 	}
-	if err := RestoreBackup(dir, "r1", []Peer{{ID: "r1", RaftAddr: addrOf("r1")}}, m, testLogger()); err == nil || !strings.Contains(err.Error(), "not empty") {
+	if err := RestoreBackup(dir, "r1", []Peer{{ID: "r1", RaftAddr: addrOf("r1")}}, m, testutil.RaftLogger()); err == nil || !strings.Contains(err.Error(), "not empty") {
 		t.Errorf("RestoreBackup over its own dir: %v; want it refused as not empty", err)
 	}
-	if err := RestoreBackup(filepath.Join(t.TempDir(), "x"), "r1", []Peer{{ID: "r2", RaftAddr: addrOf("r2")}}, m, testLogger()); err == nil {
+	if err := RestoreBackup(filepath.Join(t.TempDir(), "x"), "r1", []Peer{{ID: "r2", RaftAddr: addrOf("r2")}}, m, testutil.RaftLogger()); err == nil {
 		t.Errorf("RestoreBackup with peers that do not name the node succeeded")
 	}
 	if entries, _ := os.ReadDir(filepath.Dir(dir)); len(entries) != 1 {
 		t.Errorf("RestoreBackup left more than the dir beside it: %v", entries)
 	}
 
-	st, err := store.Open(store.Config{Dir: filepath.Join(dir, "raft"), Logger: testLogger()})
+	st, err := store.Open(store.Config{Dir: filepath.Join(dir, "raft"), Logger: testutil.RaftLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	later := newFakeClock()
+	later := testutil.NewClock()
 	later.Advance(time.Hour) // the restore happens long after the backup: leases count from it
 	cfg := testConfig("r1")
-	cfg.Now = later.Now
-	r := startNode(t, cfg, Stores{Log: st, Stable: st, Snapshots: st.Snapshots(2)})
-	leader(t, []*testNode{r})
-	if l, left, ok := r.LocalLookup([]byte("a")); !ok || l.Token != a.Token || string(l.Owner) != "alice" || left != 6*time.Second {
+	cfg.Core.Now = later.Now
+	r := startNode(t, cfg, raftnode.Stores{Log: st, Stable: st, Snapshots: st.Snapshots(2)})
+	testutil.Leader(t, []*testNode{r})
+	if l, left, ok := r.Core().LocalLookup([]byte("a")); !ok || l.Token != a.Token || string(l.Owner) != "alice" || left != 6*time.Second {
 		t.Errorf("restored a: %+v, %v left (%v); want alice's token %d with 6s left", l, left, ok, a.Token)
 	}
 	hasClusterID(t, r)

@@ -1,4 +1,4 @@
-package raftnode
+package cluster
 
 import (
 	"context"
@@ -38,9 +38,9 @@ import (
 type identity struct {
 	NodeID    string `json:"node_id"`
 	ClusterID string `json:"cluster_id,omitempty"`
-	// BootstrapFormat is the log format of the release that created this cluster, when this
+	// BootstrapFormat is the log format of the version that created this cluster, when this
 	// node bootstrapped it (or restored it from a backup): every member of a new cluster runs
-	// that release, so its leader need not ask them before writing that format (format.go).
+	// that version, so its leader need not ask them before writing that format (format.go).
 	BootstrapFormat byte `json:"bootstrap_format,omitempty"`
 	// Handshake is set once this node saw its cluster in the log format from which members
 	// send and require the raft handshake (handshake.go): after a restart, before it has
@@ -83,24 +83,24 @@ func saveIdentity(s raft.StableStore, id identity) error {
 	return nil
 }
 
-// checkIdentity runs in New before raft starts: it refuses a data dir created for another node
+// checkIdentity runs in Start before raft starts: it refuses a data dir created for another node
 // ID, records the identity of a new dir (and of one from before identities), and on a node that
 // bootstraps alone chooses the cluster ID candidate. It returns the identity now stored.
-func (n *Node) checkIdentity(existing bool) (identity, error) {
+func (n *Member) checkIdentity(existing bool) (identity, error) {
 	id, ok, err := loadIdentity(n.stable)
 	if err != nil {
 		return identity{}, err
 	}
-	if ok && id.NodeID != n.cfg.ID {
+	if ok && id.NodeID != n.cfg.Core.ID {
 		return identity{}, fmt.Errorf("data dir belongs to node %q, not %q: start it with --id %s, or give this node its own empty --dir",
-			id.NodeID, n.cfg.ID, id.NodeID)
+			id.NodeID, n.cfg.Core.ID, id.NodeID)
 	}
 	if ok {
 		return id, nil
 	}
-	id = identity{NodeID: n.cfg.ID}
+	id = identity{NodeID: n.cfg.Core.ID}
 	if existing {
-		n.log.Info("recording the node identity of a data dir created before identities", "node_id", n.cfg.ID)
+		n.log.Info("recording the node identity of a data dir created before identities", "node_id", n.cfg.Core.ID)
 	} else if n.cfg.Bootstrap {
 		id.BootstrapFormat = fsm.FormatCurrent
 		if len(n.cfg.Peers) == 0 {
@@ -114,10 +114,10 @@ func (n *Node) checkIdentity(existing bool) (identity, error) {
 // --peers and --join and why: a node with data resumes and ignores both, and says so when they
 // ask for something else; a node that forms a new cluster alone says so loudly, since that is
 // also what a node meant to join does when --join was forgotten.
-func (n *Node) reportStartFlags(id identity) {
+func (n *Member) reportStartFlags(id identity) {
 	switch {
 	case n.hadStateAtStart && len(n.cfg.Peers) > 0:
-		cur := n.raft.GetConfiguration()
+		cur := n.raft().GetConfiguration()
 		if cur.Error() != nil {
 			return
 		}
@@ -131,7 +131,7 @@ func (n *Node) reportStartFlags(id identity) {
 	case !n.hadStateAtStart && n.cfg.Bootstrap && len(n.cfg.Peers) == 0:
 		n.log.Warn("forming a NEW single-node cluster with its own identity: if this node was meant to join an existing "+
 			"cluster, stop it, empty its --dir and start it with --join <client address of a member>",
-			"cluster_id", id.ClusterID, "node_id", n.cfg.ID)
+			"cluster_id", id.ClusterID, "node_id", n.cfg.Core.ID)
 	case !n.hadStateAtStart && n.cfg.Bootstrap:
 		n.log.Info("bootstrapping a new cluster with --peers; its first leader chooses the cluster ID",
 			"peers", peersString(n.cfg.Peers))
@@ -174,11 +174,8 @@ func configString(c raft.Configuration) string {
 
 // ClusterID is the ID of the cluster this node belongs to: its applied table's, or before the
 // table has one, the one its stable store remembers (empty while a new cluster has none yet).
-func (n *Node) ClusterID() string {
-	n.mu.Lock()
-	id := n.mu.machine.ClusterID()
-	n.mu.Unlock()
-	if id != "" {
+func (n *Member) ClusterID() string {
+	if id := n.tableClusterID(); id != "" {
 		return id
 	}
 	if p := n.storedCluster.Load(); p != nil {
@@ -187,9 +184,17 @@ func (n *Node) ClusterID() string {
 	return ""
 }
 
+// tableClusterID is the cluster ID of this node's applied table ("" before the core runs).
+func (n *Member) tableClusterID() (id string) {
+	if core := n.core.Load(); core != nil {
+		core.ReadTable(func(m *fsm.Machine) { id = m.ClusterID() })
+	}
+	return id
+}
+
 // noteClusterID is told the table's cluster ID after an apply or a restore; it keeps the
 // stable store's copy in step (with no lock held: it does I/O).
-func (n *Node) noteClusterID(id string) {
+func (n *Member) noteClusterID(id string) {
 	if id == "" {
 		return
 	}
@@ -205,20 +210,20 @@ func (n *Node) noteClusterID(id string) {
 		n.log.Warn("remembering the cluster ID failed", "err", err)
 		return
 	}
-	n.log.Info("cluster identity", "cluster_id", id, "node_id", n.cfg.ID)
+	n.log.Info("cluster identity", "cluster_id", id, "node_id", n.cfg.Core.ID)
 }
 
 // rememberIdentity writes this node's identity to the stable store, with cluster ID cluster
 // ("": the one stored), and then makes cluster the stored one. identityMu orders the writers
 // (the apply path, the transport's first handshake after the format switch), so that neither
 // writes over what the other recorded.
-func (n *Node) rememberIdentity(cluster string) error {
+func (n *Member) rememberIdentity(cluster string) error {
 	n.identityMu.Lock()
 	defer n.identityMu.Unlock()
 	if p := n.storedCluster.Load(); cluster == "" && p != nil {
 		cluster = *p
 	}
-	err := saveIdentity(n.stable, identity{NodeID: n.cfg.ID, ClusterID: cluster, BootstrapFormat: n.bootstrapFormat,
+	err := saveIdentity(n.stable, identity{NodeID: n.cfg.Core.ID, ClusterID: cluster, BootstrapFormat: n.bootstrapFormat,
 		Handshake: n.helloKnown.Load()})
 	if err == nil && cluster != "" {
 		n.storedCluster.Store(&cluster)
@@ -228,14 +233,11 @@ func (n *Node) rememberIdentity(cluster string) error {
 
 // ensureClusterID is run by the ready leader: a table without a cluster ID (a new cluster, or
 // one from before identities) gets one, this node's candidate if it has one.
-func (n *Node) ensureClusterID(ctx context.Context) bool {
-	if !n.ready.Load() || byte(n.format.Load()) < fsm.FormatTyped {
+func (n *Member) ensureClusterID(ctx context.Context) bool {
+	if !n.isLeader() || n.format() < fsm.FormatTyped {
 		return true // an older member could not read the entry: after the switch (format.go)
 	}
-	n.mu.Lock()
-	have := n.mu.machine.ClusterID()
-	n.mu.Unlock()
-	if have != "" {
+	if n.tableClusterID() != "" {
 		return true
 	}
 	id := ""
@@ -245,12 +247,12 @@ func (n *Node) ensureClusterID(ctx context.Context) bool {
 	if id == "" {
 		id = newClusterID()
 	}
-	_, err := n.Exec(ctx, nil, func(node.View) []fsm.Command {
-		if n.mu.machine.ClusterID() != "" {
+	err := n.core.Load().ExecTable(ctx, nil, func(m *fsm.Machine) []fsm.Command {
+		if m.ClusterID() != "" {
 			return nil
 		}
 		return []fsm.Command{{Kind: fsm.KindSetCluster, Key: []byte(id)}}
-	}, nil)
+	})
 	if err != nil {
 		n.log.Warn("recording the cluster ID failed; retrying", "err", err)
 		return false
@@ -258,11 +260,11 @@ func (n *Node) ensureClusterID(ctx context.Context) bool {
 	return true
 }
 
-// joinCheck runs in New on a node that has data and was given Join: it asks the member at that
+// joinCheck runs in Start on a node that has data and was given Join: it asks the member at that
 // address for its cluster ID and refuses to start when it is another cluster's than this
 // node's. A node already in that cluster resumes (Join is ignored); an unreachable address is
 // reported and the node resumes.
-func (n *Node) joinCheck(ctx context.Context, id identity) error {
+func (n *Member) joinCheck(ctx context.Context, id identity) error {
 	st, err := n.peerAPI.State(ctx, n.cfg.Join)
 	theirs := st.ClusterID
 	switch {

@@ -1,4 +1,4 @@
-package raftnode
+package cluster
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/tests/testutil"
 )
@@ -61,9 +62,8 @@ func TestMemberTableBounds(t *testing.T) {
 			t.Errorf("%s was added though its address was refused", id)
 		}
 	}
-	n.mu.Lock()
-	got := n.mu.machine.MemberCount()
-	n.mu.Unlock()
+	var got int
+	n.Core().ReadTable(func(m *fsm.Machine) { got = m.MemberCount() })
 	if got != 2 {
 		t.Errorf("the member table holds %d entries, want 2", got)
 	}

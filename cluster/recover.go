@@ -1,4 +1,4 @@
-package raftnode
+package cluster
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/raftnode"
 )
 
 // Recover rewrites a stopped node's stores so that it starts as a member of a cluster of peers
@@ -19,7 +20,7 @@ import (
 // configuration is peers, and empties the log. id is the node's ID (empty: the one its data dir
 // records); peers must name it. Every other node must be stopped, and stay so until each peer
 // has been recovered with the same peers, or the peers are new and join afterwards.
-func Recover(id string, peers []Peer, st Stores, logger *slog.Logger) error {
+func Recover(id string, peers []Peer, st raftnode.Stores, logger *slog.Logger) error {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -39,13 +40,13 @@ func Recover(id string, peers []Peer, st Stores, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	cfg := DefaultConfig()
+	cfg := raftnode.DefaultConfig()
 	cfg.ID, cfg.Logger = id, logger
 	self := peers[slices.IndexFunc(peers, func(p Peer) bool { return p.ID == id })]
 	_, trans := raft.NewInmemTransport(raft.ServerAddress(self.RaftAddr))
 	defer trans.Close()
 	f := &recoveryFSM{m: fsm.New()}
-	if err := raft.RecoverCluster(cfg.raftConfig(), f, st.Log, st.Stable, st.Snapshots, trans, conf); err != nil {
+	if err := raft.RecoverCluster(cfg.RaftConfig(), f, st.Log, st.Stable, st.Snapshots, trans, conf); err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
 	if f.bad > 0 {
@@ -57,7 +58,7 @@ func Recover(id string, peers []Peer, st Stores, logger *slog.Logger) error {
 }
 
 // recoveryFSM is the table RecoverCluster replays the log into and snapshots. Unlike
-// machineFSM it arms no lease timers and tells no one: the node is not running.
+// the core's FSM it arms no lease timers and tells no one: the node is not running.
 type recoveryFSM struct {
 	m   *fsm.Machine
 	bad int
@@ -80,7 +81,7 @@ func (f *recoveryFSM) Apply(l *raft.Log) interface{} {
 }
 
 func (f *recoveryFSM) Snapshot() (raft.FSMSnapshot, error) {
-	return &tableSnapshot{snap: f.m.Snapshot()}, nil
+	return raftnode.TableSnapshot(f.m.Snapshot()), nil
 }
 
 func (f *recoveryFSM) Restore(rc io.ReadCloser) error {

@@ -1,4 +1,4 @@
-package raftnode
+package cluster
 
 import (
 	"errors"
@@ -87,7 +87,7 @@ func TestTransportHello(t *testing.T) {
 		t.Error("raft frames without the hello to b, whose cluster requires it: answered; want refused")
 	}
 	bGate.mu.Lock()
-	bGate.hello = false // a cluster still in the previous release's format
+	bGate.hello = false // a cluster still in an older version's format
 	bGate.mu.Unlock()
 	if err := legacyVote(b.LocalAddr()); err != nil {
 		t.Errorf("raft frames without the hello to b, whose cluster does not require it yet: %v", err)
@@ -117,20 +117,15 @@ func TestTransportHello(t *testing.T) {
 // the hello its peers require, and requires it.
 func TestHelloRememberedAcrossRestarts(t *testing.T) {
 	st := newStores()
-	start := func(bootstrap bool) (*Node, *Transport) {
+	start := func(bootstrap bool) (*Member, *Transport) {
 		t.Helper()
-		trans, err := NewTransport(TransportConfig{Bind: "127.0.0.1:0", Logger: testLogger()})
+		trans, err := NewTransport(TransportConfig{Bind: "127.0.0.1:0", Logger: testutil.RaftLogger()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		cfg := testConfig("n1")
 		cfg.RaftAddr, cfg.Bootstrap = string(trans.LocalAddr()), bootstrap
-		n, err := New(withLocks(cfg), st, trans)
-		if err != nil {
-			trans.Close()
-			t.Fatal(err)
-		}
-		return n, trans
+		return startMember(t, cfg, st, trans), trans
 	}
 	n, _ := start(true)
 	testutil.WaitFor(t, 5*time.Second, func() error {

@@ -1,4 +1,4 @@
-package raftnode
+package cluster
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/raftnode"
 )
 
 // TestStrictReconfiguration checks the reachable-quorum rule of quorum.go against configurations
@@ -49,7 +50,7 @@ func TestStrictReconfiguration(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n := &Node{cfg: Config{ID: "n1"}}
+			n := &Member{cfg: Config{Core: raftnode.Config{ID: "n1"}}}
 			for _, id := range tt.failing {
 				n.peers.heartbeat(raft.FailedHeartbeatObservation{PeerID: raft.ServerID(id)})
 			}

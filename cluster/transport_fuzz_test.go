@@ -1,4 +1,4 @@
-package raftnode
+package cluster
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/raftlock/raftlock/raftnode"
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // The peer the frames come from: a member of the node's configuration ("fz"), which passed the
@@ -18,15 +20,15 @@ const fuzzPeer = "fz"
 
 // fuzzTarget is a node on a real network transport and in-memory stores.
 type fuzzTarget struct {
-	n      *Node
+	n      *Member
 	trans  *Transport
-	stores Stores
+	stores raftnode.Stores
 	cfg    Config
 }
 
-func startFuzzTarget(t *testing.T, st Stores, bootstrap bool) *fuzzTarget {
+func startFuzzTarget(t *testing.T, st raftnode.Stores, bootstrap bool) *fuzzTarget {
 	t.Helper()
-	trans, err := NewTransport(TransportConfig{Bind: "127.0.0.1:0", Logger: testLogger(), HandshakeTimeout: time.Second})
+	trans, err := NewTransport(TransportConfig{Bind: "127.0.0.1:0", Logger: testutil.RaftLogger(), HandshakeTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,12 +37,7 @@ func startFuzzTarget(t *testing.T, st Stores, bootstrap bool) *fuzzTarget {
 	cfg.Bootstrap = bootstrap
 	// fz's address takes no connection: n1's votes and appends to it fail at once.
 	cfg.Peers = []Peer{{ID: "n1", RaftAddr: cfg.RaftAddr}, {ID: fuzzPeer, RaftAddr: "127.0.0.1:1"}}
-	n, err := New(withLocks(cfg), st, trans)
-	if err != nil {
-		trans.Close()
-		t.Fatalf("New: %v", err)
-	}
-	return &fuzzTarget{n: n, trans: trans, stores: st, cfg: cfg}
+	return &fuzzTarget{n: startMember(t, cfg, st, trans), trans: trans, stores: st, cfg: cfg}
 }
 
 // send dials the target as fz, says the raft handshake's hello, writes frames and reads
@@ -75,7 +72,7 @@ func (f *fuzzTarget) send(t *testing.T, frames []byte) {
 // would, to prove it.
 func (f *fuzzTarget) check(t *testing.T) {
 	t.Helper()
-	if s := f.n.raft.State(); s == raft.Shutdown {
+	if s := f.n.raft().State(); s == raft.Shutdown {
 		t.Fatalf("the node is %v after the frames", s)
 	}
 	first, err := f.stores.Log.FirstIndex()

@@ -1,4 +1,4 @@
-package raftnode
+package cluster
 
 import (
 	"context"
@@ -12,63 +12,17 @@ import (
 	"github.com/raftlock/raftlock/node"
 )
 
-// Members returns the current raft configuration with each member's client address.
-func (n *Node) Members() ([]node.Member, error) {
-	f := n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return nil, fmt.Errorf("raft configuration: %w", err)
-	}
-	_, leaderID := n.raft.LeaderWithID()
-	n.mu.Lock()
-	addrs := n.mu.machine.Members()
-	n.mu.Unlock()
-	var out []node.Member
-	for _, s := range f.Configuration().Servers {
-		out = append(out, node.Member{
-			ID:         string(s.ID),
-			RaftAddr:   string(s.Address),
-			ClientAddr: addrs[string(s.ID)],
-			Voter:      s.Suffrage == raft.Voter,
-			Leader:     s.ID == leaderID,
-		})
-	}
-	slices.SortFunc(out, func(a, b node.Member) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
-	return out, nil
-}
-
-// LeaderClient returns the leader's ID and the client address it advertised; empty when no
-// leader is known or it has not announced an address yet.
-func (n *Node) LeaderClient() (id, clientAddr string) {
-	_, lid := n.raft.LeaderWithID()
-	if lid == "" {
-		return "", ""
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	addr, _ := n.mu.machine.Member(string(lid))
-	return string(lid), addr
-}
-
 // MemberAddr returns the client address node id advertised, from this node's applied table.
-func (n *Node) MemberAddr(id string) (string, bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.mu.machine.Member(id)
+func (n *Member) MemberAddr(id string) (addr string, ok bool) {
+	n.core.Load().ReadTable(func(m *fsm.Machine) { addr, ok = m.Member(id) })
+	return addr, ok
 }
 
 // SetMemberAddr records (through the log) that node id serves clients at addr. The leader
 // calls it for itself after each election; followers reach it through ANNOUNCE. It proposes
 // nothing past the bounds of the member table: an address longer than fsm.MaxMemberAddr, or a
 // new member's once Config.MaxMembers have one.
-func (n *Node) SetMemberAddr(ctx context.Context, id, addr string) error {
+func (n *Member) SetMemberAddr(ctx context.Context, id, addr string) error {
 	if err := checkMemberAddr(addr); err != nil {
 		return err
 	}
@@ -76,14 +30,14 @@ func (n *Node) SetMemberAddr(ctx context.Context, id, addr string) error {
 	defer n.memberWrites.Unlock()
 	key := []byte(id)
 	full := false
-	_, err := n.Exec(ctx, [][]byte{key}, func(v node.View) []fsm.Command {
-		cur, ok := n.mu.machine.Member(id)
-		full = !ok && n.mu.machine.MemberCount() >= n.cfg.MaxMembers
+	err := n.core.Load().ExecTable(ctx, [][]byte{key}, func(m *fsm.Machine) []fsm.Command {
+		cur, ok := m.Member(id)
+		full = !ok && m.MemberCount() >= n.cfg.MaxMembers
 		if ok && cur == addr || full {
 			return nil
 		}
 		return []fsm.Command{{Kind: fsm.KindSetMember, Key: key, Owner: []byte(addr)}}
-	}, nil)
+	})
 	if err == nil && full {
 		return n.memberTableFull()
 	}
@@ -98,7 +52,7 @@ func checkMemberAddr(addr string) error {
 	return nil
 }
 
-func (n *Node) memberTableFull() error {
+func (n *Member) memberTableFull() error {
 	return fmt.Errorf("%w: the member table is full (at most %d members)", node.ErrMemberTable, n.cfg.MaxMembers)
 }
 
@@ -107,13 +61,12 @@ func (n *Node) memberTableFull() error {
 // KindRemoveMember did not commit, leaves them behind. The table is read before the
 // configuration, so an address recorded after a member was added is never taken for a
 // leftover.
-func (n *Node) forgetNonMembers(ctx context.Context) error {
-	if !n.ready.Load() {
+func (n *Member) forgetNonMembers(ctx context.Context) error {
+	if !n.isLeader() {
 		return nil
 	}
-	n.mu.Lock()
-	addrs := n.mu.machine.Members()
-	n.mu.Unlock()
+	var addrs map[string]string
+	n.core.Load().ReadTable(func(m *fsm.Machine) { addrs = m.Members() })
 	c, err := n.configuration()
 	if err != nil {
 		return err
@@ -127,7 +80,7 @@ func (n *Node) forgetNonMembers(ctx context.Context) error {
 	if len(gone) == 0 {
 		return nil
 	}
-	_, err = n.Exec(ctx, gone, func(node.View) []fsm.Command {
+	_, err = n.core.Load().Exec(ctx, gone, func(node.View) []fsm.Command {
 		cmds := make([]fsm.Command, len(gone))
 		for i, id := range gone {
 			cmds[i] = fsm.Command{Kind: fsm.KindRemoveMember, Key: id}
@@ -146,8 +99,8 @@ func (n *Node) forgetNonMembers(ctx context.Context) error {
 // clientAddr is given the node there is asked who it is first, and refused when it names another
 // ID or another cluster. It returns the log index of the configuration change: a joining node
 // that has applied it has everything committed before its arrival.
-func (n *Node) AddServer(ctx context.Context, id, raftAddr, clientAddr string, voter bool) (uint64, error) {
-	if !n.ready.Load() {
+func (n *Member) AddServer(ctx context.Context, id, raftAddr, clientAddr string, voter bool) (uint64, error) {
+	if !n.isLeader() {
 		return 0, n.notLeader()
 	}
 	if !fsm.ValidNodeID(id) {
@@ -170,7 +123,7 @@ func (n *Node) AddServer(ctx context.Context, id, raftAddr, clientAddr string, v
 				n.peers.wantPromotion(id, time.Now().Add(promoteDeadline))
 				n.wakeMembership()
 			}
-			return n.raft.LastIndex(), nil
+			return n.raft().LastIndex(), nil
 		}
 	}
 	if clientAddr != "" {
@@ -178,9 +131,8 @@ func (n *Node) AddServer(ctx context.Context, id, raftAddr, clientAddr string, v
 		if err := checkMemberAddr(clientAddr); err != nil {
 			return 0, err
 		}
-		n.mu.Lock()
-		full := n.mu.machine.MemberCount() >= n.cfg.MaxMembers
-		n.mu.Unlock()
+		var full bool
+		n.core.Load().ReadTable(func(m *fsm.Machine) { full = m.MemberCount() >= n.cfg.MaxMembers })
 		if full {
 			return 0, n.memberTableFull()
 		}
@@ -194,13 +146,13 @@ func (n *Node) AddServer(ctx context.Context, id, raftAddr, clientAddr string, v
 			}
 			// Even as a non-voter it would be sent entries it cannot read, skip them, and hold a
 			// wrong table (which a later promotion would count).
-			if ours := byte(n.format.Load()); st.LogFormatMax < ours {
-				return 0, fmt.Errorf("%w: %s reads log format %d only, and this cluster writes format %d: run this release on it",
-					node.ErrOlderBinary, id, st.LogFormatMax, ours)
+			if ours := n.format(); st.LogFormatMax < ours {
+				return 0, fmt.Errorf("%w: %s reads log format %d only, and this cluster writes format %d: upgrade it to a binary that reads format %d",
+					node.ErrOlderBinary, id, st.LogFormatMax, ours, ours)
 			}
 		}
 	}
-	f := n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout)
+	f := n.raft().AddNonvoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.Core.ApplyTimeout)
 	if err := n.waitFuture(f); err != nil {
 		return 0, n.applyError(err)
 	}
@@ -219,8 +171,8 @@ func (n *Node) AddServer(ctx context.Context, id, raftAddr, clientAddr string, v
 
 // Promote makes a non-voter a voter, once it is caught up (caughtUp) and the voters this leader
 // reaches stay a quorum (checkAddVoter).
-func (n *Node) Promote(ctx context.Context, id string) error {
-	if !n.ready.Load() {
+func (n *Member) Promote(ctx context.Context, id string) error {
+	if !n.isLeader() {
 		return n.notLeader()
 	}
 	c, err := n.configuration()
@@ -244,7 +196,7 @@ func (n *Node) Promote(ctx context.Context, id string) error {
 		if err := n.checkAddVoter(c, id); err != nil {
 			return err
 		}
-		if err := n.waitFuture(n.raft.AddVoter(s.ID, s.Address, 0, n.cfg.ApplyTimeout)); err != nil {
+		if err := n.waitFuture(n.raft().AddVoter(s.ID, s.Address, 0, n.cfg.Core.ApplyTimeout)); err != nil {
 			return n.applyError(err)
 		}
 		n.peers.promoted(id)
@@ -258,8 +210,8 @@ func (n *Node) Promote(ctx context.Context, id string) error {
 // not be a reachable quorum, or it is a voter the leader reaches and force is not set
 // (checkRemove). A removed node stops serving when it applies the configuration without itself
 // (Removed).
-func (n *Node) RemoveServer(ctx context.Context, id string, force bool) error {
-	if !n.ready.Load() {
+func (n *Member) RemoveServer(ctx context.Context, id string, force bool) error {
+	if !n.isLeader() {
 		return n.notLeader()
 	}
 	c, err := n.configuration()
@@ -272,16 +224,16 @@ func (n *Node) RemoveServer(ctx context.Context, id string, force bool) error {
 	if err := n.checkRemove(c, id, force); err != nil {
 		return err
 	}
-	if err := n.waitFuture(n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout)); err != nil {
+	if err := n.waitFuture(n.raft().RemoveServer(raft.ServerID(id), 0, n.cfg.Core.ApplyTimeout)); err != nil {
 		return n.applyError(err)
 	}
 	n.peers.promoted(id)
 	n.log.Info("removed member", "member", id, "force", force)
-	if id == n.cfg.ID {
+	if id == n.cfg.Core.ID {
 		return nil // we are no longer in the cluster: the new leader forgets our address (forgetNonMembers)
 	}
 	key := []byte(id)
-	_, err = n.Exec(ctx, [][]byte{key}, func(node.View) []fsm.Command {
+	_, err = n.core.Load().Exec(ctx, [][]byte{key}, func(node.View) []fsm.Command {
 		return []fsm.Command{{Kind: fsm.KindRemoveMember, Key: key}}
 	}, nil)
 	return err
@@ -292,11 +244,11 @@ func (n *Node) RemoveServer(ctx context.Context, id string, force bool) error {
 // whose client address answers as that member of this cluster when called back
 // (member_announce.go), and never the leader's own (it records that itself). The caller
 // authenticates the peer.
-func (n *Node) Announce(ctx context.Context, id, clientAddr, raftAddr string) error {
-	if !n.ready.Load() {
+func (n *Member) Announce(ctx context.Context, id, clientAddr, raftAddr string) error {
+	if !n.isLeader() {
 		return n.notLeader()
 	}
-	if id == n.cfg.ID {
+	if id == n.cfg.Core.ID {
 		return fmt.Errorf("%w: %s is the leader, which records its own client address", node.ErrNotMember, id)
 	}
 	if _, _, err := net.SplitHostPort(clientAddr); err != nil || len(clientAddr) > 256 {
@@ -320,13 +272,13 @@ func (n *Node) Announce(ctx context.Context, id, clientAddr, raftAddr string) er
 }
 
 // Transfer hands leadership to id, or to the most caught-up voter when id is empty.
-func (n *Node) Transfer(id string) error {
-	if n.raft.State() != raft.Leader {
+func (n *Member) Transfer(id string) error {
+	if n.raft().State() != raft.Leader {
 		return n.notLeader()
 	}
 	var f raft.Future
 	if id == "" {
-		f = n.raft.LeadershipTransfer()
+		f = n.raft().LeadershipTransfer()
 	} else {
 		members, err := n.Members()
 		if err != nil {
@@ -336,7 +288,7 @@ func (n *Node) Transfer(id string) error {
 		if i < 0 {
 			return fmt.Errorf("%w: %s", node.ErrNoSuchMember, id)
 		}
-		f = n.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(members[i].RaftAddr))
+		f = n.raft().LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(members[i].RaftAddr))
 	}
 	if err := n.waitFuture(f); err != nil {
 		return fmt.Errorf("leadership transfer: %w", err)

@@ -1,4 +1,4 @@
-package raftnode
+package cluster
 
 import (
 	"context"
@@ -44,7 +44,7 @@ const uncommittedRemovalRounds = 5
 // uncommittedRemovalRound plays TestUncommittedRemovalDoesNotRemove's scenario once on a new
 // cluster. It reports true, having checked nothing more, when the removal committed after all.
 func uncommittedRemovalRound(t *testing.T) (committed bool) {
-	nodes := newCluster(t, 3, func(c *Config) { c.ClientAddr = "client-" + c.ID })
+	nodes := newCluster(t, 3, func(c *Config) { c.ClientAddr = "client-" + c.Core.ID })
 	// The removed node asks the leader over RESP (RAFT MEMBER); in-memory nodes have no client
 	// port, so the question goes straight to the node behind the address.
 	byAddr := map[string]*testNode{}
@@ -52,7 +52,7 @@ func uncommittedRemovalRound(t *testing.T) (committed bool) {
 		byAddr[n.cfg.ClientAddr] = n
 	}
 	orig := askMembership
-	askMembership = func(_ context.Context, _ *Node, addr, id string) (node.Membership, error) {
+	askMembership = func(_ context.Context, _ *Member, addr, id string) (node.Membership, error) {
 		if n := byAddr[addr]; n != nil {
 			return n.Membership(id), nil
 		}
@@ -60,8 +60,8 @@ func uncommittedRemovalRound(t *testing.T) (committed bool) {
 	}
 	t.Cleanup(func() { askMembership = orig })
 
-	l := leader(t, nodes)
-	rest := others(l, nodes)
+	l := testutil.Leader(t, nodes)
+	rest := testutil.Others(l, nodes)
 	f, third := rest[0], rest[1]
 	// f must know the client addresses of whichever leads after the heal to ask it (the leader
 	// records its own; in-memory followers cannot announce theirs over RESP: record it for them).
@@ -79,14 +79,14 @@ func uncommittedRemovalRound(t *testing.T) (committed bool) {
 	l.trans.Disconnect(third.addr)
 	third.trans.Disconnect(l.addr)
 	// Straight to raft: RemoveServer would refuse a change the reachable voters cannot commit.
-	l.raft.RemoveServer(raft.ServerID(f.id), 0, time.Second)
+	l.raft().RemoveServer(raft.ServerID(f.id), 0, time.Second)
 	testutil.WaitFor(t, 5*time.Second, func() error {
 		if c, err := f.configuration(); err != nil || inConfig(c, f.id) {
 			return fmt.Errorf("%s's newest configuration still lists it (%v)", f.id, err)
 		}
 		return nil
 	})
-	isolate(l, nodes)
+	testutil.Isolate(l, nodes)
 	// Long past removedQuiet: f sees no leader, its log drops it, and nothing committed that.
 	select {
 	case <-f.Removed():
@@ -117,7 +117,7 @@ func uncommittedRemovalRound(t *testing.T) (committed bool) {
 	}
 
 	// Healed, the leader (or whichever node has the entry) commits the removal, and f leaves.
-	connectAll(nodes)
+	testutil.ConnectAll(nodes)
 	select {
 	case <-f.Removed():
 	case <-time.After(30 * time.Second):
@@ -143,8 +143,8 @@ func inConfig(c raft.Configuration, id string) bool {
 // later, its own addition. The removal is superseded and must not stop it (make chaos seed 3:
 // n4 left on the removal at index 1965 with its log holding 1944-2170).
 func TestRestartAfterRejoinIgnoresOldRemoval(t *testing.T) {
-	nodes := newCluster(t, 3, func(c *Config) { c.TrailingLogs = 1 })
-	l := leader(t, nodes)
+	nodes := newCluster(t, 3, func(c *Config) { c.Core.TrailingLogs = 1 })
+	l := testutil.Leader(t, nodes)
 	fi := slices.IndexFunc(nodes, func(n *testNode) bool { return n != l })
 	old := nodes[fi]
 	mustLock(t, l, "before-snapshot", "o", 0)
@@ -161,7 +161,7 @@ func TestRestartAfterRejoinIgnoresOldRemoval(t *testing.T) {
 	}
 	// A removed follower seldom learns that its removal committed (removal.go): stopped here.
 	closeNode(t, old)
-	isolate(old, nodes)
+	testutil.Isolate(old, nodes)
 
 	// Added again afresh: empty stores, the same ID, caught up from the leader's snapshot (from
 	// before the removal: the log it compacted holds nothing older), then a voter. At a new
@@ -174,22 +174,22 @@ func TestRestartAfterRejoinIgnoresOldRemoval(t *testing.T) {
 	cfg.RaftAddr = addrOf(old.id) + "-again"
 	f := startNode(t, cfg, newStores())
 	nodes[fi] = f
-	connectAll(nodes)
+	testutil.ConnectAll(nodes)
 	// Through whichever node leads: under load a leader can lose its lease mid-test.
 	var added uint64
-	onLeader(t, nodes, "AddServer("+f.id+")", func(l *testNode) error {
+	testutil.OnLeader(t, nodes, "AddServer("+f.id+")", func(l *testNode) error {
 		var err error
 		added, err = l.AddServer(t.Context(), f.id, f.cfg.RaftAddr, "", false)
 		return err
 	})
 	testutil.WaitFor(t, 10*time.Second, func() error {
-		if got := f.raft.AppliedIndex(); got < added {
+		if got := f.raft().AppliedIndex(); got < added {
 			return fmt.Errorf("%s applied %d, want %d (its addition)", f.id, got, added)
 		}
 		return nil
 	})
-	onLeader(t, nodes, "AddVoter("+f.id+")", func(l *testNode) error {
-		return l.raft.AddVoter(raft.ServerID(f.id), f.addr, 0, 5*time.Second).Error()
+	testutil.OnLeader(t, nodes, "AddVoter("+f.id+")", func(l *testNode) error {
+		return l.raft().AddVoter(raft.ServerID(f.id), f.addr, 0, 5*time.Second).Error()
 	})
 	metas, err := f.stores.Snapshots.List()
 	if err != nil || len(metas) == 0 || metas[0].Index >= removal {
@@ -202,7 +202,7 @@ func TestRestartAfterRejoinIgnoresOldRemoval(t *testing.T) {
 	// Restarted on its stores, it replays the removal, then its addition, and stays.
 	f = restart(t, f)
 	nodes[fi] = f
-	connectAll(nodes)
+	testutil.ConnectAll(nodes)
 	// The second lock is written once f holds the first, so f applies it in a later batch: by
 	// then the batch with the first lock, the removal's at the latest, has run its hooks.
 	for _, key := range []string{"after-restart", "after-restart-2"} {

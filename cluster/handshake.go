@@ -1,4 +1,4 @@
-package raftnode
+package cluster
 
 import (
 	"bufio"
@@ -115,8 +115,8 @@ func readHello(r io.Reader) (hello, error) {
 }
 
 // peerGate is what the stream layer asks the node about the other end of a raft connection.
-// Node implements it; until a node is attached (NewTransport's caller passes the transport to
-// New), every connection is refused.
+// Member implements it; until one is attached (NewTransport's caller passes the transport to
+// Start), every connection is refused.
 type peerGate interface {
 	// helloRequired reports whether the cluster's members all know the hello.
 	helloRequired() bool
@@ -269,19 +269,19 @@ func dialPeer(g peerGate, c net.Conn, tc *tls.Conn, addr string, deadline time.T
 	return c.SetDeadline(time.Time{})
 }
 
-// The node's side of peerGate.
+// The Member's side of peerGate.
 
-var _ peerGate = (*Node)(nil)
+var _ peerGate = (*Member)(nil)
 
 // helloRequired: the cluster's format is helloFormat or newer, as this node has applied it or
 // as its stable store remembers from before a restart (a restarted node's table says less
 // until it has applied its log again: Machine.Format). The first time it sees the format it
 // records that, with no lock held.
-func (n *Node) helloRequired() bool {
+func (n *Member) helloRequired() bool {
 	if n.helloKnown.Load() {
 		return true
 	}
-	if byte(n.format.Load()) < helloFormat {
+	if n.format() < helloFormat {
 		return false
 	}
 	if n.helloKnown.CompareAndSwap(false, true) {
@@ -292,9 +292,9 @@ func (n *Node) helloRequired() bool {
 	return true
 }
 
-func (n *Node) localID() string { return n.cfg.ID }
+func (n *Member) localID() string { return n.cfg.Core.ID }
 
-func (n *Node) handshakeCluster() string {
+func (n *Member) handshakeCluster() string {
 	if id := n.ClusterID(); id != "" {
 		return id
 	}
@@ -304,7 +304,7 @@ func (n *Node) handshakeCluster() string {
 	return ""
 }
 
-func (n *Node) adoptCluster(id string) error {
+func (n *Member) adoptCluster(id string) error {
 	if n.adoptedCluster.CompareAndSwap(nil, &id) {
 		n.log.Info("raft handshake: adopting the cluster ID of the member that reached this node", "cluster_id", id)
 		return nil
@@ -315,8 +315,8 @@ func (n *Node) adoptCluster(id string) error {
 	return nil
 }
 
-func (n *Node) admits(id string) error {
-	r := n.fsmRaft.Load()
+func (n *Member) admits(id string) error {
+	r := n.startedRaft()
 	if r == nil {
 		return errNotStarted
 	}
@@ -336,8 +336,8 @@ func (n *Node) admits(id string) error {
 	return fmt.Errorf("%w: %q is not in this node's configuration (%s)", errNotMember, id, configString(f.Configuration()))
 }
 
-func (n *Node) memberAt(addr string) string {
-	r := n.fsmRaft.Load()
+func (n *Member) memberAt(addr string) string {
+	r := n.startedRaft()
 	if r == nil {
 		return ""
 	}
@@ -356,10 +356,10 @@ func (n *Node) memberAt(addr string) string {
 // IsPeer reports whether a node ID may be this node's peer on the client port's node-to-node
 // links: a member of the newest configuration, or any node while this one has none yet (it is
 // joining). cmd/raftlock checks the certificate of a node it dials with it.
-func (n *Node) IsPeer(id string) error { return n.admits(id) }
+func (n *Member) IsPeer(id string) error { return n.admits(id) }
 
 // attachTransport lets a Transport's stream layer ask this node about its peers.
-func (n *Node) attachTransport(trans raft.Transport) {
+func (n *Member) attachTransport(trans raft.Transport) {
 	if t, ok := trans.(*Transport); ok {
 		t.layer.gate.Store(&gateRef{n})
 	}

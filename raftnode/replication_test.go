@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,8 +28,8 @@ func waitConverged(t *testing.T, want *testNode, nodes []*testNode) {
 
 func TestClusterFollowerRedirects(t *testing.T) {
 	nodes := newCluster(t, 3)
-	l := leader(t, nodes)
-	for _, f := range others(l, nodes) {
+	l := testutil.Leader(t, nodes)
+	for _, f := range testutil.Others(l, nodes) {
 		testutil.WaitFor(t, 2*time.Second, func() error {
 			if id, _ := f.Leader(); id != l.id {
 				return fmt.Errorf("%s knows leader %q, want %q", f.id, id, l.id)
@@ -55,9 +54,9 @@ func TestClusterFollowerRedirects(t *testing.T) {
 }
 
 func TestClusterReplicates(t *testing.T) {
-	clock := newFakeClock()
+	clock := testutil.NewClock()
 	nodes := newCluster(t, 3, func(c *Config) { c.Now = clock.Now })
-	l := leader(t, nodes)
+	l := testutil.Leader(t, nodes)
 	var toks []fsm.Token
 	for i := range 30 {
 		var ms uint64
@@ -92,7 +91,7 @@ func TestClusterReplicates(t *testing.T) {
 	})
 	waitConverged(t, l, nodes)
 	waitExpired(t, l, 12)
-	for _, n := range others(l, nodes) {
+	for _, n := range testutil.Others(l, nodes) {
 		if s := n.Stats(); s.Expired != 0 || s.Proposals != 0 {
 			t.Fatalf("follower %s proposed (expired %d, proposals %d); only the leader acts on timers", n.id, s.Expired, s.Proposals)
 		}
@@ -106,10 +105,10 @@ func TestClusterReplicates(t *testing.T) {
 // the old leader's unacknowledged write is gone.
 func TestClusterFailover(t *testing.T) {
 	nodes := newCluster(t, 3)
-	old := leader(t, nodes)
+	old := testutil.Leader(t, nodes)
 	acked := mustLock(t, old, "held", "alice", 0)
 
-	isolate(old, nodes)
+	testutil.Isolate(old, nodes)
 	partitioned := time.Now()
 
 	// A write on the partitioned leader cannot commit: uncertain (it was proposed) or not
@@ -121,8 +120,8 @@ func TestClusterFailover(t *testing.T) {
 		t.Fatalf("write on the partitioned leader = %+v, %v; want node.ErrUncertain or NotLeaderError", out, err)
 	}
 
-	rest := others(old, nodes)
-	nl := leader(t, rest)
+	rest := testutil.Others(old, nodes)
+	nl := testutil.Leader(t, rest)
 	took := time.Since(partitioned)
 	t.Logf("new leader %s ready %v after the partition", nl.id, took)
 	if took > 20*testElection {
@@ -174,14 +173,14 @@ func TestClusterFailover(t *testing.T) {
 		t.Fatalf("write on the old leader while marked ready = %+v, %v; want NotLeaderError or node.ErrUncertain", out, err)
 	}
 
-	connectAll(nodes)
+	testutil.ConnectAll(nodes)
 	waitConverged(t, nl, nodes)
 	for _, n := range nodes {
 		if held(n, "lost") || held(n, "lost2") {
 			t.Fatalf("%s holds a write the old leader never committed", n.id)
 		}
 	}
-	now := leader(t, nodes)
+	now := testutil.Leader(t, nodes)
 	testutil.WaitFor(t, 2*time.Second, func() error {
 		if id, _ := old.Leader(); id != now.id {
 			return fmt.Errorf("old leader knows leader %q, want %q", id, now.id)
@@ -195,14 +194,14 @@ func TestClusterFailover(t *testing.T) {
 func TestClusterLeaseSurvivesFailover(t *testing.T) {
 	const lease = 1500 * time.Millisecond
 	nodes := newCluster(t, 3)
-	old := leader(t, nodes)
+	old := testutil.Leader(t, nodes)
 	sent := time.Now()
 	mustLock(t, old, "k", "o", uint64(lease/time.Millisecond))
 	acked := time.Now()
 	// applied[id] bounds from above when each follower armed its timer.
 	applied := map[string]time.Time{}
 	testutil.WaitFor(t, time.Second, func() error {
-		for _, f := range others(old, nodes) {
+		for _, f := range testutil.Others(old, nodes) {
 			if _, ok := applied[f.id]; !ok && held(f, "k") {
 				applied[f.id] = time.Now()
 			}
@@ -215,8 +214,8 @@ func TestClusterLeaseSurvivesFailover(t *testing.T) {
 
 	// Fail over well into the lease: a reset timer would then end at least 700 ms late.
 	time.Sleep(time.Until(acked.Add(700 * time.Millisecond)))
-	isolate(old, nodes)
-	nl := leader(t, others(old, nodes))
+	testutil.Isolate(old, nodes)
+	nl := testutil.Leader(t, testutil.Others(old, nodes))
 	readyAt := time.Now()
 	if readyAt.After(sent.Add(lease)) {
 		t.Skipf("election took until %v after the grant, past the lease: nothing to check", readyAt.Sub(sent))
@@ -241,7 +240,7 @@ func TestClusterLeaseSurvivesFailover(t *testing.T) {
 	// Nothing but a committed Expire removes a lock here. (Stats().Expired is not checked: if
 	// leadership moves again in the two-node half, the Expire may be counted nowhere.)
 
-	connectAll(nodes)
+	testutil.ConnectAll(nodes)
 	waitConverged(t, nl, nodes)
 	if held(old, "k") {
 		t.Fatal("old leader still holds the expired lock after healing")
@@ -251,14 +250,14 @@ func TestClusterLeaseSurvivesFailover(t *testing.T) {
 // TestSnapshotInstallOnLaggingFollower: a follower that missed entries the leader compacted away
 // gets a snapshot, restores the same table, and arms a full lease for every leased lock.
 func TestSnapshotInstallOnLaggingFollower(t *testing.T) {
-	clock := newFakeClock()
+	clock := testutil.NewClock()
 	nodes := newCluster(t, 3, func(c *Config) {
 		c.Now = clock.Now
 		c.TrailingLogs = 1
 	})
-	l := leader(t, nodes)
-	lag := others(l, nodes)[0]
-	isolate(lag, nodes)
+	l := testutil.Leader(t, nodes)
+	lag := testutil.Others(l, nodes)[0]
+	testutil.Isolate(lag, nodes)
 
 	for i := range 30 {
 		var ms uint64
@@ -275,7 +274,7 @@ func TestSnapshotInstallOnLaggingFollower(t *testing.T) {
 	// timer for these locks and must arm a full lease from the install.
 	clock.Advance(30 * time.Second)
 
-	connectAll(nodes)
+	testutil.ConnectAll(nodes)
 	waitConverged(t, l, nodes)
 	if s := lag.Stats(); s.LastSnapshot == 0 {
 		t.Fatalf("lagging follower converged without a snapshot install: %+v", s)
@@ -293,7 +292,7 @@ func TestSnapshotInstallOnLaggingFollower(t *testing.T) {
 // compaction every Grant or Renew they apply adds an entry that stays until they become leader.
 func TestLeaseQueueBounded(t *testing.T) {
 	nodes := newCluster(t, 3)
-	l := leader(t, nodes)
+	l := testutil.Leader(t, nodes)
 	r := mustLock(t, l, "k", "o", 60_000)
 	var last fsm.Result
 	for range 300 {
@@ -329,12 +328,12 @@ func TestLeaseQueueBounded(t *testing.T) {
 // resumes without waiting for an election timeout, and nothing acknowledged is lost.
 func TestClusterLeaderCloseHandsOver(t *testing.T) {
 	nodes := newCluster(t, 3)
-	old := leader(t, nodes)
+	old := testutil.Leader(t, nodes)
 	acked := mustLock(t, old, "k", "o", 0)
 	start := time.Now()
 	closeNode(t, old)
-	isolate(old, nodes) // a closed process: RPCs to it fail at once
-	nl := leader(t, others(old, nodes))
+	testutil.Isolate(old, nodes) // a closed process: RPCs to it fail at once
+	nl := testutil.Leader(t, testutil.Others(old, nodes))
 	t.Logf("Close plus handover took %v", time.Since(start))
 	if l, isHeld, err := read(t.Context(), nl, "k"); err != nil || !isHeld || l.Token != acked.Token {
 		t.Fatalf("read after handover = %+v, %v, %v; want token %d", l, isHeld, err, acked.Token)
@@ -350,9 +349,9 @@ func TestClusterLeaderCloseHandsOver(t *testing.T) {
 // TestClusterFollowerRestart: a follower that restarts on its stores catches up with the grants it
 // missed and converges; its lease timers start from its own apply, never earlier.
 func TestClusterFollowerRestart(t *testing.T) {
-	clock := newFakeClock()
+	clock := testutil.NewClock()
 	nodes := newCluster(t, 3, func(c *Config) { c.Now = clock.Now })
-	l := leader(t, nodes)
+	l := testutil.Leader(t, nodes)
 	idx := 0
 	for i, n := range nodes {
 		if n != l {
@@ -363,12 +362,12 @@ func TestClusterFollowerRestart(t *testing.T) {
 	mustLock(t, l, "before", "o", 5000)
 	waitConverged(t, l, nodes)
 	closeNode(t, nodes[idx])
-	isolate(nodes[idx], nodes)
+	testutil.Isolate(nodes[idx], nodes)
 	mustLock(t, l, "during", "o", 5000)
 	clock.Advance(4 * time.Second)
 	// Replace it in place: the cluster's cleanup closes what nodes holds when the test ends.
 	nodes[idx] = restart(t, nodes[idx])
-	connectAll(nodes)
+	testutil.ConnectAll(nodes)
 	waitConverged(t, l, nodes)
 	f := nodes[idx]
 	for _, key := range []string{"before", "during"} {
@@ -380,50 +379,4 @@ func TestClusterFollowerRestart(t *testing.T) {
 	if _, rem, _ := l.LocalLookup([]byte("before")); rem != time.Second {
 		t.Fatalf("leader's timer: %v left, want 1s", rem)
 	}
-}
-
-// A leader that removes itself, while requests keep arriving, reports Removed and closes
-// promptly: no proposal or leadership check is left waiting on a raft that stopped.
-func TestLeaderRemovesItself(t *testing.T) {
-	nodes := newCluster(t, 3)
-	l := leader(t, nodes)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Go(func() {
-			for i := 0; ctx.Err() == nil; i++ {
-				k := fmt.Sprintf("w%d-%d", w, i)
-				tryLock(ctx, l, k, "o", 60_000)
-				read(ctx, l, k)
-			}
-		})
-	}
-	time.Sleep(100 * time.Millisecond)
-	rctx, rcancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer rcancel()
-	if err := l.RemoveServer(rctx, l.id, true); err != nil {
-		t.Fatalf("RemoveServer(self): %v", err)
-	}
-	select {
-	case <-l.Removed():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the removed leader never reported Removed")
-	}
-	closed := make(chan error, 1)
-	go func() { closed <- l.Close() }()
-	select {
-	case <-closed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close of the removed leader hangs")
-	}
-	cancel()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("requests on the removed leader never returned")
-	}
-	leader(t, others(l, nodes))
 }

@@ -1,4 +1,4 @@
-package raftnode
+package cluster
 
 import (
 	"context"
@@ -28,13 +28,13 @@ import (
 // and how far its log goes. The leader asks it of an announced address (verifyAnnounced) and of
 // a non-voter to promote (caughtUp). Tests of the decisions replace it to reach in-memory
 // nodes, which have no client port.
-var askState = func(ctx context.Context, n *Node, addr string) (node.PeerState, error) {
+var askState = func(ctx context.Context, n *Member, addr string) (node.PeerState, error) {
 	return n.peerAPI.State(ctx, addr)
 }
 
 // verifyAnnounced checks, on the leader, that the node at clientAddr answers as member id of
 // this cluster. An address the member table already holds for id is not asked again.
-func (n *Node) verifyAnnounced(ctx context.Context, id, clientAddr string) error {
+func (n *Member) verifyAnnounced(ctx context.Context, id, clientAddr string) error {
 	if cur, ok := n.MemberAddr(id); ok && cur == clientAddr {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package raftnode
+package cluster
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/certs"
+	"github.com/raftlock/raftlock/raftnode"
 )
 
 // TransportConfig configures the raft transport. A zero field means the documented default.
@@ -153,7 +154,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		Stream:  layer,
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
-		Logger:  newHCLogger(cfg.Logger.With("component", "raft-transport")),
+		Logger:  raftnode.HCLogger(cfg.Logger.With("component", "raft-transport")),
 	})
 	t := &Transport{NetworkTransport: nt, layer: layer, vetted: make(chan raft.RPC), stop: make(chan struct{}),
 		log: cfg.Logger.With("component", "raft-transport")}

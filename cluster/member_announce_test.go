@@ -1,4 +1,4 @@
-package raftnode
+package cluster
 
 import (
 	"context"
@@ -17,9 +17,9 @@ import (
 func TestAnnounceVerified(t *testing.T) {
 	// Client addresses where nothing listens (127.0.0.1:11 for n1 ...): the followers' own
 	// announcements, over RESP, fail at once and are retried; the test announces for them.
-	nodes := newCluster(t, 3, func(c *Config) { c.ClientAddr = "127.0.0.1:1" + c.ID[len(c.ID)-1:] })
-	l := leader(t, nodes)
-	f := others(l, nodes)[0]
+	nodes := newCluster(t, 3, func(c *Config) { c.ClientAddr = "127.0.0.1:1" + c.Core.ID[len(c.Core.ID)-1:] })
+	l := testutil.Leader(t, nodes)
+	f := testutil.Others(l, nodes)[0]
 	testutil.WaitFor(t, 5*time.Second, testutil.Cond("a cluster ID", func() bool { return l.ClusterID() != "" }))
 	ours := l.ClusterID()
 
@@ -32,7 +32,7 @@ func TestAnnounceVerified(t *testing.T) {
 	}
 	var asked []string
 	orig := askState
-	askState = func(_ context.Context, _ *Node, addr string) (node.PeerState, error) {
+	askState = func(_ context.Context, _ *Member, addr string) (node.PeerState, error) {
 		asked = append(asked, addr)
 		a, ok := answers[addr]
 		if !ok {

@@ -1,4 +1,4 @@
-package raftnode
+package cluster
 
 import (
 	"context"
@@ -56,7 +56,7 @@ func (c *committedConfig) get(id string) (index uint64, member, known bool) {
 // seedCommittedConfig takes the configuration of the newest snapshot in the store as committed
 // (a snapshot covers committed entries only). It runs at start and after each restore: raft
 // restores a snapshot's configuration itself and never shows it to the FSM.
-func (n *Node) seedCommittedConfig() {
+func (n *Member) seedCommittedConfig() {
 	if n.snapshots == nil {
 		return
 	}
@@ -70,10 +70,10 @@ func (n *Node) seedCommittedConfig() {
 // Membership answers RAFT MEMBER id: whether id is in the newest configuration this node
 // knows to be committed. Only a ready leader's answer counts (it has applied everything
 // committed before its term), and the asking node checks that it is one.
-func (n *Node) Membership(id string) node.Membership {
+func (n *Member) Membership(id string) node.Membership {
 	index, member, known := n.committedConf.get(id)
 	return node.Membership{
-		LeaderReady: n.ready.Load(),
+		LeaderReady: n.isLeader(),
 		Known:       known,
 		ConfigIndex: index,
 		Member:      member,
@@ -82,17 +82,17 @@ func (n *Node) Membership(id string) node.Membership {
 
 // askMembership asks the node at addr for its Membership of id (RAFT MEMBER). Tests of the
 // decision replace it to reach in-memory nodes, which have no client port.
-var askMembership = func(ctx context.Context, n *Node, addr, id string) (node.Membership, error) {
+var askMembership = func(ctx context.Context, n *Member, addr, id string) (node.Membership, error) {
 	return n.peerAPI.Membership(ctx, addr, id)
 }
 
 // removalConfirmed reports whether a ready leader says its committed configuration no longer
 // lists this node, and which member said so. It asks the members of this node's newest
 // configuration at the client addresses it knows (the member table, else the hints).
-func (n *Node) removalConfirmed(ctx context.Context, hints map[string]string) (string, bool) {
+func (n *Member) removalConfirmed(ctx context.Context, hints map[string]string) (string, bool) {
 	removed := false
 	leader := n.askReadyLeader(ctx, hints, func(addr string) bool {
-		st, err := askMembership(ctx, n, addr, n.cfg.ID)
+		st, err := askMembership(ctx, n, addr, n.cfg.Core.ID)
 		if err != nil || !st.LeaderReady {
 			return false
 		}

@@ -1,4 +1,4 @@
-package raftnode
+package cluster
 
 import (
 	"cmp"
@@ -22,7 +22,7 @@ const (
 
 // peerClient asks other nodes on their client (RESP) port, as the peer user, and reads their
 // answers into node's peer types (node/peer.go), which the answering server renders from. It
-// holds only how to reach the peers, nothing of a Node's.
+// holds only how to reach the peers, nothing of a Member's.
 type peerClient struct {
 	tls *tls.Config // nil: plain TCP
 	// user and password authenticate each call with AUTH when password is set (user "" is

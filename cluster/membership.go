@@ -1,4 +1,4 @@
-package raftnode
+package cluster
 
 import (
 	"context"
@@ -66,7 +66,7 @@ var memberHintsKey = []byte("raftlock/member-hints")
 var identityKey = []byte("raftlock/identity")
 
 // wakeMembership tells the membership goroutine that something it watches changed.
-func (n *Node) wakeMembership() {
+func (n *Member) wakeMembership() {
 	select {
 	case n.memberWake <- struct{}{}:
 	default:
@@ -76,7 +76,7 @@ func (n *Node) wakeMembership() {
 // noteConfiguration is told every committed configuration, in log order (ApplyBatch hands it
 // raft's LogConfiguration entries). It runs on raft's FSM goroutine, with no lock held: it only
 // compares and signals.
-func (n *Node) noteConfiguration(index uint64, c raft.Configuration) {
+func (n *Member) noteConfiguration(index uint64, c raft.Configuration) {
 	n.committedConf.set(index, c.Servers)
 	in := n.listedIn(c)
 	// A joining node replays older configurations without itself, so only a node that has been
@@ -104,8 +104,8 @@ func (n *Node) noteConfiguration(index uint64, c raft.Configuration) {
 // adds it again. Should that entry never commit, a later leader either replicates to this node
 // (which is then in that leader's configuration) or never contacts it again: the node, without a
 // leader, then asks whether it was removed while away and says so (removedByLeader).
-func (n *Node) listedByLatestConfiguration() bool {
-	r := n.fsmRaft.Load()
+func (n *Member) listedByLatestConfiguration() bool {
+	r := n.startedRaft()
 	if r == nil {
 		// raft applies nothing before a leader has told it the commit index, in practice long
 		// after NewRaft returned. Should it ever, this entry alone does not remove the node:
@@ -120,8 +120,8 @@ func (n *Node) listedByLatestConfiguration() bool {
 }
 
 // listedIn reports whether c lists this node.
-func (n *Node) listedIn(c raft.Configuration) bool {
-	return slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return s.ID == raft.ServerID(n.cfg.ID) })
+func (n *Member) listedIn(c raft.Configuration) bool {
+	return slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return s.ID == raft.ServerID(n.cfg.Core.ID) })
 }
 
 // droppedByLatestConfiguration reports whether this node, once a member, is missing from the
@@ -130,8 +130,8 @@ func (n *Node) listedIn(c raft.Configuration) bool {
 // it. The entry came over raft from a leader, not from a client, but it may never have committed
 // (its leader lost quorum or crashed first): after removedQuiet without a leader, the node asks
 // the ready leader whether the removal committed (removalConfirmed) and leaves only if so.
-func (n *Node) droppedByLatestConfiguration() bool {
-	if !n.member.Load() || time.Since(n.raft.LastContact()) < removedQuiet {
+func (n *Member) droppedByLatestConfiguration() bool {
+	if !n.member.Load() || time.Since(n.raft().LastContact()) < removedQuiet {
 		return false
 	}
 	c, err := n.configuration()
@@ -142,12 +142,14 @@ func (n *Node) droppedByLatestConfiguration() bool {
 }
 
 // markRemoved stops this node from serving and closes Removed, once; msg says how it learnt.
-func (n *Node) markRemoved(msg string, args ...any) {
+func (n *Member) markRemoved(msg string, args ...any) {
 	if n.closing.Load() {
 		return
 	}
 	n.removeOnce.Do(func() {
-		n.ready.Store(false)
+		if core := n.core.Load(); core != nil {
+			core.Retire()
+		}
 		n.log.Warn(msg, args...)
 		close(n.removed)
 	})
@@ -155,10 +157,10 @@ func (n *Node) markRemoved(msg string, args ...any) {
 
 // Removed is closed when this node learns it is no longer a member: from a committed
 // configuration, or (removed while away) from the leader.
-func (n *Node) Removed() <-chan struct{} { return n.removed }
+func (n *Member) Removed() <-chan struct{} { return n.removed }
 
 // runMembership keeps this node's place in the cluster (see the top of this file).
-func (n *Node) runMembership() {
+func (n *Member) runMembership() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { // ends with this function at the latest
@@ -176,11 +178,8 @@ func (n *Node) runMembership() {
 		}
 		return false
 	})
-	n.raft.RegisterObserver(obs)
-	defer n.raft.DeregisterObserver(obs)
-	if _, id := n.raft.LeaderWithID(); id != "" { // elected before the observer was there
-		n.stats.leaders.note(string(id), n.raft.CurrentTerm(), time.Now())
-	}
+	n.raft().RegisterObserver(obs)
+	defer n.raft().DeregisterObserver(obs)
 	// Observations are handled on their own goroutine: the loop below may be in a call to
 	// another member, and requests waiting for a leader must hear of one at once.
 	observed := make(chan struct{})
@@ -197,13 +196,11 @@ func (n *Node) runMembership() {
 					continue
 				case raft.LeaderObservation:
 					n.peers.leaderChanged()
-					n.stats.leaders.note(string(d.LeaderID), n.raft.CurrentTerm(), time.Now())
 				case raft.RaftState:
 					if d == raft.Shutdown {
 						n.markRemoved("removed from the cluster: raft stopped on its own")
 					}
 				}
-				n.leaderChange.notify()
 				n.wakeMembership()
 			}
 		}
@@ -239,7 +236,7 @@ func (n *Node) runMembership() {
 			next = joinRetry
 		}
 		// Removal while away: only a member that sees no leader asks.
-		if id, _ := n.raft.LeaderWithID(); id != "" || !n.member.Load() {
+		if id, _ := n.raft().LeaderWithID(); id != "" || !n.member.Load() {
 			leaderless, warned, unconfirmedWarned = time.Time{}, false, false
 		} else {
 			if leaderless.IsZero() {
@@ -287,16 +284,16 @@ func (n *Node) runMembership() {
 
 // announce makes sure the member table holds this node's client address. It reports false when
 // it should be tried again later (the leader could not be reached).
-func (n *Node) announce(ctx context.Context) bool {
+func (n *Member) announce(ctx context.Context) bool {
 	want := n.cfg.ClientAddr
 	if want == "" {
 		return true
 	}
-	if addr, ok := n.MemberAddr(n.cfg.ID); ok && addr == want {
+	if addr, ok := n.MemberAddr(n.cfg.Core.ID); ok && addr == want {
 		return true
 	}
-	if n.ready.Load() {
-		if err := n.SetMemberAddr(ctx, n.cfg.ID, want); err != nil {
+	if n.isLeader() {
+		if err := n.SetMemberAddr(ctx, n.cfg.Core.ID, want); err != nil {
 			n.log.Warn("recording own client address failed", "err", err)
 			return false
 		}
@@ -306,7 +303,7 @@ func (n *Node) announce(ctx context.Context) bool {
 	if leaderID == "" || leaderAddr == "" {
 		return true // a leader, or its address, is still to come: that change wakes us
 	}
-	if err := n.peerAPI.Announce(ctx, leaderAddr, n.cfg.ID, want, n.cfg.RaftAddr); err != nil {
+	if err := n.peerAPI.Announce(ctx, leaderAddr, n.cfg.Core.ID, want, n.cfg.RaftAddr); err != nil {
 		n.log.Warn("telling the leader our client address failed", "leader", leaderID, "err", err)
 		return false
 	}
@@ -318,12 +315,12 @@ func (n *Node) announce(ctx context.Context) bool {
 // catches up from the leader (by snapshot if the log was compacted) and is then promoted to
 // voter by the leader. Once it has applied the configuration change that added it, it asks for
 // the promotion itself too until it is a voter (a new leader does not know it should).
-func (n *Node) join(ctx context.Context) {
+func (n *Member) join(ctx context.Context) {
 	via := n.cfg.Join
 	var index uint64
 	for {
 		var err error
-		if index, err = n.peerAPI.Add(ctx, via, n.cfg.ID, n.cfg.RaftAddr); err == nil {
+		if index, err = n.peerAPI.Add(ctx, via, n.cfg.Core.ID, n.cfg.RaftAddr); err == nil {
 			break
 		}
 		n.log.Warn("join: adding this node failed; retrying", "via", via, "err", err)
@@ -333,7 +330,7 @@ func (n *Node) join(ctx context.Context) {
 	}
 	n.log.Info("join: added as a non-voter; catching up", "via", via, "index", index)
 	// raft offers no event for "applied up to": a short poll, for the join only.
-	for n.raft.AppliedIndex() < index {
+	for n.raft().AppliedIndex() < index {
 		if !sleepCtx(ctx, 50*time.Millisecond) {
 			return
 		}
@@ -342,7 +339,7 @@ func (n *Node) join(ctx context.Context) {
 		// The leader promotes a member it can ask on its client address: announce it first
 		// (the loop of runMembership, which announces otherwise, starts after the join).
 		n.announce(ctx)
-		err := n.peerAPI.Promote(ctx, via, n.cfg.ID)
+		err := n.peerAPI.Promote(ctx, via, n.cfg.Core.ID)
 		if err == nil {
 			n.log.Info("join: promoted to voter")
 			return
@@ -358,7 +355,7 @@ func (n *Node) join(ctx context.Context) {
 // leader, and reports whether that leader's member list lacks this node. Only a leader's answer
 // counts: its configuration is the newest, so a node that was just added is never told it is
 // gone.
-func (n *Node) removedByLeader(ctx context.Context, hints map[string]string) (string, bool) {
+func (n *Member) removedByLeader(ctx context.Context, hints map[string]string) (string, bool) {
 	removed := false
 	leader := n.askReadyLeader(ctx, hints, func(addr string) bool {
 		if st, err := n.peerAPI.State(ctx, addr); err != nil || !st.ReadyLeader() {
@@ -368,7 +365,7 @@ func (n *Node) removedByLeader(ctx context.Context, hints map[string]string) (st
 		if err != nil || len(members) == 0 {
 			return true // the leader, but no usable answer: ask again later
 		}
-		removed = !slices.ContainsFunc(members, func(m node.Member) bool { return m.ID == n.cfg.ID })
+		removed = !slices.ContainsFunc(members, func(m node.Member) bool { return m.ID == n.cfg.Core.ID })
 		return true
 	})
 	return leader, removed
@@ -378,7 +375,7 @@ func (n *Node) removedByLeader(ctx context.Context, hints map[string]string) (st
 // itself, at the client addresses it knows (the applied member table, else the hints), until
 // ask reports that the member at addr is the ready leader, and returns that member's ID ("" if
 // none was).
-func (n *Node) askReadyLeader(ctx context.Context, hints map[string]string, ask func(addr string) bool) string {
+func (n *Member) askReadyLeader(ctx context.Context, hints map[string]string, ask func(addr string) bool) string {
 	members, err := n.Members()
 	if err != nil {
 		return ""
@@ -390,7 +387,7 @@ func (n *Node) askReadyLeader(ctx context.Context, hints map[string]string, ask 
 			// until then its member table is its last snapshot's.
 			addr = hints[m.ID]
 		}
-		if m.ID == n.cfg.ID || addr == "" {
+		if m.ID == n.cfg.Core.ID || addr == "" {
 			continue
 		}
 		if ctx.Err() == nil && ask(addr) {
@@ -402,7 +399,7 @@ func (n *Node) askReadyLeader(ctx context.Context, hints map[string]string, ask 
 
 // loadMemberHints reads the member hints from the stable store (none if there are none, or if
 // they cannot be read: they are only hints).
-func (n *Node) loadMemberHints() map[string]string {
+func (n *Member) loadMemberHints() map[string]string {
 	hints := map[string]string{}
 	b, err := n.stable.Get(memberHintsKey)
 	if err != nil || len(b) == 0 {
@@ -418,7 +415,7 @@ func (n *Node) loadMemberHints() map[string]string {
 
 // saveMemberHints writes the members' client addresses to the stable store when they differ
 // from known, and returns what is now stored.
-func (n *Node) saveMemberHints(known map[string]string) map[string]string {
+func (n *Member) saveMemberHints(known map[string]string) map[string]string {
 	members, err := n.Members()
 	if err != nil {
 		return known

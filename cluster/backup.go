@@ -1,4 +1,4 @@
-package raftnode
+package cluster
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/raftlock/raftlock/backup"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/raftnode"
 	"github.com/raftlock/raftlock/store"
 )
 
@@ -25,14 +26,12 @@ const backupCatchUp = 30 * time.Second
 // confirmed (a leader replies only once a write is applied on it, and a ready leader has
 // applied everything its predecessors committed). A follower that has applied up to it has
 // every such write. RAFT READINDEX serves it to followers taking a backup.
-func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
-	if !n.ready.Load() {
+func (n *Member) ReadIndex(ctx context.Context) (uint64, error) {
+	if !n.isLeader() {
 		return 0, n.notLeader()
 	}
-	n.mu.Lock()
-	index := n.mu.machine.Applied()
-	n.mu.Unlock()
-	if err := n.VerifyLeader(ctx); err != nil {
+	index := n.applied()
+	if err := n.core.Load().VerifyLeader(ctx); err != nil {
 		return 0, err
 	}
 	return index, nil
@@ -45,9 +44,9 @@ func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
 // peer user) and reads its own table once it has applied that far, so a backup from a
 // follower costs the leader one round trip. Each lock's lease in the file is what it has left
 // by this node's timer (at least 1 ms), rounded up to the millisecond.
-func (n *Node) Backup(ctx context.Context) ([]byte, error) {
+func (n *Member) Backup(ctx context.Context) ([]byte, error) {
 	var want uint64
-	leader := n.ready.Load()
+	leader := n.isLeader()
 	if !leader {
 		var err error
 		if want, err = n.leaderReadIndex(ctx); err != nil {
@@ -57,13 +56,16 @@ func (n *Node) Backup(ctx context.Context) ([]byte, error) {
 			return nil, err
 		}
 	}
-	n.mu.Lock()
-	snap := n.mu.machine.Snapshot()
-	now := n.cfg.Now()
-	clock := n.leaseClock(now)
-	n.mu.Unlock()
+	var snap *fsm.Snapshot
+	var clock int64
+	now := n.cfg.Core.Now()
+	core := n.core.Load()
+	core.ReadTable(func(m *fsm.Machine) {
+		snap = m.Snapshot()
+		clock = core.LeaseNow()
+	})
 	if leader {
-		if err := n.VerifyLeader(ctx); err != nil {
+		if err := n.core.Load().VerifyLeader(ctx); err != nil {
 			return nil, fmt.Errorf("backup: %w", err)
 		}
 	}
@@ -73,7 +75,7 @@ func (n *Node) Backup(ctx context.Context) ([]byte, error) {
 	})
 	cluster := n.ClusterID()
 	data, err := backup.Encode(backup.Header{
-		ClusterID: cluster, SourceNode: n.cfg.ID, Term: n.raft.CurrentTerm(), Created: now.UTC(),
+		ClusterID: cluster, SourceNode: n.cfg.Core.ID, Term: n.raft().CurrentTerm(), Created: now.UTC(),
 	}, snap)
 	if err != nil {
 		return nil, err
@@ -82,8 +84,14 @@ func (n *Node) Backup(ctx context.Context) ([]byte, error) {
 	return data, nil
 }
 
+// applied is the index of the last entry this node's table applied.
+func (n *Member) applied() (index uint64) {
+	n.core.Load().ReadTable(func(m *fsm.Machine) { index = m.Applied() })
+	return index
+}
+
 // leaderReadIndex asks the leader for its read index.
-func (n *Node) leaderReadIndex(ctx context.Context) (uint64, error) {
+func (n *Member) leaderReadIndex(ctx context.Context) (uint64, error) {
 	id, addr := n.LeaderClient()
 	if addr == "" {
 		return 0, n.notLeader()
@@ -96,15 +104,13 @@ func (n *Node) leaderReadIndex(ctx context.Context) (uint64, error) {
 }
 
 // awaitApplied waits until this node's table has applied index, for at most backupCatchUp.
-func (n *Node) awaitApplied(ctx context.Context, index uint64) error {
+func (n *Member) awaitApplied(ctx context.Context, index uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, backupCatchUp)
 	defer cancel()
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		n.mu.Lock()
-		applied := n.mu.machine.Applied()
-		n.mu.Unlock()
+		applied := n.applied()
 		if applied >= index {
 			return nil
 		}
@@ -198,7 +204,7 @@ func writeRestoredStore(path, id string, conf raft.Configuration, m *fsm.Machine
 			err = fmt.Errorf("restore: close the store: %w", cerr)
 		}
 	}()
-	// Every voter of the new cluster is restored by this release: it may write its format.
+	// Every voter of the new cluster is restored by this version: it may write its format.
 	if err := saveIdentity(st, identity{NodeID: id, BootstrapFormat: fsm.FormatCurrent}); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
@@ -212,7 +218,7 @@ func writeRestoredStore(path, id string, conf raft.Configuration, m *fsm.Machine
 	if err != nil {
 		return fmt.Errorf("restore: create the snapshot: %w", err)
 	}
-	if err := (&tableSnapshot{snap: snap}).Persist(sink); err != nil {
+	if err := raftnode.TableSnapshot(snap).Persist(sink); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package raftnode
+package cluster
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 // other, with Config.PeerUser's credentials) for the others. hashicorp/raft does not expose a
 // follower's match index, so a member's progress is what it says it applied when asked. A
 // member that cannot be asked has Err set.
-func (n *Node) MemberStatus(ctx context.Context) ([]node.MemberStatus, error) {
+func (n *Member) MemberStatus(ctx context.Context) ([]node.MemberStatus, error) {
 	members, err := n.Members()
 	if err != nil {
 		return nil, err
@@ -21,7 +21,7 @@ func (n *Node) MemberStatus(ctx context.Context) ([]node.MemberStatus, error) {
 	var wg sync.WaitGroup
 	for i, m := range members {
 		out[i].Member = m
-		if m.ID == n.cfg.ID {
+		if m.ID == n.cfg.Core.ID {
 			s := n.Stats()
 			out[i].State, out[i].Term, out[i].LastIndex = s.State, s.Term, s.LastIndex
 			out[i].CommitIndex, out[i].AppliedIndex = s.CommitIndex, s.AppliedIndex

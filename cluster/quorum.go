@@ -1,4 +1,4 @@
-package raftnode
+package cluster
 
 import (
 	"context"
@@ -102,8 +102,11 @@ func (p *peerState) pending() map[string]time.Time {
 }
 
 // configuration returns the latest configuration raft holds.
-func (n *Node) configuration() (raft.Configuration, error) {
-	f := n.raft.GetConfiguration()
+func (n *Member) configuration() (raft.Configuration, error) { return configurationOf(n.raft()) }
+
+// configurationOf returns the latest configuration r holds.
+func configurationOf(r *raft.Raft) (raft.Configuration, error) {
+	f := r.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return raft.Configuration{}, fmt.Errorf("raft configuration: %w", err)
 	}
@@ -112,13 +115,13 @@ func (n *Node) configuration() (raft.Configuration, error) {
 
 // voterCount returns how many voters c has other than skip, and how many of them this leader
 // reaches (itself always).
-func (n *Node) voterCount(c raft.Configuration, skip string) (voters, reachable int) {
+func (n *Member) voterCount(c raft.Configuration, skip string) (voters, reachable int) {
 	for _, s := range c.Servers {
 		if s.Suffrage != raft.Voter || string(s.ID) == skip {
 			continue
 		}
 		voters++
-		if string(s.ID) == n.cfg.ID || n.peers.reachable(s.ID) {
+		if string(s.ID) == n.cfg.Core.ID || n.peers.reachable(s.ID) {
 			reachable++
 		}
 	}
@@ -127,7 +130,7 @@ func (n *Node) voterCount(c raft.Configuration, skip string) (voters, reachable 
 
 // checkAddVoter refuses to make id a voter unless the reachable voters, id counted (it just
 // answered as caught up), are a quorum of the new voter count.
-func (n *Node) checkAddVoter(c raft.Configuration, id string) error {
+func (n *Member) checkAddVoter(c raft.Configuration, id string) error {
 	voters, reachable := n.voterCount(c, id)
 	voters, reachable = voters+1, reachable+1
 	if q := voters/2 + 1; reachable < q {
@@ -140,9 +143,9 @@ func (n *Node) checkAddVoter(c raft.Configuration, id string) error {
 // checkRemove refuses to remove voter id unless the remaining reachable voters are a quorum of
 // the remaining voter count, and, without force, refuses to remove a voter this leader reaches
 // (itself included): a live, healthy voter leaves only when asked with FORCE, so that one
-// mistaken or hostile RAFT REMOVE cannot shrink a healthy cluster (two once took 3 voters to 1).
+// mistaken or hostile RAFT REMOVE cannot shrink a healthy cluster (two in a row would take 3 voters to 1).
 // A voter whose heartbeats fail is removed without it: replacing a dead member is routine.
-func (n *Node) checkRemove(c raft.Configuration, id string, force bool) error {
+func (n *Member) checkRemove(c raft.Configuration, id string, force bool) error {
 	for _, s := range c.Servers {
 		if string(s.ID) == id && s.Suffrage != raft.Voter {
 			return nil // a non-voter counts for no quorum
@@ -156,7 +159,7 @@ func (n *Node) checkRemove(c raft.Configuration, id string, force bool) error {
 		return fmt.Errorf("%w: removing %s leaves %d voters (quorum %d) of which this leader reaches only %d; "+
 			"bring the unreachable members back, or RAFT REMOVE an unreachable one instead", node.ErrQuorumAtRisk, id, voters, q, reachable)
 	}
-	if !force && (id == n.cfg.ID || n.peers.reachable(raft.ServerID(id))) {
+	if !force && (id == n.cfg.Core.ID || n.peers.reachable(raft.ServerID(id))) {
 		return fmt.Errorf("%w: %s is a voter this leader reaches (it answers heartbeats); to remove a live member, "+
 			"RAFT REMOVE %s FORCE (it stops serving). A member that is down is removed without FORCE once the leader's "+
 			"heartbeats to it fail (within a second of its going down)", node.ErrLiveVoter, id, id)
@@ -166,7 +169,7 @@ func (n *Node) checkRemove(c raft.Configuration, id string, force bool) error {
 
 // caughtUp asks member id, on the client address it announced, whether it holds the log up to
 // within promoteLag entries of this leader's last index, as a member of this cluster.
-func (n *Node) caughtUp(ctx context.Context, id string) error {
+func (n *Member) caughtUp(ctx context.Context, id string) error {
 	addr, ok := n.MemberAddr(id)
 	if !ok || addr == "" {
 		return fmt.Errorf("%w: %s has not announced its client address yet", node.ErrNotCaughtUp, id)
@@ -181,7 +184,7 @@ func (n *Node) caughtUp(ctx context.Context, id string) error {
 	if ours, theirs := n.ClusterID(), st.ClusterID; ours != "" && theirs != "" && ours != theirs {
 		return fmt.Errorf("%w: %s at %s is a member of cluster %s, this is cluster %s", node.ErrForeignCluster, id, addr, theirs, ours)
 	}
-	if lead := n.raft.LastIndex(); st.LastIndex+promoteLag < lead {
+	if lead := n.raft().LastIndex(); st.LastIndex+promoteLag < lead {
 		return fmt.Errorf("%w: %s holds the log up to %d, the leader's is at %d", node.ErrNotCaughtUp, id, st.LastIndex, lead)
 	}
 	return nil
@@ -189,8 +192,8 @@ func (n *Node) caughtUp(ctx context.Context, id string) error {
 
 // promotePending tries to promote each member added as a voter (AddServer) that is still a
 // non-voter; it reports whether some are left to try again later.
-func (n *Node) promotePending(ctx context.Context) bool {
-	if !n.ready.Load() {
+func (n *Member) promotePending(ctx context.Context) bool {
+	if !n.isLeader() {
 		return false
 	}
 	left := false
