@@ -13,12 +13,13 @@
 // replicated state (raft's configuration and the applied member table) that the server asks on
 // every request it forwards, not decisions.
 //
-// Every change reaches the log through propose (exec.go): client requests, ghost-lock
-// releases, lease expiries and member addresses alike.
+// Every change reaches the log through propose (exec.go): client requests, the lock policy's
+// ghost-lock releases, lease expiries and hand-offs, and member addresses alike.
 //
-// Locks: Node.mu guards the view (table, lease timers, pending keys). Only evaluation runs under
-// it: a request's node.Eval (the server's scripts included, which may take the server's tracker
-// lock: Node.mu comes first) and raft's apply of a batch. Nothing under it calls into raft
+// Locks: Node.mu guards the view (the applied table and the pending keys). Only evaluation runs
+// under it: a request's node.Eval (the server's scripts included, which may take the server's
+// tracker lock: Node.mu comes first), raft's apply of a batch, and the lock policy's hooks
+// (whose own mutex nests inside it). Nothing under it calls into raft
 // (Apply, VerifyLeader, Barrier, GetConfiguration take raft's own locks and wait on raft's
 // goroutines, which take Node.mu to apply: a deadlock), logs on the hot path, or blocks. goMu
 // only orders goroutine starts against Close and nests inside nothing.

@@ -66,10 +66,10 @@ func TestAbortedEntryOnEveryNode(t *testing.T) {
 	nodes := newCluster(t, 3)
 	var delivered atomic.Int32
 	for _, n := range nodes {
-		n.OnPublish(func(channel, message []byte, shard bool) int {
+		n.Watch(node.Watchers{Published: func(channel, message []byte, shard bool) int {
 			delivered.Add(1)
 			return 0
-		})
+		}})
 	}
 	l := testutil.Leader(t, nodes)
 	a := mustLock(t, l, "a", "o", 0)

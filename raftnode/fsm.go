@@ -52,7 +52,8 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		resps   = make([]entryResponse, len(logs))
 	)
 	now := n.cfg.Now()
-	notify := n.keyEvent.Load() // nil: nobody listens, record no key events
+	w := n.watchers()
+	notify := w.KeyEvent // nil: nobody listens, record no key events
 	n.mu.Lock()
 	n.mu.machine.SetLeaseClock(n.leaseClock(now)) // every lease this batch sets ends LeaseMs after now
 	for i, l := range logs {
@@ -136,24 +137,24 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	if members {
 		n.leaderChange.notify() // the leader's client address may be known now
 	}
-	if fn := n.users.Load(); fn != nil && users {
-		(*fn)() // before anyone hears back: an ACL SETUSER's reply finds its rules in force
+	if w.UsersChanged != nil && users {
+		w.UsersChanged() // before anyone hears back: an ACL SETUSER's reply finds its rules in force
 	}
 	if flushed {
 		changed = nil // nil: every key
 	}
-	if fn := n.changed.Load(); fn != nil && (len(changed) > 0 || flushed) {
-		(*fn)(changed)
+	if w.Changed != nil && (len(changed) > 0 || flushed) {
+		w.Changed(changed)
 	}
 	// In log order, after every change of the batch and before anyone hears back: a subscriber
 	// told "released" finds the key free on this node.
-	deliver := n.published.Load()
+	deliver := w.Published
 	for _, m := range publish {
 		switch {
 		case m.event != 0 && notify != nil:
-			(*notify)(m.channel, m.event)
+			notify(m.channel, m.event)
 		case m.event == 0 && deliver != nil:
-			m.res.Receivers = (*deliver)(m.channel, m.body, m.shard)
+			m.res.Receivers = deliver(m.channel, m.body, m.shard)
 		}
 	}
 	// Every hook has run: the leader's own group commits are answered now, not after raft
@@ -225,14 +226,15 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 	n.mu.Unlock()
 	n.cluster.Restored(m.ClusterID())
 	n.leaderChange.notify() // the member table may name the leader's client address now
-	if fn := n.changed.Load(); fn != nil {
-		(*fn)(nil) // any key may have changed
+	w := n.watchers()
+	if w.Changed != nil {
+		w.Changed(nil) // any key may have changed
 	}
-	if fn := n.users.Load(); fn != nil {
-		(*fn)() // the snapshot's users replace this node's
+	if w.UsersChanged != nil {
+		w.UsersChanged() // the snapshot's users replace this node's
 	}
-	if fn := n.restored.Load(); fn != nil {
-		(*fn)() // the messages of the entries the snapshot covers will never be delivered here
+	if w.Restored != nil {
+		w.Restored() // the messages of the entries the snapshot covers will never be delivered here
 	}
 	n.log.Info("restored snapshot", "locks", m.Len(), "applied", m.Applied())
 	return nil

@@ -96,19 +96,9 @@ type Node struct {
 	writes *writeWatch
 	// keys is the table's key count, stored after every apply (Keys).
 	keys atomic.Int64
-	// changed, when set, is told the keys of every applied batch's changes to the lock table
-	// (client-side caching invalidations, LOCK ... WAIT wake-ups). It runs on raft's apply
-	// goroutine after mu is released and before the batch's futures resolve.
-	changed atomic.Pointer[func(keys [][]byte)]
-	// published, when set, delivers each applied message to this node's subscribers and says
-	// how many got it. It runs where changed does, after it.
-	published atomic.Pointer[func(channel, message []byte, shard bool) int]
-	// restored, when set, is told that a snapshot replaced the table (OnRestore).
-	restored atomic.Pointer[func()]
-	// users, when set, is told that the replicated ACL users changed (OnUsers).
-	users atomic.Pointer[func()]
-	// keyEvent, when set, is told of each key an applied entry deleted or expired (OnKeyEvent).
-	keyEvent atomic.Pointer[func(key []byte, ev node.KeyEvent)]
+	// watch holds the hooks told of what each applied batch did (Watch): they run on raft's
+	// apply goroutine after mu is released and before the batch's futures resolve.
+	watch atomic.Pointer[node.Watchers]
 
 	// fsmRaft is raft for the FSM goroutine (the group commit's next batch) and for Raft, which
 	// raft.NewRaft starts before New sets n.raft (a plain read of n.raft there would race that
@@ -443,49 +433,4 @@ func (n *Node) Digest() (applied uint64, sum string) {
 		return applied, ""
 	}
 	return applied, hex.EncodeToString(h.Sum(nil))
-}
-
-// OnChange registers fn to be called with the keys that each applied batch changed in the lock
-// table (grant, release, renew, expiry), on every node, leader or not; nil keys (after a snapshot
-// was restored) mean any key may have changed. fn runs on raft's apply goroutine once the view
-// lock is released and before the batch's requests hear their results, so a change hook always
-// precedes the reply. It must not block; keys are only valid during the call.
-func (n *Node) OnChange(fn func(keys [][]byte)) { n.changed.Store(&fn) }
-
-// OnPublish registers fn to deliver every message this node applies (PUBLISH, SPUBLISH: shard
-// set) to its own subscribers; it returns how many received it, which becomes the entry's
-// Result.Receivers on this node. fn runs on raft's apply goroutine with no lock held, after the
-// batch's change hook and before the batch's requests hear back, in log order. It must not
-// block; channel and message are only valid during the call.
-func (n *Node) OnPublish(fn func(channel, message []byte, shard bool) int) { n.published.Store(&fn) }
-
-// OnKeyEvent registers fn to be told of every key an entry this node applies deletes or expires,
-// for keyspace notifications; nil unregisters it, and then the apply path records no events at
-// all. It runs where OnPublish's hook does, in log order with the messages. It must not block;
-// key is only valid during the call.
-func (n *Node) OnKeyEvent(fn func(key []byte, ev node.KeyEvent)) {
-	if fn == nil {
-		n.keyEvent.Store(nil)
-		return
-	}
-	n.keyEvent.Store(&fn)
-}
-
-// OnRestore registers fn to be told, on raft's apply goroutine after the view lock is released,
-// that a snapshot replaced this node's table: the messages of the entries it covers are never
-// delivered here, so subscribers must learn they missed some.
-func (n *Node) OnRestore(fn func()) { n.restored.Store(&fn) }
-
-// OnUsers registers fn to be told, on raft's apply goroutine after the view lock is released and
-// before the batch's requests hear back, that the replicated ACL users changed (an ACL SETUSER
-// or DELUSER applied, or a snapshot was restored): fn reads them again with Users. It must not
-// block.
-func (n *Node) OnUsers(fn func()) { n.users.Store(&fn) }
-
-// Users returns a copy of the replicated ACL users: name -> canonical rules, "" for a deleted
-// user (fsm.Machine.Users).
-func (n *Node) Users() map[string]string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.mu.machine.Users()
 }

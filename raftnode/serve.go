@@ -21,25 +21,14 @@ func (n *Node) Leadership() node.Leadership {
 
 // Watch registers w's hooks, replacing those registered before. A nil hook is not called; a
 // nil KeyEvent makes the apply path record no key events at all.
-func (n *Node) Watch(w node.Watchers) {
-	changed, published, restored, users := w.Changed, w.Published, w.Restored, w.UsersChanged
-	if changed == nil {
-		changed = func([][]byte) {}
+func (n *Node) Watch(w node.Watchers) { n.watch.Store(&w) }
+
+// watchers returns the hooks registered (none before Watch).
+func (n *Node) watchers() *node.Watchers {
+	if w := n.watch.Load(); w != nil {
+		return w
 	}
-	if published == nil {
-		published = func([]byte, []byte, bool) int { return 0 }
-	}
-	if restored == nil {
-		restored = func() {}
-	}
-	if users == nil {
-		users = func() {}
-	}
-	n.OnChange(changed)
-	n.OnPublish(published)
-	n.OnKeyEvent(w.KeyEvent)
-	n.OnRestore(restored)
-	n.OnUsers(users)
+	return &node.Watchers{}
 }
 
 func (v viewReader) Users() map[string]string { return v.n.mu.machine.Users() }
