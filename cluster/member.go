@@ -111,7 +111,7 @@ type Member struct {
 	// core is the replication core, set once raftnode.New returns: the hooks and the
 	// transport's gate may run before (raft restores a snapshot inside NewRaft, peers dial as
 	// soon as the transport listens), and find it nil then.
-	core      atomic.Pointer[raftnode.Node]
+	core      atomic.Pointer[raftnode.Replica]
 	stable    raft.StableStore
 	snapshots raft.SnapshotStore
 	// committedConf is the newest configuration known to be committed (removal.go).
@@ -216,7 +216,7 @@ func Start(cfg Config, st raftnode.Stores, trans raft.Transport) (*Member, error
 }
 
 // start checks the identity and starts the core.
-func (n *Member) start(st raftnode.Stores) (*raftnode.Node, identity, error) {
+func (n *Member) start(st raftnode.Stores) (*raftnode.Replica, identity, error) {
 	existing, err := raft.HasExistingState(st.Log, st.Stable, st.Snapshots)
 	if err != nil {
 		return nil, identity{}, fmt.Errorf("inspect raft state: %w", err)
@@ -265,7 +265,7 @@ func (n *Member) bootstrap() error {
 }
 
 // Core is the replication core this Member runs: the server serves requests through it.
-func (n *Member) Core() *raftnode.Node { return n.core.Load() }
+func (n *Member) Core() *raftnode.Replica { return n.core.Load() }
 
 // Close stops the membership loop, then the core (which hands leadership over first), then
 // the transport. It is idempotent.
@@ -307,7 +307,7 @@ func (n *Member) isLeader() bool { return n.core.Load().IsLeader() }
 // notLeader is the error a request gets while this node is not the ready leader.
 func (n *Member) notLeader() error { return n.core.Load().NotLeader() }
 
-// waitFuture waits for a raft future (raftnode.Node.WaitFuture).
+// waitFuture waits for a raft future (raftnode.Replica.WaitFuture).
 func (n *Member) waitFuture(f raft.Future) error { return n.core.Load().WaitFuture(f) }
 
 // applyError answers a failed configuration change as a failed proposal is answered.
@@ -316,10 +316,10 @@ func (n *Member) applyError(err error) error { return n.core.Load().RaftError(er
 // format is the cluster's log format.
 func (n *Member) format() byte { return n.core.Load().Format() }
 
-// Members lists the cluster with client addresses (raftnode.Node.Members).
+// Members lists the cluster with client addresses (raftnode.Replica.Members).
 func (n *Member) Members() ([]node.Member, error) { return n.core.Load().Members() }
 
-// LeaderClient returns the leader's ID and client address (raftnode.Node.LeaderClient).
+// LeaderClient returns the leader's ID and client address (raftnode.Replica.LeaderClient).
 func (n *Member) LeaderClient() (id, clientAddr string) { return n.core.Load().LeaderClient() }
 
 // Snapshot asks raft for a snapshot now (RAFT SNAPSHOT).

@@ -7,11 +7,11 @@ import (
 )
 
 // Replica is what a policy plugged into the replication core (the lock rules, package locks)
-// proposes and asks through. raftnode.Node implements it; the policy holds it as this interface
+// proposes and asks through. raftnode.Replica implements it; the policy holds it as this interface
 // so that it needs nothing of raftnode, and raftnode's own tests can run it.
 type Replica interface {
 	// Exec evaluates a request on the leader and replicates what eval yields, as the server's
-	// requests do (raftnode.Node.Exec).
+	// requests do (raftnode.Replica.Exec).
 	Exec(ctx context.Context, keys [][]byte, eval Eval, around func(wait func())) ([]fsm.Result, error)
 	// Propose is Exec's first half: it evaluates the request and queues what it yields. A
 	// request that yielded commands must be waited for (Pending.Wait); one that yielded none

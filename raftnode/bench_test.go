@@ -22,7 +22,7 @@ func benchKey(i int) []byte { return []byte(fmt.Sprintf("lock:%04d", i%benchKeys
 // benchApplyFSM is a node's apply path without raft: its table, leases and pending marks.
 func benchApplyFSM() machineFSM {
 	cfg := withLocks(testConfig("n1")).withDefaults()
-	n := &Node{cfg: cfg, log: cfg.Logger, locks: cfg.Locks, epoch: cfg.Now(), cluster: noCluster{}}
+	n := &Replica{cfg: cfg, log: cfg.Logger, locks: cfg.Locks, epoch: cfg.Now(), cluster: noCluster{}}
 	n.mu.machine = fsm.New()
 	n.mu.pending = map[string]*pendingKey{}
 	return machineFSM{n}
@@ -91,7 +91,7 @@ func BenchmarkExecLockUnlockParallel(b *testing.B) {
 
 // benchNode starts a single in-memory node for a benchmark and waits until it serves in the
 // current log format.
-func benchNode(b *testing.B, noGroupCommit bool) *Node {
+func benchNode(b *testing.B, noGroupCommit bool) *Replica {
 	cfg := testConfig("n1")
 	cfg.NoGroupCommit = noGroupCommit
 	addr, trans := raft.NewInmemTransport(raft.ServerAddress(addrOf(cfg.ID)))
@@ -114,7 +114,7 @@ func benchNode(b *testing.B, noGroupCommit bool) *Node {
 var benchOwner = []byte("owner-0123456789")
 
 // lockUnlock grants k and releases it, as two requests.
-func lockUnlock(b *testing.B, n *Node, k []byte) {
+func lockUnlock(b *testing.B, n *Replica, k []byte) {
 	ctx := context.Background()
 	res, err := n.Exec(ctx, [][]byte{k}, func(node.View) []fsm.Command {
 		return []fsm.Command{{Kind: fsm.KindGrant, Key: k, Owner: benchOwner, LeaseMs: 30000, Match: fsm.Match{Kind: fsm.MatchAbsent}}}

@@ -9,7 +9,7 @@ import (
 // The core calls Configured, Changed and Restored on raft's FSM goroutine, after the view lock
 // is released, for what membership watches in the replicated state: committed configurations,
 // the member table, the cluster ID and the log format; Ready once this node became the ready
-// leader; Stats from Node.Stats. No method holds a lock of the core's, calls into the core or
+// leader; Stats from Replica.Stats. No method holds a lock of the core's, calls into the core or
 // waits on the network: they note (the cluster ID is written to the stable store), signal, and
 // leave the rest to cluster's own goroutine. Raft may call the FSM's hooks inside raft.NewRaft,
 // before New returns.

@@ -16,12 +16,12 @@
 // Every change reaches the log through propose (exec.go): client requests, the lock policy's
 // ghost-lock releases, lease expiries and hand-offs, and member addresses alike.
 //
-// Locks: Node.mu guards the view (the applied table and the pending keys). Only evaluation runs
+// Locks: Replica.mu guards the view (the applied table and the pending keys). Only evaluation runs
 // under it: a request's node.Eval (the server's scripts included, which may take the server's
-// tracker lock: Node.mu comes first), raft's apply of a batch, and the lock policy's hooks
+// tracker lock: Replica.mu comes first), raft's apply of a batch, and the lock policy's hooks
 // (whose own mutex nests inside it). Nothing under it calls into raft
 // (Apply, VerifyLeader, Barrier, GetConfiguration take raft's own locks and wait on raft's
-// goroutines, which take Node.mu to apply: a deadlock), logs on the hot path, or blocks. goMu
+// goroutines, which take Replica.mu to apply: a deadlock), logs on the hot path, or blocks. goMu
 // only orders goroutine starts against Close and nests inside nothing.
 package raftnode
 
@@ -35,7 +35,7 @@ import (
 	"github.com/raftlock/raftlock/fsm"
 )
 
-// Config configures a Node. A zero field means the documented default.
+// Config configures a Replica. A zero field means the documented default.
 type Config struct {
 	// ID is this node's raft server ID. Required.
 	ID string

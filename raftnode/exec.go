@@ -33,7 +33,7 @@ import (
 // ctx is the client's: when it is cancelled before anything is proposed, Exec returns ctx.Err()
 // and nothing happens. Once proposed, Exec waits for the outcome regardless, and if the client
 // is gone by then, a lock granted to it is released at once (ghost-lock cleanup).
-func (n *Node) Exec(ctx context.Context, keys [][]byte, eval node.Eval, around func(wait func())) ([]fsm.Result, error) {
+func (n *Replica) Exec(ctx context.Context, keys [][]byte, eval node.Eval, around func(wait func())) ([]fsm.Result, error) {
 	for {
 		p, err := n.propose(ctx, keys, eval)
 		if err != nil {
@@ -56,7 +56,7 @@ func (n *Node) Exec(ctx context.Context, keys [][]byte, eval node.Eval, around f
 // for any: a pipelining connection's lock commands, run on its own goroutine (server/stage.go).
 // It evaluates the request and queues what it yields, as Exec does, and returns at once; the
 // Pending's Wait gives what Exec would have returned, and must be called.
-func (n *Node) Propose(ctx context.Context, keys [][]byte, eval node.Eval) (node.Pending, error) {
+func (n *Replica) Propose(ctx context.Context, keys [][]byte, eval node.Eval) (node.Pending, error) {
 	p, err := n.propose(ctx, keys, eval)
 	if err != nil {
 		return nil, err
@@ -67,12 +67,12 @@ func (n *Node) Propose(ctx context.Context, keys [][]byte, eval node.Eval) (node
 
 // ProposeAll is Propose for each of reqs in order, filling in their Pending or Err, as a
 // connection's pipeline of lock commands proposes them (server/stage.go). The requests that
-// need not wait are evaluated under one hold of Node.mu, against one reading of the clock, and
+// need not wait are evaluated under one hold of Replica.mu, against one reading of the clock, and
 // queued for the group commit in one go: a pipeline of 16 pays for the lock, the view and the
 // queue once, not 16 times. A request that must wait (a key in flight, a log format not yet
 // in force) is proposed on its own once the ones before it are queued, so they reach the log
 // in order, and the batch goes on after it.
-func (n *Node) ProposeAll(ctx context.Context, reqs []node.Proposal) {
+func (n *Replica) ProposeAll(ctx context.Context, reqs []node.Proposal) {
 	for len(reqs) > 0 {
 		if !n.ready.Load() {
 			for i := range reqs {
@@ -118,7 +118,7 @@ func (n *Node) ProposeAll(ctx context.Context, reqs []node.Proposal) {
 // submitAll submits the proposals among ps that have commands (count of them), in order: in
 // a cluster that reads batches, as consecutive requests of the group commit's queue, sharing
 // one done channel (doneShared).
-func (n *Node) submitAll(ps []proposal, count int) {
+func (n *Replica) submitAll(ps []proposal, count int) {
 	if count == 0 {
 		return
 	}
@@ -155,7 +155,7 @@ func (n *Node) submitAll(ps []proposal, count int) {
 // read again (Wait), and an entry of its own (no group commit) gets a goroutine that waits for
 // raft's future, so that its pending marks clear once it applies whenever the caller collects
 // it (answerBatch says why), and Done has a channel to give.
-func (n *Node) pendingOwn(p *proposal, keys [][]byte, eval node.Eval) {
+func (n *Replica) pendingOwn(p *proposal, keys [][]byte, eval node.Eval) {
 	p.keys, p.eval = keys, eval
 	if p.future == nil {
 		return
@@ -202,7 +202,7 @@ var errReadRaced = errors.New("raftnode: leadership changed during the read; eva
 // proposal is a request that propose evaluated: its commands are in raft's queue, or it is a
 // read or refusal waiting for the leadership check. wait gives its outcome.
 type proposal struct {
-	n    *Node
+	n    *Replica
 	ctx  context.Context
 	cmds []fsm.Command
 	// own is how many of cmds are the request's; the lock policy's hand-off grants follow
@@ -227,7 +227,7 @@ type proposal struct {
 // It evaluates the request and hands what it yields to raft, returning as soon as the commands
 // are queued. wait must be called on every proposal returned, or its keys stay marked as in
 // flight.
-func (n *Node) propose(ctx context.Context, keys [][]byte, eval node.Eval) (*proposal, error) {
+func (n *Replica) propose(ctx context.Context, keys [][]byte, eval node.Eval) (*proposal, error) {
 	p := &proposal{n: n, ctx: ctx}
 	for {
 		if !n.ready.Load() {
@@ -263,12 +263,12 @@ func (n *Node) propose(ctx context.Context, keys [][]byte, eval node.Eval) (*pro
 	}
 }
 
-// evalLocked evaluates one request against v for p, a new proposal of ctx, under Node.mu. It
+// evalLocked evaluates one request against v for p, a new proposal of ctx, under Replica.mu. It
 // fills p with a read (no commands), or with the commands to submit, marked pending on their
 // keys; or it says why it cannot yet: wait is closed once a proposal in flight on one of keys
 // has applied, need is the log format the commands need and the cluster has not switched to.
 // Nothing is marked unless p gets commands.
-func (n *Node) evalLocked(p *proposal, keys [][]byte, eval node.Eval, v *viewReader) (wait <-chan struct{}, need byte, err error) {
+func (n *Replica) evalLocked(p *proposal, keys [][]byte, eval node.Eval, v *viewReader) (wait <-chan struct{}, need byte, err error) {
 	if wait := n.pendingOnLocked(keys); wait != nil {
 		return wait, 0, nil
 	}
@@ -349,7 +349,7 @@ func safeEval(eval node.Eval, v node.View) (cmds []fsm.Command, err error) {
 
 // pendingOnLocked returns a channel closed when the proposals in flight on one of keys have
 // applied, or nil when none is in flight.
-func (n *Node) pendingOnLocked(keys [][]byte) <-chan struct{} {
+func (n *Replica) pendingOnLocked(keys [][]byte) <-chan struct{} {
 	for _, k := range keys {
 		if p, ok := n.mu.pending[string(k)]; ok {
 			return p.wait()
@@ -372,14 +372,14 @@ func (n *Node) pendingOnLocked(keys [][]byte) <-chan struct{} {
 }
 
 // pendingLocked reports whether key has a proposal in flight.
-func (n *Node) pendingLocked(key []byte) bool {
+func (n *Replica) pendingLocked(key []byte) bool {
 	_, ok := n.mu.pending[string(key)]
 	return ok
 }
 
 // markPendingLocked registers cmds as in flight on their keys: requests on those keys now wait
 // for their outcome (await clears the marks).
-func (n *Node) markPendingLocked(cmds []fsm.Command) {
+func (n *Replica) markPendingLocked(cmds []fsm.Command) {
 	for _, c := range cmds {
 		p, ok := n.mu.pending[string(c.Key)]
 		if !ok {
@@ -402,8 +402,8 @@ func (n *Node) markPendingLocked(cmds []fsm.Command) {
 // together, all or nothing (fsm.Machine.ApplyEntry). In a cluster whose members all read
 // batches (fsm.FormatBatch), the entry joins the next group commit (groupcommit.go) and its
 // place there is returned; otherwise it is a log entry of its own and its future is. It runs
-// without Node.mu: raft.Apply can block while raft's queue is full, and draining that queue
-// needs the apply path, which takes Node.mu. Raft writes the entries waiting in its queue in
+// without Replica.mu: raft.Apply can block while raft's queue is full, and draining that queue
+// needs the apply path, which takes Replica.mu. Raft writes the entries waiting in its queue in
 // one append and one fsync (BatchApplyCh). Order across keys does not matter, and on one key
 // the pending marks already keep requests in order. The proposals counter counts requests that
 // wrote, whatever their commands.
@@ -411,7 +411,7 @@ func (n *Node) markPendingLocked(cmds []fsm.Command) {
 // format is the table's log format when the request was evaluated, which carries cmds: the
 // entry is written in it (a format only ever moves up, so every member still reads it); gen is
 // the leadership it was evaluated in; into is where a grouped entry goes.
-func (n *Node) submit(cmds []fsm.Command, format byte, gen uint64, into *groupEntry) (raft.ApplyFuture, *groupEntry) {
+func (n *Replica) submit(cmds []fsm.Command, format byte, gen uint64, into *groupEntry) (raft.ApplyFuture, *groupEntry) {
 	if splitSubmit != nil && len(cmds) > 1 {
 		return splitSubmit(n, cmds), nil
 	}
@@ -431,7 +431,7 @@ func (n *Node) submit(cmds []fsm.Command, format byte, gen uint64, into *groupEn
 
 // groups reports whether a request's cmds, evaluated in the log format format, join the group
 // commit (a cluster whose members all read batches), rather than go as an entry of their own.
-func (n *Node) groups(cmds []fsm.Command, format byte) bool {
+func (n *Replica) groups(cmds []fsm.Command, format byte) bool {
 	return format >= fsm.FormatBatch && !n.cfg.NoGroupCommit && (splitSubmit == nil || len(cmds) <= 1)
 }
 
@@ -445,14 +445,14 @@ func (f refusedFuture) Response() interface{} { return nil }
 // splitSubmit is nil in every build but the chaos harness's deliberately broken one
 // (nonatomic_chaos.go, build tag chaos_nonatomic), where it proposes a request's commands as one
 // entry each: the harness proves its atomicity checker against that build.
-var splitSubmit func(n *Node, cmds []fsm.Command) raft.ApplyFuture
+var splitSubmit func(n *Replica, cmds []fsm.Command) raft.ApplyFuture
 
 // await collects the outcome of a request's entry: its group commit's answer, or raft's future
 // for an entry of its own. On success results has one entry per command; err is the request's
 // error, with no results: a certain one (nothing was proposed) when raft refused the entry
 // before it reached the log, otherwise ErrUncertain. An entry is never half applied, so there
 // is no partial outcome to report.
-func (n *Node) await(cmds []fsm.Command, future raft.ApplyFuture, grouped *groupEntry) (results []fsm.Result, err error) {
+func (n *Replica) await(cmds []fsm.Command, future raft.ApplyFuture, grouped *groupEntry) (results []fsm.Result, err error) {
 	if grouped != nil {
 		results, err = grouped.wait(n.stop)
 	} else {
@@ -470,7 +470,7 @@ func (n *Node) await(cmds []fsm.Command, future raft.ApplyFuture, grouped *group
 
 // awaitEntry waits for raft's future for an entry of its own, then clears its pending marks
 // (as answerBatch does for a group commit's).
-func (n *Node) awaitEntry(cmds []fsm.Command, future raft.ApplyFuture) (results []fsm.Result, err error) {
+func (n *Replica) awaitEntry(cmds []fsm.Command, future raft.ApplyFuture) (results []fsm.Result, err error) {
 	if err = n.waitFuture(future); err == nil {
 		if r, ok := future.Response().(*entryResponse); ok && len(r.results) == len(cmds) {
 			results = r.results
@@ -488,7 +488,7 @@ func (n *Node) awaitEntry(cmds []fsm.Command, future raft.ApplyFuture) (results 
 
 // clearPendingLocked takes cmds off their keys' pending marks, once their entry applied or
 // failed: a request that waited on the marks sees the applied table.
-func (n *Node) clearPendingLocked(cmds []fsm.Command) {
+func (n *Replica) clearPendingLocked(cmds []fsm.Command) {
 	for _, c := range cmds {
 		p := n.mu.pending[string(c.Key)]
 		if p == nil {
@@ -513,7 +513,7 @@ func (n *Node) clearPendingLocked(cmds []fsm.Command) {
 
 // applyError maps raft's errors to ours. Only errors raised before the entry reached the log
 // are certain; anything after that may still commit.
-func (n *Node) applyError(err error) error {
+func (n *Replica) applyError(err error) error {
 	switch {
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout),
 		errors.Is(err, raft.ErrLeadershipTransferInProgress):
@@ -526,15 +526,15 @@ func (n *Node) applyError(err error) error {
 	return node.ErrUncertain
 }
 
-// viewReader is the node.View a request sees while Node.mu is held.
+// viewReader is the node.View a request sees while Replica.mu is held.
 type viewReader struct {
-	n   *Node
+	n   *Replica
 	now time.Time
 }
 
-// viewLocked returns the view as of now. It is valid until Node.mu is released: an evaluation
+// viewLocked returns the view as of now. It is valid until Replica.mu is released: an evaluation
 // must not keep it.
-func (n *Node) viewLocked() *viewReader {
+func (n *Replica) viewLocked() *viewReader {
 	n.mu.view = viewReader{n: n, now: n.cfg.Now()}
 	return &n.mu.view
 }
@@ -558,7 +558,7 @@ func (v viewReader) Ascend(from []byte, fn func(key []byte, l fsm.Lock) bool) {
 
 // VerifyLeader confirms this node is still the leader after the caller read the table. Checks
 // are batched: one raft VerifyLeader round answers every request that asked before it started.
-func (n *Node) VerifyLeader(ctx context.Context) error {
+func (n *Replica) VerifyLeader(ctx context.Context) error {
 	ch := make(chan error, 1)
 	select {
 	case n.verifyReqs <- ch:
@@ -598,28 +598,28 @@ func awaitFuture(f raft.Future, stop <-chan struct{}) error {
 // node shutting down reports raft.ErrRaftShutdown, which leaves an entry uncertain (applyError).
 // WaitFuture waits for a raft future, or for this core to close (raft.ErrRaftShutdown then).
 // Cluster management waits for its configuration changes with it.
-func (n *Node) WaitFuture(f raft.Future) error { return n.waitFuture(f) }
+func (n *Replica) WaitFuture(f raft.Future) error { return n.waitFuture(f) }
 
 // RaftError maps an error of raft's to the one a request gets (applyError): cluster
 // management's configuration changes answer as proposals do.
-func (n *Node) RaftError(err error) error { return n.applyError(err) }
+func (n *Replica) RaftError(err error) error { return n.applyError(err) }
 
 // ExecTable is Exec for cluster management's own proposals (member addresses, the cluster
 // ID): eval reads the applied table itself, under the view lock, where a request's evaluation
 // sees only node.View, which has no member table. eval must not block or keep m.
-func (n *Node) ExecTable(ctx context.Context, keys [][]byte, eval func(m *fsm.Machine) []fsm.Command) error {
+func (n *Replica) ExecTable(ctx context.Context, keys [][]byte, eval func(m *fsm.Machine) []fsm.Command) error {
 	_, err := n.Exec(ctx, keys, func(node.View) []fsm.Command { return eval(n.mu.machine) }, nil)
 	return err
 }
 
-func (n *Node) waitFuture(f raft.Future) error {
+func (n *Replica) waitFuture(f raft.Future) error {
 	if err := awaitFuture(f, n.stop); !errors.Is(err, node.ErrShutdown) {
 		return err
 	}
 	return raft.ErrRaftShutdown
 }
 
-func (n *Node) runVerifier() {
+func (n *Replica) runVerifier() {
 	var batch []chan error
 	for {
 		batch = batch[:0]

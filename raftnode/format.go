@@ -9,8 +9,8 @@ import (
 )
 
 // The cluster's log format (fsm/format.go) during a rolling upgrade: a node writes entries in
-// the format the applied table is in (Node.format, a copy of fsm.Machine.Format kept for the
-// proposers, which read it without Node.mu), and a request whose commands need the current
+// the format the applied table is in (Replica.format, a copy of fsm.Machine.Format kept for the
+// proposers, which read it without Replica.mu), and a request whose commands need the current
 // format waits up to formatWait for the switch, then fails with node.ErrOlderMembers. The
 // ready leader's cluster management switches the cluster (SwitchFormat) once every member of
 // the configuration reads the newer format: one no-op entry in its layout, which every node
@@ -26,7 +26,7 @@ const LogFormatMax = fsm.FormatCurrent
 
 // noteFormatLocked copies the table's format for the proposers and reports whether it
 // changed; n.mu is held.
-func (n *Node) noteFormatLocked() bool {
+func (n *Replica) noteFormatLocked() bool {
 	f := uint32(n.mu.machine.Format())
 	if f == n.format.Load() {
 		return false
@@ -37,12 +37,12 @@ func (n *Node) noteFormatLocked() bool {
 }
 
 // Format is the cluster's log format, as this node's applied table is in.
-func (n *Node) Format() byte { return byte(n.format.Load()) }
+func (n *Replica) Format() byte { return byte(n.format.Load()) }
 
 // SwitchFormat proposes the no-op entry in the layout of format to that switches the cluster
 // to it, and waits for it to apply. Cluster management calls it on the ready leader once every
 // member reads to (it asks them; the core cannot).
-func (n *Node) SwitchFormat(to byte) error {
+func (n *Replica) SwitchFormat(to byte) error {
 	// A batch of one request for FormatBatch, a request's entry for FormatTyped.
 	noop := fsm.EncodeEntry(nil, []fsm.Command{{Kind: fsm.KindNoop}})
 	if to >= fsm.FormatBatch {
@@ -54,7 +54,7 @@ func (n *Node) SwitchFormat(to byte) error {
 }
 
 // awaitFormat waits until the cluster's format is at least need, for at most formatWait.
-func (n *Node) awaitFormat(ctx context.Context, need byte) error {
+func (n *Replica) awaitFormat(ctx context.Context, need byte) error {
 	deadline := time.NewTimer(formatWait)
 	defer deadline.Stop()
 	for {

@@ -10,9 +10,9 @@ import (
 	"github.com/raftlock/raftlock/node"
 )
 
-// machineFSM adapts the lock table to raft. It applies batches under Node.mu, tells the lock
+// machineFSM adapts the lock table to raft. It applies batches under Replica.mu, tells the lock
 // policy each result (its lease timers), and snapshots through the table's copy-on-write copy.
-type machineFSM struct{ n *Node }
+type machineFSM struct{ n *Replica }
 
 var (
 	_ raft.BatchingFSM = machineFSM{}

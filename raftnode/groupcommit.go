@@ -88,7 +88,7 @@ type groupEntry struct {
 	// its answer before it lets go of them.
 	cmds []fsm.Command
 	size int
-	gen  uint64 // the leadership (Node.leaderGen) it was evaluated in
+	gen  uint64 // the leadership (Replica.leaderGen) it was evaluated in
 	// done is closed once the entry is answered; with shared, once every entry of the shared
 	// channel is (doneShared).
 	done    chan struct{}
@@ -98,7 +98,7 @@ type groupEntry struct {
 }
 
 // doneShared is one done channel for the entries of a connection's pipeline proposed together
-// (Node.ProposeAll): one channel to make and close instead of one each. Each entry still waits
+// (Replica.ProposeAll): one channel to make and close instead of one each. Each entry still waits
 // for its own answer, since the channel closes only once the last of them is answered; they
 // are consecutive in the queue, so almost always answered together.
 type doneShared struct {
@@ -138,8 +138,8 @@ func newGroupEntry(cmds []fsm.Command, gen uint64, done chan struct{}, shared *d
 }
 
 // submitGroupedAll queues filled entries for the next group commit, in order, and sends the
-// queue if nobody is sending. It runs without Node.mu.
-func (n *Node) submitGroupedAll(entries []*groupEntry) {
+// queue if nobody is sending. It runs without Replica.mu.
+func (n *Replica) submitGroupedAll(entries []*groupEntry) {
 	if len(entries) == 0 {
 		return
 	}
@@ -167,7 +167,7 @@ func (n *Node) submitGroupedAll(entries []*groupEntry) {
 // batch and a few of the node's own proposals in it, so neither the leader loop nor the FSM
 // goroutine, which the leader loop may wait on, ever waits on raft here.) If nothing queued,
 // sending ends and the next request sends its own.
-func (n *Node) batchSettled(sb *sentBatch) {
+func (n *Replica) batchSettled(sb *sentBatch) {
 	if sb != nil && !n.writes.want.CompareAndSwap(sb, nil) {
 		return // already told, or a later batch is awaited
 	}
@@ -203,7 +203,7 @@ func (g *groupCommit) takeLocked() []*groupEntry {
 // sendBatch gives raft the batch as one log entry (a lone request's entry as it is), waiting
 // until raft's leader loop takes it, and hands it to runFinisher for its outcome. The next
 // batch goes once this one has settled (batchSettled).
-func (n *Node) sendBatch(batch []*groupEntry) {
+func (n *Replica) sendBatch(batch []*groupEntry) {
 	// A request evaluated while this node led in an earlier term must not reach the log in a
 	// later one: it is refused, certainly unapplied (the view it was evaluated against was
 	// rebuilt since).
@@ -296,7 +296,7 @@ func (w *writeWatch) StoreLogs(logs []*raft.Log) error {
 // node's goroutines (goFunc): Close does not wait for it, since raft may never answer a batch
 // dropped at shutdown; the requests of such a batch are answered by the node's stop instead
 // (groupEntry.wait), and the finisher is left waiting.
-func (n *Node) runFinisher() {
+func (n *Replica) runFinisher() {
 	g := &n.group
 	tick := time.NewTicker(finishAfter)
 	defer tick.Stop()
@@ -344,7 +344,7 @@ func (n *Node) runFinisher() {
 // answerApplied answers the requests of the sent batches among logs, which ApplyBatch applied,
 // with out's responses, and sends the next batch if the last of them held it back (byCommit).
 // ApplyBatch calls it once every hook of the batch has run.
-func (n *Node) answerApplied(logs []*raft.Log, out []interface{}) {
+func (n *Replica) answerApplied(logs []*raft.Log, out []interface{}) {
 	g := &n.group
 	g.mu.Lock()
 	var settled *sentBatch
@@ -371,7 +371,7 @@ func (n *Node) answerApplied(logs []*raft.Log, out []interface{}) {
 	}
 	g.mu.Unlock()
 	for i, sb := range mine {
-		n.answerBatch(sb.entries, resps[i], nil) // without g.mu: it takes Node.mu
+		n.answerBatch(sb.entries, resps[i], nil) // without g.mu: it takes Replica.mu
 	}
 	if settled != nil && settled.byCommit {
 		n.batchSettled(settled)
@@ -390,7 +390,7 @@ func (n *Node) answerApplied(logs []*raft.Log, out []interface{}) {
 // it writes their replies in that order once the first has finished (server/pipeline.go):
 // woken last, the first finds the others of its batch done, and the connection writes them all
 // in one write instead of one or two per wake-up.
-func (n *Node) answerBatch(batch []*groupEntry, resp *entryResponse, err error) {
+func (n *Replica) answerBatch(batch []*groupEntry, resp *entryResponse, err error) {
 	for i, e := range batch {
 		switch {
 		case err != nil:

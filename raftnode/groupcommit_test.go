@@ -254,7 +254,7 @@ func TestAnswerBatchFirstLast(t *testing.T) {
 	close(batch[1].done)
 	func() {
 		defer func() { recover() }()
-		new(Node).answerBatch(batch, nil, errors.New("answered"))
+		new(Replica).answerBatch(batch, nil, errors.New("answered"))
 	}()
 	select {
 	case <-batch[0].done:
@@ -398,7 +398,7 @@ func TestProposeAllAcrossBatches(t *testing.T) {
 }
 
 // A request waits for a FLUSHDB or FLUSHALL in flight (marked on its database's byte, on "")
-// whatever its key; with none in flight it looks up its own keys alone (Node.mu.wideMarks).
+// whatever its key; with none in flight it looks up its own keys alone (Replica.mu.wideMarks).
 func TestPendingWideMarks(t *testing.T) {
 	n := newNode(t)
 	settle(t, []*testNode{n})

@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 	// awaitFuture and runFinisher leave a goroutine behind when raft never answers a future
 	// (see there).
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/raftlock/raftlock/raftnode.awaitFuture.func1"),
-		goleak.IgnoreAnyFunction("github.com/raftlock/raftlock/raftnode.(*Node).runFinisher"))
+		goleak.IgnoreAnyFunction("github.com/raftlock/raftlock/raftnode.(*Replica).runFinisher"))
 }
 
 // Timings for in-memory clusters: elections in a few hundred milliseconds, replies in about one.
@@ -63,9 +63,9 @@ func newStores() Stores {
 	return Stores{Log: s, Stable: s, Snapshots: raft.NewInmemSnapshotStore()}
 }
 
-// testNode is a Node with what a test needs to partition, restart and inspect it.
+// testNode is a Replica with what a test needs to partition, restart and inspect it.
 type testNode struct {
-	*Node
+	*Replica
 	locks  *locks.Policy
 	id     string
 	addr   raft.ServerAddress
@@ -85,7 +85,7 @@ func startNode(t *testing.T, cfg Config, st Stores) *testNode {
 	if err != nil {
 		t.Fatalf("New(%s): %v", cfg.ID, err)
 	}
-	tn := &testNode{Node: n, locks: policy, id: cfg.ID, addr: addr, cfg: cfg, stores: st, trans: trans}
+	tn := &testNode{Replica: n, locks: policy, id: cfg.ID, addr: addr, cfg: cfg, stores: st, trans: trans}
 	t.Cleanup(func() { closeNode(t, tn) })
 	return tn
 }

@@ -36,12 +36,12 @@ func (s *changeSignal) notify() {
 // on to be served: who leads (raft's observation), whether this node is the ready leader, or the
 // member table (the leader's announced client address). A request that arrives while no leader
 // is known waits on it instead of failing at once.
-func (n *Node) LeaderChanged() <-chan struct{} { return n.leaderChange.wait() }
+func (n *Replica) LeaderChanged() <-chan struct{} { return n.leaderChange.wait() }
 
 // watchLeaders follows raft's observations of who leads and of this node's raft state: it
 // counts leader changes (Stats) and wakes the requests waiting on LeaderChanged. Observations
 // are taken on their own goroutine, so a request waiting for a leader hears of one at once.
-func (n *Node) watchLeaders() {
+func (n *Replica) watchLeaders() {
 	observations := make(chan raft.Observation, 16)
 	obs := raft.NewObserver(observations, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
@@ -70,7 +70,7 @@ func (n *Node) watchLeaders() {
 
 // Retire stops this node from serving as the leader, now and from then on: cluster management
 // found it removed from the cluster, and it answers requests "not leader" until it is closed.
-func (n *Node) Retire() {
+func (n *Replica) Retire() {
 	n.mu.Lock() // becomeReady checks retired and sets ready under mu
 	n.retired.Store(true)
 	n.ready.Store(false)

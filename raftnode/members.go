@@ -9,7 +9,7 @@ import (
 )
 
 // Members returns the current raft configuration with each member's client address.
-func (n *Node) Members() ([]node.Member, error) {
+func (n *Replica) Members() ([]node.Member, error) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, fmt.Errorf("raft configuration: %w", err)
@@ -42,7 +42,7 @@ func (n *Node) Members() ([]node.Member, error) {
 
 // LeaderClient returns the leader's ID and the client address it advertised; empty when no
 // leader is known or it has not announced an address yet.
-func (n *Node) LeaderClient() (id, clientAddr string) {
+func (n *Replica) LeaderClient() (id, clientAddr string) {
 	_, lid := n.raft.LeaderWithID()
 	if lid == "" {
 		return "", ""

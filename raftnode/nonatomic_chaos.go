@@ -23,7 +23,7 @@ const splitPause = 15 * time.Millisecond
 
 // submitSplit proposes cmds one entry each, in order, waiting for each; it stops at the first
 // that fails, leaving the earlier ones applied. The future it returns is already resolved.
-func submitSplit(n *Node, cmds []fsm.Command) raft.ApplyFuture {
+func submitSplit(n *Replica, cmds []fsm.Command) raft.ApplyFuture {
 	out := &splitFuture{resp: &entryResponse{}}
 	for i, c := range cmds {
 		if i > 0 {

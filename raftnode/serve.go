@@ -2,7 +2,7 @@ package raftnode
 
 import "github.com/raftlock/raftlock/node"
 
-// What the client face (server.Node) asks of a node beyond requests: who leads, and hooks for
+// What the client face (server.Replica) asks of a node beyond requests: who leads, and hooks for
 // what each applied batch did, each in one call.
 
 // The node's side of the seam the client face reads it through (node.View, node.Pending).
@@ -13,7 +13,7 @@ var (
 
 // Leadership returns the leader this node knows of and its client address, with the channel
 // closed at their next change, taken first: a change racing the reading closes it.
-func (n *Node) Leadership() node.Leadership {
+func (n *Replica) Leadership() node.Leadership {
 	changed := n.LeaderChanged()
 	id, addr := n.LeaderClient()
 	return node.Leadership{ID: id, ClientAddr: addr, Changed: changed}
@@ -21,10 +21,10 @@ func (n *Node) Leadership() node.Leadership {
 
 // Watch registers w's hooks, replacing those registered before. A nil hook is not called; a
 // nil KeyEvent makes the apply path record no key events at all.
-func (n *Node) Watch(w node.Watchers) { n.watch.Store(&w) }
+func (n *Replica) Watch(w node.Watchers) { n.watch.Store(&w) }
 
 // watchers returns the hooks registered (none before Watch).
-func (n *Node) watchers() *node.Watchers {
+func (n *Replica) watchers() *node.Watchers {
 	if w := n.watch.Load(); w != nil {
 		return w
 	}

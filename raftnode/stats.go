@@ -75,7 +75,7 @@ func (l *leaderLog) recent() (uint64, []node.LeaderChange) {
 type storeReporter interface{ Stats() store.Stats }
 
 // Stats returns the node's current figures.
-func (n *Node) Stats() node.Stats {
+func (n *Replica) Stats() node.Stats {
 	addr, id := n.raft.LeaderWithID()
 	expired, ghosts := n.locks.Stats()
 	s := node.Stats{
@@ -133,7 +133,7 @@ func (n *Node) Stats() node.Stats {
 
 // Keys is the number of keys in the applied table, without taking the view lock: every write
 // command of the server asks it (its key bound).
-func (n *Node) Keys() int { return int(n.keys.Load()) }
+func (n *Replica) Keys() int { return int(n.keys.Load()) }
 
 // healthKey is the stable-store key ProbeStore writes.
 const healthKey = "raftlock/health-probe"
@@ -160,7 +160,7 @@ type storeProbe struct {
 // its own in the stable store (one synced batch) and reads it back. /readyz and the service
 // manager's readiness poll ask it. The write happens at most once per probeEvery: askers in
 // between get the last result, and askers while a probe runs wait for that one (single flight).
-func (n *Node) ProbeStore() error {
+func (n *Replica) ProbeStore() error {
 	p := &n.stats.probe
 	p.mu.Lock()
 	if !p.at.IsZero() && time.Since(p.at) < probeEvery {
@@ -194,7 +194,7 @@ func (n *Node) ProbeStore() error {
 }
 
 // probeStoreOnce writes the time to healthKey and reads it back.
-func (n *Node) probeStoreOnce() error {
+func (n *Replica) probeStoreOnce() error {
 	want := uint64(time.Now().UnixNano())
 	if err := n.stable.SetUint64([]byte(healthKey), want); err != nil {
 		return err

@@ -69,7 +69,7 @@ func TestACLUsersBounded(t *testing.T) {
 	} {
 		file := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
 		os.WriteFile(file, []byte(tc.file), 0o600)
-		if _, err := New(Config{ACLFile: file, Logger: quiet}, Deps{Node: newFakeNode()}); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := New(Config{ACLFile: file, Logger: quiet}, Deps{Replica: newFakeNode()}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}

@@ -215,7 +215,7 @@ func TestACLFileAndProtectedMode(t *testing.T) {
 		t.Error("protected mode refuses remote clients once the default user has a password")
 	}
 	os.WriteFile(file, []byte("user bob on +bogus\n"), 0o600)
-	if _, err := New(Config{ACLFile: file, Logger: quiet}, Deps{Node: newFakeNode()}); err == nil || !strings.Contains(err.Error(), ":1: Error in ACL SETUSER modifier '+bogus'") {
+	if _, err := New(Config{ACLFile: file, Logger: quiet}, Deps{Replica: newFakeNode()}); err == nil || !strings.Contains(err.Error(), ":1: Error in ACL SETUSER modifier '+bogus'") {
 		t.Errorf("bad aclfile: %v", err)
 	}
 }

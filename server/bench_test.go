@@ -32,13 +32,13 @@ import (
 // followerOf is the leader's node as a follower sees it: not the leader, and the leader's
 // client address known, so its server forwards every request there, as a follower's does.
 type followerOf struct {
-	*raftnode.Node
+	*raftnode.Replica
 	leaderAddr string
 }
 
 func (f followerOf) IsLeader() bool { return false }
 func (f followerOf) Leadership() node.Leadership {
-	return node.Leadership{ID: "n1", ClientAddr: f.leaderAddr, Changed: f.Node.LeaderChanged()}
+	return node.Leadership{ID: "n1", ClientAddr: f.leaderAddr, Changed: f.Replica.LeaderChanged()}
 }
 
 // benchConn is a client that allocates nothing per request: it writes prebuilt commands and

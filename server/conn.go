@@ -25,7 +25,7 @@ type conn struct {
 	r   *resp.Reader
 	out *resp.Writer // the socket; a request writes its reply where its own writer points
 
-	// ctx ends when the client is gone (read EOF or error) or the server closes. Node.Exec uses
+	// ctx ends when the client is gone (read EOF or error) or the server closes. Replica.Exec uses
 	// it to release a lock granted to a client that can no longer hear about it.
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -13,7 +13,7 @@ import (
 	"github.com/raftlock/raftlock/node"
 )
 
-// fakeNode is an in-memory Node for the server's unit tests: a leader that evaluates a request
+// fakeNode is an in-memory Replica for the server's unit tests: a leader that evaluates a request
 // and applies what it yields at once, with no raft, no elections and no timers, so pipeline,
 // tracking and waiter tests do not depend on raft's timing. Leases never end by themselves: a
 // test ends one with expire. A test may hold commits back (holdCommits) to see how many of a
@@ -64,7 +64,7 @@ type fakeProposal struct {
 const holdTimeout = 10 * time.Second
 
 var (
-	_ Node         = (*fakeNode)(nil)
+	_ Replica      = (*fakeNode)(nil)
 	_ Admin        = (*fakeNode)(nil)
 	_ LockQueue    = (*fakeNode)(nil)
 	_ node.Replica = (*fakeNode)(nil)

@@ -297,7 +297,7 @@ func (r *request) writeCommandInfo(cmd *command) {
 //
 // Inside a script it leaves out what it would have to ask the node for: the raft, locks and
 // keyspace sections and the clients section's lock_waiters. The node answers those under its
-// view lock, which the running script holds (Node.Exec's eval), so asking would deadlock.
+// view lock, which the running script holds (Replica.Exec's eval), so asking would deadlock.
 func cmdInfo(r *request) {
 	sections := []string{"server", "clients", "persistence", "stats", "replication", "raft", "locks", "keyspace"}
 	inScript := r.path == onScript

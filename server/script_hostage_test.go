@@ -81,7 +81,7 @@ func TestScriptLoopDoesNotStallOtherKeys(t *testing.T) {
 // readHook is a node whose ExecLocal calls hook with each key looked up: the reads of a script
 // running outside the view lock (script_view.go).
 type readHook struct {
-	*raftnode.Node
+	*raftnode.Replica
 	mu   sync.Mutex
 	hook func(key []byte)
 }
@@ -102,13 +102,13 @@ func (v lookupSpy) Lookup(key []byte) (fsm.Lock, time.Duration, bool) {
 }
 
 func (h *readHook) ExecLocal(eval func(node.View)) {
-	h.Node.ExecLocal(func(v node.View) { eval(lookupSpy{View: v, h: h}) })
+	h.Replica.ExecLocal(func(v node.View) { eval(lookupSpy{View: v, h: h}) })
 }
 
 // TestScriptRerunWhenItsReadsChange: a script that read a key before another client changed it
 // runs again, and its reply and effects are those of the new value, never a mix.
 func TestScriptRerunWhenItsReadsChange(t *testing.T) {
-	h := &readHook{Node: startNode(t)}
+	h := &readHook{Replica: startNode(t)}
 	addr, s := serveNode(t, h, func(c *Config) { c.ScriptTimeout = time.Minute })
 	a, b := dialRaw(t, addr), dialRaw(t, addr)
 	if got := b.do("SET", "k", "old"); got != "+OK\r\n" {

@@ -10,7 +10,7 @@ import (
 )
 
 // readLog is the view a script runs on outside the view lock (script_optimistic.go): each read
-// takes the view lock just for itself (Node.ExecLocal) and is noted with what it found. Under
+// takes the view lock just for itself (Replica.ExecLocal) and is noted with what it found. Under
 // the lock again, valid tells whether every read would find the same now: if so, the script
 // run is the one it would have been had it run then, holding the lock throughout (a script is
 // a function of what it reads), and its effects and reply stand; if not, it runs again.
@@ -18,7 +18,7 @@ import (
 // Lease time is the one thing not compared exactly: a read notes whether a key's lease had
 // ended, not how much of it was left, so a PTTL inside a script is as of when it was read.
 type readLog struct {
-	node Node
+	node Replica
 	// seen indexes locks by key: a key read again is not noted again, and if it is found
 	// changed, the run cannot be the one of any single moment (changed).
 	seen    map[string]int
@@ -67,7 +67,7 @@ type userRead struct {
 
 type cacheRead struct{ scripts, bytes int }
 
-func newReadLog(n Node) *readLog { return &readLog{node: n} }
+func newReadLog(n Replica) *readLog { return &readLog{node: n} }
 
 // maxReadLog bounds what the check of a run outside the lock looks at, holding the lock: the
 // keys it read and the entries its scans went through (a lookup each, about a microsecond).

@@ -1,5 +1,5 @@
 // Package server is raftlock's client face: it accepts RESP connections, parses and validates
-// commands, evaluates them through the node (the small Node interface of node.go), and writes
+// commands, evaluates them through the node (the small Replica interface of replica.go), and writes
 // Redis's replies in RESP2 or RESP3. It keeps one table from node errors to replies (errors.go).
 //
 // One request's path: conn.serve reads a command, dispatch (dispatch.go) looks it up in the
@@ -13,13 +13,13 @@
 //
 // Lock order (a lock may be taken while holding those before it, never the reverse):
 //
-//	conn.baton -> Node.mu (raftnode: held while a request is evaluated, a script included)
+//	conn.baton -> Replica.mu (raftnode: held while a request is evaluated, a script included)
 //	           -> tracker.mu (a script's tracked reads) | waiters.mu | watchRegistry.mu | script engine
 //	              | hub.mu (a script's PUBSUB) | Server.mu (a script's INFO)
 //	Server.mu  (a leaf: the connection set; nothing is taken while holding it)
 //
 // The node's change hook (tracker.changed, waiters.changed) runs on raft's apply goroutine after
-// Node.mu is released, so neither hook nests inside it there. Nothing under tracker.mu or
+// Replica.mu is released, so neither hook nests inside it there. Nothing under tracker.mu or
 // waiters.mu blocks, logs or writes to a socket.
 package server
 
@@ -302,7 +302,7 @@ func (c Config) Validate() error {
 // Server serves RESP clients.
 type Server struct {
 	cfg     Config
-	node    Node
+	node    Replica
 	admin   Admin     // nil: RAFT administration is refused
 	queue   LockQueue // nil: LOCK ... WAIT tries again at each change of its key
 	scripts scriptEngine
@@ -358,17 +358,17 @@ type serverStats struct {
 	forwarded     atomic.Uint64
 }
 
-// New returns a server for d.Node, administered through d.Admin, queueing LOCK ... WAIT in
+// New returns a server for d.Replica, administered through d.Admin, queueing LOCK ... WAIT in
 // d.Queue (Deps says what a nil one means).
 func New(cfg Config, d Deps) (*Server, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if d.Node == nil {
+	if d.Replica == nil {
 		return nil, errors.New("server: no node")
 	}
-	s := &Server{cfg: cfg, node: d.Node, admin: d.Admin, queue: d.Queue, log: cfg.Logger.With("component", "server"), start: time.Now(),
+	s := &Server{cfg: cfg, node: d.Replica, admin: d.Admin, queue: d.Queue, log: cfg.Logger.With("component", "server"), start: time.Now(),
 		bootID: strconv.FormatUint(rand.Uint64()>>16, 36)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.workers = newWorkers(s)

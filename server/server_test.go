@@ -33,13 +33,13 @@ func TestMain(m *testing.M) {
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // startNode runs a real single-voter raftnode on in-memory stores.
-func startNode(t testing.TB) *raftnode.Node {
+func startNode(t testing.TB) *raftnode.Replica {
 	t.Helper()
 	return startNodeWith(t, nil)
 }
 
 // startNodeWith is startNode with mod applied to the node's configuration.
-func startNodeWith(t testing.TB, mod func(*raftnode.Config)) *raftnode.Node {
+func startNodeWith(t testing.TB, mod func(*raftnode.Config)) *raftnode.Replica {
 	t.Helper()
 	return startMember(t, mod).Core()
 }
@@ -70,16 +70,16 @@ func startMember(t testing.TB, mod func(*raftnode.Config)) *cluster.Member {
 
 // lockPolicies holds the lock policy of each core startMember started, for serveAdmin: the
 // process that runs a core serves its policy's lock queue (cmd/raftlock).
-var lockPolicies sync.Map // *raftnode.Node -> *locks.Policy
+var lockPolicies sync.Map // *raftnode.Replica -> *locks.Policy
 
 // lockQueueOf is the lock queue of the node n serves: its own (the fake's), or the policy
 // startMember gave it; nil for a wrapper that serves no LOCK ... WAIT of its own (a follower
 // forwards them).
-func lockQueueOf(n Node) LockQueue {
+func lockQueueOf(n Replica) LockQueue {
 	if q, ok := n.(LockQueue); ok {
 		return q
 	}
-	if rn, ok := n.(*raftnode.Node); ok {
+	if rn, ok := n.(*raftnode.Replica); ok {
 		if p, ok := lockPolicies.Load(rn); ok {
 			return p.(*locks.Policy)
 		}
@@ -105,14 +105,14 @@ func startFake(t testing.TB) (string, *fakeNode) {
 
 // serveNode serves n (a node, or a wrapper of one) on a loopback port, administered through n
 // when it can be.
-func serveNode(t testing.TB, n Node, mod func(*Config)) (string, *Server) {
+func serveNode(t testing.TB, n Replica, mod func(*Config)) (string, *Server) {
 	t.Helper()
 	admin, _ := n.(Admin)
 	return serveAdmin(t, n, admin, mod)
 }
 
 // serveAdmin serves n on a loopback port, administered through admin (nil: none).
-func serveAdmin(t testing.TB, n Node, admin Admin, mod func(*Config)) (string, *Server) {
+func serveAdmin(t testing.TB, n Replica, admin Admin, mod func(*Config)) (string, *Server) {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Addr, cfg.Logger, cfg.NodeID = "127.0.0.1:0", quiet, "n1"
@@ -122,7 +122,7 @@ func serveAdmin(t testing.TB, n Node, admin Admin, mod func(*Config)) (string, *
 	if f, ok := n.(*fakeNode); ok {
 		f.startLocks(t)
 	}
-	s, err := New(cfg, Deps{Node: n, Admin: admin, Queue: lockQueueOf(n)})
+	s, err := New(cfg, Deps{Replica: n, Admin: admin, Queue: lockQueueOf(n)})
 	if err != nil {
 		t.Fatal(err)
 	}

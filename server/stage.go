@@ -15,7 +15,7 @@ import (
 // come in two halves instead (command.stage): the first parses and says what to propose, the second
 // replies from the outcome. Once dispatch has admitted such a command and found it runs through
 // this node, the connection's own goroutine runs the first half and proposes
-// (Node.ProposeAll), goes on to the next command, and runs the second halves in order as the
+// (Replica.ProposeAll), goes on to the next command, and runs the second halves in order as the
 // outcomes come in, writing the replies straight to the socket's writer: a pipeline of such
 // commands costs no goroutine hand-off per command.
 //

@@ -202,10 +202,10 @@ func TestStagedPipelineHangUpReleasesGrants(t *testing.T) {
 
 // repliesAfterHangUp is a node whose proposals' outcomes reach their requests only once the
 // request's client is gone: a client that hangs up before its reply, every time.
-type repliesAfterHangUp struct{ *raftnode.Node }
+type repliesAfterHangUp struct{ *raftnode.Replica }
 
 func (n repliesAfterHangUp) ProposeAll(ctx context.Context, reqs []node.Proposal) {
-	n.Node.ProposeAll(ctx, reqs)
+	n.Replica.ProposeAll(ctx, reqs)
 	for i, r := range reqs {
 		if r.Err == nil {
 			reqs[i].Pending = afterHangUp{r.Pending, ctx}

@@ -49,7 +49,7 @@ const (
 )
 
 // tracker maps keys to the connections that must hear of their next change. Its lock is taken
-// under Node.mu only by a script's tracked reads (scriptCaller.Call); nothing under it blocks,
+// under Replica.mu only by a script's tracked reads (scriptCaller.Call); nothing under it blocks,
 // logs or does I/O: a connection whose push queue is full is closed after the lock is released.
 type tracker struct {
 	log *slog.Logger

@@ -98,7 +98,7 @@ const maxWatchedKeys = 4096
 
 // watchRegistry is this node's record of the connections that WATCH each key, so that the
 // writes it evaluates as the leader touch their watches (Redis's watched_keys and
-// touchWatchedKey). The zero value is ready. Its lock comes after Node.mu (a write touches its
+// touchWatchedKey). The zero value is ready. Its lock comes after Replica.mu (a write touches its
 // keys while it is evaluated) and nothing is called under it.
 type watchRegistry struct {
 	// keys counts the watched keys of every connection: while it is 0, a write command pays one

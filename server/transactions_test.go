@@ -134,7 +134,7 @@ func TestWatchTouchedByNoopWrite(t *testing.T) {
 	}
 }
 
-// evalTwice is a Node whose evaluations run twice, the first result dropped: the Node contract
+// evalTwice is a Replica whose evaluations run twice, the first result dropped: the Replica contract
 // allows an evaluation to run more than once.
 type evalTwice struct{ *fakeNode }
 

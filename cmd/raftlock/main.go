@@ -175,7 +175,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	scfg.InsecureHTTP = opts.insecureHTTP && opts.metricsAddr != ""
 	scfg.PeerUser, scfg.PeerPassword = opts.masterUser, opts.masterAuth
 	scfg.TLSAuthClientsUser = opts.tlsAuthClientsUser
-	srv, err := server.New(scfg, server.Deps{Node: node, Admin: member, Queue: policy})
+	srv, err := server.New(scfg, server.Deps{Replica: node, Admin: member, Queue: policy})
 	if err != nil {
 		return err
 	}

@@ -7,11 +7,11 @@ import (
 	"github.com/raftlock/raftlock/server"
 )
 
-// The server declares what it needs of the node (server/node.go) and raftnode satisfies it
+// The server declares what it needs of the node (server/replica.go) and raftnode satisfies it
 // without knowing: these checks, where both are known, make a renamed or changed method a
 // build error instead of a server quietly without it.
 var (
-	_ server.Node      = (*raftnode.Node)(nil)
+	_ server.Replica   = (*raftnode.Replica)(nil)
 	_ server.Admin     = (*cluster.Member)(nil)
 	_ server.LockQueue = (*locks.Policy)(nil)
 	// The core's seam with the lock rules (raftnode/policy.go); cluster checks its own.

@@ -8,9 +8,9 @@ import (
 	"github.com/raftlock/raftlock/node"
 )
 
-// Node is what requests need from the replicated lock table and its cluster. The server owns
-// this interface; raftnode.Node satisfies it without knowing.
-type Node interface {
+// Replica is what requests need from the replicated lock table and its cluster. The server owns
+// this interface; raftnode.Replica satisfies it without knowing.
+type Replica interface {
 	// Exec evaluates a request against the leader's view of keys and replicates the commands
 	// eval returns, giving back their applied results in order. eval runs under the view lock,
 	// may run more than once, and must not block. With no commands, Exec confirms leadership.
@@ -85,9 +85,9 @@ type LockQueue interface {
 	LockWaiters() int
 }
 
-// Deps are what a server serves through. Node is required; Admin and Queue may be nil.
+// Deps are what a server serves through. Replica is required; Admin and Queue may be nil.
 type Deps struct {
-	Node  Node
-	Admin Admin
-	Queue LockQueue
+	Replica Replica
+	Admin   Admin
+	Queue   LockQueue
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/raftlock/raftlock/node"
 )
 
-// Stores are the raft storage a Node runs on: store.Store in production, raft's in-memory
+// Stores are the raft storage a Replica runs on: store.Store in production, raft's in-memory
 // stores in fast tests.
 type Stores struct {
 	Log       raft.LogStore
@@ -35,9 +35,9 @@ const (
 	logCacheBytes   = 8 << 20
 )
 
-// Node is the replication core of one raft group: raft, the lock table it applies to, and
+// Replica is the replication core of one raft group: raft, the lock table it applies to, and
 // the leader's view.
-type Node struct {
+type Replica struct {
 	cfg  Config
 	log  *slog.Logger
 	raft *raft.Raft
@@ -128,11 +128,11 @@ type pendingKey struct {
 	done chan struct{}
 }
 
-// maxFreeKeys bounds Node.mu.freeKeys: the keys one burst had in flight at once, up to this.
+// maxFreeKeys bounds Replica.mu.freeKeys: the keys one burst had in flight at once, up to this.
 const maxFreeKeys = 4096
 
 // wait returns the channel closed when the proposals in flight on the key have applied. The
-// caller holds Node.mu.
+// caller holds Replica.mu.
 func (p *pendingKey) wait() <-chan struct{} {
 	if p.done == nil {
 		p.done = make(chan struct{})
@@ -143,12 +143,12 @@ func (p *pendingKey) wait() <-chan struct{} {
 // New starts a core on the given stores and transport, resuming from whatever state they
 // hold. It neither bootstraps nor checks who it is: cluster management (package cluster) does
 // that around it, and owns the transport.
-func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
+func New(cfg Config, st Stores, trans raft.Transport) (*Replica, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{
+	n := &Replica{
 		cfg:     cfg,
 		log:     cfg.Logger.With("component", "raftnode", "id", cfg.ID),
 		trans:   trans,
@@ -193,11 +193,11 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Node, error) {
 
 // Raft is the raft this core runs (nil while raft.NewRaft is starting it). Cluster management
 // changes its configuration, bootstraps it and observes it through it; requests never do.
-func (n *Node) Raft() *raft.Raft { return n.fsmRaft.Load() }
+func (n *Replica) Raft() *raft.Raft { return n.fsmRaft.Load() }
 
 // goFunc runs f on a goroutine Close waits for. Once Close has begun it starts nothing: a
 // late start would race Close's Wait.
-func (n *Node) goFunc(f func()) {
+func (n *Replica) goFunc(f func()) {
 	n.goMu.Lock()
 	defer n.goMu.Unlock()
 	if n.goClosed {
@@ -212,7 +212,7 @@ func (n *Node) goFunc(f func()) {
 
 // Close hands leadership to another voter if there is one, and stops raft and every goroutine
 // the core started. The transport is its owner's to close (package cluster). It is idempotent.
-func (n *Node) Close() error {
+func (n *Replica) Close() error {
 	n.closeOnce.Do(func() {
 		n.ready.Store(false)
 		if n.raft.State() == raft.Leader && n.voters() > 1 {
@@ -242,7 +242,7 @@ type connAborter interface{ AbortConnections() int }
 // blocked writing to a peer that reads nothing (partitioned, paused) would hold it until the
 // transport's write deadline; after shutdownGrace the dialed connections are closed, which
 // fails those writes at once.
-func (n *Node) shutdownRaft() error {
+func (n *Replica) shutdownRaft() error {
 	done := make(chan error, 1)
 	go func() { done <- n.raft.Shutdown().Error() }()
 	select {
@@ -258,11 +258,11 @@ func (n *Node) shutdownRaft() error {
 	return <-done
 }
 
-func (n *Node) voters() int { return voterCount(n.raft) }
+func (n *Replica) voters() int { return voterCount(n.raft) }
 
 // clustered reports whether raft's newest configuration has more than one voter. It reads raft
 // through fsmRaft: the group commit asks from the FSM goroutine too.
-func (n *Node) clustered() bool {
+func (n *Replica) clustered() bool {
 	r := n.fsmRaft.Load()
 	return r != nil && voterCount(r) > 1
 }
@@ -286,7 +286,7 @@ func voterCount(r *raft.Raft) int {
 // watchLeadership follows raft's leadership changes. On gaining it, the node first waits for a
 // barrier (every entry of earlier terms applied) before it serves: no answer may come from a
 // table that misses a committed write.
-func (n *Node) watchLeadership() {
+func (n *Replica) watchLeadership() {
 	ch := n.raft.LeaderCh()
 	for {
 		select {
@@ -310,7 +310,7 @@ func (n *Node) watchLeadership() {
 	}
 }
 
-func (n *Node) becomeReady(gen uint64) {
+func (n *Replica) becomeReady(gen uint64) {
 	for n.leaderGen.Load() == gen {
 		err := n.waitFuture(n.raft.Barrier(n.cfg.ApplyTimeout))
 		if err == nil {
@@ -345,17 +345,17 @@ func (n *Node) becomeReady(gen uint64) {
 
 // NotLeader is the error a request gets while this node is not a ready leader: it names the
 // leader this node knows of.
-func (n *Node) NotLeader() error { return n.notLeader() }
+func (n *Replica) NotLeader() error { return n.notLeader() }
 
 // leaseClock is now on the clock of the table's lease deadlines (fsm.Lock.Deadline): nanoseconds
 // since this node started. Every node keeps its own: a lease ends LeaseMs after the node applied
 // the entry that set it.
-func (n *Node) leaseClock(now time.Time) int64 { return int64(now.Sub(n.epoch)) }
+func (n *Replica) leaseClock(now time.Time) int64 { return int64(now.Sub(n.epoch)) }
 
 // LeaseNow is leaseClock at Config.Now's now.
-func (n *Node) LeaseNow() int64 { return n.leaseClock(n.cfg.Now()) }
+func (n *Replica) LeaseNow() int64 { return n.leaseClock(n.cfg.Now()) }
 
-func (n *Node) notLeader() error {
+func (n *Replica) notLeader() error {
 	select {
 	case <-n.stop:
 		return node.ErrShutdown
@@ -370,16 +370,16 @@ func (n *Node) notLeader() error {
 }
 
 // IsLeader reports whether this node is the leader and ready to serve.
-func (n *Node) IsLeader() bool { return n.ready.Load() }
+func (n *Replica) IsLeader() bool { return n.ready.Load() }
 
 // Leader returns the ID and raft address of the leader this node knows of.
-func (n *Node) Leader() (id, raftAddr string) {
+func (n *Replica) Leader() (id, raftAddr string) {
 	addr, sid := n.raft.LeaderWithID()
 	return string(sid), string(addr)
 }
 
 // Snapshot asks raft for a snapshot now (and the log compaction that follows it).
-func (n *Node) Snapshot() error {
+func (n *Replica) Snapshot() error {
 	if err := n.waitFuture(n.raft.Snapshot()); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
 		return fmt.Errorf("snapshot: %w", err)
 	}
@@ -388,7 +388,7 @@ func (n *Node) Snapshot() error {
 
 // TableDump writes this node's applied table in the snapshot encoding (key order, so equal
 // tables give equal bytes). Tests compare nodes with it; it reads local state, possibly stale.
-func (n *Node) TableDump(w io.Writer) error {
+func (n *Replica) TableDump(w io.Writer) error {
 	n.mu.Lock()
 	snap := n.mu.machine.Snapshot()
 	n.mu.Unlock()
@@ -399,7 +399,7 @@ func (n *Node) TableDump(w io.Writer) error {
 // ReadTable calls fn with this node's applied table under the view lock: cluster management
 // reads the member table, the cluster ID and the applied index with it, and a backup takes
 // its snapshot. fn must be quick, must not block, and must not keep m.
-func (n *Node) ReadTable(fn func(m *fsm.Machine)) {
+func (n *Replica) ReadTable(fn func(m *fsm.Machine)) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	fn(n.mu.machine)
@@ -407,7 +407,7 @@ func (n *Node) ReadTable(fn func(m *fsm.Machine)) {
 
 // LocalLookup reads key from this node's applied table without any leadership check: stale on
 // a follower, for READONLY connections and tests.
-func (n *Node) LocalLookup(key []byte) (fsm.Lock, time.Duration, bool) {
+func (n *Replica) LocalLookup(key []byte) (fsm.Lock, time.Duration, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return viewReader{n: n, now: n.cfg.Now()}.Lookup(key)
@@ -415,7 +415,7 @@ func (n *Node) LocalLookup(key []byte) (fsm.Lock, time.Duration, bool) {
 
 // ExecLocal evaluates a read against this node's applied table without any leadership check:
 // stale on a follower. eval must not block.
-func (n *Node) ExecLocal(eval func(node.View)) {
+func (n *Replica) ExecLocal(eval func(node.View)) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	eval(n.viewLocked())
@@ -423,7 +423,7 @@ func (n *Node) ExecLocal(eval func(node.View)) {
 
 // Digest returns this node's applied index and a SHA-256 of its lock table and member
 // addresses (the snapshot encoding without the applied index): equal tables, equal digests.
-func (n *Node) Digest() (applied uint64, sum string) {
+func (n *Replica) Digest() (applied uint64, sum string) {
 	n.mu.Lock()
 	snap := n.mu.machine.Snapshot()
 	applied = n.mu.machine.Applied()

@@ -5,16 +5,16 @@ import (
 	"testing"
 )
 
-// Node stays what requests need (issue #31): administration is Admin's, the LOCK ... WAIT
+// Replica stays what requests need (issue #31): administration is Admin's, the LOCK ... WAIT
 // queue LockQueue's, and the node's hooks one Watch.
 func TestNodeInterfaceIsSmall(t *testing.T) {
 	const most = 8
-	node := reflect.TypeFor[Node]()
+	node := reflect.TypeFor[Replica]()
 	if n := node.NumMethod(); n > most {
 		var names []string
 		for i := range n {
 			names = append(names, node.Method(i).Name)
 		}
-		t.Errorf("server.Node has %d methods %v; want at most %d", n, names, most)
+		t.Errorf("server.Replica has %d methods %v; want at most %d", n, names, most)
 	}
 }
