@@ -24,6 +24,8 @@
 package cluster
 
 import (
+	"time"
+
 	"context"
 	"crypto/tls"
 	"errors"
@@ -350,6 +352,20 @@ func (h hooks) Restored(clusterID string) {
 }
 
 func (h hooks) Ready() { h.n.wakeMembership() }
+
+// connAborter is the part of Transport that a stalled shutdown uses; raft's in-memory
+// transport (tests) lacks it.
+type connAborter interface{ AbortConnections() int }
+
+// ShutdownStalled cuts the transport's dialed connections, on which raft's replication
+// goroutines may be blocked: the writes fail at once and the shutdown goes on.
+func (h hooks) ShutdownStalled(after time.Duration) {
+	if a, ok := h.n.trans.(connAborter); ok {
+		cut := a.AbortConnections()
+		h.n.log.Warn("raft shutdown still waiting on its peers; closed the connections to them",
+			"after", after, "connections", cut)
+	}
+}
 
 func (h hooks) Stats(s *node.Stats) {
 	n := h.n

@@ -1,6 +1,8 @@
 package raftnode
 
 import (
+	"time"
+
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/node"
 )
@@ -28,6 +30,10 @@ type ClusterPolicy interface {
 	// Stats fills in the figures that are cluster facts: ClusterID when the table has none
 	// yet (the identity's), MemberHints, ReachableVoters, RaftInsecure.
 	Stats(s *node.Stats)
+	// ShutdownStalled is told that raft's shutdown has waited after for its replication
+	// goroutines, which may be blocked writing to peers that read nothing: the transport's owner
+	// may cut its connections.
+	ShutdownStalled(after time.Duration)
 }
 
 // noCluster is the ClusterPolicy of a core that nothing manages (Config.Cluster nil).
@@ -38,3 +44,4 @@ func (noCluster) Changed(string)                        {}
 func (noCluster) Restored(string)                       {}
 func (noCluster) Ready()                                {}
 func (noCluster) Stats(*node.Stats)                     {}
+func (noCluster) ShutdownStalled(time.Duration)         {}

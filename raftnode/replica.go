@@ -41,10 +41,7 @@ type Replica struct {
 	cfg  Config
 	log  *slog.Logger
 	raft *raft.Raft
-	// trans is the transport raft runs on. Its owner (package cluster) closes it; Close only
-	// cuts its connections when raft's shutdown hangs on them (shutdownRaft).
-	trans raft.Transport
-	logs  raft.LogStore // the store under raft's log cache, for its figures
+	logs raft.LogStore // the store under raft's log cache, for its figures
 	// format is the table's log format (fsm.Machine.Format), for proposers that do not hold mu;
 	// formatChange is notified when it changes (format.go).
 	format       atomic.Uint32
@@ -151,7 +148,6 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Replica, error) {
 	n := &Replica{
 		cfg:     cfg,
 		log:     cfg.Logger.With("component", "raftnode", "id", cfg.ID),
-		trans:   trans,
 		locks:   cfg.Locks,
 		cluster: cfg.Cluster,
 		epoch:   cfg.Now(),
@@ -235,13 +231,10 @@ func (n *Replica) Close() error {
 // before it cuts the connections they may be blocked on.
 const shutdownGrace = 2 * time.Second
 
-// connAborter is the part of Transport that Close uses; a test's in-memory transport lacks it.
-type connAborter interface{ AbortConnections() int }
-
 // shutdownRaft stops raft. raft's Shutdown waits for every replication goroutine, and one
 // blocked writing to a peer that reads nothing (partitioned, paused) would hold it until the
-// transport's write deadline; after shutdownGrace the dialed connections are closed, which
-// fails those writes at once.
+// transport's write deadline; after shutdownGrace the cluster policy, whose transport it is, is
+// told (ShutdownStalled) and may cut those connections, which fails the writes at once.
 func (n *Replica) shutdownRaft() error {
 	done := make(chan error, 1)
 	go func() { done <- n.raft.Shutdown().Error() }()
@@ -250,11 +243,7 @@ func (n *Replica) shutdownRaft() error {
 		return err
 	case <-time.After(shutdownGrace):
 	}
-	if a, ok := n.trans.(connAborter); ok {
-		cut := a.AbortConnections()
-		n.log.Warn("raft shutdown still waiting on its peers; closed the connections to them",
-			"after", shutdownGrace, "connections", cut)
-	}
+	n.cluster.ShutdownStalled(shutdownGrace)
 	return <-done
 }
 
