@@ -9,11 +9,11 @@ import (
 // A cluster's log format is the entry and snapshot layout every member can read. A rolling
 // upgrade runs old and new binaries side by side, so a node never writes what an older member
 // would fail to decode: until the leader has seen every member run a binary that reads the
-// current layout, the cluster stays in the format of the previous release, and commands that
+// current layout, the cluster stays in the format of the older version, and commands that
 // need the current one (typed values, ACL users, the cluster ID) wait or are refused. The
 // leader switches the cluster by committing one entry in the current layout (a no-op); every
 // node that applies it, and every snapshot taken after it, is in the current format from then
-// on. There is no way back: once switched, a binary of the previous release cannot rejoin.
+// on. There is no way back: once switched, a binary of the older version cannot rejoin.
 const (
 	// FormatKeyed is the newest format raftlock v0.1.0 reads: entries of keyedVersion,
 	// snapshots of snapshotV3, command kinds up to KindFlush, matches up to MatchLease.

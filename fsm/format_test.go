@@ -7,7 +7,7 @@ import (
 	"github.com/raftlock/raftlock/fsm"
 )
 
-// In the previous release's format an entry of string commands is a version 3 entry, which
+// In FormatKeyed (v0.1.0's format) an entry of string commands is a version 3 entry, which
 // DecodeEntry (and that release) reads back as the same commands; a command only the current
 // format carries is refused, not silently cut down.
 func TestEncodeEntryInPreviousFormat(t *testing.T) {
@@ -53,7 +53,7 @@ func TestSnapshotFollowsFormat(t *testing.T) {
 	m := fsm.New()
 	applyAll(t, m, 1, []fsm.Command{grant("a", "oa", 5000, matchAny)})
 	if m.Format() != fsm.FormatKeyed {
-		t.Fatalf("a new table's format = %d, want the previous release's", m.Format())
+		t.Fatalf("a new table's format = %d, want FormatKeyed", m.Format())
 	}
 	b := snapshotBytes(t, m)
 	if b[4] != 3 {

@@ -789,6 +789,6 @@ func TestForgetUser(t *testing.T) {
 		t.Errorf("NeedsFormat(forget-user) = %d, want FormatBatch (%d)", got, fsm.FormatBatch)
 	}
 	if _, err := fsm.EncodeEntryIn(nil, forget, fsm.FormatKeyed); err == nil {
-		t.Error("forget-user encoded in the previous release's format")
+		t.Error("forget-user encoded in FormatKeyed (v0.1.0's format)")
 	}
 }

@@ -156,8 +156,8 @@ type Membership struct {
 
 // ErrOlderMembers means a write needs a log format that a member of the cluster, still running
 // an older raftlock, cannot read: the rolling upgrade must finish first (fsm/format.go).
-var ErrOlderMembers = errors.New("this write needs every member of the cluster to run this raftlock release or newer, " +
-	"and the cluster is still in the previous release's log format (a rolling upgrade is under way, or a member " +
+var ErrOlderMembers = errors.New("this write needs every member of the cluster to run this raftlock version or newer, " +
+	"and the cluster is still in an older version's log format (a rolling upgrade is under way, or a member " +
 	"has not been reached yet): finish upgrading every member, then retry")
 
 // ErrOlderBinary means a member runs a raftlock release too old to read the cluster's log
