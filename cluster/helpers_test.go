@@ -147,17 +147,7 @@ func newCluster(t *testing.T, size int, mod ...func(*Config)) []*testNode {
 		nodes = append(nodes, startNode(t, cfg, newStores()))
 	}
 	testutil.ConnectAll(nodes)
-	// Registered after the members' own cleanups, so it runs first: cut every link, then close
-	// (a leader's Close hands leadership over, which over a live link to a closed peer blocks
-	// for the in-memory transport's timeout).
-	t.Cleanup(func() {
-		for _, n := range nodes {
-			n.trans.DisconnectAll()
-		}
-		for _, n := range nodes {
-			closeNode(t, n)
-		}
-	})
+	testutil.CloseAllAtEnd(t, nodes, func(n *testNode) { closeNode(t, n) })
 	settle(t, nodes)
 	return nodes
 }

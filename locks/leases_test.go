@@ -27,6 +27,14 @@ func newLeaseTable(epoch time.Time) *leaseTable {
 // clock is now on the lease clock.
 func (lt *leaseTable) clock(now time.Time) int64 { return int64(now.Sub(lt.epoch)) }
 
+// at is ms milliseconds after the table's epoch.
+func (lt *leaseTable) at(ms int) time.Time { return lt.epoch.Add(time.Duration(ms) * time.Millisecond) }
+
+// leaseGrant sets key for owner o with a lease of ms, whoever held it.
+func leaseGrant(key string, ms uint64) fsm.Command {
+	return fsm.Command{Kind: fsm.KindGrant, Key: []byte(key), Owner: []byte("o"), LeaseMs: ms, Match: fsm.Match{Kind: fsm.MatchAny}}
+}
+
 func (lt *leaseTable) apply(now time.Time, c fsm.Command) fsm.Result {
 	return lt.applyEntry(now, c)[0]
 }
@@ -58,10 +66,7 @@ func TestLeaseTimers(t *testing.T) {
 	epoch := time.Unix(1000, 0)
 	lt := newLeaseTable(epoch)
 	ls := &lt.p.mu.leases
-	at := func(ms int) time.Time { return epoch.Add(time.Duration(ms) * time.Millisecond) }
-	grant := func(key string, ms uint64) fsm.Command {
-		return fsm.Command{Kind: fsm.KindGrant, Key: []byte(key), Owner: []byte("o"), LeaseMs: ms, Match: fsm.Match{Kind: fsm.MatchAny}}
-	}
+	at, grant := lt.at, leaseGrant
 
 	a := lt.apply(at(0), grant("a", 300))
 	lt.apply(at(0), grant("b", 100))
@@ -158,10 +163,7 @@ func TestLeaseRenewReleaseEntry(t *testing.T) {
 	epoch := time.Unix(0, 0)
 	lt := newLeaseTable(epoch)
 	ls := &lt.p.mu.leases
-	at := func(ms int) time.Time { return epoch.Add(time.Duration(ms) * time.Millisecond) }
-	grant := func(key string, ms uint64) fsm.Command {
-		return fsm.Command{Kind: fsm.KindGrant, Key: []byte(key), Owner: []byte("o"), LeaseMs: ms, Match: fsm.Match{Kind: fsm.MatchAny}}
-	}
+	at, grant := lt.at, leaseGrant
 	renew := func(key string, ms uint64) fsm.Command {
 		return fsm.Command{Kind: fsm.KindRenew, Key: []byte(key), LeaseMs: ms, Match: fsm.Match{Kind: fsm.MatchAny}}
 	}

@@ -165,18 +165,7 @@ func formCluster(t *testing.T, size int, mod ...func(*Config)) []*testNode {
 		nodes = append(nodes, n)
 	}
 	testutil.ConnectAll(nodes)
-	// Registered after the nodes' own cleanups, so it runs first: cut every link, then close.
-	// A leader's Close hands leadership over; raft sends the TimeoutNow from a goroutine it
-	// does not wait for, which over a live InmemTransport to an already closed peer blocks for
-	// the transport's 500 ms timeout and outlives the test. Disconnected, it fails at once.
-	t.Cleanup(func() {
-		for _, n := range nodes {
-			n.trans.DisconnectAll()
-		}
-		for _, n := range nodes {
-			closeNode(t, n)
-		}
-	})
+	testutil.CloseAllAtEnd(t, nodes, func(n *testNode) { closeNode(t, n) })
 	testutil.Leader(t, nodes)
 	return nodes
 }

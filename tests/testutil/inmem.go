@@ -35,6 +35,22 @@ func ConnectAll[T InmemNode](nodes []T) {
 	}
 }
 
+// CloseAllAtEnd registers, after the nodes' own cleanups so that it runs before them, one that
+// cuts every link and then closes each node with close. A leader's Close hands leadership over;
+// raft sends the TimeoutNow from a goroutine it does not wait for, which over a live in-memory
+// link to an already closed peer blocks for the transport's 500 ms timeout and outlives the
+// test. Disconnected, it fails at once.
+func CloseAllAtEnd[T InmemNode](tb testing.TB, nodes []T, close func(T)) {
+	tb.Cleanup(func() {
+		for _, n := range nodes {
+			n.Inmem().DisconnectAll()
+		}
+		for _, n := range nodes {
+			close(n)
+		}
+	})
+}
+
 // Isolate cuts n off from every other of nodes, in both directions.
 func Isolate[T InmemNode](n T, nodes []T) {
 	n.Inmem().DisconnectAll()
