@@ -24,8 +24,6 @@
 package cluster
 
 import (
-	"time"
-
 	"context"
 	"crypto/tls"
 	"errors"
@@ -34,6 +32,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/fsm"
