@@ -115,6 +115,10 @@ type Member struct {
 	core      atomic.Pointer[raftnode.Replica]
 	stable    raft.StableStore
 	snapshots raft.SnapshotStore
+	// logs is the log store under the core, for its figures (storeStats); probe is ProbeStore's
+	// last result, shared by every asker (probe.go).
+	logs  raft.LogStore
+	probe storeProbe
 	// committedConf is the newest configuration known to be committed (removal.go).
 	committedConf committedConfig
 	// formatWarned is set once the node said why the cluster stays in an older format
@@ -187,6 +191,7 @@ func Start(cfg Config, st raftnode.Stores, trans raft.Transport) (*Member, error
 		trans:     trans,
 		stable:    st.Stable,
 		snapshots: st.Snapshots,
+		logs:      st.Log,
 		removed:   make(chan struct{}),
 		// One buffered wake-up is enough: runMembership rereads everything when it runs.
 		memberWake: make(chan struct{}, 1),
@@ -374,6 +379,9 @@ func (h hooks) Stats(s *node.Stats) {
 		}
 	}
 	s.MemberHints = int(n.hints.Load())
+	if ss, ok := n.storeStats(); ok {
+		s.Store = ss
+	}
 	s.RaftInsecure = n.cfg.InsecureRaft
 	if s.State == "Leader" {
 		if r := n.core.Load(); r != nil {

@@ -19,7 +19,7 @@ const (
 )
 
 // Probe is what /readyz asks beyond the figures: whether the store takes a durable write
-// (raftnode.Replica.ProbeStore).
+// (cluster.Member.ProbeStore).
 type Probe func() error
 
 // health is /readyz's body: whether the node can serve, and why not.

@@ -42,7 +42,7 @@ func TestRequestIsOneEntry(t *testing.T) {
 	// The entry at that index carries the three commands as one request (with nothing else:
 	// nothing ran beside it).
 	var l raft.Log
-	if err := n.logs.GetLog(idx, &l); err != nil {
+	if err := n.stores.Log.GetLog(idx, &l); err != nil {
 		t.Fatal(err)
 	}
 	if cmds, ends, err := fsm.DecodeEntries(nil, nil, l.Data); err != nil || len(cmds) != 3 || len(ends) != 1 {

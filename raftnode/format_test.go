@@ -25,7 +25,7 @@ func TestFormatGate(t *testing.T) {
 	nodes := formCluster(t, 3)
 	l := testutil.Leader(t, nodes)
 	mustLock(t, l, "job", "alice", 0)
-	if got := lastCommandFormat(t, l.logs); got != fsm.FormatKeyed {
+	if got := lastCommandFormat(t, l.stores.Log); got != fsm.FormatKeyed {
 		t.Fatalf("a LOCK before the switch went into an entry of format %d, want %d", got, fsm.FormatKeyed)
 	}
 	hash := fsm.Command{Kind: fsm.KindWrite, Key: []byte("\x00h"), Match: fsm.Match{Kind: fsm.MatchAbsent},
@@ -43,7 +43,7 @@ func TestFormatGate(t *testing.T) {
 	if _, err := propose(ctx, l, hash); err != nil {
 		t.Fatalf("the hash write after the switch: %v", err)
 	}
-	if got := lastCommandFormat(t, l.logs); got != fsm.FormatBatch {
+	if got := lastCommandFormat(t, l.stores.Log); got != fsm.FormatBatch {
 		t.Fatalf("after the switch an entry of format %d, want %d", got, fsm.FormatBatch)
 	}
 }
@@ -72,7 +72,7 @@ func TestGroupCommitFollowsFormat(t *testing.T) {
 	}
 	from := l.raft.LastIndex()
 	concurrentLocks("typed")
-	if got := batchesIn(t, l.logs, from); got != 0 {
+	if got := batchesIn(t, l.stores.Log, from); got != 0 {
 		t.Fatalf("%d batch entries in FormatTyped", got)
 	}
 	if err := l.SwitchFormat(fsm.FormatBatch); err != nil {
@@ -83,7 +83,7 @@ func TestGroupCommitFollowsFormat(t *testing.T) {
 	for round := 0; ctx.Err() == nil; round++ {
 		from = l.raft.LastIndex()
 		concurrentLocks(fmt.Sprint("batched", round, "-"))
-		if batchesIn(t, l.logs, from) > 0 {
+		if batchesIn(t, l.stores.Log, from) > 0 {
 			return
 		}
 	}

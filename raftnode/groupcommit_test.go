@@ -65,7 +65,7 @@ func TestGroupCommitCarriesWhatQueued(t *testing.T) {
 		last, index = res[0].Token, res[0].LeaseRev
 	}
 	var l raft.Log
-	if err := n.logs.GetLog(index, &l); err != nil {
+	if err := n.stores.Log.GetLog(index, &l); err != nil {
 		t.Fatal(err)
 	}
 	cmds, ends, err := fsm.DecodeEntries(nil, nil, l.Data)
@@ -385,7 +385,7 @@ func TestProposeAllAcrossBatches(t *testing.T) {
 	var sizes []int
 	for i := from + 1; i <= last; i++ {
 		var l raft.Log
-		if err := n.logs.GetLog(i, &l); err != nil {
+		if err := n.stores.Log.GetLog(i, &l); err != nil {
 			t.Fatal(err)
 		}
 		if _, ends, err := fsm.DecodeEntries(nil, nil, l.Data); l.Type == raft.LogCommand && err == nil {

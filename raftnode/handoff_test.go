@@ -43,7 +43,7 @@ func waitQueued(t *testing.T, n *testNode, want int) {
 func entryAt(t *testing.T, n *testNode, index uint64, key string) []fsm.Command {
 	t.Helper()
 	var l raft.Log
-	if err := n.logs.GetLog(index, &l); err != nil {
+	if err := n.stores.Log.GetLog(index, &l); err != nil {
 		t.Fatalf("log entry %d: %v", index, err)
 	}
 	cmds, ends, err := fsm.DecodeEntries(nil, nil, l.Data)

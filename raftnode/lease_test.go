@@ -230,7 +230,7 @@ func logEntries(t *testing.T, n *testNode, from, to uint64) string {
 	var b strings.Builder
 	for i := from; i <= to; i++ {
 		var l raft.Log
-		if err := n.logs.GetLog(i, &l); err != nil {
+		if err := n.stores.Log.GetLog(i, &l); err != nil {
 			fmt.Fprintf(&b, " [%d: %v]", i, err)
 			continue
 		}

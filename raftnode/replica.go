@@ -41,7 +41,6 @@ type Replica struct {
 	cfg  Config
 	log  *slog.Logger
 	raft *raft.Raft
-	logs raft.LogStore // the store under raft's log cache, for its figures
 	// format is the table's log format (fsm.Machine.Format), for proposers that do not hold mu;
 	// formatChange is notified when it changes (format.go).
 	format       atomic.Uint32
@@ -101,8 +100,6 @@ type Replica struct {
 	// raft.NewRaft starts before New sets n.raft (a plain read of n.raft there would race that
 	// write): nil until NewRaft has returned.
 	fsmRaft atomic.Pointer[raft.Raft]
-	// stable is raft's stable store, which ProbeStore writes to.
-	stable raft.StableStore
 	// leaderChange is notified whenever the leader, this node's readiness or the member table
 	// may have changed (LeaderChanged).
 	leaderChange changeSignal
@@ -155,7 +152,6 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Replica, error) {
 		verifyReqs: make(chan chan error, 1024),
 		group:      groupCommit{finish: make(chan struct{}, 1)},
 		stop:       make(chan struct{}),
-		stable:     st.Stable,
 	}
 	if n.cluster == nil {
 		n.cluster = noCluster{}
@@ -179,7 +175,6 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Replica, error) {
 	}
 	n.raft = r
 	n.fsmRaft.Store(r)
-	n.logs = st.Log
 	n.goFunc(n.watchLeadership)
 	n.goFunc(n.watchLeaders)
 	n.goFunc(n.runVerifier)

@@ -1,7 +1,6 @@
 package raftnode
 
 import (
-	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/raftlock/raftlock/metrics"
 	"github.com/raftlock/raftlock/node"
-	"github.com/raftlock/raftlock/store"
 )
 
 type counters struct {
@@ -22,8 +20,6 @@ type counters struct {
 	// of each batch applied; group the requests of each group commit sent (init makes them).
 	commit, batch, group *metrics.Histogram
 	leaders              leaderLog
-	// probe is ProbeStore's last result, shared by every asker.
-	probe storeProbe
 }
 
 func (c *counters) init() {
@@ -70,10 +66,6 @@ func (l *leaderLog) recent() (uint64, []node.LeaderChange) {
 	return l.changes, out
 }
 
-// storeReporter is the figures a production store (store.Store) reports; raft's in-memory
-// stores in tests report none.
-type storeReporter interface{ Stats() store.Stats }
-
 // Stats returns the node's current figures.
 func (n *Replica) Stats() node.Stats {
 	addr, id := n.raft.LeaderWithID()
@@ -113,10 +105,6 @@ func (n *Replica) Stats() node.Stats {
 	if v, err := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64); err == nil {
 		s.LastSnapshot = v
 	}
-	if r, ok := n.logs.(storeReporter); ok {
-		ss := r.Stats()
-		s.Store = node.StoreStats{FirstIndex: ss.FirstIndex, LastIndex: ss.LastIndex, Snapshots: ss.Snapshots, SyncLatency: ss.SyncLatency}
-	}
 	n.mu.Lock()
 	s.Locks = n.mu.machine.Len()
 	s.Leases = n.mu.machine.Leases()
@@ -134,77 +122,3 @@ func (n *Replica) Stats() node.Stats {
 // Keys is the number of keys in the applied table, without taking the view lock: every write
 // command of the server asks it (its key bound).
 func (n *Replica) Keys() int { return int(n.keys.Load()) }
-
-// healthKey is the stable-store key ProbeStore writes.
-const healthKey = "raftlock/health-probe"
-
-// probeEvery is how long a store probe's result stands: the store is written to at most once
-// per probeEvery, however many ask (each /readyz request, the service manager's readiness poll).
-// probeWait is how long an asker waits for a probe another one runs before it answers that the
-// store does not take writes: a stalled disk makes the node unready, not its probes pile up.
-const (
-	probeEvery = time.Second
-	probeWait  = 2 * time.Second
-)
-
-// storeProbe is the last store probe's result and the probe in flight, if any. Its mu nests
-// inside nothing; the probe's I/O runs without it.
-type storeProbe struct {
-	mu      sync.Mutex
-	at      time.Time     // when the last probe finished (zero: none yet)
-	err     error         // its result
-	running chan struct{} // closed when the probe in flight finishes; nil when none is
-}
-
-// ProbeStore checks that this node's store takes a durable write: it writes the time to a key of
-// its own in the stable store (one synced batch) and reads it back. /readyz and the service
-// manager's readiness poll ask it. The write happens at most once per probeEvery: askers in
-// between get the last result, and askers while a probe runs wait for that one (single flight).
-func (n *Replica) ProbeStore() error {
-	p := &n.stats.probe
-	p.mu.Lock()
-	if !p.at.IsZero() && time.Since(p.at) < probeEvery {
-		err := p.err
-		p.mu.Unlock()
-		return err
-	}
-	if ch := p.running; ch != nil {
-		p.mu.Unlock()
-		t := time.NewTimer(probeWait)
-		defer t.Stop()
-		select {
-		case <-ch:
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			return p.err
-		case <-t.C:
-			return fmt.Errorf("store probe: a synced write has not finished within %v", probeWait)
-		}
-	}
-	ch := make(chan struct{})
-	p.running = ch
-	p.mu.Unlock()
-
-	err := n.probeStoreOnce()
-	p.mu.Lock()
-	p.at, p.err, p.running = time.Now(), err, nil
-	p.mu.Unlock()
-	close(ch)
-	return err
-}
-
-// probeStoreOnce writes the time to healthKey and reads it back.
-func (n *Replica) probeStoreOnce() error {
-	want := uint64(time.Now().UnixNano())
-	if err := n.stable.SetUint64([]byte(healthKey), want); err != nil {
-		return err
-	}
-	got, err := n.stable.GetUint64([]byte(healthKey))
-	if err != nil {
-		return err
-	}
-	if got != want {
-		return fmt.Errorf("store probe read back %d, wrote %d", got, want)
-	}
-	return nil
-}

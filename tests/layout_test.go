@@ -40,7 +40,7 @@ func TestLayout(t *testing.T) {
 		{"locks", []string{"fsm", "node", "metrics"}},
 		{"server", []string{"fsm", "node", "locks", "resp", "script", "metrics"}},
 		{"ops", []string{"fsm", "node", "metrics"}},
-		{"raftnode", []string{"fsm", "node", "store", "metrics"}},
+		{"raftnode", []string{"fsm", "node", "metrics"}},
 		{"cluster", []string{"raftnode", "fsm", "node", "store", "resp", "certs", "backup", "metrics"}},
 		{"backup", []string{"fsm"}},
 	} {

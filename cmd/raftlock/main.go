@@ -188,7 +188,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 
 	var web *ops.Server
 	if opts.metricsAddr != "" {
-		if web, err = ops.Start(ops.Config{Addr: opts.metricsAddr, Pprof: opts.pprof, Users: srv, Probe: node.ProbeStore, Server: srv, Members: member, Insecure: opts.insecureHTTP}, node, logger); err != nil {
+		if web, err = ops.Start(ops.Config{Addr: opts.metricsAddr, Pprof: opts.pprof, Users: srv, Probe: member.ProbeStore, Server: srv, Members: member, Insecure: opts.insecureHTTP}, node, logger); err != nil {
 			srv.Close()
 			return err
 		}
@@ -199,7 +199,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	// Under systemd's Type=notify: READY=1 once the node serves as /readyz judges it,
 	// STOPPING=1 as it begins to shut down (notify.go).
 	sd := sdNotifier{socket: os.Getenv("NOTIFY_SOCKET"), log: logger}
-	stopReady := sd.notifyWhenReady(func() (bool, []string) { return ops.Ready(node.Stats(), node.ProbeStore) })
+	stopReady := sd.notifyWhenReady(func() (bool, []string) { return ops.Ready(node.Stats(), member.ProbeStore) })
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down")

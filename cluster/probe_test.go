@@ -1,4 +1,4 @@
-package raftnode
+package cluster
 
 import (
 	"errors"
@@ -58,7 +58,7 @@ func askAll(clients, times int, ask func() error) int64 {
 // writable again.
 func TestProbeStoreCached(t *testing.T) {
 	st := &countingStable{StableStore: raft.NewInmemStore(), delay: 20 * time.Millisecond}
-	n := &Replica{stable: st}
+	n := &Member{stable: st}
 	failed := askAll(8, 50, n.ProbeStore)
 	if got := st.writes.Load(); got != 1 {
 		t.Errorf("400 probes within %v made %d synced writes; want 1", probeEvery, got)
@@ -98,7 +98,7 @@ func TestProbeStoreCached(t *testing.T) {
 // store unwritable after probeWait instead of piling up.
 func TestProbeStoreStalled(t *testing.T) {
 	st := &countingStable{StableStore: raft.NewInmemStore(), delay: probeWait + time.Second}
-	n := &Replica{stable: st}
+	n := &Member{stable: st}
 	go n.ProbeStore() // the stalled probe; it ends after delay
 	for deadline := time.Now().Add(time.Second); st.writes.Load() == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -124,10 +124,10 @@ func (leaderStats) Stats() node.Stats {
 }
 
 // TestReadyzProbesBounded: 400 GETs of /readyz from 8 clients, over a real socket on loopback,
-// as main wires it (ops.Config.Probe is Replica.ProbeStore), make one synced write, not 400.
+// as main wires it (ops.Config.Probe is Member.ProbeStore), make one synced write, not 400.
 func TestReadyzProbesBounded(t *testing.T) {
 	st := &countingStable{StableStore: raft.NewInmemStore()}
-	n := &Replica{stable: st}
+	n := &Member{stable: st}
 	web, err := ops.Start(ops.Config{Addr: "127.0.0.1:0", Probe: n.ProbeStore}, leaderStats{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
