@@ -5,9 +5,9 @@ import (
 	"testing"
 )
 
-// Replica stays what requests need (issue #31): administration is Admin's, the LOCK ... WAIT
-// queue LockQueue's, and the node's hooks one Watch.
-func TestNodeInterfaceIsSmall(t *testing.T) {
+// Replica stays what requests need: administration is Admin's, the LOCK ... WAIT queue
+// LockQueue's, and the hooks one Watch.
+func TestReplicaInterfaceIsSmall(t *testing.T) {
 	const most = 8
 	node := reflect.TypeFor[Replica]()
 	if n := node.NumMethod(); n > most {
