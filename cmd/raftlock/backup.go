@@ -166,13 +166,15 @@ func writeFileAtomic(path string, data []byte) error {
 }
 
 // restoreUsage is what `raftlock restore` prints when its flags are wrong.
-const restoreUsage = `usage: raftlock restore --in FILE --dir DIR [--id ID] [--raft-addr HOST:PORT | --peers ID=RAFTADDR,...]
+const restoreUsage = `usage: raftlock restore --in FILE --dir DIR --id ID [--raft-addr HOST:PORT | --peers ID=RAFTADDR,...]
 
 Seeds a node of a NEW cluster from a backup file (docs/backup.md). It checks the whole file
 first and refuses a corrupt or truncated one; DIR must not exist or be empty, and is written
 only once everything succeeded. Run it with the same FILE and --peers for every voter of the
 new cluster (each with its own --id and --dir), then start the nodes as usual; or restore one
-node (--raft-addr) and let the others --join it. The new cluster chooses a new cluster ID;
+node (--raft-addr) and let the others --join it. --id is the ID the node will be started with
+(raftlock --id ID): a data dir belongs to one node ID, and a node refuses a dir written for another.
+The new cluster chooses a new cluster ID;
 fencing tokens continue above every token in the backup; each lock keeps the lease it had left
 when the backup was taken, counted from when the restored node starts.`
 
@@ -182,7 +184,7 @@ func runRestore(args []string, stderr io.Writer) error {
 	fs.SetOutput(io.Discard)
 	in := fs.String("in", "", "the backup file")
 	dir := fs.String("dir", "", "the new data directory (must not exist, or be empty)")
-	id := fs.String("id", "", "the node's ID (default: derived from --raft-addr, as the node does)")
+	id := fs.String("id", "", "the node's ID, as it will be started with (raftlock --id ID)")
 	raftAddr := fs.String("raft-addr", "127.0.0.1:7379", "the node's raft address, when it is the new cluster's only voter")
 	peers := fs.String("peers", "", "the voters of the new cluster: ID=RAFTADDR,... (this node included)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
@@ -193,10 +195,11 @@ func runRestore(args []string, stderr io.Writer) error {
 		return errors.New(restoreUsage)
 	}
 	if *id == "" {
-		if *peers != "" {
-			return errors.New("restore: --peers needs --id: which of the peers this node is")
-		}
-		*id = defaultNodeID(*raftAddr)
+		// No default: the node's own default ID comes from its raft address, and a restore that
+		// guessed it would write a dir that the node started under the ID its operator meant
+		// refuses.
+		return fmt.Errorf("restore: --id is required: the ID the node will be started with (raftlock --id ID; "+
+			"started without --id, a node is %s)\n%s", defaultNodeID(*raftAddr), restoreUsage)
 	}
 	list := []cluster.Peer{{ID: *id, RaftAddr: *raftAddr}}
 	if *peers != "" {

@@ -423,7 +423,7 @@ func parseMemory(s string) (uint64, error) {
 }
 
 // defaultNodeID is a node's ID when --id is not given: derived from its raft address, so the
-// same address always names the same node (raftlock restore derives it the same way).
+// same address always names the same node.
 func defaultNodeID(raftAddr string) string {
 	return "node-" + strings.NewReplacer(":", "-", "[", "", "]", "").Replace(raftAddr)
 }
