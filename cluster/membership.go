@@ -112,9 +112,9 @@ func (n *Member) listedByLatestConfiguration() bool {
 		// droppedByLatestConfiguration catches a removal the newest configuration shows.
 		return true
 	}
-	// raft 1.8's GetConfiguration reads the copy of the latest configuration that raft keeps
-	// in an atomic value. Earlier releases asked raft's main loop, which may be waiting for
-	// this very goroutine (the FSM's): on one of those this call could deadlock.
+	// hashicorp/raft's GetConfiguration (v1.7.2) reads the copy of the latest configuration
+	// that raft keeps in an atomic value. Older releases asked raft's main loop, which may be
+	// waiting for this very goroutine (the FSM's): on one of those this call could deadlock.
 	c := r.GetConfiguration().Configuration()
 	return n.listedIn(c)
 }

@@ -25,7 +25,7 @@ var _ raft.AppendPipeline = (*drainedPipeline)(nil)
 // drainedPipeline reads its pipeline's responses as soon as they are decoded and holds them
 // (up to maxUnreadResponses) until raft reads them.
 //
-// hashicorp/raft v1.8.0's netPipeline hands a decoded response over an unbuffered channel
+// hashicorp/raft's netPipeline (v1.7.2, and v1.8.0 alike) hands a decoded response over an unbuffered channel
 // (MaxRPCsInFlight is 2 by default: its channels hold MaxRPCsInFlight-2) and takes the next
 // request to decode from another one. When a follower answers an AppendEntries with failure
 // (a newer term, say), raft's decoder (pipelineDecode) returns, and its sender loop may send

@@ -8,7 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// chanPipeline has hashicorp/raft v1.8.0's netPipeline's hand-offs at its default
+// chanPipeline has hashicorp/raft's netPipeline's hand-offs at its default
 // MaxRPCsInFlight (2): a request waits on an unbuffered channel for the decoder, which hands
 // each response over another unbuffered channel before it takes the next request.
 type chanPipeline struct {

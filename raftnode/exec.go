@@ -577,7 +577,7 @@ func (n *Replica) VerifyLeader(ctx context.Context) error {
 	}
 }
 
-// awaitFuture waits for f's outcome, or until stop is closed. hashicorp/raft (v1.8) can leave a
+// awaitFuture waits for f's outcome, or until stop is closed. hashicorp/raft (v1.7.2) can leave a
 // future unanswered for ever: its verify channel is buffered, and a request queued as the main
 // loop exits (Shutdown, or a leader removing itself) is never drained; an entry committed but
 // still queued for the FSM at shutdown is not answered either.

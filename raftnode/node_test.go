@@ -491,7 +491,7 @@ func TestCancelledWhileWaitingOnPending(t *testing.T) {
 }
 
 // Close returns while proposals are still arriving, and every proposal returns too: raft
-// (v1.8) never answers an entry still in its apply queue when it shuts down, so neither Close
+// (v1.7.2) never answers an entry still in its apply queue when it shuts down, so neither Close
 // nor a request may wait on such a future for ever (both once hung a restart in CI).
 func TestCloseWithProposalsInFlight(t *testing.T) {
 	for round := range 5 {

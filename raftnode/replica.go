@@ -251,7 +251,7 @@ func (n *Replica) clustered() bool {
 	return r != nil && voterCount(r) > 1
 }
 
-// voterCount counts the voters of r's newest configuration (raft 1.8 keeps a copy of it in an
+// voterCount counts the voters of r's newest configuration (hashicorp/raft keeps a copy of it in an
 // atomic value: no trip through raft's main loop).
 func voterCount(r *raft.Raft) int {
 	f := r.GetConfiguration()
