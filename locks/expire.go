@@ -60,10 +60,10 @@ func (p *Policy) runLeases() {
 
 // ExpireDue proposes Expire for the leases that have ended, on the caller's goroutine, and
 // returns how long the lease loop may sleep once they applied: one round of the loop, which a
-// test with an injected clock runs to know the round happened. The
-// Expires go through the core like any request (its checks: a ready leader, valid commands);
-// they name no keys to wait on, since each is guarded by its token and lease revision and so can
-// never end a lease other than the one that ran out.
+// test with an injected clock runs to know the round happened. The Expires go through the core
+// like any request (its checks: a ready leader, valid commands); they name no keys to wait on,
+// since each is guarded by its token and lease revision and so can never end a lease other than
+// the one that ran out.
 //
 // A round's Expires travel as one log entry, with no flag for "independent commands": an Expire
 // has no failing guard (one whose lease was renewed, re-granted or released meanwhile is
@@ -81,7 +81,7 @@ func (p *Policy) ExpireDue() time.Duration {
 		return p.sleepUntil(next, ok)
 	}
 	var due []expiry
-	results, err := r.Exec(context.Background(), nil, func(v node.View) []fsm.Command {
+	pending, err := r.Propose(context.Background(), nil, func(v node.View) []fsm.Command {
 		// Under the core's view lock, like every evaluation: the table the timers shadow is
 		// still. It may run again (the core evaluates again after waiting for a newer log
 		// format): put back what an earlier run took.
@@ -96,7 +96,13 @@ func (p *Policy) ExpireDue() time.Duration {
 			cmds = append(cmds, fsm.Command{Kind: fsm.KindExpire, Key: []byte(e.key), Token: e.token, LeaseRev: e.rev})
 		}
 		return cmds
-	}, nil)
+	})
+	// A round whose timers were all stale (renewed, re-granted or released leases) proposed
+	// nothing: its Pending holds no entry, and waiting would only cost a leadership check.
+	var results []fsm.Result
+	if err == nil && len(due) > 0 {
+		results, err = pending.Wait()
+	}
 	if len(due) > 0 {
 		// No results on error: the entry applied whole or, for all we know, not at all.
 		expired := 0

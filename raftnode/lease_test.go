@@ -248,3 +248,27 @@ func logEntries(t *testing.T, n *testNode, from, to uint64) string {
 	}
 	return b.String()
 }
+
+// A lease loop round whose timers are all stale (the lease was renewed to end later) proposes
+// nothing and asks no quorum: a renewal costs the leader no leadership check when its old
+// deadline passes.
+func TestStaleTimerRoundIsFree(t *testing.T) {
+	clock := testutil.NewClock()
+	n := newNode(t, func(c *Config) { c.Now = clock.Now })
+	r := mustLock(t, n, "k", "o", 100)
+	if rn, err := propose(t.Context(), n, renewCmd("k", r.Token, 10_000)); err != nil || rn.Status != fsm.StatusRenewed {
+		t.Fatalf("renew = %+v, %v", rn, err)
+	}
+	settle(t, []*testNode{n})
+	before := n.Stats()
+	clock.Advance(200 * time.Millisecond) // past the grant's timer, long before the renewal's
+	n.locks.ExpireDue()
+	after := n.Stats()
+	if !held(n, "k") {
+		t.Fatal("the renewed lock ended at its first lease's deadline")
+	}
+	if after.LastIndex != before.LastIndex || after.VerifyRounds != before.VerifyRounds {
+		t.Errorf("a round of stale timers: last index %d -> %d, verify rounds %d -> %d; want both unchanged",
+			before.LastIndex, after.LastIndex, before.VerifyRounds, after.VerifyRounds)
+	}
+}
