@@ -248,6 +248,17 @@ func (s *streamLayer) abortOutbound() int {
 	return len(conns)
 }
 
+// errSelfConnect refuses a dial that connected to itself (selfConnected).
+var errSelfConnect = errors.New("raft transport: the dial connected to itself: nothing listens at the peer's address")
+
+// selfConnected reports whether c is a TCP connection to itself. A dial to a port on this host
+// that nothing listens on can connect to itself, when the kernel picks that same port as the
+// dial's source (TCP simultaneous open). Such a connection talks to itself, and holds the port
+// that the peer, restarting, needs to listen on.
+func selfConnected(c net.Conn) bool {
+	return c.LocalAddr().String() == c.RemoteAddr().String()
+}
+
 func (s *streamLayer) dial(addr string, timeout time.Duration) (net.Conn, error) {
 	s.outMu.Lock()
 	aborted := s.aborted
@@ -267,6 +278,13 @@ func (s *streamLayer) dial(addr string, timeout time.Duration) (net.Conn, error)
 	}
 	if err != nil {
 		return nil, err
+	}
+	if selfConnected(c) {
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.SetLinger(0) // closed with a reset: no FIN exchange with itself keeps the port
+		}
+		c.Close()
+		return nil, errSelfConnect
 	}
 	deadline := time.Time{}
 	if timeout > 0 {
