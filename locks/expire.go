@@ -20,8 +20,9 @@ const (
 	expireRetry = 100 * time.Millisecond
 )
 
-// Wake makes the lease loop look at its timers now rather than at its next deadline: what a
-// clock that jumps needs (an injected one: tests, the chaos harness), besides Promote.
+// Wake makes the lease loop look at its timers now rather than at its next deadline (at most
+// maxLeaseSleep away): a test that moves an injected clock calls it to see the loop act on the
+// jump at once.
 func (p *Policy) Wake() { p.wakeLeases() }
 
 func (p *Policy) wakeLeases() {

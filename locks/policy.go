@@ -176,7 +176,8 @@ func (p *Policy) Restored(m *fsm.Machine) {
 }
 
 // Timers is how many lease timers are queued, stale ones (of leases since renewed, re-granted or
-// released) included: compaction keeps it within twice the live leases plus a constant.
+// released) included: compaction keeps it within twice the live leases plus a constant, which
+// the core's replication tests check on followers.
 func (p *Policy) Timers() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
