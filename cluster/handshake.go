@@ -273,16 +273,19 @@ func dialPeer(g peerGate, c net.Conn, tc *tls.Conn, addr string, deadline time.T
 
 var _ peerGate = (*Member)(nil)
 
-// helloRequired: the cluster's format is helloFormat or newer, as this node has applied it or
-// as its stable store remembers from before a restart (a restarted node's table says less
-// until it has applied its log again: Machine.Format). The first time it sees the format it
-// records that, with no lock held.
+// helloRequired: this node created its cluster with a binary that speaks the hello (every member
+// of such a cluster does: upgradeFormat), or the cluster's format is helloFormat or newer, as
+// this node has applied it or as its stable store remembers from before a restart (a
+// restarted node's table says less until it has applied its log again: Machine.Format). The
+// first time it sees the format it records that, with no lock held. A cluster that required
+// the hello only from its first format switch on would take forged frames without one until
+// then.
 func (n *Member) helloRequired() bool {
 	if n.helloKnown.Load() {
 		return true
 	}
 	if n.format() < helloFormat {
-		return false
+		return n.bootstrapFormat >= helloFormat
 	}
 	if n.helloKnown.CompareAndSwap(false, true) {
 		if err := n.rememberIdentity(""); err != nil {
@@ -304,9 +307,13 @@ func (n *Member) handshakeCluster() string {
 	return ""
 }
 
+// adoptCluster also makes a joining node require the hello from then on: a member sends one only
+// once its cluster's format is helloFormat, which every member then reads, so a joiner need not
+// wait until it has applied that format to refuse frames without one.
 func (n *Member) adoptCluster(id string) error {
 	if n.adoptedCluster.CompareAndSwap(nil, &id) {
 		n.log.Info("raft handshake: adopting the cluster ID of the member that reached this node", "cluster_id", id)
+		n.helloKnown.Store(true)
 		return nil
 	}
 	if have := *n.adoptedCluster.Load(); have != id {

@@ -129,8 +129,8 @@ func TestHelloRememberedAcrossRestarts(t *testing.T) {
 	}
 	n, _ := start(true)
 	testutil.WaitFor(t, 5*time.Second, func() error {
-		if !n.helloRequired() {
-			return errors.New("the new cluster does not require the hello yet")
+		if !n.helloRequired() || !n.helloKnown.Load() {
+			return errors.New("the new cluster is not in the format that requires the hello yet")
 		}
 		return nil
 	})
@@ -145,6 +145,38 @@ func TestHelloRememberedAcrossRestarts(t *testing.T) {
 	defer again.Close()
 	if !again.helloKnown.Load() {
 		t.Error("a restarted node does not know its cluster requires the hello; want it known before it applies its log")
+	}
+}
+
+// TestNewClusterRequiresHelloAtOnce: a node that forms a cluster, or joins one through a
+// member's hello, requires the hello from its first connection on, not only from the cluster's
+// first format switch: until then a forger that skips the hello would move its term.
+func TestNewClusterRequiresHelloAtOnce(t *testing.T) {
+	start := func(id string, bootstrap bool) *Member {
+		t.Helper()
+		trans, err := NewTransport(TransportConfig{Bind: "127.0.0.1:0", Logger: testutil.RaftLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := testConfig(id)
+		cfg.RaftAddr, cfg.Bootstrap = string(trans.LocalAddr()), bootstrap
+		n := startMember(t, cfg, newStores(), trans)
+		t.Cleanup(func() { n.Close() })
+		return n
+	}
+	founder := start("n1", true)
+	if f := founder.format(); f < helloFormat && !founder.helloRequired() {
+		t.Errorf("a node that formed its cluster (format %d) takes raft frames without the hello; want the hello required", f)
+	}
+	joiner := start("n2", false)
+	if joiner.helloRequired() {
+		t.Fatal("a node with no cluster yet requires the hello; want it to take an older member's frames")
+	}
+	if err := joiner.adoptCluster("c1"); err != nil {
+		t.Fatal(err)
+	}
+	if !joiner.helloRequired() {
+		t.Error("a joiner that adopted its cluster from a member's hello takes raft frames without one; want the hello required")
 	}
 }
 
