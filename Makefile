@@ -6,7 +6,7 @@ BIN       := bin
 FUZZTIME  ?=
 BENCHTIME ?= 5s
 
-.PHONY: all build run test unit fuzz vet bench bench-compare bench-scale cluster chaos chaos-short clients clean
+.PHONY: all build run setup test unit fuzz vet bench bench-compare bench-scale cluster chaos chaos-short clients clean
 
 all: build
 
@@ -51,7 +51,13 @@ fuzz:
 clients:
 	tests/clients/run.sh
 
-test: vet unit chaos-short fuzz clients
+# What the tests need besides Go (Debian and npm packages, git history): installed when run as
+# root, otherwise named with the command that installs them, before any test runs.
+setup:
+	scripts/setup.sh
+
+test: setup
+	$(MAKE) --no-print-directory vet unit chaos-short fuzz clients
 
 bench: build
 	scripts/bench.sh $(BENCHTIME)
