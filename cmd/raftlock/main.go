@@ -16,6 +16,7 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/certs"
@@ -26,6 +27,11 @@ import (
 	"github.com/raftlock/raftlock/server"
 	"github.com/raftlock/raftlock/store"
 )
+
+// setupWait bounds how long a new single-node cluster waits for its setup entries before it
+// serves (cluster.Member.AwaitSetup): they take milliseconds; a node whose disk stalls longer
+// serves anyway.
+const setupWait = 10 * time.Second
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -179,6 +185,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// A new single-node cluster writes its setup entries before its first client's: see
+	// AwaitSetup. A node that cannot in this time serves anyway, and says so.
+	setupCtx, setupDone := context.WithTimeout(context.Background(), setupWait)
+	if err := member.AwaitSetup(setupCtx); err != nil {
+		logger.Warn("the new cluster's setup entries are not committed yet; serving clients anyway", "waited", setupWait)
+	}
+	setupDone()
 	ln, err := srv.Listen()
 	if err != nil {
 		return err
