@@ -236,6 +236,7 @@ var aclSubcommands = map[string]string{
 	"raft|backup":                   "admin slow dangerous",
 	"raft|readindex":                "admin slow dangerous",
 	"raft|forwarded":                "admin slow dangerous",
+	"raft|pubsub":                   "admin slow dangerous",
 }
 
 // aclKeyFlags are the key-spec flags of each command that names keys: Redis 7.0's, as its

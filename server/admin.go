@@ -28,7 +28,7 @@ var raftOnLeader = map[string]bool{"add": true, "promote": true, "remove": true,
 func cmdRaft(r *request) {
 	sub := lower(r.args[1])
 	admin := r.s.admin
-	if admin == nil && sub != "forwarded" && sub != "stats" {
+	if admin == nil && sub != "forwarded" && sub != "stats" && sub != "pubsub" {
 		r.w.Error(errNoAdmin)
 		return
 	}
@@ -158,6 +158,8 @@ func cmdRaft(r *request) {
 			return
 		}
 		r.w.SimpleString("OK")
+	case "pubsub":
+		raftPubSub(r)
 	case "stats":
 		fields := raftInfo(r.s.node.Stats())
 		r.w.Map(len(fields))

@@ -234,7 +234,7 @@ func init() {
 		{name: "sunsubscribe", arity: -1, fam: famPubSub, flags: "pubsub noscript loading stale", run: cmdSUnsubscribe, summary: "Stop listening to shard channels"},
 		{name: "publish", arity: 3, fam: famPubSub, flags: "write pubsub loading stale fast", run: cmdPublish, summary: "Publish a message to every node's subscribers (replicated)"},
 		{name: "spublish", arity: 3, fam: famPubSub, flags: "write pubsub loading stale fast", run: cmdSPublish, summary: "Publish a message to a shard channel (replicated)"},
-		{name: "pubsub", arity: -2, fam: famPubSub, flags: "pubsub loading stale", run: cmdPubSub, summary: "PUBSUB CHANNELS, NUMSUB, NUMPAT, SHARDCHANNELS, SHARDNUMSUB (this node's)"},
+		{name: "pubsub", arity: -2, fam: famPubSub, flags: "pubsub loading stale", run: cmdPubSub, summary: "PUBSUB CHANNELS, NUMSUB, NUMPAT, SHARDCHANNELS, SHARDNUMSUB (every node's)"},
 		// connection.go
 		{name: "ping", arity: -1, fam: famConnection, flags: "fast", run: cmdPing, summary: "Ping the server"},
 		{name: "echo", arity: 2, fam: famConnection, flags: "fast", run: cmdEcho, summary: "Echo the argument"},

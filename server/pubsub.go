@@ -269,6 +269,23 @@ func (h *hub) names(k subKind, pattern []byte) []string {
 	return out
 }
 
+// receivers is how many connections here a message on channel reaches now (a shard channel's
+// when shard): deliver's count, with nothing delivered.
+func (h *hub) receivers(channel []byte, shard bool) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if shard {
+		return len(h.mu.subs[subShard][string(channel)])
+	}
+	n := len(h.mu.subs[subChannel][string(channel)])
+	for pattern, conns := range h.mu.subs[subPattern] {
+		if h.mu.globs[pattern].match(channel) {
+			n += len(conns)
+		}
+	}
+	return n
+}
+
 // subscribers is how many connections here are subscribed to name (of kind k).
 func (h *hub) subscribers(k subKind, name string) int {
 	h.mu.Lock()
@@ -362,9 +379,11 @@ func unsubscribe(r *request, k subKind, verb string) {
 	}
 }
 
-// PUBLISH channel message and SPUBLISH channel message -> how many subscribers got it on the
-// node that applied it first (the leader; Redis Cluster also counts one node's). The message
-// is replicated, so subscribers on every node get it.
+// PUBLISH channel message and SPUBLISH channel message -> how many subscribers of the whole
+// cluster it reaches: the node that applied it first (the leader) counts its own as it delivers
+// it, and adds what every other member's subscriptions reach (pubsubpeers.go). The message is
+// replicated, so subscribers on every node get it. Inside a script or a transaction the count is
+// the leader's alone: a script cannot wait on other nodes.
 func cmdPublish(r *request)  { publish(r, fsm.KindPublish) }
 func cmdSPublish(r *request) { publish(r, fsm.KindShardPublish) }
 
@@ -380,50 +399,126 @@ func publish(r *request, kind fsm.Kind) {
 		r.replyError(err)
 		return
 	}
-	n := 0
+	var n int64
 	if len(res) == 1 {
-		n = res[0].Receivers
+		n = int64(res[0].Receivers)
 	}
-	r.w.Int(int64(n))
+	if r.path == onNode {
+		sub := "RECEIVERS"
+		if kind == fsm.KindShardPublish {
+			sub = "SRECEIVERS"
+		}
+		r.await(func() { n = r.s.peerSubs.receivers(r.c.ctx, sub, channel, n) })
+	}
+	r.w.Int(n)
 }
 
 // PUBSUB CHANNELS [pattern] | NUMSUB [channel...] | NUMPAT | SHARDCHANNELS [pattern] |
-// SHARDNUMSUB [channel...]: this node's subscriptions.
+// SHARDNUMSUB [channel...]: the whole cluster's subscriptions, this node's and every other
+// member's (pubsubpeers.go); inside a script or a transaction, this node's.
 func cmdPubSub(r *request) {
 	sub, args := r.args[1], r.args[2:]
+	cluster := r.path != onScript
 	switch {
 	case (is(sub, "channels") || is(sub, "shardchannels")) && len(args) <= 1:
-		k := subChannel
+		k, peerSub := subChannel, "CHANNELS"
 		if is(sub, "shardchannels") {
-			k = subShard
+			k, peerSub = subShard, "SHARDCHANNELS"
 		}
 		var pattern []byte
+		peerArgs := []string{peerSub}
 		if len(args) == 1 {
 			pattern = args[0]
+			peerArgs = append(peerArgs, string(pattern))
 		}
 		names := r.s.hub.names(k, pattern)
+		if cluster {
+			r.await(func() { names = r.s.peerSubs.names(r.c.ctx, names, peerArgs...) })
+		}
 		r.w.Array(len(names))
 		for _, n := range names {
 			r.w.BulkString(n)
 		}
 	case is(sub, "numsub"), is(sub, "shardnumsub"):
-		k := subChannel
+		k, peerSub := subChannel, "NUMSUB"
 		if is(sub, "shardnumsub") {
-			k = subShard
+			k, peerSub = subShard, "SHARDNUMSUB"
+		}
+		counts := localNumsub(r.s.hub, k, args)
+		if cluster && len(args) > 0 {
+			r.await(func() { counts = r.s.peerSubs.numsub(r.c.ctx, peerSub, args, counts) })
 		}
 		r.w.Map(len(args))
-		for _, name := range args {
+		for i, name := range args {
 			r.w.Bulk(name)
-			r.w.Int(int64(r.s.hub.subscribers(k, string(name))))
+			r.w.Int(counts[i])
 		}
 	case is(sub, "numpat") && len(args) == 0:
-		r.w.Int(int64(len(r.s.hub.names(subPattern, nil))))
+		patterns := r.s.hub.names(subPattern, nil)
+		if cluster {
+			r.await(func() { patterns = r.s.peerSubs.names(r.c.ctx, patterns, "PATTERNS") })
+		}
+		r.w.Int(int64(len(patterns)))
 	case is(sub, "numpat"):
 		r.wrongArgs("pubsub|numpat")
 	case is(sub, "channels"), is(sub, "shardchannels"):
 		r.w.Error("ERR unknown subcommand or wrong number of arguments for '" + string(appendSanitized(nil, sub, 128)) + "'. Try PUBSUB HELP.")
 	default:
 		r.w.Error("ERR unknown subcommand '" + string(appendSanitized(nil, sub, 128)) + "'. Try PUBSUB HELP.")
+	}
+}
+
+// localNumsub is this node's subscriber count of each name (of kind k).
+func localNumsub(h *hub, k subKind, names [][]byte) []int64 {
+	out := make([]int64, len(names))
+	for i, name := range names {
+		out[i] = int64(h.subscribers(k, string(name)))
+	}
+	return out
+}
+
+// raftPubSub answers RAFT PUBSUB, another member's question about this node's subscriptions
+// alone (pubsubpeers.go): NUMSUB|SHARDNUMSUB name... (one integer per name), CHANNELS|
+// SHARDCHANNELS [pattern] and PATTERNS (names), RECEIVERS|SRECEIVERS channel (an integer).
+func raftPubSub(r *request) {
+	if len(r.args) < 3 {
+		r.wrongArgs("raft|pubsub")
+		return
+	}
+	sub, args := lower(r.args[2]), r.args[3:]
+	writeNames := func(names []string) {
+		r.w.Array(len(names))
+		for _, n := range names {
+			r.w.BulkString(n)
+		}
+	}
+	switch {
+	case sub == "numsub" || sub == "shardnumsub":
+		k := subChannel
+		if sub == "shardnumsub" {
+			k = subShard
+		}
+		counts := localNumsub(r.s.hub, k, args)
+		r.w.Array(len(counts))
+		for _, n := range counts {
+			r.w.Int(n)
+		}
+	case (sub == "channels" || sub == "shardchannels") && len(args) <= 1:
+		k := subChannel
+		if sub == "shardchannels" {
+			k = subShard
+		}
+		var pattern []byte
+		if len(args) == 1 {
+			pattern = args[0]
+		}
+		writeNames(r.s.hub.names(k, pattern))
+	case sub == "patterns" && len(args) == 0:
+		writeNames(r.s.hub.names(subPattern, nil))
+	case (sub == "receivers" || sub == "sreceivers") && len(args) == 1:
+		r.w.Int(int64(r.s.hub.receivers(args[0], sub == "sreceivers")))
+	default:
+		r.wrongArgs("raft|pubsub")
 	}
 }
 

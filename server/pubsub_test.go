@@ -68,3 +68,37 @@ func TestRestoreDropsSubscribers(t *testing.T) {
 		t.Errorf("a connection without subscriptions after a restore: PING = %q", got)
 	}
 }
+
+// RAFT PUBSUB answers another member's question for this node alone: subscriber counts per name,
+// names, patterns, and how many connections a message on a channel reaches (its subscribers and
+// the connections of every pattern that matches it); a malformed question is refused.
+func TestRaftPubSubAnswersForThisNode(t *testing.T) {
+	addr, _ := startFake(t)
+	a, b := dialRaw(t, addr), dialRaw(t, addr)
+	a.do("SUBSCRIBE", "lock:job")
+	a.do("PSUBSCRIBE", "lock:*")
+	b.do("PSUBSCRIBE", "lock:j*")
+	b.do("SSUBSCRIBE", "shard:a")
+	q := dialRaw(t, addr)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"RAFT", "PUBSUB", "NUMSUB", "lock:job", "other"}, "*2\r\n:1\r\n:0\r\n"},
+		{[]string{"RAFT", "PUBSUB", "SHARDNUMSUB", "shard:a"}, "*1\r\n:1\r\n"},
+		{[]string{"RAFT", "PUBSUB", "CHANNELS"}, "*1\r\n$8\r\nlock:job\r\n"},
+		{[]string{"RAFT", "PUBSUB", "SHARDCHANNELS", "shard:*"}, "*1\r\n$7\r\nshard:a\r\n"},
+		{[]string{"RAFT", "PUBSUB", "PATTERNS"}, "*2\r\n$6\r\nlock:*\r\n$7\r\nlock:j*\r\n"},
+		{[]string{"RAFT", "PUBSUB", "RECEIVERS", "lock:job"}, ":3\r\n"},
+		{[]string{"RAFT", "PUBSUB", "RECEIVERS", "lock:x"}, ":1\r\n"},
+		{[]string{"RAFT", "PUBSUB", "SRECEIVERS", "shard:a"}, ":1\r\n"},
+		{[]string{"RAFT", "PUBSUB", "RECEIVERS"}, "-ERR wrong number of arguments for 'raft|pubsub' command\r\n"},
+		{[]string{"RAFT", "PUBSUB", "PATTERNS", "x"}, "-ERR wrong number of arguments for 'raft|pubsub' command\r\n"},
+		{[]string{"RAFT", "PUBSUB", "NOSUCH"}, "-ERR wrong number of arguments for 'raft|pubsub' command\r\n"},
+		{[]string{"RAFT", "PUBSUB"}, "-ERR wrong number of arguments for 'raft|pubsub' command\r\n"},
+	} {
+		if got := q.do(c.args...); got != c.want {
+			t.Errorf("%v = %q; want %q", c.args, got, c.want)
+		}
+	}
+}

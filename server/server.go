@@ -309,7 +309,9 @@ type Server struct {
 	tracker *tracker
 	waiters *waiters
 	hub     *hub
-	watches watchRegistry // the keys this node's connections WATCH (transactions.go)
+	// peerSubs asks the other members for their pub/sub counts (pubsubpeers.go).
+	peerSubs *peerPubSub
+	watches  watchRegistry // the keys this node's connections WATCH (transactions.go)
 	// forwards are the requests forwarded to the leader and waiting (forwardwatch.go).
 	forwards forwardWatch
 	// notifyFlags is the notify-keyspace-events setting (notify.go), set by CONFIG SET.
@@ -377,6 +379,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s.tracker = newTracker(s.log)
 	s.waiters = newWaiters(cfg.MaxWaitersPerKey, cfg.MaxWaiters)
 	s.hub = newHub(s.log)
+	s.peerSubs = newPeerPubSub(s)
 	s.cursors = newCursors()
 	seed, err := seedUsers(cfg)
 	if err != nil {
@@ -564,6 +567,7 @@ func (s *Server) Close() error {
 	s.cancel()
 	s.wg.Wait()
 	s.scripts.Close()
+	s.peerSubs.close()
 	return err
 }
 

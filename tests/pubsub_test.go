@@ -192,8 +192,9 @@ func TestPubSubAcrossNodes(t *testing.T) {
 // Messages published inside a script and inside MULTI/EXEC, through a follower and on the
 // leader, reach a subscriber on the other follower (they are entries of the log like any
 // other); a shard subscriber (SSUBSCRIBE) there gets SPUBLISH's messages from the other nodes,
-// a script's included. PUBLISH inside a script or a transaction replies 0: the count is known
-// only once the entry applied.
+// a script's included. PUBLISH inside a script or a transaction replies 0 (the leader's own
+// receivers: a script cannot wait on other nodes' counts); SPUBLISH on its own counts every
+// node's.
 func TestPubSubFromScriptsAndTransactionsAcrossNodes(t *testing.T) {
 	c := newCluster(t, 3)
 	l := c.leader()
@@ -224,7 +225,7 @@ func TestPubSubFromScriptsAndTransactionsAcrossNodes(t *testing.T) {
 		mustReply(t, p.conn, "*2\r\n:0\r\n:0\r\n", "EXEC")
 		expect(sub, "message", "news", "first of a transaction "+p.name)
 		expect(sub, "message", "news", "second of a transaction "+p.name)
-		mustReply(t, p.conn, ":0\r\n", "SPUBLISH", "shard", "sharded "+p.name) // the receivers on the leader
+		mustReply(t, p.conn, ":1\r\n", "SPUBLISH", "shard", "sharded "+p.name) // the shard subscriber, on another node
 		expect(ssub, "smessage", "shard", "sharded "+p.name)
 		mustReply(t, p.conn, ":0\r\n", "EVAL", "return redis.call('spublish', KEYS[1], ARGV[1])", "1", "shard", "sharded from a script "+p.name)
 		expect(ssub, "smessage", "shard", "sharded from a script "+p.name)
@@ -232,5 +233,72 @@ func TestPubSubFromScriptsAndTransactionsAcrossNodes(t *testing.T) {
 	// Neither subscriber got the other's messages.
 	for _, conn := range []*respConn{sub, ssub} {
 		mustReply(t, conn, "*2\r\n$4\r\npong\r\n$0\r\n\r\n", "PING")
+	}
+}
+
+// Pub/sub counts the whole cluster: a subscription confirmed on one node is counted by PUBSUB
+// NUMSUB asked on another right after, so a rival on another node does not take a lock whose
+// holder announces itself by subscribing to the lock's channel (the pub/sub-style locks some
+// libraries build); NUMPAT, CHANNELS, SHARDCHANNELS and SHARDNUMSUB count every node's, and
+// PUBLISH's and SPUBLISH's replies count every node's receivers. A member that is down is left
+// out, and the others still answer at once.
+func TestPubSubCountsTheCluster(t *testing.T) {
+	c := newCluster(t, 3)
+	l := c.leader()
+	followers := c.others(l)
+	f1, f2 := followers[0], followers[1]
+	dial := func(n *node) *respConn {
+		t.Helper()
+		rc, err := dialRESP(n.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rc.Close() })
+		return rc
+	}
+	expect := func(rc *respConn, want string, args ...string) {
+		t.Helper()
+		if got, err := rc.do(args...); err != nil || string(got) != want {
+			t.Fatalf("%v: %q, %v; want %q", args, got, err, want)
+		}
+	}
+	holder, rival := dial(f1), dial(f2)
+	expect(holder, "*3\r\n$9\r\nsubscribe\r\n$8\r\nlock:job\r\n:1\r\n", "SUBSCRIBE", "lock:job")
+	expect(rival, "*2\r\n$8\r\nlock:job\r\n:1\r\n", "PUBSUB", "NUMSUB", "lock:job")
+
+	watcher, shard := dial(l), dial(f2)
+	expect(watcher, "*3\r\n$10\r\npsubscribe\r\n$6\r\nlock:*\r\n:1\r\n", "PSUBSCRIBE", "lock:*")
+	expect(shard, "*3\r\n$10\r\nssubscribe\r\n$7\r\nshard:a\r\n:1\r\n", "SSUBSCRIBE", "shard:a")
+	for _, n := range c.live() {
+		q := dial(n)
+		expect(q, ":1\r\n", "PUBSUB", "NUMPAT")
+		expect(q, "*1\r\n$8\r\nlock:job\r\n", "PUBSUB", "CHANNELS")
+		expect(q, "*1\r\n$8\r\nlock:job\r\n", "PUBSUB", "CHANNELS", "lock:*")
+		expect(q, "*0\r\n", "PUBSUB", "CHANNELS", "other:*")
+		expect(q, "*1\r\n$7\r\nshard:a\r\n", "PUBSUB", "SHARDCHANNELS")
+		expect(q, "*4\r\n$7\r\nshard:a\r\n:1\r\n$8\r\nlock:job\r\n:0\r\n", "PUBSUB", "SHARDNUMSUB", "shard:a", "lock:job")
+	}
+	// Through a follower (forwarded to the leader): the holder on f1 and the pattern on the
+	// leader receive it.
+	publisher := dial(f2)
+	expect(publisher, ":2\r\n", "PUBLISH", "lock:job", "released")
+	expect(publisher, ":1\r\n", "SPUBLISH", "shard:a", "hello")
+	expect(publisher, ":1\r\n", "PUBLISH", "lock:other", "x")
+
+	// An unsubscription confirmed on f1 is seen from f2 too.
+	expect(holder, "*3\r\n$7\r\nmessage\r\n$8\r\nlock:job\r\n$8\r\nreleased\r\n", "UNSUBSCRIBE", "lock:job")
+	if got, err := holder.readReply(); err != nil || string(got) != "*3\r\n$11\r\nunsubscribe\r\n$8\r\nlock:job\r\n:0\r\n" {
+		t.Fatalf("UNSUBSCRIBE: %q, %v", got, err)
+	}
+	expect(rival, "*2\r\n$8\r\nlock:job\r\n:0\r\n", "PUBSUB", "NUMSUB", "lock:job")
+
+	// f1 down: the others answer without it, at once after the first time.
+	f1.kill9()
+	for range 3 {
+		start := time.Now()
+		expect(rival, ":1\r\n", "PUBSUB", "NUMPAT")
+		if el := time.Since(start); el > 2*time.Second {
+			t.Errorf("PUBSUB NUMPAT with a member down took %v", el)
+		}
 	}
 }
