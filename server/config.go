@@ -296,7 +296,7 @@ var configNode = map[string]nodeParam{
 		},
 	},
 	"maxclients": {
-		// As in Redis, a lower bound turns away new connections only; open ones stay.
+		// As in Redis, lowering it turns away new connections only; open ones stay.
 		value: func(s *Server) string { return itoa(s.maxClients.Load()) },
 		apply: func(s *Server, v string) {
 			n, _ := strconv.ParseInt(v, 10, 64)
