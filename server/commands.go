@@ -249,7 +249,7 @@ func init() {
 		// introspection.go
 		{name: "info", arity: -1, fam: famAdmin, run: cmdInfo, summary: "Server information and statistics"},
 		{name: "command", arity: -1, fam: famAdmin, run: cmdCommand, summary: "Details about commands"},
-		{name: "config", arity: -2, fam: famAdmin, run: cmdConfig, summary: "Read configuration parameters (CONFIG GET), set notify-keyspace-events (CONFIG SET)"},
+		{name: "config", arity: -2, fam: famAdmin, run: cmdConfig, summary: "Read and set this node's configuration parameters (every one redis-server 7.0 knows), reset INFO's counters"},
 		{name: "wait", arity: 3, fam: famAdmin, flags: "noscript", run: cmdWait, summary: "How many replicas hold this connection's writes: a quorum's, at once"},
 		{name: "time", arity: 1, fam: famAdmin, flags: "loading stale fast", run: cmdTime, summary: "This node's clock"},
 		{name: "role", arity: 1, fam: famAdmin, flags: "noscript loading stale fast", run: cmdRole, summary: "The node's role: master (every node serves every request)"},

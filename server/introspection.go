@@ -1,10 +1,10 @@
 package server
 
-// Introspection: INFO (rendered from the node's typed Stats), COMMAND, CONFIG GET, TIME, ROLE.
+// Introspection: INFO (rendered from the node's typed Stats), COMMAND, TIME, ROLE. CONFIG is
+// in config.go.
 
 import (
 	"os"
-	"path"
 	"runtime"
 	"slices"
 	"strconv"
@@ -13,128 +13,6 @@ import (
 
 	"github.com/raftlock/raftlock/node"
 )
-
-// configParams answers CONFIG GET with what clients and redis-benchmark ask about.
-var configParams = [][2]string{
-	{"appendonly", "yes"},
-	{"appendfsync", "always"},
-	{"databases", "16"},
-	{"maxclients", ""},
-	{"save", ""},
-	{"timeout", "0"},
-	{"cluster-enabled", "no"},
-	{"replica-read-only", "yes"}, // followers take no writes of their own (they forward them)
-	{"notify-keyspace-events", ""},
-}
-
-// CONFIG SET parameter value [parameter value ...]: notify-keyspace-events is the one parameter
-// that may change while a node runs (it is this node's, as a Redis instance's is). Like Redis 7,
-// it sets all the pairs or none.
-func configSet(r *request) {
-	pairs := r.args[2:]
-	switch {
-	case len(pairs) < 2:
-		r.w.Error(wrongArity("config|set"))
-		return
-	case len(pairs)%2 != 0:
-		r.w.Error(errSyntax)
-		return
-	}
-	var flags uint32
-	for i := 0; i < len(pairs); i += 2 {
-		name := lower(pairs[i])
-		known := false
-		for _, p := range configParams {
-			known = known || p[0] == name
-		}
-		failed := "ERR CONFIG SET failed (possibly related to argument '" + name + "') - "
-		switch {
-		case !known:
-			r.w.Error("ERR Unknown option or number of arguments for CONFIG SET - '" + string(pairs[i]) + "'")
-			return
-		case seenParam(pairs[:i], name):
-			r.w.Error(failed + "duplicate parameter")
-			return
-		case name != "notify-keyspace-events":
-			r.w.Error(failed + "raftlock sets it by a flag at start")
-			return
-		}
-		var ok bool
-		if flags, ok = parseNotifyFlags(pairs[i+1]); !ok {
-			r.w.Error(failed + "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")
-			return
-		}
-	}
-	r.s.setNotifyFlags(flags)
-	r.w.SimpleString("OK")
-}
-
-// seenParam reports whether one of the parameters of pairs (name, value, ...) is name.
-func seenParam(pairs [][]byte, name string) bool {
-	for i := 0; i < len(pairs); i += 2 {
-		if is(pairs[i], name) {
-			return true
-		}
-	}
-	return false
-}
-
-// configHelp is CONFIG HELP's text, Redis 7.0's.
-var configHelp = []string{
-	"GET <pattern>",
-	"    Return parameters matching the glob-like <pattern> and their values.",
-	"SET <directive> <value>",
-	"    Set the configuration <directive> to <value>.",
-	"RESETSTAT",
-	"    Reset statistics reported by the INFO command.",
-	"REWRITE",
-	"    Rewrite the configuration file.",
-}
-
-// CONFIG GET pattern [pattern ...] · CONFIG SET notify-keyspace-events value · CONFIG HELP
-func cmdConfig(r *request) {
-	sub := lower(r.args[1])
-	switch {
-	case sub == "set":
-		configSet(r)
-		return
-	case sub == "help" && len(r.args) == 2:
-		r.writeHelp("CONFIG", configHelp)
-		return
-	case (sub == "help" || sub == "resetstat" || sub == "rewrite") && len(r.args) != 2:
-		r.wrongArgs("config|" + sub)
-		return
-	case sub == "resetstat" || sub == "rewrite":
-		r.w.Error("ERR raftlock supports only CONFIG GET and CONFIG SET notify-keyspace-events; the rest of its configuration is set by flags at start")
-		return
-	case sub != "get":
-		r.w.Error("ERR unknown subcommand '" + string(appendSanitized(nil, r.args[1], 128)) + "'. Try CONFIG HELP.")
-		return
-	case len(r.args) < 3:
-		r.wrongArgs("config|get")
-		return
-	}
-	var out [][2]string
-	for _, p := range configParams {
-		switch p[0] {
-		case "maxclients":
-			p[1] = itoa(int64(r.s.cfg.MaxClients))
-		case "notify-keyspace-events":
-			p[1] = formatNotifyFlags(r.s.notifyFlags.Load())
-		}
-		for _, pat := range r.args[2:] {
-			if ok, _ := path.Match(lower(pat), p[0]); ok {
-				out = append(out, p)
-				break
-			}
-		}
-	}
-	r.w.Map(len(out))
-	for _, p := range out {
-		r.w.BulkString(p[0])
-		r.w.BulkString(p[1])
-	}
-}
 
 // commandHelp is COMMAND HELP's text, Redis 7.0's.
 var commandHelp = []string{
@@ -359,7 +237,7 @@ func (s *Server) infoSection(name string, askNode bool) []infoField {
 	case "clients":
 		fields := []infoField{
 			{"connected_clients", itoa(int64(s.Clients()))},
-			{"maxclients", itoa(int64(s.cfg.MaxClients))},
+			{"maxclients", itoa(s.maxClients.Load())},
 			{"blocked_clients", itoa(s.waiters.blocked.Load())},
 		}
 		if askNode {
@@ -370,14 +248,15 @@ func (s *Server) infoSection(name string, askNode bool) []infoField {
 		// ioredis's ready check waits for loading:0.
 		return []infoField{{"loading", "0"}, {"aof_enabled", "1"}}
 	case "stats":
+		c := st.sinceReset()
 		return []infoField{
-			{"total_connections_received", u(st.connsTotal.Load())},
-			{"rejected_connections", u(st.connsRejected.Load())},
-			{"total_commands_processed", u(st.commands.Load())},
-			{"total_error_replies", u(st.errors.Load())},
-			{"lock_grants", u(st.grants.Load())},
-			{"lock_refusals", u(st.refusals.Load())},
-			{"lock_releases", u(st.releases.Load())},
+			{"total_connections_received", u(c.conns)},
+			{"rejected_connections", u(c.rejected)},
+			{"total_commands_processed", u(c.commands)},
+			{"total_error_replies", u(c.errors)},
+			{"lock_grants", u(c.grants)},
+			{"lock_refusals", u(c.refusals)},
+			{"lock_releases", u(c.releases)},
 		}
 	case "replication":
 		return []infoField{{"role", "master"}, {"connected_slaves", "0"}}
@@ -403,6 +282,42 @@ func (s *Server) infoSection(name string, askNode bool) []infoField {
 		return out
 	}
 	return nil
+}
+
+// counts reads the counters INFO stats shows.
+func (st *serverStats) counts() statCounts {
+	return statCounts{
+		conns:    st.connsTotal.Load(),
+		rejected: st.connsRejected.Load(),
+		commands: st.commands.Load(),
+		errors:   st.errors.Load(),
+		grants:   st.grants.Load(),
+		refusals: st.refusals.Load(),
+		releases: st.releases.Load(),
+	}
+}
+
+// sinceReset is what the counters counted since the last CONFIG RESETSTAT.
+func (st *serverStats) sinceReset() statCounts {
+	st.base.Lock()
+	defer st.base.Unlock()
+	c, b := st.counts(), st.base.counts
+	return statCounts{
+		conns:    c.conns - b.conns,
+		rejected: c.rejected - b.rejected,
+		commands: c.commands - b.commands,
+		errors:   c.errors - b.errors,
+		grants:   c.grants - b.grants,
+		refusals: c.refusals - b.refusals,
+		releases: c.releases - b.releases,
+	}
+}
+
+// resetStats is CONFIG RESETSTAT: INFO's counters start again from zero.
+func (s *Server) resetStats() {
+	s.stats.base.Lock()
+	defer s.stats.base.Unlock()
+	s.stats.base.counts = s.stats.counts()
 }
 
 // raftInfo is INFO raft and RAFT STATS: what the node tells its peers (node.PeerState, which

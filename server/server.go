@@ -17,6 +17,8 @@
 //	           -> tracker.mu (a script's tracked reads) | waiters.mu | watchRegistry.mu | script engine
 //	              | hub.mu (a script's PUBSUB) | Server.mu (a script's INFO)
 //	Server.mu  (a leaf: the connection set; nothing is taken while holding it)
+//	configStore.mu (CONFIG SET) -> notifyMu (notify-keyspace-events) -> the node's Watch
+//	serverStats.base (a leaf: CONFIG RESETSTAT's baseline)
 //
 // The node's change hook (tracker.changed, waiters.changed) runs on raft's apply goroutine after
 // Replica.mu is released, so neither hook nests inside it there. Nothing under tracker.mu or
@@ -317,10 +319,14 @@ type Server struct {
 	// notifyFlags is the notify-keyspace-events setting (notify.go), set by CONFIG SET.
 	notifyFlags atomic.Uint32
 	notifyMu    sync.Mutex // serializes setNotifyFlags
-	cursors     *cursors
-	acl         users
-	log         *slog.Logger
-	start       time.Time
+	// maxClients is Config.MaxClients until CONFIG SET maxclients changes it.
+	maxClients atomic.Int64
+	// config is what CONFIG SET kept for the parameters that mean nothing here (config.go).
+	config  configStore
+	cursors *cursors
+	acl     users
+	log     *slog.Logger
+	start   time.Time
 	// bootID makes the default owners of this process's LOCKs unlike any earlier process's.
 	bootID string
 
@@ -358,6 +364,18 @@ type serverStats struct {
 	refusals      atomic.Uint64
 	releases      atomic.Uint64
 	forwarded     atomic.Uint64
+	// base is what INFO's counters stood at when CONFIG RESETSTAT last ran: INFO shows what
+	// was counted since, while /metrics keeps the whole counts (a Prometheus counter that
+	// went back would read as a restart).
+	base struct {
+		sync.Mutex
+		counts statCounts
+	}
+}
+
+// statCounts are the counters INFO stats shows.
+type statCounts struct {
+	conns, rejected, commands, errors, grants, refusals, releases uint64
 }
 
 // New returns a server for d.Replica, administered through d.Admin, queueing LOCK ... WAIT in
@@ -372,6 +390,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, node: d.Replica, admin: d.Admin, queue: d.Queue, log: cfg.Logger.With("component", "server"), start: time.Now(),
 		bootID: strconv.FormatUint(rand.Uint64()>>16, 36)}
+	s.maxClients.Store(int64(cfg.MaxClients))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.workers = newWorkers(s)
 	s.metrics = newServerMetrics()
@@ -489,7 +508,7 @@ func (s *Server) accept(nc net.Conn) {
 		nc.Close()
 		return
 	}
-	if len(s.mu.conns) >= s.cfg.MaxClients {
+	if int64(len(s.mu.conns)) >= s.maxClients.Load() {
 		s.wg.Add(1)
 		s.mu.Unlock()
 		s.stats.connsRejected.Add(1)
