@@ -26,7 +26,7 @@ const (
 	// peerSkipFor is how long a member that did not answer is left out before it is asked again.
 	peerSkipFor = time.Second
 	// peerIdleLinks is how many idle connections are kept to each member.
-	peerIdleLinks = 4
+	peerIdleLinks = 32
 	// maxPeerPubSubReply bounds one member's PUBSUB CHANNELS answer: its channel names, at most
 	// SubscriptionLimits.PerNode of at most Name bytes each.
 	maxPeerPubSubReply = 128 << 20
@@ -214,8 +214,8 @@ func (p *peerPubSub) names(ctx context.Context, local []string, args ...string) 
 
 // receivers adds to n the members' counts of connections a message on channel reaches now
 // (RAFT PUBSUB RECEIVERS|SRECEIVERS channel).
-func (p *peerPubSub) receivers(ctx context.Context, sub string, channel []byte, n int64) int64 {
-	for _, v := range p.ask(ctx, "RAFT", "PUBSUB", sub, string(channel)) {
+func (p *peerPubSub) receivers(ctx context.Context, sub, channel string, n int64) int64 {
+	for _, v := range p.ask(ctx, "RAFT", "PUBSUB", sub, channel) {
 		n += v.Int
 	}
 	return n
