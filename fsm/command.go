@@ -333,6 +333,11 @@ type Result struct {
 	Existed bool
 	// PrevOwner is the owner before a Grant replaced it (SET ... GET), nil when it was free.
 	PrevOwner []byte
+	// Ended is the token of a lock (a key without a typed value) that this command ended, 0 for
+	// none: a Release's or an Expire's lock, the lock a Write deleted or replaced with a typed
+	// value, the lock a Grant gave to another holder (a new token). Lost-lock notices come from
+	// it (node.LockEnd); like Receivers, it is computed on apply, not replicated.
+	Ended Token
 	// Receivers: Published -> how many subscribers on the node that applied the entry got the
 	// message. The FSM leaves it 0; the applying node fills it in from its own subscribers (it
 	// is local, not replicated: what PUBLISH replies on the leader).

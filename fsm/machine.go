@@ -585,6 +585,9 @@ func (m *Machine) grant(index uint64, cmd Command) Result {
 	r := Result{Status: StatusGranted, Token: next.Token, LeaseRev: next.LeaseRev, LeaseMs: next.LeaseMs, Existed: held}
 	if held {
 		r.PrevOwner = cur.Owner
+		if cur.Value == nil && cur.Token != next.Token {
+			r.Ended = cur.Token
+		}
 	}
 	return r
 }
@@ -604,10 +607,14 @@ func (m *Machine) write(index uint64, cmd Command) Result {
 		}
 	}
 	if cmd.Value == nil {
+		r := Result{Status: StatusWritten, Existed: held}
 		if held {
 			m.del(key)
+			if cur.Value == nil {
+				r.Ended = cur.Token
+			}
 		}
-		return Result{Status: StatusWritten, Existed: held}
+		return r
 	}
 	next := Lock{Owner: []byte{}, Value: cmd.Value.stored(index), LeaseRev: index, LeaseMs: cmd.LeaseMs, Deadline: m.deadline(cmd.LeaseMs)}
 	if held && cur.Value != nil {
@@ -623,7 +630,11 @@ func (m *Machine) write(index uint64, cmd Command) Result {
 		}
 	}
 	m.set(key, next)
-	return Result{Status: StatusWritten, Token: next.Token, LeaseRev: next.LeaseRev, LeaseMs: next.LeaseMs, Existed: held}
+	r := Result{Status: StatusWritten, Token: next.Token, LeaseRev: next.LeaseRev, LeaseMs: next.LeaseMs, Existed: held}
+	if held && cur.Value == nil {
+		r.Ended = cur.Token
+	}
+	return r
 }
 
 // matches reports whether the lock l satisfies the guard of a Release or Renew.
@@ -667,7 +678,11 @@ func (m *Machine) release(cmd Command) Result {
 		return Result{Status: StatusNotFound}
 	}
 	m.del(key)
-	return Result{Status: StatusReleased, Token: cur.Token}
+	r := Result{Status: StatusReleased, Token: cur.Token}
+	if cur.Value == nil {
+		r.Ended = cur.Token
+	}
+	return r
 }
 
 func (m *Machine) renew(index uint64, cmd Command) Result {
@@ -689,5 +704,9 @@ func (m *Machine) expire(cmd Command) Result {
 		return Result{Status: StatusExpired, Existed: false}
 	}
 	m.del(key)
-	return Result{Status: StatusExpired, Existed: true, Token: cur.Token}
+	r := Result{Status: StatusExpired, Existed: true, Token: cur.Token}
+	if cur.Value == nil {
+		r.Ended = cur.Token
+	}
+	return r
 }

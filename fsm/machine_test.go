@@ -58,7 +58,7 @@ func TestApplyGuards(t *testing.T) {
 			setup: held,
 			cmd:   grant("a", "o2", 500, matchAny),
 			want: fsm.Result{Status: fsm.StatusGranted, Token: 2, LeaseRev: 2, LeaseMs: 500,
-				Existed: true, PrevOwner: []byte("o1")},
+				Existed: true, PrevOwner: []byte("o1"), Ended: 1},
 			wantTable: map[string]fsm.Lock{"a": lock("o2", 2, 2, 500)},
 		},
 		{
@@ -88,7 +88,7 @@ func TestApplyGuards(t *testing.T) {
 			setup: held,
 			cmd:   grant("a", "o2", 700, byToken(1)),
 			want: fsm.Result{Status: fsm.StatusGranted, Token: 2, LeaseRev: 2, LeaseMs: 700,
-				Existed: true, PrevOwner: []byte("o1")},
+				Existed: true, PrevOwner: []byte("o1"), Ended: 1},
 			wantTable: map[string]fsm.Lock{"a": lock("o2", 2, 2, 700)},
 		},
 		{
@@ -118,7 +118,7 @@ func TestApplyGuards(t *testing.T) {
 			setup: []fsm.Command{grant("a", "o1", 1000, matchAny), renew("a", matchAny, 3000)},
 			cmd:   grantKeep("a", "o2", 99, matchAny),
 			want: fsm.Result{Status: fsm.StatusGranted, Token: 3, LeaseRev: 2, LeaseMs: 3000,
-				Existed: true, PrevOwner: []byte("o1")},
+				Existed: true, PrevOwner: []byte("o1"), Ended: 1},
 			wantTable: map[string]fsm.Lock{"a": lock("o2", 3, 2, 3000)},
 		},
 		{
@@ -140,7 +140,7 @@ func TestApplyGuards(t *testing.T) {
 			setup: []fsm.Command{grant("a", "o1", 1000, matchAny), grant("b", "o1", 1000, matchAny)},
 			cmd:   grant("b", "o2", 1, matchAny),
 			want: fsm.Result{Status: fsm.StatusGranted, Token: 3, LeaseRev: 3, LeaseMs: 1,
-				Existed: true, PrevOwner: []byte("o1")},
+				Existed: true, PrevOwner: []byte("o1"), Ended: 2},
 			wantTable: map[string]fsm.Lock{"a": lock("o1", 1, 1, 1000), "b": lock("o2", 3, 3, 1)},
 		},
 
@@ -149,28 +149,28 @@ func TestApplyGuards(t *testing.T) {
 			name:      "release by token",
 			setup:     held,
 			cmd:       release("a", byToken(1)),
-			want:      fsm.Result{Status: fsm.StatusReleased, Token: 1},
+			want:      fsm.Result{Status: fsm.StatusReleased, Token: 1, Ended: 1},
 			wantTable: map[string]fsm.Lock{},
 		},
 		{
 			name:      "release by owner",
 			setup:     held,
 			cmd:       release("a", byOwner("o1")),
-			want:      fsm.Result{Status: fsm.StatusReleased, Token: 1},
+			want:      fsm.Result{Status: fsm.StatusReleased, Token: 1, Ended: 1},
 			wantTable: map[string]fsm.Lock{},
 		},
 		{
 			name:      "release by empty owner",
 			setup:     []fsm.Command{grant("a", "", 0, matchAny)},
 			cmd:       release("a", byOwner("")),
-			want:      fsm.Result{Status: fsm.StatusReleased, Token: 1},
+			want:      fsm.Result{Status: fsm.StatusReleased, Token: 1, Ended: 1},
 			wantTable: map[string]fsm.Lock{},
 		},
 		{
 			name:      "release any",
 			setup:     held,
 			cmd:       release("a", matchAny),
-			want:      fsm.Result{Status: fsm.StatusReleased, Token: 1},
+			want:      fsm.Result{Status: fsm.StatusReleased, Token: 1, Ended: 1},
 			wantTable: map[string]fsm.Lock{},
 		},
 		{
@@ -266,7 +266,7 @@ func TestApplyGuards(t *testing.T) {
 			name:      "expire with the right token and lease rev removes the lock",
 			setup:     held,
 			cmd:       expire("a", 1, 1),
-			want:      fsm.Result{Status: fsm.StatusExpired, Existed: true, Token: 1},
+			want:      fsm.Result{Status: fsm.StatusExpired, Existed: true, Token: 1, Ended: 1},
 			wantTable: map[string]fsm.Lock{},
 		},
 		{
@@ -303,7 +303,7 @@ func TestApplyGuards(t *testing.T) {
 			name:      "expire with the renewed lease rev removes the lock",
 			setup:     []fsm.Command{grant("a", "o1", 1000, matchAny), renew("a", byToken(1), 1000)},
 			cmd:       expire("a", 1, 2),
-			want:      fsm.Result{Status: fsm.StatusExpired, Existed: true, Token: 1},
+			want:      fsm.Result{Status: fsm.StatusExpired, Existed: true, Token: 1, Ended: 1},
 			wantTable: map[string]fsm.Lock{},
 		},
 		{

@@ -165,3 +165,30 @@ func TestWriteRejectsMalformedValues(t *testing.T) {
 		t.Errorf("DecodeEntry(huge count) error = %v, want ErrCorrupt", err)
 	}
 }
+
+// TestResultEnded: a command's result names the lock (a key without a typed value) it ended,
+// for the lost-lock notices: deleted, replaced by a typed value, given to another holder,
+// released or expired; nothing when the same holder sets it again or a collection changes.
+func TestResultEnded(t *testing.T) {
+	m := fsm.New()
+	applyAll(t, m, 1, []fsm.Command{grant("a", "o1", 0, matchAny), grant("b", "o1", 0, matchAny), grant("c", "o1", 0, matchAny)})
+	for _, c := range []struct {
+		name  string
+		index uint64
+		cmd   fsm.Command
+		want  fsm.Token
+	}{
+		{"the same holder again", 4, grant("a", "o1", 0, matchAny), 0},
+		{"another holder", 5, grant("a", "o2", 0, matchAny), 1},
+		{"deleted", 6, fsm.Command{Kind: fsm.KindWrite, Key: []byte("b"), Match: matchAny}, 2},
+		{"replaced by a hash", 7, write("c", hash("f", "v"), matchAny), 3},
+		{"a hash changed", 8, write("c", hash("f", "w"), matchAny), 0},
+		{"a hash deleted", 9, fsm.Command{Kind: fsm.KindWrite, Key: []byte("c"), Match: matchAny}, 0},
+		{"released", 10, release("a", matchAny), 5},
+		{"a free key released", 11, release("a", matchAny), 0},
+	} {
+		if got := m.Apply(c.index, c.cmd); got.Ended != c.want {
+			t.Errorf("%s: Ended %d (%+v); want %d", c.name, got.Ended, got, c.want)
+		}
+	}
+}

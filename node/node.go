@@ -93,6 +93,60 @@ func KeyEventOf(c fsm.Command, r fsm.Result) KeyEvent {
 	return 0
 }
 
+// LockEnd is how an applied entry ended a lock (fsm.Result.Ended), for lost-lock notices:
+// every node reports the ends of the entries it applies.
+type LockEnd uint8
+
+const (
+	// LockReleased: a release freed it: an UNLOCK, or a DEL, GETDEL or script deleting the
+	// key (each is a release by the token its proposer saw).
+	LockReleased LockEnd = iota + 1
+	// LockExpired: its lease ran out (a committed Expire).
+	LockExpired
+	// LockDeleted: a write removed the key without a release (a holder hears a release by
+	// anyone but itself as this too).
+	LockDeleted
+	// LockOverwritten: a SET (or LOCK, after a lease ended in the same entry) gave the key to
+	// another holder, or a write replaced it with another type.
+	LockOverwritten
+	// LockFlushed: a FLUSHDB or FLUSHALL removed it.
+	LockFlushed
+)
+
+// String is the reason's name in a lock-lost notice.
+func (e LockEnd) String() string {
+	switch e {
+	case LockReleased:
+		return "released"
+	case LockExpired:
+		return "expired"
+	case LockDeleted:
+		return "deleted"
+	case LockOverwritten:
+		return "overwritten"
+	case LockFlushed:
+		return "flushed"
+	}
+	return "unknown"
+}
+
+// LockEndOf is how an applied command whose result ended a lock ended it.
+func LockEndOf(c fsm.Command) LockEnd {
+	switch c.Kind {
+	case fsm.KindRelease:
+		// UNLOCK, and a DEL, GETDEL or script of a lock key: the proposer guards each with the
+		// token it saw, so the log does not tell them apart.
+		return LockReleased
+	case fsm.KindExpire:
+		return LockExpired
+	case fsm.KindWrite:
+		if c.Value == nil {
+			return LockDeleted
+		}
+	}
+	return LockOverwritten
+}
+
 // Member is one server of the cluster: its raft configuration entry plus the client address it
 // announced (replicated through the log).
 type Member struct {

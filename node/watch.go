@@ -1,5 +1,7 @@
 package node
 
+import "github.com/raftlock/raftlock/fsm"
+
 // Watchers are the hooks a node tells of what its applied entries did (the server's
 // Node.Watch): the client face's invalidations, LOCK ... WAIT wake-ups, subscribers and ACL
 // users come from them. Each runs on the node's apply goroutine with no lock held, before the
@@ -15,6 +17,13 @@ type Watchers struct {
 	// notifications), in log order with the messages; key is only valid during the call.
 	// While it is nil the node records no events at all.
 	KeyEvent func(key []byte, ev KeyEvent)
+	// LockEnded is told of each lock an applied entry ended (fsm.Result.Ended: key, the token
+	// it had, how), in log order with the messages; key is only valid during the call. A
+	// FLUSHDB or FLUSHALL tells it of every lock it removed, which the node finds by walking
+	// the database before the flush, and only while LocksWatched says someone listens.
+	LockEnded func(key []byte, token fsm.Token, how LockEnd)
+	// LocksWatched reports whether anyone on this node would hear of a flushed lock; nil: no.
+	LocksWatched func() bool
 	// Restored is told that a snapshot replaced the node's table: the messages of the entries
 	// it covers are never delivered on this node.
 	Restored func()

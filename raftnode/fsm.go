@@ -53,7 +53,9 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	)
 	now := n.cfg.Now()
 	w := n.watchers()
-	notify := w.KeyEvent // nil: nobody listens, record no key events
+	notify := w.KeyEvent     // nil: nobody listens, record no key events
+	lockEnded := w.LockEnded // nil: record no lock ends
+	var flushes []flushedAt  // the locks each of an entry's flushes removes, found before it applied
 	n.mu.Lock()
 	n.mu.machine.SetLeaseClock(n.leaseClock(now)) // every lease this batch sets ends LeaseMs after now
 	for i, l := range logs {
@@ -84,6 +86,12 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		// tokens and revisions keep apart just the same).
 		start, from := len(results), 0
 		for _, end := range ends {
+			if lockEnded != nil {
+				flushed := flushedLocks(n.mu.machine, cmds[from:end], w.LocksWatched)
+				if flushed != nil {
+					flushes = append(flushes, flushedAt{at: from, locks: flushed})
+				}
+			}
 			results = n.mu.machine.ApplyEntry(results, l.Index, cmds[from:end])
 			from = end
 		}
@@ -104,7 +112,20 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			} else if ev := node.KeyEventOf(c, res[j]); ev != 0 && notify != nil {
 				publish = append(publish, message{channel: c.Key, event: ev})
 			}
+			if lockEnded == nil {
+				continue
+			}
+			if res[j].Ended != 0 {
+				publish = append(publish, message{channel: c.Key, token: res[j].Ended, end: node.LockEndOf(c)})
+			}
+			if c.Kind == fsm.KindFlush && len(flushes) > 0 && flushes[0].at <= j {
+				if res[j].Status == fsm.StatusFlushed {
+					publish = append(publish, flushes[0].locks...)
+				}
+				flushes = flushes[1:]
+			}
 		}
+		flushes = flushes[:0]
 		resps[i].results = res
 	}
 	n.keys.Store(int64(n.mu.machine.Len()))
@@ -151,6 +172,8 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	deliver := w.Published
 	for _, m := range publish {
 		switch {
+		case m.end != 0:
+			lockEnded(m.channel, m.token, m.end)
 		case m.event != 0 && notify != nil:
 			notify(m.channel, m.event)
 		case m.event == 0 && deliver != nil:
@@ -185,14 +208,51 @@ func (r *entryResponse) request(i, n int) []fsm.Result {
 	return r.results[r.ends[i-1]:r.ends[i]:r.ends[i]]
 }
 
-// message is one applied PUBLISH or SPUBLISH, or with event a key's deletion or expiry (channel
-// is then the key), for delivery once the batch is applied. Its bytes alias the log entry's. An
-// aborted entry's messages are not delivered: they were not applied.
+// message is one applied PUBLISH or SPUBLISH, or with event a key's deletion or expiry, or with
+// end a lock's end (channel is then the key; token the lock's), for delivery once the batch is
+// applied. Its bytes alias the log entry's. An aborted entry's messages are not delivered: they
+// were not applied.
 type message struct {
 	res           *fsm.Result // its result, where the receivers on this node are counted
 	channel, body []byte
 	shard         bool
 	event         node.KeyEvent
+	token         fsm.Token
+	end           node.LockEnd
+}
+
+// flushedAt are the locks a request's flush (its commands start at cmds[at]) removes.
+type flushedAt struct {
+	at    int
+	locks []message
+}
+
+// flushedLocks returns the lock ends of the locks a FLUSHDB or FLUSHALL among cmds removes, read
+// from m before they apply: nil when cmds has no flush or nobody on this node listens
+// (watched). A flush walks the database it empties (FLUSHALL: every one) here, on the apply
+// path, only while someone does.
+func flushedLocks(m *fsm.Machine, cmds []fsm.Command, watched func() bool) []message {
+	i := slices.IndexFunc(cmds, func(c fsm.Command) bool { return c.Kind == fsm.KindFlush })
+	if i < 0 || watched == nil || !watched() {
+		return nil
+	}
+	db := cmds[i].Key
+	out := []message{}
+	collect := func(key string, l fsm.Lock) bool {
+		if len(db) > 0 && key[0] != db[0] {
+			return false
+		}
+		if l.Value == nil {
+			out = append(out, message{channel: []byte(key), token: l.Token, end: node.LockFlushed})
+		}
+		return true
+	}
+	if len(db) == 0 {
+		m.Scan(collect)
+	} else {
+		m.Ascend(string(db), collect)
+	}
+	return out
 }
 
 // badEntry is a log entry ApplyBatch could not decode (and skipped).

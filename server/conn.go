@@ -155,6 +155,7 @@ func (c *conn) serve() {
 		c.drainPipeline() // proposed commands finish (ghost-lock cleanup needs their outcome)
 		c.s.tracker.forget(c)
 		c.s.hub.forget(c, &c.sess.subs)
+		c.s.lockWatch.forget(c)
 		c.s.watches.forget(c.sess.watches)
 		c.releaseQueued()
 		c.closeUpstream()

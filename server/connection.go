@@ -396,6 +396,7 @@ func cmdReset(r *request) {
 	c.closeUpstream()
 	c.s.tracker.forget(c)
 	c.s.hub.forget(c, &c.sess.subs)
+	c.s.lockWatch.forget(c)
 	c.s.watches.forget(c.sess.watches)
 	c.writeQueuedPushes() // what was queued before RESET comes before its reply
 	c.sess = newSession()

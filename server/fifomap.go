@@ -24,8 +24,9 @@ type fifoKey[K comparable] struct {
 	seq uint64
 }
 
-// put enters k with v as the newest entry, forgetting the oldest past max entries.
-func (f *fifoMap[K, V]) put(k K, v V, max int) {
+// put enters k with v as the newest entry, forgetting the oldest past max entries: it returns
+// the key it forgot, if any.
+func (f *fifoMap[K, V]) put(k K, v V, max int) (forgot K, ok bool) {
 	if f.m == nil {
 		f.m = map[K]fifoEntry[V]{}
 	}
@@ -36,13 +37,15 @@ func (f *fifoMap[K, V]) put(k K, v V, max int) {
 		o := f.order[f.head]
 		f.order[f.head] = fifoKey[K]{}
 		f.head++
-		if cur, ok := f.m[o.k]; ok && cur.seq == o.seq {
+		if cur, live := f.m[o.k]; live && cur.seq == o.seq {
 			delete(f.m, o.k)
+			forgot, ok = o.k, true
 		}
 	}
 	if live := len(f.order) - f.head; live > len(f.m)+max || f.head > live {
 		f.compact()
 	}
+	return forgot, ok
 }
 
 // compact drops order's stale elements and the room before head.

@@ -286,6 +286,13 @@ func (h *hub) receivers(channel []byte, shard bool) int {
 	return n
 }
 
+// active reports whether anyone here is subscribed to anything.
+func (h *hub) active() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.mu.subs[subChannel])+len(h.mu.subs[subPattern]) > 0
+}
+
 // subscribers is how many connections here are subscribed to name (of kind k).
 func (h *hub) subscribers(k subKind, name string) int {
 	h.mu.Lock()

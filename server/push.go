@@ -3,6 +3,8 @@ package server
 import (
 	"log/slog"
 	"slices"
+
+	"github.com/raftlock/raftlock/fsm"
 )
 
 // Pushes: what a connection is told outside the replies to its own commands, from the node's
@@ -19,8 +21,10 @@ type push struct {
 	kind pushKind
 	// invalidate: key, or all (drop the whole cache). message/smessage: channel, body.
 	// pmessage: pattern, channel, body.
+	// lock-lost: key, token, body (the reason).
 	key, pattern, channel, body []byte
 	all                         bool
+	token                       fsm.Token
 }
 
 type pushKind uint8
@@ -30,6 +34,7 @@ const (
 	pushMessage                    // message channel body
 	pushPMessage                   // pmessage pattern channel body
 	pushSMessage                   // smessage channel body
+	pushLockLost                   // RESP3 >4 lock-lost key token reason (lockwatch.go)
 )
 
 // invalidate is the push for a change to key (nil: every key).
@@ -98,6 +103,15 @@ func (c *conn) writePush(p *push) {
 		w.BulkString("pmessage")
 		w.Bulk(p.pattern)
 		w.Bulk(p.channel)
+		w.Bulk(p.body)
+	case pushLockLost:
+		if w.Protocol() != 3 {
+			return // a RESP2 client has no way to tell it from a reply: it hears the lock's channel
+		}
+		w.Push(4)
+		w.BulkString("lock-lost")
+		w.Bulk(p.key)
+		w.Int(int64(p.token))
 		w.Bulk(p.body)
 	}
 }

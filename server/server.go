@@ -311,6 +311,8 @@ type Server struct {
 	tracker *tracker
 	waiters *waiters
 	hub     *hub
+	// lockWatch is who holds which lock on this node, for lost-lock notices (lockwatch.go).
+	lockWatch *lockWatch
 	// peerSubs asks the other members for their pub/sub counts (pubsubpeers.go).
 	peerSubs *peerPubSub
 	watches  watchRegistry // the keys this node's connections WATCH (transactions.go)
@@ -398,6 +400,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s.tracker = newTracker(s.log)
 	s.waiters = newWaiters(cfg.MaxWaitersPerKey, cfg.MaxWaiters)
 	s.hub = newHub(s.log)
+	s.lockWatch = newLockWatch()
 	s.peerSubs = newPeerPubSub(s)
 	s.cursors = newCursors()
 	seed, err := seedUsers(cfg)
@@ -429,6 +432,8 @@ func (s *Server) watchers(keyEvents bool) node.Watchers {
 			s.waiters.changed(keys)
 		},
 		Published:    s.hub.deliver,
+		LockEnded:    s.lockEnded,
+		LocksWatched: s.locksWatched,
 		Restored:     s.hub.dropSubscribers,
 		UsersChanged: s.reloadUsers,
 	}
