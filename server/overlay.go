@@ -118,6 +118,7 @@ func (o *overlay) ScriptCache() (scripts, bytes int) { return o.base.ScriptCache
 func (o *overlay) User(name string) (string, bool)   { return o.base.User(name) }
 func (o *overlay) Users() map[string]string          { return o.base.Users() }
 func (o *overlay) Format() byte                      { return o.base.Format() }
+func (o *overlay) Libraries() *fsm.Libraries         { return o.base.Libraries() }
 
 // apply records cmds as the script's effects and returns the results they will have if nothing
 // else changes their keys first (the keys' pending marks see to that on a stable leader).

@@ -306,10 +306,12 @@ type Server struct {
 	admin   Admin     // nil: RAFT administration is refused
 	queue   LockQueue // nil: LOCK ... WAIT tries again at each change of its key
 	scripts scriptEngine
-	tracker *tracker
-	waiters *waiters
-	hub     *hub
-	watches watchRegistry // the keys this node's connections WATCH (transactions.go)
+	// functions is what this node learnt of the stored function libraries (functions.go).
+	functions functionRegistry
+	tracker   *tracker
+	waiters   *waiters
+	hub       *hub
+	watches   watchRegistry // the keys this node's connections WATCH (transactions.go)
 	// forwards are the requests forwarded to the leader and waiting (forwardwatch.go).
 	forwards forwardWatch
 	// notifyFlags is the notify-keyspace-events setting (notify.go), set by CONFIG SET.
