@@ -81,7 +81,8 @@ type fnRunning struct {
 	start time.Time
 }
 
-// index returns the functions of libs by name, and what each library registered by its
+// functionIndex returns the functions of libs by name (lowercase: FCALL's names ignore
+// case, as Redis's), and what each library registered by its
 // source. A library this node has not run yet runs now (LoadLibrary): one whose code fails
 // here (it ran past its time on a slower node) is left out, with a warning.
 func (s *Server) functionIndex(libs *fsm.Libraries) (map[string]fnEntry, map[string]*script.Library) {
@@ -108,7 +109,7 @@ func (s *Server) functionIndex(libs *fsm.Libraries) (map[string]fnEntry, map[str
 		}
 		loaded[src] = lib
 		for _, f := range lib.Functions {
-			index[f.Name] = fnEntry{lib: name, src: src, fn: f}
+			index[strings.ToLower(f.Name)] = fnEntry{lib: name, src: src, fn: f}
 		}
 	}
 	fr.mu.Lock()
@@ -165,22 +166,38 @@ func fcallHalves(r *request, readOnly bool) ([][]byte, node.Eval, finishFunc) {
 		r.w.Error("ERR This Redis command is not allowed from script")
 		return nil, nil, nil
 	}
-	numkeys, ok := parseInt(r.args[2])
-	switch {
-	case !ok:
-		r.w.Error("ERR Bad number of keys provided")
-		return nil, nil, nil
-	case numkeys < 0:
-		r.w.Error("ERR Number of keys can't be negative")
-		return nil, nil, nil
-	case numkeys > int64(len(r.args)-3):
-		r.w.Error("ERR Number of keys can't be greater than number of args")
-		return nil, nil, nil
-	}
-	e := &evalCall{r: r, readOnly: readOnly, fn: string(r.args[1]), keys: r.args[3 : 3+numkeys], argv: r.args[3+numkeys:]}
 	if !(r.path == onScript && r.script.tx) {
 		r.s.warmFunctions()
 	}
+	numkeys, ok := parseInt(r.args[2])
+	bad := ""
+	switch {
+	case !ok:
+		bad = "ERR Bad number of keys provided"
+	case numkeys < 0:
+		bad = "ERR Number of keys can't be negative"
+	case numkeys > int64(len(r.args)-3):
+		bad = "ERR Number of keys can't be greater than number of args"
+	}
+	if bad != "" {
+		// Redis looks the function up first.
+		found := false
+		_, err := r.exec(nil, func(v node.View) []fsm.Command {
+			index, _ := r.s.functionIndex(v.Libraries())
+			_, found = index[lower(r.args[1])]
+			return nil
+		})
+		switch {
+		case err != nil:
+			r.replyError(err)
+		case !found:
+			r.w.Error("ERR Function not found")
+		default:
+			r.w.Error(bad)
+		}
+		return nil, nil, nil
+	}
+	e := &evalCall{r: r, readOnly: readOnly, fn: lower(r.args[1]), keys: r.args[3 : 3+numkeys], argv: r.args[3+numkeys:]}
 	e.tableKeys = dbKeys(r.db, e.keys)
 	return e.tableKeys, e.eval, e.finish
 }
@@ -239,8 +256,6 @@ var functionHelp = []string{
 	"    * REPLACE: appends the restored libraries to the existing libraries, On collision, replace the old",
 	"      libraries with the new libraries (notice that even on this option there is a chance of failure",
 	"      in case of functions name collision with another library).",
-	"HELP",
-	"    Prints this help.",
 }
 
 // functionArity is the arity of each FUNCTION subcommand, Redis 7.0's.
@@ -393,10 +408,11 @@ func (s *Server) libraryChanges(libs *fsm.Libraries, loaded []loadedLibrary, rep
 			return l.err.Error(), nil
 		}
 		for _, f := range l.lib.Functions {
-			if e, ok := index[f.Name]; ok && e.lib != l.name || owner[f.Name] != "" {
+			key := strings.ToLower(f.Name)
+			if e, ok := index[key]; ok && e.lib != l.name || owner[key] != "" && owner[key] != l.name {
 				return "ERR Function " + f.Name + " already exists", nil
 			}
-			owner[f.Name] = l.name
+			owner[key] = l.name
 		}
 		if exists {
 			count, size = count-1, size-len(old)
