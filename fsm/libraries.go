@@ -53,6 +53,20 @@ func (l *Libraries) without(name string) *Libraries {
 	return c
 }
 
+// After returns the libraries as cmd leaves them: a library command's change, l itself for
+// any other command. (A script's overlay shows its transaction's own library changes so.)
+func (l *Libraries) After(cmd Command) *Libraries {
+	switch cmd.Kind {
+	case KindStoreLibrary:
+		return l.with(string(cmd.Key), string(cmd.Owner))
+	case KindDeleteLibrary:
+		return l.without(string(cmd.Key))
+	case KindFlushLibraries:
+		return emptyLibraries
+	}
+	return l
+}
+
 // librariesOf returns the Libraries holding src (which it keeps).
 func librariesOf(src map[string]string) *Libraries {
 	if len(src) == 0 {

@@ -9,7 +9,6 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"hash/crc32"
 	"strings"
@@ -119,11 +118,15 @@ func (s *Server) functionIndex(libs *fsm.Libraries) (map[string]fnEntry, map[str
 }
 
 // warmFunctions learns what the stored libraries register before an evaluation that needs it
-// takes the view lock: running a library's code can take up to its load time limit.
-func (s *Server) warmFunctions() {
+// takes the view lock: running a library's code can take up to its load time limit. Inside
+// MULTI/EXEC, which holds the view lock already, it does nothing.
+func (r *request) warmFunctions() {
+	if r.path == onScript {
+		return
+	}
 	var libs *fsm.Libraries
-	s.node.ExecLocal(func(v node.View) { libs = v.Libraries() })
-	s.functionIndex(libs)
+	r.s.node.ExecLocal(func(v node.View) { libs = v.Libraries() })
+	r.s.functionIndex(libs)
 }
 
 func (fr *functionRegistry) begin(name string, args [][]byte) *fnRunning {
@@ -166,9 +169,7 @@ func fcallHalves(r *request, readOnly bool) ([][]byte, node.Eval, finishFunc) {
 		r.w.Error("ERR This Redis command is not allowed from script")
 		return nil, nil, nil
 	}
-	if !(r.path == onScript && r.script.tx) {
-		r.s.warmFunctions()
-	}
+	r.warmFunctions()
 	numkeys, ok := parseInt(r.args[2])
 	bad := ""
 	switch {
@@ -331,8 +332,11 @@ func (r *request) loadLibrary(src []byte) loadedLibrary {
 	if l.err = r.s.scripts.CompileLibrary(src); l.err != nil {
 		return l
 	}
-	ctx, cancel := context.WithCancel(r.c.ctx)
-	defer cancel()
+	// Inside MULTI/EXEC it runs holding the view lock: within the transaction's script time.
+	ctx := r.c.ctx
+	if r.path == onScript && r.script.tx {
+		ctx = r.script.ctx
+	}
 	l.lib, l.err = r.s.scripts.LoadLibrary(ctx, src)
 	return l
 }
@@ -356,7 +360,7 @@ func functionLoad(r *request) {
 		r.w.Error(l.err.Error())
 		return
 	}
-	r.s.warmFunctions()
+	r.warmFunctions()
 	refused := ""
 	_, err := r.exec([][]byte{librariesKey}, func(v node.View) []fsm.Command {
 		refused = ""
@@ -493,7 +497,7 @@ func functionList(r *request) {
 			return
 		}
 	}
-	r.s.warmFunctions()
+	r.warmFunctions()
 	var libs *fsm.Libraries
 	if _, err := r.exec(nil, func(v node.View) []fsm.Command { libs = v.Libraries(); return nil }); err != nil {
 		r.replyError(err)
@@ -544,7 +548,7 @@ func functionList(r *request) {
 
 // FUNCTION STATS: the function running longest now on this node, and the libraries' figures.
 func functionStats(r *request) {
-	r.s.warmFunctions()
+	r.warmFunctions()
 	var libs *fsm.Libraries
 	if _, err := r.exec(nil, func(v node.View) []fsm.Command { libs = v.Libraries(); return nil }); err != nil {
 		r.replyError(err)
@@ -670,7 +674,7 @@ func functionRestore(r *request) {
 		seen[l.name] = true
 		loaded = append(loaded, l)
 	}
-	r.s.warmFunctions()
+	r.warmFunctions()
 	refused := ""
 	_, err := r.exec([][]byte{librariesKey}, func(v node.View) []fsm.Command {
 		var cmds []fsm.Command

@@ -235,5 +235,19 @@ func TestFunctionInTransactionAndScript(t *testing.T) {
 	}
 	if got := r.do("EVAL", "return redis.call('fcall', 'owner', 1, KEYS[1])", "1", "tx"); !strings.HasPrefix(got, "-ERR This Redis command is not allowed from script") {
 		t.Errorf("FCALL from a script = %q", got)
+	}	// A transaction sees its own FUNCTION LOAD and DELETE, as Redis's does.
+	r.do("MULTI")
+	r.do("FUNCTION", "LOAD", "#!lua name=mt\nredis.register_function('m', function() return 1 end)")
+	r.do("FCALL", "m", "0")
+	r.do("FUNCTION", "DELETE", "locks")
+	r.do("FCALL", "owner", "1", "tx")
+	if got := r.do("EXEC"); got != "*4\r\n$2\r\nmt\r\n:1\r\n+OK\r\n-ERR Function not found\r\n" {
+		t.Errorf("EXEC of FUNCTION LOAD, FCALL, DELETE, FCALL = %q", got)
+	}
+	if got := r.do("FCALL", "m", "0"); got != ":1\r\n" {
+		t.Errorf("FCALL after the transaction = %q", got)
+	}
+	if got := r.do("FCALL", "owner", "1", "tx"); got != "-ERR Function not found\r\n" {
+		t.Errorf("FCALL of a function deleted in the transaction = %q", got)
 	}
 }
