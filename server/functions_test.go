@@ -235,7 +235,8 @@ func TestFunctionInTransactionAndScript(t *testing.T) {
 	}
 	if got := r.do("EVAL", "return redis.call('fcall', 'owner', 1, KEYS[1])", "1", "tx"); !strings.HasPrefix(got, "-ERR This Redis command is not allowed from script") {
 		t.Errorf("FCALL from a script = %q", got)
-	}	// A transaction sees its own FUNCTION LOAD and DELETE, as Redis's does.
+	}
+	// A transaction sees its own FUNCTION LOAD and DELETE, as Redis's does.
 	r.do("MULTI")
 	r.do("FUNCTION", "LOAD", "#!lua name=mt\nredis.register_function('m', function() return 1 end)")
 	r.do("FCALL", "m", "0")
