@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
@@ -215,7 +216,9 @@ func (e *evalCall) resolveFunction(v node.View) (src []byte, readOnly bool, refu
 	case e.readOnly && f.fn.Flags&script.FlagNoWrites == 0:
 		return nil, false, "ERR Can not execute a script with write flag using *_ro command."
 	}
-	return []byte(f.src), e.readOnly || f.fn.Flags&script.FlagNoWrites != 0, ""
+	// The stored source, read in place: the engine only reads it (a library it compiles keeps
+	// a copy), and the libraries' strings never change.
+	return unsafe.Slice(unsafe.StringData(f.src), len(f.src)), e.readOnly || f.fn.Flags&script.FlagNoWrites != 0, ""
 }
 
 // functionHelp is FUNCTION HELP's text, Redis 7.0's.
