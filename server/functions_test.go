@@ -252,3 +252,19 @@ func TestFunctionInTransactionAndScript(t *testing.T) {
 		t.Errorf("FCALL of a function deleted in the transaction = %q", got)
 	}
 }
+
+// The script memory limit stops a function too.
+func TestFunctionMemoryLimit(t *testing.T) {
+	addr, _ := startServer(t, func(c *Config) {
+		c.Scripts = DefaultScriptLimits()
+		c.Scripts.Memory = 16 << 20
+	})
+	r := dialRaw(t, addr)
+	lib := "#!lua name=mem\nredis.register_function('grow', function() local t = {} for i = 1, 1e7 do t[i] = string.rep('x', 1024) .. i end return #t end)"
+	if got := r.do("FUNCTION", "LOAD", lib); got != "$3\r\nmem\r\n" {
+		t.Fatalf("FUNCTION LOAD = %q", got)
+	}
+	if got := r.do("FCALL", "grow", "0"); !strings.HasPrefix(got, "-ERR Script killed: it used more than the script memory limit (16 MiB)") {
+		t.Errorf("FCALL grow = %q", got)
+	}
+}

@@ -2,6 +2,9 @@ package tests
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,5 +67,58 @@ func TestClusterFunctionsSurviveFailover(t *testing.T) {
 	})
 	if got, err := call(back.addr, "FUNCTION", "LIST", "LIBRARYNAME", "locks"); err != nil || len(got.([]any)) != 1 {
 		t.Errorf("FUNCTION LIST on the restarted node = %v, %v", got, err)
+	}
+}
+
+// TestClusterFunctionsThroughSnapshot: a follower that catches up by installing the leader's
+// snapshot, the library's entry long compacted away, has the library: it serves FCALL_RO
+// itself (READONLY) with its own table.
+func TestClusterFunctionsThroughSnapshot(t *testing.T) {
+	c := newCluster(t, 3, snapshotFlags...)
+	l := c.leader()
+	const lib = "#!lua name=snap\nredis.register_function{function_name='peek', callback=function(keys) return redis.call('get', keys[1]) end, flags={'no-writes'}}"
+	if v, err := call(l.addr, "FUNCTION", "LOAD", lib); err != nil || v != "snap" {
+		t.Fatalf("FUNCTION LOAD = %v, %v", v, err)
+	}
+	f := c.others(l)[0]
+	info, err := infoRaft(f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	behind, _ := strconv.ParseUint(info["raft_last_index"], 10, 64)
+	f.kill9()
+	for i := range 4 * 16 {
+		if _, err := call(l.addr, "SET", "snap/filler", strconv.Itoa(i)); err != nil {
+			t.Fatalf("SET snap/filler: %v", err)
+		}
+	}
+	if v, err := call(l.addr, "RAFT", "SNAPSHOT"); err != nil || v != "OK" {
+		t.Fatalf("RAFT SNAPSHOT on the leader: %v, %v", v, err)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		info, err := infoRaft(l.addr)
+		if err != nil {
+			return err
+		}
+		if first, _ := strconv.ParseUint(info["store_first_index"], 10, 64); first <= behind+1 {
+			return fmt.Errorf("the leader's log starts at %d; waiting for it to be compacted past %d", first, behind+1)
+		}
+		return nil
+	})
+	f = c.restart(f)
+	c.digests() // converged
+	if !strings.Contains(f.Log(), installedSnapshot) {
+		t.Errorf("the restarted follower %s caught up without installing a snapshot", f.id)
+	}
+	conn, err := dialRESP(f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if got, err := conn.do("READONLY"); err != nil || string(got) != "+OK\r\n" {
+		t.Fatalf("READONLY = %q, %v", got, err)
+	}
+	if got, err := conn.do("FCALL_RO", "peek", "1", "snap/filler"); err != nil || string(got) != "$2\r\n63\r\n" {
+		t.Errorf("FCALL_RO on the follower restored from a snapshot = %q, %v; want 63", got, err)
 	}
 }
