@@ -44,7 +44,8 @@ func TestLogFormatWaitsForEveryMember(t *testing.T) {
 
 // A cluster whose members read entries of typed values but not batches (v0.2.0) switches to
 // FormatTyped only (whose entries carry one request each: raftnode's
-// TestGroupCommitFollowsFormat); once they run this version it switches to batches.
+// TestGroupCommitFollowsFormat); once they run v0.3.0 it switches to batches, and once they
+// run this version to FormatFunctions.
 func TestLogFormatBatchWaitsForEveryMember(t *testing.T) {
 	for _, id := range []string{"n2", "n3"} {
 		olderMembers.Store(id, fsm.FormatTyped)
@@ -54,10 +55,14 @@ func TestLogFormatBatchWaitsForEveryMember(t *testing.T) {
 	l := testutil.Leader(t, nodes)
 	waitFormat(t, nodes, fsm.FormatTyped)
 	mustLock(t, l, "typed", "o", 0)
-	olderMembers.Delete("n2")
-	olderMembers.Delete("n3")
+	olderMembers.Store("n2", fsm.FormatBatch)
+	olderMembers.Store("n3", fsm.FormatBatch)
 	l.wakeMembership()
 	waitFormat(t, nodes, fsm.FormatBatch)
+	olderMembers.Delete("n2")
+	olderMembers.Delete("n3")
+	testutil.Leader(t, nodes).wakeMembership()
+	waitFormat(t, nodes, fsm.FormatFunctions)
 }
 
 // A cluster this version bootstraps writes the current format at once, even while a member is

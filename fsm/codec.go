@@ -29,6 +29,11 @@ const (
 	// number of requests as a uvarint, then each request's entry in entryVersion's layout
 	// without its version byte. Each request still applies whole or not at all on its own.
 	batchVersion = 5
+	// functionsVersion is batchVersion's layout, written by a cluster in FormatFunctions for
+	// the entry that switches it there (raftnode's SwitchFormat): its version byte is what
+	// makes every node note the switch. An older binary refuses it, as it would refuse the
+	// library commands that format carries.
+	functionsVersion = 6
 )
 
 // minCommandBody is the fewest bytes a command's body takes (kind, flags, match kind and seven
@@ -119,7 +124,17 @@ func (c Command) appendBody(dst []byte) []byte {
 // wrote it, in order (batchVersion). A group commit of one request needs no batch: its entry
 // goes in the log as it is.
 func AppendBatch(dst []byte, entries [][]byte) []byte {
-	dst = append(dst, batchVersion)
+	return AppendBatchIn(dst, entries, FormatBatch)
+}
+
+// AppendBatchIn is AppendBatch for a cluster in format (FormatBatch or later): a batch of
+// FormatFunctions is a functionsVersion entry.
+func AppendBatchIn(dst []byte, entries [][]byte, format byte) []byte {
+	version := byte(batchVersion)
+	if format >= FormatFunctions {
+		version = functionsVersion
+	}
+	dst = append(dst, version)
 	dst = binary.AppendUvarint(dst, uint64(len(entries)))
 	for _, e := range entries {
 		dst = append(dst, e[1:]...)
@@ -132,7 +147,7 @@ func AppendBatch(dst []byte, entries [][]byte) []byte {
 // An entry holds at least one command. The commands' byte slices alias b. On an error it
 // returns nil.
 func DecodeEntry(dst []Command, b []byte) ([]Command, error) {
-	if len(b) > 0 && b[0] == batchVersion {
+	if len(b) > 0 && (b[0] == batchVersion || b[0] == functionsVersion) {
 		return nil, fmt.Errorf("%w: a batch of requests where one request's entry was expected", ErrCorrupt)
 	}
 	dst, _, err := DecodeEntries(dst, nil, b)
@@ -150,7 +165,7 @@ func DecodeEntries(dst []Command, ends []int, b []byte) ([]Command, []int, error
 	}
 	d := decoder{b: b[1:]}
 	version, requests := b[0], uint64(1)
-	if version == batchVersion {
+	if version == batchVersion || version == functionsVersion {
 		requests = d.uvarint()
 		if d.err != nil {
 			return nil, nil, d.err

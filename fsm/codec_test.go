@@ -79,6 +79,8 @@ func validEntries() [][]fsm.Command {
 		{{Kind: fsm.KindPublish, Key: []byte("ch"), Owner: []byte("released")}, release("k", byToken(3)),
 			{Kind: fsm.KindShardPublish, Owner: []byte("empty channel")}},
 		{{Kind: fsm.KindStoreScript, Key: []byte("sha"), Owner: []byte("return(1)")}, {Kind: fsm.KindFlushScripts, Key: []byte("scripts")}},
+		{{Kind: fsm.KindFlushLibraries}, {Kind: fsm.KindStoreLibrary, Key: []byte("lib"), Owner: []byte("#!lua name=lib\n")},
+			{Kind: fsm.KindDeleteLibrary, Key: []byte("old")}, {Kind: fsm.KindNoop, Key: []byte("\xfflibraries")}},
 		{write("h", hash("owner", "1", "", ""), matchAbsent), renew("h", byOwner(""), 30000),
 			write("z", &fsm.Collection{Type: fsm.TypeZSet, Elems: [][]byte{[]byte("a"), []byte("b")}, Scores: []float64{math.Inf(-1), 3}}, byRev(maxRev)),
 			write("s", &fsm.Collection{Type: fsm.TypeSet, Elems: [][]byte{[]byte("\x00")}}, matchAny),
@@ -355,6 +357,7 @@ func FuzzDecode(f *testing.F) {
 			batch = append(batch, fsm.EncodeEntry(nil, cmds))
 		}
 		f.Add(fsm.AppendBatch(nil, batch))
+		f.Add(fsm.AppendBatchIn(nil, batch, fsm.FormatFunctions))
 	}
 	f.Add([]byte{})
 	f.Add([]byte{1, 2, 1, 2, 0x80, 0x00})

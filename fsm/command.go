@@ -71,6 +71,15 @@ const (
 	// --aclfile and --requirepass are the judge, and every node is to be started with the same
 	// ones), so deleting users gives their memory back. Only a FormatBatch cluster carries it.
 	KindForgetUser Kind = 21
+	// KindStoreLibrary keeps a function library (Key = its name, Owner = its source, shebang
+	// line included) so FCALL finds its functions on every node, also after a failover
+	// (FUNCTION LOAD, RESTORE). The FSM keeps the text; each node's server runs it to learn
+	// the functions. Only a FormatFunctions cluster carries the library kinds.
+	KindStoreLibrary Kind = 22
+	// KindDeleteLibrary forgets one library (Key = its name: FUNCTION DELETE).
+	KindDeleteLibrary Kind = 23
+	// KindFlushLibraries forgets every library (FUNCTION FLUSH, RESTORE ... FLUSH).
+	KindFlushLibraries Kind = 24
 )
 
 func (k Kind) String() string {
@@ -109,6 +118,12 @@ func (k Kind) String() string {
 		return "set-cluster"
 	case KindForgetUser:
 		return "forget-user"
+	case KindStoreLibrary:
+		return "store-library"
+	case KindDeleteLibrary:
+		return "delete-library"
+	case KindFlushLibraries:
+		return "flush-libraries"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -156,6 +171,7 @@ type Match struct {
 //	StoreScript: Key (SHA1 hex), Owner (source); FlushScripts: nothing
 //	SetUser: Key (user name), Owner (canonical rules); DelUser: Key
 //	SetCluster: Key (cluster ID)
+//	StoreLibrary: Key (library name), Owner (source); DeleteLibrary: Key; FlushLibraries: nothing
 //	Noop:    nothing
 type Command struct {
 	Kind Kind
@@ -216,7 +232,7 @@ func (c Command) Validate() error {
 		if len(c.Owner) > MaxMemberAddr {
 			return fmt.Errorf("fsm: set-member address of %d bytes (at most %d)", len(c.Owner), MaxMemberAddr)
 		}
-	case KindRemoveMember, KindDelUser, KindSetCluster, KindForgetUser:
+	case KindRemoveMember, KindDelUser, KindSetCluster, KindForgetUser, KindDeleteLibrary:
 	case KindSetUser:
 		if len(c.Owner) == 0 {
 			return fmt.Errorf("fsm: set-user without rules")
@@ -225,7 +241,11 @@ func (c Command) Validate() error {
 		if len(c.Owner) == 0 {
 			return fmt.Errorf("fsm: store-script without a source")
 		}
-	case KindFlushScripts, KindPublish, KindShardPublish:
+	case KindStoreLibrary:
+		if len(c.Owner) == 0 {
+			return fmt.Errorf("fsm: store-library without a source")
+		}
+	case KindFlushScripts, KindPublish, KindShardPublish, KindFlushLibraries:
 		return nil // a channel may be empty, as in Redis
 	case KindWrite:
 		switch c.Match.Kind {
@@ -279,6 +299,9 @@ const (
 	StatusConflict Status = 14
 	// StatusUser: a SetUser or DelUser ran; Existed says whether the user had a record.
 	StatusUser Status = 15
+	// StatusLibrary: a library command ran; Existed says whether the library (StoreLibrary,
+	// DeleteLibrary) or any library (FlushLibraries) was stored before.
+	StatusLibrary Status = 16
 )
 
 func (s Status) String() string {
@@ -313,6 +336,8 @@ func (s Status) String() string {
 		return "conflict"
 	case StatusUser:
 		return "user"
+	case StatusLibrary:
+		return "library"
 	}
 	return fmt.Sprintf("status(%d)", uint8(s))
 }

@@ -25,8 +25,13 @@ const (
 	// (group commit). Snapshots are as in FormatTyped. docs/upgrades.md's table lists every
 	// version's formats.
 	FormatBatch byte = batchVersion
+	// FormatFunctions, v0.4.0's, adds the function library commands (KindStoreLibrary,
+	// KindDeleteLibrary, KindFlushLibraries) and snapshotV6 snapshots, which carry the
+	// libraries. Its entries are FormatBatch's; the entry that switches a cluster to it is a
+	// batch of functionsVersion, so every node that applies it notes the switch.
+	FormatFunctions byte = functionsVersion
 	// FormatCurrent is the newest format this binary writes once every member reads it.
-	FormatCurrent = FormatBatch
+	FormatCurrent = FormatFunctions
 )
 
 // ErrNeedsFormat means commands cannot be written in the cluster's format: they need a newer
@@ -46,11 +51,14 @@ func NeedsFormat(cmds []Command) byte {
 	need := FormatKeyed
 	for _, c := range cmds {
 		switch {
+		case c.Kind == KindStoreLibrary || c.Kind == KindDeleteLibrary || c.Kind == KindFlushLibraries:
+			// Added with FormatFunctions: v0.3.0 (FormatBatch) cannot decode them.
+			return FormatFunctions
 		case c.Kind == KindForgetUser:
 			// Added with FormatBatch: v0.2.0 (FormatTyped) cannot decode it.
-			return FormatBatch
+			need = max(need, FormatBatch)
 		case c.Kind > KindFlush || c.Match.Kind > MatchLease || c.Match.Rev != 0 || c.Value != nil:
-			need = FormatTyped
+			need = max(need, FormatTyped)
 		}
 	}
 	return need

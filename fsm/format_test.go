@@ -62,15 +62,24 @@ func TestSnapshotFollowsFormat(t *testing.T) {
 	if r := restore(t, b); r.Format() != fsm.FormatKeyed || r.Len() != 1 {
 		t.Fatalf("restored: format %d, %d keys", r.Format(), r.Len())
 	}
-	m.NoteFormat(fsm.FormatCurrent)
+	m.NoteFormat(fsm.FormatBatch)
 	b = snapshotBytes(t, m)
 	if b[4] != 5 {
-		t.Fatalf("snapshot version %d in the current format, want 5", b[4])
+		t.Fatalf("snapshot version %d in FormatBatch, want 5", b[4])
 	}
 	// A snapshot does not say whether the cluster had switched to batches: a restored table
 	// says FormatTyped, which every member of such a cluster reads, and the leader switches again.
 	if r := restore(t, b); r.Format() != fsm.FormatTyped {
 		t.Fatalf("restored format %d, want %d", r.Format(), fsm.FormatTyped)
+	}
+	// FormatFunctions snapshots carry the libraries, and say so.
+	m.NoteFormat(fsm.FormatCurrent)
+	b = snapshotBytes(t, m)
+	if b[4] != 6 {
+		t.Fatalf("snapshot version %d in the current format, want 6", b[4])
+	}
+	if r := restore(t, b); r.Format() != fsm.FormatFunctions {
+		t.Fatalf("restored format %d, want %d", r.Format(), fsm.FormatFunctions)
 	}
 	m.NoteFormat(fsm.FormatKeyed) // never back
 	if m.Format() != fsm.FormatCurrent {

@@ -47,6 +47,8 @@ type Machine struct {
 	scripts map[string]string
 	// users maps ACL user names to their canonical rules; "" is a deleted user's tombstone.
 	users map[string]string
+	// libraries are the function libraries (never nil).
+	libraries *Libraries
 	// applied is the index of the last entry given to Apply; restored from snapshots.
 	applied uint64
 	// lastToken is the largest token handed out (Token's counter); restored from snapshots.
@@ -135,7 +137,7 @@ func (m *Machine) deadline(ms uint64) int64 {
 // New returns an empty table.
 func New() *Machine {
 	return &Machine{table: newLockTable(), members: map[string]string{}, scripts: map[string]string{},
-		users: map[string]string{}, format: FormatKeyed}
+		users: map[string]string{}, libraries: emptyLibraries, format: FormatKeyed}
 }
 
 // Reset empties m and makes it as New returns it, keeping its memory where that is cheap to
@@ -147,7 +149,7 @@ func (m *Machine) Reset() {
 	clear(m.members)
 	clear(m.scripts)
 	clear(m.users)
-	*m = Machine{table: m.table, members: m.members, scripts: m.scripts, users: m.users, format: FormatKeyed}
+	*m = Machine{table: m.table, members: m.members, scripts: m.scripts, users: m.users, libraries: emptyLibraries, format: FormatKeyed}
 }
 
 // User returns the replicated record of ACL user name: its canonical rules, or "" when it was
@@ -419,6 +421,18 @@ func (m *Machine) apply(index uint64, cmd Command) Result {
 		_, existed := m.users[string(cmd.Key)]
 		delete(m.users, string(cmd.Key))
 		return Result{Status: StatusUser, Existed: existed}
+	case KindStoreLibrary:
+		_, existed := m.libraries.Get(string(cmd.Key))
+		m.libraries = m.libraries.with(string(cmd.Key), string(cmd.Owner))
+		return Result{Status: StatusLibrary, Existed: existed}
+	case KindDeleteLibrary:
+		_, existed := m.libraries.Get(string(cmd.Key))
+		m.libraries = m.libraries.without(string(cmd.Key))
+		return Result{Status: StatusLibrary, Existed: existed}
+	case KindFlushLibraries:
+		existed := m.libraries.Len() > 0
+		m.libraries = emptyLibraries
+		return Result{Status: StatusLibrary, Existed: existed}
 	case KindPublish, KindShardPublish:
 		return Result{Status: StatusPublished}
 	case KindFlush:
@@ -459,7 +473,8 @@ type undoLog struct {
 
 // undoRecord is the state one command found: of its key in the table (Grant, Release, Renew,
 // Expire), in members (SetMember, RemoveMember), in scripts (StoreScript) or in users (SetUser, DelUser), the whole scripts
-// map (FlushScripts), or the whole table, an O(1) copy (Flush).
+// map (FlushScripts), the libraries (immutable, so kept as they are), or the whole table, an
+// O(1) copy (Flush).
 type undoRecord struct {
 	kind    Kind
 	key     string
@@ -467,6 +482,7 @@ type undoRecord struct {
 	value   string
 	present bool
 	scripts map[string]string
+	libs    *Libraries
 	table   *lockTable
 	counts  *dbCounts // with table: a Flush's, kept apart so other records stay small
 }
@@ -490,6 +506,8 @@ func (u *undoLog) save(m *Machine, cmd Command) {
 		r.value, r.present = m.users[r.key]
 	case KindFlushScripts:
 		r.scripts = maps.Clone(m.scripts)
+	case KindStoreLibrary, KindDeleteLibrary, KindFlushLibraries:
+		r.libs = m.libraries
 	case KindFlush:
 		counts := m.counts
 		r.table, r.counts = m.table.Copy(), &counts
@@ -518,6 +536,8 @@ func (u *undoLog) rollback(m *Machine) {
 			restoreEntry(m.users, r.key, r.value, r.present)
 		case KindFlushScripts:
 			m.scripts = r.scripts
+		case KindStoreLibrary, KindDeleteLibrary, KindFlushLibraries:
+			m.libraries = r.libs
 		case KindFlush:
 			m.table, m.counts = r.table, *r.counts
 		}

@@ -29,6 +29,9 @@ const (
 	// snapshotV5 adds the ACL users (name, canonical rules; empty rules: a tombstone) after the
 	// scripts.
 	snapshotV5 = 5
+	// snapshotV6 adds the function libraries (name, source) after the users. A table in
+	// FormatFunctions writes it, and restores from it in that format.
+	snapshotV6 = 6
 )
 
 // maxSnapshotField bounds a key or owner read from a snapshot, so a corrupt length cannot make
@@ -42,6 +45,7 @@ type Snapshot struct {
 	members   map[string]string
 	scripts   map[string]string
 	users     map[string]string
+	libraries *Libraries
 	applied   uint64
 	lastToken Token
 	format    byte
@@ -50,23 +54,30 @@ type Snapshot struct {
 // Snapshot returns a copy of the table for Persist to serialize concurrently with Apply.
 func (m *Machine) Snapshot() *Snapshot {
 	return &Snapshot{table: m.table.Copy(), members: maps.Clone(m.members), scripts: maps.Clone(m.scripts),
-		users: maps.Clone(m.users), applied: m.applied, lastToken: m.lastToken, format: m.format}
+		users: maps.Clone(m.users), libraries: m.libraries, applied: m.applied, lastToken: m.lastToken, format: m.format}
 }
 
 // Len is the number of locks in the snapshot.
 func (s *Snapshot) Len() int { return s.table.Len() }
 
-// WriteTo serializes the snapshot (version 5): magic, version, applied index, token counter,
+// WriteTo serializes the snapshot (version 6): magic, version, applied index, token counter,
 // count, then each lock in key order (key, owner, collection, token, lease), then the member addresses in ID order, then the stored
-// scripts in digest order, then the ACL users in name order, then a CRC-32C of everything before it. Key order makes the bytes a
+// scripts in digest order, then the ACL users in name order, then the function libraries in
+// name order, then a CRC-32C of everything before it. Key order makes the bytes a
 // pure function of the table, so two nodes' tables can be compared byte for byte.
+//
+// A table in FormatBatch or FormatTyped is written as version 5, which v0.3.0 and v0.2.0
+// restore (it holds no libraries: only FormatFunctions entries store them).
 //
 // A table still in FormatKeyed that holds only strings and no ACL users is written as
 // version 3, which v0.1.0 restores: a follower running it may be sent it during a rolling
 // upgrade. (A cluster in that format refuses what would make collections or
 // users: they come from entries only FormatTyped carries.)
 func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
-	version := byte(snapshotV5)
+	version := byte(snapshotV6)
+	if s.format < FormatFunctions && s.libraries.Len() == 0 {
+		version = snapshotV5
+	}
 	if s.format < FormatTyped && len(s.users) == 0 && !s.hasCollection() {
 		version = snapshotV3
 	}
@@ -101,6 +112,9 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	buf = appendStringMap(buf, s.scripts)
 	if version >= snapshotV5 {
 		buf = appendStringMap(buf, s.users)
+	}
+	if version >= snapshotV6 {
+		buf = appendStringMap(buf, s.libraries.src)
 	}
 	if _, err := bw.Write(buf); err != nil {
 		return cw.n, err
@@ -155,12 +169,15 @@ func RestoreAt(r io.Reader, now int64) (*Machine, error) {
 		return nil, fmt.Errorf("%w: snapshot header %q", ErrCorrupt, head)
 	}
 	version := head[len(snapshotMagic)]
-	if version < snapshotV1 || version > snapshotV5 {
+	if version < snapshotV1 || version > snapshotV6 {
 		return nil, fmt.Errorf("%w: snapshot version %d", ErrCorrupt, version)
 	}
 	m := New()
 	m.leaseClock = now
-	if version >= snapshotV4 {
+	switch {
+	case version >= snapshotV6:
+		m.format = FormatFunctions
+	case version >= snapshotV4:
 		m.format = FormatTyped
 	}
 	m.applied = rd.uvarint()
@@ -217,6 +234,13 @@ func RestoreAt(r io.Reader, now int64) (*Machine, error) {
 		if err := rd.userMap(m.users); err != nil {
 			return nil, err
 		}
+	}
+	if version >= snapshotV6 {
+		libs := map[string]string{}
+		if err := rd.stringMap(libs, "library"); err != nil {
+			return nil, err
+		}
+		m.libraries = librariesOf(libs)
 	}
 	want := rd.crc.Sum32()
 	var sum [4]byte

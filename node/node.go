@@ -35,6 +35,9 @@ type View interface {
 	// Users returns a copy of every replicated ACL user's record: name -> canonical rules, ""
 	// for a deleted user (fsm.Machine.Users).
 	Users() map[string]string
+	// Libraries are the stored function libraries (fsm.Machine.Libraries): immutable, so the
+	// caller may keep them past the evaluation.
+	Libraries() *fsm.Libraries
 	// Format is the log format the cluster is in, as far as this node has applied
 	// (fsm.Machine.Format): which commands every member can decode.
 	Format() byte

@@ -658,3 +658,4 @@ func (v viewReader) ScriptCache() (scripts, bytes int) {
 }
 func (v viewReader) User(name string) (string, bool) { return v.n.mu.machine.User(name) }
 func (v viewReader) Format() byte                    { return v.n.mu.machine.Format() }
+func (v viewReader) Libraries() *fsm.Libraries       { return v.n.mu.machine.Libraries() }

@@ -43,10 +43,11 @@ func (n *Replica) Format() byte { return byte(n.format.Load()) }
 // to it, and waits for it to apply. Cluster management calls it on the ready leader once every
 // member reads to (it asks them; the core cannot).
 func (n *Replica) SwitchFormat(to byte) error {
-	// A batch of one request for FormatBatch, a request's entry for FormatTyped.
+	// A batch of one request for FormatBatch and later (its version byte is the format's), a
+	// request's entry for FormatTyped.
 	noop := fsm.EncodeEntry(nil, []fsm.Command{{Kind: fsm.KindNoop}})
 	if to >= fsm.FormatBatch {
-		noop = fsm.AppendBatch(nil, [][]byte{noop})
+		noop = fsm.AppendBatchIn(nil, [][]byte{noop}, to)
 	}
 	f := n.raft.Apply(noop, n.cfg.ApplyTimeout)
 	n.stats.proposals.Add(1)

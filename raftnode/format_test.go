@@ -131,3 +131,41 @@ func batchesIn(t *testing.T, log raft.LogStore, from uint64) int {
 	}
 	return count
 }
+
+// A cluster in FormatBatch (every member v0.3.0 or newer, not all v0.4.0) refuses the library
+// commands with ErrOlderMembers; once switched to FormatFunctions (a version 6 entry, on every
+// node) it carries them, in ordinary batches.
+func TestFormatGateLibraries(t *testing.T) {
+	old := formatWait
+	formatWait = 300 * time.Millisecond
+	defer func() { formatWait = old }()
+
+	nodes := formCluster(t, 3)
+	l := testutil.Leader(t, nodes)
+	if err := l.SwitchFormat(fsm.FormatBatch); err != nil {
+		t.Fatal(err)
+	}
+	lib := fsm.Command{Kind: fsm.KindStoreLibrary, Key: []byte("mylib"), Owner: []byte("#!lua name=mylib\n")}
+	if _, err := propose(t.Context(), l, lib); !errors.Is(err, node.ErrOlderMembers) {
+		t.Fatalf("a library stored in FormatBatch = %v, want ErrOlderMembers", err)
+	}
+	if err := l.SwitchFormat(fsm.FormatFunctions); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		for _, n := range nodes {
+			if f := n.Stats().LogFormat; f != int(fsm.FormatFunctions) {
+				return fmt.Errorf("%s is in log format %d", n.id, f)
+			}
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if _, err := propose(ctx, l, lib); err != nil {
+		t.Fatalf("the library after the switch: %v", err)
+	}
+	if got := lastCommandFormat(t, l.stores.Log); got != fsm.FormatBatch {
+		t.Fatalf("a library went into an entry of format %d, want %d (a batch)", got, fsm.FormatBatch)
+	}
+}

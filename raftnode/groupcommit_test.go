@@ -156,9 +156,10 @@ func TestGroupCommitAnswersAtClose(t *testing.T) {
 	}
 }
 
-// A follower restarted on a snapshot (which says only FormatTyped) is in the batch format again
-// as soon as it applies the next entry: every entry a cluster in that format writes is a batch,
-// even of one request. (A leader would switch again by itself; a follower must learn it.)
+// A follower restarted on a snapshot is in the cluster's format again once it applies the next
+// entry at the latest: a snapshot of FormatFunctions says so itself, and one of FormatBatch
+// (which says only FormatTyped) is followed by batches, as every entry such a cluster writes is
+// one, even of one request. (A leader would switch again by itself; a follower must learn it.)
 func TestGroupCommitFormatAfterRestart(t *testing.T) {
 	nodes := newCluster(t, 3, func(c *Config) { c.TrailingLogs = 1 })
 	l := testutil.Leader(t, nodes)
@@ -179,8 +180,8 @@ func TestGroupCommitFormatAfterRestart(t *testing.T) {
 	})
 	mustLock(t, l, "k2", "o", 0) // one request alone
 	testutil.WaitFor(t, 5*time.Second, func() error {
-		if got := f.Stats().LogFormat; got != int(fsm.FormatBatch) {
-			return fmt.Errorf("the restarted follower is in log format %d after the next entry, want %d", got, fsm.FormatBatch)
+		if got := f.Stats().LogFormat; got != int(fsm.FormatCurrent) {
+			return fmt.Errorf("the restarted follower is in log format %d after the next entry, want %d", got, fsm.FormatCurrent)
 		}
 		return nil
 	})

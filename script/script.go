@@ -27,6 +27,8 @@
 //     the .. operator, table.concat, string.format, gsub, upper, lower, reverse, cjson.encode,
 //     cmsgpack.pack, struct.pack) asks for the room before it allocates (memory.go). To that end the ..
 //     operator is compiled as a call of a hidden function, not as gopher-lua's OP_CONCAT.
+//   - Functions (FUNCTION LOAD, FCALL: function.go): a library's code runs again at the start of
+//     each call, so its upvalues do not outlive a call; redis.REDIS_VERSION is absent at load.
 //   - string.find, match, gmatch and gsub are raftlock's own Lua 5.1 matcher (pattern.go): it
 //     counts its steps, so the time limit and SCRIPT KILL reach a pattern that backtracks for
 //     hours, and it raises "pattern too complex" past 1000 nested items (Lua 5.2's rule; Lua
@@ -134,6 +136,7 @@ type Engine struct {
 	cfg   Config
 	now   func() time.Time // the clock of the time limit; tests replace it
 	cache *protoCache
+	libs  *protoCache // compiled libraries (function.go)
 	mu    struct {
 		sync.Mutex
 		closed  bool
@@ -154,7 +157,7 @@ type Engine struct {
 // take their defaults.
 func New(cfg Config) *Engine {
 	cfg = cfg.withDefaults()
-	e := &Engine{cfg: cfg, now: time.Now, cache: newProtoCache(cfg.Cache)}
+	e := &Engine{cfg: cfg, now: time.Now, cache: newProtoCache(cfg.Cache), libs: newProtoCache(cfg.Cache)}
 	e.mu.idle = make([]*vm, 0, cfg.Pool)
 	e.mu.running = make(map[*vm]struct{})
 	return e
@@ -188,7 +191,7 @@ func (e *Engine) Run(ctx context.Context, src []byte, keys, argv [][]byte, call 
 // A Kill during the run itself makes it fail with ErrKilled, even if its budget stopped it.
 func (e *Engine) RunBudget(ctx context.Context, budget time.Duration, src []byte, keys, argv [][]byte, call Caller) (Value, *Suspended, error) {
 	var s *Suspended
-	v, err := e.runBudget(ctx, budget, src, keys, argv, call, nil, &s)
+	v, err := e.runBudget(ctx, budget, src, keys, argv, call, nil, &s, nil)
 	if errors.Is(err, ErrBudget) {
 		e.stats.overBudget.Add(1)
 		return v, s, err
@@ -209,7 +212,7 @@ type Suspended struct {
 // Run runs the script again (as Engine.Run), unless Kill was called since it began waiting:
 // then it fails at once with an *Error wrapping ErrKilled. It stops waiting as it starts.
 func (s *Suspended) Run(ctx context.Context, src []byte, keys, argv [][]byte, call Caller) (Value, error) {
-	v, err := s.e.runBudget(ctx, 0, src, keys, argv, call, s, nil)
+	v, err := s.e.runBudget(ctx, 0, src, keys, argv, call, s, nil, nil)
 	s.e.count(err)
 	return v, err
 }
@@ -264,13 +267,14 @@ func (e *Engine) countFailure(err error) {
 }
 
 func (e *Engine) run(ctx context.Context, src []byte, keys, argv [][]byte, call Caller) (Value, error) {
-	return e.runBudget(ctx, 0, src, keys, argv, call, nil, nil)
+	return e.runBudget(ctx, 0, src, keys, argv, call, nil, nil, nil)
 }
 
 // runBudget runs src, within budget when not zero. s is the Suspended run it resumes, if any:
 // its wait ends as the run starts, and the run is refused if Kill was called since the wait
-// began. A run stopped by its budget starts waiting (s, or a new one in *out).
-func (e *Engine) runBudget(ctx context.Context, budget time.Duration, src []byte, keys, argv [][]byte, call Caller, s *Suspended, out **Suspended) (Value, error) {
+// began. A run stopped by its budget starts waiting (s, or a new one in *out). With fn, src is
+// a library, which the run loads and whose function fn names it calls (function.go).
+func (e *Engine) runBudget(ctx context.Context, budget time.Duration, src []byte, keys, argv [][]byte, call Caller, s *Suspended, out **Suspended, fn *fnRun) (Value, error) {
 	wait := func() { // under e.mu
 		if s == nil && out != nil {
 			s = &Suspended{e: e}
@@ -280,7 +284,13 @@ func (e *Engine) runBudget(ctx context.Context, budget time.Duration, src []byte
 			s.waitLocked()
 		}
 	}
-	script, err := e.load(src)
+	var script *cached
+	var err error
+	if fn != nil {
+		script, err = e.loadLibrary(src)
+	} else {
+		script, err = e.load(src)
+	}
 	if err != nil {
 		return Value{}, err
 	}
@@ -321,7 +331,9 @@ func (e *Engine) runBudget(ctx context.Context, budget time.Duration, src []byte
 	}
 	e.mu.running[m] = struct{}{}
 	e.mu.Unlock()
+	m.fn = fn
 	v, err := m.run(ctx, script.proto, script.sha, keys, argv, call, budget)
+	m.fn = nil
 	if errors.Is(err, ErrBudget) {
 		e.overBudgetAt.Store(e.now().UnixNano())
 	}

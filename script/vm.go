@@ -78,6 +78,13 @@ type vm struct {
 	broken bool // a panic escaped the VM: its state cannot be trusted
 	// killed asks the current run to stop (Engine.Kill, from another goroutine).
 	killed atomic.Bool
+
+	// Functions (function.go): the run's library and function, if it runs one; the library
+	// environment; registering is set while a library's code runs.
+	fn                           *fnRun
+	fnProto                      *lua.FunctionProto
+	registering                  bool
+	libEnv, libMeta, loadGlobals *lua.LTable
 }
 
 // failure is where the error that ended a run was raised, as Redis's error handler records it.
@@ -192,6 +199,8 @@ func newVM(e *Engine) *vm {
 	gMT.RawSetString("__index", L.NewFunction(nonexistentGlobal))
 	g.Metatable = gMT
 
+	m.initFunctions(ro)
+
 	// Chunks loaded at run time (loadstring, load) get _G as their environment.
 	L.Env = m.gProxy
 	m.handler = L.NewFunction(m.onError)
@@ -253,7 +262,11 @@ func nonexistentGlobal(L *lua.LState) int {
 // run runs one script. The VM can run another afterwards unless rc.stop or broken is set.
 func (m *vm) run(ctx context.Context, proto *lua.FunctionProto, sha string, keys, argv [][]byte, call Caller, budget time.Duration) (Value, error) {
 	L := m.L
-	m.rc.begin(ctx, m.e.now, m.e.cfg.Timeout)
+	timeout := m.e.cfg.Timeout
+	if m.fn != nil && !m.fn.call {
+		timeout = min(timeout, LoadTimeout)
+	}
+	m.rc.begin(ctx, m.e.now, timeout)
 	if budget > 0 && budget < m.e.cfg.Timeout {
 		m.rc.budget, m.rc.budgetEnd = budget, m.rc.deadline.Add(budget-m.e.cfg.Timeout)
 	}
@@ -261,10 +274,22 @@ func (m *vm) run(ctx context.Context, proto *lua.FunctionProto, sha string, keys
 	m.call, m.sha, m.fail = call, sha, failure{}
 	m.rng.reset()
 	m.cjson = defaultCJSON()
-	m.globals.RawSetString("KEYS", stringTable(L, keys))
-	m.globals.RawSetString("ARGV", stringTable(L, argv))
-	L.Push(L.NewFunctionFromProto(proto))
+	if m.fn != nil {
+		// A function has no KEYS nor ARGV: they are its two arguments.
+		m.globals.RawSetString("KEYS", lua.LNil)
+		m.globals.RawSetString("ARGV", lua.LNil)
+		m.fnProto, m.sha = proto, m.fn.name
+		L.Push(L.NewFunction(m.runFunction))
+	} else {
+		m.globals.RawSetString("KEYS", stringTable(L, keys))
+		m.globals.RawSetString("ARGV", stringTable(L, argv))
+		L.Push(L.NewFunctionFromProto(proto))
+	}
 	err := m.pcall()
+	if m.fn != nil {
+		m.fnProto, m.registering = nil, false
+		m.libMeta.RawSetString("__index", m.loadGlobals)
+	}
 	var v Value
 	if err == nil {
 		budget := m.e.cfg.MaxReplyBytes
@@ -282,6 +307,12 @@ func (m *vm) run(ctx context.Context, proto *lua.FunctionProto, sha string, keys
 		clear(m.chunks)
 	}
 	if stop := m.rc.stop; stop != nil {
+		if m.fn != nil && !m.fn.call {
+			if errors.Is(stop.Err, ErrTimeout) {
+				return Value{}, &Error{Msg: "ERR Error registering functions: ERR FUNCTION LOAD timeout", Err: ErrTimeout}
+			}
+			return Value{}, stop
+		}
 		if m.rc.where && m.fail.ok {
 			return Value{}, &Error{Msg: stop.Msg + m.position(), Err: stop.Err}
 		}
@@ -353,8 +384,8 @@ func (m *vm) sourceName(dbg *lua.Debug) string {
 	switch {
 	case dbg.What == "G":
 		return "=[C]"
-	case dbg.Source == chunkName:
-		return "@" + chunkName
+	case dbg.Source == chunkName || dbg.Source == functionChunk:
+		return "@" + dbg.Source
 	}
 	if name, ok := m.chunks[dbg.Source]; ok {
 		return name
@@ -381,6 +412,10 @@ func (m *vm) failure(err error) *Error {
 	if !ok {
 		msg = "ERR " + luaString(obj)
 	}
+	if m.fn != nil && !m.fn.call {
+		// A library's code failed at load: Redis adds no position, but says when.
+		return &Error{Msg: mapCRLF("ERR Error registering functions: " + msg), Err: ErrCompile}
+	}
 	if !m.fail.ok {
 		m.fail = positionOf(obj)
 	}
@@ -397,16 +432,20 @@ func positionOf(obj lua.LValue) failure {
 	if !ok {
 		return failure{}
 	}
-	rest, ok := strings.CutPrefix(string(s), chunkName+":")
+	chunk := chunkName
+	rest, ok := strings.CutPrefix(string(s), chunk+":")
 	if !ok {
-		return failure{}
+		chunk = functionChunk
+		if rest, ok = strings.CutPrefix(string(s), chunk+":"); !ok {
+			return failure{}
+		}
 	}
 	digits, _, ok := strings.Cut(rest, ":")
 	line, err := strconv.Atoi(digits)
 	if !ok || err != nil {
 		return failure{}
 	}
-	return failure{ok: true, source: "@" + chunkName, line: line}
+	return failure{ok: true, source: "@" + chunk, line: line}
 }
 
 // runCtx is the context gopher-lua runs a script under, and so the time limit: the VM calls

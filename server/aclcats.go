@@ -9,7 +9,8 @@ import "strings"
 // forwarding link marking itself, and acting for its client's user) included; SCRIPT FLUSH is
 // @admin @dangerous too (Redis has it @scripting only), because here it empties every node's
 // script cache; FLUSHALL and FLUSHDB are @admin too (Redis has them @keyspace @write
-// @dangerous): one command empties every node's table.
+// @dangerous): one command empties every node's table. FUNCTION FLUSH is @admin @dangerous
+// too, for SCRIPT FLUSH's reason.
 var aclCategories = map[string]string{
 	"set":              "write string slow",
 	"get":              "read string fast",
@@ -80,6 +81,9 @@ var aclCategories = map[string]string{
 	"eval_ro":          "slow scripting",
 	"evalsha_ro":       "slow scripting",
 	"script":           "slow",
+	"function":         "slow",
+	"fcall":            "slow scripting",
+	"fcall_ro":         "slow scripting",
 	"sadd":             "write set fast",
 	"srem":             "write set fast",
 	"sismember":        "read set fast",
@@ -149,6 +153,15 @@ var aclSubcommands = map[string]string{
 	"script|kill":                   "slow scripting",
 	"script|load":                   "slow scripting",
 	"script|debug":                  "slow scripting",
+	"function|delete":               "write slow scripting",
+	"function|dump":                 "slow scripting",
+	"function|flush":                "write slow scripting admin dangerous",
+	"function|help":                 "slow scripting",
+	"function|kill":                 "slow scripting",
+	"function|list":                 "slow scripting",
+	"function|load":                 "write slow scripting",
+	"function|restore":              "write slow scripting",
+	"function|stats":                "slow scripting",
 	"pubsub|channels":               "pubsub slow",
 	"pubsub|help":                   "slow",
 	"pubsub|numsub":                 "pubsub slow",
@@ -316,6 +329,8 @@ var aclKeyFlags = map[string]string{
 	"evalsha":          "RW access update",
 	"eval_ro":          "RO access",
 	"evalsha_ro":       "RO access",
+	"fcall":            "RW access update",
+	"fcall_ro":         "RO access",
 	"sadd":             "RW insert",
 	"srem":             "RW delete",
 	"sismember":        "RO",

@@ -197,6 +197,10 @@ func init() {
 		{name: "eval_ro", arity: -3, fam: famScript, flags: "readonly noscript movablekeys", keys: keySpec{3, 3, 1}, run: cmdEvalRO, summary: "Run a read-only Lua script"},
 		{name: "evalsha_ro", arity: -3, fam: famScript, flags: "readonly noscript movablekeys", keys: keySpec{3, 3, 1}, run: cmdEvalSHARO, summary: "Run a stored read-only Lua script by its SHA1"},
 		{name: "script", arity: -2, fam: famScript, flags: "write noscript", run: cmdScript, summary: "SCRIPT LOAD, EXISTS, FLUSH, KILL"},
+		// functions.go
+		{name: "function", arity: -2, fam: famScript, flags: "write noscript", run: cmdFunction, summary: "FUNCTION LOAD, DELETE, FLUSH, LIST, DUMP, RESTORE, STATS, KILL"},
+		{name: "fcall", arity: -3, fam: famScript, flags: "write noscript movablekeys", keys: keySpec{3, 3, 1}, run: cmdFCall, summary: "Run a function of a stored library on the leader; its effects are replicated"},
+		{name: "fcall_ro", arity: -3, fam: famScript, flags: "readonly noscript movablekeys", keys: keySpec{3, 3, 1}, run: cmdFCallRO, summary: "Run a read-only function of a stored library"},
 		// sets.go
 		{name: "sadd", arity: -3, fam: famCollection, flags: "write denyoom fast", keys: keySpec{1, 1, 1}, run: cmdSAdd, summary: "Add members to a set"},
 		{name: "srem", arity: -3, fam: famCollection, flags: "write fast", keys: keySpec{1, 1, 1}, run: cmdSRem, summary: "Remove members from a set"},

@@ -208,7 +208,7 @@ func (c *conn) awaitLeader() bool {
 // container command, the command's name otherwise.
 func fullName(cmd *command, args [][]byte) string {
 	switch cmd.name {
-	case "client", "config", "command", "cluster", "script", "pubsub", "debug", "raft":
+	case "client", "config", "command", "cluster", "script", "function", "pubsub", "debug", "raft":
 		if len(args) > 1 {
 			return cmd.name + "|" + lower(args[1])
 		}

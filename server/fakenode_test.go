@@ -402,3 +402,4 @@ func (v fakeView) ScriptCache() (int, int)          { return v.m.Scripts(), v.m.
 func (v fakeView) User(name string) (string, bool) { return v.m.User(name) }
 func (v fakeView) Users() map[string]string        { return v.m.Users() }
 func (v fakeView) Format() byte                    { return v.m.Format() }
+func (v fakeView) Libraries() *fsm.Libraries       { return v.m.Libraries() }

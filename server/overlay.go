@@ -27,6 +27,9 @@ type overlay struct {
 	deltaBuf [2]dbDelta
 	cmds     []fsm.Command
 	want     []fsm.Result
+	// libs are the libraries as the transaction's own FUNCTION commands left them, nil while
+	// it has none.
+	libs *fsm.Libraries
 }
 
 var _ node.View = (*overlay)(nil)
@@ -119,6 +122,13 @@ func (o *overlay) User(name string) (string, bool)   { return o.base.User(name) 
 func (o *overlay) Users() map[string]string          { return o.base.Users() }
 func (o *overlay) Format() byte                      { return o.base.Format() }
 
+func (o *overlay) Libraries() *fsm.Libraries {
+	if o.libs != nil {
+		return o.libs
+	}
+	return o.base.Libraries()
+}
+
 // apply records cmds as the script's effects and returns the results they will have if nothing
 // else changes their keys first (the keys' pending marks see to that on a stable leader).
 //
@@ -128,6 +138,20 @@ func (o *overlay) Format() byte                      { return o.base.Format() }
 func (o *overlay) apply(cmds []fsm.Command) []fsm.Result {
 	out := make([]fsm.Result, len(cmds))
 	for i, c := range cmds {
+		switch c.Kind {
+		case fsm.KindStoreLibrary, fsm.KindDeleteLibrary, fsm.KindFlushLibraries:
+			// Not the scratch table's (it starts with no libraries): the base's, changed.
+			before := o.Libraries()
+			_, existed := before.Get(string(c.Key))
+			if c.Kind == fsm.KindFlushLibraries {
+				existed = before.Len() > 0
+			}
+			o.libs = before.After(c)
+			out[i] = fsm.Result{Status: fsm.StatusLibrary, Existed: existed}
+			o.cmds = append(o.cmds, c)
+			o.want = append(o.want, out[i])
+			continue
+		}
 		o.load(c.Key)
 		if c.Match.Kind == fsm.MatchToken && c.Match.Token >= fakeIndexBase {
 			// The holder is a lock this script set: its real token is not known until it

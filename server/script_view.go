@@ -33,6 +33,9 @@ type readLog struct {
 	users    []userRead
 	allUsers []map[string]string
 	cache    []cacheRead
+	// libs is the libraries an FCALL found its function in (nil: none read). They are
+	// immutable, replaced by every change: the same ones, or the run is not of this moment.
+	libs *fsm.Libraries
 }
 
 var _ node.View = (*readLog)(nil)
@@ -162,6 +165,15 @@ func (r *readLog) Users() (users map[string]string) {
 	return users
 }
 
+func (r *readLog) Libraries() (libs *fsm.Libraries) {
+	r.node.ExecLocal(func(v node.View) { libs = v.Libraries() })
+	if r.libs != nil && r.libs != libs {
+		r.changed = true
+	}
+	r.libs = libs
+	return libs
+}
+
 // Format is not checked again: a cluster's format only ever grows, and a script's commands
 // are judged against the format again when they are proposed (fsm.NeedsFormat).
 func (r *readLog) Format() (format byte) {
@@ -171,7 +183,7 @@ func (r *readLog) Format() (format byte) {
 
 // valid reports whether every read of the log finds the same in v (under the view lock).
 func (r *readLog) valid(v node.View) bool {
-	if r.changed || r.overflow {
+	if r.changed || r.overflow || r.libs != nil && v.Libraries() != r.libs {
 		return false
 	}
 	for _, x := range r.locks {

@@ -29,11 +29,17 @@ type ScriptLimits struct {
 	// it yet is refused by SCRIPT LOAD and EVAL once it holds as many. Defaults 1000 scripts,
 	// 64 MiB.
 	CacheScripts, CacheBytes int
+	// Libraries, LibraryBytes and Functions bound the replicated function libraries: how many,
+	// the bytes of their sources, and the functions they register in all. FUNCTION LOAD and
+	// RESTORE are refused past them. Zero means the default: 1000 libraries, 64 MiB, 10000
+	// functions.
+	Libraries, LibraryBytes, Functions int
 }
 
 // DefaultScriptLimits returns the default script limits.
 func DefaultScriptLimits() ScriptLimits {
-	return ScriptLimits{Memory: 256 << 20, Reply: 64 << 20, CallReplies: 64 << 20, CacheScripts: 1000, CacheBytes: 64 << 20}
+	return ScriptLimits{Memory: 256 << 20, Reply: 64 << 20, CallReplies: 64 << 20, CacheScripts: 1000, CacheBytes: 64 << 20,
+		Libraries: defaultLibraries, LibraryBytes: defaultLibraryBytes, Functions: defaultFunctionCount}
 }
 
 // cacheRefusal is the error for storing src in a full script cache, "" if it fits. The cache
@@ -251,6 +257,10 @@ var scriptSubcommands = map[string]map[string]scriptSub{
 		"debug": {3, false}, "exists": {-3, false}, "flush": {-2, false}, "help": {2, true},
 		"kill": {2, false}, "load": {3, false},
 	},
+	"function": {
+		"delete": {3, false}, "dump": {2, false}, "flush": {-2, false}, "help": {2, true}, "kill": {2, false},
+		"list": {-2, false}, "load": {-3, false}, "restore": {-3, false}, "stats": {2, false},
+	},
 	"pubsub": {
 		"channels": {-2, true}, "help": {2, true}, "numpat": {2, true}, "numsub": {-2, true},
 		"shardchannels": {-2, true}, "shardnumsub": {-2, true},
@@ -420,6 +430,7 @@ type evalCall struct {
 	bySHA, readOnly bool
 	src             []byte // EVAL's script
 	sha             string
+	fn              string // FCALL's function (functions.go); "" for a script
 	keys, argv      [][]byte
 	tableKeys       [][]byte // keys as the node knows them
 	compileErr      error    // EVAL's script does not compile (precompile)
@@ -466,6 +477,9 @@ func (e *evalCall) eval(v node.View) []fsm.Command {
 func (e *evalCall) evaluate(v node.View, budget time.Duration) []fsm.Command {
 	r := e.r
 	e.val, e.runErr, e.noscript, e.refused, e.ov = script.Value{}, nil, false, "", nil
+	if e.fn != "" {
+		return e.evaluateFunction(v, budget)
+	}
 	code := e.src
 	_, known := v.Script(e.sha)
 	// EVAL and EVAL_RO cache what they run, as in Redis. A full cache refuses EVAL, but
@@ -489,15 +503,8 @@ func (e *evalCall) evaluate(v node.View, budget time.Duration) []fsm.Command {
 		// copy), and the view's strings never change.
 		code = unsafe.Slice(unsafe.StringData(s), len(s))
 	}
-	ov := newOverlay(v)
-	e.ov = ov
+	ov, caller, ctx := e.prepare(v, e.readOnly)
 	defer ov.release()
-	run := &scriptRun{ov: ov, readOnly: e.readOnly, db: r.db}
-	ctx := r.c.ctx
-	if r.path == onScript && r.script.tx {
-		ctx = r.script.ctx
-	}
-	caller := scriptCaller{parent: r, run: run}
 	switch {
 	case e.compileErr != nil:
 		e.val, e.runErr = script.Value{}, e.compileErr
@@ -525,6 +532,47 @@ func (e *evalCall) evaluate(v node.View, budget time.Duration) []fsm.Command {
 		cmds = append(cmds, fsm.Command{Kind: fsm.KindStoreScript, Key: []byte(e.sha), Owner: e.src})
 	}
 	return cmds
+}
+
+// prepare makes the overlay a run evaluates on, and its caller and context.
+func (e *evalCall) prepare(v node.View, readOnly bool) (*overlay, scriptCaller, context.Context) {
+	r := e.r
+	ov := newOverlay(v)
+	e.ov = ov
+	run := &scriptRun{ov: ov, readOnly: readOnly, db: r.db}
+	ctx := r.c.ctx
+	if r.path == onScript && r.script.tx {
+		ctx = r.script.ctx
+	}
+	return ov, scriptCaller{parent: r, run: run}, ctx
+}
+
+// evaluateFunction is evaluate for FCALL: it runs the function of a stored library.
+func (e *evalCall) evaluateFunction(v node.View, budget time.Duration) []fsm.Command {
+	r := e.r
+	code, readOnly, refused := e.resolveFunction(v)
+	if refused != "" {
+		e.refused = refused
+		return nil
+	}
+	ov, caller, ctx := e.prepare(v, readOnly)
+	defer ov.release()
+	running := r.s.functions.begin(e.fn, r.args)
+	if e.suspended != nil {
+		e.val, e.runErr = e.suspended.RunFunction(ctx, code, e.fn, e.keys, e.argv, caller)
+	} else {
+		var s *script.Suspended
+		e.val, s, e.runErr = r.s.scripts.RunFunctionBudget(ctx, budget, code, e.fn, e.keys, e.argv, caller)
+		if s != nil {
+			e.suspended = s
+		}
+	}
+	r.s.functions.end(running)
+	if errors.Is(e.runErr, script.ErrKilled) || errors.Is(e.runErr, script.ErrBudget) {
+		ov.want = nil
+		return nil
+	}
+	return ov.cmds
 }
 
 // scriptSHA is script.SHA1Hex(src), remembered for the connection's last script (under the

@@ -308,9 +308,11 @@ type Server struct {
 	admin   Admin     // nil: RAFT administration is refused
 	queue   LockQueue // nil: LOCK ... WAIT tries again at each change of its key
 	scripts scriptEngine
-	tracker *tracker
-	waiters *waiters
-	hub     *hub
+	// functions is what this node learnt of the stored function libraries (functions.go).
+	functions functionRegistry
+	tracker   *tracker
+	waiters   *waiters
+	hub       *hub
 	// lockWatch is who holds which lock on this node, for lost-lock notices (lockwatch.go).
 	lockWatch *lockWatch
 	// peerSubs asks the other members for their pub/sub counts (pubsubpeers.go).

@@ -66,6 +66,17 @@ func splitWords(s string) ([]string, error) {
 			continue
 		}
 		var w strings.Builder
+		if strings.HasPrefix(s[i:], "$'") {
+			// Bash's ANSI-C quoting, which resp-diff's shell reads: the one way to write a
+			// line feed inside an argument (a library's shebang line ends with one).
+			j, err := ansiQuoted(s, i+2, &w)
+			if err != nil {
+				return nil, err
+			}
+			i = j
+			words = append(words, w.String())
+			continue
+		}
 		switch q := s[i]; q {
 		case '"', '\'':
 			i++
@@ -87,4 +98,30 @@ func splitWords(s string) ([]string, error) {
 		words = append(words, w.String())
 	}
 	return words, nil
+}
+
+// ansiQuoted reads a $'...' word from s[i:] (after the $'), into w, with the escapes \n, \r,
+// \t, \\ and \', and returns where the word ends.
+func ansiQuoted(s string, i int, w *strings.Builder) (int, error) {
+	for ; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\'':
+			return i + 1, nil
+		case c == '\\' && i+1 < len(s):
+			i++
+			switch s[i] {
+			case 'n':
+				w.WriteByte('\n')
+			case 'r':
+				w.WriteByte('\r')
+			case 't':
+				w.WriteByte('\t')
+			default:
+				w.WriteByte(s[i])
+			}
+		default:
+			w.WriteByte(c)
+		}
+	}
+	return i, fmt.Errorf("unclosed $' quote in %q", s)
 }
