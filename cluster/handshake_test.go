@@ -180,6 +180,24 @@ func TestNewClusterRequiresHelloAtOnce(t *testing.T) {
 	}
 }
 
+// TestHelloBeforeTheCoreRuns: the transport asks its gate about a peer from the moment the gate
+// is attached, before the core exists (a restarting node's peers connect at once): the answer
+// comes from what the node knows without its table, not from a missing core.
+func TestHelloBeforeTheCoreRuns(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		n    *Member
+		want bool
+	}{
+		{"a node of an older cluster", &Member{}, false},
+		{"a node that formed its cluster", &Member{bootstrapFormat: helloFormat}, true},
+	} {
+		if got := c.n.helloRequired(); got != c.want {
+			t.Errorf("%s: helloRequired() = %v before the core runs; want %v", c.name, got, c.want)
+		}
+	}
+}
+
 // TestTransportSlowHello: a peer that sends its hello a byte at a time, each within the idle
 // timeout, is closed once the handshake timeout has passed since it connected.
 func TestTransportSlowHello(t *testing.T) {

@@ -319,8 +319,14 @@ func (n *Member) waitFuture(f raft.Future) error { return n.core.Load().WaitFutu
 // applyError answers a failed configuration change as a failed proposal is answered.
 func (n *Member) applyError(err error) error { return n.core.Load().RaftError(err) }
 
-// format is the cluster's log format.
-func (n *Member) format() byte { return n.core.Load().Format() }
+// format is the cluster's log format, 0 before the core runs: the transport asks from the
+// moment its gate is attached, which is before raft starts (a peer may connect at once).
+func (n *Member) format() byte {
+	if core := n.core.Load(); core != nil {
+		return core.Format()
+	}
+	return 0
+}
 
 // Members lists the cluster with client addresses (raftnode.Replica.Members).
 func (n *Member) Members() ([]node.Member, error) { return n.core.Load().Members() }
