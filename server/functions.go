@@ -363,13 +363,19 @@ func functionLoad(r *request) {
 		r.w.Error(l.err.Error())
 		return
 	}
+	if r.storeLibraries([]loadedLibrary{l}, replace, false, false) {
+		r.w.BulkString(l.name)
+	}
+}
+
+// storeLibraries proposes loaded (libraryChanges: replace, flush and restore say how they meet
+// the stored libraries) and reports whether they were stored; otherwise it has replied why not.
+func (r *request) storeLibraries(loaded []loadedLibrary, replace, flush, restore bool) bool {
 	r.warmFunctions()
 	refused := ""
 	_, err := r.exec([][]byte{librariesKey}, func(v node.View) []fsm.Command {
-		refused = ""
-		libs := v.Libraries()
 		var cmds []fsm.Command
-		if refused, cmds = r.s.libraryChanges(libs, []loadedLibrary{l}, replace, false, false); refused != "" {
+		if refused, cmds = r.s.libraryChanges(v.Libraries(), loaded, replace, flush, restore); refused != "" {
 			return nil
 		}
 		return append(cmds, librariesMark())
@@ -380,8 +386,9 @@ func functionLoad(r *request) {
 	case refused != "":
 		r.w.Error(refused)
 	default:
-		r.w.BulkString(l.name)
+		return true
 	}
+	return false
 }
 
 // libraryChanges returns the commands that store loaded in libs (after flushing them all when
@@ -677,21 +684,7 @@ func functionRestore(r *request) {
 		seen[l.name] = true
 		loaded = append(loaded, l)
 	}
-	r.warmFunctions()
-	refused := ""
-	_, err := r.exec([][]byte{librariesKey}, func(v node.View) []fsm.Command {
-		var cmds []fsm.Command
-		if refused, cmds = r.s.libraryChanges(v.Libraries(), loaded, replace, flush, true); refused != "" {
-			return nil
-		}
-		return append(cmds, librariesMark())
-	})
-	switch {
-	case err != nil:
-		r.replyError(err)
-	case refused != "":
-		r.w.Error(refused)
-	default:
+	if r.storeLibraries(loaded, replace, flush, true) {
 		r.w.SimpleString("OK")
 	}
 }

@@ -39,18 +39,7 @@ func TestClusterFunctionsSurviveFailover(t *testing.T) {
 		}
 	}
 	old := c.leader()
-	old.kill9()
-	var survivor *node
-	testutil.WaitFor(t, 10*time.Second, func() error {
-		for _, n := range c.live() {
-			if _, err := call(n.addr, "SET", "job", "me", "NX", "PX", "30000"); err != nil {
-				return err
-			}
-			survivor = n
-			return nil
-		}
-		return errors.New("no live node")
-	})
+	survivor := c.killLeaderThenSet(t, old, "job", "me")
 	if got, err := callInt(survivor.addr, "FCALL", "release", "1", "job", "me"); err != nil || got != 1 {
 		t.Errorf("FCALL after the failover = %d, %v; want 1 (libraries are replicated)", got, err)
 	}

@@ -500,3 +500,22 @@ func parseReply(raw []byte) (any, error) {
 	}
 	return testutil.Plain(v), nil
 }
+
+// killLeaderThenSet kills the leader l (kill -9) and returns the first live node through which
+// SET key owner NX PX 30000 succeeds once a new leader serves.
+func (c *cluster) killLeaderThenSet(t *testing.T, l *node, key, owner string) *node {
+	t.Helper()
+	l.kill9()
+	var survivor *node
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		for _, n := range c.live() {
+			if _, err := call(n.addr, "SET", key, owner, "NX", "PX", "30000"); err != nil {
+				return err
+			}
+			survivor = n
+			return nil
+		}
+		return errors.New("no live node")
+	})
+	return survivor
+}

@@ -1,12 +1,6 @@
 package tests
 
-import (
-	"errors"
-	"testing"
-	"time"
-
-	"github.com/raftlock/raftlock/tests/testutil"
-)
+import "testing"
 
 // TestClusterScriptsSurviveFailover: a script loaded through one node is found by EVALSHA
 // through every node, and still after the leader is killed (the script cache is replicated),
@@ -32,18 +26,7 @@ func TestClusterScriptsSurviveFailover(t *testing.T) {
 		}
 	}
 	old := c.leader()
-	old.kill9()
-	var survivor *node
-	testutil.WaitFor(t, 10*time.Second, func() error {
-		for _, n := range c.live() {
-			if _, err := call(n.addr, "SET", "job", "me", "NX", "PX", "30000"); err != nil {
-				return err
-			}
-			survivor = n
-			return nil
-		}
-		return errors.New("no live node")
-	})
+	survivor := c.killLeaderThenSet(t, old, "job", "me")
 	if got, err := callInt(survivor.addr, "EVALSHA", sha, "1", "job", "me"); err != nil || got != 1 {
 		t.Errorf("EVALSHA after the failover = %d, %v; want 1 (the script cache is replicated)", got, err)
 	}
