@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/crc32"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -131,6 +132,12 @@ func (r *request) warmFunctions() {
 }
 
 func (fr *functionRegistry) begin(name string, args [][]byte) *fnRunning {
+	// A copy: FUNCTION STATS reads them from another connection, and the caller's arguments live
+	// in its connection's read buffer, reused once the call ends.
+	args = slices.Clone(args)
+	for i, a := range args {
+		args[i] = slices.Clone(a)
+	}
 	f := &fnRunning{name: name, args: args, start: time.Now()}
 	fr.mu.Lock()
 	if fr.mu.running == nil {
@@ -209,7 +216,10 @@ func fcallHalves(r *request, readOnly bool) ([][]byte, node.Eval, finishFunc) {
 // source and whether the run is read-only.
 func (e *evalCall) resolveFunction(v node.View) (src []byte, readOnly bool, refused string) {
 	index, _ := e.r.s.functionIndex(v.Libraries())
-	f, ok := index[e.fn]
+	f, ok := index[strings.ToLower(e.fn)] // names are looked up as Redis does, ignoring case
+	if ok {
+		e.fn = f.fn.Name // and run, and shown by FUNCTION STATS, as registered
+	}
 	switch {
 	case !ok:
 		return nil, false, "ERR Function not found"
@@ -440,10 +450,15 @@ func (s *Server) libraryChanges(libs *fsm.Libraries, loaded []loadedLibrary, rep
 		cmds = append(cmds, fsm.Command{Kind: fsm.KindStoreLibrary, Key: []byte(l.name), Owner: l.src})
 	}
 	if count > maxLibs || size > maxBytes || funcs > maxFuncs {
-		return "ERR the function libraries are full (at most " + itoa(int64(maxLibs)) + " libraries, " + itoa(int64(maxBytes)) +
-			" bytes of source and " + itoa(int64(maxFuncs)) + " functions): delete libraries with FUNCTION DELETE or FUNCTION FLUSH", nil
+		return librariesFull(maxLibs, maxBytes, maxFuncs), nil
 	}
 	return "", cmds
+}
+
+// librariesFull is the refusal of libraries past the bounds.
+func librariesFull(maxLibs, maxBytes, maxFuncs int) string {
+	return "ERR the function libraries are full (at most " + itoa(int64(maxLibs)) + " libraries, " + itoa(int64(maxBytes)) +
+		" bytes of source and " + itoa(int64(maxFuncs)) + " functions): delete libraries with FUNCTION DELETE or FUNCTION FLUSH"
 }
 
 // FUNCTION DELETE library
@@ -608,15 +623,25 @@ func functionDump(r *request) {
 		r.replyError(err)
 		return
 	}
-	b := append([]byte(dumpMagic), dumpVersion)
-	b = binary.AppendUvarint(b, uint64(libs.Len()))
+	srcs := make([][]byte, 0, libs.Len())
 	for _, name := range libs.Names() {
 		src, _ := libs.Get(name)
+		srcs = append(srcs, []byte(src))
+	}
+	r.w.Bulk(appendDump(nil, srcs))
+}
+
+// appendDump appends the FUNCTION DUMP payload of the library sources srcs to b.
+func appendDump(b []byte, srcs [][]byte) []byte {
+	start := len(b)
+	b = append(b, dumpMagic...)
+	b = append(b, dumpVersion)
+	b = binary.AppendUvarint(b, uint64(len(srcs)))
+	for _, src := range srcs {
 		b = binary.AppendUvarint(b, uint64(len(src)))
 		b = append(b, src...)
 	}
-	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, dumpCRC))
-	r.w.Bulk(b)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b[start:], dumpCRC))
 }
 
 // parseDump returns the sources of a FUNCTION DUMP payload, false if it is not one.
@@ -668,6 +693,17 @@ func functionRestore(r *request) {
 	srcs, ok := parseDump(r.args[2])
 	if !ok {
 		r.w.Error("ERR DUMP payload version or checksum are wrong")
+		return
+	}
+	// A payload past the bounds on its own is refused before any of its code runs: each
+	// library's load may take up to its time limit.
+	maxLibs, maxBytes, maxFuncs := libraryLimits(r.s.cfg.Scripts)
+	total := 0
+	for _, src := range srcs {
+		total += len(src)
+	}
+	if len(srcs) > maxLibs || total > maxBytes {
+		r.w.Error(librariesFull(maxLibs, maxBytes, maxFuncs))
 		return
 	}
 	loaded := make([]loadedLibrary, 0, len(srcs))

@@ -31,6 +31,10 @@ func TestFunctionLoadCallListDelete(t *testing.T) {
 		{[]string{"FCALL", "OWNER", "1", "res"}, "$2\r\nme\r\n"},
 		{[]string{"FCALL_RO", "acquire", "1", "res", "me", "1"}, "-ERR Can not execute a script with write flag using *_ro command.\r\n"},
 		{[]string{"FCALL", "nope", "0"}, "-ERR Function not found\r\n"},
+		{[]string{"FUNCTION", "LOAD", "#!lua name=mixed\nredis.register_function('MixedCase', function() return 7 end)"}, "$5\r\nmixed\r\n"},
+		{[]string{"FCALL", "MixedCase", "0"}, ":7\r\n"},
+		{[]string{"FCALL", "mixedcase", "0"}, ":7\r\n"},
+		{[]string{"FUNCTION", "DELETE", "mixed"}, "+OK\r\n"},
 		{[]string{"FCALL", "acquire", "x"}, "-ERR Bad number of keys provided\r\n"},
 		{[]string{"FCALL", "nope", "x"}, "-ERR Function not found\r\n"},
 		{[]string{"FUNCTION", "LIST", "LIBRARYNAME", "LOC*"}, "*1\r\n*6\r\n$12\r\nlibrary_name\r\n$5\r\nlocks\r\n$6\r\nengine\r\n$3\r\nLUA\r\n$9\r\nfunctions\r\n*3\r\n" +
@@ -157,6 +161,15 @@ func TestFunctionBounds(t *testing.T) {
 	}
 	if got := r.do("FUNCTION", "STATS"); !strings.HasSuffix(got, ":2\r\n$15\r\nfunctions_count\r\n:3\r\n") {
 		t.Errorf("FUNCTION STATS = %q", got)
+	}
+	// A payload past the bounds on its own is refused before any of its code runs (each of these
+	// libraries would spend its whole load time limit).
+	var spin [][]byte
+	for _, name := range []string{"x", "y", "z"} {
+		spin = append(spin, []byte("#!lua name="+name+"\nwhile true do end\n"))
+	}
+	if got := r.do("FUNCTION", "RESTORE", string(appendDump(nil, spin)), "FLUSH"); got != full {
+		t.Errorf("FUNCTION RESTORE of 3 libraries with room for 2 = %q, want %q", got, full)
 	}
 }
 

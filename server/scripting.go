@@ -558,6 +558,7 @@ func (e *evalCall) evaluateFunction(v node.View, budget time.Duration) []fsm.Com
 	ov, caller, ctx := e.prepare(v, readOnly)
 	defer ov.release()
 	running := r.s.functions.begin(e.fn, r.args)
+	defer r.s.functions.end(running) // a panic recovered by the command's caller ends it too
 	if e.suspended != nil {
 		e.val, e.runErr = e.suspended.RunFunction(ctx, code, e.fn, e.keys, e.argv, caller)
 	} else {
@@ -567,7 +568,6 @@ func (e *evalCall) evaluateFunction(v node.View, budget time.Duration) []fsm.Com
 			e.suspended = s
 		}
 	}
-	r.s.functions.end(running)
 	if errors.Is(e.runErr, script.ErrKilled) || errors.Is(e.runErr, script.ErrBudget) {
 		ov.want = nil
 		return nil
