@@ -114,6 +114,9 @@ const (
 	LockOverwritten
 	// LockFlushed: a FLUSHDB or FLUSHALL removed it.
 	LockFlushed
+	// LockUnknown: the node installed a snapshot whose table no longer has it: the entries that
+	// ended it were never applied on this node.
+	LockUnknown
 )
 
 // String is the reason's name in a lock-lost notice.
@@ -129,6 +132,8 @@ func (e LockEnd) String() string {
 		return "overwritten"
 	case LockFlushed:
 		return "flushed"
+	case LockUnknown:
+		return "unknown"
 	}
 	return "unknown"
 }

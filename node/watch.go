@@ -22,8 +22,14 @@ type Watchers struct {
 	// FLUSHDB or FLUSHALL tells it of every lock it removed, which the node finds by walking
 	// the database before the flush, and only while LocksWatched says someone listens.
 	LockEnded func(key []byte, token fsm.Token, how LockEnd)
-	// LocksWatched reports whether anyone on this node would hear of a flushed lock; nil: no.
+	// LocksWatched reports whether anyone on this node listens to every lock's end, for whom a
+	// flush walks its database; nil: no one. It is called with the node's view lock held, and
+	// must only read a flag.
 	LocksWatched func() bool
+	// LocksFlushed is told of each applied FLUSHDB (db: its database's number, one byte) and
+	// FLUSHALL (db empty), in log order with the messages, after LockEnded heard of the locks
+	// it removed, if LocksWatched asked for them.
+	LocksFlushed func(db []byte)
 	// Restored is told that a snapshot replaced the node's table: the messages of the entries
 	// it covers are never delivered on this node.
 	Restored func()

@@ -118,11 +118,16 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			if res[j].Ended != 0 {
 				publish = append(publish, message{channel: c.Key, token: res[j].Ended, end: node.LockEndOf(c)})
 			}
-			if c.Kind == fsm.KindFlush && len(flushes) > 0 && flushes[0].at <= j {
-				if res[j].Status == fsm.StatusFlushed {
-					publish = append(publish, flushes[0].locks...)
-				}
-				flushes = flushes[1:]
+			if c.Kind != fsm.KindFlush {
+				continue
+			}
+			var walked []message
+			if len(flushes) > 0 && flushes[0].at <= j {
+				walked, flushes = flushes[0].locks, flushes[1:]
+			}
+			if res[j].Status == fsm.StatusFlushed {
+				publish = append(publish, walked...)
+				publish = append(publish, message{channel: c.Key, end: node.LockFlushed}) // LocksFlushed
 			}
 		}
 		flushes = flushes[:0]
@@ -172,6 +177,10 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	deliver := w.Published
 	for _, m := range publish {
 		switch {
+		case m.end == node.LockFlushed && m.token == 0:
+			if w.LocksFlushed != nil {
+				w.LocksFlushed(m.channel)
+			}
 		case m.end != 0:
 			lockEnded(m.channel, m.token, m.end)
 		case m.event != 0 && notify != nil:
@@ -209,7 +218,8 @@ func (r *entryResponse) request(i, n int) []fsm.Result {
 }
 
 // message is one applied PUBLISH or SPUBLISH, or with event a key's deletion or expiry, or with
-// end a lock's end (channel is then the key; token the lock's), for delivery once the batch is
+// end a lock's end (channel is then the key; token the lock's) or, with end LockFlushed and no
+// token, a flush (channel is its database, empty for all), for delivery once the batch is
 // applied. Its bytes alias the log entry's. An aborted entry's messages are not delivered: they
 // were not applied.
 type message struct {

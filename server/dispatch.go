@@ -23,6 +23,7 @@ func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, st *stagedC
 		return
 	}
 	r := c.newRequest(w, cmd, args, st)
+	c.noteOwnWrites(cmd, args, r.db) // before it runs: its own end of a lock it holds is no loss
 	if t := c.sess.track.mode; t != trackOff && t != trackBcast {
 		// Before the read runs or is forwarded: a change racing it costs a spurious
 		// invalidation, never a missed one.

@@ -173,19 +173,7 @@ func (r *request) route(mayApply bool) {
 	if !ok {
 		return
 	}
-	var unlockKey []byte
-	var unlockToken fsm.Token
-	if r.cmd.name == "unlock" && len(args) == 3 {
-		// This node applies the release too: it is the client's own, not a lost lock.
-		if t, ok := parseToken(args[2]); ok {
-			unlockKey, unlockToken = fsm.DBKey(r.db, args[1]), fsm.Token(t)
-			r.s.lockWatch.releasing(r.c, unlockKey, unlockToken)
-		}
-	}
 	reply, ok := r.forward([][][]byte{args}, mayApply)
-	if unlockKey != nil {
-		r.s.lockWatch.released(r.c, unlockKey, unlockToken, ok && string(reply) == ":1\r\n")
-	}
 	if !ok {
 		return
 	}
@@ -334,12 +322,20 @@ func (r *request) noteForwardedReply(args [][]byte, reply []byte) {
 		if reply[0] == ':' {
 			if t, ok := parseToken(reply[1 : len(reply)-2]); ok {
 				tokens.remember(fsm.DBKey(r.db, args[1]), fsm.Token(t))
-				r.s.lockWatch.hold(r.c, fsm.DBKey(r.db, args[1]), fsm.Token(t))
+				if r.w.Protocol() == 3 {
+					r.s.lockWatch.hold(r.c, fsm.DBKey(r.db, args[1]), fsm.Token(t))
+				}
 			}
 		}
 	case "unlock":
 		if string(reply) == ":1\r\n" {
-			tokens.forget(fsm.DBKey(r.db, args[1]))
+			key := fsm.DBKey(r.db, args[1])
+			tokens.forget(key)
+			if len(args) == 3 { // the token, filled in by rewriteTokenless when the client left it out
+				if t, ok := parseToken(args[2]); ok {
+					r.s.lockWatch.released(r.c, key, fsm.Token(t))
+				}
+			}
 		}
 	}
 }

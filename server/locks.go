@@ -138,8 +138,9 @@ func (r *request) lockResult(key []byte, res []fsm.Result) (fsm.Token, bool) {
 			r.s.stats.grants.Add(1)
 			r.c.sess.tokens.remember(key, res.Token)
 			// Inside a script the grant is only predicted; a forwarding link's client is on the
-			// follower, which remembers it there (noteForwardedReply).
-			if r.path != onScript && !r.c.hop.forwarded {
+			// follower, which remembers it there (noteForwardedReply); a RESP2 client is never
+			// pushed to (lockwatch.go).
+			if r.path != onScript && !r.c.hop.forwarded && r.w.Protocol() == 3 {
 				r.s.lockWatch.hold(r.c, key, res.Token)
 			}
 			return res.Token, true
@@ -194,9 +195,6 @@ func stageUnlock(r *request) (keys [][]byte, eval node.Eval, finish finishFunc) 
 		return nil, nil, nil
 	}
 	release := locks.Unlock(key, token)
-	if r.path != onScript {
-		r.s.lockWatch.releasing(r.c, key, token) // finishUnlock settles it
-	}
 	if h := r.halves; h != nil {
 		h.cmd = release
 		return r.oneKey(key), h.unlockEval, h.unlockFinish
@@ -209,13 +207,13 @@ func stageUnlock(r *request) (keys [][]byte, eval node.Eval, finish finishFunc) 
 // finishUnlock is UNLOCK's second half: it replies whether the lock was released, and forgets
 // the connection's token for it.
 func (r *request) finishUnlock(key []byte, token fsm.Token, res []fsm.Result, err error) {
-	released := err == nil && applied(res, fsm.StatusReleased)
-	if r.path != onScript {
-		r.s.lockWatch.released(r.c, key, token, released)
-	}
 	if err != nil {
 		r.replyError(err)
 		return
+	}
+	released := applied(res, fsm.StatusReleased)
+	if released && r.path != onScript {
+		r.s.lockWatch.released(r.c, key, token)
 	}
 	if t, ok := r.c.sess.tokens.token(key); ok && t == token && r.path != onScript {
 		r.c.sess.tokens.forget(key) // (inside a script the release is only predicted)

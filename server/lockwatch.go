@@ -2,22 +2,28 @@ package server
 
 // Lost-lock notices. A lock can end without its holder's UNLOCK: its lease runs out, someone
 // deletes or overwrites the key, a FLUSHDB empties its database. Every node applies that end
-// (node.Watchers.LockEnded) and tells two audiences:
-//   - the holder, when it took the lock with LOCK on a connection to this node (directly or
-//     forwarded to the leader) and speaks RESP3: a push `lock-lost key token reason`, queued as
-//     the node applies the entry, before anyone hears back about it. An UNLOCK of that lock sent
-//     on the holder's own connection is the holder's doing and pushes nothing; an UNLOCK with its
-//     token from another connection pushes `deleted`, as does the holder's own DEL.
-//   - anyone subscribed on this node to the lock's channel, __lock__:<key> (__lock__@<db>__:<key>
-//     outside database 0): `lost <token> <reason>`, or `released <token>` for an UNLOCK.
+// (node.Watchers.LockEnded, LocksFlushed) and tells two audiences:
+//   - the holder, when it took the lock with LOCK on a RESP3 connection to this node (directly,
+//     or forwarded to the leader): a push `lock-lost key token reason`, queued as the node
+//     applies the entry. An end the holder's own connection may have caused is not pushed: one
+//     within ownWriteWindow of a command of that connection that writes the key (UNLOCK, DEL,
+//     SET, a script or transaction naming it, a flush). An expiry is always pushed.
+//   - those subscribed on this node to the lock's channel, __lock__:<key> (__lock__@<db>__:<key>
+//     outside database 0), by name or by a pattern that starts with __lock__: `lost <token>
+//     <reason>`, or `released <token>` for a release. A pattern that does not start with
+//     __lock__ (PSUBSCRIBE *) does not hear them: like keyspace notifications, they are for
+//     those who ask.
 //
 // lockWatch remembers which of this node's connections hold which locks through LOCK: at most
 // maxHeldTokens per connection (the newest, as heldTokens keeps), forgotten when the lock ends
-// or the connection closes.
+// or the connection closes. A node that installs a snapshot compares them with its new table
+// and tells each holder whose lock is gone (reason `unknown`: the entries that ended it were
+// never applied here).
 
 import (
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
@@ -26,12 +32,17 @@ import (
 // lockChannelPrefix starts every lock channel's name.
 const lockChannelPrefix = "__lock__"
 
-// heldLock is one lock a connection holds through LOCK. releasing counts the connection's own
-// UNLOCKs of it in flight.
+// heldLock is one lock a connection holds through LOCK. ownUntil: until then an end of it may be
+// the connection's own doing (noteOwnWrites).
 type heldLock struct {
-	token     fsm.Token
-	releasing int
+	token    fsm.Token
+	ownUntil time.Time
 }
+
+// ownWriteWindow is how long after a connection sends a command that writes a key it holds an
+// end of that lock counts as its own: longer than any such command takes to apply everywhere
+// (a script's time limit, a forwarded request's timeout, a follower's apply lag).
+const ownWriteWindow = 10 * time.Second
 
 type lockWatch struct {
 	mu sync.Mutex
@@ -68,28 +79,32 @@ func (lw *lockWatch) hold(c *conn, key []byte, token fsm.Token) {
 	holders[c] = &heldLock{token: token}
 }
 
-// releasing notes that c's UNLOCK of key's lock with token is on its way: its end is c's own.
-func (lw *lockWatch) releasing(c *conn, key []byte, token fsm.Token) {
+// own marks c's locks on keys (nil: all of them) as written by c itself, now.
+func (lw *lockWatch) own(c *conn, keys [][]byte) {
+	until := time.Now().Add(ownWriteWindow)
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
-	if h := lw.byKey[string(key)][c]; h != nil && h.token == token {
-		h.releasing++
+	if keys == nil {
+		if held := lw.byConn[c]; held != nil {
+			for k := range held.m {
+				lw.byKey[k][c].ownUntil = until
+			}
+		}
+		return
+	}
+	for _, k := range keys {
+		if h := lw.byKey[string(k)][c]; h != nil {
+			h.ownUntil = until
+		}
 	}
 }
 
-// released is told the outcome of an UNLOCK that releasing announced: ok, it released the lock
-// (on a follower the reply can come before this node applies the release, which then finds
-// nothing to tell).
-func (lw *lockWatch) released(c *conn, key []byte, token fsm.Token, ok bool) {
+// released forgets c's lock on key with token: c's UNLOCK released it.
+func (lw *lockWatch) released(c *conn, key []byte, token fsm.Token) {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
-	h := lw.byKey[string(key)][c]
-	switch {
-	case h == nil || h.token != token:
-	case ok:
+	if h := lw.byKey[string(key)][c]; h != nil && h.token == token {
 		lw.dropLocked(c, string(key))
-	case h.releasing > 0:
-		h.releasing--
 	}
 }
 
@@ -118,36 +133,49 @@ func (lw *lockWatch) dropLocked(c *conn, k string) {
 	}
 }
 
-// ended is the node's LockEnded hook: it runs on the apply path and must not block.
+// noteOwnWrites marks the locks this connection holds that cmd (args, in database db) may end
+// as the connection's own doing, before cmd runs or is forwarded: its keys' (a transaction's
+// EXEC: every queued command's), or every lock for a flush.
+func (c *conn) noteOwnWrites(cmd *command, args [][]byte, db int) {
+	if c.sess.tokens.len() == 0 {
+		return // holds no lock (the tokens are a superset of what lockWatch has)
+	}
+	switch {
+	case cmd.name == "exec" && c.sess.multi != nil:
+		var keys [][]byte
+		for _, q := range c.sess.multi.queued {
+			if q.cmd.name == "select" && len(q.args) == 2 {
+				if n, ok := parseInt(q.args[1]); ok && n >= 0 && n < fsm.Databases {
+					db = int(n)
+				}
+			}
+			if endsLocks(q.cmd) {
+				if q.cmd.name == "flushdb" || q.cmd.name == "flushall" {
+					c.s.lockWatch.own(c, nil)
+					return
+				}
+				keys = append(keys, dbKeys(db, q.cmd.keyArgs(q.args))...)
+			}
+		}
+		c.s.lockWatch.own(c, keys)
+	case !endsLocks(cmd):
+	case cmd.name == "flushdb" || cmd.name == "flushall":
+		c.s.lockWatch.own(c, nil)
+	default:
+		c.s.lockWatch.own(c, dbKeys(db, cmd.keyArgs(args)))
+	}
+}
+
+// endsLocks reports whether cmd may end a lock on a key it writes: any write but LOCK and
+// RENEW, which keep the holder's lock.
+func endsLocks(cmd *command) bool {
+	return cmd.write && cmd.name != "lock" && cmd.name != "renew"
+}
+
+// lockEnded is the node's LockEnded hook: it runs on the apply path and must not block.
 func (s *Server) lockEnded(key []byte, token fsm.Token, how node.LockEnd) {
-	lw := s.lockWatch
-	var notify []*conn
-	lw.mu.Lock()
-	if holders := lw.byKey[string(key)]; holders != nil {
-		for c, h := range holders {
-			if h.token != token {
-				continue
-			}
-			if how != node.LockReleased || h.releasing == 0 {
-				notify = append(notify, c)
-			}
-			lw.dropLocked(c, string(key))
-		}
-	}
-	lw.mu.Unlock()
-	if len(notify) > 0 {
-		reason := how
-		if how == node.LockReleased {
-			reason = node.LockDeleted // released by someone else, with the token
-		}
-		p := &push{kind: pushLockLost, key: clone(userKey(key)), token: token, body: []byte(reason.String())}
-		var full []*conn
-		for _, c := range notify {
-			full = c.queuePush(p, full)
-		}
-		disconnectSlow(s.log, full, "lock-lost")
-	}
-	if s.hub.active() {
+	s.tellHolders(key, token, how)
+	if s.hub.lockInterest() {
 		body := make([]byte, 0, 32)
 		if how == node.LockReleased {
 			body = append(body, "released "...)
@@ -158,17 +186,105 @@ func (s *Server) lockEnded(key []byte, token fsm.Token, how node.LockEnd) {
 			body = append(body, ' ')
 			body = append(body, how.String()...)
 		}
-		s.hub.deliver(lockChannel(key), body, false)
+		s.hub.deliverLock(lockChannel(key), body)
 	}
 }
 
-// locksWatched is the node's LocksWatched hook: whether a flush's locks are worth finding.
-func (s *Server) locksWatched() bool {
-	s.lockWatch.mu.Lock()
-	held := len(s.lockWatch.byKey) > 0
-	s.lockWatch.mu.Unlock()
-	return held || s.hub.active()
+// tellHolders pushes lock-lost to this node's holders of key's lock with token (any token when
+// token is 0), unless the end may be their own (reason how; an expiry never is), and forgets
+// them.
+func (s *Server) tellHolders(key []byte, token fsm.Token, how node.LockEnd) {
+	lw := s.lockWatch
+	now := time.Now()
+	type told struct {
+		c     *conn
+		token fsm.Token
+	}
+	var notify []told
+	lw.mu.Lock()
+	for c, h := range lw.byKey[string(key)] {
+		if token != 0 && h.token != token {
+			continue
+		}
+		if how == node.LockExpired || now.After(h.ownUntil) {
+			notify = append(notify, told{c, h.token})
+		}
+		lw.dropLocked(c, string(key))
+	}
+	lw.mu.Unlock()
+	if len(notify) == 0 {
+		return
+	}
+	reason := how
+	if how == node.LockReleased {
+		reason = node.LockDeleted // released by someone else, with the token
+	}
+	var full []*conn
+	for _, t := range notify {
+		full = t.c.queuePush(&push{kind: pushLockLost, key: clone(userKey(key)), token: t.token, body: []byte(reason.String())}, full)
+	}
+	disconnectSlow(s.log, full, "lock-lost")
 }
+
+// locksFlushed is the node's LocksFlushed hook: a FLUSHDB of database db (FLUSHALL: db nil)
+// ended every lock in it, which this node's holders hear of from its own table of holders.
+func (s *Server) locksFlushed(db []byte) {
+	lw := s.lockWatch
+	var keys []string
+	lw.mu.Lock()
+	for k := range lw.byKey {
+		if len(db) == 0 || k[0] == db[0] {
+			keys = append(keys, k)
+		}
+	}
+	lw.mu.Unlock()
+	for _, k := range keys {
+		s.tellHolders([]byte(k), 0, node.LockFlushed)
+	}
+}
+
+// recheckHolders runs after this node installed a snapshot: the entries it covers were never
+// applied here, so every holder whose lock the new table no longer has (or has with another
+// token) hears lock-lost with reason unknown.
+func (s *Server) recheckHolders() {
+	lw := s.lockWatch
+	type held struct {
+		key   []byte
+		token fsm.Token
+	}
+	var all []held
+	lw.mu.Lock()
+	for k, holders := range lw.byKey {
+		for _, h := range holders {
+			all = append(all, held{[]byte(k), h.token})
+		}
+	}
+	lw.mu.Unlock()
+	if len(all) == 0 {
+		return
+	}
+	var gone []held
+	s.node.ExecLocal(func(v node.View) {
+		for _, h := range all {
+			if l, _, ok := v.Lookup(h.key); !ok || l.Token != h.token || l.Value != nil {
+				gone = append(gone, h)
+			}
+		}
+	})
+	for _, h := range gone {
+		s.tellHolders(h.key, h.token, node.LockUnknown)
+	}
+}
+
+// restored is the node's Restored hook: the snapshot's entries are never delivered here.
+func (s *Server) restored() {
+	s.hub.dropSubscribers()
+	s.recheckHolders()
+}
+
+// locksWatched is the node's LocksWatched hook: whether anyone on this node listens to lock
+// channels, for whom a flush's locks are worth finding in the table.
+func (s *Server) locksWatched() bool { return s.hub.lockInterest() }
 
 // lockChannel is the channel a table key's lock ends are published on.
 func lockChannel(key []byte) []byte {

@@ -7,8 +7,10 @@ package server
 // (push.go). A connection with subscriptions in RESP2 is in Redis's subscribed mode.
 
 import (
+	"bytes"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -78,6 +80,9 @@ type hub struct {
 		subs  [subKinds]map[string]map[*conn]struct{}
 		globs map[string]*glob // each subscribed pattern, compiled
 		count int              // subscriptions, each connection's counted
+		// lockNames counts the channels and patterns with a subscriber that start with
+		// lockChannelPrefix: the lock channels' audience (lockwatch.go).
+		lockNames int
 	}
 }
 
@@ -144,6 +149,9 @@ func (h *hub) subscribe(c *conn, k subKind, names [][]byte, mine *subscriptions)
 			if k == subPattern {
 				h.mu.globs[string(name)] = globs[i]
 			}
+			if k != subShard && bytes.HasPrefix(name, []byte(lockChannelPrefix)) {
+				h.mu.lockNames++
+			}
 		}
 		conns[c] = struct{}{}
 		h.mu.count++
@@ -167,6 +175,9 @@ func (h *hub) unsubscribeLocked(c *conn, k subKind, name string) {
 			delete(h.mu.subs[k], name)
 			if k == subPattern {
 				delete(h.mu.globs, name)
+			}
+			if k != subShard && strings.HasPrefix(name, lockChannelPrefix) {
+				h.mu.lockNames--
 			}
 		}
 	}
@@ -286,11 +297,34 @@ func (h *hub) receivers(channel []byte, shard bool) int {
 	return n
 }
 
-// active reports whether anyone here is subscribed to anything.
-func (h *hub) active() bool {
+// lockInterest reports whether anyone here listens to lock channels: subscribed to a channel,
+// or a pattern, that starts with lockChannelPrefix.
+func (h *hub) lockInterest() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.mu.subs[subChannel])+len(h.mu.subs[subPattern]) > 0
+	return h.mu.lockNames > 0
+}
+
+// deliverLock delivers a lock channel's message (lockwatch.go) to the subscribers of channel and
+// of the patterns that start with lockChannelPrefix and match it: a pattern that only happens to
+// match (PSUBSCRIBE *) does not hear lock channels.
+func (h *hub) deliverLock(channel, body []byte) {
+	var full []*conn
+	n := 0
+	h.mu.Lock()
+	for c := range h.mu.subs[subChannel][string(channel)] {
+		full, n = c.deliver(&push{kind: pushMessage, channel: clone(channel), body: clone(body)}, full, n)
+	}
+	for pattern, conns := range h.mu.subs[subPattern] {
+		if !strings.HasPrefix(pattern, lockChannelPrefix) || !h.mu.globs[pattern].match(channel) {
+			continue
+		}
+		for c := range conns {
+			full, n = c.deliver(&push{kind: pushPMessage, pattern: []byte(pattern), channel: clone(channel), body: clone(body)}, full, n)
+		}
+	}
+	h.mu.Unlock()
+	disconnectSlow(h.log, full, "pub/sub")
 }
 
 // subscribers is how many connections here are subscribed to name (of kind k).
@@ -430,7 +464,8 @@ func publish(r *request, kind fsm.Kind) {
 
 // PUBSUB CHANNELS [pattern] | NUMSUB [channel...] | NUMPAT | SHARDCHANNELS [pattern] |
 // SHARDNUMSUB [channel...]: the whole cluster's subscriptions, this node's and every other
-// member's (pubsubpeers.go); inside a script or a transaction, this node's.
+// member's (pubsubpeers.go); inside a script, this node's (a script cannot wait on other
+// nodes; a transaction's PUBSUB runs outside the view lock, and asks them).
 func cmdPubSub(r *request) {
 	sub, args := r.args[1], r.args[2:]
 	cluster := r.path != onScript

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/fsm"
 )
 
 // A subscriber that stops reading is disconnected once its push queue is full (as Redis's
@@ -100,5 +102,33 @@ func TestRaftPubSubAnswersForThisNode(t *testing.T) {
 		if got := q.do(c.args...); got != c.want {
 			t.Errorf("%v = %q; want %q", c.args, got, c.want)
 		}
+	}
+}
+
+// A node that installs a snapshot never applies the entries it covers: a LOCK holder whose lock
+// the new table no longer has hears lock-lost with reason unknown; one whose lock is still there
+// hears nothing.
+func TestRestoreTellsHoldersOfLostLocks(t *testing.T) {
+	addr, f := startFake(t)
+	h := dialRaw(t, addr)
+	h.do("HELLO", "3")
+	gone := h.do("LOCK", "gone", "60000")
+	kept := h.do("LOCK", "kept", "60000")
+	if gone[0] != ':' || kept[0] != ':' {
+		t.Fatalf("LOCK: %q, %q", gone, kept)
+	}
+	// The snapshot's table: "gone" was released by entries this node never applied.
+	f.mu.Lock()
+	f.mu.index++
+	f.mu.table.Apply(f.mu.index, fsm.Command{Kind: fsm.KindRelease, Key: fsm.DBKey(0, []byte("gone")), Match: fsm.Match{Kind: fsm.MatchAny}})
+	f.mu.Unlock()
+	f.watched().Restored()
+	want := ">4\r\n$9\r\nlock-lost\r\n$4\r\ngone\r\n" + gone + "$7\r\nunknown\r\n"
+	h.nc.SetDeadline(time.Now().Add(5 * time.Second))
+	if got, err := readReply(h.br); err != nil || got != want {
+		t.Fatalf("after the restore: %q, %v; want %q", got, err, want)
+	}
+	if got := h.do("PING"); got != "+PONG\r\n" {
+		t.Errorf("PING after the one push: %q; want +PONG (kept is still held)", got)
 	}
 }

@@ -12,6 +12,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -25,8 +26,9 @@ const (
 	peerAskTimeout = 500 * time.Millisecond
 	// peerSkipFor is how long a member that did not answer is left out before it is asked again.
 	peerSkipFor = time.Second
-	// peerIdleLinks is how many idle connections are kept to each member.
-	peerIdleLinks = 32
+	// peerLinks bounds the connections to each member, idle or in use: a question past them
+	// waits for one to be free (within peerAskTimeout) rather than dial another.
+	peerLinks = 32
 	// maxPeerPubSubReply bounds one member's PUBSUB CHANNELS answer: its channel names, at most
 	// SubscriptionLimits.PerNode of at most Name bytes each.
 	maxPeerPubSubReply = 128 << 20
@@ -37,14 +39,20 @@ type peerPubSub struct {
 	s   *Server
 	log *slog.Logger
 	mu  sync.Mutex
-	// idle are the connections not in use, by client address; skip is until when a member that
-	// did not answer is left out, by client address.
-	idle map[string][]*resp.Client
-	skip map[string]time.Time
+	// idle are the connections not in use, by client address; slots bound each member's
+	// connections (a token taken for each one in use or being dialled); skip is until when a
+	// member that did not answer is left out, by client address.
+	idle   map[string][]*resp.Client
+	slots  map[string]chan struct{}
+	skip   map[string]time.Time
+	closed bool // Server.Close: a connection put back is closed instead
 }
 
+// errPeerBusy: every connection to the member stayed in use for the whole question's time.
+var errPeerBusy = errors.New("every connection to the member is busy")
+
 func newPeerPubSub(s *Server) *peerPubSub {
-	return &peerPubSub{s: s, log: s.log, idle: map[string][]*resp.Client{}, skip: map[string]time.Time{}}
+	return &peerPubSub{s: s, log: s.log, idle: map[string][]*resp.Client{}, slots: map[string]chan struct{}{}, skip: map[string]time.Time{}}
 }
 
 // ask sends args (a RAFT PUBSUB question) to every other member with a client address, in
@@ -59,13 +67,19 @@ func (p *peerPubSub) ask(ctx context.Context, args ...string) []resp.Value {
 	}
 	now := time.Now()
 	var addrs []string
+	current := map[string]bool{}
 	p.mu.Lock()
 	for _, m := range members {
-		if m.ID == p.s.cfg.NodeID || m.ClientAddr == "" || now.Before(p.skip[m.ClientAddr]) {
+		if m.ID == p.s.cfg.NodeID || m.ClientAddr == "" {
+			continue
+		}
+		current[m.ClientAddr] = true
+		if now.Before(p.skip[m.ClientAddr]) {
 			continue
 		}
 		addrs = append(addrs, m.ClientAddr)
 	}
+	p.pruneLocked(current)
 	p.mu.Unlock()
 	answers := make([]resp.Value, len(addrs))
 	ok := make([]bool, len(addrs))
@@ -73,6 +87,9 @@ func (p *peerPubSub) ask(ctx context.Context, args ...string) []resp.Value {
 	for i, addr := range addrs {
 		wg.Go(func() {
 			v, err := p.askOne(ctx, addr, args)
+			if errors.Is(err, errPeerBusy) {
+				return // this question is left out, the member is not: it is busy, not gone
+			}
 			if err != nil {
 				p.leaveOut(addr, err)
 				return
@@ -95,6 +112,13 @@ func (p *peerPubSub) ask(ctx context.Context, args ...string) []resp.Value {
 func (p *peerPubSub) askOne(ctx context.Context, addr string, args []string) (resp.Value, error) {
 	ctx, cancel := context.WithTimeout(ctx, peerAskTimeout)
 	defer cancel()
+	slot := p.slot(addr)
+	select {
+	case slot <- struct{}{}:
+	case <-ctx.Done():
+		return resp.Value{}, errPeerBusy
+	}
+	defer func() { <-slot }()
 	if c := p.take(addr); c != nil {
 		if v, err := c.Do(ctx, args...); err == nil {
 			p.put(addr, c)
@@ -132,6 +156,34 @@ func (p *peerPubSub) dial(ctx context.Context, addr string) (*resp.Client, error
 	return c, nil
 }
 
+// slot is addr's bound on connections.
+func (p *peerPubSub) slot(addr string) chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.slots[addr]
+	if s == nil {
+		s = make(chan struct{}, peerLinks)
+		p.slots[addr] = s
+	}
+	return s
+}
+
+// pruneLocked closes the idle connections to addresses that are no longer members' and forgets
+// them.
+func (p *peerPubSub) pruneLocked(current map[string]bool) {
+	for addr, links := range p.idle {
+		if current[addr] {
+			continue
+		}
+		for _, c := range links {
+			c.Close()
+		}
+		delete(p.idle, addr)
+		delete(p.slots, addr)
+		delete(p.skip, addr)
+	}
+}
+
 func (p *peerPubSub) take(addr string) *resp.Client {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -148,7 +200,7 @@ func (p *peerPubSub) put(addr string, c *resp.Client) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.skip, addr)
-	if len(p.idle[addr]) >= peerIdleLinks {
+	if p.closed || len(p.idle[addr]) >= peerLinks {
 		c.Close()
 		return
 	}
@@ -170,6 +222,7 @@ func (p *peerPubSub) leaveOut(addr string, err error) {
 func (p *peerPubSub) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.closed = true
 	for addr, links := range p.idle {
 		for _, c := range links {
 			c.Close()

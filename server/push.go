@@ -106,7 +106,7 @@ func (c *conn) writePush(p *push) {
 		w.Bulk(p.body)
 	case pushLockLost:
 		if w.Protocol() != 3 {
-			return // a RESP2 client has no way to tell it from a reply: it hears the lock's channel
+			return // the client went back to RESP2 (HELLO 2) since it took the lock
 		}
 		w.Push(4)
 		w.BulkString("lock-lost")

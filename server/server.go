@@ -436,7 +436,8 @@ func (s *Server) watchers(keyEvents bool) node.Watchers {
 		Published:    s.hub.deliver,
 		LockEnded:    s.lockEnded,
 		LocksWatched: s.locksWatched,
-		Restored:     s.hub.dropSubscribers,
+		LocksFlushed: s.locksFlushed,
+		Restored:     s.restored,
 		UsersChanged: s.reloadUsers,
 	}
 	if keyEvents {

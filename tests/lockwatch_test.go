@@ -49,11 +49,11 @@ func expectQuiet(t *testing.T, c *respConn) {
 }
 
 // TestLockLostNotices: a holder that took its lock with LOCK on a RESP3 connection hears
-// `lock-lost key token reason` when the lock ends without its own UNLOCK (expired, deleted by
-// DEL or by another connection's UNLOCK with its token, overwritten, flushed) and nothing when it
-// releases the lock itself; a subscriber of __lock__:<key> (RESP2) hears `lost <token> <reason>`
-// and `released <token>` (for any release: UNLOCK, or a DEL of the lock, which is a release by
-// its token).
+// `lock-lost key token reason` when the lock ends other than by its own doing (expired, deleted
+// by another connection's DEL or UNLOCK with its token, overwritten, flushed) and nothing when it
+// ends the lock itself (UNLOCK, DEL, UNLOCK inside MULTI); a subscriber of __lock__:* (RESP2)
+// hears `lost <token> <reason>` and `released <token>` (for any release: UNLOCK, or a DEL of the
+// lock, which is a release by its token); PSUBSCRIBE * hears no lock channel.
 func TestLockLostNotices(t *testing.T) {
 	n := startNode(t, t.TempDir())
 	other := mustDial(t, n.addr)
@@ -91,6 +91,18 @@ func TestLockLostNotices(t *testing.T) {
 	expectQuiet(t, h)
 	heard("mine", fmt.Sprintf("released %d", tok))
 
+	// The holder's own DEL, and its own UNLOCK inside a transaction, are its doing too.
+	h, tok = resp3Holder(t, n.addr, "mydel", 60000)
+	mustReply(t, h, ":1\r\n", "DEL", "mydel")
+	expectQuiet(t, h)
+	heard("mydel", fmt.Sprintf("released %d", tok))
+	h, tok = resp3Holder(t, n.addr, "mytx", 60000)
+	mustReply(t, h, "+OK\r\n", "MULTI")
+	mustReply(t, h, "+QUEUED\r\n", "UNLOCK", "mytx", strconv.FormatInt(tok, 10))
+	mustReply(t, h, "*1\r\n:1\r\n", "EXEC")
+	expectQuiet(t, h)
+	heard("mytx", fmt.Sprintf("released %d", tok))
+
 	// Every lock the flush removes is announced, in key order: "over" (other's SET) too.
 	h, tok = resp3Holder(t, n.addr, "flushed", 60000)
 	over, held, err := lockInfo(testContext(t, 5*time.Second), newClient(t, n.addr, 1), "over")
@@ -102,7 +114,19 @@ func TestLockLostNotices(t *testing.T) {
 	heard("flushed", fmt.Sprintf("lost %d flushed", tok))
 	heard("over", fmt.Sprintf("lost %d flushed", over.token))
 
-	// A RESP2 holder is not pushed to (it hears the channel); nor is anyone after RESET.
+	// Without anyone on the lock channels a flush still tells the holders; a pattern that does
+	// not start with __lock__ hears no lock channel.
+	mustReply(t, sub, "*3\r\n$12\r\npunsubscribe\r\n$10\r\n__lock__:*\r\n:0\r\n", "PUNSUBSCRIBE", "__lock__:*")
+	mustReply(t, sub, "*3\r\n$10\r\npsubscribe\r\n$1\r\n*\r\n:1\r\n", "PSUBSCRIBE", "*")
+	h, tok = resp3Holder(t, n.addr, "quiet", 60000)
+	mustReply(t, other, "+OK\r\n", "FLUSHDB")
+	expectPush(t, h, lockLost("quiet", tok, "flushed"))
+	mustReply(t, other, ":1\r\n", "PUBLISH", "plain", "x")
+	expectPush(t, sub, "*4\r\n$8\r\npmessage\r\n$1\r\n*\r\n$5\r\nplain\r\n$1\r\nx\r\n") // and nothing of "quiet" before it
+	mustReply(t, sub, "*3\r\n$12\r\npunsubscribe\r\n$1\r\n*\r\n:0\r\n", "PUNSUBSCRIBE", "*")
+	mustReply(t, sub, "*3\r\n$10\r\npsubscribe\r\n$10\r\n__lock__:*\r\n:1\r\n", "PSUBSCRIBE", "__lock__:*")
+
+	// A RESP2 holder is not pushed to (it hears the channel).
 	r2 := mustDial(t, n.addr)
 	got, err := r2.do("LOCK", "r2", "200")
 	if err != nil || got[0] != ':' {

@@ -187,11 +187,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	// A new single-node cluster writes its setup entries before its first client's: see
 	// AwaitSetup. A node that cannot in this time serves anyway, and says so.
-	setupCtx, setupDone := context.WithTimeout(context.Background(), setupWait)
-	if err := member.AwaitSetup(setupCtx); err != nil {
+	setupCtx, setupDone := context.WithTimeout(ctx, setupWait)
+	err = member.AwaitSetup(setupCtx)
+	setupDone()
+	switch {
+	case ctx.Err() != nil:
+		return srv.Close() // stopped (SIGTERM) before it served; the member closes as deferred
+	case err != nil:
 		logger.Warn("the new cluster's setup entries are not committed yet; serving clients anyway", "waited", setupWait)
 	}
-	setupDone()
 	ln, err := srv.Listen()
 	if err != nil {
 		return err
