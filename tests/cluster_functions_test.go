@@ -2,7 +2,6 @@ package tests
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,24 +75,7 @@ func TestClusterFunctionsThroughSnapshot(t *testing.T) {
 	}
 	behind, _ := strconv.ParseUint(info["raft_last_index"], 10, 64)
 	f.kill9()
-	for i := range 4 * 16 {
-		if _, err := call(l.addr, "SET", "snap/filler", strconv.Itoa(i)); err != nil {
-			t.Fatalf("SET snap/filler: %v", err)
-		}
-	}
-	if v, err := call(l.addr, "RAFT", "SNAPSHOT"); err != nil || v != "OK" {
-		t.Fatalf("RAFT SNAPSHOT on the leader: %v, %v", v, err)
-	}
-	testutil.WaitFor(t, 10*time.Second, func() error {
-		info, err := infoRaft(l.addr)
-		if err != nil {
-			return err
-		}
-		if first, _ := strconv.ParseUint(info["store_first_index"], 10, 64); first <= behind+1 {
-			return fmt.Errorf("the leader's log starts at %d; waiting for it to be compacted past %d", first, behind+1)
-		}
-		return nil
-	})
+	compactLeaderLogPast(t, l, behind)
 	f = c.restart(f)
 	c.digests() // converged
 	if !strings.Contains(f.Log(), installedSnapshot) {

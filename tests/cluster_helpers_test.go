@@ -519,3 +519,29 @@ func (c *cluster) killLeaderThenSet(t *testing.T, l *node, key, owner string) *n
 	})
 	return survivor
 }
+
+// compactLeaderLogPast writes on the leader l until its log, snapshotted, no longer holds entry
+// behind+1: a follower that stopped at behind must then catch up by installing a snapshot. The
+// writes go one at a time, an entry each (a pipeline's would share a few entries), well past the
+// entries a compaction keeps.
+func compactLeaderLogPast(t *testing.T, l *node, behind uint64) {
+	t.Helper()
+	for i := range 4 * 16 {
+		if _, err := call(l.addr, "SET", "snap/filler", strconv.Itoa(i)); err != nil {
+			t.Fatalf("SET snap/filler: %v", err)
+		}
+	}
+	if v, err := call(l.addr, "RAFT", "SNAPSHOT"); err != nil || v != "OK" {
+		t.Fatalf("RAFT SNAPSHOT on the leader: %v, %v", v, err)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		info, err := infoRaft(l.addr)
+		if err != nil {
+			return err
+		}
+		if first, _ := strconv.ParseUint(info["store_first_index"], 10, 64); first <= behind+1 {
+			return fmt.Errorf("the leader's log starts at %d; waiting for it to be compacted past %d", first, behind+1)
+		}
+		return nil
+	})
+}

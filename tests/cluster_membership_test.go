@@ -152,26 +152,7 @@ func TestClusterSnapshotInstall(t *testing.T) {
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatalf("pipelined UNLOCKs: %v", err)
 	}
-	// A pipeline's commands go to the log together, a few entries for all of them: writes one
-	// at a time, an entry each, take the log well past the entries a compaction keeps.
-	for i := range 4 * 16 {
-		if err := rdb.Do(ctx, "SET", "snap/filler", i).Err(); err != nil {
-			t.Fatalf("SET snap/filler: %v", err)
-		}
-	}
-	if v, err := call(l.addr, "RAFT", "SNAPSHOT"); err != nil || v != "OK" {
-		t.Fatalf("RAFT SNAPSHOT on the leader: %v, %v", v, err)
-	}
-	testutil.WaitFor(t, 10*time.Second, func() error {
-		info, err := infoRaft(l.addr)
-		if err != nil {
-			return err
-		}
-		if first, _ := strconv.ParseUint(info["store_first_index"], 10, 64); first <= behind+1 {
-			return fmt.Errorf("the leader's log starts at %d; waiting for it to be compacted past %d", first, behind+1)
-		}
-		return nil
-	})
+	compactLeaderLogPast(t, l, behind)
 	t.Logf("%d grants and %d releases; the leader's log no longer holds entry %d, the follower's next", keys, released, behind+1)
 
 	f = c.restart(f)
