@@ -87,7 +87,9 @@ func (lw *lockWatch) own(c *conn, keys [][]byte) {
 	if keys == nil {
 		if held := lw.byConn[c]; held != nil {
 			for k := range held.m {
-				lw.byKey[k][c].ownUntil = until
+				if h := lw.byKey[k][c]; h != nil {
+					h.ownUntil = until
+				}
 			}
 		}
 		return
