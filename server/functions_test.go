@@ -183,7 +183,6 @@ func TestFunctionTimeLimitAndKill(t *testing.T) {
 	if got := b.do("FUNCTION", "LOAD", lib); got != "$4\r\nloop\r\n" {
 		t.Fatalf("FUNCTION LOAD = %q", got)
 	}
-	start := time.Now()
 	a.sendOnly("FCALL", "spin", "1", "k")
 	testutil.WaitFor(t, 5*time.Second, testutil.Cond("the function running", func() bool { return s.scripts.Running() == 1 }))
 	if got := b.do("SET", "other", "v"); got != "+OK\r\n" {
@@ -191,9 +190,6 @@ func TestFunctionTimeLimitAndKill(t *testing.T) {
 	}
 	if got := a.reply(); !strings.HasPrefix(got, "-ERR Script killed: it ran longer than the script time limit") {
 		t.Errorf("the endless function replied %q", got)
-	}
-	if d := time.Since(start); d > 4*time.Second {
-		t.Errorf("the endless function took %v to stop", d)
 	}
 	// As a script's: what it wrote before the error stays (scripts are not rolled back).
 	if got := b.do("EXISTS", "k"); got != ":1\r\n" {
