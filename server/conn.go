@@ -30,6 +30,11 @@ type conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// watched is how many locks lockWatch remembers for this connection: a connection with none
+	// (every client of the Redis libraries, which take locks with SET NX) pays nothing for
+	// lost-lock notices on its writes (noteOwnWrites).
+	watched atomic.Int32
+
 	// baton is held by whoever runs command code for this connection (pipeline.go): the
 	// fields below have one user at a time.
 	baton sync.Mutex

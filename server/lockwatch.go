@@ -23,6 +23,7 @@ package server
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -49,6 +50,9 @@ type lockWatch struct {
 	// byKey: a table key's holders on this node; byConn: each connection's keys, newest last.
 	byKey  map[string]map[*conn]*heldLock
 	byConn map[*conn]*fifoMap[string, struct{}]
+	// held counts the entries of byKey's maps: the apply path reads it for every lock end, and
+	// takes mu only when there is someone to tell.
+	held atomic.Int32
 }
 
 func newLockWatch() *lockWatch {
@@ -75,6 +79,9 @@ func (lw *lockWatch) hold(c *conn, key []byte, token fsm.Token) {
 	}
 	if h := holders[c]; h != nil && h.token == token {
 		return
+	} else if h == nil {
+		c.watched.Add(1)
+		lw.held.Add(1)
 	}
 	holders[c] = &heldLock{token: token}
 }
@@ -126,6 +133,10 @@ func (lw *lockWatch) forget(c *conn) {
 
 func (lw *lockWatch) dropLocked(c *conn, k string) {
 	holders := lw.byKey[k]
+	if _, ok := holders[c]; ok {
+		c.watched.Add(-1)
+		lw.held.Add(-1)
+	}
 	delete(holders, c)
 	if len(holders) == 0 {
 		delete(lw.byKey, k)
@@ -139,8 +150,8 @@ func (lw *lockWatch) dropLocked(c *conn, k string) {
 // as the connection's own doing, before cmd runs or is forwarded: its keys' (a transaction's
 // EXEC: every queued command's), or every lock for a flush.
 func (c *conn) noteOwnWrites(cmd *command, args [][]byte, db int) {
-	if c.sess.tokens.len() == 0 {
-		return // holds no lock (the tokens are a superset of what lockWatch has)
+	if c.watched.Load() == 0 {
+		return
 	}
 	switch {
 	case cmd.name == "exec" && c.sess.multi != nil:
@@ -197,6 +208,9 @@ func (s *Server) lockEnded(key []byte, token fsm.Token, how node.LockEnd) {
 // them.
 func (s *Server) tellHolders(key []byte, token fsm.Token, how node.LockEnd) {
 	lw := s.lockWatch
+	if lw.held.Load() == 0 {
+		return
+	}
 	now := time.Now()
 	type told struct {
 		c     *conn

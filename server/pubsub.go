@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
@@ -80,10 +81,11 @@ type hub struct {
 		subs  [subKinds]map[string]map[*conn]struct{}
 		globs map[string]*glob // each subscribed pattern, compiled
 		count int              // subscriptions, each connection's counted
-		// lockNames counts the channels and patterns with a subscriber that start with
-		// lockChannelPrefix: the lock channels' audience (lockwatch.go).
-		lockNames int
 	}
+	// lockNames counts the channels and patterns with a subscriber that start with
+	// lockChannelPrefix, the lock channels' audience (lockwatch.go): read on the apply path for
+	// every lock end, without the hub's lock; written under it.
+	lockNames atomic.Int32
 }
 
 func newHub(log *slog.Logger) *hub {
@@ -150,7 +152,7 @@ func (h *hub) subscribe(c *conn, k subKind, names [][]byte, mine *subscriptions)
 				h.mu.globs[string(name)] = globs[i]
 			}
 			if k != subShard && bytes.HasPrefix(name, []byte(lockChannelPrefix)) {
-				h.mu.lockNames++
+				h.lockNames.Add(1)
 			}
 		}
 		conns[c] = struct{}{}
@@ -177,7 +179,7 @@ func (h *hub) unsubscribeLocked(c *conn, k subKind, name string) {
 				delete(h.mu.globs, name)
 			}
 			if k != subShard && strings.HasPrefix(name, lockChannelPrefix) {
-				h.mu.lockNames--
+				h.lockNames.Add(-1)
 			}
 		}
 	}
@@ -299,11 +301,7 @@ func (h *hub) receivers(channel []byte, shard bool) int {
 
 // lockInterest reports whether anyone here listens to lock channels: subscribed to a channel,
 // or a pattern, that starts with lockChannelPrefix.
-func (h *hub) lockInterest() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.mu.lockNames > 0
-}
+func (h *hub) lockInterest() bool { return h.lockNames.Load() > 0 }
 
 // deliverLock delivers a lock channel's message (lockwatch.go) to the subscribers of channel and
 // of the patterns that start with lockChannelPrefix and match it: a pattern that only happens to
