@@ -44,7 +44,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		users   bool                               // the ACL users changed
 		flushed bool                               // a FLUSHDB or FLUSHALL deleted keys: any key may have changed
 		configs []*raft.Log                        // committed configurations, for membership
-		publish []message                          // the messages to deliver
+		publish = n.publishScratch[:0]             // reused: the messages to deliver
 		cmds    = n.applyScratch[:0]               // reused: one entry's commands, decoded
 		used    int                                // the most of cmds any entry used, cleared at the end
 		ends    []int                              // reused: where each request's commands end in cmds
@@ -188,6 +188,11 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		case m.event == 0 && deliver != nil:
 			m.res.Receivers = deliver(m.channel, m.body, m.shard)
 		}
+	}
+	// The messages alias the entries' bytes and the results: cleared, as the commands are.
+	clear(publish)
+	if cap(publish) <= maxApplyScratch {
+		n.publishScratch = publish[:0]
 	}
 	// Every hook has run: the leader's own group commits are answered now, not after raft
 	// hands their futures to another goroutine.

@@ -86,6 +86,9 @@ type Replica struct {
 	// applyScratch is ApplyBatch's buffer of decoded commands, kept between batches: only
 	// raft's FSM goroutine touches it.
 	applyScratch []fsm.Command
+	// publishScratch is ApplyBatch's buffer of messages to deliver (lock ends among them: one per
+	// release), kept between batches as applyScratch is.
+	publishScratch []message
 	// group is the leader's queue of requests waiting for a group commit; writes tells its
 	// sender when the batch it gave raft is written (groupcommit.go).
 	group  groupCommit
