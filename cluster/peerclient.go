@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -145,25 +144,12 @@ func (c *peerClient) fields(ctx context.Context, addr string, args ...string) (m
 func (c *peerClient) call(ctx context.Context, addr string, timeout time.Duration, args ...string) (resp.Value, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	conn, err := resp.DialTLS(ctx, addr, timeout, c.tls)
+	conn, err := resp.DialAuth(ctx, addr, timeout, c.tls, c.user, c.password)
 	if err != nil {
 		return resp.Value{}, err
 	}
 	defer conn.Close()
-	if c.password != "" {
-		v, err := conn.Do(ctx, "AUTH", cmp.Or(c.user, "default"), c.password)
-		if err == nil {
-			err = v.Err()
-		}
-		if err != nil {
-			return resp.Value{}, fmt.Errorf("authenticate to %s: %w", addr, err)
-		}
-	}
-	v, err := conn.Do(ctx, args...)
-	if err == nil {
-		err = v.Err()
-	}
-	return v, err
+	return conn.Do(ctx, args...)
 }
 
 // fieldsOf reads a reply of name/value pairs (node.Field): a map in RESP3, alternating names

@@ -61,6 +61,21 @@ func DialTLS(ctx context.Context, addr string, timeout time.Duration, config *tl
 	return &Client{nc: nc, br: bufio.NewReader(nc), timeout: timeout}, nil
 }
 
+// DialAuth is DialTLS, then AUTH user password when password is not empty (user empty: the
+// default user): how one node logs in on another's client port as the peer user. A refused
+// AUTH closes the connection and is returned as an error naming addr.
+func DialAuth(ctx context.Context, addr string, timeout time.Duration, config *tls.Config, user, password string) (*Client, error) {
+	c, err := DialTLS(ctx, addr, timeout, config)
+	if err != nil || password == "" {
+		return c, err
+	}
+	if _, err := c.Do(ctx, "AUTH", cmp.Or(user, "default"), password); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("authenticate to %s: %w", addr, err)
+	}
+	return c, nil
+}
+
 // Do sends args as one command and returns its reply. An error reply is returned as the Value
 // and as a *ReplyError.
 func (c *Client) Do(ctx context.Context, args ...string) (Value, error) {

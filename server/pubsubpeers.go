@@ -10,7 +10,6 @@ package server
 // for peerSkipFor, so that one dead member does not slow every PUBLISH.
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -142,17 +141,11 @@ func (p *peerPubSub) askOne(ctx context.Context, addr string, args []string) (re
 // dial connects to a member's client port as a peer: over TLS when the node's client port
 // speaks it, logged in as the peer user when there is a peer password.
 func (p *peerPubSub) dial(ctx context.Context, addr string) (*resp.Client, error) {
-	c, err := resp.DialTLS(ctx, addr, peerAskTimeout, p.s.cfg.PeerTLS)
+	c, err := resp.DialAuth(ctx, addr, peerAskTimeout, p.s.cfg.PeerTLS, p.s.cfg.PeerUser, p.s.cfg.PeerPassword)
 	if err != nil {
 		return nil, err
 	}
 	c.SetMaxReply(maxPeerPubSubReply)
-	if pw := p.s.cfg.PeerPassword; pw != "" {
-		if _, err := c.Do(ctx, "AUTH", cmp.Or(p.s.cfg.PeerUser, "default"), pw); err != nil {
-			c.Close()
-			return nil, err
-		}
-	}
 	return c, nil
 }
 
