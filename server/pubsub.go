@@ -420,8 +420,8 @@ func unsubscribe(r *request, k subKind, verb string) {
 
 // PUBLISH channel message and SPUBLISH channel message -> how many subscribers of the whole
 // cluster it reaches: the node that applied it first (the leader) counts its own as it delivers
-// it, and adds what every other member's subscriptions reach as it proposes it (pubsubpeers.go). The message is
-// replicated, so subscribers on every node get it. Inside a script or a transaction the count is
+// it, and adds what every other member's subscriptions reach as it proposes it
+// (pubsubpeers.go). The message is replicated, so subscribers on every node get it. Inside a script or a transaction the count is
 // the leader's alone: a script cannot wait on other nodes.
 func cmdPublish(r *request)  { publish(r, fsm.KindPublish) }
 func cmdSPublish(r *request) { publish(r, fsm.KindShardPublish) }
