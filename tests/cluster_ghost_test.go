@@ -96,12 +96,18 @@ func ghostRace(t *testing.T, c *cluster, l *node, key string) (token int64, ok b
 	if err := a.writeRaw(lock); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, 2*time.Second, func() error {
-		if v := infoField(t, mon, "locks", "pending_keys"); v != "1" {
-			return fmt.Errorf("pending_keys %s: waiting for A's grant to be proposed", v)
+	for deadline := time.Now().Add(2 * time.Second); infoField(t, mon, "locks", "pending_keys") != "1"; {
+		if state := infoField(t, mon, "raft", "raft_state"); state != "Leader" {
+			// A follower resumed after the previous attempt can take over before A's LOCK
+			// arrives: that attempt proves nothing.
+			t.Logf("%s is %s, no longer the leader, before A's LOCK %s was proposed (inconclusive)", l.id, state, key)
+			return 0, false
 		}
-		return nil
-	})
+		if time.Now().After(deadline) {
+			t.Fatalf("the leader %s did not propose A's LOCK %s within 2s (pending_keys stays 0)", l.id, key)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	a.Close()
 	base, _ := strconv.Atoi(infoField(t, mon, "stats", "total_commands_processed"))
 	if err := b.writeRaw(lock); err != nil {
