@@ -70,9 +70,25 @@ func AppendBatchRequest(dst []byte, cmds []Command) []byte {
 		dst = c.appendBody(dst)
 		dst = binary.AppendUvarint(dst, c.Match.Rev)
 		dst = appendCollection(dst, c.Value, false)
+		if c.hasKindsFields() {
+			dst = binary.AppendUvarint(dst, c.Permits)
+			dst = binary.AppendUvarint(dst, c.Delay)
+		}
 	}
 	return dst
 }
+
+// hasKindsFields reports whether c carries Permits or Delay: then its flags say so
+// (flagKinds) and the two follow its Value, so every other command's encoding is as it was.
+func (c Command) hasKindsFields() bool { return c.Permits != 0 || c.Delay != 0 }
+
+// Command flags in a body's second byte.
+const (
+	flagKeepLease = 1 << 0
+	// flagKinds: Permits and Delay follow the Value (entryVersion and later only). Only
+	// FormatFunctions writes it.
+	flagKinds = 1 << 1
+)
 
 // BatchRequestSize is exactly what AppendBatchRequest appends for cmds.
 func BatchRequestSize(cmds []Command) int { return entrySize(cmds) - 1 }
@@ -92,6 +108,9 @@ func entrySize(cmds []Command) int {
 				n += bytesLen(e)
 			}
 		}
+		if c.hasKindsFields() {
+			n += uvarintLen(c.Permits) + uvarintLen(c.Delay)
+		}
 	}
 	return n
 }
@@ -107,7 +126,10 @@ func bytesLen(b []byte) int { return uvarintLen(uint64(len(b))) + len(b) }
 func (c Command) appendBody(dst []byte) []byte {
 	var flags byte
 	if c.KeepLease {
-		flags |= 1
+		flags |= flagKeepLease
+	}
+	if c.hasKindsFields() {
+		flags |= flagKinds
 	}
 	dst = append(dst, byte(c.Kind), flags, byte(c.Match.Kind))
 	dst = appendBytes(dst, c.Key)
@@ -226,10 +248,11 @@ func (d *decoder) command(c *Command, current bool) error {
 	if len(d.b) < 3 {
 		return fmt.Errorf("%w: command of %d bytes", ErrCorrupt, len(d.b))
 	}
-	if d.b[1]&^1 != 0 {
-		return fmt.Errorf("%w: command flags %#x", ErrCorrupt, d.b[1])
+	flags := d.b[1]
+	if flags&^(flagKeepLease|flagKinds) != 0 || flags&flagKinds != 0 && !current {
+		return fmt.Errorf("%w: command flags %#x", ErrCorrupt, flags)
 	}
-	*c = Command{Kind: Kind(d.b[0]), KeepLease: d.b[1]&1 != 0, Match: Match{Kind: MatchKind(d.b[2])}}
+	*c = Command{Kind: Kind(d.b[0]), KeepLease: flags&flagKeepLease != 0, Match: Match{Kind: MatchKind(d.b[2])}}
 	d.b = d.b[3:]
 	c.Key = d.bytes()
 	c.Owner = d.bytes()
@@ -242,6 +265,12 @@ func (d *decoder) command(c *Command, current bool) error {
 		c.Match.Rev = d.uvarint()
 		if d.err == nil {
 			c.Value, d.err = readCollection(d, false)
+		}
+		if flags&flagKinds != 0 {
+			c.Permits, c.Delay = d.uvarint(), d.uvarint()
+			if d.err == nil && !c.hasKindsFields() {
+				return fmt.Errorf("%w: command flags %#x with no permits or delay", ErrCorrupt, flags)
+			}
 		}
 	}
 	if d.err != nil {

@@ -80,6 +80,12 @@ const (
 	KindDeleteLibrary Kind = 23
 	// KindFlushLibraries forgets every library (FUNCTION FLUSH, RESTORE ... FLUSH).
 	KindFlushLibraries Kind = 24
+	// KindAcquire takes one holder's place in the shared lock (Permits 0) or the semaphore of
+	// Permits permits at Key (a table key), for Owner, with a lease of LeaseMs and a lock-delay
+	// of Delay: a holder of its own with its own token (kinds.go). Refused (GrantRejected) while
+	// the key is held as a plain lock, within a lock-delay, held with another permit count, or
+	// full. Only a FormatFunctions cluster carries it.
+	KindAcquire Kind = 25
 )
 
 func (k Kind) String() string {
@@ -124,6 +130,8 @@ func (k Kind) String() string {
 		return "delete-library"
 	case KindFlushLibraries:
 		return "flush-libraries"
+	case KindAcquire:
+		return "acquire"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -162,7 +170,8 @@ type Match struct {
 
 // Command is one replicated lock-table change. Which fields matter depends on Kind:
 //
-//	Grant:   Key, Owner, LeaseMs, KeepLease, Match (Any, Absent, Token or Owner)
+//	Grant:   Key, Owner, LeaseMs, KeepLease, Match (Any, Absent, Token or Owner), Delay
+//	Acquire: Key, Owner, LeaseMs (> 0), Permits, Delay
 //	Release: Key, Match (Any, Token, Owner, or Lease with LeaseRev)
 //	Renew:   Key, Match (Any, Token, Owner, or Lease with LeaseRev), LeaseMs (> 0)
 //	Expire:  Key, Token, LeaseRev
@@ -189,6 +198,11 @@ type Command struct {
 	LeaseRev uint64
 	// Value is a Write's new value.
 	Value *Collection
+	// Permits is an Acquire's permit count: 0 for a shared lock, n for a semaphore of n.
+	Permits uint64
+	// Delay is the lock-delay, in milliseconds, of the lock a Grant or an Acquire takes
+	// (Lock.Delay): how long its key stays refused after its lease expires.
+	Delay uint64
 	// Acquire marks, on the proposer only (it is not part of the log), a Grant that takes a
 	// lock (LOCK, SET … NX, SETNX): if the client hangs up before it hears it was granted, the
 	// lock is released again (ghost-lock cleanup). A Grant that overwrites or counts (SET,
@@ -224,6 +238,16 @@ func (c Command) Validate() error {
 	case KindExpire:
 		if c.Token == 0 {
 			return fmt.Errorf("fsm: expire without a token")
+		}
+	case KindAcquire:
+		if c.LeaseMs == 0 {
+			return fmt.Errorf("fsm: acquire without a lease")
+		}
+		if c.Permits > MaxPermits {
+			return fmt.Errorf("fsm: acquire of %d permits (at most %d)", c.Permits, MaxPermits)
+		}
+		if len(c.Key) == 0 || c.Key[0] >= Databases {
+			return fmt.Errorf("fsm: acquire of a key outside the databases")
 		}
 	case KindSetMember:
 		if len(c.Owner) == 0 {
@@ -268,6 +292,12 @@ func (c Command) Validate() error {
 	}
 	if len(c.Key) == 0 {
 		return fmt.Errorf("fsm: %s with an empty key", c.Kind)
+	}
+	if c.Delay > MaxDelayMs || c.Delay != 0 && c.Kind != KindGrant && c.Kind != KindAcquire {
+		return fmt.Errorf("fsm: %s with a lock-delay of %d ms", c.Kind, c.Delay)
+	}
+	if c.Permits != 0 && c.Kind != KindAcquire {
+		return fmt.Errorf("fsm: %s with permits", c.Kind)
 	}
 	return nil
 }

@@ -26,8 +26,8 @@ const (
 	// version's formats.
 	FormatBatch byte = batchVersion
 	// FormatFunctions, v0.4.0's, adds the function library commands (KindStoreLibrary,
-	// KindDeleteLibrary, KindFlushLibraries) and snapshotV6 snapshots, which carry the
-	// libraries. Its entries are FormatBatch's; the entry that switches a cluster to it is a
+	// KindDeleteLibrary, KindFlushLibraries), the lock kinds (KindAcquire, Command.Permits and
+	// Delay) and snapshotV7 snapshots, which carry the libraries and lock-delays. Its entries are FormatBatch's; the entry that switches a cluster to it is a
 	// batch of functionsVersion, so every node that applies it notes the switch.
 	FormatFunctions byte = functionsVersion
 	// FormatCurrent is the newest format this binary writes once every member reads it.
@@ -51,7 +51,8 @@ func NeedsFormat(cmds []Command) byte {
 	need := FormatKeyed
 	for _, c := range cmds {
 		switch {
-		case c.Kind == KindStoreLibrary || c.Kind == KindDeleteLibrary || c.Kind == KindFlushLibraries:
+		case c.Kind == KindStoreLibrary || c.Kind == KindDeleteLibrary || c.Kind == KindFlushLibraries,
+			c.Kind == KindAcquire || c.hasKindsFields():
 			// Added with FormatFunctions: v0.3.0 (FormatBatch) cannot decode them.
 			return FormatFunctions
 		case c.Kind == KindForgetUser:

@@ -29,7 +29,7 @@ func SplitDBKey(k []byte) (db int, key []byte) {
 // a channel).
 func keyed(k Kind) bool {
 	switch k {
-	case KindGrant, KindRelease, KindRenew, KindExpire, KindWrite:
+	case KindGrant, KindRelease, KindRenew, KindExpire, KindWrite, KindAcquire:
 		return true
 	}
 	return false

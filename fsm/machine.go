@@ -26,6 +26,10 @@ type Lock struct {
 	// snapshot's bytes, and no command's outcome depends on it. Kept beside the entry so that a
 	// lease costs the node no map of its own. 0 when there is no lease.
 	Deadline int64
+	// Delay is the lock-delay, in milliseconds, of a lock granted with one (LOCK ... DELAY):
+	// when its lease expires (not when it is released) the key stays refused to every grant for
+	// that long (kinds.go). 0 for none.
+	Delay uint64
 }
 
 // Type is the type of the value the lock's key holds.
@@ -340,6 +344,7 @@ func (m *Machine) ApplyEntry(dst []Result, index uint64, cmds []Command) []Resul
 	for i, c := range cmds {
 		u.save(m, c)
 		out[i] = m.apply(index, c)
+		u.savedKinds(c, out[i])
 		if out[i].GuardFailed() {
 			u.rollback(m)
 			for j := range out {
@@ -358,7 +363,7 @@ func (m *Machine) ApplyEntry(dst []Result, index uint64, cmds []Command) []Resul
 func anyGuarded(cmds []Command) bool {
 	for _, c := range cmds {
 		switch {
-		case c.Kind == KindRelease, c.Kind == KindRenew, c.Kind == KindSetCluster,
+		case c.Kind == KindRelease, c.Kind == KindRenew, c.Kind == KindSetCluster, c.Kind == KindAcquire,
 			(c.Kind == KindGrant || c.Kind == KindWrite) && c.Match.Kind != MatchAny:
 			return true
 		}
@@ -378,7 +383,9 @@ func (m *Machine) apply(index uint64, cmd Command) Result {
 	case KindRenew:
 		return m.renew(index, cmd)
 	case KindExpire:
-		return m.expire(cmd)
+		return m.expire(index, cmd)
+	case KindAcquire:
+		return m.acquire(index, cmd)
 	case KindSetMember:
 		if string(cmd.Key) == clusterIDKey {
 			return Result{Status: StatusNoop} // only SetCluster sets it
@@ -451,6 +458,7 @@ func (m *Machine) flush(db []byte) Result {
 		m.counts = dbCounts{}
 		return Result{Status: StatusFlushed, Existed: existed}
 	}
+	hidden := m.flushKinds(db[0])
 	var doomed []string
 	m.table.Ascend(string(db), func(key string, _ Lock) bool {
 		if key[0] != db[0] {
@@ -462,7 +470,7 @@ func (m *Machine) flush(db []byte) Result {
 	for _, k := range doomed {
 		m.del(k)
 	}
-	return Result{Status: StatusFlushed, Existed: len(doomed) > 0}
+	return Result{Status: StatusFlushed, Existed: len(doomed) > 0 || hidden}
 }
 
 // undoLog holds what an entry's commands overwrote, so a failed guard can put it back.
@@ -491,9 +499,10 @@ type undoRecord struct {
 // may need undoing; a key touched twice is recorded twice, and rollback replays the records
 // backwards, so the first record wins.
 func (u *undoLog) save(m *Machine, cmd Command) {
+	u.saveKinds(m, cmd)
 	r := undoRecord{kind: cmd.Kind, key: string(cmd.Key)}
 	switch cmd.Kind {
-	case KindGrant, KindRelease, KindRenew, KindExpire, KindWrite:
+	case KindGrant, KindRelease, KindRenew, KindExpire, KindWrite, KindAcquire:
 		r.lock, r.present = m.table.Get(r.key)
 	case KindSetMember, KindRemoveMember:
 		r.value, r.present = m.members[r.key]
@@ -522,7 +531,7 @@ func (u *undoLog) rollback(m *Machine) {
 	for i := len(u.records) - 1; i >= 0; i-- {
 		r := u.records[i]
 		switch r.kind {
-		case KindGrant, KindRelease, KindRenew, KindExpire, KindWrite:
+		case KindGrant, KindRelease, KindRenew, KindExpire, KindWrite, KindAcquire:
 			if r.present {
 				m.set(r.key, r.lock)
 			} else {
@@ -568,6 +577,9 @@ func (m *Machine) grant(index uint64, cmd Command) Result {
 		if held {
 			return Result{Status: StatusGrantRejected, Token: cur.Token}
 		}
+		if t, blocked := m.blockedByKinds(cmd.Key); blocked {
+			return Result{Status: StatusGrantRejected, Token: t}
+		}
 	case MatchToken:
 		if !held || cur.Token != cmd.Match.Token {
 			return Result{Status: StatusGrantRejected, Token: cur.Token}
@@ -583,6 +595,7 @@ func (m *Machine) grant(index uint64, cmd Command) Result {
 		LeaseRev: index,
 		LeaseMs:  cmd.LeaseMs,
 		Deadline: m.deadline(cmd.LeaseMs),
+		Delay:    cmd.Delay,
 	}
 	if next.Owner == nil {
 		next.Owner = []byte{}
@@ -685,6 +698,13 @@ func Frees(l Lock, cmd Command) bool {
 	return false
 }
 
+// FreesKey reports whether cmd, a Release or an Expire of the lock l, leaves its key free for
+// another grant in the same entry: Frees, and no lock-delay starts (an expiry of a lock with one
+// keeps the key refused).
+func FreesKey(l Lock, cmd Command) bool {
+	return Frees(l, cmd) && (cmd.Kind != KindExpire || l.Delay == 0)
+}
+
 // expires reports whether an Expire ends the lease of l: both must match, since a re-grant
 // changes the token and a renew the lease revision.
 func expires(l Lock, cmd Command) bool {
@@ -699,9 +719,10 @@ func (m *Machine) release(cmd Command) Result {
 	}
 	m.del(key)
 	r := Result{Status: StatusReleased, Token: cur.Token}
-	if cur.Value == nil {
+	if cur.Value == nil && isHolder(key) {
 		r.Ended = cur.Token
 	}
+	m.ended(0, key, cur, false)
 	return r
 }
 
@@ -717,7 +738,9 @@ func (m *Machine) renew(index uint64, cmd Command) Result {
 	return Result{Status: StatusRenewed, Token: next.Token, LeaseRev: next.LeaseRev, LeaseMs: next.LeaseMs}
 }
 
-func (m *Machine) expire(cmd Command) Result {
+// expire applies an Expire in the entry at index. A lock with a lock-delay leaves one behind,
+// whose lease the result gives (LeaseRev, LeaseMs: LeaseKey's timer).
+func (m *Machine) expire(index uint64, cmd Command) Result {
 	key := string(cmd.Key)
 	cur, held := m.table.Get(key)
 	if !held || !expires(cur, cmd) {
@@ -725,8 +748,11 @@ func (m *Machine) expire(cmd Command) Result {
 	}
 	m.del(key)
 	r := Result{Status: StatusExpired, Existed: true, Token: cur.Token}
-	if cur.Value == nil {
+	if cur.Value == nil && isHolder(key) {
 		r.Ended = cur.Token
+	}
+	if m.ended(index, key, cur, true) {
+		r.LeaseRev, r.LeaseMs = index, cur.Delay
 	}
 	return r
 }

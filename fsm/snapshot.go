@@ -30,8 +30,11 @@ const (
 	// scripts.
 	snapshotV5 = 5
 	// snapshotV6 adds the function libraries (name, source) after the users. A table in
-	// FormatFunctions writes it, and restores from it in that format.
+	// FormatFunctions wrote it before lock-delays existed; only read.
 	snapshotV6 = 6
+	// snapshotV7 adds each key's lock-delay (Lock.Delay, a uvarint) after its lease. A table in
+	// FormatFunctions writes it, and restores from it in that format.
+	snapshotV7 = 7
 )
 
 // maxSnapshotField bounds a key or owner read from a snapshot, so a corrupt length cannot make
@@ -60,8 +63,8 @@ func (m *Machine) Snapshot() *Snapshot {
 // Len is the number of locks in the snapshot.
 func (s *Snapshot) Len() int { return s.table.Len() }
 
-// WriteTo serializes the snapshot (version 6): magic, version, applied index, token counter,
-// count, then each lock in key order (key, owner, collection, token, lease), then the member addresses in ID order, then the stored
+// WriteTo serializes the snapshot (version 7): magic, version, applied index, token counter,
+// count, then each lock in key order (key, owner, collection, token, lease, lock-delay), then the member addresses in ID order, then the stored
 // scripts in digest order, then the ACL users in name order, then the function libraries in
 // name order, then a CRC-32C of everything before it. Key order makes the bytes a
 // pure function of the table, so two nodes' tables can be compared byte for byte.
@@ -74,7 +77,7 @@ func (s *Snapshot) Len() int { return s.table.Len() }
 // upgrade. (A cluster in that format refuses what would make collections or
 // users: they come from entries only FormatTyped carries.)
 func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
-	version := byte(snapshotV6)
+	version := byte(snapshotV7)
 	if s.format < FormatFunctions && s.libraries.Len() == 0 {
 		version = snapshotV5
 	}
@@ -102,6 +105,9 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 		buf = binary.AppendUvarint(buf, uint64(l.Token))
 		buf = binary.AppendUvarint(buf, l.LeaseRev)
 		buf = binary.AppendUvarint(buf, l.LeaseMs)
+		if version >= snapshotV7 {
+			buf = binary.AppendUvarint(buf, l.Delay)
+		}
 		_, werr = bw.Write(buf)
 		return werr == nil
 	})
@@ -169,7 +175,7 @@ func RestoreAt(r io.Reader, now int64) (*Machine, error) {
 		return nil, fmt.Errorf("%w: snapshot header %q", ErrCorrupt, head)
 	}
 	version := head[len(snapshotMagic)]
-	if version < snapshotV1 || version > snapshotV6 {
+	if version < snapshotV1 || version > snapshotV7 {
 		return nil, fmt.Errorf("%w: snapshot version %d", ErrCorrupt, version)
 	}
 	m := New()
@@ -201,6 +207,9 @@ func RestoreAt(r io.Reader, now int64) (*Machine, error) {
 			l.Value, rd.err = readCollection(rd, true)
 		}
 		l.Token, l.LeaseRev, l.LeaseMs = Token(rd.uvarint()), rd.uvarint(), rd.uvarint()
+		if version >= snapshotV7 {
+			l.Delay = rd.uvarint()
+		}
 		if rd.err != nil {
 			break
 		}

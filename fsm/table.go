@@ -48,8 +48,9 @@ func newLockTable() *lockTable {
 }
 
 // An entry is a string: the key's length (4 bytes, little-endian), the key, the lease state
-// (Token, LeaseRev, LeaseMs, Deadline: 8 bytes each, little-endian), a flags byte, then the
-// owner's bytes to the end. A lookup compares a probe made of the length and the key alone.
+// (Token, LeaseRev, LeaseMs, Deadline: 8 bytes each, little-endian), a flags byte, the lock-delay
+// (8 bytes, only with flagDelay: most locks have none and pay nothing for it), then the owner's
+// bytes to the end. A lookup compares a probe made of the length and the key alone.
 const (
 	entryKeyLen = 4
 	entryState  = 4 * 8
@@ -57,6 +58,9 @@ const (
 
 	flagCollection = 1 << 0 // the key's value is in colls
 	flagNilOwner   = 1 << 1 // Owner is nil, not empty
+	flagDelay      = 1 << 2 // Delay follows the flags byte
+
+	entryDelay = 8
 )
 
 // entryKey is the key of an entry (or of a probe).
@@ -72,7 +76,11 @@ func encodeEntry(key string, l Lock) string {
 	if uint64(len(key)) > math.MaxUint32 {
 		panic(fmt.Sprintf("fsm: a key of %d bytes", len(key))) // far past any request size limit
 	}
-	b := make([]byte, entryFixed+len(key)+len(l.Owner))
+	delay := 0
+	if l.Delay != 0 {
+		delay = entryDelay
+	}
+	b := make([]byte, entryFixed+delay+len(key)+len(l.Owner))
 	binary.LittleEndian.PutUint32(b, uint32(len(key)))
 	copy(b[entryKeyLen:], key)
 	s := b[entryKeyLen+len(key):]
@@ -87,8 +95,12 @@ func encodeEntry(key string, l Lock) string {
 	if l.Owner == nil {
 		flags |= flagNilOwner
 	}
+	if delay != 0 {
+		flags |= flagDelay
+		binary.LittleEndian.PutUint64(s[entryState+1:], l.Delay)
+	}
 	s[entryState] = flags
-	copy(s[entryState+1:], l.Owner)
+	copy(s[entryState+1+delay:], l.Owner)
 	return unsafe.String(&b[0], len(b))
 }
 
@@ -103,8 +115,13 @@ func decodeEntry(e string) (key string, l Lock, coll bool) {
 	l.LeaseMs = binary.LittleEndian.Uint64(s[16:])
 	l.Deadline = int64(binary.LittleEndian.Uint64(s[24:]))
 	flags := s[entryState]
+	owner := entryState + 1
+	if flags&flagDelay != 0 {
+		l.Delay = binary.LittleEndian.Uint64(s[owner:])
+		owner += entryDelay
+	}
 	if flags&flagNilOwner == 0 {
-		l.Owner = s[entryState+1 : len(s) : len(s)]
+		l.Owner = s[owner:len(s):len(s)]
 	}
 	return key, l, flags&flagCollection != 0
 }

@@ -6,6 +6,7 @@ package locks
 
 import (
 	"bytes"
+	"time"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
@@ -27,28 +28,104 @@ func Acquire(key, owner []byte, leaseMs uint64) fsm.Command {
 // ByToken is the guard "held with token t".
 func ByToken(t fsm.Token) fsm.Match { return fsm.Match{Kind: fsm.MatchToken, Token: t} }
 
-// LockEval is one LOCK attempt's evaluation: a Grant on a free key, a Renew when the same
-// explicit owner holds it, nothing (a refusal) otherwise.
-func LockEval(key, owner []byte, ttl uint64, explicit bool) node.Eval {
+// Request is one request for a lock of any kind on one key: LOCK, LOCK ... SHARED, SEMACQUIRE,
+// or one key of an MLOCK.
+type Request struct {
+	Key, Owner []byte
+	TTL        uint64
+	// Explicit: OWNER was given, so the same owner asking again renews its lock (a retry gets
+	// its token back).
+	Explicit bool
+	// Shared asks for a share of a shared lock; Permits > 0 for a permit of a semaphore of that
+	// many; neither for a plain lock.
+	Shared  bool
+	Permits uint64
+	// Delay is the lock-delay after the lease expires, in milliseconds (0: none).
+	Delay uint64
+}
+
+// Grant is the command that takes the lock q asks for on a key that has room: a Grant of the
+// free key, or the Acquire of a share or a permit. Ghost-lock cleanup releases it if the client
+// hangs up before its reply.
+func (q Request) Grant() fsm.Command {
+	if !q.Shared && q.Permits == 0 {
+		c := Acquire(q.Key, q.Owner, q.TTL)
+		c.Delay = q.Delay
+		return c
+	}
+	return fsm.Command{Kind: fsm.KindAcquire, Key: q.Key, Owner: q.Owner, LeaseMs: q.TTL, Permits: q.Permits,
+		Delay: q.Delay, Acquire: true}
+}
+
+// LockEval is one attempt's evaluation of q: its grant where there is room and nobody waits
+// (waiting: nil for none), a Renew when the same explicit owner holds it, nothing (a refusal)
+// otherwise. A semaphore held with another permit count is refused with *PermitsError in *err.
+func LockEval(q Request, waiting func(key []byte) bool, err *error) node.Eval {
 	return func(v node.View) []fsm.Command {
-		if c, ok := Lock(v, key, owner, ttl, explicit); ok {
+		c, ok, e := Lock(v, q, waiting)
+		if err != nil {
+			*err = e
+		}
+		if ok {
 			return []fsm.Command{c}
 		}
 		return nil
 	}
 }
 
-// Lock is what one LOCK attempt proposes, if anything: the grant of a free key, or a renewal
-// for the same owner asking again (OWNER given: a retry gets its token back).
-func Lock(v node.View, key, owner []byte, ttl uint64, explicit bool) (fsm.Command, bool) {
-	l, _, held := v.Lookup(key)
-	if !held {
-		return Acquire(key, owner, ttl), true
+// Lock is what one attempt of q proposes, if anything: the grant where there is room and nobody
+// waits ahead of it (waiting), or a renewal for the same owner asking again (OWNER given: a
+// retry gets its token back). A semaphore held with another permit count is an error.
+func Lock(v node.View, q Request, waiting func(key []byte) bool) (fsm.Command, bool, error) {
+	l, _, held := v.Lookup(q.Key)
+	if held {
+		if q.Explicit && !q.Shared && q.Permits == 0 && l.Value == nil && bytes.Equal(l.Owner, q.Owner) {
+			return Renew(q.Key, l.Token, q.TTL), true, nil
+		}
+		return fsm.Command{}, false, nil
 	}
-	if explicit && l.Value == nil && bytes.Equal(l.Owner, owner) {
-		return Renew(key, l.Token, ttl), true
+	k, _ := v.Kinds(q.Key)
+	if !q.Shared && q.Permits == 0 {
+		if k.Blocks() || waiting != nil && waiting(q.Key) {
+			return fsm.Command{}, false, nil
+		}
+		return q.Grant(), true, nil
 	}
-	return fsm.Command{}, false
+	if k.Holders > 0 && k.Permits != q.Permits {
+		return fsm.Command{}, false, &PermitsError{Permits: k.Permits}
+	}
+	if q.Explicit && k.Holders > 0 {
+		var mine fsm.Lock
+		v.Holders(q.Key, func(h fsm.Lock, _ time.Duration) bool {
+			if bytes.Equal(h.Owner, q.Owner) {
+				mine = h
+				return false
+			}
+			return true
+		})
+		if mine.Token != 0 {
+			return Renew(fsm.HolderKey(q.Key, mine.Token), mine.Token, q.TTL), true, nil
+		}
+	}
+	room := newRoom(v)
+	if !room.fitsOne(q.Grant()) || waiting != nil && waiting(q.Key) {
+		return fsm.Command{}, false, nil
+	}
+	return q.Grant(), true, nil
+}
+
+// HolderCommand is cmd (a Release or a Renew by token) aimed at whoever holds key with token:
+// the key's plain lock, or its share or permit of that token. ok is false when nobody does.
+func HolderCommand(v node.View, cmd fsm.Command, token fsm.Token) (fsm.Command, bool) {
+	if l, _, held := v.Lookup(cmd.Key); held {
+		return cmd, l.Token == token
+	}
+	hk := fsm.HolderKey(cmd.Key, token)
+	if l, _, held := v.Lookup(hk); !held || l.Token != token {
+		return cmd, false
+	}
+	cmd.Key = hk
+	return cmd, true
 }
 
 // Unlock releases key if it is held with token.
@@ -61,21 +138,23 @@ func Renew(key []byte, token fsm.Token, ttl uint64) fsm.Command {
 	return fsm.Command{Kind: fsm.KindRenew, Key: key, LeaseMs: ttl, Match: ByToken(token)}
 }
 
-// IfHolder is the evaluation that yields cmd if key is held with token, nothing otherwise
-// (UNLOCK, RENEW).
+// IfHolder is the evaluation that yields cmd if key is held with token (as its plain lock, or a
+// share or a permit of it: then cmd goes to that holder's key), nothing otherwise (UNLOCK,
+// RENEW, SEMRELEASE).
 func IfHolder(key []byte, token fsm.Token, cmd fsm.Command) node.Eval {
 	return func(v node.View) []fsm.Command {
-		if !Holds(v, key, token) {
+		c, ok := HolderCommand(v, cmd, token)
+		if !ok {
 			return nil
 		}
-		return []fsm.Command{cmd}
+		return []fsm.Command{c}
 	}
 }
 
-// Holds reports whether key is held with token.
+// Holds reports whether key is held with token: its plain lock, or a share or a permit of it.
 func Holds(v node.View, key []byte, token fsm.Token) bool {
-	l, _, held := v.Lookup(key)
-	return held && l.Token == token
+	_, ok := HolderCommand(v, fsm.Command{Key: key}, token)
+	return ok
 }
 
 // Set is what SET key value [NX] [PX lease] [KEEPTTL] proposes once its conditions held (NX,

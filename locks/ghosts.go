@@ -20,13 +20,13 @@ import (
 func (p *Policy) Abandoned(cmds []fsm.Command, results []fsm.Result) {
 	for i, r := range results {
 		c := cmds[i]
-		if c.Kind != fsm.KindGrant || !c.Acquire || r.Status != fsm.StatusGranted {
+		if !c.Acquire || r.Status != fsm.StatusGranted || c.Kind != fsm.KindGrant && c.Kind != fsm.KindAcquire {
 			continue // only a lock taken is released: a write that overwrites or counts stays
 		}
 		if r.Existed && bytes.Equal(r.PrevOwner, c.Owner) {
 			continue // the same owner set its lock again: it held it before this request
 		}
-		key, token, rev := c.Key, r.Token, r.LeaseRev
+		key, token, rev := fsm.LeaseKey(c, r), r.Token, r.LeaseRev // a share's or a permit's own key
 		p.ghosts.Add(1)
 		p.goFunc(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), p.applyTimeout)

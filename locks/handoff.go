@@ -4,6 +4,14 @@ package locks
 // a key (a Release, an Expire) also grants it to the queue's head. No waiter is woken to retry:
 // a release costs one grant however many wait, and nobody barges ahead of the queue between the
 // release and the grant.
+//
+// Shared locks, semaphores and MLOCK queue in the same FIFOs (an MLOCK in the queue of each of
+// its keys, in one step, so all queues agree on the order of any two waiters). Their turn comes
+// from the hand-off after the entry that changed their key (Changed): it grants, in one entry,
+// the head and every waiter after it that fits too (consecutive readers, permits left), and
+// stops at the first that does not, so a waiting writer is never overtaken. An MLOCK is granted
+// once it heads the queue of every one of its keys and all are free; it never holds one key while
+// it waits for another, so it cannot deadlock with any other waiter.
 
 import (
 	"bytes"
@@ -15,38 +23,55 @@ import (
 	"github.com/raftlock/raftlock/node"
 )
 
-// lockWaiter is one LOCK ... WAIT queued on the leader. Its fields but taken are set before it
-// is queued and never change.
+// lockWaiter is one LOCK ... WAIT (SEMACQUIRE ... WAIT, MLOCK ... WAIT) queued on the leader.
+// Its fields but taken are set before it is queued and never change.
 type lockWaiter struct {
-	ctx   context.Context // the client's: once done, the waiter is skipped
-	grant fsm.Command     // what the hand-off proposes for it: Grant(key, owner, lease, absent)
-	// taken: the waiter left its queue to be answered on out (a hand-off entry carries its
-	// grant, or leadership was lost). Guarded by Policy.mu.
+	ctx context.Context // the client's: once done, the waiter is skipped
+	// grants are what the hand-off proposes for it, one per key: a Grant (key, owner, lease,
+	// absent) or an Acquire; an MLOCK's several, in the order of its keys.
+	grants []fsm.Command
+	since  time.Time // when it queued (LOCKWAITERS)
+	// taken: the waiter left its queues to be answered on out (a hand-off entry carries its
+	// grants, or leadership was lost). Guarded by Policy.mu.
 	taken bool
 	// out receives the waiter's one answer (buffer 1: the sender never waits).
 	out chan handoffOutcome
 }
 
-// handoffOutcome is a waiter's answer: its grant's applied result, or why there is none.
+// handoffOutcome is a waiter's answer: its grants' applied results, or why there are none.
 type handoffOutcome struct {
-	res fsm.Result
+	res []fsm.Result
 	err error
 }
 
-// LockWait is Exec for LOCK ... WAIT on key: eval tries the lock as Exec would evaluate it
-// (a Grant, a same-owner Renew, or nothing for a refusal). On a refusal the request joins key's
-// queue, with grant as the command to propose for it when its turn comes, and waits up to wait:
-// the entry that releases or expires the key grants it to the queue's head. It returns the
-// results of eval's commands or of the hand-off grant, or no results and no error when wait
-// passed first (a refusal: leadership is confirmed before it is given). A waiter whose client
-// is gone (ctx done) is skipped; every waiter queued on a node that loses leadership is
-// answered at once with the not-leader error.
-func (p *Policy) LockWait(ctx context.Context, key []byte, eval node.Eval, grant fsm.Command, wait time.Duration) ([]fsm.Result, error) {
+// granted reports whether every grant of the outcome applied.
+func (o handoffOutcome) granted() bool {
+	for _, r := range o.res {
+		if r.Status != fsm.StatusGranted {
+			return false
+		}
+	}
+	return len(o.res) > 0
+}
+
+// simple reports whether w is a plain lock's waiter, one Grant: the one kind the entry that frees
+// its key hands off to at once (Handoffs).
+func (w *lockWaiter) simple() bool { return len(w.grants) == 1 && w.grants[0].Kind == fsm.KindGrant }
+
+// LockWait is Exec for LOCK ... WAIT (and SEMACQUIRE, MLOCK) on keys: eval tries the lock as
+// Exec would evaluate it (a Grant, a same-owner Renew, or nothing for a refusal). On a refusal
+// the request joins the queue of each of keys, with grants (one per key) as the commands to
+// propose for it when its turn comes, and waits up to wait: the entry that releases or expires
+// the key grants it to the queue's head. It returns the results of eval's commands or of the
+// hand-off grants, or no results and no error when wait passed first (a refusal: leadership is
+// confirmed before it is given). A waiter whose client is gone (ctx done) is skipped; every
+// waiter queued on a node that loses leadership is answered at once with the not-leader error.
+func (p *Policy) LockWait(ctx context.Context, keys [][]byte, eval node.Eval, grants []fsm.Command, wait time.Duration) ([]fsm.Result, error) {
 	until := time.Now().Add(wait)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
-		res, w, err := p.tryOrQueue(ctx, key, eval, grant)
+		res, w, err := p.tryOrQueue(ctx, keys, eval, grants)
 		if err != nil {
 			return nil, err
 		}
@@ -66,8 +91,8 @@ func (p *Policy) LockWait(ctx context.Context, key []byte, eval node.Eval, grant
 		if out.err != nil {
 			return nil, out.err
 		}
-		if out.res.Status == fsm.StatusGranted {
-			return []fsm.Result{out.res}, nil
+		if out.granted() {
+			return out.res, nil
 		}
 		// The hand-off entry aborted (only a change of the view under it does that): nothing
 		// applied, so try again, at the back of the queue.
@@ -86,12 +111,12 @@ func passed(deadline <-chan time.Time) bool {
 
 // tryOrQueue evaluates eval; on a refusal it queues a waiter for key under the same view lock,
 // so no release can slip in between. It returns eval's results, or the queued waiter.
-func (p *Policy) tryOrQueue(ctx context.Context, key []byte, eval node.Eval, grant fsm.Command) ([]fsm.Result, *lockWaiter, error) {
+func (p *Policy) tryOrQueue(ctx context.Context, keys [][]byte, eval node.Eval, grants []fsm.Command) ([]fsm.Result, *lockWaiter, error) {
 	var w *lockWaiter
 	notLeading := false
 	// The core evaluates again only after a wait that comes before, or instead of, returning
 	// the commands; an evaluation that queued w returned none, so Propose returned at once.
-	pending, err := p.replica.Propose(ctx, [][]byte{key}, func(v node.View) []fsm.Command {
+	pending, err := p.replica.Propose(ctx, keys, func(v node.View) []fsm.Command {
 		cmds := eval(v)
 		if len(cmds) > 0 {
 			return cmds
@@ -103,7 +128,7 @@ func (p *Policy) tryOrQueue(ctx context.Context, key []byte, eval node.Eval, gra
 		if notLeading = !p.leading.Load(); notLeading {
 			return nil
 		}
-		w = &lockWaiter{ctx: ctx, grant: grant, out: make(chan handoffOutcome, 1)}
+		w = &lockWaiter{ctx: ctx, grants: grants, since: time.Now(), out: make(chan handoffOutcome, 1)}
 		p.queueLocked(w)
 		return nil
 	})
@@ -164,28 +189,76 @@ func (p *Policy) awaitTurn(ctx context.Context, w *lockWaiter, deadline <-chan t
 	return nil, nil
 }
 
-// queueLocked appends w to its key's queue.
+// queueLocked appends w to the queue of each of its keys, and counts it once.
 func (p *Policy) queueLocked(w *lockWaiter) {
 	if p.mu.handoff == nil {
 		p.mu.handoff = map[string][]*lockWaiter{}
 	}
-	k := string(w.grant.Key)
-	p.mu.handoff[k] = append(p.mu.handoff[k], w)
+	for _, g := range w.grants {
+		k := string(g.Key)
+		p.mu.handoff[k] = append(p.mu.handoff[k], w)
+	}
 	p.queued.Add(1)
 }
 
-// dropWaiterLocked takes w out of its key's queue (it may be there no more).
+// dropWaiterLocked takes w out of its keys' queues (it may be there no more).
 func (p *Policy) dropWaiterLocked(w *lockWaiter) {
-	k := string(w.grant.Key)
-	q := p.mu.handoff[k]
-	for i, x := range q {
-		if x == w {
-			q = append(q[:i], q[i+1:]...)
-			p.queued.Add(-1)
-			break
+	found := false
+	for _, g := range w.grants {
+		k := string(g.Key)
+		q := p.mu.handoff[k]
+		if i := slices.Index(q, w); i >= 0 {
+			q = slices.Delete(q, i, i+1)
+			found = true
 		}
+		p.setQueueLocked(k, q)
 	}
-	p.setQueueLocked(k, q)
+	if found {
+		p.queued.Add(-1)
+	}
+}
+
+// Waiting reports whether anyone waits on key (a table key): a request that is not a hand-off
+// must not take it ahead of them. While nobody waits anywhere it costs an atomic load.
+func (p *Policy) Waiting(key []byte) bool {
+	if p.queued.Load() == 0 {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.mu.handoff[string(key)]) > 0
+}
+
+// Waiter is one request queued on a key, for LOCKWAITERS.
+type Waiter struct {
+	Owner []byte
+	// Kind is "lock", "shared", "semaphore" or "mlock".
+	Kind  string
+	Since time.Time
+}
+
+// Waiters lists key's queue in order (a table key).
+func (p *Policy) Waiters(key []byte) []Waiter {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []Waiter
+	for _, w := range p.mu.handoff[string(key)] {
+		if w.ctx.Err() != nil {
+			continue // gone: skipped at its turn
+		}
+		g := w.grants[0]
+		kind := "lock"
+		switch {
+		case len(w.grants) > 1:
+			kind = "mlock"
+		case g.Kind == fsm.KindAcquire && g.Permits == 0:
+			kind = "shared"
+		case g.Kind == fsm.KindAcquire:
+			kind = "semaphore"
+		}
+		out = append(out, Waiter{Owner: g.Owner, Kind: kind, Since: w.since})
+	}
+	return out
 }
 
 // setQueueLocked stores key's queue, or forgets the key when its queue is empty.
@@ -197,33 +270,37 @@ func (p *Policy) setQueueLocked(key string, q []*lockWaiter) {
 	}
 }
 
-// headLocked takes the first waiter of key's queue whose client is still there, skipping (and
-// dropping) the others; nil when none waits.
-func (p *Policy) headLocked(key string) *lockWaiter {
-	q := p.mu.handoff[key]
-	i := 0
-	for i < len(q) && q[i].ctx.Err() != nil {
-		i++ // its client is gone: skipped (its own awaitTurn finds it out of the queue)
+// liveHeadLocked drops the waiters at the front of key's queue whose client is gone (their own
+// awaitTurn finds them out of it) and returns the first one left; nil when none waits.
+func (p *Policy) liveHeadLocked(key string) *lockWaiter {
+	for {
+		q := p.mu.handoff[key]
+		if len(q) == 0 {
+			return nil
+		}
+		if q[0].ctx.Err() == nil {
+			return q[0]
+		}
+		p.dropWaiterLocked(q[0])
 	}
-	var w *lockWaiter
-	if i < len(q) {
-		w = q[i]
-		w.taken = true
-		i++
-	}
-	clear(q[:i])
-	p.queued.Add(-int64(i))
-	p.setQueueLocked(key, q[i:])
-	return w
 }
 
-// headFor is headLocked for a grant in an entry of log format format: nil when no waiter is
-// queued on key, or when the head's grant needs a newer format (it waits for a later turn).
+// takeLocked takes w out of its queues to be answered on out.
+func (p *Policy) takeLocked(w *lockWaiter) {
+	p.dropWaiterLocked(w)
+	w.taken = true
+}
+
+// headFor takes the head waiter of key for a grant in an entry of log format format, when it is
+// a plain lock's: nil when no waiter is queued on key, or when the head is of another kind or
+// needs a newer format (its turn comes from Changed).
 func (p *Policy) headFor(key string, format byte) *lockWaiter {
-	if q := p.mu.handoff[key]; len(q) == 0 || fsm.NeedsFormat([]fsm.Command{q[0].grant}) > format {
+	w := p.liveHeadLocked(key)
+	if w == nil || !w.simple() || fsm.NeedsFormat(w.grants) > format {
 		return nil
 	}
-	return p.headLocked(key)
+	p.takeLocked(w)
+	return w
 }
 
 // Handoffs appends to a request's commands a Grant for the head waiter of each key the entry
@@ -248,7 +325,7 @@ func (p *Policy) Handoffs(m *fsm.Machine, inFlight func(key []byte) bool, cmds [
 		if _, ok := p.mu.handoff[string(c.Key)]; !ok || touchedAfter(cmds, i) || inFlight(c.Key) {
 			continue
 		}
-		if l, held := m.Get(c.Key); !held || !fsm.Frees(l, c) {
+		if l, held := m.Get(c.Key); !held || !fsm.FreesKey(l, c) {
 			continue // its guard would fail: the key stays held, no grant can follow
 		}
 		if w := p.headFor(string(c.Key), format); w != nil {
@@ -261,7 +338,7 @@ func (p *Policy) Handoffs(m *fsm.Machine, inFlight func(key []byte) bool, cmds [
 	out := make([]fsm.Command, 0, len(cmds)+len(hands))
 	out = append(out, cmds...)
 	for _, w := range hands {
-		out = append(out, w.grant)
+		out = append(out, w.grants...)
 	}
 	return out, func(results []fsm.Result, err error) { p.answerHandoffs(hands, out, results, err) }
 }
@@ -277,18 +354,24 @@ func touchedAfter(cmds []fsm.Command, i int) bool {
 }
 
 // answerHandoffs gives each waiter granted by an entry its outcome. results are the entry's
-// (nil when err), the hand-off Grants being the last len(hands). A waiter whose client hung up
-// meanwhile holds a ghost lock: it is released, and that release hands the key on.
+// (nil when err), the hand-off grants being the last ones, hands' in order. A waiter whose
+// client hung up meanwhile holds ghost locks: they are released, and that release hands the
+// keys on.
 func (p *Policy) answerHandoffs(hands []*lockWaiter, cmds []fsm.Command, results []fsm.Result, err error) {
-	base := len(cmds) - len(hands)
-	for i, w := range hands {
+	n := 0
+	for _, w := range hands {
+		n += len(w.grants)
+	}
+	at := len(cmds) - n
+	for _, w := range hands {
 		out := handoffOutcome{err: err}
 		if err == nil {
-			out.res = results[base+i]
+			out.res = results[at : at+len(w.grants) : at+len(w.grants)]
 			if w.ctx.Err() != nil {
-				p.Abandoned(cmds[base+i:base+i+1], results[base+i:base+i+1])
+				p.Abandoned(cmds[at:at+len(w.grants)], out.res)
 			}
 		}
+		at += len(w.grants)
 		w.out <- out
 	}
 }
@@ -297,12 +380,14 @@ func (p *Policy) answerHandoffs(hands []*lockWaiter, cmds []fsm.Command, results
 func (p *Policy) failWaitersLocked(err error) {
 	for k, q := range p.mu.handoff {
 		for _, w := range q {
-			w.taken = true
-			w.out <- handoffOutcome{err: err}
+			if !w.taken { // an MLOCK is in several queues, and answered once
+				w.taken = true
+				w.out <- handoffOutcome{err: err}
+			}
 		}
-		p.queued.Add(-int64(len(q)))
 		delete(p.mu.handoff, k)
 	}
+	p.queued.Store(0)
 }
 
 // Changed grants the head waiter of each of keys that an applied entry left free without
@@ -317,6 +402,7 @@ func (p *Policy) Changed(m *fsm.Machine, keys [][]byte, flushed bool) {
 	var freed []string
 	p.mu.Lock()
 	for _, k := range keys {
+		k = fsm.BaseKey(k) // a share's or a permit's end frees room on its key
 		if _, ok := p.mu.handoff[string(k)]; !ok {
 			continue
 		}
@@ -342,8 +428,9 @@ func (p *Policy) Changed(m *fsm.Machine, keys [][]byte, flushed bool) {
 	p.goFunc(func() { p.handOff(freed) })
 }
 
-// handOff proposes, as a request of its own, a Grant to the head waiter of each of freed that
-// is free when it is evaluated (the core waits for proposals in flight on those keys first).
+// handOff proposes, as a request of its own, the grants of the waiters at the head of each of
+// freed's queues that fit when it is evaluated (the core waits for proposals in flight on those
+// keys first): the head, and each one after it that fits too, up to the first that does not.
 func (p *Policy) handOff(freed []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.applyTimeout)
 	defer cancel()
@@ -352,37 +439,69 @@ func (p *Policy) handOff(freed []string) {
 		keys[i] = []byte(k)
 	}
 	var hands []*lockWaiter
+	var refused []refusal
 	cmds := []fsm.Command(nil)
 	results, err := p.replica.Exec(ctx, keys, func(v node.View) []fsm.Command {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		// An evaluation run again puts back, at the head of their queues, the waiters the
-		// earlier run took.
+		// earlier run took (in reverse, so they keep their order).
 		for i := len(hands) - 1; i >= 0; i-- {
-			w := hands[i]
-			w.taken = false
-			k := string(w.grant.Key)
-			p.mu.handoff[k] = append([]*lockWaiter{w}, p.mu.handoff[k]...)
-			p.queued.Add(1)
+			p.requeueFrontLocked(hands[i])
 		}
-		hands, cmds = hands[:0], cmds[:0]
+		hands, cmds, refused = hands[:0], cmds[:0], refused[:0]
+		room := newRoom(v)
 		for _, k := range freed {
-			if _, _, held := v.Lookup([]byte(k)); held {
-				continue
-			}
-			if w := p.headFor(k, v.Format()); w != nil {
+			for {
+				w := p.liveHeadLocked(k)
+				if w == nil || fsm.NeedsFormat(w.grants) > v.Format() {
+					break
+				}
+				if err := room.mismatch(w); err != nil {
+					p.takeLocked(w)
+					refused = append(refused, refusal{w, err})
+					continue
+				}
+				if !p.headOfAllLocked(w) || !room.fits(w) {
+					break
+				}
+				p.takeLocked(w)
+				room.take(w)
 				hands = append(hands, w)
-				cmds = append(cmds, w.grant)
+				cmds = append(cmds, w.grants...)
 			}
 		}
 		return cmds
 	}, nil)
+	for _, r := range refused {
+		r.w.out <- handoffOutcome{err: r.err}
+	}
 	if len(hands) > 0 {
 		p.answerHandoffs(hands, cmds, results, err)
 	}
 	if err != nil {
 		p.log.Warn("lock hand-off failed", "keys", len(freed), "err", err)
 	}
+}
+
+// requeueFrontLocked puts a waiter a hand-off took back at the front of its queues.
+func (p *Policy) requeueFrontLocked(w *lockWaiter) {
+	w.taken = false
+	for _, g := range w.grants {
+		k := string(g.Key)
+		p.mu.handoff[k] = append([]*lockWaiter{w}, p.mu.handoff[k]...)
+	}
+	p.queued.Add(1)
+}
+
+// headOfAllLocked reports whether w heads the queue of every one of its keys (an MLOCK's turn).
+func (p *Policy) headOfAllLocked(w *lockWaiter) bool {
+	for _, g := range w.grants {
+		if p.liveHeadLocked(string(g.Key)) != w {
+			return false
+		}
+	}
+	return true
 }
 
 // LockWaiters is how many LOCK ... WAITs are queued on this node now (INFO's lock_waiters).

@@ -34,7 +34,7 @@ func TestHandoffsGrantTheHeadOnRelease(t *testing.T) {
 	key := []byte("k")
 	res := m.ApplyEntry(nil, 1, []fsm.Command{Acquire(key, []byte("holder"), 0)})
 	release := Unlock(key, res[0].Token)
-	w := &lockWaiter{ctx: context.Background(), grant: Acquire(key, []byte("next"), 0), out: make(chan handoffOutcome, 1)}
+	w := &lockWaiter{ctx: context.Background(), grants: oneGrant(key, []byte("next"), 0), out: make(chan handoffOutcome, 1)}
 	p.mu.Lock()
 	p.queueLocked(w)
 	p.mu.Unlock()
@@ -55,7 +55,7 @@ func TestHandoffsGrantTheHeadOnRelease(t *testing.T) {
 	results := m.ApplyEntry(nil, 2, out)
 	answer(results, nil)
 	got := <-w.out
-	if got.err != nil || got.res.Status != fsm.StatusGranted {
+	if got.err != nil || !got.granted() {
 		t.Fatalf("the waiter heard %+v, want its grant", got)
 	}
 }
@@ -67,7 +67,7 @@ func TestDemoteAnswersEveryWaiter(t *testing.T) {
 	var ws []*lockWaiter
 	p.mu.Lock()
 	for _, k := range []string{"a", "a", "b"} {
-		w := &lockWaiter{ctx: context.Background(), grant: Acquire([]byte(k), []byte("o"), 0), out: make(chan handoffOutcome, 1)}
+		w := &lockWaiter{ctx: context.Background(), grants: oneGrant([]byte(k), []byte("o"), 0), out: make(chan handoffOutcome, 1)}
 		p.queueLocked(w)
 		ws = append(ws, w)
 	}
@@ -82,4 +82,9 @@ func TestDemoteAnswersEveryWaiter(t *testing.T) {
 	if p.LockWaiters() != 0 || p.leading.Load() {
 		t.Fatalf("after Demote: %d waiters, leading %v; want 0, false", p.LockWaiters(), p.leading.Load())
 	}
+}
+
+// oneGrant is a plain lock waiter's grants.
+func oneGrant(key, owner []byte, ttl uint64) []fsm.Command {
+	return []fsm.Command{Acquire(key, owner, ttl)}
 }

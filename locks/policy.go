@@ -141,6 +141,7 @@ func (p *Policy) Stats() (expired, ghostReleases uint64) {
 func (p *Policy) Applied(m *fsm.Machine, key []byte, index uint64, res fsm.Result) {
 	switch res.Status {
 	case fsm.StatusGranted, fsm.StatusRenewed, fsm.StatusWritten:
+	case fsm.StatusExpired: // a lock-delay's lease, when it set one (fsm.LeaseKey)
 	default:
 		return
 	}

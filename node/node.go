@@ -25,6 +25,12 @@ type View interface {
 	// Ascend calls fn for each held key from the table key from up, in key order, with its
 	// lock, while fn returns true (KEYS, SCAN). key is only valid during the call.
 	Ascend(from []byte, fn func(key []byte, l fsm.Lock) bool)
+	// Kinds returns what key holds beside a plain lock (fsm.Machine.Kinds: shared or semaphore
+	// holders, a lock-delay) and the time left of its lock-delay.
+	Kinds(key []byte) (k fsm.Kinds, delayLeft time.Duration)
+	// Holders calls fn with each shared or semaphore holder of key and its remaining lease, in
+	// token order, while fn returns true.
+	Holders(key []byte, fn func(l fsm.Lock, remaining time.Duration) bool)
 	// Script returns the stored source of a script by its SHA1 hex digest.
 	Script(sha string) (string, bool)
 	// ScriptCache is how many scripts are stored and the bytes of their sources.
@@ -88,6 +94,8 @@ const (
 // KeyEventOf is the keyspace event an applied command's result is, 0 for none.
 func KeyEventOf(c fsm.Command, r fsm.Result) KeyEvent {
 	switch {
+	case fsm.Hidden(c.Key):
+		return 0 // a share's, a permit's or a lock-delay's: no Redis key
 	case r.Status == fsm.StatusReleased, r.Status == fsm.StatusWritten && r.Existed && c.Value == nil:
 		return KeyDeleted
 	case r.Status == fsm.StatusExpired && r.Existed:

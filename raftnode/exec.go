@@ -550,6 +550,26 @@ func (v viewReader) Lookup(key []byte) (fsm.Lock, time.Duration, bool) {
 	return l, max(time.Duration(l.Deadline-v.n.leaseClock(v.now)), 0), true
 }
 
+// remaining is what is left of l's lease, as of the view's now (0 for none).
+func (v viewReader) remaining(l fsm.Lock) time.Duration {
+	if l.LeaseMs == 0 {
+		return 0
+	}
+	return max(time.Duration(l.Deadline-v.n.leaseClock(v.now)), 0)
+}
+
+func (v viewReader) Kinds(key []byte) (fsm.Kinds, time.Duration) {
+	k := v.n.mu.machine.Kinds(key)
+	if !k.Delayed {
+		return k, 0
+	}
+	return k, v.remaining(k.Delay)
+}
+
+func (v viewReader) Holders(key []byte, fn func(l fsm.Lock, remaining time.Duration) bool) {
+	v.n.mu.machine.Holders(key, func(l fsm.Lock) bool { return fn(l, v.remaining(l)) })
+}
+
 func (v viewReader) Len(db int) int { return v.n.mu.machine.LenDB(db) }
 
 func (v viewReader) Ascend(from []byte, fn func(key []byte, l fsm.Lock) bool) {

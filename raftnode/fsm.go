@@ -100,7 +100,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			resps[i].ends = slices.Clone(ends)
 		}
 		for j, c := range cmds {
-			n.locks.Applied(n.mu.machine, c.Key, l.Index, res[j])
+			n.locks.Applied(n.mu.machine, fsm.LeaseKey(c, res[j]), l.Index, res[j])
 			if changesLock(res[j]) {
 				changed = append(changed, c.Key)
 			}
@@ -170,7 +170,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		changed = nil // nil: every key
 	}
 	if w.Changed != nil && (len(changed) > 0 || flushed) {
-		w.Changed(changed)
+		w.Changed(visibleKeys(changed))
 	}
 	// In log order, after every change of the batch and before anyone hears back: a subscriber
 	// told "released" finds the key free on this node.
@@ -257,10 +257,10 @@ func flushedLocks(m *fsm.Machine, cmds []fsm.Command, watched func() bool) []mes
 	db := cmds[i].Key
 	out := []message{}
 	collect := func(key string, l fsm.Lock) bool {
-		if len(db) > 0 && key[0] != db[0] {
+		if len(db) > 0 && key[0] != db[0] && (!fsm.Hidden([]byte(key)) || key[1] != db[0]) {
 			return false
 		}
-		if l.Value == nil {
+		if l.Value == nil && fsm.IsLockKey(key) {
 			out = append(out, message{channel: []byte(key), token: l.Token, end: node.LockFlushed})
 		}
 		return true
@@ -269,8 +269,18 @@ func flushedLocks(m *fsm.Machine, cmds []fsm.Command, watched func() bool) []mes
 		m.Scan(collect)
 	} else {
 		m.Ascend(string(db), collect)
+		m.Ascend(fsm.KindsFrom(db[0]), collect) // its shares and permits
 	}
 	return out
+}
+
+// visibleKeys is keys without the lock kinds' hidden keys (fsm.Hidden), which no watcher, tracker
+// or blocked command names: keys itself when it has none.
+func visibleKeys(keys [][]byte) [][]byte {
+	if !slices.ContainsFunc(keys, fsm.Hidden) {
+		return keys
+	}
+	return slices.DeleteFunc(slices.Clone(keys), fsm.Hidden)
 }
 
 // badEntry is a log entry ApplyBatch could not decode (and skipped).

@@ -142,6 +142,11 @@ var aclCategories = map[string]string{
 	"renew":            "write lock fast",
 	"lockinfo":         "read lock fast",
 	"validate":         "read lock fast",
+	"semacquire":       "write lock slow blocking",
+	"semrelease":       "write lock fast",
+	"mlock":            "write lock slow blocking",
+	"lockwaiters":      "read lock slow",
+	"locks":            "read lock slow",
 	"raft":             "slow",
 }
 
@@ -265,6 +270,10 @@ var aclKeyFlags = map[string]string{
 	"renew":            "RW update",
 	"lockinfo":         "RO access",
 	"validate":         "RO access",
+	"semacquire":       "RW insert update",
+	"semrelease":       "RW delete",
+	"mlock":            "RW insert update",
+	"lockwaiters":      "RO access",
 	"mset":             "OW update",
 	"set":              "RW access update variable_flags",
 	"get":              "RO access",

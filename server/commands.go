@@ -68,6 +68,9 @@ func (cmd *command) keyArgs(args [][]byte) [][]byte {
 	if last < 0 {
 		last = len(args) + last
 	}
+	if cmd.name == "mlock" {
+		last = mlockKeysEnd(args) - 1 // its options follow its keys
+	}
 	last = min(last, len(args)-1)
 	if cmd.keys.step <= 1 {
 		return args[first : last+1]
@@ -122,6 +125,11 @@ func init() {
 		{name: "renew", arity: -3, fam: famLock, flags: "write", keys: keySpec{1, 1, 1}, run: cmdRenew, summary: "Extend the lease of a lock held with the given token"},
 		{name: "lockinfo", arity: 2, fam: famRead, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdLockInfo, summary: "Owner, fencing token and remaining lease of a lock"},
 		{name: "validate", arity: 3, fam: famRead, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdValidate, summary: "Whether a token is the current holder's"},
+		{name: "semacquire", arity: -4, fam: famLock, flags: "write denyoom noscript", keys: keySpec{1, 1, 1}, run: cmdSemAcquire, summary: "Take a permit of a semaphore with a lease; returns its fencing token or nil"},
+		{name: "semrelease", arity: 3, fam: famLock, flags: "write", keys: keySpec{1, 1, 1}, run: cmdSemRelease, summary: "Give back the permit held with the given token"},
+		{name: "mlock", arity: -3, fam: famLock, flags: "write denyoom noscript", keys: keySpec{2, -1, 1}, run: cmdMLock, summary: "Take several locks at once, all or none; returns one fencing token per key or nil"},
+		{name: "lockwaiters", arity: 2, fam: famRead, flags: "readonly", keys: keySpec{1, 1, 1}, run: cmdLockWaiters, summary: "The requests waiting for a lock, in order"},
+		{name: "locks", arity: -1, fam: famRead, flags: "readonly", run: cmdLocks, summary: "List the locks, shares and permits held in the database, paged"},
 		// strings.go
 		{name: "mset", arity: -3, fam: famLock, flags: "write denyoom", keys: keySpec{1, -1, 2}, run: cmdMSet, summary: "Set several keys at once, all or none"},
 		{name: "set", arity: -3, fam: famLock, flags: "write denyoom", keys: keySpec{1, 1, 1}, run: cmdSet, stage: stageSet, summary: "Set a key (a lock) with NX/XX, an expiry and GET"},

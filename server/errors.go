@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/raftlock/raftlock/locks"
 	"github.com/raftlock/raftlock/node"
 )
 
@@ -51,6 +52,8 @@ func (r *request) replyError(err error) {
 		r.w.Error("ERR " + err.Error()) // a refused membership change: the text says why and what to do
 	case errors.As(err, &full):
 		r.w.Error("ERR " + err.Error()) // a bound of the waiters (waiters.go)
+	case errors.As(err, new(*locks.PermitsError)):
+		r.w.Error("ERR " + err.Error()) // a semaphore asked for with another count
 	default:
 		r.s.log.Warn("request failed", "err", err)
 		r.w.Error("ERR " + err.Error())

@@ -87,10 +87,12 @@ func (f *fakeNode) startLocks(t testing.TB) {
 	t.Cleanup(f.locks.Close)
 }
 
-func (f *fakeNode) LockWait(ctx context.Context, key []byte, eval node.Eval, grant fsm.Command, wait time.Duration) ([]fsm.Result, error) {
-	return f.locks.LockWait(ctx, key, eval, grant, wait)
+func (f *fakeNode) LockWait(ctx context.Context, keys [][]byte, eval node.Eval, grants []fsm.Command, wait time.Duration) ([]fsm.Result, error) {
+	return f.locks.LockWait(ctx, keys, eval, grants, wait)
 }
-func (f *fakeNode) LockWaiters() int { return f.locks.LockWaiters() }
+func (f *fakeNode) LockWaiters() int                  { return f.locks.LockWaiters() }
+func (f *fakeNode) Waiting(key []byte) bool           { return f.locks.Waiting(key) }
+func (f *fakeNode) Waiters(key []byte) []locks.Waiter { return f.locks.Waiters(key) }
 
 func (f *fakeNode) VerifyLeader(context.Context) error {
 	if f.follower.Load() {
@@ -390,6 +392,15 @@ type fakeView struct{ m *fsm.Machine }
 func (v fakeView) Lookup(key []byte) (fsm.Lock, time.Duration, bool) {
 	l, ok := v.m.Get(key)
 	return l, time.Duration(l.LeaseMs) * time.Millisecond, ok
+}
+
+func (v fakeView) Kinds(key []byte) (fsm.Kinds, time.Duration) {
+	k := v.m.Kinds(key)
+	return k, time.Duration(k.Delay.LeaseMs) * time.Millisecond
+}
+
+func (v fakeView) Holders(key []byte, fn func(fsm.Lock, time.Duration) bool) {
+	v.m.Holders(key, func(l fsm.Lock) bool { return fn(l, time.Duration(l.LeaseMs)*time.Millisecond) })
 }
 
 func (v fakeView) Len(db int) int { return v.m.LenDB(db) }

@@ -275,10 +275,10 @@ func (r *request) forward(cmds [][][]byte, mayApply bool) (reply []byte, ok bool
 
 // lockWaitOf is how long a LOCK ... WAIT ms may legitimately wait on the leader.
 func lockWaitOf(cmd *command, args [][]byte) time.Duration {
-	if cmd.name != "lock" {
+	if cmd.name != "lock" && cmd.name != "semacquire" && cmd.name != "mlock" {
 		return 0
 	}
-	for i := 3; i+1 < len(args); i++ {
+	for i := 2; i+1 < len(args); i++ {
 		if is(args[i], "wait") {
 			if ms, ok := parseInt(args[i+1]); ok && ms > 0 && ms <= maxLockWait {
 				return time.Duration(ms) * time.Millisecond
@@ -318,7 +318,7 @@ func (r *request) rewriteTokenlessOf(cmd *command, args [][]byte) ([][]byte, boo
 func (r *request) noteForwardedReply(args [][]byte, reply []byte) {
 	tokens := &r.c.sess.tokens
 	switch r.cmd.name {
-	case "lock":
+	case "lock", "semacquire":
 		if reply[0] == ':' {
 			if t, ok := parseToken(reply[1 : len(reply)-2]); ok {
 				tokens.remember(fsm.DBKey(r.db, args[1]), fsm.Token(t))

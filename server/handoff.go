@@ -5,9 +5,12 @@ package server
 // (it is not a blocking command to dispatch), so the queue lives on the leader only.
 
 import (
+	"errors"
 	"time"
 
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/locks"
+	"github.com/raftlock/raftlock/node"
 )
 
 // lockWaiters is INFO's lock_waiters: the LOCK ... WAITs queued on this node (a leader's
@@ -19,39 +22,86 @@ func (s *Server) lockWaiters() int {
 	return s.queue.LockWaiters()
 }
 
-// lockQueued runs LOCK key ttl [OWNER id] WAIT ms through the lock queue. The waiters' bounds
-// (Config.MaxWaitersPerKey, MaxWaiters) count it while it waits: past one, it tries once and
-// is refused with the bound's error. A server without a queue (Deps.Queue) refuses WAIT.
-func (r *request) lockQueued(key, owner []byte, ttl uint64, explicit bool, wait time.Duration) {
+// lockQueued runs a LOCK, SEMACQUIRE or MLOCK with WAIT through the lock queue: a (one request
+// per key in keys, grants their hand-off commands). The waiters' bounds
+// (Config.MaxWaitersPerKey, MaxWaiters) count it on its first key while it waits: past one, it
+// tries once and is refused with the bound's error. A server without a queue (Deps.Queue)
+// refuses WAIT.
+func (r *request) lockQueued(a lockRequest, wait time.Duration) {
+	res, err := r.waitForLocks([]lockRequest{a}, wait)
+	switch {
+	case err != nil:
+		r.replyError(err)
+	case res == nil:
+		r.w.Null()
+	default:
+		if token, granted := r.lockResult(a.Key, res); granted {
+			r.w.Int(int64(token))
+			return
+		}
+		r.w.Null()
+	}
+}
+
+// waitForLocks takes every one of reqs (one key each) at once, waiting up to wait in the lock
+// queue: the results of the grants, nil when refused (or the client left), or an error.
+func (r *request) waitForLocks(reqs []lockRequest, wait time.Duration) ([]fsm.Result, error) {
 	q := r.s.queue
 	if q == nil {
-		r.w.Error("ERR LOCK ... WAIT needs a lock queue, and this server has none")
-		return
+		return nil, errors.New("LOCK ... WAIT needs a lock queue, and this server has none")
 	}
-	done, full := r.s.waiters.reserve(key)
+	keys := make([][]byte, len(reqs))
+	grants := make([]fsm.Command, len(reqs))
+	for i, a := range reqs {
+		keys[i], grants[i] = a.Key, a.Grant()
+	}
+	var refused error
+	eval := locksEval(reqs, r.s.waiting(), &refused)
+	done, full := r.s.waiters.reserve(keys[0])
 	if full != nil {
-		token, granted, err := r.tryLock(key, owner, ttl, explicit)
+		res, err := r.exec(keys, eval)
 		switch {
 		case err != nil:
-			r.replyError(err)
-		case granted:
-			r.w.Int(int64(token))
-		default:
-			r.replyError(full)
+			return nil, err
+		case refused != nil:
+			return nil, refused
+		case len(res) == 0:
+			return nil, full
 		}
-		return
+		return res, nil
 	}
-	res, err := q.LockWait(r.c.ctx, key, locks.LockEval(key, owner, ttl, explicit), locks.Acquire(key, owner, ttl), wait)
+	if err := r.kindsMismatch(reqs); err != nil {
+		done()
+		return nil, err
+	}
+	res, err := q.LockWait(r.c.ctx, keys, eval, grants, wait)
 	done()
-	if err != nil {
-		if r.c.ctx.Err() == nil {
-			r.replyError(err)
+	switch {
+	case err != nil && r.c.ctx.Err() != nil:
+		return nil, nil // the client is gone: nobody to answer
+	case err != nil:
+		return nil, err
+	case refused != nil:
+		return nil, refused
+	}
+	return res, nil
+}
+
+// kindsMismatch is the error for a semaphore asked for with another permit count than its key
+// is held with now: it would wait in vain. (One that appears while it waits is answered by the
+// hand-off.)
+func (r *request) kindsMismatch(reqs []lockRequest) error {
+	var err error
+	r.s.node.ExecLocal(func(v node.View) {
+		for _, a := range reqs {
+			if !a.Shared && a.Permits == 0 {
+				continue
+			}
+			if k, _ := v.Kinds(a.Key); k.Holders > 0 && k.Permits != a.Permits {
+				err = &locks.PermitsError{Permits: k.Permits}
+				return
+			}
 		}
-		return
-	}
-	if token, granted := r.lockResult(key, res); granted {
-		r.w.Int(int64(token))
-		return
-	}
-	r.w.Null()
+	})
+	return err
 }

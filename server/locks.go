@@ -1,6 +1,8 @@
 package server
 
-// The native lock commands: LOCK, UNLOCK, RENEW, LOCKINFO, VALIDATE (DESIGN.md §7).
+// The native lock commands: LOCK, UNLOCK, RENEW, LOCKINFO, VALIDATE (DESIGN.md §7). The lock
+// kinds beside the plain lock (shares, permits, MLOCK, the lists of holders and waiters) are in
+// lockkinds.go.
 
 import (
 	"strings"
@@ -14,53 +16,81 @@ import (
 // maxLockWait bounds LOCK ... WAIT: a waiting LOCK holds its connection.
 const maxLockWait = 60 * 1000
 
-// lockRequest is a parsed LOCK.
+// lockRequest is a parsed LOCK (or SEMACQUIRE, MLOCK): what it asks for, and how long it waits.
 type lockRequest struct {
-	key, owner []byte
-	ttl        uint64
-	explicit   bool  // OWNER given: the same owner asking again renews
-	wait       int64 // WAIT, in milliseconds
+	locks.Request
+	wait int64 // WAIT, in milliseconds
 }
 
-// parseLock reads LOCK's arguments, or replies why it cannot and returns false. A LOCK without
-// OWNER gets an owner of its own (defaultOwner).
+// parseLock reads LOCK's arguments, or replies why it cannot and returns false.
 func (r *request) parseLock() (lockRequest, bool) {
-	a := lockRequest{key: r.args[1]}
-	if !r.checkKey(a.key) {
+	a := lockRequest{Request: locks.Request{Key: r.args[1]}}
+	if !r.checkKey(a.Key) {
 		return a, false
-	}
-	var waitArg []byte
-	for i := 3; i < len(r.args); i++ {
-		switch {
-		case is(r.args[i], "owner") && i+1 < len(r.args) && !a.explicit:
-			a.owner, a.explicit = r.args[i+1], true
-		case is(r.args[i], "wait") && i+1 < len(r.args) && waitArg == nil:
-			waitArg = r.args[i+1]
-		default:
-			r.w.Error(errSyntax)
-			return a, false
-		}
-		i++
 	}
 	ttl, ok := r.leaseArg(r.args[2], "lock")
-	if !ok || a.explicit && !r.checkValue(a.owner) {
+	if !ok || !r.parseLockOptions(&a, r.args[3:], true) {
 		return a, false
 	}
-	a.ttl = ttl
-	if waitArg != nil {
-		if a.wait, ok = parseInt(waitArg); !ok || a.wait < 0 || a.wait > maxLockWait {
-			r.w.Error("ERR invalid WAIT: milliseconds from 0 to " + itoa(maxLockWait))
-			return a, false
-		}
-	}
-	if !a.explicit {
-		a.owner = r.c.defaultOwner()
-	}
+	a.TTL = ttl
 	return a, true
 }
 
-// LOCK key ttl_ms [OWNER id] [WAIT ms] -> :token, or nil while another owner holds key (after
-// waiting up to WAIT ms for it to be released or to expire).
+// parseLockOptions reads the options of a lock request, [OWNER id] [WAIT ms] [DELAY ms] and,
+// where shared is allowed, [SHARED], in any order, into a; or replies why it cannot and returns
+// false. A request without OWNER gets an owner of its own (defaultOwner), without DELAY the
+// server's lock-delay (Config.LockDelayMs).
+func (r *request) parseLockOptions(a *lockRequest, opts [][]byte, shared bool) bool {
+	var waitArg, delayArg []byte
+	for i := 0; i < len(opts); i++ {
+		switch {
+		case is(opts[i], "owner") && i+1 < len(opts) && !a.Explicit:
+			a.Owner, a.Explicit = opts[i+1], true
+		case is(opts[i], "wait") && i+1 < len(opts) && waitArg == nil:
+			waitArg = opts[i+1]
+		case is(opts[i], "delay") && i+1 < len(opts) && delayArg == nil:
+			delayArg = opts[i+1]
+		case is(opts[i], "shared") && shared && !a.Shared:
+			a.Shared = true
+			continue
+		default:
+			r.w.Error(errSyntax)
+			return false
+		}
+		i++
+	}
+	if a.Explicit && !r.checkValue(a.Owner) {
+		return false
+	}
+	var ok bool
+	if waitArg != nil {
+		if a.wait, ok = parseInt(waitArg); !ok || a.wait < 0 || a.wait > maxLockWait {
+			r.w.Error("ERR invalid WAIT: milliseconds from 0 to " + itoa(maxLockWait))
+			return false
+		}
+	}
+	a.Delay = r.s.cfg.LockDelayMs
+	if delayArg != nil {
+		d, ok := parseInt(delayArg)
+		if !ok || d < 0 || d > fsm.MaxDelayMs {
+			r.w.Error("ERR invalid DELAY: milliseconds from 0 to " + itoa(fsm.MaxDelayMs))
+			return false
+		}
+		a.Delay = uint64(d)
+	}
+	if !a.Explicit {
+		a.Owner = r.c.defaultOwner()
+	}
+	return true
+}
+
+// waiting is the lock queue's Waiting, nil on a server without one: made once (New), so that a
+// LOCK's evaluation makes no method value.
+func (s *Server) waiting() func(key []byte) bool { return s.waitingFn }
+
+// LOCK key ttl_ms [OWNER id] [WAIT ms] [SHARED] [DELAY ms] -> :token, or nil while another owner
+// holds key (after waiting up to WAIT ms for it to be released or to expire). SHARED takes a
+// share: any number of shares are held together, each with its own token and lease.
 func cmdLock(r *request) { r.runHalves(stageLock(r)) }
 
 // stageLock is LOCK in two halves (stage.go): one attempt, proposed now and answered by finish.
@@ -70,16 +100,16 @@ func stageLock(r *request) (keys [][]byte, eval node.Eval, finish finishFunc) {
 	if !ok {
 		return nil, nil, nil
 	}
-	if a.wait > 0 {
-		r.lock(a)
+	if a.wait > 0 || a.Shared {
+		r.lock(a) // a share may be refused with an error, which a half does not reply
 		return nil, nil, nil
 	}
 	if h := r.halves; h != nil {
 		h.lock = a
-		return r.oneKey(a.key), h.lockEval, h.lockFinish
+		return r.oneKey(a.Key), h.lockEval, h.lockFinish
 	}
-	return r.oneKey(a.key), locks.LockEval(a.key, a.owner, a.ttl, a.explicit), func(res []fsm.Result, err error) {
-		r.finishLock(a.key, res, err)
+	return r.oneKey(a.Key), locks.LockEval(a.Request, r.s.waiting(), nil), func(res []fsm.Result, err error) {
+		r.finishLock(a.Key, res, err)
 	}
 }
 
@@ -107,10 +137,10 @@ func (r *request) replyLock(token fsm.Token, granted bool) {
 // and may not hold it for the wait.
 func (r *request) lock(a lockRequest) {
 	if a.wait > 0 && r.path != onScript {
-		r.lockQueued(a.key, a.owner, a.ttl, a.explicit, time.Duration(a.wait)*time.Millisecond)
+		r.lockQueued(a, time.Duration(a.wait)*time.Millisecond)
 		return
 	}
-	token, granted, err := r.tryLock(a.key, a.owner, a.ttl, a.explicit)
+	token, granted, err := r.tryLock(a)
 	switch {
 	case err != nil:
 		r.replyError(err)
@@ -119,14 +149,19 @@ func (r *request) lock(a lockRequest) {
 	}
 }
 
-// tryLock makes one LOCK attempt: a grant on a free key, a renewal when the same explicit owner
-// holds it (a retry gets its token back), a refusal otherwise.
-func (r *request) tryLock(key, owner []byte, ttl uint64, explicit bool) (fsm.Token, bool, error) {
-	res, err := r.exec([][]byte{key}, locks.LockEval(key, owner, ttl, explicit))
-	if err != nil {
+// tryLock makes one attempt of a: a grant where there is room, a renewal when the same explicit
+// owner holds it (a retry gets its token back), a refusal otherwise (*locks.PermitsError for a
+// semaphore held with another count).
+func (r *request) tryLock(a lockRequest) (fsm.Token, bool, error) {
+	var refused error
+	res, err := r.exec([][]byte{a.Key}, locks.LockEval(a.Request, r.s.waiting(), &refused))
+	switch {
+	case err != nil:
 		return 0, false, err
+	case refused != nil:
+		return 0, false, refused
 	}
-	token, granted := r.lockResult(key, res)
+	token, granted := r.lockResult(a.Key, res)
 	return token, granted, nil
 }
 
@@ -244,13 +279,15 @@ func cmdRenew(r *request) {
 // LOCKINFO key -> {owner, token, pttl} or nil. pttl is -1 for a lock without a lease. The owner
 // is a string's value; of a collection, the element a lock recipe keeps its holder in: a hash's
 // first field (Redisson's "id:thread"), the first member of a set or sorted set, a list's head.
+// A shared lock's or a semaphore's: {kind, [permits], holders: [{owner, token, pttl}, ...]}; a
+// key within a lock-delay: {kind: delay, token, pttl} (kindsInfo).
 func cmdLockInfo(r *request) {
 	l, pttl, held, ok := r.readKey(r.args[1])
 	if !ok || r.predictedToken(l) {
 		return
 	}
 	if !held {
-		r.w.Null()
+		r.kindsInfo(r.args[1])
 		return
 	}
 	r.w.Map(3)
@@ -309,12 +346,13 @@ func (h *lockHalves) makeHalves(r *request) {
 	}
 	h.r = r
 	h.lockEval = func(v node.View) []fsm.Command {
-		a := &h.lock
-		c, ok := locks.Lock(v, a.key, a.owner, a.ttl, a.explicit)
+		c, ok, _ := locks.Lock(v, h.lock.Request, h.r.s.waiting()) // a plain lock: never an error
 		return h.one(c, ok)
 	}
-	h.lockFinish = func(res []fsm.Result, err error) { h.r.finishLock(h.lock.key, res, err) }
-	h.unlockEval = func(v node.View) []fsm.Command { return h.one(h.cmd, locks.Holds(v, h.cmd.Key, h.cmd.Match.Token)) }
+	h.lockFinish = func(res []fsm.Result, err error) { h.r.finishLock(h.lock.Key, res, err) }
+	h.unlockEval = func(v node.View) []fsm.Command {
+		return h.one(locks.HolderCommand(v, h.cmd, h.cmd.Match.Token)) // a share's goes to its own key
+	}
 	h.unlockFinish = func(res []fsm.Result, err error) { h.r.finishUnlock(h.cmd.Key, h.cmd.Match.Token, res, err) }
 }
 
@@ -349,5 +387,15 @@ func cmdValidate(r *request) {
 		return
 	}
 	valid := held && l.Token == fsm.Token(t)
+	if !held {
+		// A share's or a permit's: the key has no plain lock.
+		if _, err := r.exec(r.oneKey(r.args[1]), func(v node.View) []fsm.Command {
+			valid = locks.Holds(v, r.args[1], fsm.Token(t))
+			return nil
+		}); err != nil {
+			r.replyError(err)
+			return
+		}
+	}
 	r.w.Int(b2i(valid))
 }

@@ -182,11 +182,14 @@ func (c *conn) noteOwnWrites(cmd *command, args [][]byte, db int) {
 // endsLocks reports whether cmd may end a lock on a key it writes: any write but LOCK and
 // RENEW, which keep the holder's lock.
 func endsLocks(cmd *command) bool {
-	return cmd.write && cmd.name != "lock" && cmd.name != "renew"
+	return cmd.write && cmd.name != "lock" && cmd.name != "renew" && cmd.name != "semacquire" && cmd.name != "mlock"
 }
 
 // lockEnded is the node's LockEnded hook: it runs on the apply path and must not block.
 func (s *Server) lockEnded(key []byte, token fsm.Token, how node.LockEnd) {
+	if base, _, ok := fsm.HolderOf(key); ok {
+		key = base // a share's or a permit's: its holders know it by its key and token
+	}
 	s.tellHolders(key, token, how)
 	if s.hub.lockInterest() {
 		body := make([]byte, 0, 32)
@@ -282,9 +285,13 @@ func (s *Server) recheckHolders() {
 	var gone []held
 	s.node.ExecLocal(func(v node.View) {
 		for _, h := range all {
-			if l, _, ok := v.Lookup(h.key); !ok || l.Token != h.token || l.Value != nil {
-				gone = append(gone, h)
+			if l, _, ok := v.Lookup(h.key); ok && l.Token == h.token && l.Value == nil {
+				continue
 			}
+			if l, _, ok := v.Lookup(fsm.HolderKey(h.key, h.token)); ok && l.Token == h.token {
+				continue // a share or a permit
+			}
+			gone = append(gone, h)
 		}
 	})
 	for _, h := range gone {

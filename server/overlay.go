@@ -115,6 +115,12 @@ func (o *overlay) Len(db int) int {
 	return n
 }
 
+// Kinds and Holders read the base: the lock kinds' commands do not run in scripts (noscript),
+// so a script changes no holder.
+func (o *overlay) Kinds(key []byte) (fsm.Kinds, time.Duration) { return o.base.Kinds(key) }
+
+func (o *overlay) Holders(key []byte, fn func(fsm.Lock, time.Duration) bool) { o.base.Holders(key, fn) }
+
 func (o *overlay) Script(sha string) (string, bool) { return o.base.Script(sha) }
 
 func (o *overlay) ScriptCache() (scripts, bytes int) { return o.base.ScriptCache() }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/locks"
 	"github.com/raftlock/raftlock/node"
 )
 
@@ -77,12 +78,18 @@ type Admin interface {
 // hand-off). A server without one serves LOCK ... WAIT by trying again at every change of the
 // key.
 type LockQueue interface {
-	// LockWait tries eval (one LOCK attempt) and, on a refusal, queues the request on key with
-	// grant as its hand-off command, for up to wait. It returns the results of eval's commands
-	// or of the grant, or none (and no error) when wait passed.
-	LockWait(ctx context.Context, key []byte, eval node.Eval, grant fsm.Command, wait time.Duration) ([]fsm.Result, error)
+	// LockWait tries eval (one LOCK, SEMACQUIRE or MLOCK attempt) and, on a refusal, queues the
+	// request on keys with grants (one per key) as its hand-off commands, for up to wait. It
+	// returns the results of eval's commands or of the grants, or none (and no error) when
+	// wait passed.
+	LockWait(ctx context.Context, keys [][]byte, eval node.Eval, grants []fsm.Command, wait time.Duration) ([]fsm.Result, error)
 	// LockWaiters is how many requests are queued on the node now.
 	LockWaiters() int
+	// Waiting reports whether anyone waits on key: a request that does not wait must not take
+	// it ahead of them.
+	Waiting(key []byte) bool
+	// Waiters lists key's queue in order (LOCKWAITERS).
+	Waiters(key []byte) []locks.Waiter
 }
 
 // Deps are what a server serves through. Replica is required; Admin and Queue may be nil.

@@ -33,6 +33,7 @@ type readLog struct {
 	users    []userRead
 	allUsers []map[string]string
 	cache    []cacheRead
+	kinds    []kindsRead
 	// libs is the libraries an FCALL found its function in (nil: none read). They are
 	// immutable, replaced by every change: the same ones, or the run is not of this moment.
 	libs *fsm.Libraries
@@ -48,6 +49,12 @@ type lockRead struct {
 }
 
 type lenRead struct{ db, n int }
+
+// kindsRead is one Kinds: whether the key's shares, permits or lock-delay refused a plain lock.
+type kindsRead struct {
+	key    []byte
+	blocks bool
+}
 
 // scanRead is one Ascend: the keys it saw from from on, in order, and whether its callback
 // stopped it (rather than the table's end).
@@ -112,6 +119,21 @@ func (r *readLog) count(n int) bool {
 
 func leaseEnded(l fsm.Lock, rem time.Duration, held bool) bool {
 	return held && l.LeaseMs > 0 && rem <= 0
+}
+
+func (r *readLog) Kinds(key []byte) (k fsm.Kinds, left time.Duration) {
+	r.node.ExecLocal(func(v node.View) { k, left = v.Kinds(key) })
+	if r.count(1) {
+		r.kinds = append(r.kinds, kindsRead{key: bytes.Clone(key), blocks: k.Blocks()})
+	}
+	return k, left
+}
+
+// Holders is not logged: a run that lists holders (LOCKINFO of a shared lock) runs again
+// holding the lock, where what it reads cannot change under it.
+func (r *readLog) Holders(key []byte, fn func(fsm.Lock, time.Duration) bool) {
+	r.changed = true
+	r.node.ExecLocal(func(v node.View) { v.Holders(key, fn) })
 }
 
 func (r *readLog) Len(db int) (n int) {
@@ -194,6 +216,11 @@ func (r *readLog) valid(v node.View) bool {
 	}
 	for _, x := range r.lens {
 		if v.Len(x.db) != x.n {
+			return false
+		}
+	}
+	for _, x := range r.kinds {
+		if k, _ := v.Kinds(x.key); k.Blocks() != x.blocks {
 			return false
 		}
 	}

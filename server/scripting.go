@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -204,6 +205,8 @@ func (sc scriptCaller) refusal(args [][]byte, log bool) (*command, string) {
 		return cmd, "ERR Write commands are not allowed from read-only scripts."
 	case cmd.name == "lock":
 		return cmd, "ERR LOCK is not allowed from scripts: its token is only known once the grant is applied; use SET key value NX PX ms"
+	case cmd.name == "semacquire" || cmd.name == "mlock":
+		return cmd, "ERR " + strings.ToUpper(cmd.name) + " is not allowed from scripts: its tokens are only known once the grant is applied"
 	case rule.refused:
 		return cmd, "ERR This Redis command is not allowed from script"
 	case cmd.denyOOM && p.s.full():

@@ -41,6 +41,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/resp"
 )
@@ -109,6 +110,9 @@ type Config struct {
 	// error instead of waiting. Defaults 10000 and 100000.
 	MaxWaitersPerKey int
 	MaxWaiters       int
+	// LockDelayMs is the lock-delay of a LOCK (SHARED too) or SEMACQUIRE that names none: how
+	// long its key stays refused after its lease expires (fsm.Lock.Delay). Default 0: none.
+	LockDelayMs uint64
 	// MaxTrackingPrefixes bounds the prefixes of one connection's CLIENT TRACKING ... BCAST, and
 	// MaxTrackingPrefixBytes their bytes together: every change of a key is matched against
 	// every broadcasting connection's prefixes. Defaults 1000 and 64 KiB.
@@ -289,6 +293,8 @@ func (c Config) Validate() error {
 		return errors.New("server: Config.ReadAheadBytes and TotalReadAheadBytes must not be negative")
 	case c.IdleTimeout < 0:
 		return errors.New("server: Config.IdleTimeout must not be negative")
+	case c.LockDelayMs > fsm.MaxDelayMs:
+		return errors.New("server: Config.LockDelayMs must be at most fsm.MaxDelayMs")
 	case c.MaxWaitersPerKey < 0 || c.MaxWaiters < 0:
 		return errors.New("server: Config.MaxWaitersPerKey and MaxWaiters must not be negative")
 	case c.MaxTrackingPrefixes < 0 || c.MaxTrackingPrefixBytes < 0:
@@ -303,11 +309,13 @@ func (c Config) Validate() error {
 
 // Server serves RESP clients.
 type Server struct {
-	cfg     Config
-	node    Replica
-	admin   Admin     // nil: RAFT administration is refused
-	queue   LockQueue // nil: LOCK ... WAIT tries again at each change of its key
-	scripts scriptEngine
+	cfg   Config
+	node  Replica
+	admin Admin     // nil: RAFT administration is refused
+	queue LockQueue // nil: LOCK ... WAIT tries again at each change of its key
+	// waitingFn is queue.Waiting, nil without a queue (waiting).
+	waitingFn func(key []byte) bool
+	scripts   scriptEngine
 	// functions is what this node learnt of the stored function libraries (functions.go).
 	functions functionRegistry
 	tracker   *tracker
@@ -395,6 +403,9 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s := &Server{cfg: cfg, node: d.Replica, admin: d.Admin, queue: d.Queue, log: cfg.Logger.With("component", "server"), start: time.Now(),
 		bootID: strconv.FormatUint(rand.Uint64()>>16, 36)}
 	s.maxClients.Store(int64(cfg.MaxClients))
+	if d.Queue != nil {
+		s.waitingFn = d.Queue.Waiting
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.workers = newWorkers(s)
 	s.metrics = newServerMetrics()

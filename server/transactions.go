@@ -229,9 +229,9 @@ func (c *conn) flagTransaction() {
 func (c *conn) queue(w *resp.Writer, cmd *command, args [][]byte) {
 	tx := c.sess.multi
 	switch {
-	case cmd.name == "lock":
+	case cmd.name == "lock" || cmd.name == "semacquire" || cmd.name == "mlock":
 		tx.aborted = true
-		w.Error("ERR LOCK is not allowed inside MULTI: its token is only known once the grant has applied; use SET key value NX PX ms")
+		w.Error("ERR " + strings.ToUpper(cmd.name) + " is not allowed inside MULTI: its token is only known once the grant has applied; use SET key value NX PX ms")
 		return
 	case cmd.name == "flushdb" || cmd.name == "flushall":
 		// EXEC's overlay cannot show a whole database gone to the commands after it.

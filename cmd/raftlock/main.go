@@ -164,6 +164,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	scfg.MaxClients = opts.maxClients
 	scfg.IdleTimeout = opts.idleTimeout
 	scfg.MaxMemory = opts.maxMemory
+	scfg.LockDelayMs = opts.lockDelayMs
 	scfg.Now = clock.Now
 	if opts.commitPaced {
 		logger.Warn("--group-commit paced: on a cluster the next group commit waits for the last to commit; for tests only")

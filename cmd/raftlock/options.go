@@ -15,6 +15,7 @@ import (
 
 	"github.com/raftlock/raftlock/certs"
 	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/fsm"
 )
 
 // options are the node's settings. Each comes from, in order of precedence: a flag, the
@@ -70,6 +71,8 @@ type options struct {
 	idleTimeout time.Duration
 	// maxMemory refuses commands that may create keys with -OOM past this heap (0: no bound).
 	maxMemory uint64
+	// lockDelayMs is the lock-delay of a LOCK, SHARED LOCK or SEMACQUIRE without DELAY.
+	lockDelayMs uint64
 	// memoryLimit is --memory-limit: "auto" (memoryLimitAuto), "0" (off) or bytes; see
 	// goMemoryLimit.
 	memoryLimit     uint64
@@ -118,6 +121,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		// Resource bounds.
 		"maxclients":   fs.String("maxclients", "10000", "the most client connections open at once; one more is told 'max number of clients reached'"),
 		"timeout":      fs.String("timeout", "0", "close a client idle for this many seconds (0: never; subscribers and blocked clients are not idle)"),
+		"lock-delay":   fs.String("lock-delay", "0", "milliseconds a key stays refused to LOCK, SHARED and SEMACQUIRE after a holder's lease expires (not after an UNLOCK), for requests without DELAY (0: none, at most 60000)"),
 		"maxmemory":    fs.String("maxmemory", "0", "past this much Go heap in use (bytes, or 100mb, 1gb ...), commands that may create keys get -OOM (0: no bound)"),
 		"memory-limit": fs.String("memory-limit", "auto", "the Go runtime's soft memory limit (GOMEMLIMIT), bytes or 256mb ...; auto: GOMEMLIMIT if set, else the live heap + 25% + the runtime's overhead, at least maxmemory + 25% if set, else at least 256mb, collected once when idle after a burst; 0: none"),
 		"pprof":        fs.String("pprof", "false", "also serve /debug/pprof/ on --metrics-addr (true/false)"),
@@ -390,6 +394,9 @@ func parseBounds(o *options, vals map[string]*string) error {
 		return fmt.Errorf("--timeout: want a number of seconds (0: never), got %q", *vals["timeout"])
 	}
 	o.idleTimeout = time.Duration(secs) * time.Second
+	if o.lockDelayMs, err = strconv.ParseUint(*vals["lock-delay"], 10, 64); err != nil || o.lockDelayMs > fsm.MaxDelayMs {
+		return fmt.Errorf("--lock-delay: want milliseconds from 0 to %d, got %q", fsm.MaxDelayMs, *vals["lock-delay"])
+	}
 	if o.maxMemory, err = parseMemory(*vals["maxmemory"]); err != nil {
 		return fmt.Errorf("--maxmemory: %w", err)
 	}
