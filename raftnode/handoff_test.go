@@ -20,7 +20,8 @@ import (
 // lockWait is LOCK key owner lease WAIT wait through LockWait.
 func lockWait(ctx context.Context, n *testNode, key, owner string, leaseMs uint64, wait time.Duration) (fsm.Result, bool, error) {
 	var saw fsm.Lock
-	res, err := n.locks.LockWait(ctx, []byte(key), lockEval(key, owner, leaseMs, &saw), fsm.Command{Kind: fsm.KindGrant, Key: []byte(key), Owner: []byte(owner), LeaseMs: leaseMs, Match: fsm.Match{Kind: fsm.MatchAbsent}, Acquire: true}, wait)
+	grant := fsm.Command{Kind: fsm.KindGrant, Key: []byte(key), Owner: []byte(owner), LeaseMs: leaseMs, Match: fsm.Match{Kind: fsm.MatchAbsent}, Acquire: true}
+	res, err := n.locks.LockWait(ctx, [][]byte{[]byte(key)}, lockEval(key, owner, leaseMs, &saw), []fsm.Command{grant}, wait)
 	if err != nil || len(res) == 0 {
 		return fsm.Result{}, false, err
 	}
