@@ -242,3 +242,53 @@ func TestKindsTravel(t *testing.T) {
 		}
 	}
 }
+
+// A shorter lock-delay after a longer one (two shares expiring) never ends the longer early: the
+// delay in force goes on at least as long, from the later expiry.
+func TestLockDelayNotShortened(t *testing.T) {
+	m := fsm.New()
+	a := apply1(t, m, 10, acquire("k", "a", 2, 100, 60000))
+	b := apply1(t, m, 11, acquire("k", "b", 2, 100, 10))
+	apply1(t, m, 12, fsm.Command{Kind: fsm.KindExpire, Key: fsm.HolderKey(dbk("k"), a.Token), Token: a.Token, LeaseRev: 10})
+	ex := apply1(t, m, 13, fsm.Command{Kind: fsm.KindExpire, Key: fsm.HolderKey(dbk("k"), b.Token), Token: b.Token, LeaseRev: 11})
+	if ex.LeaseMs != 60000 || ex.LeaseRev != 13 {
+		t.Fatalf("the second expiry's delay: %+v, want 60000 ms from index 13", ex)
+	}
+	k := m.Kinds(dbk("k"))
+	if !k.Delayed || k.Delay.LeaseMs != 60000 || k.Delay.LeaseRev != 13 {
+		t.Fatalf("Kinds %+v: the 60 s delay was shortened", k)
+	}
+	// The first delay's own expiry is stale now: it ends nothing.
+	if r := apply1(t, m, 14, fsm.Command{Kind: fsm.KindExpire, Key: fsm.DelayKey(dbk("k")), Token: a.Token, LeaseRev: 12}); r.Existed {
+		t.Fatalf("a stale expiry ended the delay: %+v", r)
+	}
+	if r := apply1(t, m, 15, fsm.Command{Kind: fsm.KindGrant, Key: dbk("k"), Owner: []byte("x"), Match: fsm.Match{Kind: fsm.MatchFree}}); r.Status != fsm.StatusGrantRejected {
+		t.Fatalf("a lock within the delay: %+v", r)
+	}
+}
+
+// MatchFree is the guard of a grant that takes a lock: it waits out shares and lock-delays,
+// where MatchAbsent (a write creating a key: MSET, INCR) looks at the key alone. A format older
+// than FormatFunctions has no kinds, and carries it as MatchAbsent.
+func TestMatchFree(t *testing.T) {
+	m := fsm.New()
+	apply1(t, m, 10, acquire("k", "a", 0, 1000, 0))
+	if r := apply1(t, m, 11, fsm.Command{Kind: fsm.KindGrant, Key: dbk("k"), Owner: []byte("x"), Match: fsm.Match{Kind: fsm.MatchFree}}); r.Status != fsm.StatusGrantRejected {
+		t.Fatalf("MatchFree over a share: %+v", r)
+	}
+	if r := apply1(t, m, 12, fsm.Command{Kind: fsm.KindGrant, Key: dbk("k"), Owner: []byte("1"), Match: matchAbsent}); r.Status != fsm.StatusGranted {
+		t.Fatalf("MatchAbsent (INCR creating the key) beside a share: %+v", r)
+	}
+	cmds := []fsm.Command{{Kind: fsm.KindGrant, Key: dbk("j"), Match: fsm.Match{Kind: fsm.MatchFree}}}
+	if fsm.NeedsFormat(cmds) != fsm.FormatTyped {
+		t.Fatalf("MatchFree needs format %d", fsm.NeedsFormat(cmds))
+	}
+	fsm.ForFormat(cmds, fsm.FormatFunctions)
+	if cmds[0].Match.Kind != fsm.MatchFree {
+		t.Fatal("ForFormat changed a FormatFunctions command")
+	}
+	fsm.ForFormat(cmds, fsm.FormatBatch)
+	if cmds[0].Match.Kind != fsm.MatchAbsent {
+		t.Fatalf("ForFormat(FormatBatch) left %d", cmds[0].Match.Kind)
+	}
+}
