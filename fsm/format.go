@@ -59,8 +59,8 @@ func NeedsFormat(cmds []Command) byte {
 			// Added with FormatBatch: v0.2.0 (FormatTyped) cannot decode it.
 			need = max(need, FormatBatch)
 		case c.Match.Kind == MatchFree:
-			// ForFormat makes it MatchAbsent for an older format: FormatTyped's.
-			need = max(need, FormatTyped)
+			// Every format carries it: ForFormat makes it MatchAbsent for one older than
+			// FormatFunctions (the proposer's part, before it encodes).
 		case c.Kind > KindFlush || c.Match.Kind > MatchLease || c.Match.Rev != 0 || c.Value != nil:
 			need = max(need, FormatTyped)
 		}
