@@ -157,6 +157,12 @@ const (
 	// MatchRev applies only while the key holds the collection the entry at Match.Rev wrote
 	// (Collection.Rev): a Write guarded by it never stores a value computed from another.
 	MatchRev MatchKind = 6
+	// MatchFree applies only to a free key that also has no shares, no permits and no lock-delay
+	// in force (kinds.go): the guard of a Grant that takes a lock (LOCK, SET ... NX, SETNX,
+	// MLOCK). MatchAbsent, which a write that creates a key (MSET, INCR) carries, looks at the
+	// key alone. In a format older than FormatFunctions no key has any of those, and a proposer
+	// sends MatchAbsent instead (ForFormat).
+	MatchFree MatchKind = 7
 )
 
 // Match is the guard a Grant, Release or Renew carries. The FSM checks it again at apply time, so
@@ -222,7 +228,7 @@ func (c Command) Validate() error {
 		return nil
 	case KindGrant:
 		switch c.Match.Kind {
-		case MatchAny, MatchAbsent, MatchToken, MatchOwner:
+		case MatchAny, MatchAbsent, MatchToken, MatchOwner, MatchFree:
 		default:
 			return fmt.Errorf("fsm: grant with match %d", c.Match.Kind)
 		}

@@ -58,11 +58,28 @@ func NeedsFormat(cmds []Command) byte {
 		case c.Kind == KindForgetUser:
 			// Added with FormatBatch: v0.2.0 (FormatTyped) cannot decode it.
 			need = max(need, FormatBatch)
+		case c.Match.Kind == MatchFree:
+			// Every format carries it: ForFormat makes it MatchAbsent for one older than
+			// FormatFunctions (the proposer's part, before it encodes).
 		case c.Kind > KindFlush || c.Match.Kind > MatchLease || c.Match.Rev != 0 || c.Value != nil:
 			need = max(need, FormatTyped)
 		}
 	}
 	return need
+}
+
+// ForFormat rewrites, in place, what cmds say differently in format: a cluster older than
+// FormatFunctions has no lock kinds, so MatchFree is MatchAbsent there (which every format
+// reads). A proposer calls it before NeedsFormat.
+func ForFormat(cmds []Command, format byte) {
+	if format >= FormatFunctions {
+		return
+	}
+	for i := range cmds {
+		if cmds[i].Match.Kind == MatchFree {
+			cmds[i].Match.Kind = MatchAbsent
+		}
+	}
 }
 
 // EncodeEntryIn appends the log entry of cmds in format (FormatKeyed or later). It refuses,

@@ -20,6 +20,7 @@ var equateEmpty = cmpopts.EquateEmpty()
 // Matches, short enough for table rows.
 var matchAny = fsm.Match{Kind: fsm.MatchAny}
 var matchAbsent = fsm.Match{Kind: fsm.MatchAbsent}
+var matchFree = fsm.Match{Kind: fsm.MatchFree}
 
 func byToken(t fsm.Token) fsm.Match { return fsm.Match{Kind: fsm.MatchToken, Token: t} }
 func byOwner(o string) fsm.Match    { return fsm.Match{Kind: fsm.MatchOwner, Owner: []byte(o)} }

@@ -29,7 +29,7 @@ func SplitDBKey(k []byte) (db int, key []byte) {
 // a channel).
 func keyed(k Kind) bool {
 	switch k {
-	case KindGrant, KindRelease, KindRenew, KindExpire, KindWrite, KindAcquire:
+	case KindGrant, KindRelease, KindRenew, KindExpire, KindWrite:
 		return true
 	}
 	return false

@@ -235,14 +235,14 @@ func (m *Machine) blockedByKinds(key []byte) (Token, bool) {
 
 // ended keeps the lock kinds' books after the lock l at key left the table: a holder's marker
 // counts one holder less (and goes with the last), and a lease that expired on a lock with a
-// lock-delay starts the delay (expired at the entry at index). It reports whether it started
-// one.
-func (m *Machine) ended(index uint64, key string, l Lock, expired bool) (delayed bool) {
+// lock-delay starts the delay (expired at the entry at index). It returns the length of the
+// lock-delay it started, 0 for none.
+func (m *Machine) ended(index uint64, key string, l Lock, expired bool) (delay uint64) {
 	base := key
 	if key[0] == kindsPrefix {
 		b, suffix, ok := splitKinds(key)
 		if !ok || len(suffix) != tokenLen {
-			return false // a marker or a lock-delay: nothing counts them
+			return 0 // a marker or a lock-delay: nothing counts them
 		}
 		base = b
 		mk := string(MarkerKey([]byte(base)))
@@ -256,11 +256,18 @@ func (m *Machine) ended(index uint64, key string, l Lock, expired bool) (delayed
 		}
 	}
 	if !expired || l.Delay == 0 {
-		return false
+		return 0
 	}
-	m.set(string(DelayKey([]byte(base))), Lock{Owner: []byte{}, Token: l.Token, LeaseRev: index, LeaseMs: l.Delay,
-		Deadline: m.deadline(l.Delay)})
-	return true
+	// A delay in force goes on at least as long as it was to: a shorter one after it (another
+	// share's expiry) must not end it early. Its new lease runs from now, so it ends late,
+	// never early.
+	delay = l.Delay
+	dk := string(DelayKey([]byte(base)))
+	if cur, ok := m.table.Get(dk); ok {
+		delay = max(delay, cur.LeaseMs)
+	}
+	m.set(dk, Lock{Owner: []byte{}, Token: l.Token, LeaseRev: index, LeaseMs: delay, Deadline: m.deadline(delay)})
+	return delay
 }
 
 // IsLockKey reports whether key is a lock's: a plain key, or a holder's hidden key. A marker's

@@ -47,7 +47,7 @@ func TestSemaphorePermits(t *testing.T) {
 	if r := apply1(t, m, 13, acquire("s", "c", 3, 1000, 0)); r.Status != fsm.StatusGrantRejected {
 		t.Fatalf("another permit count while held: %+v", r)
 	}
-	if r := apply1(t, m, 14, fsm.Command{Kind: fsm.KindGrant, Key: dbk("s"), Owner: []byte("x"), Match: matchAbsent}); r.Status != fsm.StatusGrantRejected {
+	if r := apply1(t, m, 14, fsm.Command{Kind: fsm.KindGrant, Key: dbk("s"), Owner: []byte("x"), Match: matchFree}); r.Status != fsm.StatusGrantRejected {
 		t.Fatalf("a plain lock on a held semaphore: %+v", r)
 	}
 	if k := m.Kinds(dbk("s")); k.Holders != 2 || k.Permits != 2 {
@@ -72,7 +72,7 @@ func TestSemaphorePermits(t *testing.T) {
 		t.Fatalf("the last holder gone: Kinds %+v, %d entries left", k, m.Len())
 	}
 	// Free again: any kind may take it.
-	if r := apply1(t, m, 19, fsm.Command{Kind: fsm.KindGrant, Key: dbk("s"), Owner: []byte("x"), Match: matchAbsent}); r.Status != fsm.StatusGranted {
+	if r := apply1(t, m, 19, fsm.Command{Kind: fsm.KindGrant, Key: dbk("s"), Owner: []byte("x"), Match: matchFree}); r.Status != fsm.StatusGranted {
 		t.Fatalf("a plain lock on a free key: %+v", r)
 	}
 	if r := apply1(t, m, 20, acquire("s", "d", 0, 1000, 0)); r.Status != fsm.StatusGrantRejected {
@@ -114,7 +114,7 @@ func TestSharedHolders(t *testing.T) {
 // grant; a release starts no delay; the delay ends by its own committed expiry.
 func TestLockDelay(t *testing.T) {
 	m := fsm.New()
-	g := fsm.Command{Kind: fsm.KindGrant, Key: dbk("k"), Owner: []byte("a"), LeaseMs: 100, Match: matchAbsent, Delay: 500}
+	g := fsm.Command{Kind: fsm.KindGrant, Key: dbk("k"), Owner: []byte("a"), LeaseMs: 100, Match: matchFree, Delay: 500}
 	r := apply1(t, m, 10, g)
 	if r.Status != fsm.StatusGranted {
 		t.Fatalf("grant: %+v", r)
@@ -131,7 +131,7 @@ func TestLockDelay(t *testing.T) {
 		t.Fatalf("Kinds after the expiry: %+v", k)
 	}
 	for i, c := range []fsm.Command{
-		{Kind: fsm.KindGrant, Key: dbk("k"), Owner: []byte("b"), Match: matchAbsent},
+		{Kind: fsm.KindGrant, Key: dbk("k"), Owner: []byte("b"), Match: matchFree},
 		acquire("k", "b", 0, 1000, 0),
 		acquire("k", "b", 2, 1000, 0),
 	} {
@@ -209,7 +209,7 @@ func TestKindsTravel(t *testing.T) {
 	m := fsm.New()
 	m.NoteFormat(fsm.FormatFunctions)
 	apply1(t, m, 10, acquire("s", "a", 2, 1000, 250))
-	apply1(t, m, 11, fsm.Command{Kind: fsm.KindGrant, Key: dbk("k"), Owner: []byte("a"), LeaseMs: 100, Match: matchAbsent, Delay: 700})
+	apply1(t, m, 11, fsm.Command{Kind: fsm.KindGrant, Key: dbk("k"), Owner: []byte("a"), LeaseMs: 100, Match: matchFree, Delay: 700})
 	r := restore(t, snapshotBytes(t, m))
 	if d := diffTables(table(r), table(m)); d != "" {
 		t.Fatalf("restored table differs:\n%s", d)
@@ -220,7 +220,7 @@ func TestKindsTravel(t *testing.T) {
 	for _, c := range []fsm.Command{
 		acquire("s", "a", 2, 1000, 250),
 		acquire("s", "a", 0, 1000, 0),
-		{Kind: fsm.KindGrant, Key: dbk("k"), Owner: []byte("a"), LeaseMs: 100, Match: matchAbsent, Delay: 700},
+		{Kind: fsm.KindGrant, Key: dbk("k"), Owner: []byte("a"), LeaseMs: 100, Match: matchFree, Delay: 700},
 	} {
 		if fsm.NeedsFormat([]fsm.Command{c}) != fsm.FormatFunctions {
 			t.Fatalf("%+v needs format %d", c, fsm.NeedsFormat([]fsm.Command{c}))
@@ -240,5 +240,55 @@ func TestKindsTravel(t *testing.T) {
 		if c.Validate() == nil {
 			t.Fatalf("%+v is valid", c)
 		}
+	}
+}
+
+// A shorter lock-delay after a longer one (two shares expiring) never ends the longer early: the
+// delay in force goes on at least as long, from the later expiry.
+func TestLockDelayNotShortened(t *testing.T) {
+	m := fsm.New()
+	a := apply1(t, m, 10, acquire("k", "a", 2, 100, 60000))
+	b := apply1(t, m, 11, acquire("k", "b", 2, 100, 10))
+	apply1(t, m, 12, fsm.Command{Kind: fsm.KindExpire, Key: fsm.HolderKey(dbk("k"), a.Token), Token: a.Token, LeaseRev: 10})
+	ex := apply1(t, m, 13, fsm.Command{Kind: fsm.KindExpire, Key: fsm.HolderKey(dbk("k"), b.Token), Token: b.Token, LeaseRev: 11})
+	if ex.LeaseMs != 60000 || ex.LeaseRev != 13 {
+		t.Fatalf("the second expiry's delay: %+v, want 60000 ms from index 13", ex)
+	}
+	k := m.Kinds(dbk("k"))
+	if !k.Delayed || k.Delay.LeaseMs != 60000 || k.Delay.LeaseRev != 13 {
+		t.Fatalf("Kinds %+v: the 60 s delay was shortened", k)
+	}
+	// The first delay's own expiry is stale now: it ends nothing.
+	if r := apply1(t, m, 14, fsm.Command{Kind: fsm.KindExpire, Key: fsm.DelayKey(dbk("k")), Token: a.Token, LeaseRev: 12}); r.Existed {
+		t.Fatalf("a stale expiry ended the delay: %+v", r)
+	}
+	if r := apply1(t, m, 15, fsm.Command{Kind: fsm.KindGrant, Key: dbk("k"), Owner: []byte("x"), Match: fsm.Match{Kind: fsm.MatchFree}}); r.Status != fsm.StatusGrantRejected {
+		t.Fatalf("a lock within the delay: %+v", r)
+	}
+}
+
+// MatchFree is the guard of a grant that takes a lock: it waits out shares and lock-delays,
+// where MatchAbsent (a write creating a key: MSET, INCR) looks at the key alone. A format older
+// than FormatFunctions has no kinds, and carries it as MatchAbsent.
+func TestMatchFree(t *testing.T) {
+	m := fsm.New()
+	apply1(t, m, 10, acquire("k", "a", 0, 1000, 0))
+	if r := apply1(t, m, 11, fsm.Command{Kind: fsm.KindGrant, Key: dbk("k"), Owner: []byte("x"), Match: fsm.Match{Kind: fsm.MatchFree}}); r.Status != fsm.StatusGrantRejected {
+		t.Fatalf("MatchFree over a share: %+v", r)
+	}
+	if r := apply1(t, m, 12, fsm.Command{Kind: fsm.KindGrant, Key: dbk("k"), Owner: []byte("1"), Match: matchAbsent}); r.Status != fsm.StatusGranted {
+		t.Fatalf("MatchAbsent (INCR creating the key) beside a share: %+v", r)
+	}
+	cmds := []fsm.Command{{Kind: fsm.KindGrant, Key: dbk("j"), Match: fsm.Match{Kind: fsm.MatchFree}}}
+	if fsm.NeedsFormat(cmds) != fsm.FormatKeyed {
+		t.Fatalf("MatchFree needs format %d", fsm.NeedsFormat(cmds))
+	}
+	fsm.ForFormat(cmds, fsm.FormatFunctions)
+	if cmds[0].Match.Kind != fsm.MatchFree {
+		t.Fatal("ForFormat changed a FormatFunctions command")
+	}
+	fsm.ForFormat(cmds, fsm.FormatBatch)
+	if cmds[0].Match.Kind != fsm.MatchAbsent {
+		t.Fatalf("ForFormat(FormatBatch) left %d", cmds[0].Match.Kind)
 	}
 }

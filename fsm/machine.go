@@ -77,6 +77,19 @@ type dbCounts struct {
 	allLeases    int
 }
 
+// clone is a copy of c that shares none of its counters.
+func (c dbCounts) clone() dbCounts {
+	if c.other != nil {
+		other := make(map[byte]*[2]int, len(c.other))
+		for k, v := range c.other {
+			n := *v
+			other[k] = &n
+		}
+		c.other = other
+	}
+	return c
+}
+
 // slots returns the key and lease counters of database db.
 func (c *dbCounts) slots(db byte) (keys, leases *int) {
 	if db < Databases {
@@ -518,7 +531,7 @@ func (u *undoLog) save(m *Machine, cmd Command) {
 	case KindStoreLibrary, KindDeleteLibrary, KindFlushLibraries:
 		r.libs = m.libraries
 	case KindFlush:
-		counts := m.counts
+		counts := m.counts.clone()
 		r.table, r.counts = m.table.Copy(), &counts
 	default:
 		return // changes nothing
@@ -574,6 +587,10 @@ func (m *Machine) grant(index uint64, cmd Command) Result {
 	cur, held := m.table.Get(key)
 	switch cmd.Match.Kind {
 	case MatchAbsent:
+		if held {
+			return Result{Status: StatusGrantRejected, Token: cur.Token}
+		}
+	case MatchFree:
 		if held {
 			return Result{Status: StatusGrantRejected, Token: cur.Token}
 		}
@@ -751,8 +768,8 @@ func (m *Machine) expire(index uint64, cmd Command) Result {
 	if cur.Value == nil && isHolder(key) {
 		r.Ended = cur.Token
 	}
-	if m.ended(index, key, cur, true) {
-		r.LeaseRev, r.LeaseMs = index, cur.Delay
+	if delay := m.ended(index, key, cur, true); delay > 0 {
+		r.LeaseRev, r.LeaseMs = index, delay
 	}
 	return r
 }

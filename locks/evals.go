@@ -20,7 +20,7 @@ func Grant(key, owner []byte, leaseMs uint64, m fsm.Match) fsm.Command {
 // Acquire is the Grant that takes a free lock: ghost-lock cleanup releases it if the client
 // hangs up before its reply (fsm.Command.Acquire, Policy.Abandoned).
 func Acquire(key, owner []byte, leaseMs uint64) fsm.Command {
-	c := Grant(key, owner, leaseMs, fsm.Match{Kind: fsm.MatchAbsent})
+	c := Grant(key, owner, leaseMs, fsm.Match{Kind: fsm.MatchFree})
 	c.Acquire = true
 	return c
 }
@@ -164,7 +164,7 @@ func Set(key, value []byte, lease uint64, keep, nx bool, l fsm.Lock, held bool) 
 	m := fsm.Match{Kind: fsm.MatchAny}
 	switch {
 	case nx:
-		m.Kind = fsm.MatchAbsent
+		m.Kind = fsm.MatchFree
 	case held:
 		m = ByToken(l.Token)
 	}

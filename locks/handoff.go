@@ -161,10 +161,18 @@ func (p *Policy) awaitTurn(ctx context.Context, w *lockWaiter, deadline <-chan t
 	}
 	p.mu.Lock()
 	taken := w.taken
+	var headed []string
 	if !taken {
+		headed = p.headedLocked(w)
 		p.dropWaiterLocked(w)
 	}
 	p.mu.Unlock()
+	if len(headed) > 0 && p.leading.Load() {
+		// The waiter behind it may fit now (a share behind a writer that gave up; the key may
+		// even be free): a request that does not wait is refused while anyone waits, so
+		// nothing else would hand the key on.
+		p.goFunc(func() { p.handOff(headed) })
+	}
 	if taken {
 		select {
 		case out := <-w.out:
@@ -325,8 +333,8 @@ func (p *Policy) Handoffs(m *fsm.Machine, inFlight func(key []byte) bool, cmds [
 		if _, ok := p.mu.handoff[string(c.Key)]; !ok || touchedAfter(cmds, i) || inFlight(c.Key) {
 			continue
 		}
-		if l, held := m.Get(c.Key); !held || !fsm.FreesKey(l, c) {
-			continue // its guard would fail: the key stays held, no grant can follow
+		if l, held := m.Get(c.Key); !held || !fsm.FreesKey(l, c) || m.Kinds(c.Key).Blocks() {
+			continue // its guard would fail: the key stays held (or shared, or delayed), no grant can follow
 		}
 		if w := p.headFor(string(c.Key), format); w != nil {
 			hands = append(hands, w)
@@ -367,6 +375,9 @@ func (p *Policy) answerHandoffs(hands []*lockWaiter, cmds []fsm.Command, results
 		out := handoffOutcome{err: err}
 		if err == nil {
 			out.res = results[at : at+len(w.grants) : at+len(w.grants)]
+			if out.granted() {
+				p.handoffs.Add(1)
+			}
 			if w.ctx.Err() != nil {
 				p.Abandoned(cmds[at:at+len(w.grants)], out.res)
 			}
@@ -438,18 +449,18 @@ func (p *Policy) handOff(freed []string) {
 	for i, k := range freed {
 		keys[i] = []byte(k)
 	}
-	var hands []*lockWaiter
+	var hands, took []*lockWaiter
 	var refused []refusal
 	cmds := []fsm.Command(nil)
 	results, err := p.replica.Exec(ctx, keys, func(v node.View) []fsm.Command {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		// An evaluation run again puts back, at the head of their queues, the waiters the
-		// earlier run took (in reverse, so they keep their order).
-		for i := len(hands) - 1; i >= 0; i-- {
-			p.requeueFrontLocked(hands[i])
+		// earlier run took, granted or refused (in reverse, so they keep their order).
+		for i := len(took) - 1; i >= 0; i-- {
+			p.requeueFrontLocked(took[i])
 		}
-		hands, cmds, refused = hands[:0], cmds[:0], refused[:0]
+		hands, took, cmds, refused = hands[:0], took[:0], cmds[:0], refused[:0]
 		room := newRoom(v)
 		for _, k := range freed {
 			for {
@@ -459,6 +470,7 @@ func (p *Policy) handOff(freed []string) {
 				}
 				if err := room.mismatch(w); err != nil {
 					p.takeLocked(w)
+					took = append(took, w)
 					refused = append(refused, refusal{w, err})
 					continue
 				}
@@ -466,6 +478,7 @@ func (p *Policy) handOff(freed []string) {
 					break
 				}
 				p.takeLocked(w)
+				took = append(took, w)
 				room.take(w)
 				hands = append(hands, w)
 				cmds = append(cmds, w.grants...)
@@ -492,6 +505,17 @@ func (p *Policy) requeueFrontLocked(w *lockWaiter) {
 		p.mu.handoff[k] = append([]*lockWaiter{w}, p.mu.handoff[k]...)
 	}
 	p.queued.Add(1)
+}
+
+// headedLocked lists the keys whose queue w heads, with others behind it.
+func (p *Policy) headedLocked(w *lockWaiter) []string {
+	var keys []string
+	for _, g := range w.grants {
+		if q := p.mu.handoff[string(g.Key)]; len(q) > 1 && q[0] == w {
+			keys = append(keys, string(g.Key))
+		}
+	}
+	return keys
 }
 
 // headOfAllLocked reports whether w heads the queue of every one of its keys (an MLOCK's turn).

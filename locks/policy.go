@@ -52,6 +52,7 @@ type Policy struct {
 	wake     chan struct{}
 	expired  atomic.Uint64
 	ghosts   atomic.Uint64
+	handoffs atomic.Uint64 // waiters granted by a hand-off (answerHandoffs)
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	goMu     sync.Mutex
@@ -128,10 +129,10 @@ func (p *Policy) Demote(err error) {
 	p.mu.Unlock()
 }
 
-// Stats is how many leases the leader ended through committed Expires, and how many ghost locks
-// it released, since this process started.
-func (p *Policy) Stats() (expired, ghostReleases uint64) {
-	return p.expired.Load(), p.ghosts.Load()
+// Stats is how many leases the leader ended through committed Expires, how many ghost locks it
+// released, and how many waiters it granted a lock by a hand-off, since this process started.
+func (p *Policy) Stats() (expired, ghostReleases, handoffs uint64) {
+	return p.expired.Load(), p.ghosts.Load(), p.handoffs.Load()
 }
 
 // Applied arms the timer of the lease that the entry at index set on key, as res says, under

@@ -39,7 +39,8 @@ type Stats struct {
 	VerifyRounds    uint64
 	Expired         uint64
 	GhostReleases   uint64
-	MemberHints     int // members' client addresses kept for asking them after a restart
+	Handoffs        uint64 // LOCK, SEMACQUIRE and MLOCK waiters granted by a hand-off (leader)
+	MemberHints     int    // members' client addresses kept for asking them after a restart
 	// DBKeys and DBLeases are Locks and Leases per database (fsm.Databases of them).
 	DBKeys   [16]int
 	DBLeases [16]int

@@ -287,6 +287,7 @@ func (n *Replica) evalLocked(p *proposal, keys [][]byte, eval node.Eval, v *view
 		}
 	}
 	format := n.mu.machine.Format()
+	fsm.ForFormat(cmds, format)
 	if need := fsm.NeedsFormat(cmds); need > format {
 		return nil, need, nil
 	}
@@ -295,6 +296,7 @@ func (n *Replica) evalLocked(p *proposal, keys [][]byte, eval node.Eval, v *view
 	}
 	p.own = len(cmds)
 	p.cmds, p.answer = n.locks.Handoffs(n.mu.machine, n.inFlight, cmds, format)
+	fsm.ForFormat(p.cmds[p.own:], format) // the hand-offs' grants
 	p.format = format
 	n.markPendingLocked(p.cmds)
 	return nil, 0, nil

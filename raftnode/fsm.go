@@ -256,21 +256,29 @@ func flushedLocks(m *fsm.Machine, cmds []fsm.Command, watched func() bool) []mes
 	}
 	db := cmds[i].Key
 	out := []message{}
-	collect := func(key string, l fsm.Lock) bool {
-		if len(db) > 0 && key[0] != db[0] && (!fsm.Hidden([]byte(key)) || key[1] != db[0]) {
-			return false
-		}
+	collect := func(key string, l fsm.Lock) {
 		if l.Value == nil && fsm.IsLockKey(key) {
 			out = append(out, message{channel: []byte(key), token: l.Token, end: node.LockFlushed})
 		}
-		return true
 	}
 	if len(db) == 0 {
-		m.Scan(collect)
-	} else {
-		m.Ascend(string(db), collect)
-		m.Ascend(fsm.KindsFrom(db[0]), collect) // its shares and permits
+		m.Scan(func(key string, l fsm.Lock) bool { collect(key, l); return true })
+		return out
 	}
+	m.Ascend(string(db), func(key string, l fsm.Lock) bool {
+		if key[0] != db[0] {
+			return false
+		}
+		collect(key, l)
+		return true
+	})
+	m.Ascend(fsm.KindsFrom(db[0]), func(key string, l fsm.Lock) bool { // its shares and permits
+		if !fsm.Hidden([]byte(key)) || key[1] != db[0] {
+			return false
+		}
+		collect(key, l)
+		return true
+	})
 	return out
 }
 

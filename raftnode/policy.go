@@ -34,7 +34,7 @@ type LockPolicy interface {
 	Demote(err error)
 	// Abandoned is told the applied results of a request whose client was gone by then.
 	Abandoned(cmds []fsm.Command, results []fsm.Result)
-	// Stats is how many leases ended through committed Expires, and how many ghost locks were
-	// released, in this process.
-	Stats() (expired, ghostReleases uint64)
+	// Stats is how many leases ended through committed Expires, how many ghost locks were
+	// released, and how many waiters were granted a lock by a hand-off, in this process.
+	Stats() (expired, ghostReleases, handoffs uint64)
 }

@@ -69,7 +69,7 @@ func (l *leaderLog) recent() (uint64, []node.LeaderChange) {
 // Stats returns the node's current figures.
 func (n *Replica) Stats() node.Stats {
 	addr, id := n.raft.LeaderWithID()
-	expired, ghosts := n.locks.Stats()
+	expired, ghosts, handoffs := n.locks.Stats()
 	s := node.Stats{
 		ID:            n.cfg.ID,
 		LogFormat:     int(n.format.Load()),
@@ -90,6 +90,7 @@ func (n *Replica) Stats() node.Stats {
 		VerifyRounds:  n.stats.verifyRounds.Load(),
 		Expired:       expired,
 		GhostReleases: ghosts,
+		Handoffs:      handoffs,
 		CommitLatency: n.stats.commit.Snapshot(),
 		BatchSize:     n.stats.batch.Snapshot(),
 		GroupSize:     n.stats.group.Snapshot(),

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -324,6 +325,30 @@ func (r *request) noteForwardedReply(args [][]byte, reply []byte) {
 				tokens.remember(fsm.DBKey(r.db, args[1]), fsm.Token(t))
 				if r.w.Protocol() == 3 {
 					r.s.lockWatch.hold(r.c, fsm.DBKey(r.db, args[1]), fsm.Token(t))
+				}
+			}
+		}
+	case "semrelease":
+		if string(reply) == ":1\r\n" {
+			if t, ok := parseToken(args[2]); ok {
+				r.s.lockWatch.released(r.c, fsm.DBKey(r.db, args[1]), fsm.Token(t))
+			}
+		}
+	case "mlock":
+		// An array of tokens, one per key in order: ":t\r\n" each after the "*n\r\n" header.
+		if reply[0] != '*' {
+			return
+		}
+		lines := strings.Split(string(reply), "\r\n")
+		keys := args[2:mlockKeysEnd(args)]
+		for i, k := range keys {
+			if i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], ":") {
+				return
+			}
+			if t, ok := parseToken([]byte(lines[i+1][1:])); ok {
+				tokens.remember(fsm.DBKey(r.db, k), fsm.Token(t))
+				if r.w.Protocol() == 3 {
+					r.s.lockWatch.hold(r.c, fsm.DBKey(r.db, k), fsm.Token(t))
 				}
 			}
 		}

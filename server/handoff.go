@@ -81,8 +81,8 @@ func (r *request) waitForLocks(reqs []lockRequest, wait time.Duration) ([]fsm.Re
 		return nil, nil // the client is gone: nobody to answer
 	case err != nil:
 		return nil, err
-	case refused != nil:
-		return nil, refused
+	case len(res) == 0 && refused != nil:
+		return nil, refused // (a hand-off may grant it after a refusal: its results then stand)
 	}
 	return res, nil
 }

@@ -299,8 +299,14 @@ func cmdLocks(r *request) {
 	}
 	var page []lockEntry
 	var next []byte
+	user := r.s.users()[*r.c.user.Load()]
+	if user == nil {
+		r.w.Error("NOPERM this user has no permissions to access one of the keys used as arguments")
+		return
+	}
+	readable := func(key []byte) bool { return user.canKey(key, permRead) }
 	_, err := r.exec(nil, func(v node.View) []fsm.Command {
-		page, next = listLocks(v, byte(r.db), from, int(count), pattern, kind)
+		page, next = listLocks(v, byte(r.db), from, int(count), pattern, kind, readable)
 		return nil
 	})
 	if err != nil {
@@ -339,8 +345,9 @@ type lockEntry struct {
 
 // listLocks walks database db's locks from the table key from: its plain locks (string keys), then
 // its shares and permits (hidden keys, fsm.KindsFrom). It looks at up to limit entries and returns
-// those that match, and the key to go on from (nil: the walk is done).
-func listLocks(v node.View, db byte, from []byte, limit int, pattern *glob, kind string) (page []lockEntry, next []byte) {
+// those that match and that the user may read (readable: an owner is a string's value), and the
+// key to go on from (nil: the walk is done).
+func listLocks(v node.View, db byte, from []byte, limit int, pattern *glob, kind string, readable func(key []byte) bool) (page []lockEntry, next []byte) {
 	seen := 0
 	visit := func(key []byte, l fsm.Lock) bool {
 		if seen == limit {
@@ -363,7 +370,7 @@ func listLocks(v node.View, db byte, from []byte, limit int, pattern *glob, kind
 		} else {
 			e.key, e.kind = key[1:], "lock"
 		}
-		if (kind == "" || kind == e.kind) && (pattern == nil || pattern.match(e.key)) {
+		if (kind == "" || kind == e.kind) && (pattern == nil || pattern.match(e.key)) && readable(e.key) {
 			e.key = slices.Clone(e.key)
 			page = append(page, e)
 		}

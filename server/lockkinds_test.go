@@ -166,3 +166,68 @@ func TestWriterNotOvertaken(t *testing.T) {
 		t.Fatalf("LOCKWAITERS after the grant = %q", got)
 	}
 }
+
+// A waiter at the head that gives up (its WAIT passes) hands the key on to the one behind it: a
+// share behind a writer that timed out is granted at once, not at the end of its own WAIT.
+func TestHeadThatLeavesHandsOn(t *testing.T) {
+	addr, _ := startServer(t, nil)
+	r := dialRaw(t, addr)
+	intReply(t, "LOCK SHARED", r.do("LOCK", "k", "60000", "SHARED"))
+	writer := dialRaw(t, addr)
+	writer.sendOnly("LOCK", "k", "60000", "OWNER", "writer", "WAIT", "300")
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(r.do("LOCKWAITERS", "k"), "writer") {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer never queued")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	reader := dialRaw(t, addr)
+	start := time.Now()
+	got := reader.do("LOCK", "k", "60000", "SHARED", "WAIT", "20000")
+	if !strings.HasPrefix(got, ":") {
+		t.Fatalf("the share behind the writer = %q", got)
+	}
+	if waited := time.Since(start); waited > 10*time.Second {
+		t.Fatalf("the share waited %v: the writer's leaving did not hand the key on", waited)
+	}
+	if got := writer.reply(); got != "$-1\r\n" {
+		t.Fatalf("the writer's LOCK = %q, want nil after its WAIT", got)
+	}
+}
+
+// SET ... NX inside a script, on a key with shares, is refused (nil), as outside: the script is
+// not aborted at apply.
+func TestSetNXInScriptOnSharedKey(t *testing.T) {
+	addr, _ := startServer(t, nil)
+	r := dialRaw(t, addr)
+	intReply(t, "LOCK SHARED", r.do("LOCK", "k", "60000", "SHARED"))
+	if got := r.do("EVAL", "return redis.call('SET', KEYS[1], 'v', 'NX', 'PX', 1000)", "1", "k"); got != "$-1\r\n" {
+		t.Fatalf("SET NX in a script on a shared key = %q, want nil", got)
+	}
+	if got := r.do("SETNX", "k", "v"); got != ":0\r\n" {
+		t.Fatalf("SETNX on a shared key = %q, want 0", got)
+	}
+	if got := r.do("INCR", "k"); got != ":1\r\n" {
+		t.Fatalf("INCR beside the shares = %q: a write that takes no lock is as in Redis", got)
+	}
+}
+
+// LOCKS lists only the keys the user may read: an owner is a string's value.
+func TestLocksHonoursKeyPermissions(t *testing.T) {
+	addr, _ := startServer(t, nil)
+	r := dialRaw(t, addr)
+	r.do("SET", "app:1", "mine")
+	r.do("SET", "secret", "theirs")
+	if got := r.do("ACL", "SETUSER", "app", "on", ">pw", "+@all", "~app:*"); got != "+OK\r\n" {
+		t.Fatalf("ACL SETUSER = %q", got)
+	}
+	u := dialRaw(t, addr)
+	if got := u.do("AUTH", "app", "pw"); got != "+OK\r\n" {
+		t.Fatalf("AUTH = %q", got)
+	}
+	got := u.do("LOCKS", "COUNT", "100")
+	if !strings.Contains(got, "app:1") || strings.Contains(got, "secret") || strings.Contains(got, "theirs") {
+		t.Fatalf("LOCKS as a user of ~app:* = %q", got)
+	}
+}

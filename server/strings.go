@@ -107,6 +107,11 @@ func (r *request) setHalves(key, value []byte, opts setOptions) (node.Eval, func
 		expiring = false
 		l, _, held := v.Lookup(key)
 		out = setOutcome{prev: l.Owner, hadPrev: held, refused: opts.nx && held || opts.xx && !held}
+		if opts.nx && !held {
+			// NX takes a lock: not while the key has shares, permits or a lock-delay
+			k, _ := v.Kinds(key)
+			out.refused = k.Blocks()
+		}
 		if wrong = opts.get && l.Value != nil; wrong || out.refused {
 			return nil
 		}

@@ -542,8 +542,11 @@ func execPipeline(ctx context.Context, c *redis.Client, args [][]any) []*redis.C
 }
 
 func (w *worker) acquireName() string {
-	if w.plan.cfg.Mode == ModeNative {
+	switch w.plan.cfg.Mode {
+	case ModeNative, ModeShared:
 		return "LOCK"
+	case ModeSemaphore:
+		return "SEMACQUIRE"
 	}
 	return "SET NX"
 }
@@ -554,14 +557,20 @@ func (w *worker) acquireArgs(key, value string) []any {
 		return []any{"LOCK", key, w.plan.ttlMS, "OWNER", w.owner, "WAIT", w.plan.cfg.Wait.Milliseconds()}
 	case w.plan.cfg.Mode == ModeNative:
 		return []any{"LOCK", key, w.plan.ttlMS, "OWNER", w.owner}
+	case w.plan.cfg.Mode == ModeShared:
+		return []any{"LOCK", key, w.plan.ttlMS, "OWNER", w.owner, "SHARED"}
+	case w.plan.cfg.Mode == ModeSemaphore:
+		return []any{"SEMACQUIRE", key, semPermits, w.plan.ttlMS, "OWNER", w.owner}
 	}
 	return []any{"SET", key, value, "NX", "PX", w.plan.ttlMS}
 }
 
 func (w *worker) releaseArgs(key, value string, token int64) []any {
 	switch w.plan.cfg.Mode {
-	case ModeNative:
+	case ModeNative, ModeShared:
 		return []any{"UNLOCK", key, token}
+	case ModeSemaphore:
+		return []any{"SEMRELEASE", key, token}
 	case ModeSetNX:
 		return []any{"DEL", key}
 	default:
@@ -585,7 +594,7 @@ func parseGrant(mode Mode, cmd *redis.Cmd) (granted bool, token int64, err error
 	if err != nil {
 		return false, 0, err
 	}
-	if mode == ModeNative {
+	if mode.tokens() {
 		token, ok := v.(int64)
 		if !ok {
 			return false, 0, &unexpectedReplyError{cmd: "LOCK", reply: fmt.Sprintf("%T %v, want an integer token", v, v)}
@@ -609,7 +618,7 @@ func (w *worker) checkRelease(cmd *redis.Cmd) error {
 		return err
 	}
 	if n, ok := v.(int64); !ok || n != 1 {
-		name := map[Mode]string{ModeNative: "UNLOCK", ModeSetNX: "DEL", ModeSetNXEval: "EVAL"}[w.plan.cfg.Mode]
+		name := map[Mode]string{ModeNative: "UNLOCK", ModeSetNX: "DEL", ModeSetNXEval: "EVAL", ModeShared: "UNLOCK", ModeSemaphore: "SEMRELEASE"}[w.plan.cfg.Mode]
 		return &unexpectedReplyError{cmd: name, reply: fmt.Sprintf("%T %v, want 1", v, v)}
 	}
 	return nil

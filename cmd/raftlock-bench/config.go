@@ -25,7 +25,21 @@ const (
 	// ModeSetNXEval is SET key value NX PX ttl / EVAL of the
 	// compare-and-delete script.
 	ModeSetNXEval Mode = "setnx-eval"
+	// ModeShared is LOCK key ttl OWNER id SHARED / UNLOCK key token: a
+	// share of a shared lock.
+	ModeShared Mode = "shared"
+	// ModeSemaphore is SEMACQUIRE key semPermits ttl OWNER id / SEMRELEASE
+	// key token: a permit of a semaphore.
+	ModeSemaphore Mode = "semaphore"
 )
+
+// semPermits is ModeSemaphore's permit count: a key that more workers
+// contend on (workload contended) is full at this many.
+const semPermits = 4
+
+// tokens reports whether m's acquire replies a fencing token (raftlock's own
+// commands) rather than SET's OK.
+func (m Mode) tokens() bool { return m == ModeNative || m == ModeShared || m == ModeSemaphore }
 
 // Workload selects which keys the workers lock.
 type Workload string
@@ -192,9 +206,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	switch c.Mode {
-	case ModeNative, ModeSetNX, ModeSetNXEval:
+	case ModeNative, ModeSetNX, ModeSetNXEval, ModeShared, ModeSemaphore:
 	default:
-		return fmt.Errorf("mode must be %s, %s or %s, got %q", ModeNative, ModeSetNX, ModeSetNXEval, c.Mode)
+		return fmt.Errorf("mode must be %s, %s, %s, %s or %s, got %q", ModeNative, ModeSetNX, ModeSetNXEval, ModeShared, ModeSemaphore, c.Mode)
 	}
 	switch c.Workload {
 	case WorkloadDistinct:
@@ -264,7 +278,7 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.Pipeline, "pipeline", def.Pipeline, "acquire+release cycles per pipeline (distinct workload; 1 = request/response)")
 	fs.DurationVar(&o.Duration, "duration", def.Duration, "measured time, after warmup")
 	fs.Int64Var(&o.Ops, "ops", def.Ops, "stop after this many measured cycles in total (contended: attempts); 0 = until duration")
-	fs.StringVar(&mode, "mode", string(def.Mode), "lock commands: native (LOCK/UNLOCK), setnx (SET NX PX/DEL) or setnx-eval (SET NX PX/EVAL compare-and-delete)")
+	fs.StringVar(&mode, "mode", string(def.Mode), "lock commands: native (LOCK/UNLOCK), setnx (SET NX PX/DEL), setnx-eval (SET NX PX/EVAL compare-and-delete), shared (LOCK ... SHARED/UNLOCK) or semaphore (SEMACQUIRE key 4/SEMRELEASE)")
 	fs.StringVar(&wl, "workload", string(def.Workload), "distinct (a new key per cycle), contended (all workers retry one key) or hot-wait (all workers queue on one key with LOCK ... WAIT; native mode)")
 	fs.Int64Var(&ttlMS, "ttl", def.TTL.Milliseconds(), "lock lease in milliseconds")
 	fs.Int64Var(&waitMS, "wait", def.Wait.Milliseconds(), "LOCK ... WAIT in milliseconds (hot-wait workload)")
