@@ -65,3 +65,78 @@ func TestLockKindsOnANode(t *testing.T) {
 		t.Fatalf("LOCK ... WAIT waited %v for a delay of 1.5 s", waited)
 	}
 }
+
+// TestLockKindsThroughFollower: on a 3-node cluster, a client of a follower takes a share, a
+// permit and an MLOCK; their tokens are the leader's (VALIDATE on another node agrees); the
+// holder hears lock-lost when a share's lease runs out, also after the leader is killed while it
+// is held; SEMRELEASE through the follower is its own release (no push).
+func TestLockKindsThroughFollower(t *testing.T) {
+	c := newCluster(t, 3)
+	l := c.leader()
+	fs := c.others(l)
+	f, other := fs[0], fs[1]
+	h := mustDial(t, f.addr)
+	if got, err := h.do("HELLO", "3"); err != nil || !strings.HasPrefix(string(got), "%") {
+		t.Fatalf("HELLO 3: %q, %v", got, err)
+	}
+	token := func(got []byte, err error) string {
+		t.Helper()
+		if err != nil || !strings.HasPrefix(string(got), ":") {
+			t.Fatalf("a grant through the follower: %q, %v", got, err)
+		}
+		return strings.TrimSpace(string(got[1:]))
+	}
+	permit := token(h.do("SEMACQUIRE", "pool", "2", "60000"))
+	check := mustDial(t, other.addr)
+	if got, _ := check.do("VALIDATE", "pool", permit); string(got) != ":1\r\n" {
+		t.Fatalf("VALIDATE of the permit on %s = %q", other.id, got)
+	}
+	if got, _ := h.do("SEMRELEASE", "pool", permit); string(got) != ":1\r\n" {
+		t.Fatalf("SEMRELEASE through the follower = %q", got)
+	}
+	time.Sleep(200 * time.Millisecond) // the follower applies the release after the reply
+	expectQuiet(t, h)
+
+	got, err := h.do("MLOCK", "60000", "a", "b")
+	if err != nil || !strings.HasPrefix(string(got), "*2\r\n:") {
+		t.Fatalf("MLOCK through the follower: %q, %v", got, err)
+	}
+
+	share := token(h.do("LOCK", "doc", "300", "SHARED"))
+	tok, _ := strconv.ParseInt(share, 10, 64)
+	expectPush(t, h, lockLost("doc", tok, "expired"))
+
+	share = token(h.do("LOCK", "doc", "3000", "SHARED"))
+	tok, _ = strconv.ParseInt(share, 10, 64)
+	l.kill9()
+	expectPush(t, h, lockLost("doc", tok, "expired"))
+}
+
+// TestLockKindsLostReasons: a share released by another connection (with its token) is
+// "deleted" for its holder, a permit flushed by FLUSHDB "flushed"; a subscriber of the key's lock
+// channel hears both.
+func TestLockKindsLostReasons(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	h := mustDial(t, n.addr)
+	if got, err := h.do("HELLO", "3"); err != nil || !strings.HasPrefix(string(got), "%") {
+		t.Fatalf("HELLO 3: %q, %v", got, err)
+	}
+	got, _ := h.do("LOCK", "doc", "60000", "SHARED")
+	share := strings.TrimSpace(string(got[1:]))
+	tok, _ := strconv.ParseInt(share, 10, 64)
+	other := mustDial(t, n.addr)
+	if got, _ := other.do("UNLOCK", "doc", share); string(got) != ":1\r\n" {
+		t.Fatalf("UNLOCK of another's share = %q", got)
+	}
+	expectPush(t, h, lockLost("doc", tok, "deleted"))
+
+	got, _ = h.do("SEMACQUIRE", "pool", "3", "60000")
+	tok, _ = strconv.ParseInt(strings.TrimSpace(string(got[1:])), 10, 64)
+	if got, _ := other.do("FLUSHDB"); string(got) != "+OK\r\n" {
+		t.Fatalf("FLUSHDB = %q", got)
+	}
+	expectPush(t, h, lockLost("pool", tok, "flushed"))
+	if got, _ := other.do("SEMACQUIRE", "pool", "1", "1000"); !strings.HasPrefix(string(got), ":") {
+		t.Fatalf("after FLUSHDB the semaphore is gone, any count may take it: %q", got)
+	}
+}
