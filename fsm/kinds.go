@@ -305,7 +305,9 @@ func (m *Machine) flushKinds(db byte) bool {
 		if len(k) < 2 || k[0] != kindsPrefix || k[1] != db {
 			return false
 		}
-		doomed = append(doomed, k)
+		if !isWaiterKey(k) { // requests that wait are not keys: they wait on
+			doomed = append(doomed, k)
+		}
 		return true
 	})
 	for _, k := range doomed {

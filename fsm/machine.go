@@ -475,9 +475,13 @@ func (m *Machine) apply(index uint64, cmd Command) Result {
 // flush deletes every key of database db (one byte), or of all of them (db empty).
 func (m *Machine) flush(db []byte) Result {
 	if len(db) == 0 {
-		existed := m.table.Len() > 0
+		existed := m.table.Len() > m.waiterCount()
+		waiters := m.queuedEntries()
 		m.table = newLockTable()
 		m.counts = dbCounts{}
+		for _, w := range waiters { // requests that wait are not keys: they wait on
+			m.set(w.key, w.l)
+		}
 		return Result{Status: StatusFlushed, Existed: existed}
 	}
 	hidden := m.flushKinds(db[0])

@@ -174,6 +174,33 @@ func (m *Machine) QueuedKeys(fn func(key []byte) bool) {
 	})
 }
 
+// queuedEntry is a waiter's entry, kept through a FLUSHALL.
+type queuedEntry struct {
+	key string
+	l   Lock
+}
+
+// queuedEntries are every waiter's entry.
+func (m *Machine) queuedEntries() []queuedEntry {
+	var out []queuedEntry
+	if !m.anyKinds() {
+		return nil
+	}
+	m.table.Ascend(string([]byte{kindsPrefix}), func(k string, l Lock) bool {
+		if k[0] != kindsPrefix {
+			return false
+		}
+		if isWaiterKey(k) {
+			out = append(out, queuedEntry{k, l})
+		}
+		return true
+	})
+	return out
+}
+
+// waiterCount is how many waiters the table holds.
+func (m *Machine) waiterCount() int { return len(m.queuedEntries()) }
+
 // enqueue applies an Enqueue.
 func (m *Machine) enqueue(index uint64, cmd Command) Result {
 	seq := m.entrySeq

@@ -13,7 +13,6 @@ import (
 var (
 	_ server.Replica   = (*raftnode.Replica)(nil)
 	_ server.Admin     = (*cluster.Member)(nil)
-	_ server.LockQueue = (*locks.Policy)(nil)
 	// The core's seam with the lock rules (raftnode/policy.go); cluster checks its own.
 	_ raftnode.LockPolicy = (*locks.Policy)(nil)
 )
