@@ -91,7 +91,6 @@ func (f *fakeNode) startLocks(t testing.TB) {
 	t.Cleanup(f.locks.Close)
 }
 
-
 func (f *fakeNode) VerifyLeader(context.Context) error {
 	if f.follower.Load() {
 		return &node.NotLeaderError{}

@@ -84,7 +84,6 @@ func (r *request) parseLockOptions(a *lockRequest, opts [][]byte, shared bool) b
 	return true
 }
 
-
 // LOCK key ttl_ms [OWNER id] [WAIT ms] [SHARED] [DELAY ms] -> :token, or nil while another owner
 // holds key (after waiting up to WAIT ms for it to be released or to expire). SHARED takes a
 // share: any number of shares are held together, each with its own token and lease.

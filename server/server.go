@@ -311,10 +311,10 @@ func (c Config) Validate() error {
 type Server struct {
 	cfg   Config
 	node  Replica
-	admin Admin     // nil: RAFT administration is refused
+	admin Admin // nil: RAFT administration is refused
 	// queueWaits are this node's clients waiting in a lock queue (handoff.go).
 	queueWaits *queueWaits
-	scripts   scriptEngine
+	scripts    scriptEngine
 	// functions is what this node learnt of the stored function libraries (functions.go).
 	functions functionRegistry
 	tracker   *tracker
