@@ -298,30 +298,72 @@ func (s *Server) withdraw(ctx context.Context, keys [][]byte, seq fsm.Token) err
 	return err
 }
 
+// resumeLook bounds how long a follower looks for its client's waiter after the link to the
+// leader broke: a new leader is elected and replicates the committed entries within it.
+const resumeLook = 5 * time.Second
+
+// findWaiter finds, by owner, reqs' waiter in the queue of their first key (its place), or the
+// locks a Serve gave them already (one result per key); neither when there is none of either.
+func findWaiter(v node.View, reqs []lockRequest) (fsm.Token, []fsm.Result) {
+	owner := reqs[0].Owner
+	var seq fsm.Token
+	v.Waiters(reqs[0].Key, func(w fsm.Waiter, _ time.Duration) bool {
+		if bytes.Equal(w.Request.Owner, owner) {
+			seq = w.Seq
+			return false
+		}
+		return true
+	})
+	if seq != 0 {
+		return seq, nil
+	}
+	out := make([]fsm.Result, len(reqs))
+	for i, a := range reqs {
+		if l, _, held := v.Lookup(a.Key); held && l.Value == nil && bytes.Equal(l.Owner, owner) {
+			out[i] = fsm.Result{Status: fsm.StatusGranted, Token: l.Token}
+			continue
+		}
+		v.Holders(a.Key, func(h fsm.Lock, _ time.Duration) bool {
+			if bytes.Equal(h.Owner, owner) {
+				out[i] = fsm.Result{Status: fsm.StatusGranted, Token: h.Token}
+				return false
+			}
+			return true
+		})
+		if out[i].Token == 0 {
+			return 0, nil
+		}
+	}
+	return 0, out
+}
+
 // resumeWait is what a follower does when the link to the leader breaks while its client's
 // LOCK ... WAIT (a, several: an MLOCK's) waits there: it finds the client's waiter in its own copy
 // of the queue (by its owner, which the follower chose: withOwner) and waits for it here. It
 // reports false when there is none (the Enqueue may not have reached it): the caller then tells
 // the client the outcome is unknown.
 func (r *request) resumeWait(reqs []lockRequest, wait time.Duration) bool {
-	var seq fsm.Token
-	r.s.node.ExecLocal(func(v node.View) {
-		v.Waiters(reqs[0].Key, func(w fsm.Waiter, _ time.Duration) bool {
-			if bytes.Equal(w.Request.Owner, reqs[0].Owner) {
-				seq = w.Seq
-				return false
-			}
-			return true
-		})
-	})
-	if seq == 0 {
-		return false
-	}
 	keys := make([][]byte, len(reqs))
 	for i, a := range reqs {
 		keys[i] = a.Key
 	}
-	res, err := r.awaitTurn(keys, seq, wait)
+	// This node may not have applied the client's Enqueue yet (the leader died just after it
+	// committed), or may have applied its Serve already: it looks for a while, in the queue and
+	// among the holders, by the owner it chose.
+	var seq fsm.Token
+	var served []fsm.Result
+	for deadline := time.Now().Add(resumeLook); seq == 0 && served == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) || r.c.ctx.Err() != nil {
+			return false
+		}
+		r.s.node.ExecLocal(func(v node.View) {
+			seq, served = findWaiter(v, reqs)
+		})
+	}
+	res, err := served, error(nil)
+	if seq != 0 {
+		res, err = r.awaitTurn(keys, seq, wait)
+	}
 	switch {
 	case err != nil:
 		r.replyError(err)
