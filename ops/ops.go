@@ -1,9 +1,9 @@
 // Package ops is raftlock's HTTP surface for operators: /livez and /readyz (health probes for
 // load balancers, systemd and Kubernetes), /metrics (the node's and the server's typed figures in
-// the Prometheus text format), the status page at / with its /status.json, and, when asked for,
-// /debug/pprof/. The status page and the profiles are behind HTTP basic auth of an @admin user
-// once the node's clients must authenticate; until then only loopback clients are served
-// (protected mode, protect.go). It is off unless an address is given.
+// the Prometheus text format), the status page at / with its /status.json and /locks.json, and,
+// when asked for, /debug/pprof/. The status page and the profiles are behind HTTP basic auth of
+// an @admin user once the node's clients must authenticate; until then only loopback clients are
+// served (protected mode, protect.go). It is off unless an address is given.
 package ops
 
 import (
@@ -57,6 +57,8 @@ type Config struct {
 	Server ServerStats
 	// Members, if not nil, lists the members with their figures on the status page.
 	Members Members
+	// Locks, if not nil, serves the status page's locks view (/locks.json).
+	Locks Locks
 	// Insecure serves addresses other than loopback while no credentials are set, and lets the
 	// surface listen on such an address then (protect.go). Without it, Start refuses a
 	// non-loopback address while Users needs no authentication, and requests from other
@@ -100,6 +102,9 @@ func Start(cfg Config, src Stats, logger *slog.Logger) (*Server, error) {
 	serveHealth(mux, src, cfg.Probe)
 	guard := func(h http.HandlerFunc) http.Handler { return adminOnly(cfg.Users, &s.stats.authFailures, h) }
 	serveStatus(mux, guard, newStatusSource(src, cfg.Server, cfg.Members))
+	if cfg.Locks != nil {
+		serveLocks(mux, guard, cfg.Users, cfg.Locks, time.Now)
+	}
 	if cfg.Pprof {
 		mux.Handle("/debug/pprof/", guard(pprof.Index))
 		mux.Handle("/debug/pprof/cmdline", guard(pprof.Cmdline))

@@ -4,7 +4,9 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
+	"math"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,6 +33,13 @@ const statusEvery = time.Second
 // rateWindow is the span request rates are averaged over (samples are kept that long).
 const rateWindow = 10 * time.Second
 
+// lockRatesWindow is the span the lock chart covers. Its points are one per build, so at most
+// lockRatesPoints of them (two builds racing past statusEvery are both kept, within that bound).
+const (
+	lockRatesWindow = 5 * time.Minute
+	lockRatesPoints = int(lockRatesWindow / statusEvery)
+)
+
 // status is /status.json. Figures are this node's unless a field says otherwise.
 type status struct {
 	Time          time.Time       `json:"time"`
@@ -48,6 +57,7 @@ type status struct {
 	AuthFailures  uint64          `json:"auth_failures"`
 	Contended     []statusKey     `json:"contended"`
 	ContendedSecs float64         `json:"contended_window_seconds"`
+	LockRates     statusLockRates `json:"lock_rates"`
 }
 
 type statusNode struct {
@@ -107,6 +117,26 @@ type statusRates struct {
 	Commits  float64 `json:"commits"`
 }
 
+// statusLockRates is the lock chart: per-second rates between each build of this document and
+// the one before it, for the builds of the last lockRatesWindow, oldest first. A document is
+// built when a page (or anything else) asks, at most once per statusEvery: one open page makes a
+// point every 2 s, and a spell nobody asked in is one point, the average over it.
+//
+// Grants and refusals are the server's (LOCK, SEMACQUIRE, MLOCK, SET NX), counted where requests
+// are evaluated: the leader (a follower forwards them). Expiries (leases ended by a committed
+// expiry, node.Stats.Expired) and hand-offs (waiters granted by a hand-off, node.Stats.Handoffs)
+// are counted on the leader that proposed them. So a follower's series are about 0, and after an
+// election the new leader's start from what it counted itself.
+type statusLockRates struct {
+	WindowSeconds   float64   `json:"window_seconds"`
+	SecondsPerPoint float64   `json:"seconds_per_point"` // the least between two points: statusEvery
+	AgoSeconds      []float64 `json:"ago_seconds"`       // when each point ends, before time
+	Grants          []float64 `json:"grants"`
+	Refusals        []float64 `json:"refusals"`
+	Expiries        []float64 `json:"expiries"`
+	Handoffs        []float64 `json:"handoffs"`
+}
+
 // statusLatency is a histogram's figures: all-time count, and the count, rate and quantiles
 // over the rate window (0 quantiles when none fell in it).
 type statusLatency struct {
@@ -143,7 +173,16 @@ type statusSource struct {
 		doc     []byte
 		built   time.Time
 		samples []sample // oldest first, within rateWindow of the newest
+		// lockRates are the lock chart's points, oldest first, within lockRatesWindow of the
+		// newest and at most lockRatesPoints.
+		lockRates []lockRatePoint
 	}
+}
+
+// lockRatePoint is the lock chart's rates, per second, from one build to the next, at.
+type lockRatePoint struct {
+	at                                   time.Time
+	grants, refusals, expiries, handoffs float64
 }
 
 // sample is the counters one document was built from.
@@ -153,6 +192,8 @@ type sample struct {
 	errors   uint64
 	grants   uint64
 	refusals uint64
+	expired  uint64
+	handoffs uint64
 	latency  []node.FamilyStats
 	commit   metrics.Snapshot
 	sync     metrics.Snapshot
@@ -226,8 +267,8 @@ func (src *statusSource) build(ctx context.Context, now time.Time) []byte {
 	}
 
 	cur := sample{at: now, commands: ss.Commands, errors: ss.Errors, grants: ss.Grants, refusals: ss.Refusals,
-		latency: ss.Families, commit: ns.CommitLatency, sync: ns.Store.SyncLatency}
-	old := src.remember(cur)
+		expired: ns.Expired, handoffs: ns.Handoffs, latency: ss.Families, commit: ns.CommitLatency, sync: ns.Store.SyncLatency}
+	old, chart := src.remember(cur)
 	secs := cur.at.Sub(old.at).Seconds()
 	rate := func(a, b uint64) float64 {
 		if secs <= 0 {
@@ -251,14 +292,19 @@ func (src *statusSource) build(ctx context.Context, now time.Time) []byte {
 		st.Latency = append(st.Latency, lat(f.Name, f.Latency, then))
 	}
 	st.Raft = []statusLatency{lat("commit", cur.commit, old.commit), lat("log fsync", cur.sync, old.sync)}
+	st.LockRates = lockRatesDoc(now, chart)
 	doc, _ := json.Marshal(st) // nothing in status fails to encode
 	return doc
 }
 
-// remember keeps cur and returns the oldest sample within rateWindow (cur itself at first).
-func (src *statusSource) remember(cur sample) sample {
+// remember keeps cur and returns the oldest sample within rateWindow (cur itself at first), and
+// the lock chart's points with the one from the newest sample to cur added (a copy).
+func (src *statusSource) remember(cur sample) (sample, []lockRatePoint) {
 	src.mu.Lock()
 	defer src.mu.Unlock()
+	if n := len(src.mu.samples); n > 0 && cur.at.After(src.mu.samples[n-1].at) {
+		src.mu.lockRates = addLockRates(src.mu.lockRates, src.mu.samples[n-1], cur)
+	}
 	keep := src.mu.samples[:0]
 	for _, s := range src.mu.samples {
 		if cur.at.Sub(s.at) <= rateWindow {
@@ -266,7 +312,40 @@ func (src *statusSource) remember(cur sample) sample {
 		}
 	}
 	src.mu.samples = append(keep, cur)
-	return src.mu.samples[0]
+	return src.mu.samples[0], slices.Clone(src.mu.lockRates)
+}
+
+// addLockRates appends the rates from prev to cur to points and drops the points that fell out
+// of lockRatesWindow, or past lockRatesPoints. Slicing the front off keeps the backing array
+// bounded: append copies only the points kept when it grows it.
+func addLockRates(points []lockRatePoint, prev, cur sample) []lockRatePoint {
+	secs := cur.at.Sub(prev.at).Seconds()
+	rate := func(now, then uint64) float64 { return float64(now-min(then, now)) / secs }
+	points = append(points, lockRatePoint{at: cur.at, grants: rate(cur.grants, prev.grants), refusals: rate(cur.refusals, prev.refusals),
+		expiries: rate(cur.expired, prev.expired), handoffs: rate(cur.handoffs, prev.handoffs)})
+	drop := max(len(points)-lockRatesPoints, 0)
+	for drop < len(points) && cur.at.Sub(points[drop].at) >= lockRatesWindow {
+		drop++
+	}
+	return points[drop:]
+}
+
+// lockRatesDoc is the lock chart's part of the document built at now.
+func lockRatesDoc(now time.Time, points []lockRatePoint) statusLockRates {
+	n := len(points)
+	doc := statusLockRates{WindowSeconds: lockRatesWindow.Seconds(), SecondsPerPoint: statusEvery.Seconds(),
+		AgoSeconds: make([]float64, 0, n), Grants: make([]float64, 0, n), Refusals: make([]float64, 0, n),
+		Expiries: make([]float64, 0, n), Handoffs: make([]float64, 0, n)}
+	// Three decimals are more than a chart shows, and keep the document a few kilobytes.
+	round := func(x float64) float64 { return math.Round(x*1000) / 1000 }
+	for _, p := range points {
+		doc.AgoSeconds = append(doc.AgoSeconds, round(now.Sub(p.at).Seconds()))
+		doc.Grants = append(doc.Grants, round(p.grants))
+		doc.Refusals = append(doc.Refusals, round(p.refusals))
+		doc.Expiries = append(doc.Expiries, round(p.expiries))
+		doc.Handoffs = append(doc.Handoffs, round(p.handoffs))
+	}
+	return doc
 }
 
 // memberFigures asks the members for their figures (ns: this node's, when there is no

@@ -141,3 +141,73 @@ type countingServer struct{ commands uint64 }
 func (c *countingServer) ServerStats() node.ServerStats {
 	return node.ServerStats{Commands: c.commands}
 }
+
+// lockCounters is a node and a server whose lock counters the test moves.
+type lockCounters struct{ grants, refusals, expired, handoffs uint64 }
+
+func (c *lockCounters) Stats() node.Stats {
+	return node.Stats{Expired: c.expired, Handoffs: c.handoffs}
+}
+
+func (c *lockCounters) ServerStats() node.ServerStats {
+	return node.ServerStats{Grants: c.grants, Refusals: c.refusals}
+}
+
+// The lock chart gains one point per build, the rates between it and the build before, and
+// keeps the last five minutes of them.
+func TestStatusLockRates(t *testing.T) {
+	now := time.Unix(100, 0)
+	c := &lockCounters{}
+	src := newStatusSource(c, c, nil)
+	src.now = func() time.Time { return now }
+	build := func() statusLockRates {
+		t.Helper()
+		var st status
+		if err := json.Unmarshal(src.document(t.Context()), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.LockRates
+	}
+	if got := build(); len(got.Grants) != 0 || got.WindowSeconds != 300 {
+		t.Fatalf("first build: %+v, want no point (nothing to take a rate from) over a 300 s window", got)
+	}
+	builds := lockRatesPoints + 20
+	for i := 1; i <= builds; i++ {
+		now = now.Add(time.Second)
+		c.grants, c.refusals, c.expired, c.handoffs = c.grants+4, c.refusals+3, c.expired+2, c.handoffs+1
+		got := build()
+		want := min(i, lockRatesPoints)
+		for name, series := range map[string][]float64{"ago": got.AgoSeconds, "grants": got.Grants, "refusals": got.Refusals,
+			"expiries": got.Expiries, "handoffs": got.Handoffs} {
+			if len(series) != want {
+				t.Fatalf("build %d: %s has %d points, want %d", i, name, len(series), want)
+			}
+		}
+		last := want - 1
+		if got.Grants[last] != 4 || got.Refusals[last] != 3 || got.Expiries[last] != 2 || got.Handoffs[last] != 1 || got.AgoSeconds[last] != 0 {
+			t.Fatalf("build %d: newest point %g %g %g %g at -%g s, want 4 3 2 1 per s at 0",
+				i, got.Grants[last], got.Refusals[last], got.Expiries[last], got.Handoffs[last], got.AgoSeconds[last])
+		}
+		if got.AgoSeconds[0] != float64(want-1) {
+			t.Fatalf("build %d: oldest point %g s ago, want %d", i, got.AgoSeconds[0], want-1)
+		}
+	}
+	// Within statusEvery the document is the one built: no point.
+	now = now.Add(statusEvery / 2)
+	if got := build(); len(got.Grants) != lockRatesPoints {
+		t.Errorf("a request within statusEvery: %d points, want %d", len(got.Grants), lockRatesPoints)
+	}
+	// A spell nobody asked in is one point, its average; the points it pushed out of the
+	// window are gone.
+	now = now.Add(time.Minute - statusEvery/2)
+	c.grants += 120
+	got := build()
+	if n := len(got.Grants); n != lockRatesPoints-59 || got.Grants[n-1] != 2 || got.Refusals[n-1] != 0 {
+		t.Errorf("after a minute unasked: %d points, newest %g grants %g refusals per s; want %d, 2 and 0",
+			n, got.Grants[n-1], got.Refusals[n-1], lockRatesPoints-59)
+	}
+	if n := len(got.AgoSeconds); got.AgoSeconds[0] != 299 || got.AgoSeconds[n-2] != 60 {
+		t.Errorf("after a minute unasked the oldest point is %g s old and the one before the newest %g, want 299 and 60",
+			got.AgoSeconds[0], got.AgoSeconds[n-2])
+	}
+}

@@ -210,24 +210,29 @@ func cmdLockWaiters(r *request) {
 	}
 }
 
+// kindsInfoRead is what LOCKINFO read of a key with no plain lock: its shares or permits, or its
+// lock-delay.
+type kindsInfoRead struct {
+	k       fsm.Kinds
+	left    time.Duration
+	holders []holderInfo
+}
+
+// read reads key's kinds from v (in an evaluation, which may run again: it starts afresh).
+func (kr *kindsInfoRead) read(v node.View, key []byte) {
+	kr.k, kr.left = v.Kinds(key)
+	kr.holders = kr.holders[:0]
+	v.Holders(key, func(l fsm.Lock, rem time.Duration) bool {
+		kr.holders = append(kr.holders, holderInfo{owner: l.Owner, token: l.Token, pttl: rem.Milliseconds()})
+		return true
+	})
+}
+
 // kindsInfo is LOCKINFO of a key with no plain lock: its shares or permits, or its lock-delay.
 // It replies nil when the key has neither.
-func (r *request) kindsInfo(key []byte) {
-	var k fsm.Kinds
-	var left time.Duration
-	var holders []holderInfo
-	_, err := r.exec([][]byte{key}, func(v node.View) []fsm.Command {
-		k, left = v.Kinds(key)
-		holders = holders[:0]
-		v.Holders(key, func(l fsm.Lock, rem time.Duration) bool {
-			holders = append(holders, holderInfo{owner: l.Owner, token: l.Token, pttl: rem.Milliseconds()})
-			return true
-		})
-		return nil
-	})
+func (r *request) kindsInfo(kr kindsInfoRead) {
+	k, left, holders := kr.k, kr.left, kr.holders
 	switch {
-	case err != nil:
-		r.replyError(err)
 	case len(holders) > 0:
 		kind, fields := "shared", 2
 		if k.Permits > 0 {

@@ -206,7 +206,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 
 	var web *ops.Server
 	if opts.metricsAddr != "" {
-		if web, err = ops.Start(ops.Config{Addr: opts.metricsAddr, Pprof: opts.pprof, Users: srv, Probe: member.ProbeStore, Server: srv, Members: member, Insecure: opts.insecureHTTP}, node, logger); err != nil {
+		if web, err = ops.Start(ops.Config{Addr: opts.metricsAddr, Pprof: opts.pprof, Users: srv, Probe: member.ProbeStore, Server: srv, Members: member, Locks: srv, Insecure: opts.insecureHTTP}, node, logger); err != nil {
 			srv.Close()
 			return err
 		}

@@ -105,8 +105,107 @@ function render(s) {
     for (const r of s.refused || []) row(tb, [r.reason, { v: r.count, cls: "num" }], { "data-reason": r.reason });
   });
   text("auth-failures", s.auth_failures);
+  chart(s.lock_rates);
   document.body.dataset.loaded = "true";
 }
+
+// The lock chart's plot area in the SVG's viewBox (index.html draws its axes there).
+const plot = { left: 44, right: 630, top: 10, bottom: 160 };
+
+// niceCeil is the least of 1, 2 or 5 times a power of ten at or above v (1 for nothing).
+function niceCeil(v) {
+  if (!(v > 0)) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const f of [1, 2, 5, 10]) if (f * p >= v) return f * p;
+  return 10 * p;
+}
+
+// chart draws each series as steps: a point's rate holds from the point before it to its own
+// end (the oldest from seconds_per_point before), placed by how long ago it ended.
+function chart(r) {
+  const names = ["grants", "refusals", "expiries", "handoffs"];
+  const win = r.window_seconds;
+  let top = 0;
+  for (const k of names) for (const v of r[k]) top = Math.max(top, v);
+  top = niceCeil(top);
+  const x = (ago) => plot.right - (Math.min(ago, win) / win) * (plot.right - plot.left);
+  const y = (v) => plot.bottom - (v / top) * (plot.bottom - plot.top);
+  const ago = r.ago_seconds;
+  for (const k of names) {
+    const vs = r[k];
+    let d = "";
+    for (let i = 0; i < vs.length; i++) {
+      const from = i === 0 ? ago[0] + r.seconds_per_point : ago[i - 1];
+      d += (i === 0 ? "M" + x(from).toFixed(1) + "," : "V") + y(vs[i]).toFixed(1) + "H" + x(ago[i]).toFixed(1);
+    }
+    $("series-" + k).setAttribute("d", d);
+    text("last-" + k, vs.length ? fmt(vs[vs.length - 1], 1) + "/s" : "…");
+  }
+  text("chart-ymax", fmt(top));
+  text("chart-ymid", fmt(top / 2));
+  text("chart-window", fmt(win / 60) + " min");
+  const ticks = document.querySelectorAll("#lock-chart .xtick");
+  ticks.forEach((t, i) => {
+    const before = (win * (ticks.length - 1 - i)) / (ticks.length - 1);
+    t.textContent = before === 0 ? "now" : "−" + fmt(before / 60) + " min";
+  });
+}
+
+// The locks view: the query of the page shown (the next page keeps it whatever the inputs
+// say since) and its cursor.
+const locksView = { query: null, next: "0", page: 0 };
+
+async function listLocks(query, cursor) {
+  const args = new URLSearchParams({ db: query.db });
+  if (query.match) args.set("match", query.match);
+  if (cursor) args.set("cursor", cursor);
+  $("locks-next").disabled = true;
+  try {
+    const res = await fetch("/locks.json?" + args.toString(), { cache: "no-store" });
+    if (!res.ok) throw new Error(res.status + " " + (await res.text()).trim());
+    const p = await res.json();
+    locksView.query = query;
+    locksView.next = p.next;
+    locksView.page = cursor ? locksView.page + 1 : 1;
+    renderLocks(p);
+    $("locks-error").hidden = true;
+  } catch (e) {
+    $("locks-error").hidden = false;
+    text("locks-error", "could not load /locks.json: " + e.message);
+    $("locks-next").disabled = locksView.next === "0";
+  }
+}
+
+function renderLocks(p) {
+  fill("locks-holders", (tb) => {
+    if (p.holders.length === 0) row(tb, ["", "none on this page", "", "", ""]);
+    for (const h of p.holders) {
+      row(tb, [{ v: h.key, cls: "key" }, h.kind, { v: h.owner, cls: "key" }, { v: h.token, cls: "num" },
+        { v: h.pttl_ms < 0 ? "none" : fmt(h.pttl_ms), cls: "num" }], { "data-key": h.key });
+    }
+  });
+  fill("locks-queues", (tb) => {
+    if (p.queues.length === 0) row(tb, ["", "", "nobody waits on this page's keys", "", ""]);
+    for (const q of p.queues) {
+      q.waiters.forEach((w, i) => {
+        row(tb, [{ v: i === 0 ? q.key : "", cls: "key" }, { v: i + 1, cls: "num" }, { v: w.owner, cls: "key" }, w.kind,
+          { v: fmt(w.waiting_ms), cls: "num" }], { "data-key": q.key });
+      });
+    }
+  });
+  const more = p.next !== "0";
+  text("locks-where", "db " + p.db + (p.match ? ", keys matching " + p.match : "") + ", page " + locksView.page +
+    (more ? ", more to come" : ", the last"));
+  $("locks-next").disabled = !more;
+}
+
+$("locks-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  listLocks({ db: $("locks-db").value.trim() || "0", match: $("locks-match").value }, "");
+});
+$("locks-next").addEventListener("click", () => {
+  if (locksView.query && locksView.next !== "0") listLocks(locksView.query, locksView.next);
+});
 
 async function poll() {
   try {

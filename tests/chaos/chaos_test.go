@@ -114,8 +114,11 @@ func TestChaosShort(t *testing.T) {
 				for _, v := range res.Violations {
 					t.Error(v)
 				}
-				if res.Folder != "" {
+				switch {
+				case len(res.Violations) > 0:
 					t.Errorf("seed %d failed: history, visualizations and node logs in %s", res.Seed, res.Folder)
+				case res.Folder != "": // CHAOS_KEEP keeps a passing run's folder too
+					t.Logf("seed %d passed: history and node logs kept in %s", res.Seed, res.Folder)
 				}
 			})
 		}

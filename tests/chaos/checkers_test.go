@@ -805,3 +805,319 @@ func TestTypedReplies(t *testing.T) {
 		}
 	}
 }
+
+// The lock kinds' checkers (kindsmodel.go). kgrant is an acknowledged acquire on key "rw0.0"
+// (owner names the attempt, tok 0 is a nil reply), from inv to comp ms.
+func kgrant(via, owner string, tok uint64, ttl, inv, comp int64) Op {
+	op := Op{Client: int(owner[0]), Key: "rw0.0", Kind: Acquire, Via: via, Owner: owner, TTL: ttl, Token: tok,
+		Invoke: inv * ms, Complete: comp * ms, Outcome: OK, Granted: tok > 0}
+	if via == ViaSem {
+		op.Key, op.Permits = "sem0", semPermits
+	}
+	return op
+}
+
+// kcall is an acknowledged RENEW, UNLOCK or VALIDATE of token on key, answered ok.
+func kcall(kind, key string, tok uint64, ttl, inv, comp int64, ok bool) Op {
+	return Op{Client: 9, Key: key, Kind: kind, Token: tok, TTL: ttl, Invoke: inv * ms, Complete: comp * ms, Outcome: OK, Success: ok}
+}
+
+// kread is an acknowledged LOCKINFO of key: free (kind ""), a plain lock (the first holder), a
+// lock-delay (its token), shares or permits (semPermits of them).
+func kread(key, kind string, inv, comp int64, holders ...Holder) Op {
+	op := Op{Client: 8, Key: key, Kind: Read, Invoke: inv * ms, Complete: comp * ms, Outcome: OK, RdKind: kind, Free: kind == ""}
+	switch kind {
+	case KindLock:
+		op.RdOwner, op.RdToken = holders[0].Owner, holders[0].Token
+	case KindDelay:
+		op.RdToken = holders[0].Token
+	case KindSemaphore:
+		op.RdPermits = semPermits
+		fallthrough
+	case KindShared:
+		op.RdHolders = holders
+	}
+	return op
+}
+
+func kunknown(op Op) Op {
+	op.Outcome, op.Complete, op.Granted, op.Token, op.Err = Unknown, never, false, 0, "i/o timeout"
+	return op
+}
+
+func kdelay(op Op, d int64) Op { op.DelayMs = d; return op }
+
+// kindsResults checks ops with the lock kinds' model, key by key.
+func kindsResults(ops []Op, clk *clockTimeline) map[string]porcupine.CheckResult {
+	out := map[string]porcupine.CheckResult{}
+	for _, l := range checkKinds(ops, clk, 10*time.Second) {
+		out[l.Key] = l.Result
+	}
+	return out
+}
+
+type kindsCase struct {
+	name string
+	ops  []Op
+	clk  *clockTimeline
+	want porcupine.CheckResult
+}
+
+// runKindsCases checks each case's ops, on whatever keys they use: Illegal means some key has
+// no linearization, Ok that every key has one.
+func runKindsCases(t *testing.T, cases []kindsCase) {
+	t.Helper()
+	for _, c := range cases {
+		got := porcupine.Ok
+		for _, r := range kindsResults(c.ops, c.clk) {
+			if r != porcupine.Ok {
+				got = r
+			}
+		}
+		if got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestKindsSharedExclusion(t *testing.T) {
+	const k = "rw0.0"
+	a, b := Holder{Owner: "a1", Token: 5}, Holder{Owner: "b1", Token: 7}
+	shareA, shareB := kgrant(ViaShared, "a1", 5, 1000, 0, 1), kgrant(ViaShared, "b1", 7, 1000, 2, 3)
+	runKindsCases(t, []kindsCase{
+		{"two shares together, then a plain lock", []Op{shareA, shareB, kread(k, KindShared, 4, 5, a, b),
+			kgrant("lock", "c1", 0, 1000, 6, 7), kcall(Release, k, 5, 0, 8, 9, true), kcall(Release, k, 7, 0, 10, 11, true),
+			kgrant("lock", "c2", 12, 1000, 12, 13), kread(k, KindLock, 14, 15, Holder{Owner: "c2", Token: 12})}, nil, porcupine.Ok},
+		{"a share refused while a plain lock holds", []Op{kgrant("lock", "c1", 5, 1000, 0, 1), kgrant(ViaShared, "a1", 0, 1000, 2, 3)}, nil, porcupine.Ok},
+		{"a plain lock once the shares' leases ran out", []Op{shareA, shareB, kgrant("lock", "c1", 9, 1000, 1100, 1101)}, nil, porcupine.Ok},
+		{"a plain lock granted while a share holds", []Op{shareA, kgrant("lock", "c1", 9, 1000, 500, 501)}, nil, porcupine.Illegal},
+		{"an MLOCK granted a key a share holds", []Op{shareA, func() Op {
+			op := kgrant(ViaMLock, "m1", 9, 1000, 500, 501)
+			op.Keys = []string{k}
+			return op
+		}()}, nil, porcupine.Illegal},
+		{"a share granted while a plain lock holds", []Op{kgrant("lock", "c1", 5, 1000, 0, 1), kgrant(ViaShared, "a1", 7, 1000, 2, 3)}, nil, porcupine.Illegal},
+		{"a plain lock refused once the shares were released", []Op{shareA, kcall(Release, k, 5, 0, 2, 3, true), kgrant("lock", "c1", 0, 1000, 4, 5)}, nil, porcupine.Illegal},
+		{"LOCKINFO missing a share", []Op{shareA, shareB, kread(k, KindShared, 4, 5, b)}, nil, porcupine.Illegal},
+		{"LOCKINFO calls shares a plain lock", []Op{shareA, kread(k, KindLock, 4, 5, a)}, nil, porcupine.Illegal},
+		{"VALIDATE of a released share", []Op{shareA, kcall(Release, k, 5, 0, 2, 3, true), kcall(Validate, k, 5, 0, 4, 5, true)}, nil, porcupine.Illegal},
+		{"RENEW of a share moves its lease", []Op{shareA, kcall(Renew, k, 5, 1000, 800, 801, true), kgrant("lock", "c1", 0, 1000, 1500, 1501),
+			kgrant("lock", "c2", 9, 1000, 1900, 1901)}, nil, porcupine.Ok},
+		{"a renewed share ended early", []Op{shareA, kcall(Renew, k, 5, 1000, 800, 801, true), kgrant("lock", "c2", 9, 1000, 1500, 1501)}, nil, porcupine.Illegal},
+		// a share whose reply was lost may have been taken, and then released by the leader
+		{"an unknown share, seen, then gone", []Op{kunknown(kgrant(ViaShared, "a1", 5, 10000, 0, 1)), kread(k, KindShared, 10, 11, a),
+			kgrant("lock", "c1", 9, 1000, 20, 21)}, nil, porcupine.Ok},
+		{"an unknown share seen with a token below an earlier grant's", []Op{kgrant("lock", "c1", 8, 100, 0, 1), kunknown(kgrant(ViaShared, "a1", 5, 10000, 200, 201)),
+			kread(k, KindShared, 300, 301, a)}, nil, porcupine.Illegal},
+	})
+
+	// a lock kinds' key with no linearization fails the run, and its visualization uses the
+	// lock kinds' model
+	root := t.TempDir()
+	h := History{Seed: 7, Kinds: []Op{shareA, kgrant("lock", "c1", 9, 1000, 500, 501)}}
+	r, bad, clk := evaluate(h, observed{}, 10*time.Second)
+	if want := []string{"linearizability: lock-kinds key rw0.0 has no linearization"}; !cmp.Equal(r.Violations, want) || len(bad) != 1 {
+		t.Fatalf("violations %v, want %v", r.Violations, want)
+	}
+	if err := writeFailure(root, h, bad, clk, r.Violations); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "lin-rw0.0.html")); err != nil || !strings.Contains(string(b), "lock-shared rw0.0 1000ms a1") {
+		t.Errorf("lin-rw0.0.html: %v, or it does not describe the ops", err)
+	}
+	if s := r.Summary(); !strings.Contains(s, "kinds_ops=2 shares=1 permits=0 kinds_locks=1 mlocks=0 (refused 0) delays_seen=0 kinds_unknown=0") {
+		t.Errorf("summary %q", s)
+	}
+}
+
+func TestKindsSemaphorePermits(t *testing.T) {
+	const k = "sem0"
+	a, b, c := Holder{Owner: "a1", Token: 5}, Holder{Owner: "b1", Token: 7}, Holder{Owner: "c1", Token: 9}
+	permA, permB := kgrant(ViaSem, "a1", 5, 1000, 0, 1), kgrant(ViaSem, "b1", 7, 1000, 2, 3)
+	runKindsCases(t, []kindsCase{
+		{"two permits, a third refused, then granted after a release", []Op{permA, permB, kgrant(ViaSem, "c1", 0, 1000, 4, 5),
+			kread(k, KindSemaphore, 6, 7, a, b), kcall(Release, k, 5, 0, 8, 9, true), kgrant(ViaSem, "c2", 9, 1000, 10, 11)}, nil, porcupine.Ok},
+		{"a permit once another's lease ran out", []Op{permA, permB, kgrant(ViaSem, "c1", 9, 1000, 1100, 1101)}, nil, porcupine.Ok},
+		{"three permits of two", []Op{permA, permB, kgrant(ViaSem, "c1", 9, 1000, 4, 5)}, nil, porcupine.Illegal},
+		{"three holders listed", []Op{permA, permB, kread(k, KindSemaphore, 4, 5, a, b, c)}, nil, porcupine.Illegal},
+		{"refused with a permit free", []Op{permA, kgrant(ViaSem, "c1", 0, 1000, 4, 5)}, nil, porcupine.Illegal},
+		{"SEMRELEASE of a permit nobody holds", []Op{permA, kcall(Release, k, 7, 0, 2, 3, true)}, nil, porcupine.Illegal},
+		{"a permit still held after its SEMRELEASE", []Op{permA, kcall(Release, k, 5, 0, 2, 3, true), kread(k, KindSemaphore, 4, 5, a)}, nil, porcupine.Illegal},
+		// a permit whose reply was lost may hold one, or not
+		{"an unknown permit taken", []Op{kunknown(kgrant(ViaSem, "a1", 5, 1000, 0, 1)), permB, kgrant(ViaSem, "c1", 0, 1000, 4, 5)}, nil, porcupine.Ok},
+		{"an unknown permit not taken", []Op{kunknown(kgrant(ViaSem, "a1", 5, 1000, 0, 1)), permB, kgrant(ViaSem, "c1", 9, 1000, 4, 5)}, nil, porcupine.Ok},
+		{"an unknown permit seen, and two more granted", []Op{kunknown(kgrant(ViaSem, "a1", 5, 10000, 0, 1)), kread(k, KindSemaphore, 2, 3, Holder{Owner: "a1", Token: 4}),
+			permB, kgrant(ViaSem, "c1", 9, 1000, 4, 5), kread(k, KindSemaphore, 6, 7, Holder{Owner: "a1", Token: 4}, b, c)}, nil, porcupine.Illegal},
+	})
+}
+
+func TestKindsFencing(t *testing.T) {
+	runKindsCases(t, []kindsCase{
+		{"shares with tokens increasing", []Op{kgrant(ViaShared, "a1", 5, 1000, 0, 1), kgrant(ViaShared, "b1", 7, 1000, 2, 3)}, nil, porcupine.Ok},
+		{"a later share with a lower token", []Op{kgrant(ViaShared, "a1", 7, 1000, 0, 1), kgrant(ViaShared, "b1", 5, 1000, 2, 3)}, nil, porcupine.Illegal},
+		{"concurrent shares in either order", []Op{kgrant(ViaShared, "a1", 7, 1000, 0, 5), kgrant(ViaShared, "b1", 5, 1000, 2, 3)}, nil, porcupine.Ok},
+		{"a plain lock below a share released before it", []Op{kgrant(ViaShared, "a1", 7, 1000, 0, 1), kcall(Release, "rw0.0", 7, 0, 2, 3, true),
+			kgrant("lock", "c1", 6, 1000, 4, 5)}, nil, porcupine.Illegal},
+		{"a permit below an earlier permit's", []Op{kgrant(ViaSem, "a1", 7, 100, 0, 1), kgrant(ViaSem, "b1", 5, 100, 500, 501)}, nil, porcupine.Illegal},
+	})
+	// one counter for every kind and key: a permit granted after a plain lock (another key,
+	// another list) has a higher token
+	lock := grant(0, 9, 1000, 0, 1)
+	h := History{Ops: []Op{lock}, Kinds: []Op{kgrant(ViaSem, "a1", 7, 1000, 2, 3)}}
+	if r, _, _ := evaluate(h, observed{}, 10*time.Second); len(r.Violations) != 1 || !strings.HasPrefix(r.Violations[0], "fencing: ") {
+		t.Errorf("a permit's token below an earlier lock's: violations %v", r.Violations)
+	}
+	h.Kinds[0].Token = 11
+	if r, _, _ := evaluate(h, observed{}, 10*time.Second); len(r.Violations) != 0 {
+		t.Errorf("tokens increasing across kinds flagged: %v", r.Violations)
+	}
+	h.Kinds = append(h.Kinds, kgrant(ViaShared, "b1", 11, 1000, 4, 5))
+	if r, _, _ := evaluate(h, observed{}, 10*time.Second); len(r.Violations) != 2 { // granted twice, and not increasing
+		t.Errorf("a share's token equal to a permit's: violations %v", r.Violations)
+	}
+}
+
+func TestKindsMLock(t *testing.T) {
+	mlock := func(owner string, toks []uint64, ttl, inv, comp int64, keys ...string) []Op {
+		ops := make([]Op, len(keys))
+		for i, k := range keys {
+			var tok uint64
+			if toks != nil {
+				tok = toks[i]
+			}
+			ops[i] = kgrant(ViaMLock, owner, tok, ttl, inv, comp)
+			ops[i].Key, ops[i].Keys = k, keys
+		}
+		return ops
+	}
+	unknown := func(ops []Op) []Op {
+		for i := range ops {
+			ops[i] = kunknown(ops[i])
+		}
+		return ops
+	}
+	at := func(op Op, key string) Op { op.Key = key; return op }
+	const a, b = "rw0.0", "rw0.1"
+	m := Holder{Owner: "m1", Token: 9}
+	cases := []kindsCase{
+		{"granted, its keys held for its lease", append(mlock("m1", []uint64{9, 10}, 1000, 0, 1, a, b),
+			at(kgrant("lock", "c1", 0, 1000, 2, 3), b), at(kgrant(ViaShared, "s1", 0, 1000, 4, 5), a),
+			at(kgrant("lock", "c2", 12, 1000, 1100, 1101), b)), nil, porcupine.Ok},
+		{"granted, one of its keys granted to another inside its lease", append(mlock("m1", []uint64{9, 10}, 1000, 0, 1, a, b),
+			at(kgrant("lock", "c1", 12, 1000, 500, 501), b)), nil, porcupine.Illegal},
+		{"granted over a share", append([]Op{at(kgrant(ViaShared, "s1", 5, 1000, 0, 1), b)}, mlock("m1", []uint64{9, 10}, 1000, 2, 3, a, b)...), nil, porcupine.Illegal},
+		{"refused over a share, the free key untouched", append(append([]Op{at(kgrant(ViaShared, "s1", 5, 1000, 0, 1), b)}, mlock("m1", nil, 1000, 2, 3, a, b)...),
+			kread(a, "", 4, 5), at(kgrant("lock", "c1", 9, 1000, 6, 7), a)), nil, porcupine.Ok},
+		{"refused, yet it holds a key", append(mlock("m1", nil, 1000, 0, 1, a, b), kread(a, KindLock, 2, 3, m)), nil, porcupine.Illegal},
+		// an MLOCK whose reply was lost, seen holding one key, took the other one too, when the
+		// read completed at the latest: not while someone else held it
+		{"unknown, seen on one key, the other free then", append(unknown(mlock("m1", []uint64{9, 10}, 10000, 100, 101, a, b)),
+			kread(a, KindLock, 200, 201, m), kread(b, KindLock, 300, 301, Holder{Owner: "m1", Token: 10})), nil, porcupine.Ok},
+		{"unknown, seen on one key while the other was held", append(append([]Op{at(kgrant("lock", "c1", 5, 10000, 0, 1), b)},
+			unknown(mlock("m1", []uint64{9, 10}, 10000, 100, 101, a, b))...), kread(a, KindLock, 200, 201, m)), nil, porcupine.Illegal},
+		{"unknown, not applied, the other key taken", append(append([]Op{at(kgrant("lock", "c1", 5, 10000, 0, 1), b)},
+			unknown(mlock("m1", []uint64{9, 10}, 10000, 100, 101, a, b))...), kread(a, "", 200, 201)), nil, porcupine.Ok},
+	}
+	runKindsCases(t, cases)
+	// the direct check says which refused MLOCK took what
+	if got := checkMLock(cases[4].ops); len(got) != 1 || !strings.Contains(got[0], "mlock[rw0.0 rw0.1]") || !strings.Contains(got[0], "m1 -> nil") {
+		t.Errorf("a refused MLOCK holding a key: got %v", got)
+	}
+	if got := checkMLock(cases[3].ops); len(got) != 0 {
+		t.Errorf("a refused MLOCK that took nothing flagged: %v", got)
+	}
+	if c := countKinds(cases[0].ops); c.MLocks != 1 || c.MLocksRefused != 0 || c.Locks != 1 || c.Shares != 0 {
+		t.Errorf("counts %+v: want one MLOCK, one plain lock", c)
+	}
+}
+
+func TestKindsDelay(t *testing.T) {
+	const k = "rw0.0"
+	// a lease of 100 ms with a lock-delay of 300 ms: it expires at 100 ms at the earliest, and
+	// nothing is granted the key before 400 ms
+	held := kdelay(kgrant("lock", "a1", 5, 100, 0, 1), 300)
+	// node 0's lease clock jumped 150 ms forward around t=250ms
+	jump := newClockTimeline([]ClockEvent{{Node: 0, Invoke: 250 * ms, Complete: 251 * ms, Offset: 150 * ms}})
+	runKindsCases(t, []kindsCase{
+		{"a grant after the delay", []Op{held, kgrant("lock", "b1", 9, 1000, 450, 451)}, nil, porcupine.Ok},
+		{"a grant inside the delay", []Op{held, kgrant("lock", "b1", 9, 1000, 200, 201)}, nil, porcupine.Illegal},
+		{"a share inside the delay", []Op{held, kgrant(ViaShared, "b1", 9, 1000, 300, 301)}, nil, porcupine.Illegal},
+		{"refused and read as a delay inside it", []Op{held, kgrant("lock", "b1", 0, 1000, 200, 201), kread(k, KindDelay, 250, 251, Holder{Token: 5})}, nil, porcupine.Ok},
+		{"a delay read before the lease could end", []Op{held, kread(k, KindDelay, 50, 51, Holder{Token: 5})}, nil, porcupine.Illegal},
+		{"no delay after an UNLOCK", []Op{held, kcall(Release, k, 5, 0, 10, 11, true), kgrant("lock", "b1", 9, 1000, 20, 21)}, nil, porcupine.Ok},
+		{"a delay read after an UNLOCK", []Op{held, kcall(Release, k, 5, 0, 10, 11, true), kread(k, KindDelay, 200, 201, Holder{Token: 5})}, nil, porcupine.Illegal},
+		{"a delay may end late", []Op{held, kgrant("lock", "b1", 0, 1000, 600, 601), kread(k, KindDelay, 700, 701, Holder{Token: 5}),
+			kgrant("lock", "b2", 9, 1000, 800, 801)}, nil, porcupine.Ok},
+		{"a grant early by the forward clock jump", []Op{held, kgrant("lock", "b1", 9, 1000, 300, 301)}, jump, porcupine.Ok},
+		{"the same grant without the jump", []Op{held, kgrant("lock", "b1", 9, 1000, 300, 301)}, nil, porcupine.Illegal},
+		{"a jump after the grant does not excuse it", []Op{held, kgrant("lock", "b1", 9, 1000, 200, 201)}, jump, porcupine.Illegal},
+		// a share's expiry delays the key while another share still holds it; a share that may
+		// still hold does not keep another out, so the expiry must be seen (LOCKINFO, VALIDATE)
+		{"a share inside another share's delay", []Op{kdelay(kgrant(ViaShared, "a1", 5, 100, 0, 1), 300), kgrant(ViaShared, "a2", 7, 5000, 2, 3),
+			kread(k, KindShared, 150, 151, Holder{Owner: "a2", Token: 7}), kgrant(ViaShared, "b1", 9, 1000, 200, 201)}, nil, porcupine.Illegal},
+		{"a share inside the delay of one VALIDATE saw gone", []Op{kdelay(kgrant(ViaShared, "a1", 5, 100, 0, 1), 300),
+			kcall(Validate, k, 5, 0, 150, 151, false), kgrant(ViaShared, "b1", 9, 1000, 200, 201)}, nil, porcupine.Illegal},
+		{"a share next to one that may still hold", []Op{kdelay(kgrant(ViaShared, "a1", 5, 100, 0, 1), 300), kgrant(ViaShared, "b1", 9, 1000, 200, 201)}, nil, porcupine.Ok},
+		{"a share after it", []Op{kdelay(kgrant(ViaShared, "a1", 5, 100, 0, 1), 300), kgrant(ViaShared, "a2", 7, 5000, 2, 3),
+			kread(k, KindShared, 150, 151, Holder{Owner: "a2", Token: 7}), kgrant(ViaShared, "b1", 9, 1000, 450, 451)}, nil, porcupine.Ok},
+		{"a permit inside a permit's delay", []Op{kdelay(kgrant(ViaSem, "a1", 5, 100, 0, 1), 300), kread("sem0", KindDelay, 150, 151, Holder{Token: 5}),
+			kgrant(ViaSem, "b1", 9, 1000, 200, 201)}, nil, porcupine.Illegal},
+		// a grant whose reply was lost may have expired (and delayed the key) or been released
+		// by the leader (no delay)
+		{"after an unknown grant, released as a ghost", []Op{kunknown(kdelay(kgrant("lock", "a1", 5, 100, 0, 1), 300)),
+			kread(k, KindLock, 10, 11, Holder{Owner: "a1", Token: 5}), kgrant("lock", "b1", 9, 1000, 200, 201)}, nil, porcupine.Ok},
+	})
+}
+
+// TestKindsReplies: the kinds clients read each LOCKINFO and MLOCK reply as the model expects.
+func TestKindsReplies(t *testing.T) {
+	holder := func(o string, t, p int) string {
+		return fmt.Sprintf("*6\r\n$5\r\nowner\r\n$%d\r\n%s\r\n$5\r\ntoken\r\n:%d\r\n$4\r\npttl\r\n:%d\r\n", len(o), o, t, p)
+	}
+	cases := []struct {
+		reply string
+		want  Op
+	}{
+		{"$-1\r\n", Op{Outcome: OK, Free: true}},
+		{holder("c1-1", 12, 900), Op{Outcome: OK, RdKind: KindLock, RdOwner: "c1-1", RdToken: 12, RdPTTL: 900}},
+		{"*4\r\n$4\r\nkind\r\n$6\r\nshared\r\n$7\r\nholders\r\n*2\r\n" + holder("a", 5, 10) + holder("b", 7, 20),
+			Op{Outcome: OK, RdKind: KindShared, RdHolders: []Holder{{"a", 5, 10}, {"b", 7, 20}}}},
+		{"*6\r\n$4\r\nkind\r\n$9\r\nsemaphore\r\n$7\r\npermits\r\n:2\r\n$7\r\nholders\r\n*1\r\n" + holder("a", 5, 10),
+			Op{Outcome: OK, RdKind: KindSemaphore, RdPermits: 2, RdHolders: []Holder{{"a", 5, 10}}}},
+		{"*6\r\n$4\r\nkind\r\n$5\r\ndelay\r\n$5\r\ntoken\r\n:21\r\n$4\r\npttl\r\n:250\r\n", Op{Outcome: OK, RdKind: KindDelay, RdToken: 21, RdPTTL: 250}},
+		{"*2\r\n$4\r\nkind\r\n$4\r\nnew!\r\n", Op{Outcome: Unknown}},
+		{"-CLUSTERDOWN no leader elected yet; retry shortly\r\n", Op{Outcome: Fail}},
+	}
+	for _, c := range cases {
+		var stop atomic.Bool
+		w := &worker{rng: rand.New(rand.NewPCG(1, 2)), rec: newRecorder(1), addrs: []string{fakeServer(t, c.reply)}, stop: &stop}
+		got := w.kindsRead("rw0.0")
+		w.c.close()
+		got.Client, got.Node, got.Key, got.Kind, got.Invoke, got.Complete, got.Err = 0, "", "", "", 0, 0, ""
+		if diff := cmp.Diff(c.want, got); diff != "" {
+			t.Errorf("%q (-want +got):\n%s", c.reply, diff)
+		}
+	}
+	for _, c := range []struct {
+		reply string
+		want  []uint64 // tokens; nil: refused
+		out   string
+	}{
+		{"*2\r\n:17\r\n:18\r\n", []uint64{17, 18}, OK},
+		{"*-1\r\n", nil, OK},
+		{"*1\r\n:17\r\n", nil, Unknown},
+	} {
+		var stop atomic.Bool
+		w := &worker{rng: rand.New(rand.NewPCG(1, 2)), rec: newRecorder(1), addrs: []string{fakeServer(t, c.reply)}, stop: &stop}
+		ops := w.mlock(Op{Kind: Acquire, Owner: "m1", TTL: 1000}, 0, "1000", []string{"OWNER", "m1"})
+		w.c.close()
+		if len(ops) < 2 || len(ops) > 3 {
+			t.Fatalf("%q: %d ops", c.reply, len(ops))
+		}
+		for i, op := range ops {
+			if op.Outcome != c.out || op.Granted != (c.want != nil) || c.want != nil && op.Token != c.want[i] || op.Key != op.Keys[i] {
+				t.Errorf("%q: key %d: %s", c.reply, i, op)
+			}
+		}
+	}
+}

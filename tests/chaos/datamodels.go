@@ -189,10 +189,12 @@ func dataModel[S comparable](apply func(S, TypedOp) (S, reply, bool), describe f
 	return m.ToModel()
 }
 
-// modelOf returns the porcupine model named name (Lock, Counter, ZSet or List); clk is the
-// lock model's clock timeline.
+// modelOf returns the porcupine model named name (Lock, LockKinds, Counter, ZSet or List); clk
+// is the lock models' clock timeline.
 func modelOf(name string, clk *clockTimeline) porcupine.Model {
 	switch name {
+	case LockKinds:
+		return kindsModel(clk)
 	case Counter:
 		return dataModel(applyCounter, describeCounter)
 	case ZSet:

@@ -24,6 +24,17 @@
 // signal list (LPUSH, RPOP, LLEN). Each type has its own porcupine model, checked per key
 // (datamodels.go); unknown outcomes are handled as for the locks.
 //
+// Two clients work on the lock kinds (kinds.go): shares (LOCK ... SHARED) and plain locks on the
+// same keys, MLOCK over two or three of those keys, semaphore permits (SEMACQUIRE of 2), and
+// lock-delays (DELAY) on leases short enough to expire; they renew, release, forget (the lease
+// expires), VALIDATE and LOCKINFO them through any node. A porcupine model per key
+// (kindsmodel.go) holds the server to shared/exclusive exclusion, permits never oversold, no
+// grant while a lock-delay may still run (timed from the expiry, with the same clock slack as a
+// lease), tokens increasing, and exact LOCKINFO and VALIDATE replies; an MLOCK's all or nothing
+// is checked across its keys, and every kind's tokens join the fencing check. WAIT is not used:
+// a waiter makes a request that does not wait refused on a free key, which the models do not
+// know of.
+//
 // Two more workloads check DESIGN.md §8.7 and §8.8 (multikey.go, pubsub.go). Multi-key clients
 // set every key of a group to a fresh value with one script or MULTI/EXEC, or DEL the whole
 // group, and read groups on followers' own tables; collection groups (a hash, a sorted set and

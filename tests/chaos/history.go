@@ -9,10 +9,11 @@ import (
 
 // Op kinds.
 const (
-	Acquire = "acquire"
-	Renew   = "renew"
-	Release = "release"
-	Read    = "read"
+	Acquire  = "acquire"
+	Renew    = "renew"
+	Release  = "release"
+	Read     = "read"
+	Validate = "validate" // VALIDATE key token: Success says whether token still holds key
 )
 
 // Outcomes.
@@ -33,7 +34,7 @@ type Op struct {
 	Node     string `json:"node"`
 	Key      string `json:"key"`
 	Kind     string `json:"kind"`
-	Via      string `json:"via,omitempty"`   // acquire: "lock" (native), "set" (SET NX PX) or "hash" (a script's HSET)
+	Via      string `json:"via,omitempty"`   // acquire: "lock" (native), "set" (SET NX PX), "hash" (a script's HSET), or a lock kind (ViaShared, ViaSem, ViaMLock)
 	Owner    string `json:"owner,omitempty"` // acquire: the attempt's unique owner; renew/release: the holder's
 	TTL      int64  `json:"ttl_ms,omitempty"`
 	Token    uint64 `json:"token,omitempty"` // acquire: granted token (0: unknown); renew/release: the token used
@@ -47,6 +48,23 @@ type Op struct {
 	RdToken  uint64 `json:"read_token,omitempty"`
 	RdPTTL   int64  `json:"read_pttl,omitempty"`
 	Err      string `json:"err,omitempty"`
+	// The lock kinds (kinds.go). Permits is a SEMACQUIRE's count, DelayMs an acquire's
+	// lock-delay (DELAY), Keys all the keys of the MLOCK an acquire is one key's part of. A read
+	// that is not free says which kind of holding it saw (RdKind): a plain lock's holder is in
+	// RdOwner and RdToken, a lock-delay's token in RdToken, shares and permits in RdHolders.
+	Permits   int64    `json:"permits,omitempty"`
+	DelayMs   int64    `json:"delay_ms,omitempty"`
+	Keys      []string `json:"keys,omitempty"`
+	RdKind    string   `json:"read_kind,omitempty"`
+	RdPermits int64    `json:"read_permits,omitempty"`
+	RdHolders []Holder `json:"read_holders,omitempty"`
+}
+
+// Holder is one share or permit a LOCKINFO listed.
+type Holder struct {
+	Owner string `json:"owner"`
+	Token uint64 `json:"token"`
+	PTTL  int64  `json:"pttl"`
 }
 
 func (o Op) String() string {
@@ -62,14 +80,10 @@ func (o Op) String() string {
 			default:
 				res = fmt.Sprintf("token %d", o.Token)
 			}
-		case Renew, Release:
+		case Renew, Release, Validate:
 			res = fmt.Sprint(o.Success)
 		case Read:
-			if o.Free {
-				res = "free"
-			} else {
-				res = fmt.Sprintf("%s/%d/%dms", o.RdOwner, o.RdToken, o.RdPTTL)
-			}
+			res = o.readString()
 		}
 	}
 	switch o.Kind {
@@ -80,14 +94,50 @@ func (o Op) String() string {
 			verb = "set-nx"
 		case "hash":
 			verb = "hash-lock"
+		case ViaShared:
+			verb = "lock-shared"
+		case ViaSem:
+			verb = fmt.Sprintf("semacquire(%d)", o.Permits)
+		case ViaMLock:
+			verb = fmt.Sprintf("mlock%v", o.Keys)
+		}
+		if o.DelayMs > 0 {
+			verb += fmt.Sprintf(" delay %dms", o.DelayMs)
 		}
 		return fmt.Sprintf("c%d %s %s %dms %s -> %s", o.Client, verb, o.Key, o.TTL, o.Owner, res)
 	case Renew:
 		return fmt.Sprintf("c%d renew %s tok %d %dms -> %s", o.Client, o.Key, o.Token, o.TTL, res)
 	case Release:
-		return fmt.Sprintf("c%d unlock %s tok %d -> %s", o.Client, o.Key, o.Token, res)
+		verb := "unlock"
+		if o.Via == ViaSem {
+			verb = "semrelease"
+		}
+		return fmt.Sprintf("c%d %s %s tok %d -> %s", o.Client, verb, o.Key, o.Token, res)
+	case Validate:
+		return fmt.Sprintf("c%d validate %s tok %d -> %s", o.Client, o.Key, o.Token, res)
 	}
 	return fmt.Sprintf("c%d lockinfo %s -> %s", o.Client, o.Key, res)
+}
+
+// readString is what an acknowledged LOCKINFO saw.
+func (o Op) readString() string {
+	switch {
+	case o.Free:
+		return "free"
+	case o.RdKind == KindDelay:
+		return fmt.Sprintf("delay of tok %d/%dms", o.RdToken, o.RdPTTL)
+	case o.RdKind == KindShared || o.RdKind == KindSemaphore:
+		hs := make([]string, len(o.RdHolders))
+		for i, h := range o.RdHolders {
+			hs[i] = fmt.Sprintf("%s/%d/%dms", h.Owner, h.Token, h.PTTL)
+		}
+		kind := o.RdKind
+		if o.RdKind == KindSemaphore {
+			kind += fmt.Sprintf("(%d)", o.RdPermits)
+		}
+		return kind + fmt.Sprint(hs)
+	}
+	return fmt.Sprintf("%s/%d/%dms", o.RdOwner, o.RdToken, o.RdPTTL)
 }
 
 // Access is one read-modify-write of a protected resource by a lock holder: it read Based and
@@ -141,6 +191,8 @@ type History struct {
 	Multi     []MultiOp      `json:"multi,omitempty"`
 	Publishes []Publish      `json:"publishes,omitempty"`
 	Subs      []Subscription `json:"subscriptions,omitempty"`
+	// Kinds are the ops on the lock kinds' keys (kinds.go), checked by their own model.
+	Kinds []Op `json:"kinds,omitempty"`
 }
 
 // recorder collects the history from concurrent clients and holds the two protected resources.
@@ -185,6 +237,12 @@ func record[T any](r *recorder, list *[]T, v T) {
 func (r *recorder) add(op Op) {
 	op.Complete = completion(op.Outcome, op.Complete)
 	record(r, &r.h.Ops, op)
+}
+
+// kind records an op on a lock kinds' key.
+func (r *recorder) kind(op Op) {
+	op.Complete = completion(op.Outcome, op.Complete)
+	record(r, &r.h.Kinds, op)
 }
 
 func (r *recorder) typed(op TypedOp) {
@@ -287,5 +345,6 @@ func (r *recorder) snapshot() History {
 	h.Multi = append([]MultiOp(nil), h.Multi...)
 	h.Publishes = append([]Publish(nil), h.Publishes...)
 	h.Subs = append([]Subscription(nil), h.Subs...)
+	h.Kinds = append([]Op(nil), h.Kinds...)
 	return h
 }

@@ -189,7 +189,7 @@ func describeState(state interface{}) string {
 
 // LinResult is the outcome of the linearizability check of one key.
 type LinResult struct {
-	Model  string // Lock, Counter, ZSet or List
+	Model  string // Lock, LockKinds, Counter, ZSet or List
 	Key    string
 	Result porcupine.CheckResult
 	Info   porcupine.LinearizationInfo

@@ -31,8 +31,9 @@ type Config struct {
 	Faults                   []string      // fault kinds to draw from (default AllFaults)
 	Mixed                    bool          // up to two faults at once, at random moments
 	Snapshots                bool          // run nodes with tiny snapshot thresholds
-	// TypedClients work on counters, sorted sets and lists (default 4).
-	TypedClients int
+	// TypedClients work on counters, sorted sets and lists (default 4); KindsClients on shares,
+	// plain locks, MLOCKs, semaphore permits and lock-delays (default 2).
+	TypedClients, KindsClients int
 	// LinTimeout bounds porcupine per key (default 30s); a key it cannot decide in time is
 	// reported as inconclusive, not as passed.
 	LinTimeout time.Duration
@@ -61,6 +62,7 @@ type Result struct {
 	FencedOff       int // accesses the fenced resource rejected (stale tokens)
 	SnapshotInstall int // snapshots installed by followers, from the node logs
 	Typed           TypedCounts
+	Kinds           KindsCounts
 	Multi           AtomicityResult
 	PubSub          PubSubResult
 	Folder          string
@@ -68,13 +70,15 @@ type Result struct {
 
 // Summary is the one-line summary of a run.
 func (r Result) Summary() string {
-	m, p, d := r.Multi, r.PubSub, r.Typed
+	m, p, d, k := r.Multi, r.PubSub, r.Typed, r.Kinds
 	return fmt.Sprintf("chaos: ops=%d faults=%d unknown=%d violations=%d unfenced_overlap=%d (%d without a client pause) fenced_off=%d inconclusive=%d snapshot_installs=%d"+
 		" counter_ops=%d zset_ops=%d list_ops=%d typed_unknown=%d"+
+		" kinds_ops=%d shares=%d permits=%d kinds_locks=%d mlocks=%d (refused %d) delays_seen=%d kinds_unknown=%d"+
 		" multikey=%d (collections %d) multikey_reads=%d (collections %d) aborted=%d partial=%d (collections %d)"+
 		" published=%d delivered=%d expected=%d duplicates=%d lost=%d lost_in_snapshot=%d order_violations=%d stale_reads=%d seed=%d",
 		r.Ops, r.Faults, r.Unknown, len(r.Violations), r.UnfencedOverlap, r.OverlapNoPause, r.FencedOff, len(r.Inconclusive), r.SnapshotInstall,
 		d.Counter, d.ZSet, d.List, d.Unknown,
+		k.Ops, k.Shares, k.Permits, k.Locks, k.MLocks, k.MLocksRefused, k.DelaysSeen, k.Unknown,
 		m.Requests, m.CollRequests, m.Reads, m.CollReads, m.Aborted, m.Partial, m.CollPartial,
 		p.Published, p.Delivered, p.Expected, p.Duplicates, p.Lost, p.LostInSnapshot, p.OrderViolation, p.Stale, r.Seed)
 }
@@ -103,6 +107,9 @@ func Run(cfg Config) (res Result, err error) {
 	}
 	if cfg.TypedClients == 0 {
 		cfg.TypedClients = 4
+	}
+	if cfg.KindsClients == 0 {
+		cfg.KindsClients = 2
 	}
 	logf := cfg.Logf
 	if logf == nil {
@@ -148,13 +155,16 @@ func Run(cfg Config) (res Result, err error) {
 	var wg sync.WaitGroup
 	multi, pubs := cfg.Clients+1, cfg.Clients+1+cfg.MultiClients
 	typed := pubs + cfg.Publishers
-	workers := typed + cfg.TypedClients
+	kinds := typed + cfg.TypedClients
+	workers := kinds + cfg.KindsClients
 	for i := range workers {
 		w := &worker{id: i, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i+1))), rec: rec, addrs: addrs, node: i, stop: &stop}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			switch {
+			case i >= kinds:
+				w.kinds()
 			case i >= typed:
 				w.dataTypes()
 			case i >= pubs:
@@ -256,7 +266,7 @@ type observed struct {
 
 // evaluate runs every checker over a history and what the run observed.
 func evaluate(h History, obs observed, linTimeout time.Duration) (Result, []LinResult, *clockTimeline) {
-	res := Result{Seed: h.Seed, Ops: len(h.Ops), Faults: len(h.Faults), Typed: countTyped(h.Typed)}
+	res := Result{Seed: h.Seed, Ops: len(h.Ops), Faults: len(h.Faults), Typed: countTyped(h.Typed), Kinds: countKinds(h.Kinds)}
 	for _, op := range h.Ops {
 		if op.Outcome == Unknown {
 			res.Unknown++
@@ -273,7 +283,9 @@ func evaluate(h History, obs observed, linTimeout time.Duration) (Result, []LinR
 
 	v := append([]string(nil), obs.violations...)
 	v = append(v, checkLogs(obs.logs)...)
-	v = append(v, checkFencing(h.Ops)...)
+	// every kind's grants come from the one token counter
+	v = append(v, checkFencing(slices.Concat(h.Ops, h.Kinds))...)
+	v = append(v, checkMLock(h.Kinds)...)
 	v = append(v, checkResource(h.Fenced, clk)...)
 	if obs.final != nil {
 		v = append(v, checkDurable(h.Ops, obs.final)...)
@@ -286,7 +298,8 @@ func evaluate(h History, obs observed, linTimeout time.Duration) (Result, []LinR
 		v = append(v, fmt.Sprintf("... and %d more atomicity and pub/sub violations (counts in the summary line)", n))
 	}
 	var bad []LinResult
-	for _, l := range append(checkLinearizable(h.Ops, clk, linTimeout), checkDataTypes(h.Typed, linTimeout)...) {
+	lin := slices.Concat(checkLinearizable(h.Ops, clk, linTimeout), checkKinds(h.Kinds, clk, linTimeout), checkDataTypes(h.Typed, linTimeout))
+	for _, l := range lin {
 		switch l.Result {
 		case porcupine.Illegal:
 			what := "key "
