@@ -163,32 +163,44 @@ func locksEval(reqs []lockRequest, refused *error) node.Eval {
 	}
 }
 
+// Waiter is one request waiting in a key's queue (LOCKWAITERS, the status page's locks view).
+type Waiter struct {
+	Owner []byte
+	// Kind is "lock", "shared", "semaphore" or "mlock".
+	Kind string
+	// Place is its place: the queue's order, the same on every node.
+	Place fsm.Token
+	// Waited is how long it has waited, and Left how long it will still wait, on this node's
+	// lease clock (its wait is its waiter's lease).
+	Waited, Left time.Duration
+}
+
+// waitersOf lists key's queue in order, as v has it.
+func waitersOf(v node.View, key []byte) []Waiter {
+	var out []Waiter
+	v.Waiters(key, func(w fsm.Waiter, rem time.Duration) bool {
+		kind := "lock"
+		switch {
+		case len(w.Request.Keys) > 0:
+			kind = "mlock"
+		case w.Request.Mode == fsm.WaitShared:
+			kind = "shared"
+		case w.Request.Mode == fsm.WaitPermit:
+			kind = "semaphore"
+		}
+		out = append(out, Waiter{Owner: bytes.Clone(w.Request.Owner), Kind: kind, Place: w.Seq,
+			Waited: time.Duration(w.Lock.LeaseMs)*time.Millisecond - rem, Left: rem})
+		return true
+	})
+	return out
+}
+
 // LOCKWAITERS key -> the requests queued on key in order (LOCK, SEMACQUIRE and MLOCK with WAIT),
 // each {owner, kind, place, waiting-ms, wait-left-ms}: the replicated queue, as on the leader.
 func cmdLockWaiters(r *request) {
-	type waiterInfo struct {
-		owner      []byte
-		kind       string
-		place      fsm.Token
-		waited, in int64
-	}
-	var ws []waiterInfo
+	var ws []Waiter
 	if _, err := r.exec(r.oneKey(r.args[1]), func(v node.View) []fsm.Command {
-		ws = ws[:0]
-		v.Waiters(r.args[1], func(w fsm.Waiter, rem time.Duration) bool {
-			kind := "lock"
-			switch {
-			case len(w.Request.Keys) > 0:
-				kind = "mlock"
-			case w.Request.Mode == fsm.WaitShared:
-				kind = "shared"
-			case w.Request.Mode == fsm.WaitPermit:
-				kind = "semaphore"
-			}
-			waited := int64(w.Lock.LeaseMs) - rem.Milliseconds()
-			ws = append(ws, waiterInfo{owner: bytes.Clone(w.Request.Owner), kind: kind, place: w.Seq, waited: waited, in: rem.Milliseconds()})
-			return true
-		})
+		ws = waitersOf(v, r.args[1])
 		return nil
 	}); err != nil {
 		r.replyError(err)
@@ -198,15 +210,15 @@ func cmdLockWaiters(r *request) {
 	for _, w := range ws {
 		r.w.Map(5)
 		r.w.BulkString("owner")
-		r.w.Bulk(w.owner)
+		r.w.Bulk(w.Owner)
 		r.w.BulkString("kind")
-		r.w.BulkString(w.kind)
+		r.w.BulkString(w.Kind)
 		r.w.BulkString("place")
-		r.w.Int(int64(w.place))
+		r.w.Int(int64(w.Place))
 		r.w.BulkString("waiting-ms")
-		r.w.Int(w.waited)
+		r.w.Int(w.Waited.Milliseconds())
 		r.w.BulkString("wait-left-ms")
-		r.w.Int(w.in)
+		r.w.Int(w.Left.Milliseconds())
 	}
 }
 
