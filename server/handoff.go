@@ -147,8 +147,11 @@ func (r *request) lockQueued(a lockRequest, wait time.Duration) {
 	}
 }
 
-// errNeedsQueues refuses a wait while some member is older than the queues' log format.
-var errNeedsQueues = errors.New("LOCK ... WAIT needs every member on v0.4.0 or newer (log format 6); try without WAIT")
+// errNeedsQueues says a wait cannot queue: some member is older than the queues' log format.
+var errNeedsQueues = errors.New("the lock queues need every member on v0.4.0 or newer (log format 6)")
+
+// maxPollGap bounds the gap between two attempts of a wait that cannot queue (pollForLocks).
+const maxPollGap = 100 * time.Millisecond
 
 // waitForLocks takes every one of reqs (one key each; several: an MLOCK's) at once, waiting up to
 // wait in their keys' queues: the grants' results (granted, or a same-owner renewal), nil when
@@ -187,6 +190,8 @@ func (r *request) waitForLocks(reqs []lockRequest, wait time.Duration) ([]fsm.Re
 	switch {
 	case err != nil:
 		return nil, err
+	case errors.Is(refused, errNeedsQueues):
+		return r.pollForLocks(reqs, wait)
 	case refused != nil:
 		return nil, refused
 	case len(res) == 0 || res[0].Status != fsm.StatusQueued:
@@ -196,6 +201,36 @@ func (r *request) waitForLocks(reqs []lockRequest, wait time.Duration) ([]fsm.Re
 		return res, nil // granted at once (or renewed)
 	}
 	return r.awaitTurn(keys, res[0].Token, wait)
+}
+
+// pollForLocks is a wait in a cluster that cannot queue yet (a rolling upgrade from a version
+// before the queues): it tries again, every few milliseconds up to maxPollGap, until it is granted
+// or its wait passes. It keeps no place: whoever tries first after a release gets the lock.
+func (r *request) pollForLocks(reqs []lockRequest, wait time.Duration) ([]fsm.Result, error) {
+	keys := make([][]byte, len(reqs))
+	for i, a := range reqs {
+		keys[i] = a.Key
+	}
+	until := time.Now().Add(wait)
+	for gap := time.Millisecond; ; gap = min(2*gap, maxPollGap) {
+		var refused error
+		res, err := r.exec(keys, locksEval(reqs, &refused))
+		switch {
+		case err != nil:
+			return nil, err
+		case refused != nil:
+			return nil, refused
+		case len(res) > 0 && !fsm.Aborted(res) && !res[0].GuardFailed():
+			return res, nil
+		case time.Now().After(until):
+			return nil, nil
+		}
+		select {
+		case <-time.After(min(gap, time.Until(until))):
+		case <-r.c.ctx.Done():
+			return nil, r.c.ctx.Err()
+		}
+	}
 }
 
 // awaitTurn waits for the end of the waiter at place seq, in the queues of keys: the grants'
