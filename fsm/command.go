@@ -86,6 +86,19 @@ const (
 	// the key is held as a plain lock, within a lock-delay, held with another permit count, or
 	// full. Only a FormatFunctions cluster carries it.
 	KindAcquire Kind = 25
+	// KindEnqueue puts a request that waits for a lock (LOCK, SEMACQUIRE or MLOCK with WAIT) in
+	// the queue of Key (a table key), in the replicated state (queues.go), so every node knows
+	// the queue and a new leader grants in the same order. Owner is the request
+	// (EncodeWaiter); LeaseMs is how long it waits: the waiter's lease, which a committed expiry
+	// ends like any lease. Its place (Result.Token) is a new value of the token counter; with
+	// KeepLease it joins the waiter the previous Enqueue of its request made (an MLOCK waits
+	// once, in the queue of each of its keys). Only a FormatFunctions cluster carries it.
+	KindEnqueue Kind = 26
+	// KindServe grants the waiter at Key (a waiter's hidden key) whose place is Token what it
+	// asked for, and takes it out of its queue: only while it heads its queue and its lock can
+	// be granted (else GrantRejected, or NotFound when it waits no more). Only a
+	// FormatFunctions cluster carries it.
+	KindServe Kind = 27
 )
 
 func (k Kind) String() string {
@@ -132,6 +145,10 @@ func (k Kind) String() string {
 		return "flush-libraries"
 	case KindAcquire:
 		return "acquire"
+	case KindEnqueue:
+		return "enqueue"
+	case KindServe:
+		return "serve"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -178,6 +195,8 @@ type Match struct {
 //
 //	Grant:   Key, Owner, LeaseMs, KeepLease, Match (Any, Absent, Token or Owner), Delay
 //	Acquire: Key, Owner, LeaseMs (> 0), Permits, Delay
+//	Enqueue: Key, Owner (the request, EncodeWaiter), LeaseMs (the wait, > 0), KeepLease
+//	Serve:   Key (the waiter's), Token (its place)
 //	Release: Key, Match (Any, Token, Owner, or Lease with LeaseRev)
 //	Renew:   Key, Match (Any, Token, Owner, or Lease with LeaseRev), LeaseMs (> 0)
 //	Expire:  Key, Token, LeaseRev
@@ -244,6 +263,20 @@ func (c Command) Validate() error {
 	case KindExpire:
 		if c.Token == 0 {
 			return fmt.Errorf("fsm: expire without a token")
+		}
+	case KindEnqueue:
+		if c.LeaseMs == 0 {
+			return fmt.Errorf("fsm: enqueue without a wait")
+		}
+		if len(c.Key) == 0 || c.Key[0] >= Databases {
+			return fmt.Errorf("fsm: enqueue of a key outside the databases")
+		}
+		if _, err := DecodeWaiter(c.Owner); err != nil {
+			return err
+		}
+	case KindServe:
+		if c.Token == 0 || !isWaiterKey(string(c.Key)) {
+			return fmt.Errorf("fsm: serve of no waiter")
 		}
 	case KindAcquire:
 		if c.LeaseMs == 0 {
@@ -338,6 +371,8 @@ const (
 	// StatusLibrary: a library command ran; Existed says whether the library (StoreLibrary,
 	// DeleteLibrary) or any library (FlushLibraries) was stored before.
 	StatusLibrary Status = 16
+	// StatusQueued: an Enqueue put its request in the queue; Token is its place.
+	StatusQueued Status = 17
 )
 
 func (s Status) String() string {
@@ -374,6 +409,8 @@ func (s Status) String() string {
 		return "user"
 	case StatusLibrary:
 		return "library"
+	case StatusQueued:
+		return "queued"
 	}
 	return fmt.Sprintf("status(%d)", uint8(s))
 }
@@ -399,6 +436,12 @@ type Result struct {
 	// value, the lock a Grant gave to another holder (a new token). Lost-lock notices come from
 	// it (node.LockEnd); like Receivers, it is computed on apply, not replicated.
 	Ended Token
+	// Served is the place of the waiter a Serve granted (its lock's token is Token), computed
+	// on apply like Ended: the node its client waits on answers it from this.
+	Served Token
+	// Holder: the grant made a share or a permit (Acquire, or a Serve of one), whose lease is on
+	// its own hidden key (HolderKey), not on the command's key.
+	Holder bool
 	// Receivers: Published -> how many subscribers on the node that applied the entry got the
 	// message. The FSM leaves it 0; the applying node fills it in from its own subscribers (it
 	// is local, not replicated: what PUBLISH replies on the leader).

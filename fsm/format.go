@@ -52,7 +52,7 @@ func NeedsFormat(cmds []Command) byte {
 	for _, c := range cmds {
 		switch {
 		case c.Kind == KindStoreLibrary || c.Kind == KindDeleteLibrary || c.Kind == KindFlushLibraries,
-			c.Kind == KindAcquire || c.hasKindsFields():
+			c.Kind == KindAcquire || c.Kind == KindEnqueue || c.Kind == KindServe || c.hasKindsFields():
 			// Added with FormatFunctions: v0.3.0 (FormatBatch) cannot decode them.
 			return FormatFunctions
 		case c.Kind == KindForgetUser:

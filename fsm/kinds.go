@@ -110,6 +110,10 @@ func LeaseKey(cmd Command, r Result) []byte {
 	switch {
 	case cmd.Kind == KindAcquire && r.Status == StatusGranted:
 		return HolderKey(cmd.Key, r.Token)
+	case cmd.Kind == KindServe && r.Status == StatusGranted:
+		return serveKey(cmd, r)
+	case cmd.Kind == KindEnqueue && r.Status == StatusQueued:
+		return WaiterKey(cmd.Key, r.Token)
 	case cmd.Kind == KindExpire && r.LeaseMs > 0:
 		base, _, ok := splitKinds(string(cmd.Key))
 		if !ok {
@@ -128,6 +132,9 @@ type Kinds struct {
 	// Delay is the lock-delay in force (a Lock whose lease is what is left of it), when Delayed.
 	Delay   Lock
 	Delayed bool
+	// Waiting: requests wait in the key's queue (queues.go); one that does not wait must not
+	// take the key ahead of them.
+	Waiting bool
 }
 
 // Blocks reports whether k refuses a plain lock's grant: someone holds a share or a permit, or a
@@ -149,6 +156,7 @@ func (m *Machine) Kinds(key []byte) Kinds {
 	if l, ok := m.table.Get(string(append(mk, delaySuffix))); ok {
 		k.Delay, k.Delayed = l, true
 	}
+	k.Waiting = m.head(key) != 0
 	return k
 }
 
@@ -217,7 +225,7 @@ func (m *Machine) acquire(index uint64, cmd Command) Result {
 		first = cur.Token
 	}
 	m.set(mk, marker(cmd.Permits, k.Holders+1, first))
-	return Result{Status: StatusGranted, Token: t, LeaseRev: index, LeaseMs: cmd.LeaseMs}
+	return Result{Status: StatusGranted, Token: t, LeaseRev: index, LeaseMs: cmd.LeaseMs, Holder: true}
 }
 
 // blockedByKinds reports whether key, free of a plain lock, refuses one's grant (a LOCK, a SET
@@ -297,7 +305,9 @@ func (m *Machine) flushKinds(db byte) bool {
 		if len(k) < 2 || k[0] != kindsPrefix || k[1] != db {
 			return false
 		}
-		doomed = append(doomed, k)
+		if !isWaiterKey(k) { // requests that wait are not keys: they wait on
+			doomed = append(doomed, k)
+		}
 		return true
 	})
 	for _, k := range doomed {
@@ -316,7 +326,11 @@ func (u *undoLog) saveKinds(m *Machine, cmd Command) {
 	if len(base) == 0 || Hidden(base) {
 		return
 	}
-	for _, k := range []string{string(MarkerKey(base)), string(DelayKey(base))} {
+	keys := []string{string(MarkerKey(base)), string(DelayKey(base))}
+	if cmd.Kind == KindServe {
+		keys = append(keys, string(base)) // a plain lock's grant
+	}
+	for _, k := range keys {
 		r := undoRecord{kind: KindGrant, key: k}
 		r.lock, r.present = m.table.Get(k)
 		u.records = append(u.records, r)
@@ -325,7 +339,10 @@ func (u *undoLog) saveKinds(m *Machine, cmd Command) {
 
 // savedKinds records the holder an applied Acquire added, so a rollback takes it out.
 func (u *undoLog) savedKinds(cmd Command, r Result) {
-	if cmd.Kind == KindAcquire && r.Status == StatusGranted {
-		u.records = append(u.records, undoRecord{kind: KindGrant, key: string(HolderKey(cmd.Key, r.Token))})
+	switch {
+	case r.Holder && r.Status == StatusGranted:
+		u.records = append(u.records, undoRecord{kind: KindGrant, key: string(LeaseKey(cmd, r))})
+	case cmd.Kind == KindEnqueue && r.Status == StatusQueued:
+		u.records = append(u.records, undoRecord{kind: KindGrant, key: string(WaiterKey(cmd.Key, r.Token))})
 	}
 }

@@ -61,6 +61,9 @@ type Machine struct {
 	counts dbCounts
 	// leaseClock is the caller's clock reading for the leases applied now (SetLeaseClock).
 	leaseClock int64
+	// entrySeq is the place the last Enqueue of the request being applied took, which an
+	// Enqueue with KeepLease joins (an MLOCK's); 0 at each request's start.
+	entrySeq Token
 	// format is the cluster's log format (format.go): raised by applied entries, restored from
 	// snapshots (one of snapshotV4 or later was taken in FormatTyped or later).
 	format byte
@@ -327,6 +330,7 @@ func (m *Machine) Advance(index uint64) {
 // single-command entry needs no undo.
 func (m *Machine) Apply(index uint64, cmd Command) Result {
 	m.Advance(index)
+	m.entrySeq = 0
 	return m.apply(index, cmd)
 }
 
@@ -344,6 +348,7 @@ func (m *Machine) Apply(index uint64, cmd Command) Result {
 // the table.
 func (m *Machine) ApplyEntry(dst []Result, index uint64, cmds []Command) []Result {
 	m.Advance(index)
+	m.entrySeq = 0
 	start := len(dst)
 	dst = slices.Grow(dst, len(cmds))[:start+len(cmds)]
 	out := dst[start:]
@@ -376,7 +381,7 @@ func (m *Machine) ApplyEntry(dst []Result, index uint64, cmds []Command) []Resul
 func anyGuarded(cmds []Command) bool {
 	for _, c := range cmds {
 		switch {
-		case c.Kind == KindRelease, c.Kind == KindRenew, c.Kind == KindSetCluster, c.Kind == KindAcquire,
+		case c.Kind == KindRelease, c.Kind == KindRenew, c.Kind == KindSetCluster, c.Kind == KindAcquire, c.Kind == KindServe,
 			(c.Kind == KindGrant || c.Kind == KindWrite) && c.Match.Kind != MatchAny:
 			return true
 		}
@@ -399,6 +404,10 @@ func (m *Machine) apply(index uint64, cmd Command) Result {
 		return m.expire(index, cmd)
 	case KindAcquire:
 		return m.acquire(index, cmd)
+	case KindEnqueue:
+		return m.enqueue(index, cmd)
+	case KindServe:
+		return m.serve(index, cmd)
 	case KindSetMember:
 		if string(cmd.Key) == clusterIDKey {
 			return Result{Status: StatusNoop} // only SetCluster sets it
@@ -466,9 +475,13 @@ func (m *Machine) apply(index uint64, cmd Command) Result {
 // flush deletes every key of database db (one byte), or of all of them (db empty).
 func (m *Machine) flush(db []byte) Result {
 	if len(db) == 0 {
-		existed := m.table.Len() > 0
+		existed := m.table.Len() > m.waiterCount()
+		waiters := m.queuedEntries()
 		m.table = newLockTable()
 		m.counts = dbCounts{}
+		for _, w := range waiters { // requests that wait are not keys: they wait on
+			m.set(w.key, w.l)
+		}
 		return Result{Status: StatusFlushed, Existed: existed}
 	}
 	hidden := m.flushKinds(db[0])
@@ -515,7 +528,7 @@ func (u *undoLog) save(m *Machine, cmd Command) {
 	u.saveKinds(m, cmd)
 	r := undoRecord{kind: cmd.Kind, key: string(cmd.Key)}
 	switch cmd.Kind {
-	case KindGrant, KindRelease, KindRenew, KindExpire, KindWrite, KindAcquire:
+	case KindGrant, KindRelease, KindRenew, KindExpire, KindWrite, KindAcquire, KindEnqueue, KindServe:
 		r.lock, r.present = m.table.Get(r.key)
 	case KindSetMember, KindRemoveMember:
 		r.value, r.present = m.members[r.key]
@@ -544,7 +557,7 @@ func (u *undoLog) rollback(m *Machine) {
 	for i := len(u.records) - 1; i >= 0; i-- {
 		r := u.records[i]
 		switch r.kind {
-		case KindGrant, KindRelease, KindRenew, KindExpire, KindWrite, KindAcquire:
+		case KindGrant, KindRelease, KindRenew, KindExpire, KindWrite, KindAcquire, KindEnqueue, KindServe:
 			if r.present {
 				m.set(r.key, r.lock)
 			} else {

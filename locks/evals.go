@@ -57,12 +57,12 @@ func (q Request) Grant() fsm.Command {
 		Delay: q.Delay, Acquire: true}
 }
 
-// LockEval is one attempt's evaluation of q: its grant where there is room and nobody waits
-// (waiting: nil for none), a Renew when the same explicit owner holds it, nothing (a refusal)
-// otherwise. A semaphore held with another permit count is refused with *PermitsError in *err.
-func LockEval(q Request, waiting func(key []byte) bool, err *error) node.Eval {
+// LockEval is one attempt's evaluation of q: its grant where there is room and nobody waits, a
+// Renew when the same explicit owner holds it, nothing (a refusal) otherwise. A semaphore held
+// with another permit count is refused with *PermitsError in *err.
+func LockEval(q Request, err *error) node.Eval {
 	return func(v node.View) []fsm.Command {
-		c, ok, e := Lock(v, q, waiting)
+		c, ok, e := Lock(v, q)
 		if err != nil {
 			*err = e
 		}
@@ -73,10 +73,73 @@ func LockEval(q Request, waiting func(key []byte) bool, err *error) node.Eval {
 	}
 }
 
+// mode is the waiter mode of what q asks for.
+func (q Request) mode() fsm.WaiterMode {
+	switch {
+	case q.Permits > 0:
+		return fsm.WaitPermit
+	case q.Shared:
+		return fsm.WaitShared
+	}
+	return fsm.WaitLock
+}
+
+// WaitEval is one attempt's evaluation of reqs (one request, or an MLOCK's one per key) that may
+// wait up to waitMs: their grants, all of them, where there is room and nobody waits (a single
+// request may renew, as LockEval); else their Enqueue, one per key at one place, so the leader
+// grants them in their turn; nothing when refused with an error (*PermitsError in *err).
+func WaitEval(reqs []Request, waitMs uint64, err *error) node.Eval {
+	return func(v node.View) []fsm.Command {
+		*err = nil
+		if len(reqs) == 1 {
+			c, ok, e := Lock(v, reqs[0])
+			if *err = e; e != nil {
+				return nil
+			}
+			if ok {
+				return []fsm.Command{c}
+			}
+		} else if cmds, ok := lockAll(v, reqs); ok {
+			return cmds
+		}
+		return Enqueue(reqs, waitMs)
+	}
+}
+
+// lockAll is the grants of every one of reqs (plain locks, an MLOCK's), or none.
+func lockAll(v node.View, reqs []Request) ([]fsm.Command, bool) {
+	cmds := make([]fsm.Command, 0, len(reqs))
+	for _, q := range reqs {
+		c, ok, _ := Lock(v, q)
+		if !ok || c.Kind != fsm.KindGrant {
+			return nil, false
+		}
+		cmds = append(cmds, c)
+	}
+	return cmds, true
+}
+
+// Enqueue is the commands that put reqs (one request, or an MLOCK's one per key) in their keys'
+// queues, waiting up to waitMs, at one place.
+func Enqueue(reqs []Request, waitMs uint64) []fsm.Command {
+	w := fsm.WaiterRequest{Mode: reqs[0].mode(), TTL: reqs[0].TTL, Permits: reqs[0].Permits, Delay: reqs[0].Delay, Owner: reqs[0].Owner}
+	if len(reqs) > 1 {
+		for _, q := range reqs {
+			w.Keys = append(w.Keys, q.Key)
+		}
+	}
+	owner := fsm.EncodeWaiter(w)
+	cmds := make([]fsm.Command, len(reqs))
+	for i, q := range reqs {
+		cmds[i] = fsm.Command{Kind: fsm.KindEnqueue, Key: q.Key, Owner: owner, LeaseMs: waitMs, KeepLease: i > 0}
+	}
+	return cmds
+}
+
 // Lock is what one attempt of q proposes, if anything: the grant where there is room and nobody
-// waits ahead of it (waiting), or a renewal for the same owner asking again (OWNER given: a
-// retry gets its token back). A semaphore held with another permit count is an error.
-func Lock(v node.View, q Request, waiting func(key []byte) bool) (fsm.Command, bool, error) {
+// waits ahead of it, or a renewal for the same owner asking again (OWNER given: a retry gets its
+// token back). A semaphore held with another permit count is an error.
+func Lock(v node.View, q Request) (fsm.Command, bool, error) {
 	l, _, held := v.Lookup(q.Key)
 	if held {
 		if q.Explicit && !q.Shared && q.Permits == 0 && l.Value == nil && bytes.Equal(l.Owner, q.Owner) {
@@ -86,7 +149,7 @@ func Lock(v node.View, q Request, waiting func(key []byte) bool) (fsm.Command, b
 	}
 	k, _ := v.Kinds(q.Key)
 	if !q.Shared && q.Permits == 0 {
-		if k.Blocks() || waiting != nil && waiting(q.Key) {
+		if k.Blocks() || k.Waiting {
 			return fsm.Command{}, false, nil
 		}
 		return q.Grant(), true, nil
@@ -107,8 +170,7 @@ func Lock(v node.View, q Request, waiting func(key []byte) bool) (fsm.Command, b
 			return Renew(fsm.HolderKey(q.Key, mine.Token), mine.Token, q.TTL), true, nil
 		}
 	}
-	room := newRoom(v)
-	if !room.fitsOne(q.Grant()) || waiting != nil && waiting(q.Key) {
+	if k.Waiting || !newRoom(v).fitsOne(q.Key, q.mode(), q.Permits) {
 		return fsm.Command{}, false, nil
 	}
 	return q.Grant(), true, nil

@@ -1,7 +1,6 @@
 package locks
 
 import (
-	"context"
 	"testing"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -9,11 +8,11 @@ import (
 
 func noneInFlight([]byte) bool { return false }
 
-// A proposal while nobody waits gets its own commands back, and no answer to give: the hand-off
-// costs it no allocation.
+// A proposal while nobody waits gets its own commands back: the hand-off costs it no allocation.
 func TestHandoffsWithoutWaitersCostNothing(t *testing.T) {
 	p, m := New(Config{}), fsm.New()
-	cmds := []fsm.Command{{Kind: fsm.KindRelease, Key: []byte("k"), Match: fsm.Match{Kind: fsm.MatchAny}}}
+	m.NoteFormat(fsm.FormatCurrent)
+	cmds := []fsm.Command{{Kind: fsm.KindRelease, Key: fsm.DBKey(0, []byte("k")), Match: fsm.Match{Kind: fsm.MatchAny}}}
 	allocs := testing.AllocsPerRun(100, func() {
 		out, answer := p.Handoffs(m, noneInFlight, cmds, fsm.FormatCurrent)
 		if &out[0] != &cmds[0] || answer != nil {
@@ -25,66 +24,39 @@ func TestHandoffsWithoutWaitersCostNothing(t *testing.T) {
 	}
 }
 
-// The Release of a held key that a waiter queues on carries the waiter's grant in the same entry;
-// the answer gives the waiter the grant's result. A key in flight, or touched again later in the
-// entry, hands nothing off (the grant's guard could fail).
-func TestHandoffsGrantTheHeadOnRelease(t *testing.T) {
+// The Release of a held key whose queue's head waits for a plain lock carries the head's Serve in
+// the same entry; a key in flight, or touched again later in the entry, serves nobody (the
+// Serve's guard could fail); a head that waits for a share is served by Changed instead.
+func TestHandoffsServeTheHeadOnRelease(t *testing.T) {
 	p, m := New(Config{}), fsm.New()
-	p.leading.Store(true)
-	key := []byte("k")
-	res := m.ApplyEntry(nil, 1, []fsm.Command{Acquire(key, []byte("holder"), 0)})
+	m.NoteFormat(fsm.FormatCurrent)
+	key := fsm.DBKey(0, []byte("k"))
+	res := m.ApplyEntry(nil, 1, []fsm.Command{Acquire(key, []byte("holder"), 1000)})
+	q := Request{Key: key, Owner: []byte("next"), TTL: 1000}
+	queued := m.ApplyEntry(nil, 2, Enqueue([]Request{q}, 5000))
 	release := Unlock(key, res[0].Token)
-	w := &lockWaiter{ctx: context.Background(), grants: oneGrant(key, []byte("next"), 0), out: make(chan handoffOutcome, 1)}
-	p.mu.Lock()
-	p.queueLocked(w)
-	p.mu.Unlock()
 
-	if out, answer := p.Handoffs(m, func([]byte) bool { return true }, []fsm.Command{release}, fsm.FormatCurrent); len(out) != 1 || answer != nil {
-		t.Fatalf("a key in flight: %d commands, answer %v; want the release alone", len(out), answer != nil)
+	if out, _ := p.Handoffs(m, func([]byte) bool { return true }, []fsm.Command{release}, fsm.FormatCurrent); len(out) != 1 {
+		t.Fatalf("a key in flight: %d commands, want the release alone", len(out))
 	}
-	if out, answer := p.Handoffs(m, noneInFlight, []fsm.Command{release, Acquire(key, []byte("x"), 0)}, fsm.FormatCurrent); len(out) != 2 || answer != nil {
-		t.Fatalf("a key touched after its release: %d commands, answer %v; want the entry as it was", len(out), answer != nil)
+	if out, _ := p.Handoffs(m, noneInFlight, []fsm.Command{release, Acquire(key, []byte("x"), 0)}, fsm.FormatCurrent); len(out) != 2 {
+		t.Fatalf("a key touched after its release: %d commands, want the entry as it was", len(out))
 	}
-	out, answer := p.Handoffs(m, noneInFlight, []fsm.Command{release}, fsm.FormatCurrent)
-	if len(out) != 2 || answer == nil || string(out[1].Owner) != "next" {
-		t.Fatalf("release with a waiter: %+v, answer %v; want the release and next's grant", out, answer != nil)
+	if out, _ := p.Handoffs(m, noneInFlight, []fsm.Command{release}, fsm.FormatBatch); len(out) != 1 {
+		t.Fatal("an older format has no queues: nothing to serve")
 	}
-	if p.LockWaiters() != 0 {
-		t.Fatalf("%d waiters queued after the hand-off took the head, want 0", p.LockWaiters())
+	out, _ := p.Handoffs(m, noneInFlight, []fsm.Command{release}, fsm.FormatCurrent)
+	if len(out) != 2 || out[1].Kind != fsm.KindServe || out[1].Token != queued[0].Token {
+		t.Fatalf("release with a waiter: %+v; want the release and the head's Serve", out)
 	}
-	results := m.ApplyEntry(nil, 2, out)
-	answer(results, nil)
-	got := <-w.out
-	if got.err != nil || !got.granted() {
-		t.Fatalf("the waiter heard %+v, want its grant", got)
+	results := m.ApplyEntry(nil, 3, out)
+	if results[1].Status != fsm.StatusGranted || results[1].Served != queued[0].Token {
+		t.Fatalf("the Serve applied as %+v", results[1])
 	}
-}
-
-// Demote answers every queued waiter at once and queues none until Promote.
-func TestDemoteAnswersEveryWaiter(t *testing.T) {
-	p := New(Config{})
-	p.leading.Store(true)
-	var ws []*lockWaiter
-	p.mu.Lock()
-	for _, k := range []string{"a", "a", "b"} {
-		w := &lockWaiter{ctx: context.Background(), grants: oneGrant([]byte(k), []byte("o"), 0), out: make(chan handoffOutcome, 1)}
-		p.queueLocked(w)
-		ws = append(ws, w)
+	// A share's waiter is not served in the releasing entry.
+	res = m.ApplyEntry(nil, 4, []fsm.Command{Unlock(key, results[1].Token), Acquire(key, []byte("h"), 1000)})
+	m.ApplyEntry(nil, 5, Enqueue([]Request{{Key: key, Owner: []byte("r"), TTL: 1000, Shared: true}}, 5000))
+	if out, _ := p.Handoffs(m, noneInFlight, []fsm.Command{Unlock(key, res[1].Token)}, fsm.FormatCurrent); len(out) != 1 {
+		t.Fatalf("a share's waiter served in the releasing entry: %+v", out)
 	}
-	p.mu.Unlock()
-	lost := context.Canceled
-	p.Demote(lost)
-	for i, w := range ws {
-		if got := <-w.out; got.err != lost {
-			t.Errorf("waiter %d heard %v, want %v", i, got.err, lost)
-		}
-	}
-	if p.LockWaiters() != 0 || p.leading.Load() {
-		t.Fatalf("after Demote: %d waiters, leading %v; want 0, false", p.LockWaiters(), p.leading.Load())
-	}
-}
-
-// oneGrant is a plain lock waiter's grants.
-func oneGrant(key, owner []byte, ttl uint64) []fsm.Command {
-	return []fsm.Command{Acquire(key, owner, ttl)}
 }

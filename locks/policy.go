@@ -36,23 +36,18 @@ type Policy struct {
 	log          *slog.Logger
 	replica      node.Replica // set by Start, before the first call that needs it
 
-	// mu guards the timers and the queues. It nests inside the core's view lock.
+	// mu guards the timers. It nests inside the core's view lock.
 	mu struct {
 		sync.Mutex
 		leases leases
-		// handoff holds the LOCK ... WAIT queues of the keys that have one (handoff.go).
-		handoff map[string][]*lockWaiter
 	}
-	// queued counts the waiters in handoff, so that the core asks for hand-offs only while
-	// someone waits (Queued).
-	queued atomic.Int64
 	// leading is set while the core is a ready leader (Promote, Demote): only then are timers
 	// acted on and waiters queued.
 	leading  atomic.Bool
 	wake     chan struct{}
 	expired  atomic.Uint64
 	ghosts   atomic.Uint64
-	handoffs atomic.Uint64 // waiters granted by a hand-off (answerHandoffs)
+	handoffs atomic.Uint64 // waiters served while this node led (Applied)
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	goMu     sync.Mutex
@@ -114,19 +109,18 @@ func (p *Policy) goFunc(f func()) {
 // Promote tells the policy its core became a ready leader: its timers are acted on from now.
 // Timers armed as a follower keep running, so a new leader neither resets leases to their full
 // length nor ends them early.
+// The queues are the table's: it looks at every one of them, to serve the waiters that fit (a
+// key may have been freed while no leader could serve them).
 func (p *Policy) Promote() {
 	p.leading.Store(true)
 	p.wakeLeases()
+	p.goFunc(func() { p.handOff(nil) })
 }
 
-// Demote tells the policy its core no longer leads, under the core's view lock: every queued
-// waiter is answered with err at once (no waiter is left without an answer), and no new one
-// queues until Promote.
-func (p *Policy) Demote(err error) {
-	p.mu.Lock()
+// Demote tells the policy its core no longer leads, under the core's view lock. Waiters need
+// nothing: they wait in the replicated queues, for the next leader to serve.
+func (p *Policy) Demote(error) {
 	p.leading.Store(false)
-	p.failWaitersLocked(err)
-	p.mu.Unlock()
 }
 
 // Stats is how many leases the leader ended through committed Expires, how many ghost locks it
@@ -143,8 +137,12 @@ func (p *Policy) Applied(m *fsm.Machine, key []byte, index uint64, res fsm.Resul
 	switch res.Status {
 	case fsm.StatusGranted, fsm.StatusRenewed, fsm.StatusWritten:
 	case fsm.StatusExpired: // a lock-delay's lease, when it set one (fsm.LeaseKey)
+	case fsm.StatusQueued: // a waiter's wait
 	default:
 		return
+	}
+	if res.Served != 0 && p.leading.Load() {
+		p.handoffs.Add(1)
 	}
 	// res.LeaseRev != index: SET ... KEEPTTL, or a Write that kept a collection's lease: the lease
 	// set by an earlier entry goes on, perhaps for a new holder (due reads the holder's token

@@ -2,6 +2,7 @@ package locks
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
@@ -22,10 +23,12 @@ func (e *PermitsError) Error() string {
 }
 
 // room is what the keys of one evaluation have left to grant: what the view holds, less what the
-// grants already chosen in it take (a hand-off granting several waiters in one entry).
+// grants already chosen in it take (a hand-off serving several waiters in one entry).
 type room struct {
 	v    node.View
 	keys map[string]*keyRoom
+	// served are the places of the waiters chosen (served, or taken out) in this evaluation.
+	served map[fsm.Token]bool
 }
 
 // keyRoom is one key's: blocked while it is held as a plain lock or within a lock-delay (or a
@@ -35,7 +38,9 @@ type keyRoom struct {
 	holders, permits uint64
 }
 
-func newRoom(v node.View) *room { return &room{v: v, keys: map[string]*keyRoom{}} }
+func newRoom(v node.View) *room {
+	return &room{v: v, keys: map[string]*keyRoom{}, served: map[fsm.Token]bool{}}
+}
 
 // of is key's room, read from the view the first time.
 func (r *room) of(key []byte) *keyRoom {
@@ -49,61 +54,71 @@ func (r *room) of(key []byte) *keyRoom {
 	return kr
 }
 
-// fits reports whether every grant of w can be made now.
-func (r *room) fits(w *lockWaiter) bool {
-	for _, g := range w.grants {
-		if !r.fitsOne(g) {
+// fitsOne reports whether a lock of mode (and permits) can be granted on key now.
+func (r *room) fitsOne(key []byte, mode fsm.WaiterMode, permits uint64) bool {
+	kr := r.of(key)
+	switch {
+	case kr.blocked:
+		return false
+	case mode == fsm.WaitLock:
+		return kr.holders == 0
+	case kr.holders > 0 && kr.permits != permits:
+		return false
+	case permits > 0:
+		return kr.holders < permits
+	}
+	return kr.holders < fsm.MaxPermits
+}
+
+// fits reports whether everything q (waiting in key's queue) asks for can be granted now.
+func (r *room) fits(q fsm.WaiterRequest, key []byte) bool {
+	for _, k := range waiterKeys(q, key) {
+		if !r.fitsOne(k, q.Mode, q.Permits) {
 			return false
 		}
 	}
 	return true
 }
 
-// fitsOne reports whether the grant g (a Grant taking a free key, or an Acquire) can be made.
-func (r *room) fitsOne(g fsm.Command) bool {
-	kr := r.of(g.Key)
-	switch {
-	case kr.blocked:
-		return false
-	case g.Kind == fsm.KindGrant:
-		return kr.holders == 0
-	case kr.holders > 0 && kr.permits != g.Permits:
-		return false
-	case g.Permits > 0:
-		return kr.holders < g.Permits
-	}
-	return kr.holders < fsm.MaxPermits
-}
-
 // take counts w's grants as made.
-func (r *room) take(w *lockWaiter) {
-	for _, g := range w.grants {
-		kr := r.of(g.Key)
-		if g.Kind == fsm.KindGrant {
+func (r *room) take(w fsm.Waiter, key []byte) {
+	r.served[w.Seq] = true
+	for _, k := range waiterKeys(w.Request, key) {
+		kr := r.of(k)
+		if w.Request.Mode == fsm.WaitLock {
 			kr.blocked = true
 			continue
 		}
 		kr.holders++
-		kr.permits = g.Permits
+		kr.permits = w.Request.Permits
 	}
 }
 
-// mismatch is the error for a waiter whose acquire can never fit as its key is held now: another
-// permit count. nil when it may fit, now or later.
-func (r *room) mismatch(w *lockWaiter) error {
-	for _, g := range w.grants {
-		if g.Kind != fsm.KindAcquire {
-			continue
-		}
-		if kr := r.of(g.Key); !kr.blocked && kr.holders > 0 && kr.permits != g.Permits {
-			return &PermitsError{Permits: kr.permits}
+// headsAll reports whether w heads the queue of every one of its keys, counting out the waiters
+// chosen already (an MLOCK's turn).
+func (r *room) headsAll(w fsm.Waiter, key []byte) bool {
+	for _, k := range waiterKeys(w.Request, key) {
+		var head fsm.Token
+		r.v.Waiters(k, func(x fsm.Waiter, _ time.Duration) bool {
+			if r.served[x.Seq] {
+				return true
+			}
+			head = x.Seq
+			return false
+		})
+		if head != w.Seq {
+			return false
 		}
 	}
-	return nil
+	return true
 }
 
-// refusal is a waiter answered with an error by a hand-off.
-type refusal struct {
-	w   *lockWaiter
-	err error
+// mismatch reports whether q can never fit as its key is held now: a semaphore asked for with
+// another permit count than its holders', or a share of a semaphore.
+func (r *room) mismatch(q fsm.WaiterRequest, key []byte) bool {
+	if q.Mode == fsm.WaitLock {
+		return false
+	}
+	kr := r.of(key)
+	return !kr.blocked && kr.holders > 0 && kr.permits != q.Permits
 }

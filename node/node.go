@@ -31,6 +31,11 @@ type View interface {
 	// Holders calls fn with each shared or semaphore holder of key and its remaining lease, in
 	// token order, while fn returns true.
 	Holders(key []byte, fn func(l fsm.Lock, remaining time.Duration) bool)
+	// Waiters calls fn with each waiter of key's queue and its remaining wait, in order, while fn
+	// returns true (fsm.Machine.Waiters).
+	Waiters(key []byte, fn func(w fsm.Waiter, remaining time.Duration) bool)
+	// QueuedKeys calls fn with every key that has waiters, in key order, while fn returns true.
+	QueuedKeys(fn func(key []byte) bool)
 	// Script returns the stored source of a script by its SHA1 hex digest.
 	Script(sha string) (string, bool)
 	// ScriptCache is how many scripts are stored and the bytes of their sources.

@@ -30,6 +30,11 @@ type Watchers struct {
 	// FLUSHALL (db empty), in log order with the messages, after LockEnded heard of the locks
 	// it removed, if LocksWatched asked for them.
 	LocksFlushed func(db []byte)
+	// Waited is told of each waiter's end (fsm/queues.go), in log order with the messages: seq
+	// its place, key its key (an MLOCK's: once per key, all in one batch), token its lock's
+	// token when a Serve granted it, 0 when it left the queue without a grant (its wait expired,
+	// or it was released). key is only valid during the call.
+	Waited func(seq fsm.Token, key []byte, token fsm.Token)
 	// Restored is told that a snapshot replaced the node's table: the messages of the entries
 	// it covers are never delivered on this node.
 	Restored func()

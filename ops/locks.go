@@ -102,7 +102,6 @@ func serveLocks(mux *http.ServeMux, guard func(http.HandlerFunc) http.Handler, u
 			http.Error(w, "500 internal server error: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
-		at := now()
 		doc := locksPage{DB: q.DB, Match: quoteBytes(q.Match), Next: page.Next, Holders: []locksHolder{}, Queues: []locksQueue{}}
 		for _, h := range page.Holders {
 			pttl := h.PTTL.Milliseconds()
@@ -116,7 +115,7 @@ func serveLocks(mux *http.ServeMux, guard func(http.HandlerFunc) http.Handler, u
 			lq := locksQueue{Key: quoteBytes(kq.Key), Waiters: make([]locksWaiter, 0, len(kq.Waiters))}
 			for _, wt := range kq.Waiters {
 				lq.Waiters = append(lq.Waiters, locksWaiter{Owner: quoteBytes(wt.Owner), Kind: wt.Kind,
-					WaitingMs: max(at.Sub(wt.Since), 0).Milliseconds()})
+					WaitingMs: wt.Waited.Milliseconds()})
 			}
 			doc.Queues = append(doc.Queues, lq)
 		}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/raftlock/raftlock/locks"
 	"github.com/raftlock/raftlock/server"
 )
 
@@ -65,9 +64,9 @@ func TestLocksJSON(t *testing.T) {
 		"": {Next: "0361", Holders: []server.LockHolder{
 			{Key: []byte("app:a"), Kind: "lock", Owner: []byte("<b>alice</b>"), Token: 7, PTTL: 1500 * time.Millisecond},
 			{Key: []byte("app:\xff"), Kind: "shared", Owner: []byte("say \"hi\"\n"), Token: 8, PTTL: -1},
-		}, Queues: []server.KeyQueue{{Key: []byte("app:a"), Waiters: []locks.Waiter{
-			{Owner: []byte("bob"), Kind: "lock", Since: now.Add(-2 * time.Second)},
-			{Owner: []byte("carol"), Kind: "mlock", Since: now.Add(-250 * time.Millisecond)},
+		}, Queues: []server.KeyQueue{{Key: []byte("app:a"), Waiters: []server.Waiter{
+			{Owner: []byte("bob"), Kind: "lock", Waited: 2 * time.Second},
+			{Owner: []byte("carol"), Kind: "mlock", Waited: 250 * time.Millisecond},
 		}}}},
 		"0361": {Next: "0", Holders: []server.LockHolder{{Key: []byte("app:b"), Kind: "semaphore", Owner: []byte("w"), Token: 9, PTTL: time.Second}}},
 	}}

@@ -321,13 +321,13 @@ func (p *proposal) wait() ([]fsm.Result, error) {
 	if err == nil {
 		n.stats.commit.Since(p.start)
 	}
-	cmds := p.cmds
 	if p.answer != nil {
 		p.answer(results, err)
-		cmds = cmds[:p.own]
-		if results != nil {
-			results = results[:p.own:p.own]
-		}
+	}
+	// The request's own results: a hand-off's Serves follow them in the entry.
+	cmds := p.cmds[:p.own]
+	if results != nil {
+		results = results[:p.own:p.own]
 	}
 	if p.ctx.Err() != nil && results != nil {
 		n.locks.Abandoned(cmds, results)
@@ -571,6 +571,12 @@ func (v viewReader) Kinds(key []byte) (fsm.Kinds, time.Duration) {
 func (v viewReader) Holders(key []byte, fn func(l fsm.Lock, remaining time.Duration) bool) {
 	v.n.mu.machine.Holders(key, func(l fsm.Lock) bool { return fn(l, v.remaining(l)) })
 }
+
+func (v viewReader) Waiters(key []byte, fn func(w fsm.Waiter, remaining time.Duration) bool) {
+	v.n.mu.machine.Waiters(key, func(w fsm.Waiter) bool { return fn(w, v.remaining(w.Lock)) })
+}
+
+func (v viewReader) QueuedKeys(fn func(key []byte) bool) { v.n.mu.machine.QueuedKeys(fn) }
 
 func (v viewReader) Len(db int) int { return v.n.mu.machine.LenDB(db) }
 

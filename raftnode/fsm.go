@@ -102,7 +102,12 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		for j, c := range cmds {
 			n.locks.Applied(n.mu.machine, fsm.LeaseKey(c, res[j]), l.Index, res[j])
 			if changesLock(res[j]) {
-				changed = append(changed, c.Key)
+				changed = append(changed, changedKey(c, res[j]))
+			}
+			if w.Waited != nil {
+				if seq, granted, ok := waiterEnd(c, res[j]); ok {
+					publish = append(publish, message{channel: fsm.BaseKey(c.Key), waiter: seq, token: res[j].Token, granted: granted})
+				}
 			}
 			flushed = flushed || res[j].Status == fsm.StatusFlushed && res[j].Existed
 			members = members || res[j].Status == fsm.StatusMember
@@ -177,6 +182,12 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	deliver := w.Published
 	for _, m := range publish {
 		switch {
+		case m.waiter != 0:
+			token := m.token
+			if !m.granted {
+				token = 0
+			}
+			w.Waited(m.waiter, m.channel, token)
 		case m.end == node.LockFlushed && m.token == 0:
 			if w.LocksFlushed != nil {
 				w.LocksFlushed(m.channel)
@@ -234,6 +245,9 @@ type message struct {
 	event         node.KeyEvent
 	token         fsm.Token
 	end           node.LockEnd
+	// waiter: a waiter's end (node.Watchers.Waited): its place; token is its lock's when granted.
+	waiter  fsm.Token
+	granted bool
 }
 
 // flushedAt are the locks a request's flush (its commands start at cmds[at]) removes.
@@ -353,9 +367,32 @@ func (s *tableSnapshot) Persist(sink raft.SnapshotSink) error {
 func (s *tableSnapshot) Release() {}
 
 // changesLock reports whether an applied result changed a lock (its holder, value or lease).
+// changedKey is the key a command's change is told for: a Serve's grant is its lock's (a plain
+// lock's key, which watchers and trackers know), an Enqueue's its waiter's; others their own.
+func changedKey(c fsm.Command, r fsm.Result) []byte {
+	if c.Kind == fsm.KindServe || c.Kind == fsm.KindEnqueue {
+		return fsm.LeaseKey(c, r)
+	}
+	return c.Key
+}
+
+// waiterEnd reports whether c, with result r, ended a waiter (node.Watchers.Waited): a Serve that
+// granted it, or a release or an expiry of its entry (it gave up, or its client left).
+func waiterEnd(c fsm.Command, r fsm.Result) (seq fsm.Token, granted, ok bool) {
+	switch {
+	case c.Kind == fsm.KindServe && r.Status == fsm.StatusGranted:
+		return r.Served, true, true
+	case c.Kind == fsm.KindRelease && r.Status == fsm.StatusReleased, c.Kind == fsm.KindExpire && r.Existed:
+		if _, seq, isWaiter := fsm.WaiterOf(c.Key); isWaiter {
+			return seq, false, true
+		}
+	}
+	return 0, false, false
+}
+
 func changesLock(r fsm.Result) bool {
 	switch r.Status {
-	case fsm.StatusGranted, fsm.StatusReleased, fsm.StatusRenewed, fsm.StatusWritten:
+	case fsm.StatusGranted, fsm.StatusReleased, fsm.StatusRenewed, fsm.StatusWritten, fsm.StatusQueued:
 		return true
 	case fsm.StatusExpired:
 		return r.Existed

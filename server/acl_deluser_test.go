@@ -28,8 +28,7 @@ func TestDelUserReclaims(t *testing.T) {
 	} {
 		for _, cfg := range nodeConfigs {
 			t.Run(tc.name+"/"+cfg.name, func(t *testing.T) {
-				f := newFakeNode()
-				f.mu.table.NoteFormat(tc.format)
+				f := newFakeNodeIn(tc.format)
 				addr, _ := serveNode(t, f, func(c *Config) {
 					secure(cfg.secured)(c)
 					c.ACLFile = aclFile

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -66,13 +67,16 @@ const holdTimeout = 10 * time.Second
 var (
 	_ Replica      = (*fakeNode)(nil)
 	_ Admin        = (*fakeNode)(nil)
-	_ LockQueue    = (*fakeNode)(nil)
 	_ node.Replica = (*fakeNode)(nil)
 )
 
-func newFakeNode() *fakeNode {
+func newFakeNode() *fakeNode { return newFakeNodeIn(fsm.FormatCurrent) }
+
+// newFakeNodeIn is a fake whose cluster is in log format format.
+func newFakeNodeIn(format byte) *fakeNode {
 	f := &fakeNode{locks: locks.New(locks.Config{Logger: quiet})}
 	f.mu.table = fsm.New()
+	f.mu.table.NoteFormat(format)
 	return f
 }
 
@@ -86,13 +90,6 @@ func (f *fakeNode) startLocks(t testing.TB) {
 	f.mu.Unlock()
 	t.Cleanup(f.locks.Close)
 }
-
-func (f *fakeNode) LockWait(ctx context.Context, keys [][]byte, eval node.Eval, grants []fsm.Command, wait time.Duration) ([]fsm.Result, error) {
-	return f.locks.LockWait(ctx, keys, eval, grants, wait)
-}
-func (f *fakeNode) LockWaiters() int                  { return f.locks.LockWaiters() }
-func (f *fakeNode) Waiting(key []byte) bool           { return f.locks.Waiting(key) }
-func (f *fakeNode) Waiters(key []byte) []locks.Waiter { return f.locks.Waiters(key) }
 
 func (f *fakeNode) VerifyLeader(context.Context) error {
 	if f.follower.Load() {
@@ -197,9 +194,8 @@ func (p *fakeProposal) Wait() ([]fsm.Result, error) {
 	p.f.waiting.Add(-1)
 	if p.answer != nil {
 		p.answer(p.results, nil)
-		return p.results[:p.own:p.own], nil
 	}
-	return p.results, nil
+	return p.results[:p.own:p.own], nil
 }
 
 // fakeRead is the outcome of a request that yielded no commands: nothing to wait for.
@@ -232,23 +228,29 @@ func (f *fakeNode) commit(batch []*fakeProposal) {
 			f.mu.interfere = nil
 			f.mu.index++
 			for i, r := range f.mu.table.ApplyEntry(nil, f.mu.index, cmds) {
-				f.locks.Applied(f.mu.table, cmds[i].Key, f.mu.index, r)
+				f.locks.Applied(f.mu.table, fsm.LeaseKey(cmds[i], r), f.mu.index, r)
 				if changesKey(r) {
-					changed = append(changed, cmds[i].Key)
+					changed = append(changed, fsm.LeaseKey(cmds[i], r))
 				}
 			}
 		}
 		f.mu.index++
 		p.results = f.mu.table.ApplyEntry(nil, f.mu.index, p.cmds)
 		for i, r := range p.results {
-			f.locks.Applied(f.mu.table, p.cmds[i].Key, f.mu.index, r)
+			f.locks.Applied(f.mu.table, fsm.LeaseKey(p.cmds[i], r), f.mu.index, r)
 			if changesKey(r) {
-				changed = append(changed, p.cmds[i].Key)
+				changed = append(changed, fsm.LeaseKey(p.cmds[i], r))
 			}
 		}
 	}
-	if len(changed) > 0 {
-		f.locks.Changed(f.mu.table, changed, false)
+	flushed := false
+	for _, p := range batch {
+		for _, r := range p.results {
+			flushed = flushed || r.Status == fsm.StatusFlushed && r.Existed
+		}
+	}
+	if len(changed) > 0 || flushed {
+		f.locks.Changed(f.mu.table, changed, flushed)
 	}
 	f.keys.Store(int64(f.mu.table.Len()))
 	f.mu.Unlock()
@@ -256,11 +258,12 @@ func (f *fakeNode) commit(batch []*fakeProposal) {
 	if w.UsersChanged != nil {
 		w.UsersChanged() // cheap enough to say after every batch in tests
 	}
-	if w.Changed != nil && len(changed) > 0 {
-		w.Changed(changed)
+	if visible := slices.DeleteFunc(slices.Clone(changed), fsm.Hidden); w.Changed != nil && len(visible) > 0 {
+		w.Changed(visible)
 	}
 	for _, p := range batch {
 		for i, c := range p.cmds {
+			f.waited(w, c, p.results[i])
 			switch ev := node.KeyEventOf(c, p.results[i]); {
 			case p.results[i].Status == fsm.StatusPublished && w.Published != nil:
 				p.results[i].Receivers = w.Published(c.Key, c.Owner, c.Kind == fsm.KindShardPublish)
@@ -276,7 +279,7 @@ func (f *fakeNode) commit(batch []*fakeProposal) {
 
 func changesKey(r fsm.Result) bool {
 	return r.Status == fsm.StatusGranted || r.Status == fsm.StatusReleased || r.Status == fsm.StatusRenewed ||
-		r.Status == fsm.StatusExpired && r.Existed
+		r.Status == fsm.StatusExpired && r.Existed || r.Status == fsm.StatusQueued
 }
 
 // expire ends the lease of key (database 0's) through a committed Expire, as the leader's lease
@@ -403,6 +406,12 @@ func (v fakeView) Holders(key []byte, fn func(fsm.Lock, time.Duration) bool) {
 	v.m.Holders(key, func(l fsm.Lock) bool { return fn(l, time.Duration(l.LeaseMs)*time.Millisecond) })
 }
 
+func (v fakeView) Waiters(key []byte, fn func(fsm.Waiter, time.Duration) bool) {
+	v.m.Waiters(key, func(w fsm.Waiter) bool { return fn(w, time.Duration(w.Lock.LeaseMs)*time.Millisecond) })
+}
+
+func (v fakeView) QueuedKeys(fn func([]byte) bool) { v.m.QueuedKeys(fn) }
+
 func (v fakeView) Len(db int) int { return v.m.LenDB(db) }
 func (v fakeView) Ascend(from []byte, fn func(key []byte, l fsm.Lock) bool) {
 	v.m.Ascend(string(from), func(key string, l fsm.Lock) bool { return fn([]byte(key), l) })
@@ -414,3 +423,19 @@ func (v fakeView) User(name string) (string, bool) { return v.m.User(name) }
 func (v fakeView) Users() map[string]string        { return v.m.Users() }
 func (v fakeView) Format() byte                    { return v.m.Format() }
 func (v fakeView) Libraries() *fsm.Libraries       { return v.m.Libraries() }
+
+// waited tells w of a waiter's end that c (with result r) made, as raftnode's apply does: a
+// Serve's grant, or a release or expiry of its entry.
+func (f *fakeNode) waited(w node.Watchers, c fsm.Command, r fsm.Result) {
+	if w.Waited == nil {
+		return
+	}
+	switch {
+	case c.Kind == fsm.KindServe && r.Status == fsm.StatusGranted:
+		w.Waited(r.Served, fsm.BaseKey(c.Key), r.Token)
+	case c.Kind == fsm.KindRelease && r.Status == fsm.StatusReleased, c.Kind == fsm.KindExpire && r.Existed:
+		if key, seq, ok := fsm.WaiterOf(c.Key); ok {
+			w.Waited(seq, key, 0)
+		}
+	}
+}

@@ -174,6 +174,9 @@ func (r *request) route(mayApply bool) {
 	if !ok {
 		return
 	}
+	if wait := lockWaitOf(r.cmd, args); wait > 0 {
+		args = r.forwardedWait(args, wait)
+	}
 	reply, ok := r.forward([][][]byte{args}, mayApply)
 	if !ok {
 		return
@@ -262,6 +265,8 @@ func (r *request) forward(cmds [][][]byte, mayApply bool) (reply []byte, ok bool
 		switch {
 		case c.ctx.Err() != nil:
 			// The client is gone; nothing to tell it.
+		case r.resume != nil && r.resume():
+			// A LOCK ... WAIT waits on here, at its place in the queue.
 		case mayApply:
 			// The leader may have applied it: say so rather than guess.
 			r.w.Error(errUncertain)
@@ -272,6 +277,40 @@ func (r *request) forward(cmds [][][]byte, mayApply bool) (reply []byte, ok bool
 	}
 	r.s.stats.forwarded.Add(1)
 	return reply, true
+}
+
+// forwardedWait readies a LOCK, SEMACQUIRE or MLOCK with WAIT (args) for the leader: it names an
+// owner of this node's choosing when the client named none, by which this node can find its
+// waiter in the queue, and sets r.resume to go on waiting here if the leader goes away.
+func (r *request) forwardedWait(args [][]byte, wait time.Duration) [][]byte {
+	opts, keys := 3, args[1:2]
+	switch r.cmd.name {
+	case "semacquire":
+		opts = 4
+	case "mlock":
+		opts = mlockKeysEnd(args)
+		keys = args[2:opts]
+	}
+	var owner []byte
+	for i := opts; i+1 < len(args); i++ {
+		if is(args[i], "owner") {
+			owner = args[i+1]
+		}
+	}
+	if owner == nil {
+		owner = r.c.defaultOwner()
+		args = append(append(args[:len(args):len(args)], []byte("OWNER")), owner)
+	}
+	reqs := make([]lockRequest, len(keys))
+	for i, k := range keys {
+		reqs[i].Key, reqs[i].Owner = fsm.DBKey(r.db, k), owner
+	}
+	start := time.Now()
+	r.resume = func() bool {
+		left := max(wait-time.Since(start), time.Millisecond)
+		return r.resumeWait(reqs, left)
+	}
+	return args
 }
 
 // lockWaitOf is how long a LOCK ... WAIT ms may legitimately wait on the leader.

@@ -1,11 +1,18 @@
 package server
 
-// LOCK ... WAIT: the leader keeps one FIFO per key and the entry that frees the key grants it to
-// the queue's head (locks/handoff.go). A follower forwards the whole LOCK ... WAIT to the leader
-// (it is not a blocking command to dispatch), so the queue lives on the leader only.
+// LOCK ... WAIT (SEMACQUIRE, MLOCK): a request that cannot be granted at once joins its key's
+// queue in the replicated table (fsm/queues.go; the leader serves the queues in order:
+// locks/handoff.go), and its client waits on the node it is connected to, which answers it from
+// the entries it applies: the Serve that grants it (its tokens), or its waiter's end without a
+// grant (its wait expired: nil). A follower forwards the request to the leader, which waits for
+// it; if the link to the leader breaks while it waits (the leader died), the follower finds its
+// client's waiter in its own copy of the queue and goes on waiting for it there, at its place.
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -13,26 +20,123 @@ import (
 	"github.com/raftlock/raftlock/node"
 )
 
-// lockWaiters is INFO's lock_waiters: the LOCK ... WAITs queued on this node (a leader's
-// include those forwarded by followers); 0 on a server without a lock queue.
-func (s *Server) lockWaiters() int {
-	if s.queue == nil {
-		return 0
-	}
-	return s.queue.LockWaiters()
+// waitGrace is how long past its WAIT a client waits for the committed end of its wait (its
+// withdrawal, or the leader's expiry of its waiter) before it is told the outcome is unknown:
+// only a cluster that cannot commit for that long keeps it waiting so.
+const waitGrace = 10 * time.Second
+
+// queueWaits are this node's clients waiting in a replicated queue, by their waiters' places,
+// and the waiters' ends heard before their client noted its place (the Serve can apply before
+// the requesting goroutine reads its Enqueue's result).
+type queueWaits struct {
+	mu    sync.Mutex
+	bySeq map[fsm.Token]*queueWait
+	early map[fsm.Token][]waitEnd
+	order []fsm.Token // early's places, oldest first
 }
 
-// lockQueued runs a LOCK, SEMACQUIRE or MLOCK with WAIT through the lock queue: a (one request
-// per key in keys, grants their hand-off commands). The waiters' bounds
-// (Config.MaxWaitersPerKey, MaxWaiters) count it on its first key while it waits: past one, it
-// tries once and is refused with the bound's error. A server without a queue (Deps.Queue)
-// refuses WAIT.
+// maxEarlyEnds bounds the ends kept for a client that has not noted its place yet.
+const maxEarlyEnds = 4096
+
+// queueWait is one client's wait: done once every key it waits for ended.
+type queueWait struct {
+	keys  int
+	ends  []waitEnd
+	done  chan struct{}
+	state int // ends heard; done closed at keys
+}
+
+// waitEnd is a waiter's end on one key: its lock's token, 0 without a grant.
+type waitEnd struct {
+	key   []byte
+	token fsm.Token
+}
+
+func newQueueWaits() *queueWaits {
+	return &queueWaits{bySeq: map[fsm.Token]*queueWait{}, early: map[fsm.Token][]waitEnd{}}
+}
+
+// waited is the node's Waited hook: the apply path, so it must not block.
+func (q *queueWaits) waited(seq fsm.Token, key []byte, token fsm.Token) {
+	end := waitEnd{key: bytes.Clone(key), token: token}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if w := q.bySeq[seq]; w != nil {
+		w.add(end)
+		return
+	}
+	if _, ok := q.early[seq]; !ok {
+		q.order = append(q.order, seq)
+		if len(q.order) > maxEarlyEnds {
+			delete(q.early, q.order[0])
+			q.order = q.order[1:]
+		}
+	}
+	q.early[seq] = append(q.early[seq], end)
+}
+
+func (w *queueWait) add(e waitEnd) {
+	w.ends = append(w.ends, e)
+	if len(w.ends) == w.keys {
+		close(w.done)
+	}
+}
+
+// register notes a client waiting at place seq for keys grants, with the ends heard already.
+func (q *queueWaits) register(seq fsm.Token, keys int) *queueWait {
+	w := &queueWait{keys: keys, done: make(chan struct{})}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, e := range q.early[seq] {
+		w.add(e)
+	}
+	delete(q.early, seq)
+	q.bySeq[seq] = w
+	return w
+}
+
+// forget drops the client at place seq.
+func (q *queueWaits) forget(seq fsm.Token) {
+	q.mu.Lock()
+	delete(q.bySeq, seq)
+	q.mu.Unlock()
+}
+
+// waiting is how many of this node's clients wait in a queue (INFO's lock_waiters).
+func (q *queueWaits) waiting() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.bySeq)
+}
+
+// granted returns the tokens of a wait that ended with a grant, in the order of keys; ok is false
+// when it ended without one.
+func (w *queueWait) granted(keys [][]byte) ([]fsm.Token, bool) {
+	out := make([]fsm.Token, len(keys))
+	for i, k := range keys {
+		for _, e := range w.ends {
+			if bytes.Equal(e.key, k) && e.token != 0 {
+				out[i] = e.token
+			}
+		}
+		if out[i] == 0 {
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// lockWaiters is INFO's lock_waiters: this node's clients waiting in a lock queue.
+func (s *Server) lockWaiters() int { return s.queueWaits.waiting() }
+
+// lockQueued runs a LOCK or SEMACQUIRE with WAIT: one attempt, or a wait in the key's queue.
 func (r *request) lockQueued(a lockRequest, wait time.Duration) {
 	res, err := r.waitForLocks([]lockRequest{a}, wait)
 	switch {
 	case err != nil:
 		r.replyError(err)
 	case res == nil:
+		r.s.stats.refusals.Add(1)
 		r.w.Null()
 	default:
 		if token, granted := r.lockResult(a.Key, res); granted {
@@ -43,23 +147,27 @@ func (r *request) lockQueued(a lockRequest, wait time.Duration) {
 	}
 }
 
-// waitForLocks takes every one of reqs (one key each) at once, waiting up to wait in the lock
-// queue: the results of the grants, nil when refused (or the client left), or an error.
+// errNeedsQueues says a wait cannot queue: some member is older than the queues' log format.
+var errNeedsQueues = errors.New("the lock queues need every member on v0.4.0 or newer (log format 6)")
+
+// maxPollGap bounds the gap between two attempts of a wait that cannot queue (pollForLocks).
+const maxPollGap = 100 * time.Millisecond
+
+// waitForLocks takes every one of reqs (one key each; several: an MLOCK's) at once, waiting up to
+// wait in their keys' queues: the grants' results (granted, or a same-owner renewal), nil when
+// refused (its wait ended, or the client left), or an error. The waiters' bounds
+// (Config.MaxWaitersPerKey, MaxWaiters) count it on its first key while it waits: past one, it
+// tries once and is refused with the bound's error.
 func (r *request) waitForLocks(reqs []lockRequest, wait time.Duration) ([]fsm.Result, error) {
-	q := r.s.queue
-	if q == nil {
-		return nil, errors.New("LOCK ... WAIT needs a lock queue, and this server has none")
-	}
 	keys := make([][]byte, len(reqs))
-	grants := make([]fsm.Command, len(reqs))
+	plain := make([]locks.Request, len(reqs))
 	for i, a := range reqs {
-		keys[i], grants[i] = a.Key, a.Grant()
+		keys[i], plain[i] = a.Key, a.Request
 	}
-	var refused error
-	eval := locksEval(reqs, r.s.waiting(), &refused)
 	done, full := r.s.waiters.reserve(keys[0])
 	if full != nil {
-		res, err := r.exec(keys, eval)
+		var refused error
+		res, err := r.exec(keys, locksEval(reqs, &refused))
 		switch {
 		case err != nil:
 			return nil, err
@@ -70,38 +178,241 @@ func (r *request) waitForLocks(reqs []lockRequest, wait time.Duration) ([]fsm.Re
 		}
 		return res, nil
 	}
-	if err := r.kindsMismatch(reqs); err != nil {
-		done()
-		return nil, err
-	}
-	res, err := q.LockWait(r.c.ctx, keys, eval, grants, wait)
-	done()
+	defer done()
+	var refused error
+	res, err := r.exec(keys, func(v node.View) []fsm.Command {
+		if v.Format() < fsm.FormatFunctions {
+			refused = errNeedsQueues
+			return nil
+		}
+		return locks.WaitEval(plain, uint64(wait.Milliseconds()), &refused)(v)
+	})
 	switch {
-	case err != nil && r.c.ctx.Err() != nil:
-		return nil, nil // the client is gone: nobody to answer
 	case err != nil:
 		return nil, err
-	case len(res) == 0 && refused != nil:
-		return nil, refused // (a hand-off may grant it after a refusal: its results then stand)
+	case errors.Is(refused, errNeedsQueues):
+		return r.pollForLocks(reqs, wait)
+	case refused != nil:
+		return nil, refused
+	case len(res) == 0 || res[0].Status != fsm.StatusQueued:
+		if fsm.Aborted(res) || len(res) > 0 && res[0].GuardFailed() {
+			return nil, nil
+		}
+		return res, nil // granted at once (or renewed)
 	}
-	return res, nil
+	return r.awaitTurn(keys, res[0].Token, wait)
 }
 
-// kindsMismatch is the error for a semaphore asked for with another permit count than its key
-// is held with now: it would wait in vain. (One that appears while it waits is answered by the
-// hand-off.)
-func (r *request) kindsMismatch(reqs []lockRequest) error {
-	var err error
-	r.s.node.ExecLocal(func(v node.View) {
-		for _, a := range reqs {
-			if !a.Shared && a.Permits == 0 {
+// pollForLocks is a wait in a cluster that cannot queue yet (a rolling upgrade from a version
+// before the queues): it tries again, every few milliseconds up to maxPollGap, until it is granted
+// or its wait passes. It keeps no place: whoever tries first after a release gets the lock.
+func (r *request) pollForLocks(reqs []lockRequest, wait time.Duration) ([]fsm.Result, error) {
+	keys := make([][]byte, len(reqs))
+	for i, a := range reqs {
+		keys[i] = a.Key
+	}
+	until := time.Now().Add(wait)
+	for gap := time.Millisecond; ; gap = min(2*gap, maxPollGap) {
+		var refused error
+		res, err := r.exec(keys, locksEval(reqs, &refused))
+		switch {
+		case err != nil:
+			return nil, err
+		case refused != nil:
+			return nil, refused
+		case len(res) > 0 && !fsm.Aborted(res) && !res[0].GuardFailed():
+			return res, nil
+		case time.Now().After(until):
+			return nil, nil
+		}
+		select {
+		case <-time.After(min(gap, time.Until(until))):
+		case <-r.c.ctx.Done():
+			return nil, r.c.ctx.Err()
+		}
+	}
+}
+
+// awaitTurn waits for the end of the waiter at place seq, in the queues of keys: the grants'
+// results, or nil when it ended without one. A client that leaves takes its waiter out of the
+// queue (ghost-waiter cleanup), and gives back what a Serve granted it meanwhile.
+func (r *request) awaitTurn(keys [][]byte, seq fsm.Token, wait time.Duration) ([]fsm.Result, error) {
+	w := r.s.queueWaits.register(seq, len(keys))
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for withdrawn := false; ; {
+		select {
+		case <-w.done:
+			r.s.queueWaits.forget(seq)
+		case <-r.c.ctx.Done():
+			r.s.leaveQueue(keys, seq, w) // it forgets the wait once done with it
+			return nil, r.c.ctx.Err()
+		case <-timer.C:
+			if !withdrawn {
+				// Its wait is over: it leaves the queue, by a committed release of its waiter
+				// (a follower cannot propose one: there the leader's expiry of the waiter's
+				// lease ends it). A Serve that came first still grants it.
+				withdrawn = true
+				r.s.withdraw(r.c.ctx, keys, seq)
+				timer.Reset(waitGrace)
 				continue
 			}
-			if k, _ := v.Kinds(a.Key); k.Holders > 0 && k.Permits != a.Permits {
-				err = &locks.PermitsError{Permits: k.Permits}
-				return
+			r.s.queueWaits.forget(seq)
+			return nil, node.ErrUncertain
+		case <-r.s.ctx.Done():
+			r.s.queueWaits.forget(seq)
+			return nil, node.ErrShutdown
+		}
+		break
+	}
+	tokens, ok := w.granted(keys)
+	if !ok {
+		return nil, nil
+	}
+	out := make([]fsm.Result, len(tokens))
+	for i, t := range tokens {
+		out[i] = fsm.Result{Status: fsm.StatusGranted, Token: t}
+	}
+	return out, nil
+}
+
+// leaveQueue takes the waiter at place seq out of keys' queues for a client that left, and
+// releases the locks a Serve granted it meanwhile. Only a leader can: on a follower (the waiter's
+// leader died) its wait's expiry takes it out, and a lock served to it ends with its lease.
+func (s *Server) leaveQueue(keys [][]byte, seq fsm.Token, w *queueWait) {
+	go func() {
+		defer s.queueWaits.forget(seq)
+		ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+		defer cancel()
+		if err := s.withdraw(ctx, keys, seq); err != nil {
+			return
+		}
+		// Its end is on its way: a release of its waiter, or a Serve that came first, whose
+		// locks it gives back.
+		select {
+		case <-w.done:
+		case <-ctx.Done():
+			return
+		}
+		tokens, ok := w.granted(keys)
+		if !ok {
+			return
+		}
+		if _, err := s.node.Exec(ctx, keys, func(v node.View) []fsm.Command {
+			var cmds []fsm.Command
+			for i, k := range keys {
+				if c, ok := locks.HolderCommand(v, locks.Unlock(k, tokens[i]), tokens[i]); ok {
+					cmds = append(cmds, c)
+				}
+			}
+			return cmds
+		}, nil); err != nil {
+			s.log.Warn("a lock served to a client that left stays until its lease ends", "err", err)
+		}
+	}()
+}
+
+// withdraw takes the waiter at place seq out of keys' queues, by a committed release of its
+// entries; an error (this node does not lead) leaves it to its wait's expiry.
+func (s *Server) withdraw(ctx context.Context, keys [][]byte, seq fsm.Token) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, err := s.node.Exec(ctx, keys, func(v node.View) []fsm.Command {
+		var cmds []fsm.Command
+		for _, k := range keys {
+			wk := fsm.WaiterKey(k, seq)
+			if _, _, queued := v.Lookup(wk); queued {
+				cmds = append(cmds, fsm.Command{Kind: fsm.KindRelease, Key: wk, Match: fsm.Match{Kind: fsm.MatchToken, Token: seq}})
 			}
 		}
-	})
+		return cmds
+	}, nil)
+	if err != nil {
+		s.log.Debug("a waiter stays queued until its wait expires", "err", err)
+	}
 	return err
+}
+
+// resumeLook bounds how long a follower looks for its client's waiter after the link to the
+// leader broke: a new leader is elected and replicates the committed entries within it.
+const resumeLook = 5 * time.Second
+
+// findWaiter finds, by owner, reqs' waiter in the queue of their first key (its place), or the
+// locks a Serve gave them already (one result per key); neither when there is none of either.
+func findWaiter(v node.View, reqs []lockRequest) (fsm.Token, []fsm.Result) {
+	owner := reqs[0].Owner
+	var seq fsm.Token
+	v.Waiters(reqs[0].Key, func(w fsm.Waiter, _ time.Duration) bool {
+		if bytes.Equal(w.Request.Owner, owner) {
+			seq = w.Seq
+			return false
+		}
+		return true
+	})
+	if seq != 0 {
+		return seq, nil
+	}
+	out := make([]fsm.Result, len(reqs))
+	for i, a := range reqs {
+		if l, _, held := v.Lookup(a.Key); held && l.Value == nil && bytes.Equal(l.Owner, owner) {
+			out[i] = fsm.Result{Status: fsm.StatusGranted, Token: l.Token}
+			continue
+		}
+		v.Holders(a.Key, func(h fsm.Lock, _ time.Duration) bool {
+			if bytes.Equal(h.Owner, owner) {
+				out[i] = fsm.Result{Status: fsm.StatusGranted, Token: h.Token}
+				return false
+			}
+			return true
+		})
+		if out[i].Token == 0 {
+			return 0, nil
+		}
+	}
+	return 0, out
+}
+
+// resumeWait is what a follower does when the link to the leader breaks while its client's
+// LOCK ... WAIT (a, several: an MLOCK's) waits there: it finds the client's waiter in its own copy
+// of the queue (by its owner, which the follower chose: withOwner) and waits for it here. It
+// reports false when there is none (the Enqueue may not have reached it): the caller then tells
+// the client the outcome is unknown.
+func (r *request) resumeWait(reqs []lockRequest, wait time.Duration) bool {
+	keys := make([][]byte, len(reqs))
+	for i, a := range reqs {
+		keys[i] = a.Key
+	}
+	// This node may not have applied the client's Enqueue yet (the leader died just after it
+	// committed), or may have applied its Serve already: it looks for a while, in the queue and
+	// among the holders, by the owner it chose.
+	var seq fsm.Token
+	var served []fsm.Result
+	for deadline := time.Now().Add(resumeLook); seq == 0 && served == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) || r.c.ctx.Err() != nil {
+			return false
+		}
+		r.s.node.ExecLocal(func(v node.View) {
+			seq, served = findWaiter(v, reqs)
+		})
+	}
+	res, err := served, error(nil)
+	if seq != 0 {
+		res, err = r.awaitTurn(keys, seq, wait)
+	}
+	switch {
+	case err != nil:
+		r.replyError(err)
+	case res == nil:
+		r.w.Null()
+	case len(reqs) > 1:
+		r.w.Array(len(res))
+		for i, x := range res {
+			r.lockResult(keys[i], res[i:i+1])
+			r.w.Int(int64(x.Token))
+		}
+	default:
+		token, _ := r.lockResult(keys[0], res)
+		r.w.Int(int64(token))
+	}
+	return true
 }

@@ -6,6 +6,7 @@ package server
 // permit is named by its key and its token, as a plain lock is.
 
 import (
+	"bytes"
 	"encoding/hex"
 	"slices"
 	"time"
@@ -109,7 +110,7 @@ func cmdMLock(r *request) {
 		res, err = r.waitForLocks(reqs, time.Duration(opts.wait)*time.Millisecond)
 	} else {
 		var refused error
-		res, err = r.exec(keys, locksEval(reqs, r.s.waiting(), &refused))
+		res, err = r.exec(keys, locksEval(reqs, &refused))
 		if err == nil {
 			err = refused
 		}
@@ -145,14 +146,14 @@ func hasDuplicate(keys [][]byte) bool {
 // locksEval is the evaluation of one attempt at every one of reqs together: their grants, all or
 // none (nothing while any key has no room or a waiter ahead). One request alone may renew (the
 // same explicit owner asking again); several (MLOCK) only take free keys.
-func locksEval(reqs []lockRequest, waiting func(key []byte) bool, refused *error) node.Eval {
+func locksEval(reqs []lockRequest, refused *error) node.Eval {
 	if len(reqs) == 1 {
-		return locks.LockEval(reqs[0].Request, waiting, refused)
+		return locks.LockEval(reqs[0].Request, refused)
 	}
 	return func(v node.View) []fsm.Command {
 		cmds := make([]fsm.Command, 0, len(reqs))
 		for _, a := range reqs {
-			c, ok, _ := locks.Lock(v, a.Request, waiting) // plain locks: never an error
+			c, ok, _ := locks.Lock(v, a.Request) // plain locks: never an error
 			if !ok || c.Kind != fsm.KindGrant {
 				return nil
 			}
@@ -162,24 +163,62 @@ func locksEval(reqs []lockRequest, waiting func(key []byte) bool, refused *error
 	}
 }
 
-// LOCKWAITERS key -> the requests queued on key in order, each {owner, kind, waiting-ms}: LOCK,
-// SEMACQUIRE and MLOCK with WAIT, on the leader (a follower forwards it there).
+// Waiter is one request waiting in a key's queue (LOCKWAITERS, the status page's locks view).
+type Waiter struct {
+	Owner []byte
+	// Kind is "lock", "shared", "semaphore" or "mlock".
+	Kind string
+	// Place is its place: the queue's order, the same on every node.
+	Place fsm.Token
+	// Waited is how long it has waited, and Left how long it will still wait, on this node's
+	// lease clock (its wait is its waiter's lease).
+	Waited, Left time.Duration
+}
+
+// waitersOf lists key's queue in order, as v has it.
+func waitersOf(v node.View, key []byte) []Waiter {
+	var out []Waiter
+	v.Waiters(key, func(w fsm.Waiter, rem time.Duration) bool {
+		kind := "lock"
+		switch {
+		case len(w.Request.Keys) > 0:
+			kind = "mlock"
+		case w.Request.Mode == fsm.WaitShared:
+			kind = "shared"
+		case w.Request.Mode == fsm.WaitPermit:
+			kind = "semaphore"
+		}
+		out = append(out, Waiter{Owner: bytes.Clone(w.Request.Owner), Kind: kind, Place: w.Seq,
+			Waited: time.Duration(w.Lock.LeaseMs)*time.Millisecond - rem, Left: rem})
+		return true
+	})
+	return out
+}
+
+// LOCKWAITERS key -> the requests queued on key in order (LOCK, SEMACQUIRE and MLOCK with WAIT),
+// each {owner, kind, place, waiting-ms, wait-left-ms}: the replicated queue, as on the leader.
 func cmdLockWaiters(r *request) {
-	if r.s.queue == nil {
-		r.w.Array(0)
+	var ws []Waiter
+	if _, err := r.exec(r.oneKey(r.args[1]), func(v node.View) []fsm.Command {
+		ws = waitersOf(v, r.args[1])
+		return nil
+	}); err != nil {
+		r.replyError(err)
 		return
 	}
-	ws := r.s.queue.Waiters(r.args[1])
-	now := time.Now()
 	r.w.Array(len(ws))
 	for _, w := range ws {
-		r.w.Map(3)
+		r.w.Map(5)
 		r.w.BulkString("owner")
 		r.w.Bulk(w.Owner)
 		r.w.BulkString("kind")
 		r.w.BulkString(w.Kind)
+		r.w.BulkString("place")
+		r.w.Int(int64(w.Place))
 		r.w.BulkString("waiting-ms")
-		r.w.Int(now.Sub(w.Since).Milliseconds())
+		r.w.Int(w.Waited.Milliseconds())
+		r.w.BulkString("wait-left-ms")
+		r.w.Int(w.Left.Milliseconds())
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/fsm"
 )
 
 // intReply is the integer of a RESP integer reply, or fails the test.
@@ -229,5 +231,30 @@ func TestLocksHonoursKeyPermissions(t *testing.T) {
 	got := u.do("LOCKS", "COUNT", "100")
 	if !strings.Contains(got, "app:1") || strings.Contains(got, "secret") || strings.Contains(got, "theirs") {
 		t.Fatalf("LOCKS as a user of ~app:* = %q", got)
+	}
+}
+
+// In a cluster that cannot queue yet (a rolling upgrade from before the queues: log format 5),
+// LOCK ... WAIT still waits: it tries again until the key is free or its WAIT passes.
+func TestLockWaitBeforeTheQueues(t *testing.T) {
+	f := newFakeNodeIn(fsm.FormatBatch)
+	f.startLocks(t)
+	addr, _ := serveNode(t, f, nil)
+	holder, waiter := dialRaw(t, addr), dialRaw(t, addr)
+	tok := intReply(t, "LOCK", holder.do("LOCK", "k", "60000"))
+	got := make(chan string, 1)
+	go func() { got <- waiter.do("LOCK", "k", "60000", "WAIT", "5000") }()
+	time.Sleep(50 * time.Millisecond) // let it wait; the assertion does not depend on it
+	holder.do("UNLOCK", "k", tok)
+	select {
+	case r := <-got:
+		if !strings.HasPrefix(r, ":") {
+			t.Fatalf("LOCK ... WAIT before the queues = %q, want a token", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("LOCK ... WAIT before the queues was not granted after the release")
+	}
+	if got := waiter.do("LOCK", "k", "60000", "WAIT", "200"); got != "$-1\r\n" {
+		t.Fatalf("LOCK ... WAIT on a held key before the queues = %q, want nil after its WAIT", got)
 	}
 }

@@ -84,10 +84,6 @@ func (r *request) parseLockOptions(a *lockRequest, opts [][]byte, shared bool) b
 	return true
 }
 
-// waiting is the lock queue's Waiting, nil on a server without one: made once (New), so that a
-// LOCK's evaluation makes no method value.
-func (s *Server) waiting() func(key []byte) bool { return s.waitingFn }
-
 // LOCK key ttl_ms [OWNER id] [WAIT ms] [SHARED] [DELAY ms] -> :token, or nil while another owner
 // holds key (after waiting up to WAIT ms for it to be released or to expire). SHARED takes a
 // share: any number of shares are held together, each with its own token and lease.
@@ -108,7 +104,7 @@ func stageLock(r *request) (keys [][]byte, eval node.Eval, finish finishFunc) {
 		h.lock = a
 		return r.oneKey(a.Key), h.lockEval, h.lockFinish
 	}
-	return r.oneKey(a.Key), locks.LockEval(a.Request, r.s.waiting(), nil), func(res []fsm.Result, err error) {
+	return r.oneKey(a.Key), locks.LockEval(a.Request, nil), func(res []fsm.Result, err error) {
 		r.finishLock(a.Key, res, err)
 	}
 }
@@ -154,7 +150,7 @@ func (r *request) lock(a lockRequest) {
 // semaphore held with another count).
 func (r *request) tryLock(a lockRequest) (fsm.Token, bool, error) {
 	var refused error
-	res, err := r.exec([][]byte{a.Key}, locks.LockEval(a.Request, r.s.waiting(), &refused))
+	res, err := r.exec([][]byte{a.Key}, locks.LockEval(a.Request, &refused))
 	switch {
 	case err != nil:
 		return 0, false, err
@@ -362,7 +358,7 @@ func (h *lockHalves) makeHalves(r *request) {
 	}
 	h.r = r
 	h.lockEval = func(v node.View) []fsm.Command {
-		c, ok, _ := locks.Lock(v, h.lock.Request, h.r.s.waiting()) // a plain lock: never an error
+		c, ok, _ := locks.Lock(v, h.lock.Request) // a plain lock: never an error
 		return h.one(c, ok)
 	}
 	h.lockFinish = func(res []fsm.Result, err error) { h.r.finishLock(h.lock.Key, res, err) }

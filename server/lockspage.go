@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/locks"
 	"github.com/raftlock/raftlock/node"
 )
 
@@ -66,14 +65,13 @@ type LockHolder struct {
 // KeyQueue is the requests waiting on Key, in the order they will be served (LOCKWAITERS).
 type KeyQueue struct {
 	Key     []byte
-	Waiters []locks.Waiter
+	Waiters []Waiter
 }
 
 // LockPage lists one page of database q.DB's holders from this node's applied table, with no
 // leadership check, and the queues of their keys. The pattern is compiled before the view lock
 // is taken, and compiling it keeps O(Config.MaxKeyBytes) whatever its length; the caller bounds
-// the length it accepts. The queues are read after the view lock is let go: a waiter granted in
-// between shows as both holder and waiter.
+// the length it accepts. The queues are the replicated ones, read in the same view.
 func (s *Server) LockPage(q LockPageQuery) (LockPage, error) {
 	if q.DB < 0 || q.DB >= fsm.Databases {
 		return LockPage{}, fmt.Errorf("%w: db %d is not 0 to %d", ErrInvalidLockQuery, q.DB, fsm.Databases-1)
@@ -101,8 +99,15 @@ func (s *Server) LockPage(q LockPageQuery) (LockPage, error) {
 	readable := func(key []byte) bool { return user.canKey(key, permRead) }
 	var entries []lockEntry
 	var next []byte
+	queues := map[string][]Waiter{}
 	s.node.ExecLocal(func(v node.View) {
 		entries, next = listLocks(v, db, from, q.Count, pattern, "", readable)
+		for _, e := range entries {
+			k := fsm.DBKey(q.DB, e.key)
+			if _, seen := queues[string(k)]; !seen {
+				queues[string(k)] = waitersOf(v, k)
+			}
+		}
 	})
 
 	page := LockPage{Holders: make([]LockHolder, 0, len(entries)), Queues: []KeyQueue{}, Next: "0"}
@@ -116,14 +121,11 @@ func (s *Server) LockPage(q LockPageQuery) (LockPage, error) {
 		}
 		page.Holders = append(page.Holders, LockHolder{Key: e.key, Kind: e.kind, Owner: e.owner, Token: e.token, PTTL: pttl})
 	}
-	if s.queue == nil {
-		return page, nil
-	}
 	for i, h := range page.Holders {
 		if i > 0 && bytes.Equal(page.Holders[i-1].Key, h.Key) {
 			continue // a key's shares and permits are contiguous in the table: its queue once
 		}
-		if ws := s.queue.Waiters(fsm.DBKey(q.DB, h.Key)); len(ws) > 0 {
+		if ws := queues[string(fsm.DBKey(q.DB, h.Key))]; len(ws) > 0 {
 			page.Queues = append(page.Queues, KeyQueue{Key: h.Key, Waiters: ws})
 		}
 	}

@@ -121,6 +121,12 @@ func (o *overlay) Kinds(key []byte) (fsm.Kinds, time.Duration) { return o.base.K
 
 func (o *overlay) Holders(key []byte, fn func(fsm.Lock, time.Duration) bool) { o.base.Holders(key, fn) }
 
+func (o *overlay) Waiters(key []byte, fn func(fsm.Waiter, time.Duration) bool) {
+	o.base.Waiters(key, fn)
+}
+
+func (o *overlay) QueuedKeys(fn func([]byte) bool) { o.base.QueuedKeys(fn) }
+
 func (o *overlay) Script(sha string) (string, bool) { return o.base.Script(sha) }
 
 func (o *overlay) ScriptCache() (scripts, bytes int) { return o.base.ScriptCache() }

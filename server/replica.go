@@ -2,10 +2,8 @@ package server
 
 import (
 	"context"
-	"time"
 
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/locks"
 	"github.com/raftlock/raftlock/node"
 )
 
@@ -73,28 +71,8 @@ type Admin interface {
 	ReadIndex(ctx context.Context) (uint64, error)
 }
 
-// LockQueue queues LOCK ... WAIT on the leader: a refused attempt waits in its key's FIFO and
-// is granted the lock when the holder releases it or its lease ends, with no gap (raftnode's
-// hand-off). A server without one serves LOCK ... WAIT by trying again at every change of the
-// key.
-type LockQueue interface {
-	// LockWait tries eval (one LOCK, SEMACQUIRE or MLOCK attempt) and, on a refusal, queues the
-	// request on keys with grants (one per key) as its hand-off commands, for up to wait. It
-	// returns the results of eval's commands or of the grants, or none (and no error) when
-	// wait passed.
-	LockWait(ctx context.Context, keys [][]byte, eval node.Eval, grants []fsm.Command, wait time.Duration) ([]fsm.Result, error)
-	// LockWaiters is how many requests are queued on the node now.
-	LockWaiters() int
-	// Waiting reports whether anyone waits on key: a request that does not wait must not take
-	// it ahead of them.
-	Waiting(key []byte) bool
-	// Waiters lists key's queue in order (LOCKWAITERS).
-	Waiters(key []byte) []locks.Waiter
-}
-
-// Deps are what a server serves through. Replica is required; Admin and Queue may be nil.
+// Deps are what a server serves through. Replica is required; Admin may be nil.
 type Deps struct {
 	Replica Replica
 	Admin   Admin
-	Queue   LockQueue
 }

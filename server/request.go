@@ -30,6 +30,9 @@ type request struct {
 	key1 [1][]byte
 	// halves, set for a staged command, is where a LOCK or UNLOCK keeps its halves (locks.go).
 	halves *lockHalves
+	// resume, set for a LOCK ... WAIT forwarded to the leader, goes on waiting here when the link
+	// to the leader breaks (handoff.go: resumeWait); it reports whether it replied.
+	resume func() bool
 }
 
 // oneKey returns a key list of key alone, valid as long as r.

@@ -136,6 +136,18 @@ func (r *readLog) Holders(key []byte, fn func(fsm.Lock, time.Duration) bool) {
 	r.node.ExecLocal(func(v node.View) { v.Holders(key, fn) })
 }
 
+// Waiters and QueuedKeys are not logged: a run that reads a queue (LOCKWAITERS) runs again
+// holding the lock.
+func (r *readLog) Waiters(key []byte, fn func(fsm.Waiter, time.Duration) bool) {
+	r.changed = true
+	r.node.ExecLocal(func(v node.View) { v.Waiters(key, fn) })
+}
+
+func (r *readLog) QueuedKeys(fn func([]byte) bool) {
+	r.changed = true
+	r.node.ExecLocal(func(v node.View) { v.QueuedKeys(fn) })
+}
+
 func (r *readLog) Len(db int) (n int) {
 	r.node.ExecLocal(func(v node.View) { n = v.Len(db) })
 	r.lens = append(r.lens, lenRead{db: db, n: n})

@@ -311,11 +311,10 @@ func (c Config) Validate() error {
 type Server struct {
 	cfg   Config
 	node  Replica
-	admin Admin     // nil: RAFT administration is refused
-	queue LockQueue // nil: LOCK ... WAIT tries again at each change of its key
-	// waitingFn is queue.Waiting, nil without a queue (waiting).
-	waitingFn func(key []byte) bool
-	scripts   scriptEngine
+	admin Admin // nil: RAFT administration is refused
+	// queueWaits are this node's clients waiting in a lock queue (handoff.go).
+	queueWaits *queueWaits
+	scripts    scriptEngine
 	// functions is what this node learnt of the stored function libraries (functions.go).
 	functions functionRegistry
 	tracker   *tracker
@@ -400,12 +399,9 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if d.Replica == nil {
 		return nil, errors.New("server: no node")
 	}
-	s := &Server{cfg: cfg, node: d.Replica, admin: d.Admin, queue: d.Queue, log: cfg.Logger.With("component", "server"), start: time.Now(),
+	s := &Server{cfg: cfg, node: d.Replica, admin: d.Admin, queueWaits: newQueueWaits(), log: cfg.Logger.With("component", "server"), start: time.Now(),
 		bootID: strconv.FormatUint(rand.Uint64()>>16, 36)}
 	s.maxClients.Store(int64(cfg.MaxClients))
-	if d.Queue != nil {
-		s.waitingFn = d.Queue.Waiting
-	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.workers = newWorkers(s)
 	s.metrics = newServerMetrics()
@@ -446,6 +442,7 @@ func (s *Server) watchers(keyEvents bool) node.Watchers {
 		},
 		Published:    s.hub.deliver,
 		LockEnded:    s.lockEnded,
+		Waited:       s.queueWaits.waited,
 		LocksWatched: s.locksWatched,
 		LocksFlushed: s.locksFlushed,
 		Restored:     s.restored,

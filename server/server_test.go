@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -61,30 +60,9 @@ func startMember(t testing.TB, mod func(*raftnode.Config)) *cluster.Member {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lockPolicies.Store(m.Core(), policy)
-	t.Cleanup(func() { lockPolicies.Delete(m.Core()) })
 	t.Cleanup(func() { m.Close() })
 	testutil.WaitFor(t, 5*time.Second, testutil.Cond("leader ready", m.Core().IsLeader))
 	return m
-}
-
-// lockPolicies holds the lock policy of each core startMember started, for serveAdmin: the
-// process that runs a core serves its policy's lock queue (cmd/raftlock).
-var lockPolicies sync.Map // *raftnode.Replica -> *locks.Policy
-
-// lockQueueOf is the lock queue of the node n serves: its own (the fake's), or the policy
-// startMember gave it; nil for a wrapper that serves no LOCK ... WAIT of its own (a follower
-// forwards them).
-func lockQueueOf(n Replica) LockQueue {
-	if q, ok := n.(LockQueue); ok {
-		return q
-	}
-	if rn, ok := n.(*raftnode.Replica); ok {
-		if p, ok := lockPolicies.Load(rn); ok {
-			return p.(*locks.Policy)
-		}
-	}
-	return nil
 }
 
 // startServer serves a fresh member's core on a loopback port, administered through the
@@ -122,7 +100,7 @@ func serveAdmin(t testing.TB, n Replica, admin Admin, mod func(*Config)) (string
 	if f, ok := n.(*fakeNode); ok {
 		f.startLocks(t)
 	}
-	s, err := New(cfg, Deps{Replica: n, Admin: admin, Queue: lockQueueOf(n)})
+	s, err := New(cfg, Deps{Replica: n, Admin: admin})
 	if err != nil {
 		t.Fatal(err)
 	}

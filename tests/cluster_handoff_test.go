@@ -132,18 +132,20 @@ func TestClusterLockWaitFIFOThroughFollowers(t *testing.T) {
 	c.digests()
 }
 
-// A leadership change leaves no waiter without an answer: the LOCK ... WAITs queued on the old
-// leader, directly and through a follower, are answered promptly (an error to retry on, or
-// nil), long before their WAIT ends.
+// Waiters keep their places across a leadership change (issue 32 item 8): LOCK ... WAITs queued
+// on the leader, directly and through the followers, wait on through a leader transfer, and the
+// new leader grants them in the order they queued, one per release.
 func TestClusterLockWaitLeaderChange(t *testing.T) {
 	c := newCluster(t, 3)
 	l := c.leader()
 	fs := c.followers()
-	if v, err := call(l.addr, "LOCK", "lc", "60000"); err != nil {
+	v, err := call(l.addr, "LOCK", "lc", "60000", "OWNER", "holder")
+	holder, ok := v.(int64)
+	if err != nil || !ok {
 		t.Fatalf("LOCK = %v, %v", v, err)
 	}
 	vias := []*node{l, fs[0], fs[1]}
-	answers := make(chan string, len(vias))
+	answers := make([]chan string, len(vias))
 	for i, via := range vias {
 		wc, err := dialRESP(via.addr)
 		if err != nil {
@@ -151,29 +153,94 @@ func TestClusterLockWaitLeaderChange(t *testing.T) {
 		}
 		defer wc.Close()
 		wc.timeout = 40 * time.Second
+		answers[i] = make(chan string, 1)
 		go func() {
 			reply, err := wc.do("LOCK", "lc", "60000", "WAIT", "30000")
 			if err != nil {
-				answers <- "read error: " + err.Error()
+				answers[i] <- "read error: " + err.Error()
 				return
 			}
-			answers <- string(reply)
+			answers[i] <- string(reply)
 		}()
 		waitLockWaiters(t, l.addr, i+1)
 	}
 	if v, err := call(l.addr, "RAFT", "TRANSFER", fs[0].id); err != nil || v != "OK" {
 		t.Fatalf("RAFT TRANSFER: %v, %v", v, err)
 	}
-	moved := time.Now()
-	for range vias {
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if nl := c.leader(); nl == l {
+			return fmt.Errorf("%s still leads", l.id)
+		}
+		return nil
+	})
+	release := func(token string) {
+		t.Helper()
+		if v, err := call(c.leader().addr, "UNLOCK", "lc", token); err != nil || v != int64(1) {
+			t.Fatalf("UNLOCK lc %s through the new leader = %v, %v", token, v, err)
+		}
+	}
+	release(strconv.FormatInt(holder, 10))
+	var last int64
+	for i := range vias {
 		select {
-		case a := <-answers:
-			if strings.HasPrefix(a, ":") || strings.HasPrefix(a, "read error") {
-				t.Errorf("a waiter on the old leader got %q, want an error or nil", a)
+		case a := <-answers[i]:
+			tok, ok := tokenOf([]byte(a))
+			if !ok || tok <= last {
+				t.Fatalf("waiter %d (via %s) got %q after token %d, want the next grant", i, vias[i].id, a, last)
 			}
-			t.Logf("answered %q after %v", strings.TrimSpace(a), time.Since(moved))
+			last = tok
+			release(strconv.FormatInt(tok, 10))
 		case <-time.After(10 * time.Second):
-			t.Fatalf("a waiter still has no answer %v after the leader changed", time.Since(moved))
+			t.Fatalf("waiter %d (via %s) was not granted after the leader changed", i, vias[i].id)
+		}
+	}
+}
+
+// A follower's waiters keep their places when the leader dies (kill -9): the follower goes on
+// waiting for them at their place in its own copy of the queue, and the new leader serves them in
+// order as the holder's lease runs out and each releases.
+func TestClusterLockWaitLeaderKilled(t *testing.T) {
+	c := newCluster(t, 3)
+	l := c.leader()
+	fs := c.followers()
+	if v, err := call(l.addr, "LOCK", "lk", "3000"); err != nil {
+		t.Fatalf("LOCK = %v, %v", v, err)
+	}
+	vias := []*node{fs[0], fs[1], fs[0]}
+	answers := make([]chan string, len(vias))
+	for i, via := range vias {
+		wc, err := dialRESP(via.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer wc.Close()
+		wc.timeout = 40 * time.Second
+		answers[i] = make(chan string, 1)
+		go func() {
+			reply, err := wc.do("LOCK", "lk", "60000", "WAIT", "30000")
+			if err != nil {
+				answers[i] <- "read error: " + err.Error()
+				return
+			}
+			answers[i] <- string(reply)
+		}()
+		waitLockWaiters(t, l.addr, i+1)
+	}
+	l.kill9()
+	var last int64
+	for i := range vias {
+		select {
+		case a := <-answers[i]:
+			tok, ok := tokenOf([]byte(a))
+			if !ok || tok <= last {
+				t.Fatalf("waiter %d (via %s) got %q after token %d, want the next grant", i, vias[i].id, a, last)
+			}
+			last = tok
+			if v, err := call(vias[i].addr, "UNLOCK", "lk", strconv.FormatInt(tok, 10)); err != nil || v != int64(1) {
+				t.Fatalf("UNLOCK of waiter %d's lock = %v, %v", i, v, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("waiter %d (via %s) was not granted after the leader died", i, vias[i].id)
 		}
 	}
 }

@@ -182,7 +182,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	scfg.InsecureHTTP = opts.insecureHTTP && opts.metricsAddr != ""
 	scfg.PeerUser, scfg.PeerPassword = opts.masterUser, opts.masterAuth
 	scfg.TLSAuthClientsUser = opts.tlsAuthClientsUser
-	srv, err := server.New(scfg, server.Deps{Replica: node, Admin: member, Queue: policy})
+	srv, err := server.New(scfg, server.Deps{Replica: node, Admin: member})
 	if err != nil {
 		return err
 	}

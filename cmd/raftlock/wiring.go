@@ -11,9 +11,8 @@ import (
 // without knowing: these checks, where both are known, make a renamed or changed method a
 // build error instead of a server quietly without it.
 var (
-	_ server.Replica   = (*raftnode.Replica)(nil)
-	_ server.Admin     = (*cluster.Member)(nil)
-	_ server.LockQueue = (*locks.Policy)(nil)
+	_ server.Replica = (*raftnode.Replica)(nil)
+	_ server.Admin   = (*cluster.Member)(nil)
 	// The core's seam with the lock rules (raftnode/policy.go); cluster checks its own.
 	_ raftnode.LockPolicy = (*locks.Policy)(nil)
 )
