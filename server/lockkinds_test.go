@@ -237,9 +237,7 @@ func TestLocksHonoursKeyPermissions(t *testing.T) {
 // In a cluster that cannot queue yet (a rolling upgrade from before the queues: log format 5),
 // LOCK ... WAIT still waits: it tries again until the key is free or its WAIT passes.
 func TestLockWaitBeforeTheQueues(t *testing.T) {
-	f := newFakeNodeIn(fsm.FormatBatch)
-	f.startLocks(t)
-	addr, _ := serveNode(t, f, nil)
+	addr, _ := serveNode(t, newFakeNodeIn(fsm.FormatBatch), nil)
 	holder, waiter := dialRaw(t, addr), dialRaw(t, addr)
 	tok := intReply(t, "LOCK", holder.do("LOCK", "k", "60000"))
 	got := make(chan string, 1)
