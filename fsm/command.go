@@ -96,7 +96,8 @@ const (
 	KindEnqueue Kind = 26
 	// KindServe grants the waiter at Key (a waiter's hidden key) whose place is Token what it
 	// asked for, and takes it out of its queue: only while it heads its queue and its lock can
-	// be granted (else GrantRejected, or NotFound when it waits no more). Only a
+	// be granted. Else it changes nothing: a no-op, or with KeepLease (an MLOCK's Serves, all
+	// or none) a failed guard (GrantRejected, or NotFound when it waits no more). Only a
 	// FormatFunctions cluster carries it.
 	KindServe Kind = 27
 )
@@ -196,7 +197,7 @@ type Match struct {
 //	Grant:   Key, Owner, LeaseMs, KeepLease, Match (Any, Absent, Token or Owner), Delay
 //	Acquire: Key, Owner, LeaseMs (> 0), Permits, Delay
 //	Enqueue: Key, Owner (the request, EncodeWaiter), LeaseMs (the wait, > 0), KeepLease
-//	Serve:   Key (the waiter's), Token (its place)
+//	Serve:   Key (the waiter's), Token (its place), KeepLease (all or none)
 //	Release: Key, Match (Any, Token, Owner, or Lease with LeaseRev)
 //	Renew:   Key, Match (Any, Token, Owner, or Lease with LeaseRev), LeaseMs (> 0)
 //	Expire:  Key, Token, LeaseRev

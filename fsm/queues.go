@@ -216,8 +216,20 @@ func (m *Machine) enqueue(index uint64, cmd Command) Result {
 	return Result{Status: StatusQueued, Token: seq, LeaseRev: index, LeaseMs: cmd.LeaseMs}
 }
 
-// serve applies a Serve: the head waiter of its queue gets what it asked for.
+// serve applies a Serve: the head waiter of its queue gets what it asked for. One that cannot
+// (the waiter left, is not the head, or its lock does not fit) changes nothing; it is a failed
+// guard, which undoes its entry, only with KeepLease (an MLOCK's Serves, all or none), else a
+// no-op: a Serve rides in the entry of a release or an expiry, which must apply whatever became
+// of the waiter meanwhile (it may withdraw, or its wait expire, in the same round).
 func (m *Machine) serve(index uint64, cmd Command) Result {
+	r := m.serveHead(index, cmd)
+	if r.GuardFailed() && !cmd.KeepLease {
+		return Result{Status: StatusNoop}
+	}
+	return r
+}
+
+func (m *Machine) serveHead(index uint64, cmd Command) Result {
 	wk := string(cmd.Key)
 	w, ok := m.table.Get(wk)
 	base, _, _ := splitKinds(wk)

@@ -14,6 +14,13 @@ func serve(key string, seq fsm.Token) fsm.Command {
 	return fsm.Command{Kind: fsm.KindServe, Key: fsm.WaiterKey(dbk(key), seq), Token: seq}
 }
 
+// serveAll is an MLOCK's Serve: all of its Serves or none.
+func serveAll(key string, seq fsm.Token) fsm.Command {
+	c := serve(key, seq)
+	c.KeepLease = true
+	return c
+}
+
 // queue lists the places of key's waiters in order.
 func queue(m *fsm.Machine, key string) []fsm.Token {
 	var out []fsm.Token
@@ -39,11 +46,11 @@ func TestQueueOrder(t *testing.T) {
 	if k := m.Kinds(dbk("k")); !k.Waiting || k.Blocks() {
 		t.Fatalf("Kinds %+v: waiting, not blocked by shares", k)
 	}
-	if r := apply1(t, m, 14, serve("k", w1.Token)); r.Status != fsm.StatusGrantRejected {
+	if r := apply1(t, m, 14, serve("k", w1.Token)); r.Status != fsm.StatusNoop {
 		t.Fatalf("a serve while the key is held: %+v", r)
 	}
 	apply1(t, m, 15, fsm.Command{Kind: fsm.KindRelease, Key: dbk("k"), Match: byToken(holder.Token)})
-	if r := apply1(t, m, 16, serve("k", w2.Token)); r.Status != fsm.StatusNotFound {
+	if r := apply1(t, m, 16, serve("k", w2.Token)); r.Status != fsm.StatusNoop {
 		t.Fatalf("a serve of the second waiter before the head: %+v", r)
 	}
 	res := m.ApplyEntry(nil, 17, []fsm.Command{serve("k", w1.Token), serve("k", w2.Token)})
@@ -55,7 +62,7 @@ func TestQueueOrder(t *testing.T) {
 	if got := queue(m, "k"); len(got) != 1 || got[0] != w3.Token {
 		t.Fatalf("queue %v, want the writer alone", got)
 	}
-	if r := apply1(t, m, 18, serve("k", w3.Token)); r.Status != fsm.StatusGrantRejected {
+	if r := apply1(t, m, 18, serve("k", w3.Token)); r.Status != fsm.StatusNoop {
 		t.Fatalf("the writer served while shares are held: %+v", r)
 	}
 	// The writer gives up: its wait's expiry takes it out.
@@ -78,7 +85,7 @@ func TestQueueMLock(t *testing.T) {
 	}
 	seq := res[0].Token
 	apply1(t, m, 11, fsm.Command{Kind: fsm.KindGrant, Key: dbk("b"), Owner: []byte("x"), Match: matchFree})
-	got := m.ApplyEntry(nil, 12, []fsm.Command{serve("a", seq), serve("b", seq)})
+	got := m.ApplyEntry(nil, 12, []fsm.Command{serveAll("a", seq), serveAll("b", seq)})
 	if !fsm.Aborted(got) {
 		t.Fatalf("an MLOCK served with one key held: %+v", got)
 	}
@@ -89,7 +96,7 @@ func TestQueueMLock(t *testing.T) {
 		t.Fatal("the aborted serve took the waiter out")
 	}
 	apply1(t, m, 13, fsm.Command{Kind: fsm.KindRelease, Key: dbk("b"), Match: matchAny})
-	got = m.ApplyEntry(nil, 14, []fsm.Command{serve("a", seq), serve("b", seq)})
+	got = m.ApplyEntry(nil, 14, []fsm.Command{serveAll("a", seq), serveAll("b", seq)})
 	if got[0].Status != fsm.StatusGranted || got[1].Status != fsm.StatusGranted || got[0].Token == got[1].Token {
 		t.Fatalf("the MLOCK served: %+v", got)
 	}
@@ -126,5 +133,24 @@ func TestQueueTravels(t *testing.T) {
 		if (fsm.Command{Kind: fsm.KindEnqueue, Key: dbk("k"), Owner: bad, LeaseMs: 10}).Validate() == nil {
 			t.Errorf("an Enqueue of request %x is valid", bad)
 		}
+	}
+}
+
+// A Serve that cannot serve (its waiter withdrew or expired in the same round) is a no-op: the
+// release or expiry it rides with still applies.
+func TestServeOfAGoneWaiterSparesItsEntry(t *testing.T) {
+	m := fsm.New()
+	h := apply1(t, m, 10, fsm.Command{Kind: fsm.KindGrant, Key: dbk("k"), Owner: []byte("h"), LeaseMs: 100, Match: matchFree})
+	w := apply1(t, m, 11, enqueue("k", fsm.WaiterRequest{TTL: 500, Owner: []byte("w")}, 100))
+	res := m.ApplyEntry(nil, 12, []fsm.Command{
+		{Kind: fsm.KindExpire, Key: dbk("k"), Token: h.Token, LeaseRev: 10},
+		{Kind: fsm.KindExpire, Key: fsm.WaiterKey(dbk("k"), w.Token), Token: w.Token, LeaseRev: 11},
+		serve("k", w.Token),
+	})
+	if fsm.Aborted(res) || !res[0].Existed || !res[1].Existed || res[2].Status != fsm.StatusNoop {
+		t.Fatalf("results %+v: the expiries must apply, the Serve be a no-op", res)
+	}
+	if _, held := m.Get(dbk("k")); held {
+		t.Fatal("the key is still held")
 	}
 }

@@ -52,7 +52,9 @@ func (p *Policy) Handoffs(m *fsm.Machine, inFlight func(key []byte) bool, cmds [
 		}
 		m.Waiters(c.Key, func(w fsm.Waiter) bool {
 			if w.Request.Mode == fsm.WaitLock && len(w.Request.Keys) == 0 {
-				serves = append(serves, serve(c.Key, w.Seq))
+				// A no-op if the waiter is gone by then (withdrawn, or expired in the same
+				// round): the release or expiry applies whatever became of it.
+				serves = append(serves, serve(c.Key, w.Seq, false))
 			}
 			return false // the head only
 		})
@@ -63,9 +65,10 @@ func (p *Policy) Handoffs(m *fsm.Machine, inFlight func(key []byte) bool, cmds [
 	return append(slices.Clip(cmds), serves...), nil
 }
 
-// serve is the Serve of the waiter at place seq in key's queue.
-func serve(key []byte, seq fsm.Token) fsm.Command {
-	return fsm.Command{Kind: fsm.KindServe, Key: fsm.WaiterKey(key, seq), Token: seq}
+// serve is the Serve of the waiter at place seq in key's queue; all makes it one of an MLOCK's
+// Serves, which apply all or none (a failed one undoes its entry, where a lone one is a no-op).
+func serve(key []byte, seq fsm.Token, all bool) fsm.Command {
+	return fsm.Command{Kind: fsm.KindServe, Key: fsm.WaiterKey(key, seq), Token: seq, KeepLease: all}
 }
 
 // touchedAfter reports whether a command after cmds[i] names the same key.
@@ -117,13 +120,33 @@ func (p *Policy) Changed(m *fsm.Machine, keys [][]byte, flushed bool) {
 // semaphore asked for with another permit count) is taken out of the queue (its client hears
 // nil), so it does not hold up the others until it gives up.
 func (p *Policy) handOff(keys []string) {
+	// An entry of Serves aborts only when an MLOCK's could not all be made (a waiter of it left
+	// in between): nothing applied, so nothing would look again. It is evaluated afresh.
+	for try := 0; try < maxHandOffTries; try++ {
+		res, err := p.handOffOnce(keys)
+		if err != nil {
+			p.log.Warn("lock hand-off failed", "keys", len(keys), "err", err)
+			return
+		}
+		if !fsm.Aborted(res) {
+			return
+		}
+		time.Sleep(time.Duration(try+1) * 10 * time.Millisecond)
+	}
+}
+
+// maxHandOffTries bounds the evaluations of one hand-off whose entries abort.
+const maxHandOffTries = 5
+
+// handOffOnce is one evaluation of handOff and its entry's results.
+func (p *Policy) handOffOnce(keys []string) ([]fsm.Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.applyTimeout)
 	defer cancel()
 	var locked [][]byte
 	for _, k := range keys {
 		locked = append(locked, []byte(k))
 	}
-	_, err := p.replica.Exec(ctx, locked, func(v node.View) []fsm.Command {
+	return p.replica.Exec(ctx, locked, func(v node.View) []fsm.Command {
 		var cmds []fsm.Command
 		room := newRoom(v)
 		serveQueue := func(key []byte) {
@@ -141,7 +164,7 @@ func (p *Policy) handOff(keys []string) {
 				}
 				room.take(w, key)
 				for _, k := range waiterKeys(w.Request, key) {
-					cmds = append(cmds, serve(k, w.Seq))
+					cmds = append(cmds, serve(k, w.Seq, len(w.Request.Keys) > 0))
 				}
 				return true
 			})
@@ -158,9 +181,6 @@ func (p *Policy) handOff(keys []string) {
 		}
 		return dedupServes(cmds)
 	}, nil)
-	if err != nil {
-		p.log.Warn("lock hand-off failed", "keys", len(keys), "err", err)
-	}
 }
 
 // waiterKeys are the keys a waiter is served on: an MLOCK's, or its queue's key.

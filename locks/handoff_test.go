@@ -46,7 +46,7 @@ func TestHandoffsServeTheHeadOnRelease(t *testing.T) {
 		t.Fatal("an older format has no queues: nothing to serve")
 	}
 	out, _ := p.Handoffs(m, noneInFlight, []fsm.Command{release}, fsm.FormatCurrent)
-	if len(out) != 2 || out[1].Kind != fsm.KindServe || out[1].Token != queued[0].Token {
+	if len(out) != 2 || out[1].Kind != fsm.KindServe || out[1].Token != queued[0].Token || out[1].KeepLease {
 		t.Fatalf("release with a waiter: %+v; want the release and the head's Serve", out)
 	}
 	results := m.ApplyEntry(nil, 3, out)

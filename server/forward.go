@@ -175,7 +175,10 @@ func (r *request) route(mayApply bool) {
 		return
 	}
 	if wait := lockWaitOf(r.cmd, args); wait > 0 {
-		args = r.forwardedWait(args, wait)
+		if args = r.forwardedWait(args, wait); args == nil {
+			r.w.Error(errSyntax)
+			return
+		}
 	}
 	reply, ok := r.forward([][][]byte{args}, mayApply)
 	if !ok {
@@ -281,7 +284,8 @@ func (r *request) forward(cmds [][][]byte, mayApply bool) (reply []byte, ok bool
 
 // forwardedWait readies a LOCK, SEMACQUIRE or MLOCK with WAIT (args) for the leader: it names an
 // owner of this node's choosing when the client named none, by which this node can find its
-// waiter in the queue, and sets r.resume to go on waiting here if the leader goes away.
+// waiter in the queue, and sets r.resume to go on waiting here if the leader goes away. It
+// returns nil for an MLOCK it cannot name one in (a syntax error).
 func (r *request) forwardedWait(args [][]byte, wait time.Duration) [][]byte {
 	opts, keys := 3, args[1:2]
 	switch r.cmd.name {
@@ -292,12 +296,21 @@ func (r *request) forwardedWait(args [][]byte, wait time.Duration) [][]byte {
 		keys = args[2:opts]
 	}
 	var owner []byte
-	for i := opts; i+1 < len(args); i++ {
-		if is(args[i], "owner") {
+	pairs := 0
+	for i := opts; i < len(args); i++ {
+		if is(args[i], "shared") {
+			continue
+		}
+		if is(args[i], "owner") && i+1 < len(args) {
 			owner = args[i+1]
 		}
+		pairs++
+		i++
 	}
 	if owner == nil {
+		if r.cmd.name == "mlock" && pairs >= 3 {
+			return nil // three options and none is OWNER: one is there twice, which the leader refuses
+		}
 		owner = r.c.defaultOwner()
 		args = append(append(args[:len(args):len(args)], []byte("OWNER")), owner)
 	}

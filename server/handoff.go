@@ -40,10 +40,11 @@ const maxEarlyEnds = 4096
 
 // queueWait is one client's wait: done once every key it waits for ended.
 type queueWait struct {
-	keys  int
-	ends  []waitEnd
-	done  chan struct{}
-	state int // ends heard; done closed at keys
+	keys int
+	ends []waitEnd
+	done chan struct{}
+	// reqs are what it asked for (its keys, its owner): what a snapshot install looks for.
+	reqs []lockRequest
 }
 
 // waitEnd is a waiter's end on one key: its lock's token, 0 without a grant.
@@ -76,15 +77,19 @@ func (q *queueWaits) waited(seq fsm.Token, key []byte, token fsm.Token) {
 }
 
 func (w *queueWait) add(e waitEnd) {
+	if len(w.ends) == w.keys {
+		return // ended already (a snapshot install's look came first)
+	}
 	w.ends = append(w.ends, e)
 	if len(w.ends) == w.keys {
 		close(w.done)
 	}
 }
 
-// register notes a client waiting at place seq for keys grants, with the ends heard already.
-func (q *queueWaits) register(seq fsm.Token, keys int) *queueWait {
-	w := &queueWait{keys: keys, done: make(chan struct{})}
+// register notes a client waiting at place seq for reqs' grants (one per key), with the ends
+// heard already.
+func (q *queueWaits) register(seq fsm.Token, reqs []lockRequest) *queueWait {
+	w := &queueWait{keys: len(reqs), done: make(chan struct{}), reqs: reqs}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, e := range q.early[seq] {
@@ -93,6 +98,29 @@ func (q *queueWaits) register(seq fsm.Token, keys int) *queueWait {
 	delete(q.early, seq)
 	q.bySeq[seq] = w
 	return w
+}
+
+// restored looks again at every wait after a snapshot replaced the table: the entries it covers,
+// which may have served a waiter or ended its wait, were never applied here. A wait whose waiter
+// is gone ends: with the locks its owner holds (a Serve came), or with none.
+func (q *queueWaits) restored(n Replica) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n.ExecLocal(func(v node.View) {
+		for seq, w := range q.bySeq {
+			if _, _, queued := v.Lookup(fsm.WaiterKey(w.reqs[0].Key, seq)); queued {
+				continue
+			}
+			_, served := findWaiter(v, w.reqs)
+			for i, a := range w.reqs {
+				end := waitEnd{key: a.Key}
+				if served != nil {
+					end.token = served[i].Token
+				}
+				w.add(end)
+			}
+		}
+	})
 }
 
 // forget drops the client at place seq.
@@ -200,7 +228,7 @@ func (r *request) waitForLocks(reqs []lockRequest, wait time.Duration) ([]fsm.Re
 		}
 		return res, nil // granted at once (or renewed)
 	}
-	return r.awaitTurn(keys, res[0].Token, wait)
+	return r.awaitTurn(reqs, res[0].Token, wait)
 }
 
 // pollForLocks is a wait in a cluster that cannot queue yet (a rolling upgrade from a version
@@ -233,11 +261,17 @@ func (r *request) pollForLocks(reqs []lockRequest, wait time.Duration) ([]fsm.Re
 	}
 }
 
-// awaitTurn waits for the end of the waiter at place seq, in the queues of keys: the grants'
+// awaitTurn waits for the end of the waiter at place seq of reqs (one per key): the grants'
 // results, or nil when it ended without one. A client that leaves takes its waiter out of the
-// queue (ghost-waiter cleanup), and gives back what a Serve granted it meanwhile.
-func (r *request) awaitTurn(keys [][]byte, seq fsm.Token, wait time.Duration) ([]fsm.Result, error) {
-	w := r.s.queueWaits.register(seq, len(keys))
+// queue (ghost-waiter cleanup), and gives back what a Serve granted it meanwhile, unless it is
+// a follower's link: the follower may have told its client of that grant (resumeWait), so the
+// lock is left to its lease.
+func (r *request) awaitTurn(reqs []lockRequest, seq fsm.Token, wait time.Duration) ([]fsm.Result, error) {
+	keys := make([][]byte, len(reqs))
+	for i, a := range reqs {
+		keys[i] = a.Key
+	}
+	w := r.s.queueWaits.register(seq, reqs)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for withdrawn := false; ; {
@@ -245,7 +279,7 @@ func (r *request) awaitTurn(keys [][]byte, seq fsm.Token, wait time.Duration) ([
 		case <-w.done:
 			r.s.queueWaits.forget(seq)
 		case <-r.c.ctx.Done():
-			r.s.leaveQueue(keys, seq, w) // it forgets the wait once done with it
+			r.s.leaveQueue(keys, seq, w, !r.c.hop.forwarded) // it forgets the wait once done with it
 			return nil, r.c.ctx.Err()
 		case <-timer.C:
 			if !withdrawn {
@@ -279,12 +313,12 @@ func (r *request) awaitTurn(keys [][]byte, seq fsm.Token, wait time.Duration) ([
 // leaveQueue takes the waiter at place seq out of keys' queues for a client that left, and
 // releases the locks a Serve granted it meanwhile. Only a leader can: on a follower (the waiter's
 // leader died) its wait's expiry takes it out, and a lock served to it ends with its lease.
-func (s *Server) leaveQueue(keys [][]byte, seq fsm.Token, w *queueWait) {
+func (s *Server) leaveQueue(keys [][]byte, seq fsm.Token, w *queueWait, giveBack bool) {
 	go func() {
 		defer s.queueWaits.forget(seq)
 		ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 		defer cancel()
-		if err := s.withdraw(ctx, keys, seq); err != nil {
+		if err := s.withdraw(ctx, keys, seq); err != nil || !giveBack {
 			return
 		}
 		// Its end is on its way: a release of its waiter, or a Serve that came first, whose
@@ -397,7 +431,7 @@ func (r *request) resumeWait(reqs []lockRequest, wait time.Duration) bool {
 	}
 	res, err := served, error(nil)
 	if seq != 0 {
-		res, err = r.awaitTurn(keys, seq, wait)
+		res, err = r.awaitTurn(reqs, seq, wait)
 	}
 	switch {
 	case err != nil:

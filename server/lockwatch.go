@@ -303,6 +303,7 @@ func (s *Server) recheckHolders() {
 func (s *Server) restored() {
 	s.hub.dropSubscribers()
 	s.recheckHolders()
+	s.queueWaits.restored(s.node)
 }
 
 // locksWatched is the node's LocksWatched hook: whether anyone on this node listens to lock
