@@ -7,19 +7,19 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/raftlock/raftlock/server"
+	"github.com/raftlock/raftlock/node"
 )
 
 // Locks reads the lock table for the status page's locks view (server.Server).
 type Locks interface {
-	LockPage(q server.LockPageQuery) (server.LockPage, error)
+	LockPage(q node.LockPageQuery) (node.LockPage, error)
 }
 
 // maxMatchBytes bounds the pattern /locks.json takes: compiling and matching cost grow with it.
 const maxMatchBytes = 1024
 
 // locksPage is /locks.json: one page of database DB's holders (LOCKS's walk, at most
-// server.MaxLockPageCount table entries looked at, so a page may hold fewer holders, or none,
+// node.MaxLockPageCount table entries looked at, so a page may hold fewer holders, or none,
 // with more to come), read from this node's applied table as a READONLY read is (on a follower it
 // may lag the leader), and the queue of each listed key that has waiters, which is the leader's
 // (a follower's are empty: it forwards every LOCK ... WAIT).
@@ -70,7 +70,7 @@ func serveLocks(mux *http.ServeMux, guard func(http.HandlerFunc) http.Handler, u
 	mux.Handle("GET /locks.json", guard(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		args := r.URL.Query()
-		q := server.LockPageQuery{Cursor: args.Get("cursor"), Count: server.MaxLockPageCount}
+		q := node.LockPageQuery{Cursor: args.Get("cursor"), Count: node.MaxLockPageCount}
 		if db := args.Get("db"); db != "" {
 			n, err := strconv.Atoi(db)
 			if err != nil {
@@ -92,10 +92,10 @@ func serveLocks(mux *http.ServeMux, guard func(http.HandlerFunc) http.Handler, u
 		}
 		page, err := src.LockPage(q)
 		switch {
-		case errors.Is(err, server.ErrInvalidLockQuery):
+		case errors.Is(err, node.ErrInvalidLockQuery):
 			http.Error(w, "400 bad request: "+err.Error(), http.StatusBadRequest)
 			return
-		case errors.Is(err, server.ErrUnknownUser):
+		case errors.Is(err, node.ErrUnknownUser):
 			http.Error(w, "403 forbidden: "+err.Error(), http.StatusForbidden)
 			return
 		case err != nil:

@@ -13,28 +13,28 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/raftlock/raftlock/server"
+	"github.com/raftlock/raftlock/node"
 )
 
 // fakeLocks serves pages by cursor and remembers the queries it was asked. mu orders the
 // handler's writes before the test's reads (the race detector does not see the socket between).
 type fakeLocks struct {
-	pages map[string]server.LockPage // by cursor ("" is the first)
+	pages map[string]node.LockPage // by cursor ("" is the first)
 	mu    sync.Mutex
 	err   error
-	asked []server.LockPageQuery
+	asked []node.LockPageQuery
 }
 
-func (f *fakeLocks) LockPage(q server.LockPageQuery) (server.LockPage, error) {
+func (f *fakeLocks) LockPage(q node.LockPageQuery) (node.LockPage, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asked = append(f.asked, q)
 	if f.err != nil {
-		return server.LockPage{}, f.err
+		return node.LockPage{}, f.err
 	}
 	page, ok := f.pages[q.Cursor]
 	if !ok {
-		return server.LockPage{}, fmt.Errorf("%w: cursor %q", server.ErrInvalidLockQuery, q.Cursor)
+		return node.LockPage{}, fmt.Errorf("%w: cursor %q", node.ErrInvalidLockQuery, q.Cursor)
 	}
 	return page, nil
 }
@@ -60,15 +60,15 @@ func getLocks(t *testing.T, src Locks, now time.Time, args url.Values) (int, loc
 // cursor, quotes keys and owners, and gives each waiter how long it has waited.
 func TestLocksJSON(t *testing.T) {
 	now := time.Unix(1000, 0)
-	src := &fakeLocks{pages: map[string]server.LockPage{
-		"": {Next: "0361", Holders: []server.LockHolder{
+	src := &fakeLocks{pages: map[string]node.LockPage{
+		"": {Next: "0361", Holders: []node.LockHolder{
 			{Key: []byte("app:a"), Kind: "lock", Owner: []byte("<b>alice</b>"), Token: 7, PTTL: 1500 * time.Millisecond},
 			{Key: []byte("app:\xff"), Kind: "shared", Owner: []byte("say \"hi\"\n"), Token: 8, PTTL: -1},
-		}, Queues: []server.KeyQueue{{Key: []byte("app:a"), Waiters: []server.Waiter{
+		}, Queues: []node.KeyQueue{{Key: []byte("app:a"), Waiters: []node.LockWaiter{
 			{Owner: []byte("bob"), Kind: "lock", Waited: 2 * time.Second},
 			{Owner: []byte("carol"), Kind: "mlock", Waited: 250 * time.Millisecond},
 		}}}},
-		"0361": {Next: "0", Holders: []server.LockHolder{{Key: []byte("app:b"), Kind: "semaphore", Owner: []byte("w"), Token: 9, PTTL: time.Second}}},
+		"0361": {Next: "0", Holders: []node.LockHolder{{Key: []byte("app:b"), Kind: "semaphore", Owner: []byte("w"), Token: 9, PTTL: time.Second}}},
 	}}
 	code, first := getLocks(t, src, now, url.Values{"db": {"3"}, "match": {"app:*"}})
 	if code != http.StatusOK {
@@ -88,9 +88,9 @@ func TestLocksJSON(t *testing.T) {
 	if code != http.StatusOK || second.Next != "0" || len(second.Holders) != 1 || second.Holders[0].Key != "app:b" || len(second.Queues) != 0 {
 		t.Errorf("second page = %d %+v, want app:b and the walk's end", code, second)
 	}
-	wantAsked := []server.LockPageQuery{
-		{DB: 3, Match: []byte("app:*"), Count: server.MaxLockPageCount},
-		{DB: 3, Match: []byte("app:*"), Cursor: "0361", Count: server.MaxLockPageCount},
+	wantAsked := []node.LockPageQuery{
+		{DB: 3, Match: []byte("app:*"), Count: node.MaxLockPageCount},
+		{DB: 3, Match: []byte("app:*"), Cursor: "0361", Count: node.MaxLockPageCount},
 	}
 	if diff := cmp.Diff(wantAsked, src.asked); diff != "" {
 		t.Errorf("queries (-want +got):\n%s", diff)
@@ -103,7 +103,7 @@ func TestLocksJSON(t *testing.T) {
 
 // What /locks.json refuses, and which status says so.
 func TestLocksJSONRefused(t *testing.T) {
-	src := &fakeLocks{pages: map[string]server.LockPage{"": {Next: "0"}}}
+	src := &fakeLocks{pages: map[string]node.LockPage{"": {Next: "0"}}}
 	for _, tc := range []struct {
 		name  string
 		args  url.Values
@@ -114,8 +114,8 @@ func TestLocksJSONRefused(t *testing.T) {
 		{"a pattern at the bound", url.Values{"match": {strings.Repeat("*", maxMatchBytes)}}, nil, http.StatusOK, true},
 		{"a pattern past the bound", url.Values{"match": {strings.Repeat("*", maxMatchBytes+1)}}, nil, http.StatusBadRequest, false},
 		{"a database that is not a number", url.Values{"db": {"zero"}}, nil, http.StatusBadRequest, false},
-		{"a query the server refuses", url.Values{"db": {"99"}}, fmt.Errorf("%w: db 99", server.ErrInvalidLockQuery), http.StatusBadRequest, true},
-		{"a user gone", url.Values{}, fmt.Errorf("%w: ops", server.ErrUnknownUser), http.StatusForbidden, true},
+		{"a query the server refuses", url.Values{"db": {"99"}}, fmt.Errorf("%w: db 99", node.ErrInvalidLockQuery), http.StatusBadRequest, true},
+		{"a user gone", url.Values{}, fmt.Errorf("%w: ops", node.ErrUnknownUser), http.StatusForbidden, true},
 		{"anything else", url.Values{}, fmt.Errorf("the disk is on fire"), http.StatusInternalServerError, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -131,7 +131,7 @@ func TestLocksJSONRefused(t *testing.T) {
 // Once the node's clients must authenticate, /locks.json needs an @admin user's basic auth, as
 // /status.json does, and the page is read as that user.
 func TestLocksJSONBehindAuth(t *testing.T) {
-	src := &fakeLocks{pages: map[string]server.LockPage{"": {Next: "0"}}}
+	src := &fakeLocks{pages: map[string]node.LockPage{"": {Next: "0"}}}
 	s, err := Start(Config{Addr: "127.0.0.1:0", Users: users{required: true, user: "ops", pass: "pw"}, Locks: src},
 		fixedStats{}, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -157,7 +157,7 @@ func TestLocksJSONBehindAuth(t *testing.T) {
 	if code := get("ops", "wrong"); code != http.StatusUnauthorized {
 		t.Errorf("a wrong password: %d, want 401", code)
 	}
-	asked := func() []server.LockPageQuery {
+	asked := func() []node.LockPageQuery {
 		src.mu.Lock()
 		defer src.mu.Unlock()
 		return src.asked

@@ -163,21 +163,9 @@ func locksEval(reqs []lockRequest, refused *error) node.Eval {
 	}
 }
 
-// Waiter is one request waiting in a key's queue (LOCKWAITERS, the status page's locks view).
-type Waiter struct {
-	Owner []byte
-	// Kind is "lock", "shared", "semaphore" or "mlock".
-	Kind string
-	// Place is its place: the queue's order, the same on every node.
-	Place fsm.Token
-	// Waited is how long it has waited, and Left how long it will still wait, on this node's
-	// lease clock (its wait is its waiter's lease).
-	Waited, Left time.Duration
-}
-
 // waitersOf lists key's queue in order, as v has it.
-func waitersOf(v node.View, key []byte) []Waiter {
-	var out []Waiter
+func waitersOf(v node.View, key []byte) []node.LockWaiter {
+	var out []node.LockWaiter
 	v.Waiters(key, func(w fsm.Waiter, rem time.Duration) bool {
 		kind := "lock"
 		switch {
@@ -188,7 +176,7 @@ func waitersOf(v node.View, key []byte) []Waiter {
 		case w.Request.Mode == fsm.WaitPermit:
 			kind = "semaphore"
 		}
-		out = append(out, Waiter{Owner: bytes.Clone(w.Request.Owner), Kind: kind, Place: w.Seq,
+		out = append(out, node.LockWaiter{Owner: bytes.Clone(w.Request.Owner), Kind: kind, Place: w.Seq,
 			Waited: time.Duration(w.Lock.LeaseMs)*time.Millisecond - rem, Left: rem})
 		return true
 	})
@@ -198,7 +186,7 @@ func waitersOf(v node.View, key []byte) []Waiter {
 // LOCKWAITERS key -> the requests queued on key in order (LOCK, SEMACQUIRE and MLOCK with WAIT),
 // each {owner, kind, place, waiting-ms, wait-left-ms}: the replicated queue, as on the leader.
 func cmdLockWaiters(r *request) {
-	var ws []Waiter
+	var ws []node.LockWaiter
 	if _, err := r.exec(r.oneKey(r.args[1]), func(v node.View) []fsm.Command {
 		ws = waitersOf(v, r.args[1])
 		return nil

@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/tests/testutil"
 )
 
-// holderLine is a LockHolder without what the table chose (token, remaining lease).
-func holderLine(h LockHolder) string { return fmt.Sprintf("%s %s %s", h.Key, h.Kind, h.Owner) }
+// holderLine is a node.LockHolder without what the table chose (token, remaining lease).
+func holderLine(h node.LockHolder) string { return fmt.Sprintf("%s %s %s", h.Key, h.Kind, h.Owner) }
 
 // The locks view lists database 0's plain locks, shares and permits from the applied table,
 // pages through them, matches a pattern, filters by the user's key permissions, shows a key's
@@ -29,13 +30,13 @@ func TestLockPage(t *testing.T) {
 	intReply(t, "LOCK in db 1", r.do("LOCK", "elsewhere", "60000", "OWNER", "db1-owner"))
 	r.do("SELECT", "0")
 
-	all := func(q LockPageQuery) []string {
+	all := func(q node.LockPageQuery) []string {
 		t.Helper()
 		var lines []string
 		for range 100 {
 			page, err := s.LockPage(q)
 			if err != nil {
-				t.Fatalf("LockPage(%+v): %v", q, err)
+				t.Fatalf("node.LockPage(%+v): %v", q, err)
 			}
 			for _, h := range page.Holders {
 				if h.PTTL <= 0 || h.PTTL > time.Minute || h.Token == 0 {
@@ -48,20 +49,20 @@ func TestLockPage(t *testing.T) {
 			}
 			q.Cursor = page.Next
 		}
-		t.Fatalf("LockPage(%+v) never reached the end of the walk", q)
+		t.Fatalf("node.LockPage(%+v) never reached the end of the walk", q)
 		return nil
 	}
 	db0 := []string{"app:a lock alice", "pool semaphore worker", "app:doc shared reader-1", "app:doc shared reader-2"}
 	for _, tc := range []struct {
 		name string
-		q    LockPageQuery
+		q    node.LockPageQuery
 		want []string
 	}{
-		{"one page", LockPageQuery{Count: MaxLockPageCount}, db0},
-		{"a page per entry", LockPageQuery{Count: 1}, db0},
-		{"matching app:d*", LockPageQuery{Count: 2, Match: []byte("app:d*")}, []string{"app:doc shared reader-1", "app:doc shared reader-2"}},
-		{"database 1", LockPageQuery{DB: 1, Count: MaxLockPageCount}, []string{"elsewhere lock db1-owner"}},
-		{"empty database", LockPageQuery{DB: 2, Count: MaxLockPageCount}, nil},
+		{"one page", node.LockPageQuery{Count: node.MaxLockPageCount}, db0},
+		{"a page per entry", node.LockPageQuery{Count: 1}, db0},
+		{"matching app:d*", node.LockPageQuery{Count: 2, Match: []byte("app:d*")}, []string{"app:doc shared reader-1", "app:doc shared reader-2"}},
+		{"database 1", node.LockPageQuery{DB: 1, Count: node.MaxLockPageCount}, []string{"elsewhere lock db1-owner"}},
+		{"empty database", node.LockPageQuery{DB: 2, Count: node.MaxLockPageCount}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, all(tc.q)); diff != "" {
@@ -75,7 +76,7 @@ func TestLockPage(t *testing.T) {
 			t.Fatalf("ACL SETUSER = %q", got)
 		}
 		want := []string{"app:a lock alice", "app:doc shared reader-1", "app:doc shared reader-2"}
-		if diff := cmp.Diff(want, all(LockPageQuery{User: "ops", Count: MaxLockPageCount})); diff != "" {
+		if diff := cmp.Diff(want, all(node.LockPageQuery{User: "ops", Count: node.MaxLockPageCount})); diff != "" {
 			t.Errorf("holders as a user of ~app:* (-want +got):\n%s", diff)
 		}
 	})
@@ -84,7 +85,7 @@ func TestLockPage(t *testing.T) {
 		w := dialRaw(t, addr)
 		w.sendOnly("LOCK", "app:a", "60000", "OWNER", "next-in-line", "WAIT", "30000")
 		testutil.WaitFor(t, 5*time.Second, func() error {
-			page, err := s.LockPage(LockPageQuery{Count: MaxLockPageCount, Match: []byte("app:*")})
+			page, err := s.LockPage(node.LockPageQuery{Count: node.MaxLockPageCount, Match: []byte("app:*")})
 			if err != nil {
 				return err
 			}
@@ -97,24 +98,24 @@ func TestLockPage(t *testing.T) {
 	})
 
 	t.Run("refused", func(t *testing.T) {
-		first, err := s.LockPage(LockPageQuery{Count: 1})
+		first, err := s.LockPage(node.LockPageQuery{Count: 1})
 		if err != nil || first.Next == "0" {
 			t.Fatalf("database 0's first page of one = %+v, %v: want a cursor to go on", first, err)
 		}
 		for _, tc := range []struct {
-			q    LockPageQuery
+			q    node.LockPageQuery
 			want error
 		}{
-			{LockPageQuery{DB: 16, Count: 1}, ErrInvalidLockQuery},
-			{LockPageQuery{DB: -1, Count: 1}, ErrInvalidLockQuery},
-			{LockPageQuery{Count: 0}, ErrInvalidLockQuery},
-			{LockPageQuery{Count: MaxLockPageCount + 1}, ErrInvalidLockQuery},
-			{LockPageQuery{Count: 1, Cursor: "not hex"}, ErrInvalidLockQuery},
-			{LockPageQuery{DB: 1, Count: 1, Cursor: first.Next}, ErrInvalidLockQuery}, // database 0's
-			{LockPageQuery{Count: 1, User: "nobody"}, ErrUnknownUser},
+			{node.LockPageQuery{DB: 16, Count: 1}, node.ErrInvalidLockQuery},
+			{node.LockPageQuery{DB: -1, Count: 1}, node.ErrInvalidLockQuery},
+			{node.LockPageQuery{Count: 0}, node.ErrInvalidLockQuery},
+			{node.LockPageQuery{Count: node.MaxLockPageCount + 1}, node.ErrInvalidLockQuery},
+			{node.LockPageQuery{Count: 1, Cursor: "not hex"}, node.ErrInvalidLockQuery},
+			{node.LockPageQuery{DB: 1, Count: 1, Cursor: first.Next}, node.ErrInvalidLockQuery}, // database 0's
+			{node.LockPageQuery{Count: 1, User: "nobody"}, node.ErrUnknownUser},
 		} {
 			if _, err := s.LockPage(tc.q); !errors.Is(err, tc.want) {
-				t.Errorf("LockPage(%+v) = %v, want %v", tc.q, err, tc.want)
+				t.Errorf("node.LockPage(%+v) = %v, want %v", tc.q, err, tc.want)
 			}
 		}
 	})
