@@ -382,6 +382,8 @@ func waiterEnd(c fsm.Command, r fsm.Result) (seq fsm.Token, granted, ok bool) {
 	switch {
 	case c.Kind == fsm.KindServe && r.Status == fsm.StatusGranted:
 		return r.Served, true, true
+	case !fsm.Hidden(c.Key):
+		// A plain key's release or expiry, the common case: no waiter, and nothing to parse.
 	case c.Kind == fsm.KindRelease && r.Status == fsm.StatusReleased, c.Kind == fsm.KindExpire && r.Existed:
 		if _, seq, isWaiter := fsm.WaiterOf(c.Key); isWaiter {
 			return seq, false, true
