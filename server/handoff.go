@@ -194,13 +194,10 @@ func (r *request) waitForLocks(reqs []lockRequest, wait time.Duration) ([]fsm.Re
 	}
 	done, full := r.s.waiters.reserve(keys[0])
 	if full != nil {
-		var refused error
-		res, err := r.exec(keys, locksEval(reqs, &refused))
+		res, err := r.tryLocks(keys, reqs)
 		switch {
 		case err != nil:
 			return nil, err
-		case refused != nil:
-			return nil, refused
 		case len(res) == 0:
 			return nil, full
 		}
@@ -231,6 +228,17 @@ func (r *request) waitForLocks(reqs []lockRequest, wait time.Duration) ([]fsm.Re
 	return r.awaitTurn(reqs, res[0].Token, wait)
 }
 
+// tryLocks makes one attempt at every one of reqs (on keys) together: their results, none when
+// refused, or an error (a refusal with one: *locks.PermitsError).
+func (r *request) tryLocks(keys [][]byte, reqs []lockRequest) ([]fsm.Result, error) {
+	var refused error
+	res, err := r.exec(keys, locksEval(reqs, &refused))
+	if err == nil {
+		err = refused
+	}
+	return res, err
+}
+
 // pollForLocks is a wait in a cluster that cannot queue yet (a rolling upgrade from a version
 // before the queues): it tries again, every few milliseconds up to maxPollGap, until it is granted
 // or its wait passes. It keeps no place: whoever tries first after a release gets the lock.
@@ -241,13 +249,10 @@ func (r *request) pollForLocks(reqs []lockRequest, wait time.Duration) ([]fsm.Re
 	}
 	until := time.Now().Add(wait)
 	for gap := time.Millisecond; ; gap = min(2*gap, maxPollGap) {
-		var refused error
-		res, err := r.exec(keys, locksEval(reqs, &refused))
+		res, err := r.tryLocks(keys, reqs)
 		switch {
 		case err != nil:
 			return nil, err
-		case refused != nil:
-			return nil, refused
 		case len(res) > 0 && !fsm.Aborted(res) && !res[0].GuardFailed():
 			return res, nil
 		case time.Now().After(until):

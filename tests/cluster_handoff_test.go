@@ -132,6 +132,32 @@ func TestClusterLockWaitFIFOThroughFollowers(t *testing.T) {
 	c.digests()
 }
 
+// queueWaiters sends a LOCK key 60000 WAIT 30000 through each of vias in turn, each queued on the
+// leader l before the next is sent, and returns where each one's reply comes.
+func queueWaiters(t *testing.T, l *node, vias []*node, key string) []chan string {
+	t.Helper()
+	answers := make([]chan string, len(vias))
+	for i, via := range vias {
+		wc, err := dialRESP(via.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { wc.Close() })
+		wc.timeout = 40 * time.Second
+		answers[i] = make(chan string, 1)
+		go func() {
+			reply, err := wc.do("LOCK", key, "60000", "WAIT", "30000")
+			if err != nil {
+				answers[i] <- "read error: " + err.Error()
+				return
+			}
+			answers[i] <- string(reply)
+		}()
+		waitLockWaiters(t, l.addr, i+1)
+	}
+	return answers
+}
+
 // Waiters keep their places across a leadership change (issue 32 item 8): LOCK ... WAITs queued
 // on the leader, directly and through the followers, wait on through a leader transfer, and the
 // new leader grants them in the order they queued, one per release.
@@ -145,25 +171,7 @@ func TestClusterLockWaitLeaderChange(t *testing.T) {
 		t.Fatalf("LOCK = %v, %v", v, err)
 	}
 	vias := []*node{l, fs[0], fs[1]}
-	answers := make([]chan string, len(vias))
-	for i, via := range vias {
-		wc, err := dialRESP(via.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer wc.Close()
-		wc.timeout = 40 * time.Second
-		answers[i] = make(chan string, 1)
-		go func() {
-			reply, err := wc.do("LOCK", "lc", "60000", "WAIT", "30000")
-			if err != nil {
-				answers[i] <- "read error: " + err.Error()
-				return
-			}
-			answers[i] <- string(reply)
-		}()
-		waitLockWaiters(t, l.addr, i+1)
-	}
+	answers := queueWaiters(t, l, vias, "lc")
 	if v, err := call(l.addr, "RAFT", "TRANSFER", fs[0].id); err != nil || v != "OK" {
 		t.Fatalf("RAFT TRANSFER: %v, %v", v, err)
 	}
@@ -207,25 +215,7 @@ func TestClusterLockWaitLeaderKilled(t *testing.T) {
 		t.Fatalf("LOCK = %v, %v", v, err)
 	}
 	vias := []*node{fs[0], fs[1], fs[0]}
-	answers := make([]chan string, len(vias))
-	for i, via := range vias {
-		wc, err := dialRESP(via.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer wc.Close()
-		wc.timeout = 40 * time.Second
-		answers[i] = make(chan string, 1)
-		go func() {
-			reply, err := wc.do("LOCK", "lk", "60000", "WAIT", "30000")
-			if err != nil {
-				answers[i] <- "read error: " + err.Error()
-				return
-			}
-			answers[i] <- string(reply)
-		}()
-		waitLockWaiters(t, l.addr, i+1)
-	}
+	answers := queueWaiters(t, l, vias, "lk")
 	l.kill9()
 	var last int64
 	for i := range vias {

@@ -32,7 +32,6 @@ package chaos
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -384,18 +383,7 @@ func checkMLock(ops []Op) []string {
 // kindsPorcupineOps turns the ops of one key into porcupine operations, as porcupineOps does
 // the lock's: certain failures dropped, and reads whose outcome is unknown.
 func kindsPorcupineOps(ops []Op) []porcupine.Operation {
-	var out []porcupine.Operation
-	for _, op := range ops {
-		if op.Outcome == Fail || (op.Kind == Read || op.Kind == Validate) && op.Outcome == Unknown {
-			continue
-		}
-		ret := op.Complete
-		if op.Outcome == Unknown {
-			ret = math.MaxInt64
-		}
-		out = append(out, porcupine.Operation{ClientId: op.Client, Input: op, Call: op.Invoke, Output: nil, Return: ret})
-	}
-	return out
+	return porcupineOpsReading(ops, func(op Op) bool { return op.Kind == Read || op.Kind == Validate })
 }
 
 // checkKinds checks every lock kinds' key separately, each within timeout, after resolving the

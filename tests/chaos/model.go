@@ -198,9 +198,15 @@ type LinResult struct {
 // porcupineOps turns the ops of one key into porcupine operations (certain failures dropped:
 // nothing happened).
 func porcupineOps(ops []Op) []porcupine.Operation {
+	return porcupineOpsReading(ops, func(op Op) bool { return op.Kind == Read })
+}
+
+// porcupineOpsReading is porcupineOps where reads are the ops read says: a read of unknown
+// outcome tells nothing, and is dropped like a certain failure.
+func porcupineOpsReading(ops []Op, read func(Op) bool) []porcupine.Operation {
 	var out []porcupine.Operation
 	for _, op := range ops {
-		if op.Outcome == Fail || (op.Kind == Read && op.Outcome == Unknown) {
+		if op.Outcome == Fail || read(op) && op.Outcome == Unknown {
 			continue
 		}
 		ret := op.Complete
