@@ -1,12 +1,17 @@
 package server
 
 import (
+	"context"
 	"regexp"
+	"sync/atomic"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/raftnode"
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // intReply is the integer of a RESP integer reply, or fails the test.
@@ -255,4 +260,57 @@ func TestLockWaitBeforeTheQueues(t *testing.T) {
 	if got := waiter.do("LOCK", "k", "60000", "WAIT", "200"); got != "$-1\r\n" {
 		t.Fatalf("LOCK ... WAIT on a held key before the queues = %q, want nil after its WAIT", got)
 	}
+}
+
+// A share and a permit taken for a client that hung up before its reply are released (ghost-lock
+// cleanup), as a LOCK's grant is: the node's commits reach the requests only once the client is
+// gone (execAfterHangUp).
+func TestKindsGhostsReleased(t *testing.T) {
+	n := newExecAfterHangUp(startNode(t), 0)
+	addr, _ := serveNode(t, n, nil)
+	check := dialRaw(t, addr)
+	for _, c := range []struct{ key, cmd string }{
+		{"pool", multibulk("SEMACQUIRE", "pool", "2", "60000")},
+		{"doc", multibulk("LOCK", "doc", "60000", "SHARED")},
+	} {
+		n.delayed.Store(1)
+		r := dialRaw(t, addr)
+		r.nc.Write([]byte(c.cmd))
+		testutil.WaitFor(t, 5*time.Second, testutil.Cond(c.key+" proposed", func() bool { return n.delayed.Load() < 1 }))
+		r.nc.Close()
+		testutil.WaitFor(t, 10*time.Second, testutil.Cond(c.key+"'s ghost released", func() bool {
+			got := check.do("LOCKINFO", c.key)
+			return got == "$-1\r\n" || got == "_\r\n"
+		}))
+	}
+}
+
+// execAfterHangUp is a node whose first delayed requests' outcomes reach them only once their
+// client is gone (or 5 s passed): a client that hangs up before its reply.
+type execAfterHangUp struct {
+	*raftnode.Replica
+	delayed atomic.Int32
+}
+
+func (n *execAfterHangUp) Exec(ctx context.Context, keys [][]byte, eval node.Eval, around func(wait func())) ([]fsm.Result, error) {
+	if n.delayed.Add(-1) < 0 {
+		return n.Replica.Exec(ctx, keys, eval, around)
+	}
+	return n.Replica.Exec(ctx, keys, eval, func(wait func()) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(5 * time.Second):
+		}
+		if around != nil {
+			around(wait)
+			return
+		}
+		wait()
+	})
+}
+
+func newExecAfterHangUp(n *raftnode.Replica, delayed int32) *execAfterHangUp {
+	e := &execAfterHangUp{Replica: n}
+	e.delayed.Store(delayed)
+	return e
 }
