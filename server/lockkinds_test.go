@@ -3,8 +3,8 @@ package server
 import (
 	"context"
 	"regexp"
-	"sync/atomic"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
