@@ -99,8 +99,11 @@ func (p *Policy) Changed(m *fsm.Machine, keys [][]byte, flushed bool) {
 	}
 	for _, k := range keys {
 		k = fsm.BaseKey(k)
-		if k := m.Kinds(k); !k.Waiting {
-			continue
+		if _, held := m.Get(k); held {
+			continue // a plain lock: its release or expiry serves the head (Handoffs) or comes here
+		}
+		if k := m.Kinds(k); !k.Waiting || k.Delayed {
+			continue // nobody waits, or a lock-delay: its end comes here
 		}
 		queued = append(queued, string(k))
 	}
