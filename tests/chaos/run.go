@@ -159,13 +159,17 @@ func Run(cfg Config) (res Result, err error) {
 	multi, pubs := cfg.Clients+1, cfg.Clients+1+cfg.MultiClients
 	typed := pubs + cfg.Publishers
 	kinds := typed + cfg.TypedClients
-	workers := kinds + cfg.KindsClients
+	// one waiting client (waits.go) comes last
+	waiting := kinds + cfg.KindsClients
+	workers := waiting + 1
 	for i := range workers {
 		w := &worker{id: i, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i+1))), rec: rec, addrs: addrs, node: i, stop: &stop}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			switch {
+			case i == waiting:
+				w.waits()
 			case i >= kinds:
 				w.kinds()
 			case i >= typed:

@@ -16,7 +16,11 @@ package chaos
 import (
 	"cmp"
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strconv"
+	"sync"
+	"time"
 )
 
 // Workload shape: each round queues two or three waiters on one of waitKeysPerEpoch keys, with
@@ -42,6 +46,96 @@ type QueuedWaiter struct {
 	Owner string `json:"owner"`
 	Kind  string `json:"kind"`
 	Place uint64 `json:"place"`
+}
+
+// waits is the waiting client's loop: a round of waiters on one key, observed while it lasts,
+// then a short pause.
+func (w *worker) waits() {
+	defer func() {
+		if w.c != nil {
+			w.c.close()
+		}
+	}()
+	for round := 0; !w.stop.Load(); round++ {
+		key := waitKey(w.rec.now(), w.rng.IntN(waitKeysPerEpoch))
+		n := 2 + w.rng.IntN(2)
+		var wg sync.WaitGroup
+		for j := range n {
+			// each waiter its own connection and rng: they run at once
+			s := &worker{id: w.id, rng: rand.New(rand.NewPCG(w.rng.Uint64(), uint64(j))), rec: w.rec, addrs: w.addrs,
+				node: w.rng.IntN(len(w.addrs)), stop: w.stop}
+			owner := fmt.Sprintf("w%d-%d-%d", w.id, round, j)
+			wg.Go(func() {
+				defer func() {
+					if s.c != nil {
+						s.c.close()
+					}
+				}()
+				s.sleep(0, time.Duration(j)*30*time.Millisecond) // a rough order of arrival
+				s.waitOnce(key, owner)
+			})
+		}
+		done := make(chan struct{})
+		go func() {
+			wg.Wait()
+			close(done)
+		}()
+		w.observe(key, done)
+		w.sleep(50*time.Millisecond, 200*time.Millisecond)
+	}
+}
+
+// waitOnce sends one LOCK ... WAIT and, once granted, holds briefly and unlocks, or (one time
+// in five) lets the lease expire.
+func (w *worker) waitOnce(key, owner string) {
+	ttl := int64(300 + w.rng.IntN(501))
+	wait := int64(1500 + w.rng.IntN(1501))
+	op := Op{Kind: Acquire, Via: "lock", Key: key, TTL: ttl, Owner: owner}
+	c := w.conn()
+	op.Client, op.Node = w.id, c.addr
+	op.Invoke = w.rec.now()
+	// the reply may take the whole WAIT, then a request's usual bound
+	v, err := c.do(time.Duration(wait)*time.Millisecond+opTimeout, "LOCK", key, strconv.FormatInt(ttl, 10),
+		"OWNER", owner, "WAIT", strconv.FormatInt(wait, 10))
+	op.Complete = w.rec.now()
+	op.Outcome, op.Err = outcomeOf(err)
+	if op.Outcome == OK && v != nil {
+		if n, ok := asInt(v); ok && n > 0 {
+			op.Granted, op.Token = true, uint64(n)
+		} else {
+			unexpected(&op, v)
+		}
+	}
+	w.rec.wait(op)
+	if !op.Granted || w.rng.IntN(5) == 0 {
+		return
+	}
+	w.sleep(20*time.Millisecond, 150*time.Millisecond)
+	rl := Op{Kind: Release, Key: key, Owner: owner, Token: op.Token}
+	v = w.call(&rl, "UNLOCK", key, strconv.FormatUint(op.Token, 10))
+	boolReply(&rl, v)
+	w.rec.wait(rl)
+}
+
+// observe polls LOCKWAITERS of key, through a node picked at random each time, until done is
+// closed.
+func (w *worker) observe(key string, done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		w.node = w.rng.IntN(len(w.addrs))
+		var op Op
+		v := w.call(&op, "LOCKWAITERS", key)
+		if op.Outcome == OK {
+			if ws, err := parseWaiters(v); err == nil {
+				w.rec.queue(QueueRead{Client: w.id, Node: op.Node, Key: key, Invoke: op.Invoke, Complete: op.Complete, Waiters: ws})
+			}
+		}
+		w.sleep(20*time.Millisecond, 60*time.Millisecond)
+	}
 }
 
 // parseWaiters reads LOCKWAITERS's RESP2 reply: an array of flat maps [owner o kind k place p
