@@ -1121,3 +1121,81 @@ func TestKindsReplies(t *testing.T) {
 		}
 	}
 }
+
+// wgrant is a LOCK ... WAIT on key "wq" by owner: granted tok (0: nil, the WAIT passed).
+func wgrant(owner string, tok uint64, inv, comp int64) Op {
+	return Op{Key: "wq", Kind: Acquire, Via: "lock", Owner: owner, TTL: 500, Token: tok, Granted: tok > 0,
+		Invoke: inv * ms, Complete: comp * ms, Outcome: OK}
+}
+
+// waiters is a LOCKWAITERS reply on "wq" listing owner/place pairs in order.
+func waiters(at int64, owners ...any) QueueRead {
+	q := QueueRead{Key: "wq", Node: "n1", Invoke: at * ms, Complete: at * ms}
+	for i := 0; i < len(owners); i += 2 {
+		q.Waiters = append(q.Waiters, QueuedWaiter{Owner: owners[i].(string), Kind: KindLock, Place: owners[i+1].(uint64)})
+	}
+	return q
+}
+
+func TestWaitOrderChecker(t *testing.T) {
+	// a holds; b, c, d and e queue behind it at places 11 to 14; d gives up (nil), e's outcome
+	// is unknown, f was never seen waiting, g's request failed
+	queues := []QueueRead{waiters(10, "b", uint64(11), "c", uint64(12)), waiters(20, "c", uint64(12), "d", uint64(13), "e", uint64(14))}
+	unknown := wgrant("e", 0, 5, 0)
+	unknown.Outcome, unknown.Complete = Unknown, never
+	failed := wgrant("g", 0, 7, 8)
+	failed.Outcome = Fail
+	good := []Op{wgrant("a", 10, 0, 1), wgrant("b", 15, 2, 30), wgrant("c", 17, 3, 40), wgrant("d", 0, 4, 50), unknown,
+		wgrant("f", 16, 6, 35), failed}
+	n, bad := checkWaitOrder(good, queues)
+	if len(bad) != 0 {
+		t.Errorf("good history flagged: %v", bad)
+	}
+	want := WaitCounts{Waits: 7, Granted: 4, TimedOut: 1, Failed: 1, Unknown: 1, Observed: 4, Pairs: 1}
+	if diff := cmp.Diff(want, n); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+
+	// b and c granted in the opposite order of their places
+	swapped := append([]Op(nil), good...)
+	swapped[1].Token, swapped[2].Token = 17, 15
+	if _, bad := checkWaitOrder(swapped, queues); len(bad) != 1 || !strings.HasPrefix(bad[0], "fifo:") {
+		t.Errorf("grants swapped against their places: got %v", bad)
+	}
+
+	cases := []struct {
+		name   string
+		queues []QueueRead
+		ops    []Op
+		prefix string
+	}{
+		{"listed out of order", []QueueRead{waiters(10, "c", uint64(12), "b", uint64(11))}, nil, "queue: LOCKWAITERS"},
+		{"waiter moved", []QueueRead{waiters(10, "b", uint64(11)), waiters(20, "b", uint64(14))}, nil, "queue: waiter b"},
+		{"token not above place", queues, []Op{wgrant("b", 11, 2, 30)}, "queue: c0 lock wq"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, bad := checkWaitOrder(tc.ops, tc.queues); len(bad) != 1 || !strings.HasPrefix(bad[0], tc.prefix) {
+				t.Errorf("got %v, want one violation starting %q", bad, tc.prefix)
+			}
+		})
+	}
+}
+
+func TestParseWaiters(t *testing.T) {
+	v := []any{
+		[]any{"owner", "w1-0-1", "kind", "lock", "place", int64(41), "waiting-ms", int64(120), "wait-left-ms", int64(1880)},
+		[]any{"owner", "w1-0-2", "kind", "lock", "place", int64(43), "waiting-ms", int64(90), "wait-left-ms", int64(2410)},
+	}
+	got, err := parseWaiters(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []QueuedWaiter{{"w1-0-1", "lock", 41}, {"w1-0-2", "lock", 43}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("waiters (-want +got):\n%s", diff)
+	}
+	if _, err := parseWaiters([]any{[]any{"owner", "x", "kind", "lock"}}); err == nil {
+		t.Error("a waiter without a place parsed")
+	}
+}

@@ -31,9 +31,18 @@
 // (kindsmodel.go) holds the server to shared/exclusive exclusion, permits never oversold, no
 // grant while a lock-delay may still run (timed from the expiry, with the same clock slack as a
 // lease), tokens increasing, and exact LOCKINFO and VALIDATE replies; an MLOCK's all or nothing
-// is checked across its keys, and every kind's tokens join the fencing check. WAIT is not used:
-// a waiter makes a request that does not wait refused on a free key, which the models do not
-// know of.
+// is checked across its keys, and every kind's tokens join the fencing check. These clients do
+// not WAIT: a waiter makes a request that does not wait refused on a free key, which the models
+// do not know of.
+//
+// Waiting has keys of its own (waits.go): one client sends rounds of two or three LOCK ... WAIT
+// at once, each on its own connection through a node picked at random, under owners unique per
+// request, with short leases it unlocks soon or lets expire, and while a round lasts polls
+// LOCKWAITERS on its key through any node, recording each waiter's place. The queues' FIFO is checked
+// (checkWaitOrder): each reply lists places in order, a waiter keeps one place, its grant's token
+// is above its place, and of two granted waiters of a key whose places were both observed, the
+// earlier place has the lower token, leader changes or not. A waiter never observed, given up
+// (nil) or of unknown outcome imposes nothing; the grants join the fencing check.
 //
 // Two more workloads check DESIGN.md §8.7 and §8.8 (multikey.go, pubsub.go). Multi-key clients
 // set every key of a group to a fresh value with one script or MULTI/EXEC, or DEL the whole

@@ -193,6 +193,10 @@ type History struct {
 	Subs      []Subscription `json:"subscriptions,omitempty"`
 	// Kinds are the ops on the lock kinds' keys (kinds.go), checked by their own model.
 	Kinds []Op `json:"kinds,omitempty"`
+	// Waits are the LOCK ... WAIT requests and their UNLOCKs (waits.go), Queues the
+	// LOCKWAITERS replies the waiting client read meanwhile: checkWaitOrder holds them to FIFO.
+	Waits  []Op        `json:"waits,omitempty"`
+	Queues []QueueRead `json:"queues,omitempty"`
 }
 
 // recorder collects the history from concurrent clients and holds the two protected resources.
@@ -244,6 +248,14 @@ func (r *recorder) kind(op Op) {
 	op.Complete = completion(op.Outcome, op.Complete)
 	record(r, &r.h.Kinds, op)
 }
+
+// wait records an op of the waiting workload.
+func (r *recorder) wait(op Op) {
+	op.Complete = completion(op.Outcome, op.Complete)
+	record(r, &r.h.Waits, op)
+}
+
+func (r *recorder) queue(q QueueRead) { record(r, &r.h.Queues, q) }
 
 func (r *recorder) typed(op TypedOp) {
 	op.Complete = completion(op.Outcome, op.Complete)
@@ -346,5 +358,7 @@ func (r *recorder) snapshot() History {
 	h.Publishes = append([]Publish(nil), h.Publishes...)
 	h.Subs = append([]Subscription(nil), h.Subs...)
 	h.Kinds = append([]Op(nil), h.Kinds...)
+	h.Waits = append([]Op(nil), h.Waits...)
+	h.Queues = append([]QueueRead(nil), h.Queues...)
 	return h
 }

@@ -63,6 +63,7 @@ type Result struct {
 	SnapshotInstall int // snapshots installed by followers, from the node logs
 	Typed           TypedCounts
 	Kinds           KindsCounts
+	Waits           WaitCounts
 	Multi           AtomicityResult
 	PubSub          PubSubResult
 	Folder          string
@@ -70,15 +71,17 @@ type Result struct {
 
 // Summary is the one-line summary of a run.
 func (r Result) Summary() string {
-	m, p, d, k := r.Multi, r.PubSub, r.Typed, r.Kinds
+	m, p, d, k, q := r.Multi, r.PubSub, r.Typed, r.Kinds, r.Waits
 	return fmt.Sprintf("chaos: ops=%d faults=%d unknown=%d violations=%d unfenced_overlap=%d (%d without a client pause) fenced_off=%d inconclusive=%d snapshot_installs=%d"+
 		" counter_ops=%d zset_ops=%d list_ops=%d typed_unknown=%d"+
 		" kinds_ops=%d shares=%d permits=%d kinds_locks=%d mlocks=%d (refused %d) delays_seen=%d kinds_unknown=%d"+
+		" waits=%d granted=%d wait_timeouts=%d wait_failed=%d wait_unknown=%d observed_places=%d pairs_checked=%d"+
 		" multikey=%d (collections %d) multikey_reads=%d (collections %d) aborted=%d partial=%d (collections %d)"+
 		" published=%d delivered=%d expected=%d duplicates=%d lost=%d lost_in_snapshot=%d order_violations=%d stale_reads=%d seed=%d",
 		r.Ops, r.Faults, r.Unknown, len(r.Violations), r.UnfencedOverlap, r.OverlapNoPause, r.FencedOff, len(r.Inconclusive), r.SnapshotInstall,
 		d.Counter, d.ZSet, d.List, d.Unknown,
 		k.Ops, k.Shares, k.Permits, k.Locks, k.MLocks, k.MLocksRefused, k.DelaysSeen, k.Unknown,
+		q.Waits, q.Granted, q.TimedOut, q.Failed, q.Unknown, q.Observed, q.Pairs,
 		m.Requests, m.CollRequests, m.Reads, m.CollReads, m.Aborted, m.Partial, m.CollPartial,
 		p.Published, p.Delivered, p.Expected, p.Duplicates, p.Lost, p.LostInSnapshot, p.OrderViolation, p.Stale, r.Seed)
 }
@@ -156,13 +159,17 @@ func Run(cfg Config) (res Result, err error) {
 	multi, pubs := cfg.Clients+1, cfg.Clients+1+cfg.MultiClients
 	typed := pubs + cfg.Publishers
 	kinds := typed + cfg.TypedClients
-	workers := kinds + cfg.KindsClients
+	// one waiting client (waits.go) comes last
+	waiting := kinds + cfg.KindsClients
+	workers := waiting + 1
 	for i := range workers {
 		w := &worker{id: i, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i+1))), rec: rec, addrs: addrs, node: i, stop: &stop}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			switch {
+			case i == waiting:
+				w.waits()
 			case i >= kinds:
 				w.kinds()
 			case i >= typed:
@@ -284,8 +291,11 @@ func evaluate(h History, obs observed, linTimeout time.Duration) (Result, []LinR
 	v := append([]string(nil), obs.violations...)
 	v = append(v, checkLogs(obs.logs)...)
 	// every kind's grants come from the one token counter
-	v = append(v, checkFencing(slices.Concat(h.Ops, h.Kinds))...)
+	v = append(v, checkFencing(slices.Concat(h.Ops, h.Kinds, h.Waits))...)
 	v = append(v, checkMLock(h.Kinds)...)
+	var fifo []string
+	res.Waits, fifo = checkWaitOrder(h.Waits, h.Queues)
+	v = append(v, fifo...)
 	v = append(v, checkResource(h.Fenced, clk)...)
 	if obs.final != nil {
 		v = append(v, checkDurable(h.Ops, obs.final)...)
