@@ -144,6 +144,16 @@ func (k Kinds) Blocks() bool { return k.Holders > 0 || k.Delayed }
 // Kinds returns what key (a table key) holds beside a plain lock. While no key has any, it costs
 // a counter's read.
 func (m *Machine) Kinds(key []byte) Kinds {
+	k := m.holdersAndDelay(key)
+	if m.anyKinds() && len(key) > 0 {
+		k.Waiting = m.head(key) != 0
+	}
+	return k
+}
+
+// holdersAndDelay is Kinds without Waiting, which a grant at apply does not ask (the queue's
+// order is the proposer's to keep), so applying one walks no queue.
+func (m *Machine) holdersAndDelay(key []byte) Kinds {
 	var k Kinds
 	if !m.anyKinds() || len(key) == 0 {
 		return k
@@ -156,7 +166,6 @@ func (m *Machine) Kinds(key []byte) Kinds {
 	if l, ok := m.table.Get(string(append(mk, delaySuffix))); ok {
 		k.Delay, k.Delayed = l, true
 	}
-	k.Waiting = m.head(key) != 0
 	return k
 }
 
@@ -206,7 +215,7 @@ func (m *Machine) acquire(index uint64, cmd Command) Result {
 	if cur, held := m.table.Get(key); held {
 		return Result{Status: StatusGrantRejected, Token: cur.Token}
 	}
-	k := m.Kinds(cmd.Key)
+	k := m.holdersAndDelay(cmd.Key)
 	switch {
 	case k.Delayed:
 		return Result{Status: StatusGrantRejected, Token: k.Delay.Token}
@@ -231,7 +240,7 @@ func (m *Machine) acquire(index uint64, cmd Command) Result {
 // blockedByKinds reports whether key, free of a plain lock, refuses one's grant (a LOCK, a SET
 // NX): shared or semaphore holders hold it, or a lock-delay is in force. The token is theirs.
 func (m *Machine) blockedByKinds(key []byte) (Token, bool) {
-	k := m.Kinds(key)
+	k := m.holdersAndDelay(key)
 	switch {
 	case k.Delayed:
 		return k.Delay.Token, true
@@ -278,12 +287,9 @@ func (m *Machine) ended(index uint64, key string, l Lock, expired bool) (delay u
 	return delay
 }
 
-// IsLockKey reports whether key is a lock's: a plain key, or a holder's hidden key. A marker's
-// or a lock-delay's end is no lock's end (no lost-lock notice).
-func IsLockKey(key string) bool { return isHolder(key) }
-
-// isHolder reports whether key is a plain key or a holder's hidden key.
-func isHolder(key string) bool {
+// IsLockKey reports whether key is a lock's: a plain key, or a holder's hidden key. A marker's,
+// a lock-delay's or a waiter's end is no lock's end (no lost-lock notice).
+func IsLockKey(key string) bool {
 	if key == "" || key[0] != kindsPrefix {
 		return true // a plain key
 	}

@@ -476,8 +476,8 @@ func (m *Machine) apply(index uint64, cmd Command) Result {
 // flush deletes every key of database db (one byte), or of all of them (db empty).
 func (m *Machine) flush(db []byte) Result {
 	if len(db) == 0 {
-		existed := m.table.Len() > m.waiterCount()
 		waiters := m.queuedEntries()
+		existed := m.table.Len() > len(waiters)
 		m.table = newLockTable()
 		m.counts = dbCounts{}
 		for _, w := range waiters { // requests that wait are not keys: they wait on
@@ -750,7 +750,7 @@ func (m *Machine) release(cmd Command) Result {
 	}
 	m.del(key)
 	r := Result{Status: StatusReleased, Token: cur.Token}
-	if cur.Value == nil && isHolder(key) {
+	if cur.Value == nil && IsLockKey(key) {
 		r.Ended = cur.Token
 	}
 	m.ended(0, key, cur, false)
@@ -779,7 +779,7 @@ func (m *Machine) expire(index uint64, cmd Command) Result {
 	}
 	m.del(key)
 	r := Result{Status: StatusExpired, Existed: true, Token: cur.Token}
-	if cur.Value == nil && isHolder(key) {
+	if cur.Value == nil && IsLockKey(key) {
 		r.Ended = cur.Token
 	}
 	if delay := m.ended(index, key, cur, true); delay > 0 {

@@ -198,9 +198,6 @@ func (m *Machine) queuedEntries() []queuedEntry {
 	return out
 }
 
-// waiterCount is how many waiters the table holds.
-func (m *Machine) waiterCount() int { return len(m.queuedEntries()) }
-
 // enqueue applies an Enqueue.
 func (m *Machine) enqueue(index uint64, cmd Command) Result {
 	seq := m.entrySeq

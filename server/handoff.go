@@ -187,10 +187,10 @@ const maxPollGap = 100 * time.Millisecond
 // (Config.MaxWaitersPerKey, MaxWaiters) count it on its first key while it waits: past one, it
 // tries once and is refused with the bound's error.
 func (r *request) waitForLocks(reqs []lockRequest, wait time.Duration) ([]fsm.Result, error) {
-	keys := make([][]byte, len(reqs))
+	keys := keysOf(reqs)
 	plain := make([]locks.Request, len(reqs))
 	for i, a := range reqs {
-		keys[i], plain[i] = a.Key, a.Request
+		plain[i] = a.Request
 	}
 	done, full := r.s.waiters.reserve(keys[0])
 	if full != nil {
@@ -228,6 +228,15 @@ func (r *request) waitForLocks(reqs []lockRequest, wait time.Duration) ([]fsm.Re
 	return r.awaitTurn(reqs, res[0].Token, wait)
 }
 
+// keysOf is reqs' keys, in order.
+func keysOf(reqs []lockRequest) [][]byte {
+	keys := make([][]byte, len(reqs))
+	for i, a := range reqs {
+		keys[i] = a.Key
+	}
+	return keys
+}
+
 // tryLocks makes one attempt at every one of reqs (on keys) together: their results, none when
 // refused, or an error (a refusal with one: *locks.PermitsError).
 func (r *request) tryLocks(keys [][]byte, reqs []lockRequest) ([]fsm.Result, error) {
@@ -243,10 +252,7 @@ func (r *request) tryLocks(keys [][]byte, reqs []lockRequest) ([]fsm.Result, err
 // before the queues): it tries again, every few milliseconds up to maxPollGap, until it is granted
 // or its wait passes. It keeps no place: whoever tries first after a release gets the lock.
 func (r *request) pollForLocks(reqs []lockRequest, wait time.Duration) ([]fsm.Result, error) {
-	keys := make([][]byte, len(reqs))
-	for i, a := range reqs {
-		keys[i] = a.Key
-	}
+	keys := keysOf(reqs)
 	until := time.Now().Add(wait)
 	for gap := time.Millisecond; ; gap = min(2*gap, maxPollGap) {
 		res, err := r.tryLocks(keys, reqs)
@@ -272,10 +278,7 @@ func (r *request) pollForLocks(reqs []lockRequest, wait time.Duration) ([]fsm.Re
 // a follower's link: the follower may have told its client of that grant (resumeWait), so the
 // lock is left to its lease.
 func (r *request) awaitTurn(reqs []lockRequest, seq fsm.Token, wait time.Duration) ([]fsm.Result, error) {
-	keys := make([][]byte, len(reqs))
-	for i, a := range reqs {
-		keys[i] = a.Key
-	}
+	keys := keysOf(reqs)
 	w := r.s.queueWaits.register(seq, reqs)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -417,10 +420,7 @@ func findWaiter(v node.View, reqs []lockRequest) (fsm.Token, []fsm.Result) {
 // reports false when there is none (the Enqueue may not have reached it): the caller then tells
 // the client the outcome is unknown.
 func (r *request) resumeWait(reqs []lockRequest, wait time.Duration) bool {
-	keys := make([][]byte, len(reqs))
-	for i, a := range reqs {
-		keys[i] = a.Key
-	}
+	keys := keysOf(reqs)
 	// This node may not have applied the client's Enqueue yet (the leader died just after it
 	// committed), or may have applied its Serve already: it looks for a while, in the queue and
 	// among the holders, by the owner it chose.
