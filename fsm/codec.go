@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 )
@@ -74,6 +75,10 @@ func AppendBatchRequest(dst []byte, cmds []Command) []byte {
 			dst = binary.AppendUvarint(dst, c.Permits)
 			dst = binary.AppendUvarint(dst, c.Delay)
 		}
+		if c.hasHeldFields() {
+			dst = binary.AppendUvarint(dst, uint64(c.Since))
+			dst = appendBytes(dst, c.Origin)
+		}
 	}
 	return dst
 }
@@ -88,6 +93,9 @@ const (
 	// flagKinds: Permits and Delay follow the Value (entryVersion and later only). Only
 	// FormatFunctions writes it.
 	flagKinds = 1 << 1
+	// flagHeldFields: Since and Origin follow (after Permits and Delay when flagKinds is set too).
+	// Only FormatFunctions writes it.
+	flagHeldFields = 1 << 2
 )
 
 // BatchRequestSize is exactly what AppendBatchRequest appends for cmds.
@@ -111,6 +119,9 @@ func entrySize(cmds []Command) int {
 		if c.hasKindsFields() {
 			n += uvarintLen(c.Permits) + uvarintLen(c.Delay)
 		}
+		if c.hasHeldFields() {
+			n += uvarintLen(uint64(c.Since)) + bytesLen(c.Origin)
+		}
 	}
 	return n
 }
@@ -130,6 +141,9 @@ func (c Command) appendBody(dst []byte) []byte {
 	}
 	if c.hasKindsFields() {
 		flags |= flagKinds
+	}
+	if c.hasHeldFields() {
+		flags |= flagHeldFields
 	}
 	dst = append(dst, byte(c.Kind), flags, byte(c.Match.Kind))
 	dst = appendBytes(dst, c.Key)
@@ -249,7 +263,7 @@ func (d *decoder) command(c *Command, current bool) error {
 		return fmt.Errorf("%w: command of %d bytes", ErrCorrupt, len(d.b))
 	}
 	flags := d.b[1]
-	if flags&^(flagKeepLease|flagKinds) != 0 || flags&flagKinds != 0 && !current {
+	if flags&^(flagKeepLease|flagKinds|flagHeldFields) != 0 || flags&(flagKinds|flagHeldFields) != 0 && !current {
 		return fmt.Errorf("%w: command flags %#x", ErrCorrupt, flags)
 	}
 	*c = Command{Kind: Kind(d.b[0]), KeepLease: flags&flagKeepLease != 0, Match: Match{Kind: MatchKind(d.b[2])}}
@@ -270,6 +284,19 @@ func (d *decoder) command(c *Command, current bool) error {
 			c.Permits, c.Delay = d.uvarint(), d.uvarint()
 			if d.err == nil && !c.hasKindsFields() {
 				return fmt.Errorf("%w: command flags %#x with no permits or delay", ErrCorrupt, flags)
+			}
+		}
+		if flags&flagHeldFields != 0 {
+			since := d.uvarint()
+			if o := d.bytes(); len(o) > 0 {
+				c.Origin = o // nil when empty, as the encoder had it
+			}
+			if d.err == nil && since > math.MaxInt64 {
+				return fmt.Errorf("%w: a grant time of %d", ErrCorrupt, since)
+			}
+			c.Since = int64(since)
+			if d.err == nil && !c.hasHeldFields() {
+				return fmt.Errorf("%w: command flags %#x with no grant time or origin", ErrCorrupt, flags)
 			}
 		}
 	}

@@ -229,6 +229,12 @@ type Command struct {
 	// Delay is the lock-delay, in milliseconds, of the lock a Grant or an Acquire takes
 	// (Lock.Delay): how long its key stays refused after its lease expires.
 	Delay uint64
+	// Since and Origin say when and through which node a lock-taking command was asked for:
+	// the leader's clock when it proposed it (Unix ms; 0 = not recorded) and the ID of the node
+	// whose client asked (LOCKS, LOCKWAITERS). The proposer sets them (StampHeld); they are
+	// shown, never compared, so no command's outcome depends on them.
+	Since  int64
+	Origin []byte
 	// Acquire marks, on the proposer only (it is not part of the log), a Grant that takes a
 	// lock (LOCK, SET … NX, SETNX): if the client hangs up before it hears it was granted, the
 	// lock is released again (ghost-lock cleanup). A Grant that overwrites or counts (SET,
@@ -339,8 +345,24 @@ func (c Command) Validate() error {
 	if c.Permits != 0 && c.Kind != KindAcquire {
 		return fmt.Errorf("fsm: %s with permits", c.Kind)
 	}
+	if c.hasHeldFields() {
+		switch {
+		case c.Kind != KindGrant && c.Kind != KindAcquire && c.Kind != KindEnqueue && c.Kind != KindServe:
+			return fmt.Errorf("fsm: %s with a grant time or an origin", c.Kind)
+		case c.Since < 0:
+			return fmt.Errorf("fsm: %s with a grant time of %d", c.Kind, c.Since)
+		case len(c.Origin) > MaxOrigin:
+			return fmt.Errorf("fsm: %s with an origin of %d bytes (at most %d)", c.Kind, len(c.Origin), MaxOrigin)
+		}
+	}
 	return nil
 }
+
+// MaxOrigin bounds a command's Origin, a node's ID: it is kept with every lock it names.
+const MaxOrigin = 255
+
+// hasHeldFields reports whether c carries Since or Origin.
+func (c Command) hasHeldFields() bool { return c.Since != 0 || len(c.Origin) != 0 }
 
 // Status is the outcome of applying a command.
 type Status uint8

@@ -52,7 +52,7 @@ func NeedsFormat(cmds []Command) byte {
 	for _, c := range cmds {
 		switch {
 		case c.Kind == KindStoreLibrary || c.Kind == KindDeleteLibrary || c.Kind == KindFlushLibraries,
-			c.Kind == KindAcquire || c.Kind == KindEnqueue || c.Kind == KindServe || c.hasKindsFields():
+			c.Kind == KindAcquire || c.Kind == KindEnqueue || c.Kind == KindServe || c.hasKindsFields() || c.hasHeldFields():
 			// Added with FormatFunctions: v0.3.0 (FormatBatch) cannot decode them.
 			return FormatFunctions
 		case c.Kind == KindForgetUser:
@@ -70,7 +70,7 @@ func NeedsFormat(cmds []Command) byte {
 
 // ForFormat rewrites, in place, what cmds say differently in format: a cluster older than
 // FormatFunctions has no lock kinds, so MatchFree is MatchAbsent there (which every format
-// reads). A proposer calls it before NeedsFormat.
+// reads), and keeps no grant times or origins. A proposer calls it before NeedsFormat.
 func ForFormat(cmds []Command, format byte) {
 	if format >= FormatFunctions {
 		return
@@ -78,6 +78,37 @@ func ForFormat(cmds []Command, format byte) {
 	for i := range cmds {
 		if cmds[i].Match.Kind == MatchFree {
 			cmds[i].Match.Kind = MatchAbsent
+		}
+		cmds[i].Since, cmds[i].Origin = 0, nil // shown only, and not in the older layout
+	}
+}
+
+// StampHeld records, on the commands of cmds that take a lock or queue for one, when the
+// leader proposed them (now, Unix ms, read once and only if one does) and the node their client
+// is on (origin): a Serve gets the time alone, since its holder's origin is the one its waiter
+// queued through. A cluster older than FormatFunctions keeps neither. The proposer calls it
+// after ForFormat.
+func StampHeld(cmds []Command, format byte, now func() int64, origin []byte) {
+	if format < FormatFunctions {
+		return
+	}
+	if len(origin) > MaxOrigin {
+		origin = nil // not a node ID this table keeps (server.Config bounds them)
+	}
+	var since int64
+	for i := range cmds {
+		c := &cmds[i]
+		stamp := c.Acquire || c.Kind == KindAcquire || c.Kind == KindEnqueue || c.Kind == KindServe ||
+			c.Kind == KindGrant && c.Match.Kind == MatchFree
+		if !stamp {
+			continue
+		}
+		if since == 0 {
+			since = now()
+		}
+		c.Since = since
+		if c.Kind != KindServe {
+			c.Origin = origin
 		}
 	}
 }

@@ -227,7 +227,7 @@ func (m *Machine) acquire(index uint64, cmd Command) Result {
 	t := m.nextToken(index)
 	owner := append([]byte{}, cmd.Owner...)
 	m.set(string(HolderKey(cmd.Key, t)), Lock{Owner: owner, Token: t, LeaseRev: index, LeaseMs: cmd.LeaseMs,
-		Deadline: m.deadline(cmd.LeaseMs), Delay: cmd.Delay})
+		Deadline: m.deadline(cmd.LeaseMs), Delay: cmd.Delay, Since: cmd.Since, Origin: cmd.Origin})
 	mk := string(MarkerKey(cmd.Key))
 	first := t
 	if cur, ok := m.table.Get(mk); ok {

@@ -30,6 +30,12 @@ type Lock struct {
 	// when its lease expires (not when it is released) the key stays refused to every grant for
 	// that long (kinds.go). 0 for none.
 	Delay uint64
+	// Since and Origin are when the holder was granted the lock, on the leader's clock (Unix
+	// ms), and the ID of the node its client asked through (Command.Since, Command.Origin): for
+	// LOCKS to show, never compared. A waiter's entry keeps when and where it queued. 0 and nil
+	// when not recorded (a Redis write that takes no lock, a lock granted before format 6).
+	Since  int64
+	Origin []byte
 }
 
 // Type is the type of the value the lock's key holds.
@@ -156,7 +162,7 @@ func (m *Machine) deadline(ms uint64) int64 {
 
 // New returns an empty table.
 func New() *Machine {
-	return &Machine{table: newLockTable(), members: map[string]string{}, scripts: map[string]string{},
+	return &Machine{table: newLockTable(newOriginNames()), members: map[string]string{}, scripts: map[string]string{},
 		users: map[string]string{}, libraries: emptyLibraries, format: FormatKeyed}
 }
 
@@ -478,7 +484,7 @@ func (m *Machine) flush(db []byte) Result {
 	if len(db) == 0 {
 		waiters := m.queuedEntries()
 		existed := m.table.Len() > len(waiters)
-		m.table = newLockTable()
+		m.table = newLockTable(m.table.origins)
 		m.counts = dbCounts{}
 		for _, w := range waiters { // requests that wait are not keys: they wait on
 			m.set(w.key, w.l)
@@ -627,14 +633,19 @@ func (m *Machine) grant(index uint64, cmd Command) Result {
 		LeaseMs:  cmd.LeaseMs,
 		Deadline: m.deadline(cmd.LeaseMs),
 		Delay:    cmd.Delay,
+		Since:    cmd.Since,
+		Origin:   cmd.Origin,
 	}
 	if next.Owner == nil {
 		next.Owner = []byte{}
 	}
 	if held && cur.Value == nil && bytes.Equal(cur.Owner, cmd.Owner) {
 		// The same holder setting its lock again keeps its token: the token changes only when
-		// the holder does.
+		// the holder does. It has held it since its first grant.
 		next.Token = cur.Token
+		if cur.Since != 0 {
+			next.Since, next.Origin = cur.Since, cur.Origin
+		}
 	} else {
 		next.Token = m.nextToken(index)
 	}

@@ -209,7 +209,7 @@ func (m *Machine) enqueue(index uint64, cmd Command) Result {
 	}
 	m.entrySeq = seq
 	m.set(string(WaiterKey(cmd.Key, seq)), Lock{Owner: append([]byte{}, cmd.Owner...), Token: seq, LeaseRev: index,
-		LeaseMs: cmd.LeaseMs, Deadline: m.deadline(cmd.LeaseMs)})
+		LeaseMs: cmd.LeaseMs, Deadline: m.deadline(cmd.LeaseMs), Since: cmd.Since, Origin: cmd.Origin})
 	return Result{Status: StatusQueued, Token: seq, LeaseRev: index, LeaseMs: cmd.LeaseMs}
 }
 
@@ -237,13 +237,14 @@ func (m *Machine) serveHead(index uint64, cmd Command) Result {
 	if err != nil {
 		return Result{Status: StatusNotFound}
 	}
+	// The holder is granted now (the Serve's time) through the node its waiter queued through.
 	var r Result
 	if q.Mode == WaitLock {
 		r = m.grant(index, Command{Kind: KindGrant, Key: []byte(base), Owner: q.Owner, LeaseMs: q.TTL,
-			Match: Match{Kind: MatchFree}, Delay: q.Delay})
+			Match: Match{Kind: MatchFree}, Delay: q.Delay, Since: cmd.Since, Origin: w.Origin})
 	} else {
 		r = m.acquire(index, Command{Kind: KindAcquire, Key: []byte(base), Owner: q.Owner, LeaseMs: q.TTL,
-			Permits: q.Permits, Delay: q.Delay})
+			Permits: q.Permits, Delay: q.Delay, Since: cmd.Since, Origin: w.Origin})
 	}
 	if r.Status != StatusGranted {
 		return r

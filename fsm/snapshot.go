@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"unsafe"
 )
@@ -32,7 +33,8 @@ const (
 	// snapshotV6 adds the function libraries (name, source) after the users. A table in
 	// FormatFunctions wrote it before lock-delays existed; only read.
 	snapshotV6 = 6
-	// snapshotV7 adds each key's lock-delay (Lock.Delay, a uvarint) after its lease. A table in
+	// snapshotV7 adds each key's lock-delay (Lock.Delay, a uvarint), grant time (Lock.Since,
+	// a uvarint) and origin (Lock.Origin, length-prefixed) after its lease. A table in
 	// FormatFunctions writes it, and restores from it in that format.
 	snapshotV7 = 7
 )
@@ -64,9 +66,10 @@ func (m *Machine) Snapshot() *Snapshot {
 func (s *Snapshot) Len() int { return s.table.Len() }
 
 // WriteTo serializes the snapshot (version 7): magic, version, applied index, token counter,
-// count, then each lock in key order (key, owner, collection, token, lease, lock-delay), then the member addresses in ID order, then the stored
-// scripts in digest order, then the ACL users in name order, then the function libraries in
-// name order, then a CRC-32C of everything before it. Key order makes the bytes a
+// count, then each lock in key order (key, owner, collection, token, lease, lock-delay, grant
+// time, origin), then the member addresses in ID order, then the stored scripts in digest
+// order, then the ACL users in name order, then the function libraries in name order, then a
+// CRC-32C of everything before it. Key order makes the bytes a
 // pure function of the table, so two nodes' tables can be compared byte for byte.
 //
 // A table in FormatBatch or FormatTyped is written as version 5, which v0.3.0 and v0.2.0
@@ -107,6 +110,8 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 		buf = binary.AppendUvarint(buf, l.LeaseMs)
 		if version >= snapshotV7 {
 			buf = binary.AppendUvarint(buf, l.Delay)
+			buf = binary.AppendUvarint(buf, uint64(l.Since))
+			buf = appendBytes(buf, l.Origin)
 		}
 		_, werr = bw.Write(buf)
 		return werr == nil
@@ -193,7 +198,7 @@ func RestoreAt(r io.Reader, now int64) (*Machine, error) {
 	count := rd.uvarint()
 	var maxToken Token
 	var prev string
-	var keyBuf, ownerBuf []byte
+	var keyBuf, ownerBuf, originBuf []byte
 	for i := uint64(0); i < count && rd.err == nil; i++ {
 		raw := rd.bytesInto(&keyBuf)
 		if version < snapshotV3 && len(raw) > 0 { // an empty one is refused below, as it was
@@ -209,6 +214,14 @@ func RestoreAt(r io.Reader, now int64) (*Machine, error) {
 		l.Token, l.LeaseRev, l.LeaseMs = Token(rd.uvarint()), rd.uvarint(), rd.uvarint()
 		if version >= snapshotV7 {
 			l.Delay = rd.uvarint()
+			since := rd.uvarint()
+			l.Since = int64(since)
+			if o := rd.bytesInto(&originBuf); len(o) > 0 {
+				l.Origin = o // Load copies it into the entry
+			}
+			if rd.err == nil && (since > math.MaxInt64 || len(l.Origin) > MaxOrigin) {
+				return nil, fmt.Errorf("%w: snapshot record %d has a grant time of %d and an origin of %d bytes", ErrCorrupt, i, since, len(l.Origin))
+			}
 		}
 		if rd.err != nil {
 			break

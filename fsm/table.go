@@ -41,16 +41,22 @@ type lockTable struct {
 	// its key up, then stores or deletes that same key, which the hint then finds in one or two
 	// comparisons a level instead of a binary search (a miss costs a comparison or two more).
 	hint btree.PathHint
+	// origins names the origins the entries refer to: shared by the Machine's tables and their
+	// copies, which only add to it.
+	origins *originNames
 }
 
-func newLockTable() *lockTable {
-	return &lockTable{entries: btree.NewBTreeGOptions(entryLess, btree.Options{Degree: btreeDegree, NoLocks: true})}
+func newLockTable(origins *originNames) *lockTable {
+	return &lockTable{entries: btree.NewBTreeGOptions(entryLess, btree.Options{Degree: btreeDegree, NoLocks: true}),
+		origins: origins}
 }
 
 // An entry is a string: the key's length (4 bytes, little-endian), the key, the lease state
 // (Token, LeaseRev, LeaseMs, Deadline: 8 bytes each, little-endian), a flags byte, the lock-delay
-// (8 bytes, only with flagDelay: most locks have none and pay nothing for it), then the owner's
-// bytes to the end. A lookup compares a probe made of the length and the key alone.
+// (8 bytes, only with flagDelay: most locks have none and pay nothing for it), the grant time (8
+// bytes) and the origin's reference (2 bytes, originNames), only with flagHeld (a Redis write
+// that takes no lock has neither), then the owner's bytes to the end. A lookup compares a probe
+// made of the length and the key alone.
 const (
 	entryKeyLen = 4
 	entryState  = 4 * 8
@@ -59,8 +65,10 @@ const (
 	flagCollection = 1 << 0 // the key's value is in colls
 	flagNilOwner   = 1 << 1 // Owner is nil, not empty
 	flagDelay      = 1 << 2 // Delay follows the flags byte
+	flagHeld       = 1 << 3 // Since and Origin's reference follow the Delay (or the flags byte)
 
 	entryDelay = 8
+	entryHeld  = 8 + 2
 )
 
 // entryKey is the key of an entry (or of a probe).
@@ -72,7 +80,7 @@ func entryKey(e string) string {
 func entryLess(a, b string) bool { return entryKey(a) < entryKey(b) }
 
 // encodeEntry makes the entry of key holding l (l.Value aside: that goes to colls).
-func encodeEntry(key string, l Lock) string {
+func (t *lockTable) encodeEntry(key string, l Lock) string {
 	if uint64(len(key)) > math.MaxUint32 {
 		panic(fmt.Sprintf("fsm: a key of %d bytes", len(key))) // far past any request size limit
 	}
@@ -80,7 +88,12 @@ func encodeEntry(key string, l Lock) string {
 	if l.Delay != 0 {
 		delay = entryDelay
 	}
-	b := make([]byte, entryFixed+delay+len(key)+len(l.Owner))
+	held := 0
+	var origin uint16
+	if l.Since != 0 || len(l.Origin) != 0 {
+		held, origin = entryHeld, t.origins.ref(l.Origin)
+	}
+	b := make([]byte, entryFixed+delay+held+len(key)+len(l.Owner))
 	binary.LittleEndian.PutUint32(b, uint32(len(key)))
 	copy(b[entryKeyLen:], key)
 	s := b[entryKeyLen+len(key):]
@@ -99,14 +112,20 @@ func encodeEntry(key string, l Lock) string {
 		flags |= flagDelay
 		binary.LittleEndian.PutUint64(s[entryState+1:], l.Delay)
 	}
+	if held != 0 {
+		flags |= flagHeld
+		h := s[entryState+1+delay:]
+		binary.LittleEndian.PutUint64(h, uint64(l.Since))
+		binary.LittleEndian.PutUint16(h[8:], origin)
+	}
 	s[entryState] = flags
-	copy(s[entryState+1+delay:], l.Owner)
+	copy(s[entryState+1+delay+held:], l.Owner)
 	return unsafe.String(&b[0], len(b))
 }
 
 // decodeEntry returns an entry's key and Lock, with Value nil, and whether the key's value is
 // a collection (in colls).
-func decodeEntry(e string) (key string, l Lock, coll bool) {
+func (t *lockTable) decodeEntry(e string) (key string, l Lock, coll bool) {
 	key = entryKey(e)
 	rest := e[entryKeyLen+len(key):]
 	s := unsafe.Slice(unsafe.StringData(rest), len(rest))
@@ -120,6 +139,11 @@ func decodeEntry(e string) (key string, l Lock, coll bool) {
 		l.Delay = binary.LittleEndian.Uint64(s[owner:])
 		owner += entryDelay
 	}
+	if flags&flagHeld != 0 {
+		l.Since = int64(binary.LittleEndian.Uint64(s[owner:]))
+		l.Origin = t.origins.name(binary.LittleEndian.Uint16(s[owner+8:]))
+		owner += entryHeld
+	}
 	if flags&flagNilOwner == 0 {
 		l.Owner = s[owner:len(s):len(s)]
 	}
@@ -128,7 +152,7 @@ func decodeEntry(e string) (key string, l Lock, coll bool) {
 
 // lock decodes e, its collection included.
 func (t *lockTable) lock(e string) (string, Lock) {
-	key, l, coll := decodeEntry(e)
+	key, l, coll := t.decodeEntry(e)
 	if coll && t.colls != nil {
 		l.Value, _ = t.colls.Get(key)
 	}
@@ -164,7 +188,7 @@ func (t *lockTable) Entry(key string) (stored string, l Lock, ok bool) {
 
 // Set stores l at key and returns the Lock it replaced.
 func (t *lockTable) Set(key string, l Lock) (prev Lock, existed bool) {
-	e := encodeEntry(key, l)
+	e := t.encodeEntry(key, l)
 	old, existed := t.entries.SetHint(e, &t.hint)
 	if existed {
 		_, prev = t.lock(old)
@@ -190,7 +214,7 @@ func (t *lockTable) collections() *btree.Map[string, *Collection] {
 // Load is Set for keys given in ascending order (a snapshot's restore): a fast path for them.
 // It copies key and l.Owner into the entry and returns the entry's key.
 func (t *lockTable) Load(key string, l Lock) (stored string) {
-	e := encodeEntry(key, l)
+	e := t.encodeEntry(key, l)
 	t.entries.Load(e)
 	stored = entryKey(e)
 	if l.Value != nil {
@@ -229,7 +253,7 @@ const maxKeptProbe = 4 << 10
 
 // Copy returns a copy in O(1): the two share nodes until either changes one.
 func (t *lockTable) Copy() *lockTable {
-	c := &lockTable{entries: t.entries.Copy()}
+	c := &lockTable{entries: t.entries.Copy(), origins: t.origins}
 	if t.colls != nil {
 		c.colls = t.colls.Copy()
 	}

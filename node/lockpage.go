@@ -55,6 +55,11 @@ type LockHolder struct {
 	Owner []byte
 	Token fsm.Token
 	PTTL  time.Duration // negative: no lease
+	// Since is when the holder was granted it, on the leader's clock, and Node the ID of the
+	// node its client asked through (fsm.Lock.Since, Origin): zero and "" when not recorded (a
+	// key written by SET, a lock granted before log format 6).
+	Since time.Time
+	Node  string
 }
 
 // KeyQueue is the requests waiting on Key, in the order they will be served (LOCKWAITERS).
@@ -73,4 +78,8 @@ type LockWaiter struct {
 	// Waited is how long it has waited, and Left how long it will still wait, on this node's
 	// lease clock (its wait is its waiter's lease).
 	Waited, Left time.Duration
+	// Since is when it queued, on the leader's clock, and Node the ID of the node its client
+	// is on: zero and "" when not recorded (a waiter queued before log format 6).
+	Since time.Time
+	Node  string
 }

@@ -21,8 +21,8 @@ const maxMatchBytes = 1024
 // locksPage is /locks.json: one page of database DB's holders (LOCKS's walk, at most
 // node.MaxLockPageCount table entries looked at, so a page may hold fewer holders, or none,
 // with more to come), read from this node's applied table as a READONLY read is (on a follower it
-// may lag the leader), and the queue of each listed key that has waiters, which is the leader's
-// (a follower's are empty: it forwards every LOCK ... WAIT).
+// may lag the leader), and the queue of each listed key that has waiters (replicated: a follower
+// lists it as the leader does, as of what it applied).
 //
 // Keys and owners are bytes: each is written as Go's strconv.Quote writes it, without the
 // enclosing quotes (printable UTF-8 as it is; a quote, a backslash, control characters and
@@ -42,6 +42,10 @@ type locksHolder struct {
 	Owner  string `json:"owner"`
 	Token  uint64 `json:"token"`
 	PTTLMs int64  `json:"pttl_ms"` // -1: no lease
+	// SinceMs is when it was granted, Unix ms on the leader's clock, and Node the ID of the node
+	// its client asked through: 0 and "" when not recorded (a key SET without NX).
+	SinceMs int64  `json:"since_ms"`
+	Node    string `json:"node"`
 }
 
 // locksQueue is a key's waiters in the order they will be served.
@@ -54,6 +58,7 @@ type locksWaiter struct {
 	Owner     string `json:"owner"`
 	Kind      string `json:"kind"` // lock, shared, semaphore or mlock
 	WaitingMs int64  `json:"waiting_ms"`
+	Node      string `json:"node"` // the node its client is on; "" when not recorded
 }
 
 // quoteBytes is b as strconv.Quote writes it, without the enclosing quotes.
@@ -108,14 +113,18 @@ func serveLocks(mux *http.ServeMux, guard func(http.HandlerFunc) http.Handler, u
 			if h.PTTL < 0 {
 				pttl = -1
 			}
+			var since int64
+			if !h.Since.IsZero() {
+				since = h.Since.UnixMilli()
+			}
 			doc.Holders = append(doc.Holders, locksHolder{Key: quoteBytes(h.Key), Kind: h.Kind, Owner: quoteBytes(h.Owner),
-				Token: uint64(h.Token), PTTLMs: pttl})
+				Token: uint64(h.Token), PTTLMs: pttl, SinceMs: since, Node: h.Node})
 		}
 		for _, kq := range page.Queues {
 			lq := locksQueue{Key: quoteBytes(kq.Key), Waiters: make([]locksWaiter, 0, len(kq.Waiters))}
 			for _, wt := range kq.Waiters {
 				lq.Waiters = append(lq.Waiters, locksWaiter{Owner: quoteBytes(wt.Owner), Kind: wt.Kind,
-					WaitingMs: wt.Waited.Milliseconds()})
+					WaitingMs: wt.Waited.Milliseconds(), Node: wt.Node})
 			}
 			doc.Queues = append(doc.Queues, lq)
 		}

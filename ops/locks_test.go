@@ -57,15 +57,17 @@ func getLocks(t *testing.T, src Locks, now time.Time, args url.Values) (int, loc
 }
 
 // /locks.json passes the database, the pattern and the cursor through, pages on the server's
-// cursor, quotes keys and owners, and gives each waiter how long it has waited.
+// cursor, quotes keys and owners, gives each holder when it was granted and through which node
+// (nothing when not recorded), and each waiter how long it has waited and its node.
 func TestLocksJSON(t *testing.T) {
 	now := time.Unix(1000, 0)
 	src := &fakeLocks{pages: map[string]node.LockPage{
 		"": {Next: "0361", Holders: []node.LockHolder{
-			{Key: []byte("app:a"), Kind: "lock", Owner: []byte("<b>alice</b>"), Token: 7, PTTL: 1500 * time.Millisecond},
+			{Key: []byte("app:a"), Kind: "lock", Owner: []byte("<b>alice</b>"), Token: 7, PTTL: 1500 * time.Millisecond,
+				Since: time.UnixMilli(999_250), Node: "n2"},
 			{Key: []byte("app:\xff"), Kind: "shared", Owner: []byte("say \"hi\"\n"), Token: 8, PTTL: -1},
 		}, Queues: []node.KeyQueue{{Key: []byte("app:a"), Waiters: []node.LockWaiter{
-			{Owner: []byte("bob"), Kind: "lock", Waited: 2 * time.Second},
+			{Owner: []byte("bob"), Kind: "lock", Waited: 2 * time.Second, Since: time.UnixMilli(998_000), Node: "n3"},
 			{Owner: []byte("carol"), Kind: "mlock", Waited: 250 * time.Millisecond},
 		}}}},
 		"0361": {Next: "0", Holders: []node.LockHolder{{Key: []byte("app:b"), Kind: "semaphore", Owner: []byte("w"), Token: 9, PTTL: time.Second}}},
@@ -76,10 +78,10 @@ func TestLocksJSON(t *testing.T) {
 	}
 	want := locksPage{DB: 3, Match: "app:*", Next: "0361",
 		Holders: []locksHolder{
-			{Key: "app:a", Kind: "lock", Owner: "<b>alice</b>", Token: 7, PTTLMs: 1500},
+			{Key: "app:a", Kind: "lock", Owner: "<b>alice</b>", Token: 7, PTTLMs: 1500, SinceMs: 999_250, Node: "n2"},
 			{Key: `app:\xff`, Kind: "shared", Owner: `say \"hi\"\n`, Token: 8, PTTLMs: -1},
 		},
-		Queues: []locksQueue{{Key: "app:a", Waiters: []locksWaiter{{Owner: "bob", Kind: "lock", WaitingMs: 2000}, {Owner: "carol", Kind: "mlock", WaitingMs: 250}}}},
+		Queues: []locksQueue{{Key: "app:a", Waiters: []locksWaiter{{Owner: "bob", Kind: "lock", WaitingMs: 2000, Node: "n3"}, {Owner: "carol", Kind: "mlock", WaitingMs: 250}}}},
 	}
 	if diff := cmp.Diff(want, first); diff != "" {
 		t.Errorf("first page (-want +got):\n%s", diff)

@@ -297,6 +297,7 @@ func (n *Replica) evalLocked(p *proposal, keys [][]byte, eval node.Eval, v *view
 	p.own = len(cmds)
 	p.cmds, p.answer = n.locks.Handoffs(n.mu.machine, n.inFlight, cmds, format)
 	fsm.ForFormat(p.cmds[p.own:], format) // the hand-offs' grants
+	fsm.StampHeld(p.cmds, format, unixMilli, n.originOf(p.ctx))
 	p.format = format
 	n.markPendingLocked(p.cmds)
 	return nil, 0, nil
@@ -687,3 +688,18 @@ func (v viewReader) ScriptCache() (scripts, bytes int) {
 func (v viewReader) User(name string) (string, bool) { return v.n.mu.machine.User(name) }
 func (v viewReader) Format() byte                    { return v.n.mu.machine.Format() }
 func (v viewReader) Libraries() *fsm.Libraries       { return v.n.mu.machine.Libraries() }
+
+func unixMilli() int64 { return time.Now().UnixMilli() }
+
+// originOf is the ID of the node the client of a request run with ctx is on: the follower
+// whose link forwarded it (node.WithOrigin; nil if it did not say), or this one.
+func (n *Replica) originOf(ctx context.Context) []byte {
+	id, forwarded := node.OriginOf(ctx)
+	switch {
+	case !forwarded:
+		return n.selfID
+	case id == "":
+		return nil
+	}
+	return []byte(id)
+}

@@ -38,9 +38,11 @@ const (
 // Replica is the replication core of one raft group: raft, the lock table it applies to, and
 // the leader's view.
 type Replica struct {
-	cfg  Config
-	log  *slog.Logger
-	raft *raft.Raft
+	cfg Config
+	// selfID is cfg.ID, the origin of the locks this node's own clients take (originOf).
+	selfID []byte
+	log    *slog.Logger
+	raft   *raft.Raft
 	// format is the table's log format (fsm.Machine.Format), for proposers that do not hold mu;
 	// formatChange is notified when it changes (format.go).
 	format       atomic.Uint32
@@ -147,6 +149,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Replica, error) {
 	}
 	n := &Replica{
 		cfg:     cfg,
+		selfID:  []byte(cfg.ID),
 		log:     cfg.Logger.With("component", "raftnode", "id", cfg.ID),
 		locks:   cfg.Locks,
 		cluster: cfg.Cluster,

@@ -254,6 +254,7 @@ var aclSubcommands = map[string]string{
 	"raft|backup":                   "admin slow dangerous",
 	"raft|readindex":                "admin slow dangerous",
 	"raft|forwarded":                "admin slow dangerous",
+	"raft|origin":                   "admin slow dangerous",
 	"raft|pubsub":                   "admin slow dangerous",
 }
 

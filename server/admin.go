@@ -2,7 +2,12 @@ package server
 
 // Administration: RAFT (membership, leadership, snapshots, stats, digest) and DEBUG CLOCK-SHIFT.
 
-import "time"
+import (
+	"time"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
+)
 
 // RAFT SNAPSHOT writes, and RAFT DIGEST hashes, the whole table: each runs alone, at most once
 // per snapshotEvery or digestEvery on a node. RAFT BACKUP copies it (docs/backup.md): one at a
@@ -14,7 +19,7 @@ var raftOnLeader = map[string]bool{"add": true, "promote": true, "remove": true,
 
 // RAFT MEMBERS | MEMBER id | ADD id raftaddr [NONVOTER] [CLIENT addr] | PROMOTE id | REMOVE id [FORCE] |
 // TRANSFER [id] | ANNOUNCE id clientaddr raftaddr | SNAPSHOT | STATS | DIGEST | BACKUP |
-// READINDEX | FORWARDED
+// READINDEX | FORWARDED [user] | ORIGIN id
 //
 // ADD always adds a non-voter; without NONVOTER the leader promotes it once it has caught up.
 // ADD, PROMOTE and REMOVE are refused when they could leave fewer reachable voters than a
@@ -28,7 +33,7 @@ var raftOnLeader = map[string]bool{"add": true, "promote": true, "remove": true,
 func cmdRaft(r *request) {
 	sub := lower(r.args[1])
 	admin := r.s.admin
-	if admin == nil && sub != "forwarded" && sub != "stats" && sub != "pubsub" {
+	if admin == nil && sub != "forwarded" && sub != "origin" && sub != "stats" && sub != "pubsub" {
 		r.w.Error(errNoAdmin)
 		return
 	}
@@ -62,6 +67,28 @@ func cmdRaft(r *request) {
 			r.c.authed = true
 		}
 		r.c.hop.forwarded = true
+		if r.c.hop.origin.Load() == nil {
+			// A follower that did not say which it is (an older one): its clients' locks
+			// name no node, rather than this one.
+			ctx := node.WithOrigin(r.c.ctx, "")
+			r.c.hop.origin.Store(&ctx)
+		}
+		r.w.SimpleString("OK")
+	case "origin":
+		// A forwarding link says which follower it comes from, while it is still logged in as
+		// a peer (the subcommand is @admin): the locks its requests take name that node (LOCKS,
+		// LOCKWAITERS). It only labels; nothing is decided by it.
+		if len(r.args) != 3 {
+			wrongArgs()
+			return
+		}
+		id := string(r.args[2])
+		if !fsm.ValidNodeID(id) {
+			r.w.Error("ERR invalid node ID")
+			return
+		}
+		ctx := node.WithOrigin(r.c.ctx, id)
+		r.c.hop.origin.Store(&ctx)
 		r.w.SimpleString("OK")
 	case "members":
 		members, err := admin.Members()

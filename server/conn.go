@@ -117,6 +117,19 @@ type upstreamLink struct {
 	// watching: this client's WATCHes were forwarded and live on the leader's side of up.
 	// watchLost: up closed while watching, so the next EXEC fails as on a touched key.
 	watching, watchLost bool
+	// origin is, on a forwarded connection that said which follower it comes from (RAFT
+	// ORIGIN), the connection's context marked with that follower's ID: its requests run with
+	// it, so the locks they take name the node their client is on (node.WithOrigin).
+	origin atomic.Pointer[context.Context]
+}
+
+// proposeCtx is the context c's requests are proposed with: c.ctx, marked with the follower
+// it comes from on a forwarded link.
+func (c *conn) proposeCtx() context.Context {
+	if o := c.hop.origin.Load(); o != nil {
+		return *o
+	}
+	return c.ctx
 }
 
 // readResult is one parsed command, or the error that ended the stream.

@@ -108,6 +108,16 @@ func (c *conn) dialUpstream(addr string, proto, db int) (*upstream, error) {
 		writeCommand(u.w, [][]byte{[]byte("AUTH"), []byte(cmp.Or(c.s.cfg.PeerUser, "default")), []byte(pw)})
 		n++
 	}
+	// The locks this client takes name this node (LOCKS): said while the link is still the
+	// peer's (RAFT ORIGIN is @admin), before it acts for the client's user. A leader older than
+	// RAFT ORIGIN refuses it, which costs nothing but the name: its reply is the one error
+	// allowed.
+	origin := -1
+	if id := c.s.cfg.NodeID; id != "" {
+		writeCommand(u.w, [][]byte{[]byte("RAFT"), []byte("ORIGIN"), []byte(id)})
+		origin = n
+		n++
+	}
 	writeCommand(u.w, [][]byte{[]byte("RAFT"), []byte("FORWARDED"), []byte(*c.user.Load())})
 	n++
 	if u.proto == 3 {
@@ -129,7 +139,7 @@ func (c *conn) dialUpstream(addr string, proto, db int) (*upstream, error) {
 			u.close()
 			return nil, err
 		}
-		if reply[0] == '-' {
+		if reply[0] == '-' && i != origin {
 			u.close()
 			return nil, errors.New(string(reply[1 : len(reply)-2]))
 		}

@@ -177,14 +177,43 @@ func waitersOf(v node.View, key []byte) []node.LockWaiter {
 			kind = "semaphore"
 		}
 		out = append(out, node.LockWaiter{Owner: bytes.Clone(w.Request.Owner), Kind: kind, Place: w.Seq,
-			Waited: time.Duration(w.Lock.LeaseMs)*time.Millisecond - rem, Left: rem})
+			Waited: time.Duration(w.Lock.LeaseMs)*time.Millisecond - rem, Left: rem,
+			Since: sinceOf(w.Lock), Node: string(w.Lock.Origin)})
 		return true
 	})
 	return out
 }
 
+// sinceOf is when l was granted (or, a waiter's entry, queued), zero when not recorded.
+func sinceOf(l fsm.Lock) time.Time {
+	if l.Since == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(l.Since)
+}
+
+// writeSince writes a grant or queueing time as Unix milliseconds, or nil when not recorded.
+func (r *request) writeSince(t time.Time) {
+	if t.IsZero() {
+		r.w.Null()
+		return
+	}
+	r.w.Int(t.UnixMilli())
+}
+
+// writeNode writes a node's ID, or nil when not recorded.
+func (r *request) writeNode(id string) {
+	if id == "" {
+		r.w.Null()
+		return
+	}
+	r.w.BulkString(id)
+}
+
 // LOCKWAITERS key -> the requests queued on key in order (LOCK, SEMACQUIRE and MLOCK with WAIT),
-// each {owner, kind, place, waiting-ms, wait-left-ms}: the replicated queue, as on the leader.
+// each {owner, kind, place, waiting-ms, wait-left-ms, since, node}: the replicated queue, as on
+// the leader. since is when it queued (Unix ms, the leader's clock), node the ID of the node its
+// client is on; either is nil when not recorded.
 func cmdLockWaiters(r *request) {
 	var ws []node.LockWaiter
 	if _, err := r.exec(r.oneKey(r.args[1]), func(v node.View) []fsm.Command {
@@ -196,7 +225,7 @@ func cmdLockWaiters(r *request) {
 	}
 	r.w.Array(len(ws))
 	for _, w := range ws {
-		r.w.Map(5)
+		r.w.Map(7)
 		r.w.BulkString("owner")
 		r.w.Bulk(w.Owner)
 		r.w.BulkString("kind")
@@ -207,6 +236,10 @@ func cmdLockWaiters(r *request) {
 		r.w.Int(w.Waited.Milliseconds())
 		r.w.BulkString("wait-left-ms")
 		r.w.Int(w.Left.Milliseconds())
+		r.w.BulkString("since")
+		r.writeSince(w.Since)
+		r.w.BulkString("node")
+		r.writeNode(w.Node)
 	}
 }
 
@@ -284,9 +317,12 @@ func (h holderInfo) reply(r *request) {
 const maxLocksCount = 1000
 
 // LOCKS [CURSOR c] [MATCH pattern] [TYPE lock|shared|semaphore] [COUNT n] -> [next cursor,
-// [{key, kind, owner, token, pttl}, ...]] of the current database: its plain locks (string keys)
-// and the holders of its shared locks and semaphores, paged as SCAN pages (COUNT entries looked
-// at per call, 10 by default; cursor 0 starts and ends the walk).
+// [{key, kind, owner, token, pttl, since, node}, ...]] of the current database: its plain locks
+// (string keys) and the holders of its shared locks and semaphores, paged as SCAN pages (COUNT
+// entries looked at per call, 10 by default; cursor 0 starts and ends the walk). since is when
+// the holder was granted it (Unix ms, the leader's clock) and node the ID of the node its client
+// asked through; either is nil when not recorded (a key SET without NX, a lock granted before
+// log format 6).
 func cmdLocks(r *request) {
 	from := []byte{byte(r.db)}
 	count := int64(10)
@@ -353,7 +389,7 @@ func cmdLocks(r *request) {
 	}
 	r.w.Array(len(page))
 	for _, e := range page {
-		r.w.Map(5)
+		r.w.Map(7)
 		r.w.BulkString("key")
 		r.w.Bulk(e.key)
 		r.w.BulkString("kind")
@@ -364,6 +400,10 @@ func cmdLocks(r *request) {
 		r.w.Int(int64(e.token))
 		r.w.BulkString("pttl")
 		r.w.Int(e.pttl)
+		r.w.BulkString("since")
+		r.writeSince(e.since)
+		r.w.BulkString("node")
+		r.writeNode(e.node)
 	}
 }
 
@@ -373,6 +413,8 @@ type lockEntry struct {
 	kind       string
 	token      fsm.Token
 	pttl       int64
+	since      time.Time // zero: not recorded
+	node       string    // "": not recorded
 }
 
 // listLocks walks database db's locks from the table key from: its plain locks (string keys), then
@@ -387,7 +429,7 @@ func listLocks(v node.View, db byte, from []byte, limit int, pattern *glob, kind
 			return false
 		}
 		seen++
-		e := lockEntry{owner: slices.Clone(l.Owner), token: l.Token, pttl: -1}
+		e := lockEntry{owner: slices.Clone(l.Owner), token: l.Token, pttl: -1, since: sinceOf(l), node: string(l.Origin)}
 		if l.LeaseMs > 0 {
 			_, rem, _ := v.Lookup(key)
 			e.pttl = rem.Milliseconds()

@@ -65,7 +65,8 @@ func (s *Server) LockPage(q node.LockPageQuery) (node.LockPage, error) {
 		if e.pttl >= 0 {
 			pttl = time.Duration(e.pttl) * time.Millisecond
 		}
-		page.Holders = append(page.Holders, node.LockHolder{Key: e.key, Kind: e.kind, Owner: e.owner, Token: e.token, PTTL: pttl})
+		page.Holders = append(page.Holders, node.LockHolder{Key: e.key, Kind: e.kind, Owner: e.owner, Token: e.token, PTTL: pttl,
+			Since: e.since, Node: e.node})
 	}
 	for i, h := range page.Holders {
 		if i > 0 && bytes.Equal(page.Holders[i-1].Key, h.Key) {

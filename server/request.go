@@ -78,7 +78,7 @@ func (r *request) exec(keys [][]byte, eval node.Eval) ([]fsm.Result, error) {
 		r.s.node.ExecLocal(func(v node.View) { eval(v) })
 		return nil, nil
 	}
-	return r.s.node.Exec(r.c.ctx, keys, eval, r.await)
+	return r.s.node.Exec(r.c.proposeCtx(), keys, eval, r.await)
 }
 
 // touchingWatched is eval, for a write command while some key is watched, made to touch the

@@ -112,7 +112,7 @@ func (c *conn) proposeStagedLocked() {
 	for _, st := range c.unproposed {
 		reqs = append(reqs, node.Proposal{Keys: st.keys, Eval: st.eval})
 	}
-	c.s.node.ProposeAll(c.ctx, reqs)
+	c.s.node.ProposeAll(c.proposeCtx(), reqs)
 	for i, st := range c.unproposed {
 		st.pending, st.err = reqs[i].Pending, reqs[i].Err
 		st.unproposed, st.keys, st.eval = false, nil, nil

@@ -176,20 +176,27 @@ async function listLocks(query, cursor) {
   }
 }
 
+// heldSince shows a grant time (Unix ms) as UTC date and time, "-" when not recorded.
+function heldSince(ms) {
+  if (!ms) return "-";
+  return new Date(ms).toISOString().replace("T", " ").slice(0, 19) + " UTC";
+}
+
 function renderLocks(p) {
   fill("locks-holders", (tb) => {
-    if (p.holders.length === 0) row(tb, ["", "none on this page", "", "", ""]);
+    if (p.holders.length === 0) row(tb, ["", "none on this page", "", "", "", "", ""]);
     for (const h of p.holders) {
       row(tb, [{ v: h.key, cls: "key" }, h.kind, { v: h.owner, cls: "key" }, { v: h.token, cls: "num" },
-        { v: h.pttl_ms < 0 ? "none" : fmt(h.pttl_ms), cls: "num" }], { "data-key": h.key });
+        { v: h.pttl_ms < 0 ? "none" : fmt(h.pttl_ms), cls: "num" }, heldSince(h.since_ms), h.node || "-"],
+        { "data-key": h.key });
     }
   });
   fill("locks-queues", (tb) => {
-    if (p.queues.length === 0) row(tb, ["", "", "nobody waits on this page's keys", "", ""]);
+    if (p.queues.length === 0) row(tb, ["", "", "nobody waits on this page's keys", "", "", ""]);
     for (const q of p.queues) {
       q.waiters.forEach((w, i) => {
         row(tb, [{ v: i === 0 ? q.key : "", cls: "key" }, { v: i + 1, cls: "num" }, { v: w.owner, cls: "key" }, w.kind,
-          { v: fmt(w.waiting_ms), cls: "num" }], { "data-key": q.key });
+          { v: fmt(w.waiting_ms), cls: "num" }, w.node || "-"], { "data-key": q.key });
       });
     }
   });
