@@ -1,13 +1,14 @@
 package chaos
 
-// Waiting for a lock (LOCK ... WAIT) under the same faults. A waiting client sends rounds of
-// two or three plain LOCKs with WAIT, one connection each, through nodes picked at random, on
-// keys of their own (wq…, rotating every keyEpoch): the first is granted, the others queue
-// behind it in the key's replicated queue (fsm/queues.go). A grantee unlocks soon, or lets its
-// short lease expire, and the queue's next is served. While a round lasts, the client itself
-// observes: it polls LOCKWAITERS on the round's key through any node and records each waiter's
-// place. checkWaitOrder then holds the server
-// to FIFO: plain-lock waiters of one key are granted in the order of their places, across
+// Waiting for a lock (LOCK, SEMACQUIRE and MLOCK with WAIT) under the same faults. A waiting
+// client sends rounds of two to four requests with WAIT, one connection each, through nodes
+// picked at random, on keys of their own (rotating every keyEpoch): plain locks and shares on
+// wq… keys, an MLOCK of both of them among those, or permits on a ws… semaphore key. The first
+// requests are granted, the others queue behind them in the keys' replicated queues
+// (fsm/queues.go), one FIFO per key whatever the kinds. A grantee gives its tokens back soon, or
+// lets its short lease expire, and the queues' next are served. While a round lasts, the client
+// itself observes: it polls LOCKWAITERS on the round's keys through any node and records each
+// waiter's place. checkWaitOrder then holds the server to FIFO across the kinds, and across
 // leader changes too (docs/locks.md, "Waiting").
 //
 // These keys see no request without WAIT (it would be refused while anyone waits, which the
