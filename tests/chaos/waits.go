@@ -120,8 +120,13 @@ func (w *worker) waitRound(now int64) ([]waitReq, []string) {
 	var reqs []waitReq
 	switch p := w.rng.Float64(); {
 	case p < 0.5:
+		// mostly a writer first, which the others (consecutive shares among them) queue behind
 		key := waitKey(now, w.rng.IntN(waitKeysPerEpoch))
-		for range 2 + w.rng.IntN(2) {
+		reqs = append(reqs, waitReq{"lock", []string{key}})
+		if w.rng.IntN(4) == 0 {
+			reqs[0] = rw(key)
+		}
+		for range 1 + w.rng.IntN(2) {
 			reqs = append(reqs, rw(key))
 		}
 		return reqs, []string{key}
@@ -191,7 +196,8 @@ func (w *worker) waitOnce(q waitReq, owner string) {
 	if !ops[0].Granted || w.rng.IntN(5) == 0 {
 		return
 	}
-	w.sleep(20*time.Millisecond, 150*time.Millisecond)
+	// long enough, mostly, for the round's later requests to queue behind it
+	w.sleep(50*time.Millisecond, 250*time.Millisecond)
 	for _, op := range ops {
 		rl := Op{Kind: Release, Key: op.Key, Owner: owner, Token: op.Token}
 		cmd := "UNLOCK"
