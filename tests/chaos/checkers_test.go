@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -1151,7 +1152,8 @@ func TestWaitOrderChecker(t *testing.T) {
 	if len(bad) != 0 {
 		t.Errorf("good history flagged: %v", bad)
 	}
-	want := WaitCounts{Waits: 7, Granted: 4, TimedOut: 1, Failed: 1, Unknown: 1, Observed: 4, Pairs: 1}
+	all := WaitKindCounts{Waits: 7, Granted: 4, TimedOut: 1, Failed: 1, Unknown: 1, Observed: 4}
+	want := WaitCounts{WaitKindCounts: all, Lock: all, Pairs: 1}
 	if diff := cmp.Diff(want, n); diff != "" {
 		t.Errorf("counts (-want +got):\n%s", diff)
 	}
@@ -1176,6 +1178,132 @@ func TestWaitOrderChecker(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, bad := checkWaitOrder(tc.ops, tc.queues); len(bad) != 1 || !strings.HasPrefix(bad[0], tc.prefix) {
+				t.Errorf("got %v, want one violation starting %q", bad, tc.prefix)
+			}
+		})
+	}
+}
+
+// wreq is a request with WAIT of kind via on key by owner: granted tok (0: nil, the WAIT passed).
+func wreq(via, key, owner string, tok uint64, inv, comp int64) Op {
+	op := wgrant(owner, tok, inv, comp)
+	op.Via, op.Key = via, key
+	if via == ViaSem {
+		op.Permits = waitPermits
+	}
+	return op
+}
+
+// wmlock is an MLOCK with WAIT of keys by owner, one op per key: granted toks, one per key.
+func wmlock(owner string, keys []string, toks []uint64, inv, comp int64) []Op {
+	ops := perKey(Op{Kind: Acquire, Via: ViaMLock, Keys: keys, Owner: owner, TTL: 500, Invoke: inv * ms, Complete: comp * ms, Outcome: OK})
+	for i := range ops {
+		ops[i].Token, ops[i].Granted = toks[i], toks[i] > 0
+	}
+	return ops
+}
+
+// wlist is a LOCKWAITERS reply on key at at listing owner/kind/place triples in order.
+func wlist(key string, at int64, ws ...QueuedWaiter) QueueRead {
+	return QueueRead{Key: key, Node: "n1", Invoke: at * ms, Complete: at * ms, Waiters: ws}
+}
+
+// TestWaitOrderKinds: the FIFO check across shares, plain locks, MLOCKs and semaphore permits.
+func TestWaitOrderKinds(t *testing.T) {
+	// On wq, x holds (token 10, never seen waiting); shares s1 and s2, writer w and share s3
+	// queue behind it (places 11-14). x unlocks: s1 and s2 are granted in one entry (20, 21);
+	// w once they are gone (25), s3 after w (30). MLOCK m of wq and wr queues at 23, after the
+	// shares' grant, and is granted once s3 is gone (31, 32; h held wr meanwhile). On the
+	// semaphore ws, p1 and p2 hold both permits; p3 and p4 queue and are granted in order.
+	s1, s2 := QueuedWaiter{"s1", KindShared, 11}, QueuedWaiter{"s2", KindShared, 12}
+	w, s3 := QueuedWaiter{"w", KindLock, 13}, QueuedWaiter{"s3", KindShared, 14}
+	m := QueuedWaiter{"m", ViaMLock, 23}
+	p3, p4 := QueuedWaiter{"p3", KindSemaphore, 42}, QueuedWaiter{"p4", KindSemaphore, 43}
+	queues := []QueueRead{
+		wlist("wq", 5, s1, s2, w, s3),
+		wlist("wq", 22, w, s3),
+		wlist("wq", 24, w, s3, m), // m's place is above 20 and 21: after the shares' grant
+		wlist("wr", 24, m),
+		wlist("ws", 30, p3, p4),
+	}
+	good := slices.Concat([]Op{
+		wreq("lock", "wq", "x", 10, 0, 1),
+		wreq(ViaShared, "wq", "s1", 20, 2, 21), wreq(ViaShared, "wq", "s2", 21, 3, 21),
+		wreq("lock", "wq", "w", 25, 4, 26), wreq(ViaShared, "wq", "s3", 30, 5, 31),
+		wreq("lock", "wr", "h", 22, 6, 7),
+	}, wmlock("m", []string{"wq", "wr"}, []uint64{31, 32}, 23, 33), []Op{
+		wreq(ViaSem, "ws", "p1", 40, 28, 29), wreq(ViaSem, "ws", "p2", 41, 28, 29),
+		wreq(ViaSem, "ws", "p3", 45, 29, 50), wreq(ViaSem, "ws", "p4", 47, 29, 52),
+	})
+	n, bad := checkWaitOrder(good, queues)
+	if len(bad) != 0 {
+		t.Errorf("good history flagged: %v", bad)
+	}
+	want := WaitCounts{
+		WaitKindCounts: WaitKindCounts{Waits: 11, Granted: 11, Observed: 7},
+		Lock:           WaitKindCounts{Waits: 3, Granted: 3, Observed: 1},
+		Shared:         WaitKindCounts{Waits: 3, Granted: 3, Observed: 3},
+		Sem:            WaitKindCounts{Waits: 4, Granted: 4, Observed: 2},
+		MLock:          WaitKindCounts{Waits: 1, Granted: 1, Observed: 1},
+		// wq: s1, s2, w, s3 and m, of which the three shares' three pairs are of one kind; ws: p3, p4
+		Pairs: 11, MixedPairs: 7,
+		// s1 and s2 (s2 and s3 had w between them)
+		Batches: 1,
+		// the reply at 24 on wq follows s1's and s2's grants
+		AfterGrant: 2,
+	}
+	if diff := cmp.Diff(want, n); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+
+	// edit returns good with the ops of owner changed by f
+	edit := func(ops []Op, owner string, f func(op *Op)) []Op {
+		out := slices.Clone(ops)
+		for i := range out {
+			if out[i].Owner == owner && out[i].Kind == Acquire {
+				f(&out[i])
+			}
+		}
+		return out
+	}
+	token := func(tok uint64) func(op *Op) { return func(op *Op) { op.Token = tok } }
+	// w gave up, and s3, behind it, was granted right after the shares
+	gaveUp := edit(edit(good, "w", func(op *Op) { op.Token, op.Granted = 0, false }), "s3", token(22))
+	afterGiveUp := append(slices.Clone(queues[:2]), wlist("wq", 24, w, m), queues[3], queues[4])
+	// u, never seen waiting and its outcome unknown, may have waited between s1 and s2
+	unknown := wreq("lock", "wq", "u", 0, 3, 0)
+	unknown.Outcome, unknown.Complete = Unknown, never
+
+	cases := []struct {
+		name   string
+		ops    []Op
+		queues []QueueRead
+		prefix string // "": accepted
+	}{
+		{"a reader overtakes a waiting writer", edit(good, "s3", token(24)), queues, "fifo: c0 lock wq 500ms w"},
+		{"a permit overtakes an earlier one", edit(good, "p4", token(44)), queues, "fifo: c0 semacquire(2) ws 500ms p3"},
+		{"an MLOCK overtakes on one of its keys", edit(good, "m", func(op *Op) {
+			if op.Key == "wq" {
+				op.Token = 24
+			}
+		}), queues, "fifo: c0 lock-shared wq 500ms s3"},
+		{"shares at the head not granted in one entry", edit(good, "s2", token(22)), queues, "batch: c0 lock-shared wq 500ms s1"},
+		{"the gap excused by a request that may have waited between them", append(edit(good, "s2", token(22)), unknown), queues, ""},
+		{"the gap of a share that queued after the first's grant", edit(edit(good, "s2", token(22)), "s1", token(11)), nil, ""},
+		{"an MLOCK at two places", good, append(slices.Clone(queues), wlist("wr", 26, QueuedWaiter{"m", ViaMLock, 24})), "queue: waiter m seen at place 23 of wq and at place 24 of wr"},
+		{"a waiter listed as another kind", good, append(slices.Clone(queues), wlist("wq", 6, QueuedWaiter{"s1", KindLock, 11})), "queue: LOCKWAITERS wq on n1 at 0.006s listed s1 as lock, but it asked for shared"},
+		{"a waiter listed on a key it did not ask for", good, append(slices.Clone(queues), wlist("wr", 6, w)), "queue: LOCKWAITERS wr on n1 at 0.006s listed w, which asked for wq"},
+		{"a share overtakes a writer that then gave up", gaveUp, afterGiveUp, "overtaken: LOCKWAITERS wq on n1 at 0.024s listed w at place 13"},
+		{"the same writer listed by a stale reply, later in time", gaveUp, append(slices.Clone(queues[:2]), wlist("wq", 40, w, s3), queues[3], queues[4]), ""},
+		{"a grantee listed after its own grant", good, append(slices.Clone(queues), wlist("wq", 26, s1, m)), "overtaken: LOCKWAITERS wq on n1 at 0.026s listed s1 at place 11"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, bad := checkWaitOrder(tc.ops, tc.queues)
+			switch {
+			case tc.prefix == "" && len(bad) != 0:
+				t.Errorf("valid history flagged: %v", bad)
+			case tc.prefix != "" && (len(bad) != 1 || !strings.HasPrefix(bad[0], tc.prefix)):
 				t.Errorf("got %v, want one violation starting %q", bad, tc.prefix)
 			}
 		})

@@ -35,14 +35,24 @@
 // not WAIT: a waiter makes a request that does not wait refused on a free key, which the models
 // do not know of.
 //
-// Waiting has keys of its own (waits.go): one client sends rounds of two or three LOCK ... WAIT
-// at once, each on its own connection through a node picked at random, under owners unique per
-// request, with short leases it unlocks soon or lets expire, and while a round lasts polls
-// LOCKWAITERS on its key through any node, recording each waiter's place. The queues' FIFO is checked
-// (checkWaitOrder): each reply lists places in order, a waiter keeps one place, its grant's token
-// is above its place, and of two granted waiters of a key whose places were both observed, the
-// earlier place has the lower token, leader changes or not. A waiter never observed, given up
-// (nil) or of unknown outcome imposes nothing; the grants join the fencing check.
+// Waiting has keys of its own (waits.go): one client sends rounds of two to four requests with
+// WAIT at once, each on its own connection through a node picked at random, under owners unique
+// per request: plain LOCKs and shares (LOCK ... SHARED) on two keys, an MLOCK of both among them,
+// or permits (SEMACQUIRE of 2) on a semaphore key of their own. Leases are short; it gives its
+// tokens back soon (UNLOCK per key, SEMRELEASE) or lets them expire, and while a round lasts it
+// polls LOCKWAITERS on the round's keys through any node, recording each waiter's place. The
+// queues' FIFO is checked across kinds (checkWaitOrder), from tokens and places (times only to
+// know a request was sent after a grant was acknowledged), so stale follower reads and slow
+// replies raise no false alarm: each reply lists places in order and waiters by the kind and key they asked for; a waiter keeps one
+// place, an MLOCK the same in both queues; a grant's token is above its place; of two granted
+// waiters of a key whose places were observed, the earlier place has the lower token (an MLOCK's
+// token of that key), so no reader overtakes a waiting writer nor any waiter another; a reply
+// that lists a waiter whose place is above a grant's token shows that grant applied, so it may
+// list nobody at or before the grantee's place (one that gave up later was overtaken); and two
+// shares that waited next to each other when the first was granted, with nothing that may have
+// waited between them, were granted in one entry: consecutive tokens. A waiter never observed,
+// given up (nil) or of unknown outcome imposes nothing of its own; the grants join the fencing
+// check.
 //
 // Two more workloads check DESIGN.md §8.7 and §8.8 (multikey.go, pubsub.go). Multi-key clients
 // set every key of a group to a fresh value with one script or MULTI/EXEC, or DEL the whole

@@ -188,20 +188,33 @@ func (w *worker) mlock(base Op, now int64, ttlArg string, opts []string) []Op {
 	base.Via, base.Keys, base.Key = ViaMLock, keys, keys[0]
 	args := append(append([]string{"MLOCK", ttlArg}, keys...), opts...)
 	v := w.call(&base, args...)
-	ops := make([]Op, len(keys))
-	for i, k := range keys {
+	ops := perKey(base)
+	grantEach(ops, v)
+	return ops
+}
+
+// perKey is an MLOCK's op as one op per key: the same request, each its own Key.
+func perKey(base Op) []Op {
+	ops := make([]Op, len(base.Keys))
+	for i, k := range base.Keys {
 		ops[i] = base
 		ops[i].Key = k
 	}
-	if base.Outcome != OK || v == nil {
-		return ops
+	return ops
+}
+
+// grantEach reads an MLOCK's reply into its per-key ops: nil (refused, or its WAIT passed), or
+// one token per key in the order of its keys; anything else makes every op's outcome unknown.
+func grantEach(ops []Op, v any) {
+	if ops[0].Outcome != OK || v == nil {
+		return
 	}
 	a, ok := v.([]any)
-	if !ok || len(a) != len(keys) {
+	if !ok || len(a) != len(ops) {
 		for i := range ops {
 			unexpected(&ops[i], v)
 		}
-		return ops
+		return
 	}
 	for i := range ops {
 		n, ok := asInt(a[i])
@@ -209,11 +222,10 @@ func (w *worker) mlock(base Op, now int64, ttlArg string, opts []string) []Op {
 			for j := range ops {
 				unexpected(&ops[j], v)
 			}
-			return ops
+			return
 		}
 		ops[i].Granted, ops[i].Token = true, uint64(n)
 	}
-	return ops
 }
 
 func (w *worker) kindsRenew(key, owner string, token uint64, ttl int64) Op {

@@ -75,13 +75,15 @@ func (r Result) Summary() string {
 	return fmt.Sprintf("chaos: ops=%d faults=%d unknown=%d violations=%d unfenced_overlap=%d (%d without a client pause) fenced_off=%d inconclusive=%d snapshot_installs=%d"+
 		" counter_ops=%d zset_ops=%d list_ops=%d typed_unknown=%d"+
 		" kinds_ops=%d shares=%d permits=%d kinds_locks=%d mlocks=%d (refused %d) delays_seen=%d kinds_unknown=%d"+
-		" waits=%d granted=%d wait_timeouts=%d wait_failed=%d wait_unknown=%d observed_places=%d pairs_checked=%d"+
+		" waits=%d granted=%d wait_timeouts=%d wait_failed=%d wait_unknown=%d observed_places=%d pairs_checked=%d (mixed %d) shares_batched=%d reads_after_grant=%d"+
+		" waits_by_kind(waits/granted/observed)=lock:%s,shared:%s,sem:%s,mlock:%s"+
 		" multikey=%d (collections %d) multikey_reads=%d (collections %d) aborted=%d partial=%d (collections %d)"+
 		" published=%d delivered=%d expected=%d duplicates=%d lost=%d lost_in_snapshot=%d order_violations=%d stale_reads=%d seed=%d",
 		r.Ops, r.Faults, r.Unknown, len(r.Violations), r.UnfencedOverlap, r.OverlapNoPause, r.FencedOff, len(r.Inconclusive), r.SnapshotInstall,
 		d.Counter, d.ZSet, d.List, d.Unknown,
 		k.Ops, k.Shares, k.Permits, k.Locks, k.MLocks, k.MLocksRefused, k.DelaysSeen, k.Unknown,
-		q.Waits, q.Granted, q.TimedOut, q.Failed, q.Unknown, q.Observed, q.Pairs,
+		q.Waits, q.Granted, q.TimedOut, q.Failed, q.Unknown, q.Observed, q.Pairs, q.MixedPairs, q.Batches, q.AfterGrant,
+		q.Lock, q.Shared, q.Sem, q.MLock,
 		m.Requests, m.CollRequests, m.Reads, m.CollReads, m.Aborted, m.Partial, m.CollPartial,
 		p.Published, p.Delivered, p.Expected, p.Duplicates, p.Lost, p.LostInSnapshot, p.OrderViolation, p.Stale, r.Seed)
 }
