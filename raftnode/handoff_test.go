@@ -67,8 +67,13 @@ func (h *waitHub) await(seq fsm.Token) <-chan fsm.Token {
 // lockWait is LOCK key lease OWNER owner WAIT wait on n: granted at once, or queued and served
 // in its turn (its token), or refused when its wait expired.
 func lockWait(ctx context.Context, n *testNode, key, owner string, leaseMs uint64, wait time.Duration) (fsm.Result, bool, error) {
+	return requestWait(ctx, n, locks.Request{Key: []byte(key), Owner: []byte(owner), TTL: leaseMs, Explicit: true}, wait)
+}
+
+// requestWait is lockWait of any request of one key (a share, a permit).
+func requestWait(ctx context.Context, n *testNode, q locks.Request, wait time.Duration) (fsm.Result, bool, error) {
 	hub := hubOf(n)
-	q := locks.Request{Key: []byte(key), Owner: []byte(owner), TTL: leaseMs, Explicit: true}
+	key := string(q.Key)
 	var refused error
 	res, err := n.Exec(ctx, [][]byte{q.Key}, locks.WaitEval([]locks.Request{q}, uint64(wait.Milliseconds()), &refused), nil)
 	switch {
@@ -86,8 +91,12 @@ func lockWait(ctx context.Context, n *testNode, key, owner string, leaseMs uint6
 		if t == 0 {
 			return fsm.Result{}, false, nil
 		}
+		held := []byte(key)
+		if q.Shared || q.Permits > 0 {
+			held = fsm.HolderKey(held, t)
+		}
 		var l fsm.Lock
-		n.ExecLocal(func(v node.View) { l, _, _ = v.Lookup([]byte(key)) })
+		n.ExecLocal(func(v node.View) { l, _, _ = v.Lookup(held) })
 		return fsm.Result{Status: fsm.StatusGranted, Token: t, LeaseRev: l.LeaseRev}, true, nil
 	case <-ctx.Done():
 		return fsm.Result{}, false, ctx.Err()
@@ -347,5 +356,112 @@ func TestHandoffNotOnAFailedRelease(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%s was not granted", want)
 		}
+	}
+}
+
+// Consecutive shares at the head of a queue are served together, in one entry, and a writer
+// behind them is not overtaken by a share that queued after it: it has the key once the shares
+// are gone, and the later share waits for it.
+func TestHandoffBatchesShares(t *testing.T) {
+	n := newNode(t)
+	k := dk("k")
+	holder := mustLock(t, n, k, "holder", 0)
+	type grant struct {
+		name string
+		res  fsm.Result
+		err  error
+	}
+	grants := make(chan grant, 5)
+	queue := []struct {
+		name   string
+		shared bool
+	}{{"r1", true}, {"r2", true}, {"r3", true}, {"w", false}, {"r4", true}}
+	for i, q := range queue {
+		go func() {
+			req := locks.Request{Key: []byte(k), Owner: []byte(q.name), TTL: 60000, Explicit: true, Shared: q.shared}
+			res, ok, err := requestWait(t.Context(), n, req, 20*time.Second)
+			if err == nil && !ok {
+				err = fmt.Errorf("not granted: %+v", res)
+			}
+			grants <- grant{q.name, res, err}
+		}()
+		waitQueued(t, n, k, i+1)
+	}
+	next := func() grant {
+		t.Helper()
+		select {
+		case g := <-grants:
+			if g.err != nil {
+				t.Fatalf("%s: %v", g.name, g.err)
+			}
+			return g
+		case <-time.After(5 * time.Second):
+			t.Fatal("no grant")
+		}
+		return grant{}
+	}
+	if _, err := propose(t.Context(), n, releaseCmd(k, holder.Token)); err != nil {
+		t.Fatal(err)
+	}
+	shares := map[string]fsm.Result{}
+	for range 3 {
+		g := next()
+		shares[g.name] = g.res
+	}
+	if len(shares) != 3 || shares["r1"].Token == 0 || shares["r2"].Token == 0 || shares["r3"].Token == 0 {
+		t.Fatalf("granted %v, want the three shares at the head", shares)
+	}
+	rev := shares["r1"].LeaseRev
+	if shares["r2"].LeaseRev != rev || shares["r3"].LeaseRev != rev {
+		t.Fatalf("the head's shares were granted in entries %d %d %d, want one", rev, shares["r2"].LeaseRev, shares["r3"].LeaseRev)
+	}
+	if !(shares["r1"].Token < shares["r2"].Token && shares["r2"].Token < shares["r3"].Token) {
+		t.Errorf("tokens %d %d %d, want them in the queue's order", shares["r1"].Token, shares["r2"].Token, shares["r3"].Token)
+	}
+	var l raft.Log
+	if err := n.stores.Log.GetLog(rev, &l); err != nil {
+		t.Fatal(err)
+	}
+	cmds, _, err := fsm.DecodeEntries(nil, nil, l.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serves := 0
+	for _, c := range cmds {
+		if base, _, ok := fsm.WaiterOf(c.Key); ok && c.Kind == fsm.KindServe && string(base) == k {
+			serves++
+		}
+	}
+	if serves != 3 {
+		t.Errorf("entry %d serves %d of k's waiters (%s), want the three shares", rev, serves, kinds(cmds))
+	}
+	if q := queueLen(n, k); q != 2 {
+		t.Fatalf("%d left queued, want the writer and the later share", q)
+	}
+	select {
+	case g := <-grants:
+		t.Fatalf("%s was granted while the shares hold the key", g.name)
+	case <-time.After(100 * time.Millisecond):
+	}
+	for _, name := range []string{"r1", "r2", "r3"} {
+		h := fsm.HolderKey([]byte(k), shares[name].Token)
+		if _, err := propose(t.Context(), n, fsm.Command{Kind: fsm.KindRelease, Key: h, Match: locks.ByToken(shares[name].Token)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := next()
+	if w.name != "w" {
+		t.Fatalf("%s was granted before the writer that queued ahead of it", w.name)
+	}
+	select {
+	case g := <-grants:
+		t.Fatalf("%s was granted while the writer holds the key", g.name)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if _, err := propose(t.Context(), n, releaseCmd(k, w.res.Token)); err != nil {
+		t.Fatal(err)
+	}
+	if r4 := next(); r4.name != "r4" || r4.res.Token <= w.res.Token {
+		t.Errorf("last granted %s with %d, want r4 above the writer's %d", r4.name, r4.res.Token, w.res.Token)
 	}
 }
