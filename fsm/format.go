@@ -27,7 +27,8 @@ const (
 	FormatBatch byte = batchVersion
 	// FormatFunctions, v0.4.0's, adds the function library commands (KindStoreLibrary,
 	// KindDeleteLibrary, KindFlushLibraries), the lock kinds (KindAcquire, Command.Permits and
-	// Delay) and snapshotV7 snapshots, which carry the libraries and lock-delays. Its entries are FormatBatch's; the entry that switches a cluster to it is a
+	// Delay, Since, Origin) and snapshotV8 snapshots, which carry the libraries, lock-delays,
+	// grant times and origins. Its entries are FormatBatch's; the entry that switches a cluster to it is a
 	// batch of functionsVersion, so every node that applies it notes the switch.
 	FormatFunctions byte = functionsVersion
 	// FormatCurrent is the newest format this binary writes once every member reads it.
@@ -93,7 +94,7 @@ func StampHeld(cmds []Command, format byte, now func() int64, origin []byte) {
 		return
 	}
 	if len(origin) > MaxOrigin {
-		origin = nil // not a node ID this table keeps (server.Config bounds them)
+		origin = nil // longer than any node ID (ValidNodeID): not recorded rather than refused
 	}
 	var since int64
 	for i := range cmds {
@@ -104,7 +105,7 @@ func StampHeld(cmds []Command, format byte, now func() int64, origin []byte) {
 			continue
 		}
 		if since == 0 {
-			since = now()
+			since = max(now(), 1) // a clock before 1970 must not make the command invalid
 		}
 		c.Since = since
 		if c.Kind != KindServe {

@@ -75,8 +75,8 @@ func TestSnapshotFollowsFormat(t *testing.T) {
 	// FormatFunctions snapshots carry the libraries, and say so.
 	m.NoteFormat(fsm.FormatCurrent)
 	b = snapshotBytes(t, m)
-	if b[4] != 7 {
-		t.Fatalf("snapshot version %d in the current format, want 7", b[4])
+	if b[4] != 8 {
+		t.Fatalf("snapshot version %d in the current format, want 8", b[4])
 	}
 	if r := restore(t, b); r.Format() != fsm.FormatFunctions {
 		t.Fatalf("restored format %d, want %d", r.Format(), fsm.FormatFunctions)

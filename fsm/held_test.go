@@ -88,6 +88,21 @@ func TestHeldSinceAndOrigin(t *testing.T) {
 	if since, origin := held(t, r, dbk("k")); since != 7000 || origin != "n3" {
 		t.Fatalf("restored: %d through %q", since, origin)
 	}
+
+	// A version 7 snapshot, as builds before grant times wrote it, restores with none.
+	var v7 bytes.Buffer
+	if _, err := m.Snapshot().WriteVersion(&v7, 7); err != nil {
+		t.Fatal(err)
+	}
+	old := restore(t, v7.Bytes())
+	want := table(m)
+	for k, l := range want {
+		l.Since, l.Origin = 0, nil
+		want[k] = l
+	}
+	if d := diffTables(table(old), want); d != "" {
+		t.Fatalf("a version 7 snapshot restored (-got +want):\n%s", d)
+	}
 }
 
 // Grant times and origins travel in the log only from FormatFunctions on: ForFormat strips them

@@ -82,14 +82,14 @@ func TestLibrariesRollback(t *testing.T) {
 	}
 }
 
-// Libraries travel in FormatFunctions snapshots (version 7) and come back byte for byte.
+// Libraries travel in FormatFunctions snapshots (version 8) and come back byte for byte.
 func TestLibrariesSnapshot(t *testing.T) {
 	m := fsm.New()
 	m.NoteFormat(fsm.FormatFunctions)
 	applyAll(t, m, 1, []fsm.Command{grant("k", "v", 0, matchAny), storeLib("lib1", "#!lua name=lib1\nx"), storeLib("lib2", "#!lua name=lib2\ny")})
 	b := snapshotBytes(t, m)
-	if b[4] != 7 {
-		t.Fatalf("snapshot version %d, want 7", b[4])
+	if b[4] != 8 {
+		t.Fatalf("snapshot version %d, want 8", b[4])
 	}
 	r := restore(t, b)
 	if src, ok := r.Libraries().Get("lib2"); !ok || src != "#!lua name=lib2\ny" || r.Libraries().Len() != 2 {

@@ -33,10 +33,13 @@ const (
 	// snapshotV6 adds the function libraries (name, source) after the users. A table in
 	// FormatFunctions wrote it before lock-delays existed; only read.
 	snapshotV6 = 6
-	// snapshotV7 adds each key's lock-delay (Lock.Delay, a uvarint), grant time (Lock.Since,
-	// a uvarint) and origin (Lock.Origin, length-prefixed) after its lease. A table in
-	// FormatFunctions writes it, and restores from it in that format.
+	// snapshotV7 adds each key's lock-delay (Lock.Delay, a uvarint) after its lease. Only read:
+	// builds before grant times wrote it.
 	snapshotV7 = 7
+	// snapshotV8 adds each key's grant time (Lock.Since, a uvarint) and origin (Lock.Origin,
+	// length-prefixed) after its lock-delay. A table in FormatFunctions writes it, and restores
+	// from it in that format.
+	snapshotV8 = 8
 )
 
 // maxSnapshotField bounds a key or owner read from a snapshot, so a corrupt length cannot make
@@ -65,7 +68,7 @@ func (m *Machine) Snapshot() *Snapshot {
 // Len is the number of locks in the snapshot.
 func (s *Snapshot) Len() int { return s.table.Len() }
 
-// WriteTo serializes the snapshot (version 7): magic, version, applied index, token counter,
+// WriteTo serializes the snapshot (version 8): magic, version, applied index, token counter,
 // count, then each lock in key order (key, owner, collection, token, lease, lock-delay, grant
 // time, origin), then the member addresses in ID order, then the stored scripts in digest
 // order, then the ACL users in name order, then the function libraries in name order, then a
@@ -80,13 +83,18 @@ func (s *Snapshot) Len() int { return s.table.Len() }
 // upgrade. (A cluster in that format refuses what would make collections or
 // users: they come from entries only FormatTyped carries.)
 func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
-	version := byte(snapshotV7)
+	version := byte(snapshotV8)
 	if s.format < FormatFunctions && s.libraries.Len() == 0 {
 		version = snapshotV5
 	}
 	if s.format < FormatTyped && len(s.users) == 0 && !s.hasCollection() {
 		version = snapshotV3
 	}
+	return s.writeVersion(w, version)
+}
+
+// writeVersion is WriteTo in the layout of version.
+func (s *Snapshot) writeVersion(w io.Writer, version byte) (int64, error) {
 	cw := &countingWriter{w: w, crc: crc32.New(crc32.MakeTable(crc32.Castagnoli))}
 	bw := bufio.NewWriterSize(cw, 64<<10)
 	buf := append([]byte(snapshotMagic), version)
@@ -110,6 +118,8 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 		buf = binary.AppendUvarint(buf, l.LeaseMs)
 		if version >= snapshotV7 {
 			buf = binary.AppendUvarint(buf, l.Delay)
+		}
+		if version >= snapshotV8 {
 			buf = binary.AppendUvarint(buf, uint64(l.Since))
 			buf = appendBytes(buf, l.Origin)
 		}
@@ -180,7 +190,7 @@ func RestoreAt(r io.Reader, now int64) (*Machine, error) {
 		return nil, fmt.Errorf("%w: snapshot header %q", ErrCorrupt, head)
 	}
 	version := head[len(snapshotMagic)]
-	if version < snapshotV1 || version > snapshotV7 {
+	if version < snapshotV1 || version > snapshotV8 {
 		return nil, fmt.Errorf("%w: snapshot version %d", ErrCorrupt, version)
 	}
 	m := New()
@@ -214,6 +224,8 @@ func RestoreAt(r io.Reader, now int64) (*Machine, error) {
 		l.Token, l.LeaseRev, l.LeaseMs = Token(rd.uvarint()), rd.uvarint(), rd.uvarint()
 		if version >= snapshotV7 {
 			l.Delay = rd.uvarint()
+		}
+		if version >= snapshotV8 {
 			since := rd.uvarint()
 			l.Since = int64(since)
 			if o := rd.bytesInto(&originBuf); len(o) > 0 {

@@ -54,7 +54,7 @@ func newLockTable(origins *originNames) *lockTable {
 // An entry is a string: the key's length (4 bytes, little-endian), the key, the lease state
 // (Token, LeaseRev, LeaseMs, Deadline: 8 bytes each, little-endian), a flags byte, the lock-delay
 // (8 bytes, only with flagDelay: most locks have none and pay nothing for it), the grant time (8
-// bytes) and the origin's reference (2 bytes, originNames), only with flagHeld (a Redis write
+// bytes) and the origin's reference (4 bytes, originNames), only with flagHeld (a Redis write
 // that takes no lock has neither), then the owner's bytes to the end. A lookup compares a probe
 // made of the length and the key alone.
 const (
@@ -68,7 +68,7 @@ const (
 	flagHeld       = 1 << 3 // Since and Origin's reference follow the Delay (or the flags byte)
 
 	entryDelay = 8
-	entryHeld  = 8 + 2
+	entryHeld  = 8 + 4
 )
 
 // entryKey is the key of an entry (or of a probe).
@@ -89,7 +89,7 @@ func (t *lockTable) encodeEntry(key string, l Lock) string {
 		delay = entryDelay
 	}
 	held := 0
-	var origin uint16
+	var origin uint32
 	if l.Since != 0 || len(l.Origin) != 0 {
 		held, origin = entryHeld, t.origins.ref(l.Origin)
 	}
@@ -116,7 +116,7 @@ func (t *lockTable) encodeEntry(key string, l Lock) string {
 		flags |= flagHeld
 		h := s[entryState+1+delay:]
 		binary.LittleEndian.PutUint64(h, uint64(l.Since))
-		binary.LittleEndian.PutUint16(h[8:], origin)
+		binary.LittleEndian.PutUint32(h[8:], origin)
 	}
 	s[entryState] = flags
 	copy(s[entryState+1+delay+held:], l.Owner)
@@ -141,7 +141,7 @@ func (t *lockTable) decodeEntry(e string) (key string, l Lock, coll bool) {
 	}
 	if flags&flagHeld != 0 {
 		l.Since = int64(binary.LittleEndian.Uint64(s[owner:]))
-		l.Origin = t.origins.name(binary.LittleEndian.Uint16(s[owner+8:]))
+		l.Origin = t.origins.name(binary.LittleEndian.Uint32(s[owner+8:]))
 		owner += entryHeld
 	}
 	if flags&flagNilOwner == 0 {

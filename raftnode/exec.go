@@ -381,24 +381,43 @@ func (n *Replica) pendingLocked(key []byte) bool {
 }
 
 // markPendingLocked registers cmds as in flight on their keys: requests on those keys now wait
-// for their outcome (await clears the marks).
+// for their outcome (await clears the marks). A Serve is in flight on its waiter's key and on
+// the lock's key it grants: a request on that key (a share that would queue behind the waiter
+// the Serve takes out, a read of the key's holders) waits for the grant, so it sees the key as
+// the hand-off left it.
 func (n *Replica) markPendingLocked(cmds []fsm.Command) {
 	for _, c := range cmds {
-		p, ok := n.mu.pending[string(c.Key)]
-		if !ok {
-			if free := n.mu.freeKeys; len(free) > 0 {
-				p = free[len(free)-1]
-				n.mu.freeKeys = free[:len(free)-1]
-			} else {
-				p = &pendingKey{}
-			}
-			n.mu.pending[string(c.Key)] = p
-			if len(c.Key) <= 1 {
-				n.mu.wideMarks++
-			}
+		n.markKeyLocked(c.Key)
+		if base, ok := servedKey(c); ok {
+			n.markKeyLocked(base)
 		}
-		p.n++
 	}
+}
+
+// servedKey is the lock's key a Serve grants.
+func servedKey(c fsm.Command) ([]byte, bool) {
+	if c.Kind != fsm.KindServe {
+		return nil, false
+	}
+	base, _, ok := fsm.WaiterOf(c.Key)
+	return base, ok
+}
+
+func (n *Replica) markKeyLocked(key []byte) {
+	p, ok := n.mu.pending[string(key)]
+	if !ok {
+		if free := n.mu.freeKeys; len(free) > 0 {
+			p = free[len(free)-1]
+			n.mu.freeKeys = free[:len(free)-1]
+		} else {
+			p = &pendingKey{}
+		}
+		n.mu.pending[string(key)] = p
+		if len(key) <= 1 {
+			n.mu.wideMarks++
+		}
+	}
+	p.n++
 }
 
 // submit hands cmds to raft as one request's entry: its commands commit together and apply
@@ -493,24 +512,31 @@ func (n *Replica) awaitEntry(cmds []fsm.Command, future raft.ApplyFuture) (resul
 // failed: a request that waited on the marks sees the applied table.
 func (n *Replica) clearPendingLocked(cmds []fsm.Command) {
 	for _, c := range cmds {
-		p := n.mu.pending[string(c.Key)]
-		if p == nil {
-			continue
+		n.clearKeyLocked(c.Key)
+		if base, ok := servedKey(c); ok {
+			n.clearKeyLocked(base)
 		}
-		if p.n--; p.n > 0 {
-			continue
-		}
-		if p.done != nil {
-			close(p.done) // its waiters hold the channel, not p
-		}
-		delete(n.mu.pending, string(c.Key))
-		if len(c.Key) <= 1 {
-			n.mu.wideMarks--
-		}
-		if len(n.mu.freeKeys) < maxFreeKeys {
-			*p = pendingKey{}
-			n.mu.freeKeys = append(n.mu.freeKeys, p)
-		}
+	}
+}
+
+func (n *Replica) clearKeyLocked(key []byte) {
+	p := n.mu.pending[string(key)]
+	if p == nil {
+		return
+	}
+	if p.n--; p.n > 0 {
+		return
+	}
+	if p.done != nil {
+		close(p.done) // its waiters hold the channel, not p
+	}
+	delete(n.mu.pending, string(key))
+	if len(key) <= 1 {
+		n.mu.wideMarks--
+	}
+	if len(n.mu.freeKeys) < maxFreeKeys {
+		*p = pendingKey{}
+		n.mu.freeKeys = append(n.mu.freeKeys, p)
 	}
 }
 
@@ -692,13 +718,15 @@ func (v viewReader) Libraries() *fsm.Libraries       { return v.n.mu.machine.Lib
 func unixMilli() int64 { return time.Now().UnixMilli() }
 
 // originOf is the ID of the node the client of a request run with ctx is on: the follower
-// whose link forwarded it (node.WithOrigin; nil if it did not say), or this one.
+// whose link forwarded it (node.WithOrigin), or this one. A link that did not say, or named a
+// node that is not a member, gives none: what goes into the log, and so into every node's
+// table for good (fsm's originNames), is only ever a member's ID. Under Replica.mu.
 func (n *Replica) originOf(ctx context.Context) []byte {
 	id, forwarded := node.OriginOf(ctx)
-	switch {
-	case !forwarded:
+	if !forwarded {
 		return n.selfID
-	case id == "":
+	}
+	if _, member := n.mu.machine.Member(id); !member {
 		return nil
 	}
 	return []byte(id)

@@ -124,9 +124,10 @@ type upstreamLink struct {
 }
 
 // proposeCtx is the context c's requests are proposed with: c.ctx, marked with the follower
-// it comes from on a forwarded link.
+// it comes from on a forwarded link (only there: RAFT ORIGIN on any other connection labels
+// nothing).
 func (c *conn) proposeCtx() context.Context {
-	if o := c.hop.origin.Load(); o != nil {
+	if o := c.hop.origin.Load(); o != nil && c.hop.forwarded {
 		return *o
 	}
 	return c.ctx

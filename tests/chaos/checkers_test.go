@@ -1273,6 +1273,9 @@ func TestWaitOrderKinds(t *testing.T) {
 	// u, never seen waiting and its outcome unknown, may have waited between s1 and s2
 	unknown := wreq("lock", "wq", "u", 0, 3, 0)
 	unknown.Outcome, unknown.Complete = Unknown, never
+	// f failed (TRYAGAIN: its node shut down while it waited, so it may have stayed queued)
+	failed := wreq("lock", "wq", "f", 0, 3, 4)
+	failed.Outcome = Fail
 
 	cases := []struct {
 		name   string
@@ -1289,6 +1292,7 @@ func TestWaitOrderKinds(t *testing.T) {
 		}), queues, "fifo: c0 lock-shared wq 500ms s3"},
 		{"shares at the head not granted in one entry", edit(good, "s2", token(22)), queues, "batch: c0 lock-shared wq 500ms s1"},
 		{"the gap excused by a request that may have waited between them", append(edit(good, "s2", token(22)), unknown), queues, ""},
+		{"the gap excused by a failed request that may have waited between them", append(edit(good, "s2", token(22)), failed), queues, ""},
 		{"the gap of a share that queued after the first's grant", edit(edit(good, "s2", token(22)), "s1", token(11)), nil, ""},
 		{"an MLOCK at two places", good, append(slices.Clone(queues), wlist("wr", 26, QueuedWaiter{"m", ViaMLock, 24})), "queue: waiter m seen at place 23 of wq and at place 24 of wr"},
 		{"a waiter listed as another kind", good, append(slices.Clone(queues), wlist("wq", 6, QueuedWaiter{"s1", KindLock, 11})), "queue: LOCKWAITERS wq on n1 at 0.006s listed s1 as lock, but it asked for shared"},

@@ -261,7 +261,10 @@ type WaitKindCounts struct {
 	Waits    int // requests with WAIT (an MLOCK once, however many keys it names)
 	Granted  int // of those, granted (tokens)
 	TimedOut int // of those, nil: the WAIT passed
-	Failed   int // of those, certainly not done (CLUSTERDOWN, TRYAGAIN, no connection)
+	// Failed counts those answered with an error (CLUSTERDOWN, TRYAGAIN, no connection): not
+	// granted, but not certainly never queued (a waiter whose node shuts down hears TRYAGAIN and
+	// stays queued until its wait expires).
+	Failed   int
 	Unknown  int
 	Observed int // of those, waiters whose place a LOCKWAITERS showed
 }
@@ -500,9 +503,11 @@ func checkBatches(gs []waitGrant, ops []Op, places map[string]seen, n *WaitCount
 		}
 		// may x have waited between a and b when a was granted?
 		between := func(x Op) bool {
-			if x.Owner == a.op.Owner || x.Owner == b.op.Owner || x.Outcome == Fail {
+			if x.Owner == a.op.Owner || x.Owner == b.op.Owner {
 				return false
 			}
+			// A failed request may still have queued (its node shut down while it waited), so
+			// it is judged by its place or its timing, as an unknown one is.
 			if s, ok := places[x.Owner]; ok {
 				return s.place > a.place && s.place < b.place
 			}
