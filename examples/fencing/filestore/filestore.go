@@ -60,7 +60,7 @@ func (s *Store) Write(name string, token uint64, data []byte) error {
 		return err
 	}
 	if token < largest {
-		return fmt.Errorf("%w: %d, the file has accepted %d", ErrStale, token, largest)
+		return fmt.Errorf("%w %d: %s has accepted %d", ErrStale, token, name, largest)
 	}
 	// The token first: if we crash between the two renames, the fence is up and the old data
 	// stays, and the holder of token can write again; never new data behind an old fence.

@@ -81,7 +81,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	if stale {
 		w.Header().Set(TokenHeader, strconv.FormatUint(cur.token, 10))
-		http.Error(w, fmt.Sprintf("stale fencing token %d: %s has accepted %d", token, name, cur.token), http.StatusConflict)
+		http.Error(w, fmt.Sprintf("%s has accepted %d", name, cur.token), http.StatusConflict)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -117,7 +117,7 @@ func Put(ctx context.Context, hc *http.Client, base, name string, token uint64, 
 	case http.StatusNoContent, http.StatusOK:
 		return nil
 	case http.StatusConflict:
-		return fmt.Errorf("%w: %s", ErrStale, bytes.TrimSpace(msg))
+		return fmt.Errorf("%w %d: %s", ErrStale, token, bytes.TrimSpace(msg))
 	default:
 		return fmt.Errorf("httpstore: PUT %s: %s: %s", name, res.Status, bytes.TrimSpace(msg))
 	}
