@@ -42,11 +42,14 @@ function lostMessage(sub, token, timeoutMs) {
 
 async function main() {
   const [host, port] = process.env.RAFTLOCK_ADDR.split(":");
-  const redis = new Redis({ host, port: Number(port), maxRetriesPerRequest: 1 });
-  const sub = new Redis({ host, port: Number(port), maxRetriesPerRequest: 1 });
+  // lazyConnect: connect() resolves once ioredis's ready check (an INFO) has its reply; a
+  // SUBSCRIBE sent before that makes the check fail in subscribed mode.
+  const opts = { host, port: Number(port), maxRetriesPerRequest: 1, lazyConnect: true };
+  const redis = new Redis(opts);
+  const sub = new Redis(opts);
   const pg = new Client({ connectionString: process.env.PG_DSN, connectionTimeoutMillis: 10000 });
-  await pg.connect();
   try {
+    await Promise.all([redis.connect(), sub.connect(), pg.connect()]);
     // The demo's table and a fresh row (a real row's token never goes down).
     await pg.query(
       "CREATE TABLE IF NOT EXISTS fencing_example (id text PRIMARY KEY, value text NOT NULL, token bigint NOT NULL)",
