@@ -210,24 +210,27 @@ func setUp(ctx context.Context, cfg *config) (store, string, func(), error) {
 
 // waitStopped waits until process pid is stopped (state T in /proc/pid/stat) and returns when
 // it saw it so; it fails if the process exits first or the timeout passes.
-func waitStopped(pid int, exited <-chan error, timeout time.Duration) (time.Time, error) {
+func waitStopped(pid int, exited chan error, timeout time.Duration) (time.Time, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		stopped, err := isStopped(pid)
-		if err != nil {
-			return time.Time{}, err
+		select {
+		case err := <-exited:
+			exited <- err // back for the caller, which waits for worker 1's end
+			return time.Time{}, fmt.Errorf("worker 1 exited before it was stopped: %v", err)
+		default:
 		}
-		if stopped {
+		stopped, err := isStopped(pid)
+		switch {
+		case errors.Is(err, os.ErrNotExist): // exited: the select above tells how, next time round
+		case err != nil:
+			return time.Time{}, err
+		case stopped:
 			return time.Now(), nil
 		}
 		if time.Now().After(deadline) {
 			return time.Time{}, fmt.Errorf("worker 1 did not stop within %v", timeout)
 		}
-		select {
-		case err := <-exited:
-			return time.Time{}, fmt.Errorf("worker 1 exited before it was stopped: %v", err)
-		case <-time.After(10 * time.Millisecond):
-		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -295,6 +298,9 @@ func runWorker1(ctx context.Context, cfg config, out io.Writer) error {
 	defer rdb.Close()
 
 	token, err := rdb.Do(ctx, "LOCK", cfg.key, ms(cfg.ttl), "OWNER", "worker-1").Int64()
+	if errors.Is(err, redis.Nil) {
+		return fmt.Errorf("worker 1: LOCK %s: held by someone else", cfg.key)
+	}
 	if err != nil {
 		return fmt.Errorf("worker 1: LOCK: %w", err)
 	}
