@@ -55,7 +55,7 @@ clients:
 # as the user nobody when run as root) and a raftlock node, and runs examples/fencing's pause demo
 # on a row, a file and an HTTP service, then the redis-py + psycopg2 and ioredis + pg snippets;
 # each must refuse the stale holder's write. `unit` runs it too (under -race, with every test);
-# this target runs it alone and shows the demo's output. About 20 s.
+# this target runs it alone and shows the demo's output. About 15 s.
 fencing:
 	$(GO) test -count=1 -v -run '^TestFencing$$' ./tests/
 	$(GO) test -count=1 ./examples/...
