@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -234,21 +233,6 @@ func waitStopped(pid int, exited chan error, timeout time.Duration) (time.Time, 
 	}
 }
 
-// isStopped tells whether process pid is stopped by a signal.
-func isStopped(pid int) (bool, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false, fmt.Errorf("worker 1's state: %w", err)
-	}
-	// "pid (comm) S ...": the command may hold spaces and parentheses, the state follows the last ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return false, fmt.Errorf("worker 1's state: unexpected /proc/%d/stat %q", pid, s)
-	}
-	return s[i+2] == 'T', nil
-}
-
 // waitLost waits for the lock channel's "lost <token> expired" and returns the token.
 func waitLost(ctx context.Context, msgs <-chan *redis.Message, timeout time.Duration) (int64, error) {
 	timer := time.NewTimer(timeout)
@@ -339,14 +323,4 @@ func runWorker1(ctx context.Context, cfg config, out io.Writer) error {
 		return errRefused
 	}
 	return nil
-}
-
-// stopSelf stops the whole process with SIGSTOP before it returns. The signal goes to the
-// calling thread (tgkill, as C's raise does), which stops on its way back from the system
-// call: sent to the process (kill), another thread may take it, and this one would run on for
-// a moment, far enough to make its write before the stop.
-func stopSelf() error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	return syscall.Tgkill(os.Getpid(), syscall.Gettid(), syscall.SIGSTOP)
 }
