@@ -6,7 +6,7 @@ BIN       := bin
 FUZZTIME  ?=
 BENCHTIME ?= 5s
 
-.PHONY: all build run setup test unit fuzz vet bench bench-compare bench-scale cluster chaos chaos-short clients clean
+.PHONY: all build run setup test unit fuzz vet bench bench-compare bench-scale cluster chaos chaos-short clients fencing clean
 
 all: build
 
@@ -50,6 +50,15 @@ fuzz:
 # scenarios that need a command raftlock lacks yet are KNOWN_GAPS in tests/clients/run.sh.
 clients:
 	tests/clients/run.sh
+
+# Fencing end to end (docs/fencing.md): tests/fencing_test.go starts a PostgreSQL server (Debian's,
+# as the user nobody when run as root) and a raftlock node, and runs examples/fencing's pause demo
+# on a row, a file and an HTTP service, then the redis-py + psycopg2 and ioredis + pg snippets;
+# each must refuse the stale holder's write. `unit` runs it too (under -race, with every test);
+# this target runs it alone and shows the demo's output. About 15 s.
+fencing:
+	$(GO) test -count=1 -v -run '^TestFencing$$' ./tests/
+	$(GO) test -count=1 ./examples/...
 
 # What the tests need besides Go (Debian and npm packages, git history): installed when run as
 # root, otherwise named with the command that installs them, before any test runs.

@@ -8,7 +8,9 @@
 # matrix; the matrix's Python libraries (python3-redis: redis-py; python3-django-redis) and PHP
 # ones (php-cli; php-redis: phpredis; php-predis; php-illuminate-cache and php-illuminate-redis:
 # Laravel's cache locks; php-symfony-lock: Symfony Lock); chromium, which loads the status page
-# headless; git, whose history the rolling-upgrade test builds the previous release from.
+# headless; git, whose history the rolling-upgrade test builds the previous release from;
+# postgresql (its server binaries in /usr/lib/postgresql/<version>/bin) and python3-psycopg2 for
+# the fencing test (tests/fencing_test.go starts its own server in a temporary directory).
 # npm: the Node libraries of tests/nodejs (package-lock.json), with the machine's Node.js 20.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,12 +22,14 @@ need redis-cli redis-tools
 need chromium chromium
 need git git
 need php php-cli
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null 2>&1 || debs+=(postgresql)
 python=/usr/bin/python3
 if [ -x "$python" ]; then
   "$python" -c 'import redis' 2>/dev/null || debs+=(python3-redis)
   "$python" -c 'import django_redis' 2>/dev/null || debs+=(python3-django-redis)
+  "$python" -c 'import psycopg2' 2>/dev/null || debs+=(python3-psycopg2)
 else
-  debs+=(python3-redis python3-django-redis)
+  debs+=(python3-redis python3-django-redis python3-psycopg2)
 fi
 if command -v php >/dev/null 2>&1; then
   php -r 'exit(extension_loaded("redis") ? 0 : 1);' 2>/dev/null || debs+=(php-redis)
