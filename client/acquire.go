@@ -80,6 +80,31 @@ type request struct {
 	keys []string
 	ttl  time.Duration
 	lockOptions
+	// unknownSince is when the first attempt whose outcome was unknown was sent (zero: none
+	// yet). A grant found afterwards by reading may date from that attempt, so its lease is
+	// counted from then.
+	unknownSince time.Time
+}
+
+// attempted records an attempt sent at sent that failed with err.
+func (r *request) attempted(sent time.Time, err error) {
+	if classify(err) == unknownDone && r.unknownSince.IsZero() {
+		r.unknownSince = sent
+	}
+}
+
+// recover reads, after an attempt of unknown outcome, whether an MLOCK was granted: asking
+// again would be refused while the first grant holds, as the same OWNER's LOCK would not.
+// sent is when the grant's lease began at the earliest.
+func (r *request) recover(ctx context.Context, rdb *redis.Client) (tokens []uint64, sent time.Time, err error) {
+	if r.unknownSince.IsZero() || r.kind != multi {
+		return nil, time.Time{}, nil
+	}
+	tokens, held, err := ownedTokens(ctx, rdb, r)
+	if err != nil || !held {
+		return nil, time.Time{}, err
+	}
+	return tokens, r.unknownSince, nil
 }
 
 // args are the command that asks for the lock, WAITing wait when it is positive.
@@ -149,6 +174,9 @@ func (c *Client) acquire(ctx context.Context, keys []string, ttl time.Duration, 
 	case r.kind == semaphore && r.permits < 1:
 		return nil, fmt.Errorf("client: semaphore of %d permits", r.permits)
 	}
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
 	if r.owner == "" {
 		r.owner = newOwner()
 	}
@@ -170,7 +198,6 @@ func (c *Client) acquireSubscribed(ctx context.Context, r *request, wait bool) (
 	}
 	tokens, sent, err := c.ask(ctx, r)
 	var giveUp time.Time // while waits fail: when to stop trying other nodes
-	unknown := false     // a wait's outcome was unknown
 	for attempt := 0; err == nil && tokens == nil && wait; {
 		w := maxWait
 		if d, ok := ctx.Deadline(); ok {
@@ -183,7 +210,7 @@ func (c *Client) acquireSubscribed(ctx context.Context, r *request, wait bool) (
 			break
 		}
 		i, _ := c.node()
-		tokens, sent, err = c.askWaiting(ctx, c.opts.Addrs[i], r, w, unknown)
+		tokens, sent, err = c.askWaiting(ctx, c.opts.Addrs[i], r, w)
 		if ctx.Err() != nil {
 			// The grant may have come as the connection closed, with none to read it.
 			c.releaseOwned(ctx, r)
@@ -193,8 +220,6 @@ func (c *Client) acquireSubscribed(ctx context.Context, r *request, wait bool) (
 		case final:
 			giveUp, attempt = time.Time{}, 0
 			continue
-		case unknownDone:
-			unknown = true
 		}
 		c.next(i)
 		if giveUp.IsZero() {
@@ -210,6 +235,11 @@ func (c *Client) acquireSubscribed(ctx context.Context, r *request, wait bool) (
 		err = nil
 	}
 	if err != nil {
+		if !r.unknownSince.IsZero() {
+			// An attempt may have been granted, its reply lost: let nothing of ours linger
+			// until its lease runs out.
+			c.releaseOwned(ctx, r)
+		}
 		return nil, err
 	}
 	if tokens == nil {
@@ -233,24 +263,17 @@ func (c *Client) acquireSubscribed(ctx context.Context, r *request, wait bool) (
 }
 
 // ask sends the request without WAIT through the shared pools, retrying on the next node as
-// call does. The retry is safe: the same OWNER asking again gets the same token. MLOCK is the
-// exception (asking again is refused while the first grant holds), so after an attempt of
-// unknown outcome the keys are read first. sent is when the attempt that got the answer was
-// sent: the lease began after it.
+// call does. The retry is safe: the same OWNER asking again gets the same token (an MLOCK's
+// keys are read first: recover). sent is when the attempt that got the answer was sent: the
+// lease began after it.
 func (c *Client) ask(ctx context.Context, r *request) (tokens []uint64, sent time.Time, err error) {
-	unknown := false
 	_, err = c.call(ctx, func(ctx context.Context, rdb *redis.Client) error {
+		if tokens, sent, err = r.recover(ctx, rdb); err != nil || tokens != nil {
+			return err
+		}
 		sent = time.Now()
-		if unknown && r.kind == multi {
-			var held bool
-			if tokens, held, err = ownedTokens(ctx, rdb, r); err != nil || held {
-				return err
-			}
-		}
 		tokens, _, err = r.tokens(rdb.Do(ctx, r.args(0)...).Result())
-		if classify(err) == unknownDone {
-			unknown = true
-		}
+		r.attempted(sent, err)
 		return err
 	})
 	return tokens, sent, err
@@ -258,8 +281,7 @@ func (c *Client) ask(ctx context.Context, r *request) (tokens []uint64, sent tim
 
 // askWaiting sends the request with WAIT w to the node at addr, on a connection of its own
 // that it closes if ctx ends first: the server withdraws a waiter whose connection closed.
-// After an earlier attempt of unknown outcome, an MLOCK's keys are read first (see ask).
-func (c *Client) askWaiting(ctx context.Context, addr string, r *request, w time.Duration, unknown bool) (tokens []uint64, sent time.Time, err error) {
+func (c *Client) askWaiting(ctx context.Context, addr string, r *request, w time.Duration) (tokens []uint64, sent time.Time, err error) {
 	d := &dialer{timeout: c.opts.DialTimeout, tls: c.opts.TLSConfig}
 	o := c.redisOptions(addr)
 	o.Dialer = d.dial
@@ -270,13 +292,12 @@ func (c *Client) askWaiting(ctx context.Context, addr string, r *request, w time
 	defer context.AfterFunc(ctx, d.close)()
 	wctx, cancel := context.WithTimeout(ctx, w+c.opts.ReadTimeout)
 	defer cancel()
-	sent = time.Now()
-	if unknown && r.kind == multi {
-		if tokens, held, err := ownedTokens(wctx, rdb, r); err != nil || held {
-			return tokens, sent, err
-		}
+	if tokens, sent, err = r.recover(wctx, rdb); err != nil || tokens != nil {
+		return tokens, sent, err
 	}
+	sent = time.Now()
 	tokens, _, err = r.tokens(rdb.Do(wctx, r.args(w)...).Result())
+	r.attempted(sent, err)
 	return tokens, sent, err
 }
 

@@ -186,6 +186,12 @@ func (c *Client) track(l *Lock) error {
 	return nil
 }
 
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.closed
+}
+
 func (c *Client) untrack(l *Lock) {
 	c.mu.Lock()
 	delete(c.mu.locks, l)
@@ -195,6 +201,9 @@ func (c *Client) untrack(l *Lock) {
 // Validate reports whether token is the current holder's of key: what a resource protected by
 // the lock asks before it acts for a client that presents the token.
 func (c *Client) Validate(ctx context.Context, key string, token uint64) (bool, error) {
+	if c.isClosed() {
+		return false, ErrClosed
+	}
 	var held bool
 	_, err := c.call(ctx, func(ctx context.Context, rdb *redis.Client) error {
 		n, err := rdb.Do(ctx, "VALIDATE", key, token).Int64()
@@ -256,14 +265,15 @@ func (c *Client) call(ctx context.Context, op func(ctx context.Context, rdb *red
 	for attempt := 0; ; attempt++ {
 		i, rdb := c.node()
 		err = op(ctx, rdb)
+		out := classify(err)
+		if out == final {
+			return uncertain, err // a reply, even if ctx ended meanwhile: the caller must know it
+		}
+		if out == unknownDone {
+			uncertain = true
+		}
 		if ctx.Err() != nil {
 			return uncertain, ctx.Err()
-		}
-		switch classify(err) {
-		case final:
-			return uncertain, err
-		case unknownDone:
-			uncertain = true
 		}
 		c.next(i)
 		if !time.Now().Before(giveUp) {
