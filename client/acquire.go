@@ -51,9 +51,10 @@ func Delay(d time.Duration) LockOption { return func(o *lockOptions) { o.delay =
 func Wait(d time.Duration) LockOption { return func(o *lockOptions) { o.wait = d } }
 
 // Lock takes the lock on key with a lease of ttl, waiting in the server's first-come
-// first-served queue while someone else holds it, until ctx ends or the Wait option's time
-// passes (then ErrNotAcquired). Cancelling ctx takes its place in the queue away: the wait's
-// connection is closed, and the server withdraws a waiter whose connection closed.
+// first-served queue while someone else holds it: until ctx ends (then ctx's error) or the
+// Wait option's time passes (then ErrNotAcquired); with neither, for as long as it takes.
+// Cancelling ctx takes its place in the queue away: the wait's connection is closed, and the
+// server withdraws a waiter whose connection closed.
 func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	return c.acquire(ctx, []string{key}, ttl, true, opts)
 }
@@ -199,25 +200,28 @@ func (c *Client) acquireSubscribed(ctx context.Context, r *request, wait bool) (
 	tokens, sent, err := c.ask(ctx, r)
 	var giveUp time.Time // while waits fail: when to stop trying other nodes
 	for attempt := 0; err == nil && tokens == nil && wait; {
-		w := maxWait
-		if d, ok := ctx.Deadline(); ok {
-			w = min(w, time.Until(d))
+		w, byCtx := maxWait, false
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < w {
+			w, byCtx = time.Until(d), true
 		}
-		if !waitUntil.IsZero() {
-			w = min(w, time.Until(waitUntil))
+		if !waitUntil.IsZero() && time.Until(waitUntil) < w {
+			w, byCtx = time.Until(waitUntil), false
 		}
 		if w < time.Millisecond {
+			if byCtx {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
 			break
 		}
 		i, _ := c.node()
 		tokens, sent, err = c.askWaiting(ctx, c.opts.Addrs[i], r, w)
-		if ctx.Err() != nil {
+		if err != nil && ctx.Err() != nil {
 			// The grant may have come as the connection closed, with none to read it.
 			c.releaseOwned(ctx, r)
 			return nil, ctx.Err()
 		}
-		switch classify(err) {
-		case final:
+		if classify(err) == final {
 			giveUp, attempt = time.Time{}, 0
 			continue
 		}

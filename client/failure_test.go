@@ -13,11 +13,13 @@ import (
 )
 
 // proxy forwards TCP connections to a backend until it is cut: then every byte either way is
-// dropped, as a network partition drops them, while the connections stay open.
+// dropped, as a network partition drops them, while the connections stay open. While it
+// refuses, it closes every connection it accepts.
 type proxy struct {
 	ln      net.Listener
 	backend string
 	cut     atomic.Bool
+	refuse  atomic.Bool
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	conns   []net.Conn
@@ -42,6 +44,10 @@ func (p *proxy) accept() {
 		in, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		if p.refuse.Load() {
+			in.Close()
+			continue
 		}
 		out, err := net.Dial("tcp", p.backend)
 		if err != nil {
@@ -73,13 +79,19 @@ func (p *proxy) pipe(dst io.Writer, src io.Reader) {
 	}
 }
 
-func (p *proxy) close() {
-	p.ln.Close()
+// drop closes every connection open through the proxy.
+func (p *proxy) drop() {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	for _, c := range p.conns {
 		c.Close()
 	}
-	p.mu.Unlock()
+	p.conns = nil
+}
+
+func (p *proxy) close() {
+	p.ln.Close()
+	p.drop()
 	p.wg.Wait()
 }
 
@@ -120,6 +132,47 @@ func TestExpiredOnClientClock(t *testing.T) {
 		t.Fatalf("Done closed %v after the cut, more than the %v lease", endedAfter, ttl)
 	}
 	t.Logf("Done closed %v after the cut (lease %v)", endedAfter, ttl)
+}
+
+// TestValidateAfterNoticesDropped: a lock released by someone else while the client's
+// notice connection was down, so that no notice could reach it, ends once the client is
+// subscribed again: it asks VALIDATE for every lock then, long before the next renewal.
+func TestValidateAfterNoticesDropped(t *testing.T) {
+	if serverAddr == "" {
+		t.Skip("no raftlock server: make build, or set RAFTLOCK_ADDR")
+	}
+	p := newProxy(t, serverAddr)
+	c, err := New(Options{Addrs: []string{p.addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	l, err := c.Lock(ctx, "unit/unheard", 30*time.Second) // the first renewal in 10 s
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: serverAddr, Protocol: 2})
+	defer rdb.Close()
+	p.refuse.Store(true)
+	p.drop()
+	if n, err := rdb.Do(ctx, "UNLOCK", "unit/unheard", l.Token()).Int64(); n != 1 || err != nil {
+		t.Fatalf("UNLOCK by another connection: %d, %v", n, err)
+	}
+	time.Sleep(200 * time.Millisecond) // the notice published to nobody of ours
+	if err := l.Err(); err != nil {
+		t.Fatalf("the handle ended with %v while it could hear nothing", err)
+	}
+	p.refuse.Store(false)
+	select {
+	case <-l.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done still open 5 s after the client could connect again")
+	}
+	var lost *LostError
+	if err := l.Err(); !errors.As(err, &lost) || lost.Reason != "not held" {
+		t.Fatalf("Err = %v, want a LostError not held (found by VALIDATE, not by a notice)", err)
+	}
 }
 
 // TestFailover: a dead first address costs one failed dial; the call goes on to the next.
