@@ -26,18 +26,18 @@ type Lock struct {
 	kind   kind
 	done   chan struct{}
 
-	stopRenew context.CancelFunc // ends the renewer's context: set by start
-	renewer   sync.WaitGroup     // the renewer goroutine
-	cleanup   sync.Once          // forgets the handle in the client and the subscriber
+	renewer sync.WaitGroup // the renewer goroutine
+	cleanup sync.Once      // forgets the handle in the client and the subscriber
 
 	mu struct {
 		sync.Mutex
 		err error // nil while held
 		// expiry is when the lease runs out on this client's clock: a lease's length after
 		// the request that last set it was sent, so it errs early, never late.
-		expiry   time.Time
-		timer    *time.Timer // fires at expiry
-		unlocked bool        // Unlock was called
+		expiry    time.Time
+		timer     *time.Timer        // fires at expiry
+		stopRenew context.CancelFunc // ends the renewer's context
+		unlocked  bool               // Unlock was called
 	}
 }
 
@@ -101,8 +101,8 @@ func (l *Lock) endLocked(err error) {
 	if l.mu.timer != nil {
 		l.mu.timer.Stop()
 	}
-	if l.stopRenew != nil {
-		l.stopRenew()
+	if l.mu.stopRenew != nil {
+		l.mu.stopRenew()
 	}
 }
 
@@ -115,8 +115,12 @@ func (l *Lock) start() error {
 	l.c.watch.register(l)
 	ctx, cancel := context.WithCancel(context.Background())
 	l.mu.Lock()
-	l.stopRenew = cancel
-	l.mu.timer = time.AfterFunc(time.Until(l.mu.expiry), l.checkExpiry)
+	l.mu.stopRenew = cancel
+	if l.mu.err == nil {
+		l.mu.timer = time.AfterFunc(time.Until(l.mu.expiry), l.checkExpiry)
+	} else {
+		cancel() // Close ended it, or a notice did, as it was being started
+	}
 	l.mu.Unlock()
 	l.renewer.Add(1)
 	l.c.wg.Add(1)
