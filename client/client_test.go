@@ -257,3 +257,36 @@ func TestWaitCancelled(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleChannelsUnsubscribed: the channel of a key no longer locked is unsubscribed soon
+// after (it lingers a moment in case the key is locked again).
+func TestIdleChannelsUnsubscribed(t *testing.T) {
+	c := liveClient(t, Options{})
+	ctx := t.Context()
+	l, err := c.Lock(ctx, "unit/idle", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: serverAddr, Protocol: 2})
+	defer rdb.Close()
+	numsub := func() int64 {
+		v, err := rdb.PubSubNumSub(ctx, "__lock__:unit/idle").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v["__lock__:unit/idle"]
+	}
+	for deadline := time.Now().Add(5 * time.Second); numsub() != 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("never subscribed to __lock__:unit/idle while holding it")
+		}
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * idleFor); numsub() != 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("__lock__:unit/idle still subscribed %v after its Unlock", 5*idleFor)
+		}
+	}
+}

@@ -16,6 +16,10 @@ import (
 // channel of every key the client holds or is asking for, on a node of its own choosing.
 // A notice ends the handle whose token it names. When the connection drops, notices may have
 // been missed: once subscribed again elsewhere it asks VALIDATE for every handle.
+//
+// A channel stays subscribed for idleFor after its last listener left (up to maxIdle such
+// channels), so that a key locked again and again costs no SUBSCRIBE and UNSUBSCRIBE each
+// time; the notices it brings meanwhile name no handle and are dropped.
 type watcher struct {
 	c *Client
 
@@ -27,6 +31,7 @@ type watcher struct {
 	mu struct {
 		sync.Mutex
 		refs   map[string]int                  // channel → acquisitions and handles that listen to it
+		idle   map[string]time.Time            // channel → when its last listener left; still subscribed
 		locks  map[string]map[uint64]*watchKey // channel → token → the handle holding it
 		ps     *redis.PubSub                   // the connection in use; nil between two
 		closed bool
@@ -42,13 +47,20 @@ type watchKey struct {
 func newWatcher(c *Client) *watcher {
 	w := &watcher{c: c}
 	w.mu.refs = map[string]int{}
+	w.mu.idle = map[string]time.Time{}
 	w.mu.locks = map[string]map[uint64]*watchKey{}
 	return w
 }
 
-// keepAlive is how long the subscriber waits for a message before it PINGs the node, and,
-// with no answer either, takes the connection for dead.
-const keepAlive = 5 * time.Second
+const (
+	// keepAlive is how long the subscriber waits for a message before it PINGs the node,
+	// and, with no answer either, takes the connection for dead.
+	keepAlive = 5 * time.Second
+	// idleFor is how long a channel stays subscribed with no listener; maxIdle bounds how
+	// many do: past it they are all unsubscribed at once.
+	idleFor = time.Second
+	maxIdle = 1024
+)
 
 // run keeps a subscription to every channel in use on one node after another until ctx ends.
 func (w *watcher) run(ctx context.Context) {
@@ -63,9 +75,10 @@ func (w *watcher) run(ctx context.Context) {
 		w.mu.ps = ps
 		w.mu.Unlock()
 		// Every channel in use now; one subscribed meanwhile by subscribe is harmlessly
-		// subscribed twice.
+		// subscribed twice. The idle ones stay behind with the old connection.
 		w.subMu.Lock()
 		w.mu.Lock()
+		clear(w.mu.idle)
 		channels := make([]string, 0, len(w.mu.refs))
 		for ch := range w.mu.refs {
 			channels = append(channels, ch)
@@ -101,28 +114,55 @@ func (w *watcher) run(ctx context.Context) {
 	}
 }
 
-// receive reads messages until the connection fails.
+// receive reads messages until the connection fails, and unsubscribes idle channels as they
+// age.
 func (w *watcher) receive(ctx context.Context, ps *redis.PubSub) error {
-	pinged := false
+	heard, swept := time.Now(), time.Now()
+	var pinged time.Time // when a PING went out that nothing was heard after yet
 	for {
-		msg, err := ps.ReceiveTimeout(ctx, keepAlive)
+		msg, err := ps.ReceiveTimeout(ctx, idleFor)
 		var ne net.Error
 		switch {
 		case err == nil:
-			pinged = false
-		case errors.As(err, &ne) && ne.Timeout() && !pinged:
-			// Quiet: ask the node for a sign of life, which the next read must bring.
+			heard, pinged = time.Now(), time.Time{}
+			if m, ok := msg.(*redis.Message); ok {
+				w.deliver(m.Channel, m.Payload)
+			}
+		case !errors.As(err, &ne) || !ne.Timeout():
+			return err
+		case !pinged.IsZero() && time.Since(pinged) >= keepAlive:
+			return err // no answer to a PING: the connection is dead
+		case pinged.IsZero() && time.Since(heard) >= keepAlive:
+			// Quiet: ask the node for a sign of life, which must come within keepAlive.
 			if err := ps.Ping(ctx); err != nil {
 				return err
 			}
-			pinged = true
-			continue
-		default:
-			return err
+			pinged = time.Now()
 		}
-		if m, ok := msg.(*redis.Message); ok {
-			w.deliver(m.Channel, m.Payload)
+		if time.Since(swept) >= idleFor {
+			w.sweep(ps, time.Now().Add(-idleFor))
+			swept = time.Now()
 		}
+	}
+}
+
+// sweep unsubscribes the channels idle since before cutoff (every idle one when cutoff is
+// zero).
+func (w *watcher) sweep(ps *redis.PubSub, cutoff time.Time) {
+	w.subMu.Lock()
+	defer w.subMu.Unlock()
+	var stale []string
+	w.mu.Lock()
+	for ch, since := range w.mu.idle {
+		if cutoff.IsZero() || since.Before(cutoff) {
+			stale = append(stale, ch)
+			delete(w.mu.idle, ch)
+		}
+	}
+	w.mu.Unlock()
+	if len(stale) > 0 {
+		// An error here is the connection's: run notices it, and subscribes afresh.
+		_ = ps.Unsubscribe(context.Background(), stale...)
 	}
 }
 
@@ -178,16 +218,22 @@ func (w *watcher) validateAll(ctx context.Context) {
 	}
 }
 
-// subscribe adds a listener to each channel, subscribing those that had none.
+// subscribe adds a listener to each channel, subscribing those that had none and were not
+// idle.
 func (w *watcher) subscribe(channels []string) {
 	w.subMu.Lock()
 	defer w.subMu.Unlock()
 	var fresh []string
 	w.mu.Lock()
 	for _, ch := range channels {
-		if w.mu.refs[ch]++; w.mu.refs[ch] == 1 {
-			fresh = append(fresh, ch)
+		if w.mu.refs[ch]++; w.mu.refs[ch] > 1 {
+			continue
 		}
+		if _, ok := w.mu.idle[ch]; ok {
+			delete(w.mu.idle, ch)
+			continue
+		}
+		fresh = append(fresh, ch)
 	}
 	ps := w.mu.ps
 	w.mu.Unlock()
@@ -197,22 +243,22 @@ func (w *watcher) subscribe(channels []string) {
 	}
 }
 
-// unsubscribe removes a listener from each channel, unsubscribing those left with none.
+// unsubscribe removes a listener from each channel; one left with none turns idle. Past
+// maxIdle idle channels, they are all unsubscribed.
 func (w *watcher) unsubscribe(channels []string) {
-	w.subMu.Lock()
-	defer w.subMu.Unlock()
-	var idle []string
 	w.mu.Lock()
+	now := time.Now()
 	for _, ch := range channels {
 		if w.mu.refs[ch]--; w.mu.refs[ch] <= 0 {
 			delete(w.mu.refs, ch)
-			idle = append(idle, ch)
+			w.mu.idle[ch] = now
 		}
 	}
+	full := len(w.mu.idle) > maxIdle
 	ps := w.mu.ps
 	w.mu.Unlock()
-	if ps != nil && len(idle) > 0 {
-		_ = ps.Unsubscribe(context.Background(), idle...)
+	if full && ps != nil {
+		w.sweep(ps, time.Time{})
 	}
 }
 
