@@ -155,30 +155,43 @@ func TestLostNotice(t *testing.T) {
 func TestKinds(t *testing.T) {
 	c := liveClient(t, Options{})
 	ctx := t.Context()
-	r1, err := c.TryLock(ctx, "unit/shared", 2*time.Second, Shared())
+	// Leases of 300 ms, held for a second below: each kind's renewal keeps it.
+	const ttl = 300 * time.Millisecond
+	r1, err := c.TryLock(ctx, "unit/shared", ttl, Shared())
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, err := c.TryLock(ctx, "unit/shared", 2*time.Second, Shared())
+	r2, err := c.TryLock(ctx, "unit/shared", ttl, Shared())
 	if err != nil {
 		t.Fatalf("a second share: %v", err)
 	}
 	if _, err := c.TryLock(ctx, "unit/shared", time.Second); !errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("a plain lock over two shares: %v, want ErrNotAcquired", err)
 	}
-	p1, err := c.TryLock(ctx, "unit/sem", 2*time.Second, Semaphore(1))
+	p1, err := c.TryLock(ctx, "unit/sem", ttl, Semaphore(1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.TryLock(ctx, "unit/sem", 2*time.Second, Semaphore(1)); !errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("a second permit of one: %v, want ErrNotAcquired", err)
 	}
-	m, err := c.MultiLock(ctx, 2*time.Second, []string{"unit/m1", "unit/m2", "unit/m3"})
+	m, err := c.MultiLock(ctx, ttl, []string{"unit/m1", "unit/m2", "unit/m3"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := m.Tokens(); len(got) != 3 || got["unit/m1"] == 0 || got["unit/m1"] >= got["unit/m3"] {
 		t.Fatalf("MultiLock tokens %v", got)
+	}
+	time.Sleep(time.Second)
+	for _, l := range []*Lock{r1, r2, p1, m} {
+		if err := l.Err(); err != nil {
+			t.Fatalf("%q after a second of 300 ms leases: %v", l.Key(), err)
+		}
+		for key, token := range l.Tokens() {
+			if ok, err := c.Validate(ctx, key, token); !ok || err != nil {
+				t.Fatalf("VALIDATE %s %d after a second of 300 ms leases: %v, %v", key, token, ok, err)
+			}
+		}
 	}
 	for _, l := range []*Lock{r1, r2, p1, m} {
 		if err := l.Unlock(ctx); err != nil {
@@ -288,5 +301,42 @@ func TestIdleChannelsUnsubscribed(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("__lock__:unit/idle still subscribed %v after its Unlock", 5*idleFor)
 		}
+	}
+}
+
+// TestWaitGranted: a Lock that waits gets the lock when its holder lets go, with a larger
+// token; after a wait longer than a third of its lease it starts with a lease renewed, not
+// one nearly gone. A Wait bound that passes first gives ErrNotAcquired.
+func TestWaitGranted(t *testing.T) {
+	c := liveClient(t, Options{})
+	ctx := t.Context()
+	holder, err := c.Lock(ctx, "unit/handoff", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := c.Lock(ctx, "unit/handoff", time.Second, Wait(200*time.Millisecond)); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("Lock with Wait 200 ms on a held key: %v, want ErrNotAcquired", err)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond || d > 2*time.Second {
+		t.Fatalf("Wait 200 ms gave up after %v", d)
+	}
+	time.AfterFunc(600*time.Millisecond, func() { holder.Unlock(context.Background()) })
+	const ttl = 300 * time.Millisecond
+	l, err := c.Lock(ctx, "unit/handoff", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	if l.Token() <= holder.Token() {
+		t.Fatalf("the waiter's token %d is not above the holder's %d", l.Token(), holder.Token())
+	}
+	for end := time.Now().Add(2 * ttl); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if err := l.Err(); err != nil {
+			t.Fatalf("the lock granted after a wait: %v", err)
+		}
+	}
+	if ok, err := c.Validate(ctx, "unit/handoff", l.Token()); !ok || err != nil {
+		t.Fatalf("VALIDATE of the waiter's token: %v, %v", ok, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/raftlock/raftlock/client"
@@ -165,6 +166,8 @@ type childReport struct {
 	DoneAt   int64  `json:"done_at"`   // Unix ns when it found the lock ended
 	Err      string `json:"err"`
 	Lost     bool   `json:"lost"` // Err matches client.ErrLockLost
+	// Saw is the holder's token LOCKINFO showed the child once its handle had ended.
+	Saw int64 `json:"saw"`
 }
 
 func init() {
@@ -176,7 +179,7 @@ func init() {
 // pausedChild takes client/paused with a 1 s lease through addr, prints "locked <token>", then
 // looks every millisecond whether it still holds the lock, as a holder does before each
 // action: the time taken before a look that finds it held is when it last believed itself the
-// holder. Once the handle ends it prints a childReport and exits.
+// holder. Once the handle ends it reads LOCKINFO, prints a childReport and exits.
 func pausedChild(addr string) int {
 	c, err := client.New(client.Options{Addrs: []string{addr}})
 	if err != nil {
@@ -206,6 +209,11 @@ func pausedChild(addr string) int {
 		}
 		r.LastHeld = now.UnixNano()
 		time.Sleep(time.Millisecond)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
+	defer rdb.Close()
+	if st, held, err := lockInfo(ctx, rdb, "client/paused"); held && err == nil {
+		r.Saw = st.token
 	}
 	out, _ := json.Marshal(r)
 	fmt.Println(string(out))
@@ -290,6 +298,9 @@ func testClientPaused(t *testing.T, c *cluster) {
 	wait()
 	if !r.Lost || r.DoneAt == 0 {
 		t.Fatalf("the resumed child reports %+v, want its lock lost", r)
+	}
+	if r.Saw != second {
+		t.Fatalf("once its lock ended the child saw holder token %d, want the second's %d", r.Saw, second)
 	}
 	if last := time.Unix(0, r.LastHeld); !last.Before(sent) {
 		t.Fatalf("the child believed it held the lock at %v, %v after the second's LOCK was sent", last, last.Sub(sent))
