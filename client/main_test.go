@@ -60,6 +60,7 @@ func startServer(bin string) (stop func(), addr string, err error) {
 	addr = fmt.Sprintf("127.0.0.1:%d", ports[0])
 	cmd := exec.Command(bin, "--dir", dir, "--addr", addr, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", ports[1]), "--log-level", "error")
 	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = serverProcAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, "", err
 	}
