@@ -6,7 +6,8 @@
 # for fsync on a majority), each in a temporary data dir, and runs the same scenarios against
 # each: acquire+release cycles on distinct keys at 1, 16 and 64 connections, 16 connections
 # pipelining 16 cycles, SET NX PX + DEL at 50 connections, and one key contended by 16 clients.
-# On the cluster it also runs 16 connections through a follower (forwarding). Prints one table.
+# On the cluster it also runs 16 connections through a follower (forwarding). Prints one table,
+# then the Go client's benchmarks (client/bench_test.go) next to raw go-redis on a single node.
 # Stops every node it started, by PID, whatever happens.
 # BENCH_SECURE=1 runs the same with security on: client TLS (no client certificates), mutual TLS
 # on the raft transport and a --requirepass, from a throwaway CA made with openssl in the temp dir;
@@ -120,3 +121,9 @@ for r in rows:
           f"{ms(acq.get('p999_ns',0)):>9} {r['errors']:>6}  {r['settings']['loadavg_start'].split()[0]}")
 print("cycles/s = acquire+release pairs per second (handoffs/s for the contended key); acq = acquire latency")
 PY
+
+# The Go client (client/) next to raw go-redis sending the same commands, on a fresh single
+# node that the benchmark starts from bin/raftlock and stops: Lock+Unlock and one renewal, at 1
+# and 64 goroutines (client/bench_test.go).
+echo "== client package: Lock/Unlock and renewal, client next to raw go-redis, 1 node" >&2
+${GO:-go} test -run '^$' -bench . -benchtime "$duration" -count 1 ./client | grep -E '^Benchmark|^ok|FAIL'

@@ -43,6 +43,7 @@ func TestLayout(t *testing.T) {
 		{"raftnode", []string{"fsm", "node", "metrics"}},
 		{"cluster", []string{"raftnode", "fsm", "node", "store", "resp", "certs", "backup", "metrics"}},
 		{"backup", []string{"fsm"}},
+		{"client", nil}, // a library for applications: it speaks to raftlock only over RESP
 	} {
 		pkg, want := tc.pkg, tc.want
 		t.Run(pkg, func(t *testing.T) {

@@ -1,0 +1,21 @@
+// Package client takes locks from a raftlock cluster: leases renewed in the background,
+// fencing tokens, and a handle that says the moment its lock is known lost.
+//
+// A Client talks to any of the cluster's nodes (followers forward writes to the leader) and
+// moves to the next when one stops answering. It retries only what is safe to repeat, and
+// finds out what an interrupted request did by asking again rather than assuming: LOCK with
+// the same OWNER answers with the same token (every call has an owner of its own), RENEW
+// renews again, and an UNLOCK whose outcome was unknown is sent again and checked with
+// VALIDATE.
+//
+// A Lock's lease is counted on the client's own clock from when the request that set it was
+// sent, not from when its reply came, so the client believes the lease over before the server
+// does, never after. A Lock ends, closing Done, on whichever comes first: the lost-lock notice
+// for its token (the client subscribes to the channel __lock__:<key> of every key it holds), a
+// renewal refused, or its lease running out with no renewal confirmed. Check Err right before
+// acting on the protected resource, and pass Token to it, so that it can refuse a holder older
+// than one it has served (docs/fencing.md).
+//
+// Every goroutine a Lock starts exits when it ends; Close ends every Lock and waits for the
+// Client's own.
+package client
