@@ -99,9 +99,6 @@ func (p *proxy) close() {
 // notices included), the handle ends by its own clock, a lease after its last confirmed
 // renewal was sent, without waiting for any reply.
 func TestExpiredOnClientClock(t *testing.T) {
-	if serverAddr == "" {
-		t.Skip("no raftlock server: make build, or set RAFTLOCK_ADDR")
-	}
 	p := newProxy(t, serverAddr)
 	c, err := New(Options{Addrs: []string{p.addr()}, ReadTimeout: 10 * time.Second})
 	if err != nil {
@@ -138,9 +135,6 @@ func TestExpiredOnClientClock(t *testing.T) {
 // notice connection was down, so that no notice could reach it, ends once the client is
 // subscribed again: it asks VALIDATE for every lock then, long before the next renewal.
 func TestValidateAfterNoticesDropped(t *testing.T) {
-	if serverAddr == "" {
-		t.Skip("no raftlock server: make build, or set RAFTLOCK_ADDR")
-	}
 	p := newProxy(t, serverAddr)
 	c, err := New(Options{Addrs: []string{p.addr()}})
 	if err != nil {
@@ -177,9 +171,6 @@ func TestValidateAfterNoticesDropped(t *testing.T) {
 
 // TestFailover: a dead first address costs one failed dial; the call goes on to the next.
 func TestFailover(t *testing.T) {
-	if serverAddr == "" {
-		t.Skip("no raftlock server: make build, or set RAFTLOCK_ADDR")
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -207,9 +198,6 @@ func TestFailover(t *testing.T) {
 // request's owner, the grant is found with its tokens, and its lease counted from the first
 // unknown attempt's send.
 func TestRecoverMulti(t *testing.T) {
-	if serverAddr == "" {
-		t.Skip("no raftlock server: make build, or set RAFTLOCK_ADDR")
-	}
 	rdb := redis.NewClient(&redis.Options{Addr: serverAddr, Protocol: 2})
 	defer rdb.Close()
 	ctx := t.Context()

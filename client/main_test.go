@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/tests/testutil"
 	"go.uber.org/goleak"
 )
 
 // serverAddr is the raftlock node the live tests and benchmarks use: RAFTLOCK_ADDR's, or a
-// single node TestMain starts from ../bin/raftlock (make build). Empty: they skip.
+// single node TestMain builds and starts (the server without the race detector: these tests are
+// the client's).
 var serverAddr string
 
 func TestMain(m *testing.M) {
@@ -27,15 +29,22 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) (int, error) {
 	serverAddr = os.Getenv("RAFTLOCK_ADDR")
-	if bin, err := filepath.Abs("../bin/raftlock"); serverAddr == "" && err == nil {
-		if _, err := os.Stat(bin); err == nil {
-			stop, addr, err := startServer(bin)
-			if err != nil {
-				return 1, err
-			}
-			defer stop()
-			serverAddr = addr
+	if serverAddr == "" {
+		dir, err := os.MkdirTemp("", "raftlock-client-bin-")
+		if err != nil {
+			return 1, err
 		}
+		defer os.RemoveAll(dir)
+		bin := filepath.Join(dir, "raftlock")
+		if err := testutil.GoBuild(bin, "github.com/raftlock/raftlock/cmd/raftlock", false); err != nil {
+			return 1, err
+		}
+		stop, addr, err := startServer(bin)
+		if err != nil {
+			return 1, err
+		}
+		defer stop()
+		serverAddr = addr
 	}
 	code := m.Run()
 	if code == 0 {
@@ -97,9 +106,6 @@ func freePorts(n int) ([]int, error) {
 // when there is no server.
 func liveClient(tb testing.TB, opts Options) *Client {
 	tb.Helper()
-	if serverAddr == "" {
-		tb.Skip("no raftlock server: make build, or set RAFTLOCK_ADDR")
-	}
 	opts.Addrs = []string{serverAddr}
 	c, err := New(opts)
 	if err != nil {
