@@ -325,11 +325,18 @@ func ownedTokens(ctx context.Context, rdb *redis.Client, r *request) (tokens []u
 	return tokens, true, nil
 }
 
-// ownerToken finds owner's token in a LOCKINFO reply (RESP2): a flat array of a lock's owner,
-// token and pttl, or of a kind and its holders, each such an array.
+// ownerToken finds owner's token in a LOCKINFO reply: a lock's owner, token and pttl, or a kind
+// and its holders, each such a reply; in RESP2 a flat array of fields and values, in RESP3 a map.
 func ownerToken(v any, owner string) (uint64, bool) {
-	fields, ok := v.([]any)
-	if !ok {
+	var fields []any
+	switch v := v.(type) {
+	case []any:
+		fields = v
+	case map[any]any:
+		for k, x := range v {
+			fields = append(fields, k, x)
+		}
+	default:
 		return 0, false
 	}
 	var own bool

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -29,6 +30,9 @@ type Options struct {
 	DB int
 	// TLSConfig, when set, makes every connection speak TLS.
 	TLSConfig *tls.Config
+	// Protocol is the RESP version the connections speak: 2 (0 means 2) or 3. Replies mean the
+	// same either way; lost-lock notices come by pub/sub on a connection of its own in both.
+	Protocol int
 
 	// RenewFraction is how far into a lease a renewal is sent: 0 means 1/3, so a lease survives
 	// two lost renewals. It must be above 0 and below 1.
@@ -50,6 +54,8 @@ func (o Options) Validate() error {
 	switch {
 	case len(o.Addrs) == 0:
 		return errors.New("client: Options.Addrs is empty")
+	case o.Protocol != 0 && o.Protocol != 2 && o.Protocol != 3:
+		return fmt.Errorf("client: Options.Protocol %d: want 2 or 3", o.Protocol)
 	case o.RenewFraction < 0 || o.RenewFraction >= 1:
 		return fmt.Errorf("client: Options.RenewFraction %v is not in (0, 1)", o.RenewFraction)
 	case o.DialTimeout < 0:
@@ -138,7 +144,7 @@ func (c *Client) redisOptions(addr string) *redis.Options {
 		Password:              c.opts.Password,
 		DB:                    c.opts.DB,
 		TLSConfig:             c.opts.TLSConfig,
-		Protocol:              2, // lost-lock notices come by pub/sub, which RESP2 serves on a connection of its own
+		Protocol:              cmp.Or(c.opts.Protocol, 2),
 		DialTimeout:           c.opts.DialTimeout,
 		ReadTimeout:           c.opts.ReadTimeout,
 		WriteTimeout:          c.opts.ReadTimeout,

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -76,6 +77,8 @@ func TestOptionsValidate(t *testing.T) {
 		{Options{}, false},
 		{Options{Addrs: []string{"nohost"}}, false},
 		{Options{Addrs: []string{"127.0.0.1:6379"}, RenewFraction: 1}, false},
+		{Options{Addrs: []string{"127.0.0.1:6379"}, Protocol: 3}, true},
+		{Options{Addrs: []string{"127.0.0.1:6379"}, Protocol: 4}, false},
 		{Options{Addrs: []string{"127.0.0.1:6379"}, ReadTimeout: -time.Second}, false},
 	} {
 		if err := tc.opts.Validate(); (err == nil) != tc.ok {
@@ -85,7 +88,13 @@ func TestOptionsValidate(t *testing.T) {
 }
 
 func TestLockUnlock(t *testing.T) {
-	c := liveClient(t, Options{})
+	for _, proto := range []int{2, 3} {
+		t.Run(fmt.Sprintf("resp%d", proto), func(t *testing.T) { lockUnlock(t, proto) })
+	}
+}
+
+func lockUnlock(t *testing.T, proto int) {
+	c := liveClient(t, Options{Protocol: proto})
 	ctx := t.Context()
 	l, err := c.Lock(ctx, "unit/basic", 2*time.Second)
 	if err != nil {

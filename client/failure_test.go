@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -198,7 +199,13 @@ func TestFailover(t *testing.T) {
 // request's owner, the grant is found with its tokens, and its lease counted from the first
 // unknown attempt's send.
 func TestRecoverMulti(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: serverAddr, Protocol: 2})
+	for _, proto := range []int{2, 3} {
+		t.Run(fmt.Sprintf("resp%d", proto), func(t *testing.T) { recoverMulti(t, proto) })
+	}
+}
+
+func recoverMulti(t *testing.T, proto int) {
+	rdb := redis.NewClient(&redis.Options{Addr: serverAddr, Protocol: proto})
 	defer rdb.Close()
 	ctx := t.Context()
 	keys := []string{"unit/rm1", "unit/rm2"}
