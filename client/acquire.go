@@ -40,7 +40,10 @@ func Semaphore(permits int) LockOption {
 // Owner names the holder. The default is a random owner for each call, which the call's own
 // retries reuse: asking again with the same owner is what makes a retry after UNCERTAIN safe
 // (the server answers with the same token). Give one only to take over a lock that an earlier
-// process of yours, with the same owner, holds.
+// process of yours, with the same owner, holds: the server treats every request of one owner
+// as the same holder's. Within one Client a second acquisition of a key under an owner that
+// one of its handles (or acquisitions) has is refused with ErrNotAcquired; two Clients that
+// share an owner share its locks.
 func Owner(id string) LockOption { return func(o *lockOptions) { o.owner = id } }
 
 // Delay sets a lock-delay: once the lease expires (not after an Unlock), nobody is granted the
@@ -54,7 +57,9 @@ func Wait(d time.Duration) LockOption { return func(o *lockOptions) { o.wait = d
 // first-served queue while someone else holds it: until ctx ends (then ctx's error) or the
 // Wait option's time passes (then ErrNotAcquired); with neither, for as long as it takes.
 // Cancelling ctx takes its place in the queue away: the wait's connection is closed, and the
-// server withdraws a waiter whose connection closed.
+// server withdraws a waiter whose connection closed. The server's WAIT is at most a minute: a
+// longer wait asks again each minute, and so queues again at the back (a waiter can be
+// overtaken then by those that queued during the minute).
 func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	return c.acquire(ctx, []string{key}, ttl, true, opts)
 }
@@ -85,6 +90,9 @@ type request struct {
 	// yet). A grant found afterwards by reading may date from that attempt, so its lease is
 	// counted from then.
 	unknownSince time.Time
+	// mark is what the notice subscriber had heard on the keys' channels when the request was
+	// first sent (watcher.mark).
+	mark noticeMark
 }
 
 // attempted records an attempt sent at sent that failed with err.
@@ -165,7 +173,9 @@ func (r *request) tokens(v any, err error) (tokens []uint64, granted bool, _ err
 }
 
 func (c *Client) acquire(ctx context.Context, keys []string, ttl time.Duration, wait bool, opts []LockOption) (*Lock, error) {
-	r := &request{keys: keys, ttl: ttl}
+	// The server counts a lease in whole milliseconds: so does the client, or a fraction of a
+	// millisecond would be counted that the server does not grant.
+	r := &request{keys: keys, ttl: ttl.Truncate(time.Millisecond)}
 	for _, o := range opts {
 		o(&r.lockOptions)
 	}
@@ -175,18 +185,30 @@ func (c *Client) acquire(ctx context.Context, keys []string, ttl time.Duration, 
 	case r.kind == semaphore && r.permits < 1:
 		return nil, fmt.Errorf("client: semaphore of %d permits", r.permits)
 	}
-	if c.isClosed() {
-		return nil, ErrClosed
-	}
 	if r.owner == "" {
 		r.owner = newOwner()
 	}
+	if err := c.begin(keys, r.owner); err != nil {
+		return nil, err
+	}
+	defer c.acquiring.Done()
+	// Close ends the acquisition too (a Lock waiting its turn).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(c.life, cancel)()
 	// Listen for the keys' notices before asking: a loss between the grant and a later
-	// subscription would go unheard (the renewals would still find it).
-	c.watch.subscribe(c.channels(keys))
+	// subscription would go unheard (the renewals would still find it). mark says what the
+	// subscriber had heard by then, for register to tell whether a notice may have been missed.
+	chans := c.channels(keys)
+	c.watch.subscribe(chans)
+	r.mark = c.watch.mark(chans)
 	l, err := c.acquireSubscribed(ctx, r, wait)
 	if err != nil {
-		c.watch.unsubscribe(c.channels(keys))
+		c.watch.unsubscribe(chans)
+		c.unclaim(keys, r.owner)
+		if c.isClosed() && ctx.Err() != nil {
+			return nil, ErrClosed
+		}
 		return nil, err
 	}
 	return l, nil
@@ -210,7 +232,7 @@ func (c *Client) acquireSubscribed(ctx context.Context, r *request, wait bool) (
 		if w < time.Millisecond {
 			if byCtx {
 				<-ctx.Done()
-				return nil, ctx.Err()
+				err = ctx.Err()
 			}
 			break
 		}
@@ -238,18 +260,19 @@ func (c *Client) acquireSubscribed(ctx context.Context, r *request, wait bool) (
 		attempt++
 		err = nil
 	}
-	if err != nil {
+	if err != nil || tokens == nil {
 		if !r.unknownSince.IsZero() {
 			// An attempt may have been granted, its reply lost: let nothing of ours linger
 			// until its lease runs out.
 			c.releaseOwned(ctx, r)
 		}
+		if err == nil {
+			err = ErrNotAcquired
+		}
 		return nil, err
 	}
-	if tokens == nil {
-		return nil, ErrNotAcquired
-	}
-	l := &Lock{c: c, keys: r.keys, tokens: tokens, ttl: r.ttl, kind: r.kind, done: make(chan struct{})}
+	l := &Lock{c: c, keys: r.keys, owner: r.owner, tokens: tokens, ttl: r.ttl, kind: r.kind, done: make(chan struct{}),
+		mark: r.mark}
 	l.mu.expiry = sent.Add(r.ttl)
 	// A grant after a long wait came late in a lease counted from the send: renew before
 	// handing the lock out, so its holder starts with a lease it can use.

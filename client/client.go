@@ -100,18 +100,30 @@ type Client struct {
 	cur   atomic.Uint32   // the index in nodes of the node in use
 	watch *watcher
 
-	// stop ends the client's background work (the notice subscriber, every handle's
-	// renewals); wg counts the goroutines that must exit before Close returns.
+	// life ends when Close is called: the notice subscriber runs in it, and every acquisition
+	// in progress (a Lock waiting its turn) ends with it. stop ends it. wg counts the
+	// goroutines that must exit before Close returns; acquiring the acquisitions in progress,
+	// which Close waits for before it closes the connections they may still need (to release
+	// what they may have been granted).
+	life      context.Context
 	stop      context.CancelFunc
 	wg        sync.WaitGroup
+	acquiring sync.WaitGroup
 	closeOnce sync.Once
 
 	mu struct {
 		sync.Mutex
 		closed bool
 		locks  map[*Lock]struct{} // the handles not yet ended, which Close ends
+		// claims counts, by key and owner, the acquisitions in progress and the handles not yet
+		// ended: the server gives the same owner the same token, so a second one of this
+		// client's under the same owner would be the same lock in two handles.
+		claims map[claim]int
 	}
 }
+
+// claim is a key taken under an owner.
+type claim struct{ key, owner string }
 
 // New returns a Client of the nodes at opts.Addrs. It dials nothing yet: the first call does.
 func New(opts Options) (*Client, error) {
@@ -120,16 +132,16 @@ func New(opts Options) (*Client, error) {
 	}
 	c := &Client{opts: opts.withDefaults()}
 	c.mu.locks = map[*Lock]struct{}{}
+	c.mu.claims = map[claim]int{}
 	for _, addr := range c.opts.Addrs {
 		c.nodes = append(c.nodes, redis.NewClient(c.redisOptions(addr)))
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c.stop = cancel
+	c.life, c.stop = context.WithCancel(context.Background())
 	c.watch = newWatcher(c)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		c.watch.run(ctx)
+		c.watch.run(c.life)
 	}()
 	return c, nil
 }
@@ -157,7 +169,8 @@ func (c *Client) redisOptions(addr string) *redis.Options {
 }
 
 // Close ends every lock handle still held (their Err becomes ErrClosed; the server lets their
-// leases run out), stops the client's goroutines and closes its connections. It is
+// leases run out) and every Lock still waiting (it returns ErrClosed, and releases what it may
+// have been granted), stops the client's goroutines and closes its connections. It is
 // idempotent.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
@@ -172,6 +185,7 @@ func (c *Client) Close() error {
 			l.end(ErrClosed)
 		}
 		c.stop()
+		c.acquiring.Wait()
 		c.watch.close()
 		c.wg.Wait()
 		for _, rdb := range c.nodes {
@@ -181,7 +195,42 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// track records a handle for Close to end; it fails once the client is closed.
+// begin registers an acquisition of keys under owner: it fails once the client is closed, and
+// with ErrNotAcquired while one of this client's acquisitions or handles has one of the keys
+// under the same owner. end undoes it; the handle the acquisition makes takes its claims over.
+func (c *Client) begin(keys []string, owner string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.closed {
+		return ErrClosed
+	}
+	for _, k := range keys {
+		if c.mu.claims[claim{k, owner}] > 0 {
+			return ErrNotAcquired
+		}
+	}
+	for _, k := range keys {
+		c.mu.claims[claim{k, owner}]++
+	}
+	c.acquiring.Add(1)
+	return nil
+}
+
+// unclaim drops the claims of keys under owner (an acquisition that failed, a handle that
+// ended).
+func (c *Client) unclaim(keys []string, owner string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range keys {
+		if c.mu.claims[claim{k, owner}]--; c.mu.claims[claim{k, owner}] <= 0 {
+			delete(c.mu.claims, claim{k, owner})
+		}
+	}
+}
+
+// track records a handle for Close to end, and counts its renewer in wg, under the same lock
+// Close takes to mark the client closed: a handle is either tracked before Close looks, or
+// refused. It fails once the client is closed.
 func (c *Client) track(l *Lock) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -189,6 +238,7 @@ func (c *Client) track(l *Lock) error {
 		return ErrClosed
 	}
 	c.mu.locks[l] = struct{}{}
+	c.wg.Add(1)
 	return nil
 }
 

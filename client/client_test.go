@@ -164,8 +164,8 @@ func TestLostNotice(t *testing.T) {
 func TestKinds(t *testing.T) {
 	c := liveClient(t, Options{})
 	ctx := t.Context()
-	// Leases of 300 ms, held for a second below: each kind's renewal keeps it.
-	const ttl = 300 * time.Millisecond
+	// Leases of a second, held for three below: each kind's renewal keeps it.
+	const ttl = time.Second
 	r1, err := c.TryLock(ctx, "unit/shared", ttl, Shared())
 	if err != nil {
 		t.Fatal(err)
@@ -191,10 +191,10 @@ func TestKinds(t *testing.T) {
 	if got := m.Tokens(); len(got) != 3 || got["unit/m1"] == 0 || got["unit/m1"] >= got["unit/m3"] {
 		t.Fatalf("MultiLock tokens %v", got)
 	}
-	time.Sleep(time.Second)
+	time.Sleep(3 * ttl)
 	for _, l := range []*Lock{r1, r2, p1, m} {
 		if err := l.Err(); err != nil {
-			t.Fatalf("%q after a second of 300 ms leases: %v", l.Key(), err)
+			t.Fatalf("%q after three leases: %v", l.Key(), err)
 		}
 		for key, token := range l.Tokens() {
 			if ok, err := c.Validate(ctx, key, token); !ok || err != nil {
@@ -224,15 +224,15 @@ func TestKinds(t *testing.T) {
 	}
 }
 
-// TestRenewal: a lease of 300 ms lives on for 2 s while the handle renews it.
+// TestRenewal: a lease of a second lives on for 4 s while the handle renews it.
 func TestRenewal(t *testing.T) {
 	c := liveClient(t, Options{})
 	ctx := t.Context()
-	l, err := c.Lock(ctx, "unit/renew", 300*time.Millisecond)
+	l, err := c.Lock(ctx, "unit/renew", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		if err := l.Err(); err != nil {
 			t.Fatalf("lost while renewing: %v", err)
 		}
@@ -331,7 +331,7 @@ func TestWaitGranted(t *testing.T) {
 		t.Fatalf("Wait 200 ms gave up after %v", d)
 	}
 	time.AfterFunc(600*time.Millisecond, func() { holder.Unlock(context.Background()) })
-	const ttl = 300 * time.Millisecond
+	const ttl = time.Second
 	l, err := c.Lock(ctx, "unit/handoff", ttl)
 	if err != nil {
 		t.Fatal(err)
@@ -347,5 +347,100 @@ func TestWaitGranted(t *testing.T) {
 	}
 	if ok, err := c.Validate(ctx, "unit/handoff", l.Token()); !ok || err != nil {
 		t.Fatalf("VALIDATE of the waiter's token: %v, %v", ok, err)
+	}
+}
+
+// Two acquisitions of one key under the same owner in one Client would be one lock (the server
+// gives the same owner the same token) in two handles: the second is refused while the first
+// holds, and goes through once it is released.
+func TestSameOwnerTwice(t *testing.T) {
+	c := liveClient(t, Options{})
+	ctx := t.Context()
+	a, err := c.TryLock(ctx, "unit/same-owner", 2*time.Second, Owner("svc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryLock(ctx, "unit/same-owner", 2*time.Second, Owner("svc")); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("a second handle under the same owner: %v, want ErrNotAcquired", err)
+	}
+	if err := a.Err(); err != nil {
+		t.Fatalf("the first handle after the refusal: %v", err)
+	}
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.TryLock(ctx, "unit/same-owner", 2*time.Second, Owner("svc"))
+	if err != nil {
+		t.Fatalf("the same owner once the first was released: %v", err)
+	}
+	b.Unlock(ctx)
+}
+
+// Close ends a Lock waiting its turn: it returns ErrClosed, and whatever the server grants
+// afterwards is not left held under its owner.
+func TestCloseEndsAWait(t *testing.T) {
+	ctx := t.Context()
+	holder := liveClient(t, Options{})
+	h, err := holder.TryLock(ctx, "unit/close-wait", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Options{Addrs: []string{serverAddr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.Lock(context.Background(), "unit/close-wait", 5*time.Second, Owner("waiter"))
+		got <- err
+	}()
+	rdb := redis.NewClient(&redis.Options{Addr: serverAddr, Protocol: 2})
+	defer rdb.Close()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if n, _ := rdb.Do(ctx, "LOCKWAITERS", "unit/close-wait").Slice(); len(n) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter never queued")
+		}
+	}
+	start := time.Now()
+	c.Close()
+	select {
+	case err := <-got:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("the waiting Lock after Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting Lock did not end with Close")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Close took %v", d)
+	}
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // a hand-off, were the waiter still queued
+	if v, err := rdb.Do(ctx, "LOCKINFO", "unit/close-wait").Result(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("LOCKINFO after Close and the holder's release = %v, %v; want the key free", v, err)
+	}
+}
+
+// A notice that names a token before its handle exists (between the grant and register) ends
+// the handle as register makes it.
+func TestEarlyNotice(t *testing.T) {
+	c := liveClient(t, Options{})
+	chans := c.channels([]string{"unit/early"})
+	c.watch.subscribe(chans)
+	defer c.watch.unsubscribe(chans)
+	mark := c.watch.mark(chans)
+	c.watch.deliver(chans[0], "lost 4242 deleted")
+	l := &Lock{c: c, keys: []string{"unit/early"}, tokens: []uint64{4242}, ttl: time.Second, done: make(chan struct{}), mark: mark}
+	l.mu.expiry = time.Now().Add(time.Second)
+	c.watch.register(l)
+	defer c.watch.unregister(l)
+	var lost *LostError
+	if err := l.Err(); !errors.As(err, &lost) || lost.Reason != "deleted" || lost.Token != 4242 {
+		t.Fatalf("Err after an early notice = %v, want lost (deleted)", err)
 	}
 }

@@ -16,6 +16,11 @@
 // acting on the protected resource, and pass Token to it, so that it can refuse a holder older
 // than one it has served (docs/fencing.md).
 //
-// Every goroutine a Lock starts exits when it ends; Close ends every Lock and waits for the
-// Client's own.
+// The lease clock is Go's monotonic clock, which on Linux does not count time the machine
+// spends suspended (a laptop asleep, a VM paused by its host): after such a suspend longer
+// than the lease, Err may say the lock is held until the renewal that follows finds it is not.
+// A process paused on a running machine (SIGSTOP, a long GC) is counted.
+//
+// Every goroutine a Lock starts exits when it ends; Close ends every Lock, held or still
+// waiting, and waits for the Client's own.
 package client

@@ -21,10 +21,12 @@ import (
 type Lock struct {
 	c      *Client
 	keys   []string
+	owner  string
 	tokens []uint64 // tokens[i] is keys[i]'s
 	ttl    time.Duration
 	kind   kind
 	done   chan struct{}
+	mark   noticeMark // what the subscriber had heard when the lock was asked for
 
 	renewer sync.WaitGroup // the renewer goroutine
 	cleanup sync.Once      // forgets the handle in the client and the subscriber
@@ -109,10 +111,10 @@ func (l *Lock) endLocked(err error) {
 // start begins the handle's life: a timer at its lease's expiry and the renewer. The handle's
 // expiry is set.
 func (l *Lock) start() error {
-	if err := l.c.track(l); err != nil {
+	if err := l.c.track(l); err != nil { // counts the renewer in the client's wg
 		return err
 	}
-	l.c.watch.register(l)
+	check := l.c.watch.register(l)
 	ctx, cancel := context.WithCancel(context.Background())
 	l.mu.Lock()
 	l.mu.stopRenew = cancel
@@ -123,14 +125,45 @@ func (l *Lock) start() error {
 	}
 	l.mu.Unlock()
 	l.renewer.Add(1)
-	l.c.wg.Add(1)
 	go func() {
 		defer l.c.wg.Done()
 		defer l.renewer.Done()
 		defer l.forget()
+		if check {
+			l.checkMissed(ctx)
+		}
 		l.renewLoop(ctx)
 	}()
 	return nil
+}
+
+// checkMissed asks VALIDATE for every key once the subscriber hears their channels, for a
+// lock whose notices may have gone unheard between its grant and its handle (register): the
+// subscription was not confirmed when it was asked for, or the subscriber moved to another
+// node meanwhile. A key no longer held ends the handle.
+func (l *Lock) checkMissed(ctx context.Context) {
+	chans := l.c.channels(l.keys)
+	for deadline := time.Now().Add(l.c.opts.ReadTimeout); !l.c.watch.confirmed(chans) && time.Now().Before(deadline); {
+		// A subscription unconfirmed for that long is the connection's trouble: run moves
+		// on and checks every handle; this one is checked now regardless.
+		if sleep(ctx, 5*time.Millisecond) != nil {
+			return
+		}
+	}
+	// Bounded by the lease: past it the handle has ended anyway (go-redis gives up a read at a
+	// context's deadline, not at its cancellation).
+	l.mu.Lock()
+	expiry := l.mu.expiry
+	l.mu.Unlock()
+	for i, key := range l.keys {
+		vctx, cancel := context.WithDeadline(ctx, expiry)
+		held, err := l.c.Validate(vctx, key, l.tokens[i])
+		cancel()
+		if err == nil && !held {
+			l.end(&LostError{Key: key, Token: l.tokens[i], Reason: "not held"})
+			return
+		}
+	}
 }
 
 // checkExpiry runs when the expiry timer fires: it ends the handle if no renewal moved the
@@ -153,6 +186,7 @@ func (l *Lock) forget() {
 	l.cleanup.Do(func() {
 		l.c.untrack(l)
 		l.c.watch.unregister(l)
+		l.c.unclaim(l.keys, l.owner)
 	})
 }
 
@@ -269,39 +303,66 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	return err
 }
 
-// release sends the release of each key's token (pipelined, on one node). A token the server
-// no longer holds is a *LostError, unless an attempt's outcome was unknown: then VALIDATE
-// tells whether that attempt released it, or it is still held and the release goes again.
+// release sends the release of each key's token (pipelined, on one node), again for the keys
+// not yet confirmed released. A token the server no longer holds is a *LostError, unless a
+// release of that key was sent before with an unknown outcome (UNCERTAIN, a broken connection,
+// or a pipeline that failed part-way: its first commands may have applied): then it may have
+// been that release, and VALIDATE says whether the key is still held, to release again.
 func (c *Client) release(ctx context.Context, k kind, keys []string, tokens []uint64) error {
 	verb := "UNLOCK"
 	if k == semaphore {
 		verb = "SEMRELEASE"
 	}
-	for range 3 {
-		notHeld := -1
-		uncertain, err := c.call(ctx, func(ctx context.Context, rdb *redis.Client) error {
-			notHeld = -1
-			cmds, err := pipelined(ctx, rdb, len(keys), func(i int) []any { return []any{verb, keys[i], tokens[i]} })
-			if err != nil {
-				return err
-			}
-			for i, cmd := range cmds {
-				if n, _ := cmd.Int64(); n != 1 {
-					notHeld = i
+	pending := make([]int, len(keys)) // the keys not yet confirmed released, by index
+	for i := range pending {
+		pending[i] = i
+	}
+	maybe := make([]bool, len(keys)) // a release of key i was sent with an unknown outcome
+	var lost error
+	for round := 0; round < 3 && len(pending) > 0; round++ {
+		var notHeld []int
+		_, err := c.call(ctx, func(ctx context.Context, rdb *redis.Client) error {
+			cmds, err := pipelined(ctx, rdb, len(pending), func(j int) []any { return []any{verb, keys[pending[j]], tokens[pending[j]]} })
+			var left []int
+			for j, cmd := range cmds {
+				i := pending[j]
+				n, cerr := cmd.Int64()
+				switch {
+				case cerr == nil && n == 1:
+					// released
+				case cerr == nil:
+					notHeld = append(notHeld, i)
+				default:
+					if classify(cerr) != notDone {
+						maybe[i] = true
+					}
+					left = append(left, i)
 				}
 			}
-			return nil
-		})
-		if err != nil || notHeld < 0 {
+			pending = left
 			return err
+		})
+		for _, i := range notHeld {
+			if !maybe[i] {
+				if lost == nil {
+					lost = &LostError{Key: keys[i], Token: tokens[i], Reason: "not held"}
+				}
+				continue
+			}
+			held, verr := c.Validate(ctx, keys[i], tokens[i])
+			switch {
+			case verr != nil:
+				return verr
+			case held:
+				pending = append(pending, i) // released by nobody: again
+			}
 		}
-		if !uncertain {
-			return &LostError{Key: keys[notHeld], Token: tokens[notHeld], Reason: "not held"}
-		}
-		held, err := c.Validate(ctx, keys[notHeld], tokens[notHeld])
-		if err != nil || !held {
+		if err != nil && len(pending) > 0 {
 			return err
 		}
 	}
-	return fmt.Errorf("client: release of %q not confirmed: the token still holds it", keys)
+	if len(pending) > 0 {
+		return fmt.Errorf("client: release of %q not confirmed: the token still holds it", keys[pending[0]])
+	}
+	return lost
 }

@@ -20,6 +20,12 @@ import (
 // A channel stays subscribed for idleFor after its last listener left (up to maxIdle such
 // channels), so that a key locked again and again costs no SUBSCRIBE and UNSUBSCRIBE each
 // time; the notices it brings meanwhile name no handle and are dropped.
+//
+// A notice can come before its lock has a handle: between the grant and register. So the
+// notices on a channel that acquisitions listen to are kept (the newest maxEarly) for register
+// to find its token among; and a lock asked for before its channel's subscription was
+// confirmed on the connection in use, or whose early notices overflowed, is checked with
+// VALIDATE once the subscriber hears the channel (Lock.checkMissed).
 type watcher struct {
 	c *Client
 
@@ -35,7 +41,31 @@ type watcher struct {
 		locks  map[string]map[uint64]*watchKey // channel → token → the handle holding it
 		ps     *redis.PubSub                   // the connection in use; nil between two
 		closed bool
+		// epoch counts the connections the subscriber has used; confirmed is, per channel,
+		// the epoch whose connection confirmed its subscription.
+		epoch     uint64
+		confirmed map[string]uint64
+		// early keeps, per channel listened to, its newest notices that named no handle;
+		// dropped counts those that fell off the end.
+		early   map[string][]earlyNotice
+		dropped map[string]uint64
 	}
+}
+
+// earlyNotice is a notice that came before any handle of its token.
+type earlyNotice struct {
+	token  uint64
+	reason string
+}
+
+// maxEarly bounds the early notices kept per channel.
+const maxEarly = 64
+
+// noticeMark is what the subscriber had heard on some channels at one moment (mark).
+type noticeMark struct {
+	epoch     uint64
+	confirmed bool     // every channel's subscription confirmed on the connection of epoch
+	dropped   []uint64 // per channel, early notices dropped so far
 }
 
 // watchKey is one key of a handle: what a notice on its channel names.
@@ -49,7 +79,37 @@ func newWatcher(c *Client) *watcher {
 	w.mu.refs = map[string]int{}
 	w.mu.idle = map[string]time.Time{}
 	w.mu.locks = map[string]map[uint64]*watchKey{}
+	w.mu.confirmed = map[string]uint64{}
+	w.mu.early = map[string][]earlyNotice{}
+	w.mu.dropped = map[string]uint64{}
 	return w
+}
+
+// mark records what the subscriber has heard on chans so far.
+func (w *watcher) mark(chans []string) noticeMark {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := noticeMark{epoch: w.mu.epoch, confirmed: w.mu.ps != nil, dropped: make([]uint64, len(chans))}
+	for i, ch := range chans {
+		m.confirmed = m.confirmed && w.mu.confirmed[ch] == w.mu.epoch
+		m.dropped[i] = w.mu.dropped[ch]
+	}
+	return m
+}
+
+// confirmed reports whether every channel of chans is subscribed on the connection in use.
+func (w *watcher) confirmed(chans []string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.mu.ps == nil {
+		return false
+	}
+	for _, ch := range chans {
+		if w.mu.confirmed[ch] != w.mu.epoch {
+			return false
+		}
+	}
+	return true
 }
 
 const (
@@ -73,6 +133,8 @@ func (w *watcher) run(ctx context.Context) {
 		}
 		ps := w.c.nodes[node].Subscribe(ctx)
 		w.mu.ps = ps
+		w.mu.epoch++
+		epoch := w.mu.epoch
 		w.mu.Unlock()
 		// Every channel in use now; one subscribed meanwhile by subscribe is harmlessly
 		// subscribed twice. The idle ones stay behind with the old connection.
@@ -95,7 +157,7 @@ func (w *watcher) run(ctx context.Context) {
 			}
 			// It returns when the connection fails: then the next node, and a check of
 			// every handle.
-			_ = w.receive(ctx, ps)
+			_ = w.receive(ctx, ps, epoch)
 		}
 		w.mu.Lock()
 		w.mu.ps = nil
@@ -116,7 +178,7 @@ func (w *watcher) run(ctx context.Context) {
 
 // receive reads messages until the connection fails, and unsubscribes idle channels as they
 // age.
-func (w *watcher) receive(ctx context.Context, ps *redis.PubSub) error {
+func (w *watcher) receive(ctx context.Context, ps *redis.PubSub, epoch uint64) error {
 	heard, swept := time.Now(), time.Now()
 	var pinged time.Time // when a PING went out that nothing was heard after yet
 	for {
@@ -125,8 +187,15 @@ func (w *watcher) receive(ctx context.Context, ps *redis.PubSub) error {
 		switch {
 		case err == nil:
 			heard, pinged = time.Now(), time.Time{}
-			if m, ok := msg.(*redis.Message); ok {
+			switch m := msg.(type) {
+			case *redis.Message:
 				w.deliver(m.Channel, m.Payload)
+			case *redis.Subscription:
+				if m.Kind == "subscribe" {
+					w.mu.Lock()
+					w.mu.confirmed[m.Channel] = epoch
+					w.mu.Unlock()
+				}
 			}
 		case !errors.As(err, &ne) || !ne.Timeout():
 			return err
@@ -161,8 +230,17 @@ func (w *watcher) sweep(ps *redis.PubSub, cutoff time.Time) {
 	}
 	w.mu.Unlock()
 	if len(stale) > 0 {
-		// An error here is the connection's: run notices it, and subscribes afresh.
-		_ = ps.Unsubscribe(context.Background(), stale...)
+		w.mu.Lock()
+		for _, ch := range stale {
+			delete(w.mu.confirmed, ch)
+		}
+		w.mu.Unlock()
+		if err := ps.Unsubscribe(context.Background(), stale...); err != nil {
+			// go-redis may have reconnected and subscribed again by itself, with notices
+			// lost in between and nothing to say so: close the connection, so that run
+			// moves on and checks every handle.
+			ps.Close()
+		}
 	}
 }
 
@@ -187,6 +265,15 @@ func (w *watcher) deliver(channel, payload string) {
 	}
 	w.mu.Lock()
 	wk := w.mu.locks[channel][token]
+	if wk == nil && w.mu.refs[channel] > 0 {
+		// Perhaps a lock being acquired, whose handle register has not made yet.
+		early := append(w.mu.early[channel], earlyNotice{token, reason})
+		if len(early) > maxEarly {
+			early = early[1:]
+			w.mu.dropped[channel]++
+		}
+		w.mu.early[channel] = early
+	}
 	w.mu.Unlock()
 	if wk != nil {
 		wk.l.end(&LostError{Key: wk.key, Token: token, Reason: reason})
@@ -238,8 +325,9 @@ func (w *watcher) subscribe(channels []string) {
 	ps := w.mu.ps
 	w.mu.Unlock()
 	if ps != nil && len(fresh) > 0 {
-		// An error here is the connection's: run notices it, and subscribes again.
-		_ = ps.Subscribe(context.Background(), fresh...)
+		if err := ps.Subscribe(context.Background(), fresh...); err != nil {
+			ps.Close() // as in sweep: run moves on, subscribes every channel, checks every handle
+		}
 	}
 }
 
@@ -251,6 +339,8 @@ func (w *watcher) unsubscribe(channels []string) {
 	for _, ch := range channels {
 		if w.mu.refs[ch]--; w.mu.refs[ch] <= 0 {
 			delete(w.mu.refs, ch)
+			delete(w.mu.early, ch)
+			delete(w.mu.dropped, ch)
 			w.mu.idle[ch] = now
 		}
 	}
@@ -263,17 +353,34 @@ func (w *watcher) unsubscribe(channels []string) {
 }
 
 // register maps each of the handle's tokens to it; the acquisition's listeners become the
-// handle's.
-func (w *watcher) register(l *Lock) {
+// handle's. A notice for one of its tokens that came before (early) ends it at once. check
+// reports whether a notice may have gone unheard since the lock was asked for (l.mark): its
+// subscription was not confirmed then, the subscriber has changed connections since, or early
+// notices were dropped.
+func (w *watcher) register(l *Lock) (check bool) {
 	chans := w.c.channels(l.keys)
+	var lost *LostError
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	check = !l.mark.confirmed || l.mark.epoch != w.mu.epoch
 	for i, ch := range chans {
 		if w.mu.locks[ch] == nil {
 			w.mu.locks[ch] = map[uint64]*watchKey{}
 		}
 		w.mu.locks[ch][l.tokens[i]] = &watchKey{l: l, key: l.keys[i]}
+		for _, n := range w.mu.early[ch] {
+			if n.token == l.tokens[i] && lost == nil {
+				lost = &LostError{Key: l.keys[i], Token: n.token, Reason: n.reason}
+			}
+		}
+		if i < len(l.mark.dropped) && w.mu.dropped[ch] != l.mark.dropped[i] {
+			check = true
+		}
 	}
+	w.mu.Unlock()
+	if lost != nil {
+		l.end(lost)
+	}
+	return check
 }
 
 // unregister forgets the handle and drops its listeners.

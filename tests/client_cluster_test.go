@@ -42,18 +42,18 @@ func TestClientCluster(t *testing.T) {
 	t.Run("LeaderKilledMidRenewal", func(t *testing.T) { testClientLeaderKilled(t, c) })
 }
 
-// testClientRenewal: a 300 ms lease taken through a follower is renewed for 3 s, ten leases:
-// the leader answers VALIDATE with its token throughout, and the token never changes.
+// testClientRenewal: a 1 s lease taken through a follower is renewed for 5 s, five leases: the
+// leader answers VALIDATE with its token throughout, and the token never changes.
 func testClientRenewal(t *testing.T, c *cluster) {
 	lc := newLockClient(t, c.followers()[0].addr)
 	ctx := testContext(t, 20*time.Second)
-	l, err := lc.Lock(ctx, "client/renew", 300*time.Millisecond)
+	l, err := lc.Lock(ctx, "client/renew", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	leader := c.leader()
 	checks := 0
-	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		if err := l.Err(); err != nil {
 			t.Fatalf("lost after %d checks: %v", checks, err)
 		}
@@ -65,7 +65,7 @@ func testClientRenewal(t *testing.T, c *cluster) {
 	}
 	st, held, err := lockInfo(ctx, newClient(t, leader.addr, 2), "client/renew")
 	if err != nil || !held || uint64(st.token) != l.Token() {
-		t.Fatalf("LOCKINFO after 3 s: %+v held %v, %v; want token %d", st, held, err, l.Token())
+		t.Fatalf("LOCKINFO after 5 s: %+v held %v, %v; want token %d", st, held, err, l.Token())
 	}
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
