@@ -2,7 +2,6 @@ package store
 
 import (
 	"errors"
-	"fmt"
 	"syscall"
 	"time"
 )
@@ -34,13 +33,42 @@ import (
 // an ENOSPC there is taken as a failed write (fail-stop), since its data may be partly in the
 // page cache: docs/disk-faults.md says so.
 var (
-	// ErrDiskFailed wraps the error that poisoned the log: a write or sync of its data failed.
-	// It sticks until the process restarts.
+	// ErrDiskFailed is in the chain of the error that poisoned the log: a write or sync of its
+	// data failed. It sticks until the process restarts.
 	ErrDiskFailed = errors.New("disk failed")
-	// ErrDiskFull wraps a refused write for want of space for the log's next segment. Nothing
-	// of the write was kept; it clears by itself once a segment could be prepared.
+	// ErrDiskFull is in the chain of a write refused for want of space for the log's next
+	// segment. Nothing of the write was kept; it clears by itself once a segment could be
+	// prepared.
 	ErrDiskFull = errors.New("disk full")
 )
+
+// DiskError is the error of a write the log's disk refused. Its chain holds ErrDiskFailed or
+// ErrDiskFull, and the filesystem's error. Layers above that may not import this package
+// (raftnode, server) tell it apart by its DiskFull method.
+type DiskError struct {
+	// Full: no space for the next segment, nothing written, recovers by itself. Otherwise the
+	// disk failed and the log is poisoned for good.
+	Full bool
+	Err  error
+}
+
+func (e *DiskError) Error() string {
+	if e.Full {
+		return "disk full: " + e.Err.Error()
+	}
+	return "disk failed: " + e.Err.Error()
+}
+
+// Unwrap gives the kind's sentinel and the filesystem's error.
+func (e *DiskError) Unwrap() []error {
+	if e.Full {
+		return []error{ErrDiskFull, e.Err}
+	}
+	return []error{ErrDiskFailed, e.Err}
+}
+
+// DiskFull reports whether the disk is full (recoverable) rather than failed (for good).
+func (e *DiskError) DiskFull() bool { return e.Full }
 
 // spareRetry is how often the log tries again to prepare its next segment while the disk is
 // full: each try writes up to a segment of zeros, so not in a tight loop.
@@ -54,7 +82,7 @@ func isNoSpace(err error) bool {
 // fail poisons the log with err (ErrDiskFailed), logging it once, and returns the error every
 // later write gets: the first one's.
 func (w *wal) fail(err error) error {
-	e := fmt.Errorf("%w: %w", ErrDiskFailed, err)
+	var e error = &DiskError{Err: err}
 	if w.failed.CompareAndSwap(nil, &e) {
 		w.log.Error("raft log disk failed: the log takes no more writes until the process restarts",
 			"dir", w.dir, "err", err)

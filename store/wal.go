@@ -415,7 +415,7 @@ func (w *wal) startSegment(index uint64, need int64) (*segment, error) {
 	}
 	switch {
 	case err != nil && isNoSpace(err):
-		return nil, fmt.Errorf("%w: prepare a log segment: %w", ErrDiskFull, err)
+		return nil, &DiskError{Full: true, Err: fmt.Errorf("prepare a log segment: %w", err)}
 	case err != nil:
 		return nil, w.fail(fmt.Errorf("prepare a log segment: %w", err))
 	}
@@ -457,7 +457,7 @@ func (w *wal) prepareSpare() {
 				return
 			}
 			if tries == 0 {
-				sp.full = fmt.Errorf("%w: no space for the next raft log segment (%d bytes): %w", ErrDiskFull, w.segSize, sp.err)
+				sp.full = &DiskError{Full: true, Err: fmt.Errorf("no space for the next raft log segment (%d bytes): %w", w.segSize, sp.err)}
 				w.full.Store(&sp.full)
 				close(sp.noSpace)
 				w.log.Error("raft log disk full: writes are refused until space is freed", "dir", w.dir,
