@@ -446,14 +446,15 @@ func (w *wal) prepareSpare() {
 	sp := &spare{done: make(chan struct{}), noSpace: make(chan struct{})}
 	w.spare = sp
 	go func() {
-		defer close(sp.done)
 		for tries := 0; ; tries++ {
 			sp.file, sp.err = w.createZeroed(spareSegmentName, w.segSize)
 			if sp.err == nil || !isNoSpace(sp.err) {
+				// done first: a write that Health lets through must find the spare ready.
+				close(sp.done)
+				w.full.Store(nil)
 				if tries > 0 && sp.err == nil {
 					w.log.Info("raft log disk has space again: writes are taken", "dir", w.dir, "tries", tries+1)
 				}
-				w.full.Store(nil)
 				return
 			}
 			if tries == 0 {
@@ -465,7 +466,8 @@ func (w *wal) prepareSpare() {
 			}
 			select {
 			case <-w.stop:
-				return // sp.err stays: Close finds no file to close
+				close(sp.done) // sp.err stays: Close finds no file to close
+				return
 			case <-time.After(w.retry):
 			}
 		}
