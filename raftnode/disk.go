@@ -92,7 +92,8 @@ func (n *Replica) logStoreFailed(err error) {
 	if !errors.As(err, &df) || df.DiskFull() {
 		return
 	}
-	if !n.disk.failed.CompareAndSwap(nil, &err) {
+	var fault error = df // its text starts "disk failed:", without the call's context
+	if !n.disk.failed.CompareAndSwap(nil, &fault) {
 		return
 	}
 	n.ready.Store(false)
