@@ -102,7 +102,19 @@ func (n *Replica) logStoreFailed(err error) {
 		"nodes elect a leader and serve. Restart it once the disk is repaired or replaced", "err", err)
 	// Not on the caller's goroutine: it is raft's own, and raft's shutdown waits for it.
 	n.goFunc(func() {
-		if err := n.raft.Shutdown().Error(); err != nil {
+		// raft's goroutines store logs before New has set n.raft (a disk that fails at start):
+		// fsmRaft is set as soon as raft exists, and read safely from any goroutine.
+		r := n.fsmRaft.Load()
+		for r == nil {
+			select {
+			case <-n.stop:
+				close(n.disk.stopped)
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			r = n.fsmRaft.Load()
+		}
+		if err := r.Shutdown().Error(); err != nil {
 			n.log.Warn("raft shutdown after the disk failed", "err", err)
 		}
 		close(n.disk.stopped)

@@ -107,6 +107,23 @@ func TestFullDiskRefusesAndRecovers(t *testing.T) {
 	if got := s.StoreLogs(batch); !errors.Is(got, ErrDiskFull) {
 		t.Fatalf("StoreLogs again while full = %v, want ErrDiskFull", got)
 	}
+	// Nothing of the refused batch comes back after a restart: its first part, written into
+	// the current segment, was zeroed again (not only dropped from memory).
+	s = reopen(t, s, cfg)
+	checkBounds(t, s, 1, last)
+	// A follower's tail delete is refused while the disk is full: raft deletes a conflicting
+	// tail and then stores in its place, and must not be left believing in a deleted tail.
+	// (The reopened log finds the disk full as its first spare fails.)
+	testutil.WaitFor(t, 3*spareRetry, func() error {
+		if s.Health() == nil {
+			return errors.New("the reopened log has not found the disk full yet")
+		}
+		return nil
+	})
+	if err := s.DeleteRange(last, last); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("DeleteRange of the tail while full = %v, want ErrDiskFull", err)
+	}
+	checkBounds(t, s, 1, last)
 
 	fs.SetFull(false)
 	start := time.Now()

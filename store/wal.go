@@ -548,6 +548,14 @@ func (w *wal) DeleteRange(lo, hi uint64) error {
 	case lo > hi || first == 0 || hi < first || lo > last:
 		return nil // nothing stored in the range
 	case hi >= last:
+		if full := w.full.Load(); full != nil {
+			// A follower drops a conflicting tail and then stores the leader's entries in their
+			// place. Were the delete done and the store refused, raft would go on believing in
+			// the tail it deleted (its last index is set only by a store), and every later
+			// append would miss it, even once space returns: refuse both, so raft keeps a log
+			// it can find and the leader sends again.
+			return *full
+		}
 		return w.truncateFrom(max(lo, first))
 	case lo <= first:
 		return w.compactThrough(hi)

@@ -35,7 +35,11 @@ func mountTmpfs(t *testing.T, size string) string {
 	}
 	t.Cleanup(func() {
 		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
+			// Busy (a process of a failed test still in it): detach it now, freed once idle,
+			// so that the temporary directory around it can go.
+			if lout, lerr := exec.Command("umount", "-l", dir).CombinedOutput(); lerr != nil {
+				t.Errorf("umount %s: %v: %s; umount -l: %v: %s", dir, err, out, lerr, lout)
+			}
 		}
 	})
 	return dir
