@@ -33,11 +33,19 @@ type storeProbe struct {
 	running chan struct{} // closed when the probe in flight finishes; nil when none is
 }
 
-// ProbeStore checks that this node's store takes a durable write: it writes the time to a key of
+// ProbeStore checks that this node's store takes a durable write: first that its raft log has
+// no disk fault (raftnode's DiskFault), then it writes the time to a key of
 // its own in the stable store (one synced batch) and reads it back. /readyz and the service
 // manager's readiness poll ask it. The write happens at most once per probeEvery: askers in
 // between get the last result, and askers while a probe runs wait for that one (single flight).
 func (n *Member) ProbeStore() error {
+	// A disk fault of the raft log (a failed disk stopped raft; a full one refuses writes) is
+	// known without I/O, and is what the operator must read first.
+	if core := n.Core(); core != nil {
+		if err := core.DiskFault(); err != nil {
+			return err
+		}
+	}
 	p := &n.probe
 	p.mu.Lock()
 	if !p.at.IsZero() && time.Since(p.at) < probeEvery {

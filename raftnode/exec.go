@@ -281,6 +281,9 @@ func (n *Replica) evalLocked(p *proposal, keys [][]byte, eval node.Eval, v *view
 		n.stats.reads.Add(1)
 		return nil, 0, nil
 	}
+	if err := n.writable(); err != nil {
+		return nil, 0, err // before anything is marked or proposed: certain, nothing written
+	}
 	for _, c := range cmds {
 		if err := c.Validate(); err != nil {
 			return nil, 0, err
@@ -543,6 +546,16 @@ func (n *Replica) clearKeyLocked(key []byte) {
 // applyError maps raft's errors to ours. Only errors raised before the entry reached the log
 // are certain; anything after that may still commit.
 func (n *Replica) applyError(err error) error {
+	var df diskFault
+	if errors.As(err, &df) && df.DiskFull() {
+		// raft got it from this leader's own store, which writes before any follower is sent
+		// the entry, and the store kept nothing of it: certain.
+		return err
+	}
+	if failed := n.diskFailed(); failed != nil {
+		// The entry may be on this node's disk, and a follower's: the outcome is unknown.
+		return uncertainDisk{failed}
+	}
 	switch {
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout),
 		errors.Is(err, raft.ErrLeadershipTransferInProgress):

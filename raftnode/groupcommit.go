@@ -271,12 +271,17 @@ type writeWatch struct {
 	raft.LogStore
 	want    atomic.Pointer[sentBatch]
 	written func(*sentBatch)
+	// failed is told of every error of a write (disk.go).
+	failed func(error)
 }
 
 func (w *writeWatch) StoreLog(l *raft.Log) error { return w.StoreLogs([]*raft.Log{l}) }
 
 func (w *writeWatch) StoreLogs(logs []*raft.Log) error {
 	err := w.LogStore.StoreLogs(logs)
+	if err != nil {
+		w.failed(err)
+	}
 	if sb := w.want.Load(); sb != nil && !sb.byCommit {
 		for _, l := range logs {
 			if len(l.Data) > 0 && &l.Data[0] == sb.first {
@@ -284,6 +289,14 @@ func (w *writeWatch) StoreLogs(logs []*raft.Log) error {
 				break
 			}
 		}
+	}
+	return err
+}
+
+func (w *writeWatch) DeleteRange(lo, hi uint64) error {
+	err := w.LogStore.DeleteRange(lo, hi)
+	if err != nil {
+		w.failed(err)
 	}
 	return err
 }

@@ -62,7 +62,7 @@ func (c *logCache) StoreLog(l *raft.Log) error { return c.StoreLogs([]*raft.Log{
 // that does not follow the newest cached one (after a snapshot install) starts the run again.
 func (c *logCache) StoreLogs(logs []*raft.Log) error {
 	if err := c.LogStore.StoreLogs(logs); err != nil {
-		return fmt.Errorf("unable to store logs within log store, err: %q", err)
+		return fmt.Errorf("unable to store logs within log store: %w", err) // the store's DiskError stays visible
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -22,6 +22,9 @@ type Stores struct {
 	Log       raft.LogStore
 	Stable    raft.StableStore
 	Snapshots raft.SnapshotStore
+	// Health, when not nil, says whether the log store takes writes now (store.Store.Health):
+	// while it does not, the leader refuses writes before raft appends them (disk.go).
+	Health func() error
 }
 
 // logCacheEntries is how many of the newest log entries stay in memory: several batches of
@@ -108,6 +111,14 @@ type Replica struct {
 	// leaderChange is notified whenever the leader, this node's readiness or the member table
 	// may have changed (LeaderChanged).
 	leaderChange changeSignal
+	// disk is what the node knows of its disk's faults (disk.go): the store's health, the
+	// failure that stopped raft, and the signal that wakes the hand-off for a full disk.
+	disk struct {
+		health  func() error
+		failed  atomic.Pointer[error]
+		full    chan struct{}
+		stopped chan struct{} // closed once raft has stopped for a failed disk
+	}
 	// retired is set once cluster management found this node removed (Retire): it never
 	// becomes a ready leader again.
 	retired   atomic.Bool
@@ -168,7 +179,10 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Replica, error) {
 	n.mu.pending = make(map[string]*pendingKey)
 	n.inFlight = n.pendingLocked
 	// The cache keeps the newest entries in memory (logcache.go).
-	n.writes = &writeWatch{LogStore: st.Log, written: n.batchSettled}
+	n.disk.health = st.Health
+	n.disk.full = make(chan struct{}, 1)
+	n.disk.stopped = make(chan struct{})
+	n.writes = &writeWatch{LogStore: st.Log, written: n.batchSettled, failed: n.logStoreFailed}
 	logs, err := newLogCache(n.writes, logCacheEntries, logCacheBytes)
 	if err != nil {
 		return nil, fmt.Errorf("log cache: %w", err)
@@ -184,6 +198,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Replica, error) {
 	n.goFunc(n.watchLeadership)
 	n.goFunc(n.watchLeaders)
 	n.goFunc(n.runVerifier)
+	n.goFunc(n.handOffWhenFull)
 	go n.runFinisher() // not goFunc: see there
 	return n, nil
 }
@@ -321,7 +336,7 @@ func (n *Replica) becomeReady(gen uint64) {
 		n.mu.Unlock()
 		return
 	}
-	if n.retired.Load() {
+	if n.retired.Load() || n.diskFailed() != nil {
 		n.mu.Unlock()
 		return
 	}
@@ -350,6 +365,9 @@ func (n *Replica) notLeader() error {
 	case <-n.stop:
 		return node.ErrShutdown
 	default:
+	}
+	if err := n.diskFailed(); err != nil {
+		return err // raft is stopped: no leader this node knows of is worth naming
 	}
 	addr, id := n.raft.LeaderWithID()
 	if id == raft.ServerID(n.cfg.ID) {

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/metrics"
 	"github.com/raftlock/raftlock/node"
 )
@@ -96,6 +97,9 @@ func (n *Replica) Stats() node.Stats {
 		GroupSize:     n.stats.group.Snapshot(),
 	}
 	s.LeaderChanges, s.RecentLeaders = n.stats.leaders.recent()
+	if n.raftStopped() {
+		s.State = raft.Shutdown.String() // raft's own may read Follower (raftStopped)
+	}
 	switch last := n.raft.LastContact(); {
 	case s.State == "Leader":
 	case last.IsZero():

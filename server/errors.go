@@ -42,6 +42,9 @@ func (r *request) replyError(err error) {
 		r.w.Error(errNoLeader)
 	case errors.As(err, &nl):
 		r.w.Error("TRYAGAIN this node is not the leader; the leader is " + nl.LeaderID + " at " + nl.LeaderAddr)
+	case isDisk(err):
+		df, uncertain, _ := diskError(err)
+		r.w.Error(diskReply(df, uncertain))
 	case errors.Is(err, node.ErrUncertain):
 		r.w.Error(errUncertain)
 	case errors.Is(err, node.ErrShutdown):

@@ -246,7 +246,7 @@ func (s *Server) infoSection(name string, askNode bool) []infoField {
 		return fields
 	case "persistence":
 		// ioredis's ready check waits for loading:0.
-		return []infoField{{"loading", "0"}, {"aof_enabled", "1"}}
+		return append([]infoField{{"loading", "0"}, {"aof_enabled", "1"}}, s.diskFields()...)
 	case "stats":
 		c := st.sinceReset()
 		return []infoField{

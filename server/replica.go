@@ -71,8 +71,9 @@ type Admin interface {
 	ReadIndex(ctx context.Context) (uint64, error)
 }
 
-// Deps are what a server serves through. Replica is required; Admin may be nil.
+// Deps are what a server serves through. Replica is required; Admin and Disk may be nil.
 type Deps struct {
 	Replica Replica
 	Admin   Admin
+	Disk    Disk
 }

@@ -312,6 +312,7 @@ type Server struct {
 	cfg   Config
 	node  Replica
 	admin Admin // nil: RAFT administration is refused
+	disk  Disk  // nil: INFO reports no disk fault
 	// queueWaits are this node's clients waiting in a lock queue (handoff.go).
 	queueWaits *queueWaits
 	scripts    scriptEngine
@@ -399,7 +400,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if d.Replica == nil {
 		return nil, errors.New("server: no node")
 	}
-	s := &Server{cfg: cfg, node: d.Replica, admin: d.Admin, queueWaits: newQueueWaits(), log: cfg.Logger.With("component", "server"), start: time.Now(),
+	s := &Server{cfg: cfg, node: d.Replica, admin: d.Admin, disk: d.Disk, queueWaits: newQueueWaits(), log: cfg.Logger.With("component", "server"), start: time.Now(),
 		bootID: strconv.FormatUint(rand.Uint64()>>16, 36)}
 	s.maxClients.Store(int64(cfg.MaxClients))
 	s.ctx, s.cancel = context.WithCancel(context.Background())

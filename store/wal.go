@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -91,8 +92,12 @@ func (g *segment) recordEnd(i int) int64 {
 // spare is the next segment's file, zero-filled in the background.
 type spare struct {
 	done chan struct{} // closed when file and err are set
-	file vfs.File
-	err  error
+	// noSpace is closed when an attempt found the disk full: the preparation goes on trying
+	// (fault.go), and a write that needs the file now is refused instead of waiting for space.
+	noSpace chan struct{}
+	full    error // set before noSpace is closed
+	file    vfs.File
+	err     error
 }
 
 // wal is raft's log store. StoreLogs, DeleteRange and Close run one at a time (writeMu);
@@ -107,6 +112,14 @@ type wal struct {
 	// readFloor and writeFloor read and durably write (in pebble) the lowest index of the log.
 	readFloor  func() (uint64, error)
 	writeFloor func(uint64) error
+
+	// failed is the error that poisoned the log for good; full, while the disk has no space for
+	// the next segment (fault.go). retry is how often the spare is tried again (spareRetry);
+	// stop ends those tries at Close.
+	failed atomic.Pointer[error]
+	full   atomic.Pointer[error]
+	retry  time.Duration
+	stop   chan struct{}
 
 	writeMu sync.Mutex
 	closed  bool // under writeMu and mu
@@ -124,6 +137,10 @@ type wal struct {
 // end of the newest segment is cut off and zeroed, an empty newest segment is removed, and
 // entries below the durable floor are hidden. The caller has set every field above writeMu.
 func (w *wal) open() error {
+	w.stop = make(chan struct{})
+	if w.retry == 0 {
+		w.retry = spareRetry
+	}
 	if err := w.makeDir(); err != nil {
 		return fmt.Errorf("open wal: %w", err)
 	}
@@ -289,6 +306,9 @@ func (w *wal) StoreLogs(logs []*raft.Log) error {
 	if w.closed {
 		return ErrClosed
 	}
+	if e := w.failed.Load(); e != nil {
+		return *e
+	}
 	if last := w.last.Load(); last != 0 && logs[0].Index <= last {
 		return fmt.Errorf("index %d is not after the last stored index %d", logs[0].Index, last)
 	}
@@ -323,6 +343,13 @@ func (w *wal) StoreLogs(logs []*raft.Log) error {
 		if cur == nil || logs[from].Index != cur.next() || cur.end+int64(ends[from]-begin) > cur.size {
 			g, err := w.startSegment(logs[from].Index, int64(ends[from]-begin))
 			if err != nil {
+				if from > 0 && errors.Is(err, ErrDiskFull) {
+					// Refused as a whole: raft takes the call as failed, and must not find
+					// part of it stored past the last index it knows.
+					if uerr := w.truncateFrom(logs[0].Index); uerr != nil {
+						return uerr
+					}
+				}
 				return err
 			}
 			cur, fresh = g, true
@@ -332,7 +359,10 @@ func (w *wal) StoreLogs(logs []*raft.Log) error {
 			to++
 		}
 		if err := writeSynced(cur.file, buf[begin:ends[to-1]], cur.end); err != nil {
-			return fmt.Errorf("write segment %s: %w", cur.name, err)
+			if fresh { // named and synced, empty: recovery removes it, as after a crash
+				cur.file.Close()
+			}
+			return w.fail(fmt.Errorf("write segment %s: %w", cur.name, err))
 		}
 		w.mu.Lock()
 		for i := from; i < to; i++ {
@@ -358,14 +388,9 @@ func recordStart(ends []int, i int) int {
 
 // startSegment makes the file for a segment whose first record is index and need bytes
 // long: the spare, or a file of its own for a record larger than a segment. The caller
-// publishes it once the first records are synced.
+// publishes it once the first records are synced. An error wraps ErrDiskFull (no space for the
+// file: nothing changed) or ErrDiskFailed (the log is poisoned).
 func (w *wal) startSegment(index uint64, need int64) (*segment, error) {
-	if index < w.floor { // raft restarts its log below the old floor: never hide it
-		if err := w.writeFloor(index); err != nil {
-			return nil, fmt.Errorf("lower the log floor to %d: %w", index, err)
-		}
-		w.floor = index
-	}
 	var f vfs.File
 	var err error
 	tmp := spareSegmentName
@@ -375,33 +400,77 @@ func (w *wal) startSegment(index uint64, need int64) (*segment, error) {
 		f, err = w.createZeroed(tmp, size)
 	} else {
 		sp := w.spare
-		<-sp.done
+		select {
+		case <-sp.done:
+		case <-sp.noSpace:
+			select {
+			case <-sp.done: // ready after all
+			default:
+				return nil, sp.full
+			}
+		}
 		f, err = sp.file, sp.err
 		w.spare = nil
 		defer w.prepareSpare()
 	}
-	if err != nil {
-		return nil, fmt.Errorf("prepare a log segment: %w", err)
+	switch {
+	case err != nil && isNoSpace(err):
+		return nil, &DiskError{Full: true, Err: fmt.Errorf("prepare a log segment: %w", err)}
+	case err != nil:
+		return nil, w.fail(fmt.Errorf("prepare a log segment: %w", err))
+	}
+	if index < w.floor { // raft restarts its log below the old floor: never hide it
+		if err := w.writeFloor(index); err != nil {
+			f.Close()
+			return nil, w.fail(fmt.Errorf("lower the log floor to %d: %w", index, err))
+		}
+		w.floor = index
 	}
 	name := segmentName(index)
 	if err := w.fs.Rename(w.path(tmp), w.path(name)); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("name log segment %s: %w", name, err)
+		return nil, w.fail(fmt.Errorf("name log segment %s: %w", name, err))
 	}
 	if err := w.syncDir(); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("sync the log directory: %w", err)
+		return nil, w.fail(fmt.Errorf("sync the log directory: %w", err))
 	}
 	return &segment{name: name, file: f, first: index, size: size}, nil
 }
 
-// prepareSpare starts zero-filling the next segment's file in the background.
+// prepareSpare starts zero-filling the next segment's file in the background. While the disk
+// is full it tries again every w.retry until it succeeds or the log closes, and says so in
+// Health meanwhile (fault.go). Any other error is the spare's, which the next segment's
+// start reports.
 func (w *wal) prepareSpare() {
-	sp := &spare{done: make(chan struct{})}
+	sp := &spare{done: make(chan struct{}), noSpace: make(chan struct{})}
 	w.spare = sp
 	go func() {
-		defer close(sp.done)
-		sp.file, sp.err = w.createZeroed(spareSegmentName, w.segSize)
+		for tries := 0; ; tries++ {
+			sp.file, sp.err = w.createZeroed(spareSegmentName, w.segSize)
+			if sp.err == nil || !isNoSpace(sp.err) {
+				// done first: a write that Health lets through must find the spare ready.
+				close(sp.done)
+				w.full.Store(nil)
+				if tries > 0 && sp.err == nil {
+					w.log.Info("raft log disk has space again: writes are taken", "dir", w.dir, "tries", tries+1)
+				}
+				return
+			}
+			if tries == 0 {
+				sp.full = &DiskError{Full: true, Err: fmt.Errorf("no space for the next raft log segment (%d bytes): %w", w.segSize, sp.err)}
+				w.full.Store(&sp.full)
+				close(sp.noSpace)
+				w.log.Error("raft log disk full: writes are refused until space is freed", "dir", w.dir,
+					"segment_bytes", w.segSize, "err", sp.err, "retry_every", w.retry)
+			}
+			select {
+			case <-w.stop:
+				close(sp.done) // sp.err stays: Close finds no file to close
+				return
+			case <-time.After(w.retry):
+			}
+		}
 	}()
 }
 
@@ -422,7 +491,11 @@ func (w *wal) createZeroed(name string, size int64) (vfs.File, error) {
 		err = f.Sync()
 	}
 	if err != nil {
+		// Removed, not left for recovery: on a full disk its blocks are the space a retry needs.
 		f.Close()
+		if rerr := w.fs.Remove(w.path(name)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			w.log.Warn("could not remove a log segment file that failed to prepare", "file", name, "err", rerr)
+		}
 		return nil, err
 	}
 	return f, nil
@@ -467,11 +540,22 @@ func (w *wal) DeleteRange(lo, hi uint64) error {
 	if w.closed {
 		return ErrClosed
 	}
+	if e := w.failed.Load(); e != nil {
+		return *e
+	}
 	first, last := w.first.Load(), w.last.Load()
 	switch {
 	case lo > hi || first == 0 || hi < first || lo > last:
 		return nil // nothing stored in the range
 	case hi >= last:
+		if full := w.full.Load(); full != nil {
+			// A follower drops a conflicting tail and then stores the leader's entries in their
+			// place. Were the delete done and the store refused, raft would go on believing in
+			// the tail it deleted (its last index is set only by a store), and every later
+			// append would miss it, even once space returns: refuse both, so raft keeps a log
+			// it can find and the leader sends again.
+			return *full
+		}
 		return w.truncateFrom(max(lo, first))
 	case lo <= first:
 		return w.compactThrough(hi)
@@ -493,7 +577,7 @@ func (w *wal) truncateFrom(lo uint64) error {
 		w.mu.Unlock()
 		// Synced one by one, newest first: a crash leaves a prefix of the log.
 		if err := errors.Join(g.file.Close(), w.fs.Remove(w.path(g.name)), w.syncDir()); err != nil {
-			return fmt.Errorf("remove log segment %s: %w", g.name, err)
+			return w.fail(fmt.Errorf("remove log segment %s: %w", g.name, err))
 		}
 	}
 	if len(w.segs) == 0 {
@@ -509,7 +593,7 @@ func (w *wal) truncateFrom(lo uint64) error {
 	w.setBounds()
 	w.mu.Unlock()
 	if err := zeroRange(g.file, cut, end); err != nil {
-		return fmt.Errorf("zero log segment %s from offset %d: %w", g.name, cut, err)
+		return w.fail(fmt.Errorf("zero log segment %s from offset %d: %w", g.name, cut, err))
 	}
 	return nil
 }
@@ -518,7 +602,7 @@ func (w *wal) truncateFrom(lo uint64) error {
 func (w *wal) compactThrough(hi uint64) error {
 	if hi+1 > w.floor {
 		if err := w.writeFloor(hi + 1); err != nil {
-			return fmt.Errorf("raise the log floor to %d: %w", hi+1, err)
+			return w.fail(fmt.Errorf("raise the log floor to %d: %w", hi+1, err))
 		}
 		w.floor = hi + 1
 	}
@@ -576,6 +660,7 @@ func (w *wal) Close() error {
 	w.mu.Lock()
 	w.closed = true
 	w.mu.Unlock()
+	close(w.stop) // a spare waiting for space gives up
 	return w.closeFiles()
 }
 

@@ -141,7 +141,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	ccfg.PeerUser, ccfg.PeerPassword = opts.masterUser, opts.masterAuth
 	policy := locks.New(locks.Config{ApplyTimeout: ccfg.Core.ApplyTimeout, Logger: logger})
 	ccfg.Core.Locks = policy
-	member, err := cluster.Start(ccfg, raftnode.Stores{Log: st, Stable: st, Snapshots: snaps}, trans)
+	member, err := cluster.Start(ccfg, raftnode.Stores{Log: st, Stable: st, Snapshots: snaps, Health: st.Health}, trans)
 	if err != nil {
 		return err
 	}
@@ -182,7 +182,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	scfg.InsecureHTTP = opts.insecureHTTP && opts.metricsAddr != ""
 	scfg.PeerUser, scfg.PeerPassword = opts.masterUser, opts.masterAuth
 	scfg.TLSAuthClientsUser = opts.tlsAuthClientsUser
-	srv, err := server.New(scfg, server.Deps{Replica: node, Admin: member})
+	srv, err := server.New(scfg, server.Deps{Replica: node, Admin: member, Disk: node})
 	if err != nil {
 		return err
 	}

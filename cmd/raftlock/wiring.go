@@ -5,6 +5,7 @@ import (
 	"github.com/raftlock/raftlock/locks"
 	"github.com/raftlock/raftlock/raftnode"
 	"github.com/raftlock/raftlock/server"
+	"github.com/raftlock/raftlock/store"
 )
 
 // The server declares what it needs of the node (server/replica.go) and raftnode satisfies it
@@ -13,6 +14,10 @@ import (
 var (
 	_ server.Replica = (*raftnode.Replica)(nil)
 	_ server.Admin   = (*cluster.Member)(nil)
+	_ server.Disk    = (*raftnode.Replica)(nil)
+	// The store's disk errors reach the server's reply table through raftnode, which passes
+	// them on unchanged: a MISCONF reply needs them to keep this method.
+	_ server.DiskFault = (*store.DiskError)(nil)
 	// The core's seam with the lock rules (raftnode/policy.go); cluster checks its own.
 	_ raftnode.LockPolicy = (*locks.Policy)(nil)
 )

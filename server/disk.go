@@ -1,0 +1,67 @@
+package server
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/raftlock/raftlock/node"
+)
+
+// DiskFault is an error saying this node's disk cannot keep its raft log (store.DiskError
+// satisfies it; raftnode passes it on): DiskFull reports a full disk, which refuses writes until
+// space is freed, rather than a failed one, which stopped the node acknowledging writes until it
+// is restarted. Its reply is MISCONF, Redis's error for a server that cannot persist.
+type DiskFault interface {
+	error
+	DiskFull() bool
+}
+
+// Disk is what INFO asks of the node about its disk (raftnode.Replica): its fault now, or nil.
+type Disk interface {
+	DiskFault() error
+}
+
+// diskReply is the MISCONF reply for err, whose chain holds df; uncertain when the request's
+// entry may have reached the disk before it failed.
+func diskReply(df DiskFault, uncertain bool) string {
+	msg := "MISCONF " + df.Error()
+	switch {
+	case df.DiskFull():
+		return msg + "; this node refuses writes until space is freed; nothing of this write was written"
+	case uncertain:
+		return msg + "; this node stopped acknowledging writes until it is restarted; the outcome of this write is unknown: read the key on another node before retrying"
+	default:
+		return msg + "; this node stopped acknowledging writes until it is restarted; retry on another node"
+	}
+}
+
+// diskFields are INFO persistence's fields about the disk: aof_last_write_status as Redis has it
+// (ok or err), disk_state (ok, full or failed) and disk_error (empty when ok).
+func (s *Server) diskFields() []infoField {
+	status, state, text := "ok", "ok", ""
+	var err error
+	if s.disk != nil {
+		err = s.disk.DiskFault()
+	}
+	if err != nil {
+		status, state, text = "err", "failed", strings.NewReplacer("\r", " ", "\n", " ").Replace(err.Error())
+		var df DiskFault
+		if errors.As(err, &df) && df.DiskFull() {
+			state = "full"
+		}
+	}
+	return []infoField{{"aof_last_write_status", status}, {"disk_state", state}, {"disk_error", text}}
+}
+
+func isDisk(err error) bool {
+	_, _, ok := diskError(err)
+	return ok
+}
+
+// diskError finds a disk fault in err's chain; uncertain tells whether the outcome is unknown.
+func diskError(err error) (df DiskFault, uncertain bool, ok bool) {
+	if !errors.As(err, &df) {
+		return nil, false, false
+	}
+	return df, errors.Is(err, node.ErrUncertain), true
+}
