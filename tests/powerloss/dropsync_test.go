@@ -1,0 +1,34 @@
+package powerloss
+
+import (
+	"testing"
+	"time"
+)
+
+// TestDroppedSyncIsCaught runs the harness on stores that skip one sync (syncfs_test.go) and
+// requires it to fail: the WAL's fdatasync of appends and cuts (on the layout cmd/raftlock
+// runs, one store for all three roles), and the pebble sync of the stable store and of the
+// snapshot store (one store per role, so that the dropped sync is that role's alone: on one
+// shared pebble, the next synced write of any role syncs the others' batches too). Each runs
+// rounds until the first violation, within a bound.
+func TestDroppedSyncIsCaught(t *testing.T) {
+	for _, rule := range []dropRule{dropWAL, dropStable, dropSnapshots} {
+		t.Run(string(rule), func(t *testing.T) {
+			seed := runSeed(t)
+			t.Logf("seed %d", seed)
+			stats := &cutStats{}
+			end := time.Now().Add(20 * time.Second)
+			for r := 0; r < 50 && time.Now().Before(end); r++ {
+				v := runRound(roundSeed(seed, r), eventsPerRound, rule, stats)
+				if len(v) > 0 {
+					t.Logf("caught in round %d (%v; %d syncs dropped):", r, stats, stats.droppedSyncs.Load())
+					for _, s := range v[:min(len(v), 5)] {
+						t.Logf("  %s", s)
+					}
+					return
+				}
+			}
+			t.Errorf("the harness did not notice the dropped %s sync: %v; %d syncs dropped", rule, stats, stats.droppedSyncs.Load())
+		})
+	}
+}
