@@ -52,6 +52,8 @@ type options struct {
 	drop  dropRule // the sync a broken run drops
 	// membership: a node is removed and added back again and again during the round.
 	membership bool
+	// storeChecks: compare each store with what it acknowledged after every restart.
+	storeChecks bool
 }
 
 // cluster is one round's in-process cluster.
@@ -110,7 +112,7 @@ func newCluster(opts options, report func(format string, args ...any), stats *cu
 	for i := 1; i <= opts.nodes; i++ {
 		id := fmt.Sprintf("n%d", i)
 		n := &pnode{id: id, addr: raft.ServerAddress("inmem-" + id)}
-		n.d = newDurability(id, report)
+		n.d = newDurability(id, opts.storeChecks, report)
 		c.nodes = append(c.nodes, n)
 		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(id), Address: n.addr})
 	}

@@ -55,17 +55,20 @@ func budget(t *testing.T) time.Duration {
 // TestPowerLoss cuts the power of one node, a minority or every node at random points under
 // load, round after round until its budget ends, and checks after every restart and every
 // round (watch_test.go, history_test.go). POWERLOSS_DROP_SYNC=wal|stable|snapshots runs it on
-// stores with that sync dropped: it must fail then.
+// stores with that sync dropped: it must fail then; POWERLOSS_CLUSTER_ONLY=1 leaves out the
+// stores' own checks, to see what the cluster-level ones catch alone.
 func TestPowerLoss(t *testing.T) {
 	seed := runSeed(t)
-	drop := dropRule(os.Getenv("POWERLOSS_DROP_SYNC"))
-	t.Logf("seed %d (rerun: go test ./tests/powerloss -run TestPowerLoss -seed %d); dropped sync: %q", seed, seed, drop)
+	rc := runConfig{events: eventsPerRound, drop: dropRule(os.Getenv("POWERLOSS_DROP_SYNC")),
+		clusterOnly: os.Getenv("POWERLOSS_CLUSTER_ONLY") != ""}
+	t.Logf("seed %d (rerun: go test ./tests/powerloss -run TestPowerLoss -seed %d); dropped sync: %q, cluster-level checks only: %v",
+		seed, seed, rc.drop, rc.clusterOnly)
 	stats := &cutStats{}
 	start := time.Now()
 	end := start.Add(budget(t))
 	for r := 0; time.Now().Before(end) && (*roundsFlag == 0 || r < *roundsFlag); r++ {
 		rs := roundSeed(seed, r)
-		if v := runRound(rs, eventsPerRound, drop, stats); len(v) > 0 {
+		if v := runRound(rs, rc, stats); len(v) > 0 {
 			t.Errorf("round %d failed (rerun it alone: go test ./tests/powerloss -run TestPowerLoss -seed %d -rounds 1):", r, rs)
 			for _, s := range v[:min(len(v), 10)] {
 				t.Errorf("  %s", s)
