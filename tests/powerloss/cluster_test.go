@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -387,4 +388,21 @@ func (c *cluster) converged(timeout time.Duration) (string, error) {
 		return nil
 	})
 	return digest, err
+}
+
+// describe says what each node's raft is doing, for a failure to elect or converge.
+func (c *cluster) describe() string {
+	var b strings.Builder
+	for _, n := range c.nodes {
+		inc := n.current()
+		if inc == nil {
+			fmt.Fprintf(&b, "\n    %s: down", n.id)
+			continue
+		}
+		st := inc.rep.Raft().Stats()
+		fmt.Fprintf(&b, "\n    %s: ready=%v state=%s term=%s last=%s commit=%s applied=%s leader=%s config=%s",
+			n.id, inc.rep.IsLeader(), st["state"], st["term"], st["last_log_index"], st["commit_index"],
+			st["applied_index"], st["last_contact"], st["latest_configuration"])
+	}
+	return b.String()
 }

@@ -15,11 +15,11 @@ import (
 var (
 	seedFlag   = flag.Uint64("seed", 0, "powerloss: the run's seed (0: from POWERLOSS_SEED, else the clock)")
 	roundsFlag = flag.Int("rounds", 0, "powerloss: the most rounds to run (0: until the budget ends)")
-	budgetFlag = flag.Duration("budget", 0, "powerloss: how long TestPowerLoss runs (0: POWERLOSS_BUDGET, else 30s, 5s with -short)")
+	budgetFlag = flag.Duration("budget", 0, "powerloss: how long TestPowerLoss runs (0: POWERLOSS_BUDGET, else 60s, 10s with -short)")
 )
 
 // eventsPerRound is how many cut events a round makes before it checks.
-const eventsPerRound = 12
+const eventsPerRound = 20
 
 func runSeed(t *testing.T) uint64 {
 	if *seedFlag != 0 {
@@ -47,9 +47,9 @@ func budget(t *testing.T) time.Duration {
 		return d
 	}
 	if testing.Short() {
-		return 5 * time.Second
+		return 10 * time.Second
 	}
-	return 30 * time.Second
+	return 60 * time.Second
 }
 
 // TestPowerLoss cuts the power of one node, a minority or every node at random points under

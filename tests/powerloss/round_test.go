@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,8 +57,8 @@ func (s *cutStats) String() string {
 const (
 	clients       = 4
 	keysPerClient = 4
-	maxGap        = 25 * time.Millisecond
-	maxDown       = 15 * time.Millisecond
+	maxGap        = 15 * time.Millisecond
+	maxDown       = 10 * time.Millisecond
 )
 
 // roundSeed is round r's seed: round 0's is the run's, so a failing round reruns alone with
@@ -85,6 +86,9 @@ func runRound(seed uint64, rc runConfig, stats *cutStats) []string {
 		mu.Lock()
 		defer mu.Unlock()
 		violations = append(violations, fmt.Sprintf(format, args...))
+		if debug {
+			fmt.Fprintf(os.Stderr, "powerloss debug: round %d: %s\n", seed, violations[len(violations)-1])
+		}
 	}
 	failed := func() bool {
 		mu.Lock()
@@ -137,6 +141,11 @@ func runRound(seed uint64, rc runConfig, stats *cutStats) []string {
 	}
 
 	for e := 0; e < events && !failed(); e++ {
+		// A third of the cuts come once a leader serves again (under steady load: mid-append,
+		// mid-snapshot), the others whenever the gap ends (often mid-election).
+		if rng.IntN(3) == 0 {
+			_, _ = c.leader(500 * time.Millisecond)
+		}
 		time.Sleep(time.Duration(rng.Int64N(int64(maxGap))))
 		victims := c.pickVictims(rng)
 		unsynced := make([]int, len(victims))
@@ -202,7 +211,7 @@ func (c *cluster) pickVictims(rng *rand.Rand) []*pnode {
 // request.
 func (c *cluster) finalChecks(h *history, report func(format string, args ...any)) {
 	if err := c.addMissing(context.Background(), waitReady); err != nil {
-		report("the configuration does not hold every node again: %v", err)
+		report("the configuration does not hold every node again: %v%s", err, c.describe())
 		return
 	}
 	var tok fsm.Token
@@ -227,7 +236,7 @@ func (c *cluster) finalChecks(h *history, report func(format string, args ...any
 		time.Sleep(5 * time.Millisecond)
 	}
 	if tok == 0 {
-		report("the cluster does not serve a new write after the cuts: %v", err)
+		report("the cluster does not serve a new write after the cuts: %v%s", err, c.describe())
 		return
 	}
 	if max := h.floor(); tok <= max {
@@ -235,7 +244,7 @@ func (c *cluster) finalChecks(h *history, report func(format string, args ...any
 	}
 	digest, err := c.converged(waitReady)
 	if err != nil {
-		report("the nodes do not converge: %v", err)
+		report("the nodes do not converge: %v%s", err, c.describe())
 		return
 	}
 	_ = digest

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -295,3 +296,18 @@ func (s *sinkWatch) Cancel() error {
 	defer s.finish()
 	return s.SnapshotSink.Cancel()
 }
+
+// GetLog reports, under POWERLOSS_DEBUG, every read of a missing entry with the log's bounds:
+// raft panics on one it needs to apply.
+func (w logWatch) GetLog(index uint64, l *raft.Log) error {
+	err := w.LogStore.GetLog(index, l)
+	if err != nil && debug {
+		first, _ := w.LogStore.FirstIndex()
+		last, _ := w.LogStore.LastIndex()
+		fmt.Fprintf(os.Stderr, "powerloss debug: %s GetLog(%d): %v; log [%d, %d], power on %v\n",
+			w.d.id, index, err, first, last, w.fence.up(nil))
+	}
+	return err
+}
+
+var debug = os.Getenv("POWERLOSS_DEBUG") != ""
