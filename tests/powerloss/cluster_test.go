@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -179,6 +181,7 @@ func (c *cluster) start(n *pnode, mem *vfs.MemFS, restarted bool) error {
 		stable, snaps = inc.stores[1], inc.stores[2]
 	}
 	snapStore := snaps.Snapshots(2)
+	var newest uint64 // the newest snapshot's index after a cut
 	if restarted {
 		first, _ := logs.FirstIndex()
 		last, _ := logs.LastIndex()
@@ -188,6 +191,14 @@ func (c *cluster) start(n *pnode, mem *vfs.MemFS, restarted bool) error {
 			c.report("%s: list snapshots after the cut: %v", n.id, err)
 		} else if len(metas) > 0 {
 			snap = metas[0].Index
+		}
+		newest = snap
+		// Every listed snapshot must read back whole and decode: raft restores the newest that
+		// does, and an older one under a log compacted past it is a hole it panics on.
+		for _, m := range metas {
+			if err := readSnapshot(snapStore, m); err != nil {
+				c.report("%s's snapshot %s (index %d) is listed but unreadable after the cut: %v", n.id, m.ID, m.Index, err)
+			}
 		}
 		ok := n.d.checkRestored(func(key string) ([]byte, bool) {
 			v, err := stable.Get([]byte(key))
@@ -229,6 +240,11 @@ func (c *cluster) start(n *pnode, mem *vfs.MemFS, restarted bool) error {
 		return fmt.Errorf("%s: %w", n.id, err)
 	}
 	inc.rep = rep
+	if restarted && newest > 0 {
+		if got := rep.Raft().Stats()["last_snapshot_index"]; got != strconv.FormatUint(newest, 10) {
+			c.report("%s restarted from snapshot %s, not from the newest, %d", n.id, got, newest)
+		}
+	}
 	// Wire before publishing: a peer that finds the fence finds the transport connected.
 	for _, o := range c.nodes {
 		if o == n {
@@ -405,4 +421,32 @@ func (c *cluster) describe() string {
 			st["applied_index"], st["last_contact"], st["latest_configuration"])
 	}
 	return b.String()
+}
+
+// readSnapshot reads snapshot m whole from ss and decodes it as a lock table.
+func readSnapshot(ss raft.SnapshotStore, m *raft.SnapshotMeta) error {
+	meta, rc, err := ss.Open(m.ID)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	cr := &countingReader{r: rc}
+	if _, err := fsm.Restore(cr); err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	if rest, err := io.Copy(io.Discard, cr); err != nil || cr.n != meta.Size {
+		return fmt.Errorf("read %d bytes (%d after the table), want %d: %v", cr.n, rest, meta.Size, err)
+	}
+	return nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }

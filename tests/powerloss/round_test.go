@@ -59,6 +59,9 @@ const (
 	keysPerClient = 4
 	maxGap        = 15 * time.Millisecond
 	maxDown       = 10 * time.Millisecond
+	// answerWithin bounds the wait for any answer: a proposal's Exec waits for its outcome
+	// whatever its context says.
+	answerWithin = 15 * time.Second
 )
 
 // roundSeed is round r's seed: round 0's is the run's, so a failing round reruns alone with
@@ -169,7 +172,17 @@ func runRound(seed uint64, rc runConfig, stats *cutStats) []string {
 		}
 	}
 	cancel()
-	wg.Wait()
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(answerWithin):
+		report("a request or configuration change got no answer within %v after the load stopped%s", answerWithin, c.describe())
+		return violations
+	}
 	stats.mu.Lock()
 	stats.acked += h.acked.Load()
 	stats.mu.Unlock()
@@ -223,9 +236,9 @@ func (c *cluster) finalChecks(h *history, report func(format string, args ...any
 			break
 		}
 		var res []fsm.Result
-		res, err = l.rep.Exec(context.Background(), [][]byte{[]byte("probe")}, func(node.View) []fsm.Command {
+		res, err = execWithin(l, answerWithin, [][]byte{[]byte("probe")}, func(node.View) []fsm.Command {
 			return []fsm.Command{{Kind: fsm.KindGrant, Key: []byte("probe"), Owner: []byte("probe"), Match: fsm.Match{Kind: fsm.MatchAny}}}
-		}, nil)
+		})
 		if err == nil && len(res) == 1 && res[0].Status == fsm.StatusGranted {
 			tok = res[0].Token
 			break
@@ -252,4 +265,23 @@ func (c *cluster) finalChecks(h *history, report func(format string, args ...any
 		lk, _, held := l.rep.LocalLookup([]byte(key))
 		return lk, held
 	})
+}
+
+// execWithin runs eval through l's Exec, and gives up waiting after d (the request goes on).
+func execWithin(l *incarnation, d time.Duration, keys [][]byte, eval node.Eval) ([]fsm.Result, error) {
+	type answer struct {
+		res []fsm.Result
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		res, err := l.rep.Exec(context.Background(), keys, eval, nil)
+		ch <- answer{res, err}
+	}()
+	select {
+	case a := <-ch:
+		return a.res, a.err
+	case <-time.After(d):
+		return nil, fmt.Errorf("no answer within %v", d)
+	}
 }
