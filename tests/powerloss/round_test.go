@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -181,6 +182,13 @@ func runRound(seed uint64, rc runConfig, stats *cutStats) []string {
 	case <-done:
 	case <-time.After(answerWithin):
 		report("a request or configuration change got no answer within %v after the load stopped%s", answerWithin, c.describe())
+		if debug {
+			if f, err := os.CreateTemp("", "powerloss-goroutines-*.txt"); err == nil {
+				_ = pprof.Lookup("goroutine").WriteTo(f, 2)
+				fmt.Fprintf(os.Stderr, "powerloss debug: goroutines in %s\n", f.Name())
+				f.Close()
+			}
+		}
 		return violations
 	}
 	stats.mu.Lock()
