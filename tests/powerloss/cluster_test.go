@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -240,6 +241,13 @@ func (c *cluster) start(n *pnode, mem *vfs.MemFS, restarted bool) error {
 		return fmt.Errorf("%s: %w", n.id, err)
 	}
 	inc.rep = rep
+	if restarted && debug {
+		st := rep.Raft().Stats()
+		first, _ := logs.FirstIndex()
+		last, _ := logs.LastIndex()
+		fmt.Fprintf(os.Stderr, "powerloss debug: %s restarted: log [%d, %d], newest snapshot %d, raft snapshot %s applied %s\n",
+			n.id, first, last, newest, st["last_snapshot_index"], st["applied_index"])
+	}
 	if restarted && newest > 0 {
 		if got := rep.Raft().Stats()["last_snapshot_index"]; got != strconv.FormatUint(newest, 10) {
 			c.report("%s restarted from snapshot %s, not from the newest, %d", n.id, got, newest)
