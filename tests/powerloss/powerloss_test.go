@@ -60,9 +60,9 @@ func budget(t *testing.T) time.Duration {
 func TestPowerLoss(t *testing.T) {
 	seed := runSeed(t)
 	rc := runConfig{events: eventsPerRound, drop: dropRule(os.Getenv("POWERLOSS_DROP_SYNC")),
-		clusterOnly: os.Getenv("POWERLOSS_CLUSTER_ONLY") != ""}
-	t.Logf("seed %d (rerun: go test ./tests/powerloss -run TestPowerLoss -seed %d); dropped sync: %q, cluster-level checks only: %v",
-		seed, seed, rc.drop, rc.clusterOnly)
+		clusterOnly: os.Getenv("POWERLOSS_CLUSTER_ONLY") != "", membership: os.Getenv("POWERLOSS_MEMBERSHIP") != ""}
+	t.Logf("seed %d (rerun: go test ./tests/powerloss -run TestPowerLoss -seed %d); dropped sync: %q, cluster-level checks only: %v, membership changes: %v",
+		seed, seed, rc.drop, rc.clusterOnly, rc.membership)
 	stats := &cutStats{}
 	start := time.Now()
 	end := start.Add(budget(t))

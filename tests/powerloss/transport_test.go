@@ -2,7 +2,9 @@ package powerloss
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"os"
 
 	"github.com/hashicorp/raft"
 )
@@ -65,7 +67,11 @@ func (t *fencedTransport) RequestPreVote(id raft.ServerID, target raft.ServerAdd
 }
 
 func (t *fencedTransport) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
-	return t.call(target, func() error { return t.InmemTransport.InstallSnapshot(id, target, args, resp, data) })
+	err := t.call(target, func() error { return t.InmemTransport.InstallSnapshot(id, target, args, resp, data) })
+	if err != nil && debug {
+		fmt.Fprintf(os.Stderr, "powerloss debug: %s InstallSnapshot(index %d) to %s: %v\n", t.LocalAddr(), args.LastLogIndex, target, err)
+	}
+	return err
 }
 
 func (t *fencedTransport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
