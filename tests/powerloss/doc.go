@@ -13,5 +13,7 @@
 //	go test ./tests/powerloss -run TestDroppedSyncIsCaught -v         # each dropped sync, caught
 //
 // -budget (POWERLOSS_BUDGET) sets TestPowerLoss's time, POWERLOSS_CLUSTER_ONLY=1 leaves out the
-// stores' own checks, POWERLOSS_DEBUG=1 prints violations as they happen.
+// stores' own checks, POWERLOSS_MEMBERSHIP=1 adds rounds that remove a node and add it back
+// while the cuts go on, POWERLOSS_DEBUG=1 prints violations as they happen. A rerun from a
+// seed needs the same variables.
 package powerloss
