@@ -125,6 +125,17 @@ func lockUnlock(t *testing.T, proto int) {
 func TestLostNotice(t *testing.T) {
 	c := liveClient(t, Options{})
 	ctx := t.Context()
+	// The notice, not the check of a lock asked for before its channel was confirmed
+	// (checkMissed, which may find it gone first): the channel is subscribed and confirmed
+	// before the lock is asked for.
+	chans := c.channels([]string{"unit/notice"})
+	c.watch.subscribe(chans)
+	defer c.watch.unsubscribe(chans)
+	for deadline := time.Now().Add(5 * time.Second); !c.watch.confirmed(chans); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the channel's subscription was never confirmed")
+		}
+	}
 	l, err := c.Lock(ctx, "unit/notice", 30*time.Second)
 	if err != nil {
 		t.Fatal(err)

@@ -12,8 +12,15 @@
 // sent, not from when its reply came, so the client believes the lease over before the server
 // does, never after. A Lock ends, closing Done, on whichever comes first: the lost-lock notice
 // for its token (the client subscribes to the channel __lock__:<key> of every key it holds), a
-// renewal refused, or its lease running out with no renewal confirmed. Check Err right before
-// acting on the protected resource, and pass Token to it, so that it can refuse a holder older
+// renewal refused, or its lease running out with no renewal confirmed.
+//
+// The notices come by pub/sub even on RESP3, where the node also pushes `lock-lost` to the
+// connection that took the lock: in a pool that connection goes back to the pool, and a push
+// waits there unread until the connection is next used; and the lock of a request retried
+// after its connection broke belongs to a connection that no longer exists. One subscribed
+// connection per Client reads every notice as it comes, whichever connection took the lock.
+//
+// Check Err right before acting on the protected resource, and pass Token to it, so that it can refuse a holder older
 // than one it has served (docs/fencing.md).
 //
 // The lease clock is Go's monotonic clock, which on Linux does not count time the machine

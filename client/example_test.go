@@ -5,19 +5,25 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/raftlock/raftlock/client"
 )
 
-// These examples need a raftlock cluster, so go test compiles them but does not run them (they
-// have no Output comment).
-
-func ExampleClient_Lock() {
-	c, err := client.New(client.Options{Addrs: []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"}})
+// The examples read the cluster's addresses from RAFTLOCK_ADDRS ("10.0.0.1:6379,10.0.0.2:6379"):
+// go test runs them against the node its TestMain starts.
+func newClient() *client.Client {
+	c, err := client.New(client.Options{Addrs: strings.Split(os.Getenv("RAFTLOCK_ADDRS"), ",")})
 	if err != nil {
 		log.Fatal(err)
 	}
+	return c
+}
+
+func ExampleClient_Lock() {
+	c := newClient()
 	defer c.Close()
 
 	// Wait up to 10 s for the lock; its 30 s lease is renewed until Unlock.
@@ -30,35 +36,40 @@ func ExampleClient_Lock() {
 	defer l.Unlock(context.Background())
 
 	// Pass the fencing token to the resource, so that it can refuse an older holder.
-	fmt.Println("holding reports/nightly with token", l.Token())
+	fmt.Println("holding", l.Key(), "with a token:", l.Token() > 0)
+	// Output: holding reports/nightly with a token: true
 }
 
 func ExampleClient_TryLock() {
-	c, err := client.New(client.Options{Addrs: []string{"127.0.0.1:6379"}})
-	if err != nil {
-		log.Fatal(err)
-	}
+	c := newClient()
 	defer c.Close()
 
-	l, err := c.TryLock(context.Background(), "cron/cleanup", time.Minute)
-	if errors.Is(err, client.ErrNotAcquired) {
-		fmt.Println("another process runs the cleanup")
-		return
+	ctx := context.Background()
+	cleanup := func() *client.Lock {
+		l, err := c.TryLock(ctx, "cron/cleanup", time.Minute)
+		if errors.Is(err, client.ErrNotAcquired) {
+			fmt.Println("another process runs the cleanup")
+			return nil
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("cleaning up")
+		return l
 	}
-	if err != nil {
-		log.Fatal(err)
+	if l := cleanup(); l != nil {
+		defer l.Unlock(ctx)
 	}
-	defer l.Unlock(context.Background())
-	fmt.Println("cleaning up")
+	cleanup() // as another process would, while the first one holds the lock
+	// Output:
+	// cleaning up
+	// another process runs the cleanup
 }
 
 // A holder that works in steps checks Err before each one, and stops at once when Done
 // closes in the middle of one.
 func ExampleLock_Done() {
-	c, err := client.New(client.Options{Addrs: []string{"127.0.0.1:6379"}})
-	if err != nil {
-		log.Fatal(err)
-	}
+	c := newClient()
 	defer c.Close()
 
 	l, err := c.Lock(context.Background(), "queue/shard-7", 5*time.Second)
@@ -66,7 +77,7 @@ func ExampleLock_Done() {
 		log.Fatal(err)
 	}
 	defer l.Unlock(context.Background())
-	for step := range 100 {
+	for step := range 3 {
 		if err := l.Err(); err != nil {
 			fmt.Println("stopped before step", step, "because", err)
 			return
@@ -78,13 +89,12 @@ func ExampleLock_Done() {
 		case <-time.After(100 * time.Millisecond): // one step of work
 		}
 	}
+	fmt.Println("all steps done")
+	// Output: all steps done
 }
 
 func ExampleClient_MultiLock() {
-	c, err := client.New(client.Options{Addrs: []string{"127.0.0.1:6379"}})
-	if err != nil {
-		log.Fatal(err)
-	}
+	c := newClient()
 	defer c.Close()
 
 	// Both accounts or neither, in one log entry: no deadlock with a transfer the other way.
@@ -93,20 +103,51 @@ func ExampleClient_MultiLock() {
 		log.Fatal(err)
 	}
 	defer l.Unlock(context.Background())
-	fmt.Println("tokens", l.Tokens())
+	fmt.Println("tokens for", len(l.Tokens()), "keys")
+	// Output: tokens for 2 keys
+}
+
+func ExampleSemaphore() {
+	c := newClient()
+	defer c.Close()
+
+	// Two permits: two holders at once, each with a token of its own; a third waits or is
+	// refused.
+	ctx := context.Background()
+	for worker := range 3 {
+		l, err := c.TryLock(ctx, "exports/slots", time.Minute, client.Semaphore(2))
+		if errors.Is(err, client.ErrNotAcquired) {
+			fmt.Println("worker", worker, "finds both permits taken")
+			continue
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer l.Unlock(ctx)
+		fmt.Println("worker", worker, "has a permit")
+	}
+	// Output:
+	// worker 0 has a permit
+	// worker 1 has a permit
+	// worker 2 finds both permits taken
 }
 
 func ExampleClient_Validate() {
-	c, err := client.New(client.Options{Addrs: []string{"127.0.0.1:6379"}})
-	if err != nil {
-		log.Fatal(err)
-	}
+	c := newClient()
 	defer c.Close()
 
-	// A resource asked to act for the holder of token 42 checks it first.
-	ok, err := c.Validate(context.Background(), "reports/nightly", 42)
+	ctx := context.Background()
+	l, err := c.Lock(ctx, "reports/weekly", 30*time.Second)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("token 42 holds reports/nightly:", ok)
+	// A resource asked to act for a token checks it first.
+	ok, err := c.Validate(ctx, "reports/weekly", l.Token())
+	fmt.Println("while held:", ok, err)
+	l.Unlock(ctx)
+	ok, err = c.Validate(ctx, "reports/weekly", l.Token())
+	fmt.Println("after Unlock:", ok, err)
+	// Output:
+	// while held: true <nil>
+	// after Unlock: false <nil>
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +16,8 @@ import (
 
 // proxy forwards TCP connections to a backend until it is cut: then every byte either way is
 // dropped, as a network partition drops them, while the connections stay open. While it
-// refuses, it closes every connection it accepts.
+// refuses, it closes every connection it accepts. Armed (arm), it keeps the node's reply to
+// a request from its client, after the node has acted on the request.
 type proxy struct {
 	ln      net.Listener
 	backend string
@@ -24,6 +26,48 @@ type proxy struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	conns   []net.Conn
+
+	// armed, while times is positive: the next times requests whose bytes hold needle get,
+	// instead of their reply, a closed connection or an UNCERTAIN error (tamper); fired
+	// counts those that did.
+	armed struct {
+		sync.Mutex
+		needle []byte
+		how    tamper
+		times  int
+	}
+	fired atomic.Int32
+}
+
+// tamper is what an armed proxy does with the reply it keeps.
+type tamper int
+
+const (
+	// closeConn closes the connection instead of replying, as a node that crashed or a
+	// network that broke after the request arrived.
+	closeConn tamper = iota
+	// replyUncertain replies raftlock's error for a write whose outcome is unknown, as a
+	// leader that lost its leadership after proposing it does.
+	replyUncertain
+)
+
+// arm makes the next times requests holding needle (a RESP bulk string such as
+// "$4\r\nLOCK\r\n") lose their reply as how says.
+func (p *proxy) arm(needle string, how tamper, times int) {
+	p.armed.Lock()
+	defer p.armed.Unlock()
+	p.armed.needle, p.armed.how, p.armed.times = []byte(needle), how, times
+}
+
+// take reports whether a request chunk is one the proxy is armed for, and disarms one.
+func (p *proxy) take(chunk []byte) (tamper, bool) {
+	p.armed.Lock()
+	defer p.armed.Unlock()
+	if p.armed.times <= 0 || !bytes.Contains(chunk, p.armed.needle) {
+		return 0, false
+	}
+	p.armed.times--
+	return p.armed.how, true
 }
 
 func newProxy(t *testing.T, backend string) *proxy {
@@ -58,13 +102,37 @@ func (p *proxy) accept() {
 		p.mu.Lock()
 		p.conns = append(p.conns, in, out)
 		p.mu.Unlock()
-		p.wg.Go(func() { p.pipe(out, in) })
-		p.wg.Go(func() { p.pipe(in, out) })
+		// owed is, once a request the proxy is armed for went to the node, what to do with
+		// the next reply: 1 + its tamper.
+		var owed atomic.Int32
+		p.wg.Go(func() {
+			p.pipe(out, in, func(chunk []byte) []byte {
+				if how, ok := p.take(chunk); ok {
+					owed.Store(1 + int32(how))
+				}
+				return chunk
+			})
+		})
+		p.wg.Go(func() {
+			p.pipe(in, out, func(chunk []byte) []byte {
+				switch tamper(owed.Swap(0) - 1) {
+				case closeConn:
+					p.fired.Add(1)
+					in.Close()
+					out.Close()
+					return nil
+				case replyUncertain:
+					p.fired.Add(1)
+					return []byte("-UNCERTAIN the outcome is unknown (a test proxy kept the reply)\r\n")
+				}
+				return chunk
+			})
+		})
 	}
 }
 
-// pipe copies from src to dst while the proxy is not cut.
-func (p *proxy) pipe(dst io.Writer, src io.Reader) {
+// pipe copies from src to dst while the proxy is not cut, each chunk as through returns it.
+func (p *proxy) pipe(dst io.Writer, src io.Reader, through func([]byte) []byte) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -74,7 +142,11 @@ func (p *proxy) pipe(dst io.Writer, src io.Reader) {
 		if p.cut.Load() {
 			continue
 		}
-		if _, err := dst.Write(buf[:n]); err != nil {
+		chunk := through(buf[:n])
+		if chunk == nil {
+			return
+		}
+		if _, err := dst.Write(chunk); err != nil {
 			return
 		}
 	}

@@ -14,9 +14,9 @@ import (
 )
 
 // serverAddr is the raftlock node the live tests and benchmarks use: RAFTLOCK_ADDR's, or a
-// single node TestMain builds and starts (the server without the race detector: these tests are
-// the client's).
-var serverAddr string
+// single node TestMain starts. serverBin is the raftlock binary TestMain builds (without the
+// race detector: these tests are the client's), for tests that need a node of their own.
+var serverAddr, serverBin string
 
 func TestMain(m *testing.M) {
 	code, err := run(m)
@@ -28,23 +28,26 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) (int, error) {
+	dir, err := os.MkdirTemp("", "raftlock-client-bin-")
+	if err != nil {
+		return 1, err
+	}
+	defer os.RemoveAll(dir)
+	serverBin = filepath.Join(dir, "raftlock")
+	if err := testutil.GoBuild(serverBin, "github.com/raftlock/raftlock/cmd/raftlock", false); err != nil {
+		return 1, err
+	}
 	serverAddr = os.Getenv("RAFTLOCK_ADDR")
 	if serverAddr == "" {
-		dir, err := os.MkdirTemp("", "raftlock-client-bin-")
-		if err != nil {
-			return 1, err
-		}
-		defer os.RemoveAll(dir)
-		bin := filepath.Join(dir, "raftlock")
-		if err := testutil.GoBuild(bin, "github.com/raftlock/raftlock/cmd/raftlock", false); err != nil {
-			return 1, err
-		}
-		stop, addr, err := startServer(bin)
+		stop, addr, err := startServer(serverBin)
 		if err != nil {
 			return 1, err
 		}
 		defer stop()
 		serverAddr = addr
+	}
+	if os.Getenv("RAFTLOCK_ADDRS") == "" {
+		os.Setenv("RAFTLOCK_ADDRS", serverAddr) // the examples' cluster
 	}
 	code := m.Run()
 	if code == 0 {
@@ -55,9 +58,10 @@ func run(m *testing.M) (int, error) {
 	return code, nil
 }
 
-// startServer starts a single raftlock node on fresh ports in a temporary directory and
-// waits until it answers; stop ends it (by its PID) and removes the directory.
-func startServer(bin string) (stop func(), addr string, err error) {
+// startServer starts a single raftlock node on fresh ports in a temporary directory, with the
+// extra flags, and waits until it accepts connections; stop ends it (by its PID) and removes
+// the directory.
+func startServer(bin string, extra ...string) (stop func(), addr string, err error) {
 	dir, err := os.MkdirTemp("", "raftlock-client-")
 	if err != nil {
 		return nil, "", err
@@ -68,6 +72,7 @@ func startServer(bin string) (stop func(), addr string, err error) {
 	}
 	addr = fmt.Sprintf("127.0.0.1:%d", ports[0])
 	cmd := exec.Command(bin, "--dir", dir, "--addr", addr, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", ports[1]), "--log-level", "error")
+	cmd.Args = append(cmd.Args, extra...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = serverProcAttr()
 	if err := cmd.Start(); err != nil {

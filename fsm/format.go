@@ -85,18 +85,16 @@ func ForFormat(cmds []Command, format byte) {
 }
 
 // StampHeld records, on the commands of cmds that take a lock or queue for one, when the
-// leader proposed them (now, Unix ms, read once and only if one does) and the node their client
-// is on (origin): a Serve gets the time alone, since its holder's origin is the one its waiter
-// queued through. A cluster older than FormatFunctions keeps neither. The proposer calls it
-// after ForFormat.
-func StampHeld(cmds []Command, format byte, now func() int64, origin []byte) {
+// leader proposed them (now, Unix ms) and the node their client is on (origin): a Serve gets
+// the time alone, since its holder's origin is the one its waiter queued through. now and
+// origin are asked once, and only if a command takes a lock: most requests take none. A cluster
+// older than FormatFunctions keeps neither. The proposer calls it after ForFormat.
+func StampHeld(cmds []Command, format byte, now func() int64, originOf func() []byte) {
 	if format < FormatFunctions {
 		return
 	}
-	if len(origin) > MaxOrigin {
-		origin = nil // longer than any node ID (ValidNodeID): not recorded rather than refused
-	}
 	var since int64
+	var origin []byte
 	for i := range cmds {
 		c := &cmds[i]
 		stamp := c.Acquire || c.Kind == KindAcquire || c.Kind == KindEnqueue || c.Kind == KindServe ||
@@ -106,6 +104,9 @@ func StampHeld(cmds []Command, format byte, now func() int64, origin []byte) {
 		}
 		if since == 0 {
 			since = max(now(), 1) // a clock before 1970 must not make the command invalid
+			if origin = originOf(); len(origin) > MaxOrigin {
+				origin = nil // longer than any node ID (ValidNodeID): not recorded rather than refused
+			}
 		}
 		c.Since = since
 		if c.Kind != KindServe {

@@ -300,7 +300,7 @@ func (n *Replica) evalLocked(p *proposal, keys [][]byte, eval node.Eval, v *view
 	p.own = len(cmds)
 	p.cmds, p.answer = n.locks.Handoffs(n.mu.machine, n.inFlight, cmds, format)
 	fsm.ForFormat(p.cmds[p.own:], format) // the hand-offs' grants
-	fsm.StampHeld(p.cmds, format, unixMilli, n.originOf(p.ctx))
+	fsm.StampHeld(p.cmds, format, unixMilli, func() []byte { return n.originOf(p.ctx) })
 	p.format = format
 	n.markPendingLocked(p.cmds)
 	return nil, 0, nil

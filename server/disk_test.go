@@ -65,23 +65,8 @@ func TestDiskFaultReplies(t *testing.T) {
 			f := newFakeNode()
 			f.startLocks(t)
 			d := diskNode{fakeNode: f, err: tc.err}
-			cfg := DefaultConfig()
-			cfg.Addr, cfg.Logger, cfg.NodeID = "127.0.0.1:0", quiet, "n1"
-			s, err := New(cfg, Deps{Replica: d, Disk: d})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ln, err := s.Listen()
-			if err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- s.Serve(ln) }()
-			t.Cleanup(func() {
-				s.Close()
-				<-done
-			})
-			c := client(t, ln.Addr().String(), 2)
+			addr, _ := serveDeps(t, Deps{Replica: d, Disk: d}, nil)
+			c := client(t, addr, 2)
 			for _, cmd := range [][]any{{"SET", "k", "v"}, {"LOCK", "k", "1000"}} {
 				err := c.Do(t.Context(), cmd...).Err()
 				if err == nil || !strings.HasPrefix(err.Error(), tc.reply) || !strings.Contains(err.Error(), tc.says) {

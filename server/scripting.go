@@ -449,6 +449,7 @@ type evalCall struct {
 	// view; raced says the check failed; runs counts the runs outside.
 	slow, raced bool
 	suspended   *script.Suspended // the script waiting to run again, once slow
+	running     *fnRunning        // the function's entry in FUNCTION STATS, nil for a script
 	reads       *readLog
 	cmds        []fsm.Command
 	runs        int
@@ -560,8 +561,17 @@ func (e *evalCall) evaluateFunction(v node.View, budget time.Duration) []fsm.Com
 	}
 	ov, caller, ctx := e.prepare(v, readOnly)
 	defer ov.release()
-	running := r.s.functions.begin(e.fn, r.args)
-	defer r.s.functions.end(running) // a panic recovered by the command's caller ends it too
+	// It shows in FUNCTION STATS from its first run to its reply (finish), across the runs
+	// of a function stopped on its budget and run again outside the lock.
+	if e.running == nil {
+		e.running = r.s.functions.begin(e.fn, r.args)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			e.endRunning() // the command's caller recovers it, and finish does not run
+			panic(p)
+		}
+	}()
 	if e.suspended != nil {
 		e.val, e.runErr = e.suspended.RunFunction(ctx, code, e.fn, e.keys, e.argv, caller)
 	} else {
@@ -576,6 +586,14 @@ func (e *evalCall) evaluateFunction(v node.View, budget time.Duration) []fsm.Com
 		return nil
 	}
 	return ov.cmds
+}
+
+// endRunning takes the function out of FUNCTION STATS.
+func (e *evalCall) endRunning() {
+	if e.running != nil {
+		e.r.s.functions.end(e.running)
+		e.running = nil
+	}
 }
 
 // scriptSHA is script.SHA1Hex(src), remembered for the connection's last script (under the
@@ -603,6 +621,7 @@ func (e *evalCall) finish(res []fsm.Result, err error) {
 	if e.suspended != nil {
 		e.suspended.Close()
 	}
+	e.endRunning()
 	if err != nil {
 		r.replyError(err)
 		return

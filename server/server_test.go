@@ -92,15 +92,21 @@ func serveNode(t testing.TB, n Replica, mod func(*Config)) (string, *Server) {
 // serveAdmin serves n on a loopback port, administered through admin (nil: none).
 func serveAdmin(t testing.TB, n Replica, admin Admin, mod func(*Config)) (string, *Server) {
 	t.Helper()
+	if f, ok := n.(*fakeNode); ok {
+		f.startLocks(t)
+	}
+	return serveDeps(t, Deps{Replica: n, Admin: admin}, mod)
+}
+
+// serveDeps serves a server of deps on a loopback port and returns its address.
+func serveDeps(t testing.TB, deps Deps, mod func(*Config)) (string, *Server) {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Addr, cfg.Logger, cfg.NodeID = "127.0.0.1:0", quiet, "n1"
 	if mod != nil {
 		mod(&cfg)
 	}
-	if f, ok := n.(*fakeNode); ok {
-		f.startLocks(t)
-	}
-	s, err := New(cfg, Deps{Replica: n, Admin: admin})
+	s, err := New(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
