@@ -320,6 +320,15 @@ func (f machineFSM) Snapshot() (raft.FSMSnapshot, error) {
 
 // Restore replaces the table with a snapshot and arms a full lease for every held key: this
 // node cannot know how much of each lease had run, so it ends late, never early.
+//
+// It refuses a snapshot older than what the table has applied. hashicorp/raft (v1.7.2)
+// installs whatever snapshot a leader of the current term sends; a replication goroutine the
+// leader stopped when it removed this node can still deliver an install begun before, after
+// the node was added back and caught up, which would take the table back in time and leave
+// raft applying from past the older snapshot (openraft and NuRaft refuse such installs too).
+// A legitimate install always covers more than the follower applied: the leader sends one only
+// when the follower's log ends before the leader's first entry. Refused, raft keeps its state
+// and the sender hears an error.
 func (f machineFSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	n := f.n
@@ -329,6 +338,11 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore lock table: %w", err)
 	}
 	n.mu.Lock()
+	if applied := n.mu.machine.Applied(); m.Applied() < applied {
+		n.mu.Unlock()
+		n.log.Warn("refused a snapshot older than the table", "snapshot_applied", m.Applied(), "applied", applied)
+		return fmt.Errorf("restore lock table: the snapshot ends at index %d, before the %d already applied: a stale install", m.Applied(), applied)
+	}
 	n.mu.machine = m
 	n.locks.Restored(m)
 	n.keys.Store(int64(m.Len()))
