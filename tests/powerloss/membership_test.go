@@ -38,7 +38,10 @@ func (c *cluster) runMembership(ctx context.Context, rng *rand.Rand) {
 			continue
 		}
 		c.changing.Store(true)
-		if err := l.rep.Raft().RemoveServer(raft.ServerID(n.id), 0, configTimeout).Error(); err == nil {
+		// WaitFuture, not the future's Error: hashicorp/raft leaves a configuration change
+		// unanswered when its leader shuts down with the entry committed but not yet applied
+		// (raftnode's awaitFuture), as a cut does.
+		if err := l.rep.WaitFuture(l.rep.Raft().RemoveServer(raft.ServerID(n.id), 0, configTimeout)); err == nil {
 			c.stats.mu.Lock()
 			c.stats.changes++
 			c.stats.mu.Unlock()
@@ -71,7 +74,7 @@ func (c *cluster) addMissing(ctx context.Context, timeout time.Duration) error {
 		}
 		if l := c.readyLeader(); l != nil {
 			for _, n := range missing {
-				_ = l.rep.Raft().AddVoter(raft.ServerID(n.id), n.addr, 0, configTimeout).Error()
+				_ = l.rep.WaitFuture(l.rep.Raft().AddVoter(raft.ServerID(n.id), n.addr, 0, configTimeout))
 			}
 		}
 		time.Sleep(2 * time.Millisecond)
