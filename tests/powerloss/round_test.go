@@ -78,9 +78,7 @@ type runConfig struct {
 	// convergence, and a node that cannot restart.
 	clusterOnly bool
 	// membership: a third of the rounds remove a node and add it back again and again
-	// (membership_test.go). Off unless POWERLOSS_MEMBERSHIP=1: under -race those rounds
-	// sometimes end in a follower's FSM rewound by a stale snapshot install (see the commit
-	// that made them optional).
+	// (membership_test.go); POWERLOSS_MEMBERSHIP=0 leaves them out.
 	membership bool
 }
 
