@@ -204,7 +204,13 @@ func (c *cluster) start(n *pnode, mem *vfs.MemFS, restarted bool) error {
 		ok := n.d.checkRestored(func(key string) ([]byte, bool) {
 			v, err := stable.Get([]byte(key))
 			return v, err == nil
-		}, first, last, snap)
+		}, first, last, snap, func(index uint64) (uint64, bool) {
+			var l raft.Log
+			if err := logs.GetLog(index, &l); err != nil {
+				return 0, false
+			}
+			return l.Term, true
+		})
 		if !ok { // raft would panic on a log it cannot replay: the node stays down
 			closeStores(inc.stores)
 			return fmt.Errorf("%s: stores inconsistent after the cut", n.id)
@@ -309,7 +315,7 @@ func (c *cluster) cut(victims []*pnode, unsynced []int, rng *rand.Rand) []*vfs.M
 		c.isolate(n, inc)
 	}
 	for _, inc := range incs {
-		stop(inc)
+		c.stop(inc)
 	}
 	return clones
 }
@@ -335,6 +341,24 @@ func stop(inc *incarnation) {
 	closeStores(inc.stores)
 }
 
+// stopWithin bounds an incarnation's stop: a Close that does not return (docs/known-issues.md,
+// "Replica.Close can wait forever") is reported, not left to the test binary's timeout.
+const stopWithin = 30 * time.Second
+
+// stop is stop(inc), reported if it takes longer than stopWithin (its goroutine is left behind).
+func (c *cluster) stop(inc *incarnation) {
+	done := make(chan struct{})
+	go func() {
+		stop(inc)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(stopWithin):
+		c.report("an incarnation's Close did not return within %v%s", stopWithin, c.describe())
+	}
+}
+
 // close stops every running incarnation (the end of a round).
 func (c *cluster) close() {
 	for _, n := range c.nodes {
@@ -348,7 +372,7 @@ func (c *cluster) close() {
 			inc.fence.mu.Unlock()
 			c.isolate(n, inc)
 			if inc.rep != nil {
-				stop(inc)
+				c.stop(inc)
 			}
 		}
 	}

@@ -56,6 +56,7 @@ type durability struct {
 		voteTerm uint64            // the last acknowledged LastVoteTerm, which a vote pairs with
 		votes    map[uint64]string // term -> candidate this node acknowledged a vote for
 		logLast  uint64            // the last log index acknowledged and not cut off since
+		logTerm  uint64            // its entry's term, 0 when unknown (after a tail cut)
 		cutting  bool              // a tail cut runs,
 		cutFloor uint64            // and this is the index before its first
 		snapshot uint64            // the newest acknowledged snapshot's last index
@@ -116,7 +117,7 @@ func (d *durability) ackSet(key string, val []byte) {
 // false if missing); first and last are the log's bounds; snap is the newest snapshot's last
 // index (0 if none). It returns false if raft could not start on these stores: a log that
 // starts after the newest snapshot ends has a hole raft cannot replay (it would panic).
-func (d *durability) checkRestored(get func(key string) ([]byte, bool), first, last, snap uint64) bool {
+func (d *durability) checkRestored(get func(key string) ([]byte, bool), first, last, snap uint64, termAt func(index uint64) (uint64, bool)) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for key, k := range d.mu.stable {
@@ -145,11 +146,20 @@ func (d *durability) checkRestored(get func(key string) ([]byte, bool), first, l
 		d.violations("%s's log lost acknowledged entries: it ends at %d (newest snapshot %d) after the cut, %d were acknowledged",
 			d.id, last, snap, want)
 	}
+	// The index alone is not enough: a tail cut whose deletion was not durable brings back the
+	// older entries it removed, at the indexes of the newer ones acknowledged since.
+	if !d.mu.cutting && d.mu.logTerm != 0 && want > snap && last >= want && d.storeChecks {
+		if term, ok := termAt(want); !ok || term != d.mu.logTerm {
+			d.violations("%s's log entry %d has term %d after the cut (readable %v), term %d was acknowledged",
+				d.id, want, term, ok, d.mu.logTerm)
+		}
+	}
 	if snap < d.mu.snapshot && d.storeChecks {
 		d.violations("%s's snapshot store lost an acknowledged snapshot: newest is %d after the cut, %d was acknowledged",
 			d.id, snap, d.mu.snapshot)
 	}
 	d.mu.logLast, d.mu.cutting, d.mu.snapshot = last, false, snap
+	d.mu.logTerm, _ = termAt(last)
 	if first > 1 && snap+1 < first {
 		d.violations("%s cannot recover: its log starts at %d but its newest snapshot ends at %d", d.id, first, snap)
 		return false
@@ -207,10 +217,12 @@ func (w logWatch) StoreLogs(logs []*raft.Log) error {
 	defer w.busy.appends.Add(-1)
 	err := w.LogStore.StoreLogs(logs)
 	if err == nil && len(logs) > 0 {
-		last := logs[len(logs)-1].Index
+		last, term := logs[len(logs)-1].Index, logs[len(logs)-1].Term
 		w.fence.up(func() {
 			w.d.mu.Lock()
-			w.d.mu.logLast = max(w.d.mu.logLast, last)
+			if last >= w.d.mu.logLast {
+				w.d.mu.logLast, w.d.mu.logTerm = last, term
+			}
 			w.d.mu.Unlock()
 		})
 	}
@@ -239,7 +251,7 @@ func (w logWatch) DeleteRange(lo, hi uint64) error {
 		if tail {
 			w.d.mu.cutting = false
 			if err == nil {
-				w.d.mu.logLast = floor
+				w.d.mu.logLast, w.d.mu.logTerm = floor, 0
 			}
 		}
 		w.d.mu.Unlock()
