@@ -35,6 +35,7 @@ type Stats struct {
 	Proposals       uint64 // log entries proposed: one per request that wrote, whatever its commands
 	FailedProps     uint64 // proposals that did not commit, or may not have
 	Aborted         uint64 // entries of several commands that applied as nothing: a guard failed
+	StaleInstalls   uint64 // snapshot installs refused as older than the committed table
 	Reads           uint64
 	VerifyRounds    uint64
 	Expired         uint64

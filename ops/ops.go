@@ -176,6 +176,7 @@ func WriteMetrics(w io.Writer, s node.Stats) {
 	metric("proposals_total", "counter", "Log entries proposed by this node as leader (one per request that writes).", float64(s.Proposals))
 	metric("failed_proposals_total", "counter", "Proposals that did not commit.", float64(s.FailedProps))
 	metric("aborted_entries_total", "counter", "Entries of several commands that applied as nothing: a guard failed.", float64(s.Aborted))
+	metric("stale_snapshots_refused_total", "counter", "Snapshot installs refused as older than the committed table (a stale install).", float64(s.StaleInstalls))
 	metric("verified_reads_total", "counter", "Reads and refusals answered after a leadership check.", float64(s.Reads))
 	metric("verify_rounds_total", "counter", "Leadership checks (batched over reads).", float64(s.VerifyRounds))
 	metric("leases_expired_total", "counter", "Leases ended by a committed Expire.", float64(s.Expired))

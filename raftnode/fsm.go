@@ -320,6 +320,18 @@ func (f machineFSM) Snapshot() (raft.FSMSnapshot, error) {
 
 // Restore replaces the table with a snapshot and arms a full lease for every held key: this
 // node cannot know how much of each lease had run, so it ends late, never early.
+//
+// It refuses a snapshot older than what the table has applied, when raft knows that much of
+// its log committed. hashicorp/raft (v1.7.2) installs whatever snapshot a leader of the current
+// term sends; a replication goroutine the leader stopped when it removed this node can still
+// deliver an install begun before, after the node was added back and caught up past it, which
+// would take the table back in time and leave raft applying from past the older snapshot
+// (tests/powerloss found it). A node whose applied entries no leader has confirmed (after a
+// restart raft's commit index is 0: a survivor of an offline recovery may hold entries that
+// never committed) takes an older snapshot, as a follower whose log conflicts with its
+// leader's must. Refused, the install fails and its sender hears an error; raft keeps its
+// state, but its snapshot store keeps the refused snapshot too (it was written before the
+// restore), until newer ones retire it.
 func (f machineFSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	n := f.n
@@ -328,7 +340,17 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("restore lock table: %w", err)
 	}
+	var committed uint64 // what raft knows committed; 0 while it starts (a fresh table then)
+	if r := n.fsmRaft.Load(); r != nil {
+		committed = r.CommitIndex()
+	}
 	n.mu.Lock()
+	if applied := n.mu.machine.Applied(); m.Applied() < applied && applied <= committed {
+		n.mu.Unlock()
+		n.stats.staleInstalls.Add(1)
+		n.log.Warn("refused a snapshot older than the committed table", "snapshot_applied", m.Applied(), "applied", applied, "committed", committed)
+		return fmt.Errorf("restore lock table: the snapshot ends at index %d, before the %d already applied and committed: a stale install", m.Applied(), applied)
+	}
 	n.mu.machine = m
 	n.locks.Restored(m)
 	n.keys.Store(int64(m.Len()))

@@ -15,6 +15,7 @@ type counters struct {
 	proposals       atomic.Uint64
 	failedProposals atomic.Uint64
 	abortedEntries  atomic.Uint64
+	staleInstalls   atomic.Uint64 // snapshots Restore refused as older than the committed table
 	reads           atomic.Uint64
 	verifyRounds    atomic.Uint64
 	// commit times a proposal from raft.Apply to its applied result; batch counts the entries
@@ -87,6 +88,7 @@ func (n *Replica) Stats() node.Stats {
 		Proposals:     n.stats.proposals.Load(),
 		FailedProps:   n.stats.failedProposals.Load(),
 		Aborted:       n.stats.abortedEntries.Load(),
+		StaleInstalls: n.stats.staleInstalls.Load(),
 		Reads:         n.stats.reads.Load(),
 		VerifyRounds:  n.stats.verifyRounds.Load(),
 		Expired:       expired,

@@ -347,6 +347,7 @@ func raftInfo(ns node.Stats) []infoField {
 		{"raft_proposals", u(ns.Proposals)},
 		{"raft_failed_proposals", u(ns.FailedProps)},
 		{"raft_aborted_entries", u(ns.Aborted)},
+		{"raft_stale_snapshots_refused", u(ns.StaleInstalls)},
 		{"raft_verified_reads", u(ns.Reads)},
 		{"raft_verify_rounds", u(ns.VerifyRounds)},
 		{"raft_member_hints", strconv.Itoa(ns.MemberHints)},
