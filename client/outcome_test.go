@@ -118,7 +118,7 @@ func unknownRenew(t *testing.T, how tamper) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	const ttl = 600 * time.Millisecond
+	const ttl = time.Second
 	l, err := c.TryLock(t.Context(), "unit/unknown-renew-"+fmt.Sprint(how), ttl)
 	if err != nil {
 		t.Fatal(err)
