@@ -84,6 +84,20 @@ func newProxy(t *testing.T, backend string) *proxy {
 
 func (p *proxy) addr() string { return p.ln.Addr().String() }
 
+// proxiedClient returns a proxy in front of serverAddr and a Client of it alone (opts.Addrs is
+// replaced), both closed when the test ends.
+func proxiedClient(t *testing.T, opts Options) (*proxy, *Client) {
+	t.Helper()
+	p := newProxy(t, serverAddr)
+	opts.Addrs = []string{p.addr()}
+	c, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return p, c
+}
+
 func (p *proxy) accept() {
 	for {
 		in, err := p.ln.Accept()
@@ -172,12 +186,7 @@ func (p *proxy) close() {
 // notices included), the handle ends by its own clock, a lease after its last confirmed
 // renewal was sent, without waiting for any reply.
 func TestExpiredOnClientClock(t *testing.T) {
-	p := newProxy(t, serverAddr)
-	c, err := New(Options{Addrs: []string{p.addr()}, ReadTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p, c := proxiedClient(t, Options{ReadTimeout: 10 * time.Second})
 	ctx := t.Context()
 	const ttl = 600 * time.Millisecond
 	l, err := c.Lock(ctx, "unit/partitioned", ttl)
@@ -203,12 +212,7 @@ func TestExpiredOnClientClock(t *testing.T) {
 // the cut), Err says the lock is lost, whether or not the timer behind Done has fired yet (a
 // loaded machine may run it late).
 func TestErrAtTheLeaseEnd(t *testing.T) {
-	p := newProxy(t, serverAddr)
-	c, err := New(Options{Addrs: []string{p.addr()}, ReadTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p, c := proxiedClient(t, Options{ReadTimeout: 10 * time.Second})
 	const ttl = 600 * time.Millisecond
 	l, err := c.Lock(t.Context(), "unit/partitioned-err", ttl)
 	if err != nil {
@@ -226,12 +230,7 @@ func TestErrAtTheLeaseEnd(t *testing.T) {
 // notice connection was down, so that no notice could reach it, ends once the client is
 // subscribed again: it asks VALIDATE for every lock then, long before the next renewal.
 func TestValidateAfterNoticesDropped(t *testing.T) {
-	p := newProxy(t, serverAddr)
-	c, err := New(Options{Addrs: []string{p.addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p, c := proxiedClient(t, Options{})
 	ctx := t.Context()
 	l, err := c.Lock(ctx, "unit/unheard", 30*time.Second) // the first renewal in 10 s
 	if err != nil {

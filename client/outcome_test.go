@@ -32,12 +32,7 @@ func TestUnknownOutcome(t *testing.T) {
 // unknownAcquire takes a lock whose first request's reply the proxy keeps (needle names the
 // request), and checks the handle against what the node holds.
 func unknownAcquire(t *testing.T, how tamper, needle string, opts ...LockOption) {
-	p := newProxy(t, serverAddr)
-	c, err := New(Options{Addrs: []string{p.addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p, c := proxiedClient(t, Options{})
 	ctx := t.Context()
 	keys := []string{"unit/unknown-" + t.Name()}
 	if needle == "$5\r\nMLOCK\r\n" {
@@ -45,6 +40,7 @@ func unknownAcquire(t *testing.T, how tamper, needle string, opts ...LockOption)
 	}
 	p.arm(needle, how, 1)
 	var l *Lock
+	var err error
 	if len(keys) > 1 {
 		l, err = c.MultiLock(ctx, 5*time.Second, keys, opts...)
 	} else {
@@ -112,12 +108,7 @@ func lockHolders(t *testing.T, rdb *redis.Client, key string) []uint64 {
 
 // unknownRenew: renewals whose replies are lost keep the lock, for leases on end.
 func unknownRenew(t *testing.T, how tamper) {
-	p := newProxy(t, serverAddr)
-	c, err := New(Options{Addrs: []string{p.addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p, c := proxiedClient(t, Options{})
 	const ttl = time.Second
 	l, err := c.TryLock(t.Context(), "unit/unknown-renew-"+fmt.Sprint(how), ttl)
 	if err != nil {
@@ -139,12 +130,7 @@ func unknownRenew(t *testing.T, how tamper) {
 // unknownUnlock: a release whose reply is lost is found done, and reported as a release, not
 // as a lock lost.
 func unknownUnlock(t *testing.T, how tamper) {
-	p := newProxy(t, serverAddr)
-	c, err := New(Options{Addrs: []string{p.addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p, c := proxiedClient(t, Options{})
 	key := "unit/unknown-unlock-" + fmt.Sprint(how)
 	l, err := c.TryLock(t.Context(), key, 5*time.Second)
 	if err != nil {
