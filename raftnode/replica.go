@@ -227,8 +227,8 @@ func (n *Replica) goFunc(f func()) {
 func (n *Replica) Close() error {
 	n.closeOnce.Do(func() {
 		n.ready.Store(false)
-		if n.raft.State() == raft.Leader && n.voters() > 1 {
-			if err := n.raft.LeadershipTransfer().Error(); err != nil {
+		if n.raft.State() == raft.Leader && n.voters() > 1 && !n.raftStopped() {
+			if err := awaitWithin(n.raft.LeadershipTransfer(), handOffWithin); err != nil {
 				n.log.Warn("leadership transfer before shutdown failed", "err", err)
 			}
 		}
@@ -241,6 +241,23 @@ func (n *Replica) Close() error {
 		n.locks.Close()
 	})
 	return n.closeErr
+}
+
+// handOffWithin bounds Close's wait for its leadership hand-off. raft answers it within an
+// election timeout while its main loop runs, and never when the loop exited meanwhile: a
+// candidate that wins as raft shuts down reports itself leader afterwards, and a transfer
+// request queued then is not drained (awaitFuture).
+const handOffWithin = 5 * time.Second
+
+// awaitWithin is awaitFuture bounded by d: errHandOffTimeout once d has passed.
+func awaitWithin(f raft.Future, d time.Duration) error {
+	stop := make(chan struct{})
+	t := time.AfterFunc(d, func() { close(stop) })
+	defer t.Stop()
+	if err := awaitFuture(f, stop); !errors.Is(err, node.ErrShutdown) {
+		return err
+	}
+	return fmt.Errorf("no answer within %v", d)
 }
 
 // shutdownGrace is how long Close lets raft's shutdown wait for its replication goroutines

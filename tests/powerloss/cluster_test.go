@@ -334,15 +334,16 @@ func (c *cluster) isolate(n *pnode, inc *incarnation) {
 // stop ends an incarnation whose power is off. The core's Close tries to hand leadership over
 // first, which fails at once on the fenced transport. Not raft's Shutdown first: a candidate
 // that wins its election while raft shuts down reports itself leader afterwards, and Close's
-// hand-off then waits for ever on a future nobody serves (seen under -race, seed 33).
+// hand-off then waits on a future nobody serves (seen under -race, seed 33) until its bound.
 func stop(inc *incarnation) {
 	_ = inc.rep.Close()
 	inc.inmem.Close()
 	closeStores(inc.stores)
 }
 
-// stopWithin bounds an incarnation's stop: a Close that does not return (docs/known-issues.md,
-// "Replica.Close can wait forever") is reported, not left to the test binary's timeout.
+// stopWithin bounds an incarnation's stop: a Close that does not return (it once waited for
+// ever on a hand-off raft never answered; Replica.Close bounds that wait now) is reported, not
+// left to the test binary's timeout.
 const stopWithin = 30 * time.Second
 
 // stop is stop(inc), reported if it takes longer than stopWithin (its goroutine is left behind).
