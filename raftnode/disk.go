@@ -144,7 +144,8 @@ func (n *Replica) handOffWhenFull() {
 		}
 		if n.raft.State() == raft.Leader && n.voters() > 1 && n.diskFailed() == nil {
 			n.log.Warn("disk full: handing leadership to another voter")
-			if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			// waitFuture: Close waits for this goroutine, and raft may never answer a transfer.
+			if err := n.waitFuture(n.raft.LeadershipTransfer()); err != nil {
 				n.log.Warn("leadership hand-off for a full disk failed", "err", err)
 			}
 		}
