@@ -18,7 +18,10 @@ type NodeSample struct {
 	// figures are those of a start, not of a steady state.
 	Fresh bool
 	// Restarted marks the interval in which the node was restarted.
-	Restarted  bool
+	Restarted bool
+	// Leader: raftlock_is_leader on its /metrics. A leader runs more goroutines and holds more
+	// connections than a follower, so a figure that moves with leadership is not drift.
+	Leader     bool
 	RSS        uint64 // bytes (VmRSS)
 	Goroutines int    // go_goroutines from its /metrics; -1 if that could not be read
 	OpenFDs    int    // entries of /proc/PID/fd

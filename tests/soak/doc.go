@@ -15,10 +15,11 @@
 // refused connection, a timeout, a reply such as -UNCERTAIN or -TRYAGAIN) is counted by kind
 // and the worker goes on at its pace.
 //
-// Every RestartEvery (4 min) n2 or n3, in turn, is restarted, SIGTERM and SIGKILL alternating,
-// and the run waits for its /readyz and a PING. n1 is never restarted: it is the process held
-// under load for the whole half hour, through its peers' restarts and the leader changes they
-// cause, so a leak shows on its curve rather than being reset by a restart every few minutes.
+// Every RestartEvery (4 min), half an interval off the samples, n2 or n3 in turn is restarted,
+// each alternating SIGTERM and SIGKILL (n2 TERM, n3 KILL, n2 KILL, n3 TERM ...), and the run
+// waits for its /readyz and a PING. n1 is never restarted: it is the process held under load
+// for the whole half hour, through its peers' restarts and the leader changes they cause, so a
+// leak shows on its curve rather than being reset by a restart every few minutes.
 //
 // Every Interval (1 min) each node is sampled: VmRSS from /proc/PID/status, open files as the
 // entries of /proc/PID/fd, goroutines from go_goroutines on its /metrics (served to loopback
@@ -46,12 +47,14 @@
 //     hour at 1,000 requests a second.
 //   - Goroutines over 1.5x and more than 200. A node runs a few goroutines per client
 //     connection and one per request in flight or waiting (LOCK ... WAIT), so the count moves
-//     by tens with the moment it is read; a leak per request, per connection or per waiter
-//     makes hundreds within minutes.
+//     by tens with the moment it is read, and with leadership: a leader runs about 40 more than
+//     a follower (replication, the followers' forwarding links), so a node that comes to lead
+//     looks 1.7x up. A leak per request, per connection or per waiter makes hundreds within
+//     minutes.
 //   - Open files over 1.5x and more than 64. Raft log segments, pebble's tables (which come and
-//     go with compactions) and snapshots move the count by tens; client connections are a
-//     fixed number. A leak per request or per reconnection trips it; one per restart (a handful
-//     in a run) would not.
+//     go with compactions) and snapshots move the count by tens, and leading adds about 15
+//     (the followers' connections); client connections are a fixed number. A leak per request
+//     or per reconnection trips it; one per restart (a handful in a run) would not.
 //   - p99 over 3x and more than 5 ms, per family. A shared machine's neighbours move latency by
 //     less than 3x over medians of minutes; under 5 ms of growth a sub-millisecond p99 that
 //     triples on a scheduler's hiccup is not drift.
