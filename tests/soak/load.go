@@ -16,21 +16,23 @@ import (
 // expire is taken again once it has; a list is trimmed; hash fields and set members come from
 // fixed ranges).
 const (
-	lockKeys     = 4   // contended LOCK ... WAIT keys
-	mutexKeys    = 32  // SET NX keys
-	hashKeys     = 16  // each with up to hashFields fields
-	hashFields   = 64  //
-	setKeys      = 8   // each with up to setMembers members
-	setMembers   = 256 //
-	listKeys     = 8   // each trimmed to listMax elements once longer
-	listMax      = 100 //
-	leaseKeys    = 256 // short leases left to expire
-	pubChannels  = 3   // one publisher each
-	lockTTL      = 3000
-	lockWait     = 1000
-	mutexTTL     = 3000
-	leaseTTL     = 500
-	requestLimit = 5 * time.Second // a request's own bound (LOCK ... WAIT waits lockWait of it)
+	lockKeys    = 4 // contended LOCK ... WAIT keys
+	mutexKeys   = 32
+	hashKeys    = 16
+	hashFields  = 64
+	setKeys     = 8
+	setMembers  = 256
+	listKeys    = 8
+	listMax     = 100 // a list is trimmed to this many once longer
+	leaseKeys   = 256 // short leases left to expire
+	pubChannels = 3   // one publisher each
+	// Leases and waits, in milliseconds.
+	lockTTL  = 3000
+	lockWait = 1000
+	mutexTTL = 3000
+	leaseTTL = 500
+	// requestLimit is a request's own bound (LOCK ... WAIT waits lockWait of it).
+	requestLimit = 5 * time.Second
 	// catchUp bounds how far behind its schedule a paced worker may fall before it forgets the
 	// missed steps: after a node's restart it goes on at its pace, not in a burst.
 	catchUp = time.Second
@@ -49,9 +51,9 @@ const (
 	kindPublisher  = "publisher"  // PUBLISH the next sequence number on its channel
 )
 
-// perNode is the mix: workers of each kind on each node's client port. Publishers are
-// pubChannels in all, on nodes in turn.
-var perNode = []struct {
+// mix is how many workers of each kind connect to each node's client port. Publishers are
+// pubChannels in all, on the nodes in turn.
+var mix = []struct {
 	kind string
 	n    int
 }{{kindLocker, 2}, {kindMutex, 2}, {kindCollection, 2}, {kindLease, 1}}
@@ -66,10 +68,10 @@ type worker struct {
 	rng     *rand.Rand
 	rec     *recorder
 	pubsub  *pubsubTracker
-	sha     string        // compare-and-delete's SHA1
-	steps   atomic.Int64  // steps completed
-	seq     int64         // publishers: the next sequence number
-	owners  atomic.Uint64 // makes each LOCK's OWNER unique
+	sha     string       // compare-and-delete's SHA1
+	steps   atomic.Int64 // steps completed, read by measure
+	seq     int64        // publishers: the next sequence number
+	owners  uint64       // makes each LOCK's OWNER and SET NX's value unique
 }
 
 // newClient is a go-redis client of addr that never retries on its own (the soak counts every
@@ -126,7 +128,8 @@ func (w *worker) step(ctx context.Context) bool {
 	switch w.kind {
 	case kindLocker:
 		key := "soak:lock:" + strconv.Itoa(w.rng.IntN(lockKeys))
-		owner := fmt.Sprintf("%s-%d", w.name, w.owners.Add(1))
+		w.owners++
+		owner := fmt.Sprintf("%s-%d", w.name, w.owners)
 		v, err := w.do(ctx, famLockWait, "LOCK", key, lockTTL, "OWNER", owner, "WAIT", lockWait)
 		if err != nil {
 			return errors.Is(err, redis.Nil)
@@ -136,7 +139,8 @@ func (w *worker) step(ctx context.Context) bool {
 		return err == nil
 	case kindMutex:
 		key := "soak:mutex:" + strconv.Itoa(w.rng.IntN(mutexKeys))
-		val := fmt.Sprintf("%s-%d", w.name, w.owners.Add(1))
+		w.owners++
+		val := fmt.Sprintf("%s-%d", w.name, w.owners)
 		if _, err := w.do(ctx, famSetNX, "SET", key, val, "NX", "PX", mutexTTL); err != nil {
 			return errors.Is(err, redis.Nil)
 		}

@@ -114,13 +114,11 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	rec.start(began)
 	var wg sync.WaitGroup
 	for i, w := range workers {
-		interval := time.Duration(0)
+		every := time.Second // a worker that did nothing unpaced tries once a second
 		if rate := cfg.Load * float64(steps[i]) / cfg.Measure.Seconds(); rate > 0 {
-			interval = time.Duration(float64(time.Second) / rate)
-		} else {
-			interval = time.Second // it did nothing unpaced: one try a second
+			every = time.Duration(float64(time.Second) / rate)
 		}
-		wg.Go(func() { w.run(loadCtx, interval) })
+		wg.Go(func() { w.run(loadCtx, every) })
 	}
 
 	// Restarts, one node in turn, each node alternating SIGTERM and SIGKILL, half an interval
@@ -224,7 +222,7 @@ func makeWorkers(c *cluster, sha string) []*worker {
 			sha: sha})
 	}
 	for node := range c.nodes {
-		for _, k := range perNode {
+		for _, k := range mix {
 			for range k.n {
 				add(k.kind, node, 0)
 			}
