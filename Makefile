@@ -6,7 +6,7 @@ BIN       := bin
 FUZZTIME  ?=
 BENCHTIME ?= 5s
 
-.PHONY: all build run setup test unit fuzz vet bench bench-compare bench-scale cluster chaos chaos-short clients fencing clean
+.PHONY: all build run setup test unit fuzz vet bench bench-compare bench-scale cluster chaos chaos-short clients fencing soak clean
 
 all: build
 
@@ -112,6 +112,24 @@ CHAOS_NODES    ?= 5
 chaos:
 	$(GO) run ./tests/chaos/cmd/raftlock-chaos -duration $(CHAOS_DURATION) -seeds $(SEEDS) -nodes $(CHAOS_NODES) \
 		-race=$(if $(filter 0,$(CHAOS_RACE)),false,true) -node-args "$(CHAOS_NODE_ARGS)"
+
+# The soak (tests/soak, docs/soak.md), not part of test: a 3-node cluster of bin/raftlock under a
+# steady mix (LOCK ... WAIT, SET NX + EVALSHA, pub/sub, hashes/sets/lists, leases left to expire)
+# at SOAK_LOAD of the capacity it measures first, n2 and n3 restarted in turn every
+# SOAK_RESTART_EVERY (each alternating SIGTERM and SIGKILL), every node's RSS, goroutines and open
+# files and the load's latency sampled every SOAK_INTERVAL into soak.csv, latency.csv and a plot,
+# soak.svg, in SOAK_OUT (default a fresh directory under /tmp, printed). It fails on growth or
+# drift from the first third to the last, a pub/sub message lost, or the load unserved for 30 s.
+# A short try: make soak SOAK_DURATION=2m SOAK_RESTART_EVERY=40s SOAK_INTERVAL=10s
+SOAK_DURATION      ?= 30m
+SOAK_RESTART_EVERY ?= 4m
+SOAK_LOAD          ?= 0.7
+SOAK_INTERVAL      ?= 1m
+SOAK_OUT           ?=
+soak: build
+	$(GO) build -o $(BIN)/raftlock-soak ./tests/soak/cmd/raftlock-soak
+	$(BIN)/raftlock-soak -bin $(BIN)/raftlock -duration $(SOAK_DURATION) -restart-every $(SOAK_RESTART_EVERY) \
+		-load $(SOAK_LOAD) -interval $(SOAK_INTERVAL) $(if $(SOAK_OUT),-out $(SOAK_OUT))
 
 clean:
 	rm -rf $(BIN)

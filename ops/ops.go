@@ -98,6 +98,7 @@ func Start(cfg Config, src Stats, logger *slog.Logger) (*Server, error) {
 			respFailures = ss.AuthFailures
 		}
 		writeAuthFailures(w, respFailures, s.stats.authFailures.Load())
+		writeProcessMetrics(w, readProcess("/proc/self"))
 	})
 	serveHealth(mux, src, cfg.Probe)
 	guard := func(h http.HandlerFunc) http.Handler { return adminOnly(cfg.Users, &s.stats.authFailures, h) }

@@ -1,0 +1,226 @@
+package soak
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// NodeSample is one node's process at the end of one sampling interval.
+type NodeSample struct {
+	Sample int    // 1-based interval number
+	Node   string // n1, n2, n3
+	PID    int
+	// Up is false when the node was down (being restarted) when sampled: no figures.
+	Up bool
+	// Fresh marks a process younger than one interval when sampled: it just restarted, and its
+	// figures are those of a start, not of a steady state.
+	Fresh bool
+	// Restarted marks the interval in which the node was restarted.
+	Restarted bool
+	// Leader: raftlock_is_leader on its /metrics. A leader runs more goroutines and holds more
+	// connections than a follower, so a figure that moves with leadership is not drift.
+	Leader     bool
+	RSS        uint64 // bytes (VmRSS)
+	Goroutines int    // go_goroutines from its /metrics; -1 if that could not be read
+	OpenFDs    int    // entries of /proc/PID/fd
+}
+
+// FamilySample is one operation family's figures over one interval, every node's clients
+// together.
+type FamilySample struct {
+	Sample         int
+	Family         string
+	Ops, Errors    int
+	P50, P99, P999 time.Duration // over the requests that got a reply
+}
+
+// PubSubFigures count messages on subscriptions. Lost counts messages whose PUBLISH was
+// acknowledged and that a subscription connected throughout (from a message before to a message
+// after, or to the end of the run) never delivered.
+type PubSubFigures struct {
+	Published, Received, Lost int64
+}
+
+// Figures are everything a run recorded that the checks judge.
+type Figures struct {
+	Samples  int // intervals recorded
+	Nodes    []NodeSample
+	Families []FamilySample
+	PubSub   PubSubFigures
+	// Ops is every operation answered during the paced load; LongestStall the longest time in
+	// which none was.
+	Ops          int64
+	LongestStall time.Duration
+	// FailedRestarts names each restart after which the node did not serve again in time;
+	// LogProblems each node log that shows a panic, a data race or a fatal error.
+	FailedRestarts, LogProblems []string
+}
+
+// Limits are the checks' thresholds; doc.go says why each is what it is.
+type Limits struct {
+	// Growth of a node's figure from the first third to the last fails only past both the
+	// ratio and the absolute amount.
+	RSSRatio        float64
+	RSSBytes        uint64
+	GoroutineRatio  float64
+	Goroutines      int
+	FDRatio         float64
+	FDs             int
+	P99Ratio        float64
+	P99Floor        time.Duration // p99 growth below this is never a failure
+	MaxStall        time.Duration
+	MinFamilyOps    int // intervals in which a family answered fewer are not judged for its p99
+	WarmupIntervals int // the first intervals, judged for nothing
+}
+
+// DefaultLimits are the thresholds make soak runs with.
+func DefaultLimits() Limits {
+	return Limits{
+		RSSRatio: 1.5, RSSBytes: 64 << 20,
+		GoroutineRatio: 1.5, Goroutines: 200,
+		FDRatio: 1.5, FDs: 64,
+		P99Ratio: 3, P99Floor: 5 * time.Millisecond,
+		MaxStall:        30 * time.Second,
+		MinFamilyOps:    20,
+		WarmupIntervals: 1,
+	}
+}
+
+// Result is one check's verdict and the figures behind it.
+type Result struct {
+	Check  string // "rss n1", "p99 set_nx", "pubsub loss" ...
+	Failed bool
+	// Judged is false when there were too few figures to judge (a run of less than three
+	// intervals judges no growth); such a check neither passes nor fails the run.
+	Judged bool
+	Detail string
+}
+
+func (r Result) String() string {
+	verdict := "ok  "
+	switch {
+	case r.Failed:
+		verdict = "FAIL"
+	case !r.Judged:
+		verdict = "n/a "
+	}
+	return fmt.Sprintf("%s %-22s %s", verdict, r.Check, r.Detail)
+}
+
+// Failed reports whether any result failed.
+func Failed(results []Result) bool {
+	return slices.ContainsFunc(results, func(r Result) bool { return r.Failed })
+}
+
+// Check judges a run's figures against l. It compares, for each node's RSS, goroutines and open
+// files and each family's p99, the median of the last third of the intervals with the median of
+// the first third, leaving out the warm-up intervals and, for a node's figures, intervals in
+// which its process had just started or was down; and it checks pub/sub delivery, that the load
+// was served throughout, that every restarted node served again, and the node logs.
+func Check(f Figures, l Limits) []Result {
+	third := f.Samples / 3
+	inFirst := func(s int) bool { return s > l.WarmupIntervals && s <= third }
+	inLast := func(s int) bool { return s > l.WarmupIntervals && s > f.Samples-third }
+	var out []Result
+
+	nodes := []string{}
+	for _, s := range f.Nodes {
+		if !slices.Contains(nodes, s.Node) {
+			nodes = append(nodes, s.Node)
+		}
+	}
+	slices.Sort(nodes)
+	for _, n := range nodes {
+		var rss, gor, fds [2][]float64 // first third, last third
+		for _, s := range f.Nodes {
+			if s.Node != n || !s.Up || s.Fresh {
+				continue
+			}
+			for i, in := range []func(int) bool{inFirst, inLast} {
+				if in(s.Sample) {
+					rss[i] = append(rss[i], float64(s.RSS))
+					if s.Goroutines >= 0 {
+						gor[i] = append(gor[i], float64(s.Goroutines))
+					}
+					fds[i] = append(fds[i], float64(s.OpenFDs))
+				}
+			}
+		}
+		out = append(out,
+			growth("rss "+n, rss, l.RSSRatio, float64(l.RSSBytes), mib),
+			growth("goroutines "+n, gor, l.GoroutineRatio, float64(l.Goroutines), count),
+			growth("open fds "+n, fds, l.FDRatio, float64(l.FDs), count))
+	}
+
+	families := []string{}
+	for _, s := range f.Families {
+		if !slices.Contains(families, s.Family) {
+			families = append(families, s.Family)
+		}
+	}
+	for _, fam := range families {
+		var p99 [2][]float64
+		for _, s := range f.Families {
+			if s.Family != fam || s.Ops-s.Errors < l.MinFamilyOps {
+				continue
+			}
+			for i, in := range []func(int) bool{inFirst, inLast} {
+				if in(s.Sample) {
+					p99[i] = append(p99[i], float64(s.P99))
+				}
+			}
+		}
+		out = append(out, growth("p99 "+fam, p99, l.P99Ratio, float64(l.P99Floor), millis))
+	}
+
+	ps := f.PubSub
+	out = append(out,
+		Result{Check: "pubsub loss", Judged: true, Failed: ps.Lost > 0,
+			Detail: fmt.Sprintf("%d lost on subscriptions that stayed connected; %d published (acknowledged), %d received", ps.Lost, ps.Published, ps.Received)},
+		Result{Check: "pubsub delivery", Judged: true, Failed: ps.Published > 0 && ps.Received == 0,
+			Detail: fmt.Sprintf("%d received of %d published", ps.Received, ps.Published)},
+		Result{Check: "served", Judged: true, Failed: f.Ops == 0 || f.LongestStall > l.MaxStall,
+			Detail: fmt.Sprintf("%d operations answered; longest time with none %v (limit %v)", f.Ops, f.LongestStall.Round(time.Millisecond), l.MaxStall)},
+		Result{Check: "restarts", Judged: true, Failed: len(f.FailedRestarts) > 0, Detail: listOr(f.FailedRestarts, "every restarted node served again")},
+		Result{Check: "node logs", Judged: true, Failed: len(f.LogProblems) > 0, Detail: listOr(f.LogProblems, "no panic, data race or fatal error")})
+	return out
+}
+
+// growth compares the medians of the two thirds: it fails when the last is above ratio times
+// the first and more than abs above it.
+func growth(name string, thirds [2][]float64, ratio, abs float64, unit func(float64) string) Result {
+	if len(thirds[0]) == 0 || len(thirds[1]) == 0 {
+		return Result{Check: name, Detail: fmt.Sprintf("too few intervals to judge (%d in the first third, %d in the last)", len(thirds[0]), len(thirds[1]))}
+	}
+	first, last := median(thirds[0]), median(thirds[1])
+	r := Result{Check: name, Judged: true, Failed: last > ratio*first && last-first > abs}
+	change := "n/a"
+	if first > 0 {
+		change = fmt.Sprintf("%.2fx", last/first)
+	}
+	r.Detail = fmt.Sprintf("median %s -> %s (%s; fails above %.1fx and +%s)", unit(first), unit(last), change, ratio, unit(abs))
+	return r
+}
+
+// median of vs (not empty); vs is sorted in place.
+func median(vs []float64) float64 {
+	slices.Sort(vs)
+	n := len(vs)
+	if n%2 == 1 {
+		return vs[n/2]
+	}
+	return (vs[n/2-1] + vs[n/2]) / 2
+}
+
+func mib(v float64) string    { return fmt.Sprintf("%.1f MiB", v/(1<<20)) }
+func count(v float64) string  { return fmt.Sprintf("%.0f", v) }
+func millis(v float64) string { return fmt.Sprintf("%.2f ms", v/float64(time.Millisecond)) }
+
+func listOr(items []string, none string) string {
+	if len(items) == 0 {
+		return none
+	}
+	return strings.Join(items, "; ")
+}

@@ -1,0 +1,281 @@
+package soak
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/raftlock/raftlock/tests/testutil"
+)
+
+// Cluster bounds.
+const (
+	clusterSize = 3
+	// readyTimeout bounds a node's wait to serve after a start or restart: a SIGKILLed node
+	// replays its log and may install a snapshot first.
+	readyTimeout = 60 * time.Second
+	// probeTimeout bounds each readiness probe and each scrape of /metrics.
+	probeTimeout = 3 * time.Second
+)
+
+// node is one raftlock process of the cluster, on loopback, and the process now running it.
+type node struct {
+	id          string
+	dir         string
+	logPath     string
+	addr        string // clients
+	metricsAddr string // /readyz, /metrics
+	args        []string
+
+	mu      sync.Mutex
+	proc    *testutil.Proc // nil while the node is down between a stop and its start
+	started time.Time
+}
+
+// cluster is clusterSize raftlock processes bootstrapped together, as scripts/cluster.sh starts them.
+type cluster struct {
+	bin   string
+	nodes []*node
+}
+
+// startCluster starts clusterSize nodes of bin, each with its data dir and log under root, and waits
+// until each serves. On error every process it started is stopped.
+func startCluster(ctx context.Context, bin, root string) (*cluster, error) {
+	c := &cluster{bin: bin}
+	var peers []string
+	for i := range clusterSize {
+		var ports [3]int
+		for j := range ports {
+			p, err := testutil.FreePort("127.0.0.1")
+			if err != nil {
+				return nil, err
+			}
+			ports[j] = p
+		}
+		hp := func(p int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)) }
+		n := &node{id: fmt.Sprintf("n%d", i+1), addr: hp(ports[0]), metricsAddr: hp(ports[2])}
+		n.dir = filepath.Join(root, n.id)
+		n.logPath = filepath.Join(root, n.id+".log")
+		n.args = []string{"--id", n.id, "--dir", n.dir, "--addr", n.addr, "--raft-addr", hp(ports[1]),
+			"--metrics-addr", n.metricsAddr}
+		peers = append(peers, n.id+"="+hp(ports[1]))
+		c.nodes = append(c.nodes, n)
+	}
+	for _, n := range c.nodes {
+		n.args = append(n.args, "--peers", strings.Join(peers, ","))
+		if err := c.start(n); err != nil {
+			c.stop()
+			return nil, err
+		}
+	}
+	for _, n := range c.nodes {
+		if err := n.waitReady(ctx, readyTimeout); err != nil {
+			c.stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// start starts n's process, its output appended to its log.
+func (c *cluster) start(n *node) error {
+	p, err := testutil.Start(n.id, n.logPath, c.bin, n.args...)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.proc, n.started = p, time.Now()
+	n.mu.Unlock()
+	return nil
+}
+
+// current returns n's running process and when it started; nil while it is down.
+func (n *node) current() (*testutil.Proc, time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.proc == nil || !n.proc.Running() {
+		return nil, time.Time{}
+	}
+	return n.proc, n.started
+}
+
+// restart stops n (SIGTERM with testutil.StopGrace, or SIGKILL if kill), starts it again on
+// its data and waits until it serves. It returns how long the node was out.
+func (c *cluster) restart(ctx context.Context, n *node, kill bool) (time.Duration, error) {
+	n.mu.Lock()
+	p := n.proc
+	n.proc = nil
+	n.mu.Unlock()
+	began := time.Now()
+	if p != nil {
+		var err error
+		if kill {
+			err = p.Kill()
+		} else {
+			err = p.Stop(testutil.StopGrace)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("stop %s: %w", n.id, err)
+		}
+	}
+	if err := c.start(n); err != nil {
+		return 0, err
+	}
+	if err := n.waitReady(ctx, readyTimeout); err != nil {
+		return 0, err
+	}
+	return time.Since(began), nil
+}
+
+// waitReady waits until n's /readyz says ready and its client port answers PING.
+func (n *node) waitReady(ctx context.Context, timeout time.Duration) error {
+	hc := &http.Client{Timeout: probeTimeout}
+	err := testutil.Poll(timeout, 100*time.Millisecond, func() error {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: %v", testutil.ErrGiveUp, ctx.Err())
+		}
+		if p, _ := n.current(); p == nil {
+			return fmt.Errorf("%w: %s exited (see %s)", testutil.ErrGiveUp, n.id, n.logPath)
+		}
+		res, err := hc.Get("http://" + n.metricsAddr + "/readyz")
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			return fmt.Errorf("/readyz %d: %s", res.StatusCode, strings.TrimSpace(string(body)))
+		}
+		return testutil.Ping(n.addr, probeTimeout)
+	})
+	if err != nil {
+		return fmt.Errorf("%s not ready: %w", n.id, err)
+	}
+	return nil
+}
+
+// sample reads n's process figures: VmRSS and the open files from /proc, the goroutines from
+// its /metrics (open to loopback without credentials: ops/protect.go). A node that is down
+// gives a sample with Up false.
+func (n *node) sample(interval time.Duration) NodeSample {
+	s := NodeSample{Node: n.id, Goroutines: -1}
+	p, started := n.current()
+	if p == nil {
+		return s
+	}
+	pid := p.Pid()
+	rss, err := vmRSS(pid)
+	if err != nil {
+		return s
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return s
+	}
+	s.PID, s.Up, s.RSS, s.OpenFDs = pid, true, rss, len(fds)
+	s.Fresh = time.Since(started) < interval
+	if g, err := scrapeGauges(n.metricsAddr, "go_goroutines", "raftlock_is_leader"); err == nil {
+		s.Goroutines, s.Leader = int(g[0]), g[1] == 1
+	}
+	return s
+}
+
+// vmRSS reads VmRSS (kB) from /proc/PID/status, in bytes.
+func vmRSS(pid int) (uint64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, errors.New("no VmRSS line")
+}
+
+// scrapeGauges reads unlabelled samples from the /metrics at addr, in the order of names.
+func scrapeGauges(addr string, names ...string) ([]float64, error) {
+	hc := &http.Client{Timeout: probeTimeout}
+	res, err := hc.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("/metrics: %s", res.Status)
+	}
+	out := make([]float64, len(names))
+	found := 0
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if i := slices.Index(names, name); ok && i >= 0 {
+			if out[i], err = strconv.ParseFloat(v, 64); err != nil {
+				return nil, fmt.Errorf("/metrics %s: %w", name, err)
+			}
+			found++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if found < len(names) {
+		return nil, fmt.Errorf("/metrics lacks one of %v", names)
+	}
+	return out, nil
+}
+
+// stop stops every running node cleanly (SIGTERM, then SIGKILL after testutil.StopGrace), by
+// its PID, and returns the first problem.
+func (c *cluster) stop() error {
+	var first error
+	for _, n := range c.nodes {
+		n.mu.Lock()
+		p := n.proc
+		n.mu.Unlock()
+		if p == nil {
+			continue
+		}
+		if err := p.Stop(testutil.StopGrace); err != nil && first == nil {
+			first = fmt.Errorf("%s: %w", n.id, err)
+		}
+	}
+	return first
+}
+
+// logProblems names each node log that shows a panic, a data race or a fatal error
+// (testutil.LogMarkers).
+func (c *cluster) logProblems() []string {
+	var out []string
+	for _, n := range c.nodes {
+		b, err := os.ReadFile(n.logPath)
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s: %v", n.id, err))
+			continue
+		}
+		for _, m := range testutil.LogMarkers {
+			if strings.Contains(string(b), m) {
+				out = append(out, fmt.Sprintf("%s: log contains %q (%s)", n.id, m, n.logPath))
+			}
+		}
+	}
+	return out
+}
