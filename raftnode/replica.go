@@ -249,7 +249,7 @@ func (n *Replica) Close() error {
 // request queued then is not drained (awaitFuture).
 const handOffWithin = 5 * time.Second
 
-// awaitWithin is awaitFuture bounded by d: errHandOffTimeout once d has passed.
+// awaitWithin is awaitFuture bounded by d: an error saying so once d has passed.
 func awaitWithin(f raft.Future, d time.Duration) error {
 	stop := make(chan struct{})
 	t := time.AfterFunc(d, func() { close(stop) })
