@@ -60,8 +60,8 @@ type Figures struct {
 
 // Limits are the checks' thresholds; doc.go says why each is what it is.
 type Limits struct {
-	// Growth of a node's figure from the first third to the last fails only past both the
-	// ratio and the absolute amount.
+	// Growth of a process's figure (or a family's p99) from the first third to the last fails
+	// only past both the ratio and the absolute amount.
 	RSSRatio        float64
 	RSSBytes        uint64
 	GoroutineRatio  float64
@@ -90,10 +90,10 @@ func DefaultLimits() Limits {
 
 // Result is one check's verdict and the figures behind it.
 type Result struct {
-	Check  string // "rss n1", "p99 set_nx", "pubsub loss" ...
+	Check  string // "rss n1 pid 4242", "p99 set_nx", "pubsub loss" ...
 	Failed bool
-	// Judged is false when there were too few figures to judge (a run of less than three
-	// intervals judges no growth); such a check neither passes nor fails the run.
+	// Judged is false when there were too few figures to judge (a process with fewer than six
+	// usable samples); such a check neither passes nor fails the run.
 	Judged bool
 	Detail string
 }
@@ -114,44 +114,33 @@ func Failed(results []Result) bool {
 	return slices.ContainsFunc(results, func(r Result) bool { return r.Failed })
 }
 
-// Check judges a run's figures against l. It compares, for each node's RSS, goroutines and open
-// files and each family's p99, the median of the last third of the intervals with the median of
-// the first third, leaving out the warm-up intervals and, for a node's figures, intervals in
-// which its process had just started or was down; and it checks pub/sub delivery, that the load
-// was served throughout, that every restarted node served again, and the node logs.
+// Check judges a run's figures against l. For each process (a node and PID: n2 and n3 have one
+// per restart) it compares the median of the last third of that process's usable samples with
+// the median of the first third, for RSS, goroutines and open files; for each family's p99, the
+// median of the run's last third of intervals with its first, leaving out the warm-up. It also
+// checks pub/sub delivery, that the load was served throughout, that every restarted node
+// served again, and the node logs.
 func Check(f Figures, l Limits) []Result {
 	third := f.Samples / 3
 	inFirst := func(s int) bool { return s > l.WarmupIntervals && s <= third }
 	inLast := func(s int) bool { return s > l.WarmupIntervals && s > f.Samples-third }
 	var out []Result
 
-	nodes := []string{}
-	for _, s := range f.Nodes {
-		if !slices.Contains(nodes, s.Node) {
-			nodes = append(nodes, s.Node)
-		}
-	}
-	slices.Sort(nodes)
-	for _, n := range nodes {
-		var rss, gor, fds [2][]float64 // first third, last third
-		for _, s := range f.Nodes {
-			if s.Node != n || !s.Up || s.Fresh {
-				continue
-			}
-			for i, in := range []func(int) bool{inFirst, inLast} {
-				if in(s.Sample) {
-					rss[i] = append(rss[i], float64(s.RSS))
-					if s.Goroutines >= 0 {
-						gor[i] = append(gor[i], float64(s.Goroutines))
-					}
-					fds[i] = append(fds[i], float64(s.OpenFDs))
-				}
+	for _, p := range processes(f.Nodes, l.WarmupIntervals) {
+		rss := make([]float64, len(p.usable))
+		fds := make([]float64, len(p.usable))
+		var gor []float64
+		for i, s := range p.usable {
+			rss[i], fds[i] = float64(s.RSS), float64(s.OpenFDs)
+			if s.Goroutines >= 0 {
+				gor = append(gor, float64(s.Goroutines))
 			}
 		}
+		name := fmt.Sprintf(" %s pid %d", p.node, p.pid)
 		out = append(out,
-			growth("rss "+n, rss, l.RSSRatio, float64(l.RSSBytes), mib),
-			growth("goroutines "+n, gor, l.GoroutineRatio, float64(l.Goroutines), count),
-			growth("open fds "+n, fds, l.FDRatio, float64(l.FDs), count))
+			processGrowth("rss"+name, rss, l.RSSRatio, float64(l.RSSBytes), mib),
+			processGrowth("goroutines"+name, gor, l.GoroutineRatio, float64(l.Goroutines), count),
+			processGrowth("open fds"+name, fds, l.FDRatio, float64(l.FDs), count))
 	}
 
 	families := []string{}
@@ -186,6 +175,55 @@ func Check(f Figures, l Limits) []Result {
 		Result{Check: "restarts", Judged: true, Failed: len(f.FailedRestarts) > 0, Detail: listOr(f.FailedRestarts, "every restarted node served again")},
 		Result{Check: "node logs", Judged: true, Failed: len(f.LogProblems) > 0, Detail: listOr(f.LogProblems, "no panic, data race or fatal error")})
 	return out
+}
+
+// minProcessSamples is how many usable samples a process needs for its growth to be judged:
+// two in each third at least.
+const minProcessSamples = 6
+
+// process is one node's process (node and PID) and its usable samples, in order: those taken
+// while it was up, past the warm-up, leaving out its first interval (a start is not a steady
+// state) and any sample taken when it was younger than an interval.
+type process struct {
+	node   string
+	pid    int
+	usable []NodeSample
+}
+
+// processes groups the samples by process, ordered by node and then by first sample.
+func processes(samples []NodeSample, warmup int) []*process {
+	var out []*process
+	byKey := map[string]*process{}
+	for _, s := range samples {
+		if !s.Up {
+			continue
+		}
+		key := fmt.Sprintf("%s/%d", s.Node, s.PID)
+		p := byKey[key]
+		if p == nil {
+			// Its first sample closes the interval it started in: left out.
+			p = &process{node: s.Node, pid: s.PID}
+			byKey[key] = p
+			out = append(out, p)
+			continue
+		}
+		if s.Fresh || s.Sample <= warmup {
+			continue
+		}
+		p.usable = append(p.usable, s)
+	}
+	slices.SortStableFunc(out, func(a, b *process) int { return strings.Compare(a.node, b.node) })
+	return out
+}
+
+// processGrowth judges one process's figure over its life: the median of the last third of its
+// usable samples against the median of the first third.
+func processGrowth(name string, vs []float64, ratio, abs float64, unit func(float64) string) Result {
+	if len(vs) < minProcessSamples {
+		return Result{Check: name, Detail: fmt.Sprintf("too few samples to judge (%d usable, %d needed)", len(vs), minProcessSamples)}
+	}
+	third := len(vs) / 3
+	return growth(name, [2][]float64{slices.Clone(vs[:third]), slices.Clone(vs[len(vs)-third:])}, ratio, abs, unit)
 }
 
 // growth compares the medians of the two thirds: it fails when the last is above ratio times

@@ -31,6 +31,32 @@ func ramp(f *Figures, node string, set func(s *NodeSample, x float64)) {
 	}
 }
 
+// restart gives node a new process (PID 200, 201 ...) at each of the samples at: the sample
+// that closes the interval of a restart is its new process's first, fresh. It returns, for
+// each sample of node, how many samples its process had lived before it.
+func restart(f *Figures, node string, at ...int) map[int]int {
+	age := map[int]int{}
+	for i := range f.Nodes {
+		s := &f.Nodes[i]
+		if s.Node != node {
+			continue
+		}
+		life, start := 0, 1
+		for j, r := range at {
+			if s.Sample >= r {
+				life, start = j+1, r
+			}
+		}
+		if life > 0 {
+			s.PID = 200 + life - 1
+			s.Fresh = s.Sample == start
+			s.Restarted = s.Sample == start
+		}
+		age[s.Sample] = s.Sample - start
+	}
+	return age
+}
+
 func TestCheck(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -40,19 +66,19 @@ func TestCheck(t *testing.T) {
 		{"flat", func(*Figures) {}, nil},
 		{"rss grows 60 -> 200 MiB on n2", func(f *Figures) {
 			ramp(f, "n2", func(s *NodeSample, x float64) { s.RSS = uint64((60 + 140*x) * (1 << 20)) })
-		}, []string{"rss n2"}},
+		}, []string{"rss n2 pid 100"}},
 		{"rss doubles but by less than 64 MiB", func(f *Figures) {
 			ramp(f, "n1", func(s *NodeSample, x float64) { s.RSS = uint64((30 + 40*x) * (1 << 20)) })
 		}, nil},
 		{"goroutines 150 -> 900 on n1", func(f *Figures) {
 			ramp(f, "n1", func(s *NodeSample, x float64) { s.Goroutines = int(150 + 750*x) })
-		}, []string{"goroutines n1"}},
+		}, []string{"goroutines n1 pid 100"}},
 		{"goroutines +150 only", func(f *Figures) {
 			ramp(f, "n1", func(s *NodeSample, x float64) { s.Goroutines = int(100 + 150*x) })
 		}, nil},
 		{"open fds 40 -> 300 on n3", func(f *Figures) {
 			ramp(f, "n3", func(s *NodeSample, x float64) { s.OpenFDs = int(40 + 260*x) })
-		}, []string{"open fds n3"}},
+		}, []string{"open fds n3 pid 100"}},
 		{"p99 of set_nx 8 -> 40 ms", func(f *Figures) {
 			for i := range f.Families {
 				if f.Families[i].Family == "set_nx" && f.Families[i].Sample > 20 {
@@ -93,6 +119,17 @@ func TestCheck(t *testing.T) {
 				}
 			}
 		}, nil},
+		{"n2 restarted, flat", func(f *Figures) { restart(f, "n2", 11, 21) }, nil},
+		{"a leak on n2 that each restart resets", func(f *Figures) {
+			// Every process of n2 grows 15 MiB an interval from 60 MiB; each third of the run
+			// holds processes of every age, so only a process's own life shows the growth.
+			age := restart(f, "n2", 11, 21)
+			for i := range f.Nodes {
+				if s := &f.Nodes[i]; s.Node == "n2" {
+					s.RSS = uint64(60+15*age[s.Sample]) << 20
+				}
+			}
+		}, []string{"rss n2 pid 100", "rss n2 pid 200", "rss n2 pid 201"}},
 		{"a message lost", func(f *Figures) { f.PubSub.Lost = 1 }, []string{"pubsub loss"}},
 		{"nothing delivered", func(f *Figures) { f.PubSub.Received = 0 }, []string{"pubsub delivery"}},
 		{"the load stalled 45 s", func(f *Figures) { f.LongestStall = 45 * time.Second }, []string{"served"}},
