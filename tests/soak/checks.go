@@ -126,7 +126,12 @@ func Check(f Figures, l Limits) []Result {
 	inLast := func(s int) bool { return s > l.WarmupIntervals && s > f.Samples-third }
 	var out []Result
 
-	for _, p := range processes(f.Nodes, l.WarmupIntervals) {
+	procs := processes(f.Nodes, l.WarmupIntervals)
+	longest := 0
+	for _, p := range procs {
+		longest = max(longest, len(p.usable))
+	}
+	for _, p := range procs {
 		rss := make([]float64, len(p.usable))
 		fds := make([]float64, len(p.usable))
 		var gor []float64
@@ -137,10 +142,18 @@ func Check(f Figures, l Limits) []Result {
 			}
 		}
 		name := fmt.Sprintf(" %s pid %d", p.node, p.pid)
-		out = append(out,
+		for _, r := range []Result{
 			processGrowth("rss"+name, rss, l.RSSRatio, float64(l.RSSBytes), mib),
 			processGrowth("goroutines"+name, gor, l.GoroutineRatio, float64(l.Goroutines), count),
-			processGrowth("open fds"+name, fds, l.FDRatio, float64(l.FDs), count))
+			processGrowth("open fds"+name, fds, l.FDRatio, float64(l.FDs), count),
+		} {
+			// The run was long enough to judge its longest-lived process (n1): a figure of it
+			// that could not be judged (never read) leaves a leak unseen, which fails.
+			if !r.Judged && len(p.usable) == longest && longest >= minProcessSamples {
+				r.Failed, r.Detail = true, "could not judge: "+r.Detail
+			}
+			out = append(out, r)
+		}
 	}
 
 	families := []string{}

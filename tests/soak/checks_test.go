@@ -130,6 +130,13 @@ func TestCheck(t *testing.T) {
 				}
 			}
 		}, []string{"rss n2 pid 100", "rss n2 pid 200", "rss n2 pid 201"}},
+		{"goroutines of n1 never read", func(f *Figures) {
+			for i := range f.Nodes {
+				if f.Nodes[i].Node == "n1" {
+					f.Nodes[i].Goroutines = -1
+				}
+			}
+		}, []string{"goroutines n1 pid 100"}},
 		{"a message lost", func(f *Figures) { f.PubSub.Lost = 1 }, []string{"pubsub loss"}},
 		{"nothing delivered", func(f *Figures) { f.PubSub.Received = 0 }, []string{"pubsub delivery"}},
 		{"the load stalled 45 s", func(f *Figures) { f.LongestStall = 45 * time.Second }, []string{"served"}},
@@ -164,7 +171,8 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// A run too short for thirds judges no growth, and says so, without failing.
+// A run too short for thirds judges no growth, and says so, without failing: even a figure
+// never read.
 func TestCheckShortRun(t *testing.T) {
 	f := flat()
 	f.Samples = 2
@@ -175,6 +183,7 @@ func TestCheckShortRun(t *testing.T) {
 		}
 	}
 	f.Nodes = nodes
+	f.Nodes[0].Goroutines = -1
 	for _, r := range Check(f, DefaultLimits()) {
 		isGrowth := strings.HasPrefix(r.Check, "rss") || strings.HasPrefix(r.Check, "goroutines") ||
 			strings.HasPrefix(r.Check, "open fds") || strings.HasPrefix(r.Check, "p99")
