@@ -56,6 +56,8 @@ type Figures struct {
 	// FailedRestarts names each restart after which the node did not serve again in time;
 	// LogProblems each node log that shows a panic, a data race or a fatal error.
 	FailedRestarts, LogProblems []string
+	// Exits says each node process that exited on its own during the run, when and how.
+	Exits []string
 }
 
 // Limits are the checks' thresholds; doc.go says why each is what it is.
@@ -118,8 +120,8 @@ func Failed(results []Result) bool {
 // per restart) it compares the median of the last third of that process's usable samples with
 // the median of the first third, for RSS, goroutines and open files; for each family's p99, the
 // median of the run's last third of intervals with its first, leaving out the warm-up. It also
-// checks pub/sub delivery, that the load was served throughout, that every restarted node
-// served again, and the node logs.
+// checks pub/sub delivery, that the load was served throughout, that no node exited on its
+// own, that every restarted node served again, and the node logs.
 func Check(f Figures, l Limits) []Result {
 	third := f.Samples / 3
 	inFirst := func(s int) bool { return s > l.WarmupIntervals && s <= third }
@@ -185,6 +187,7 @@ func Check(f Figures, l Limits) []Result {
 			Detail: fmt.Sprintf("%d received of %d published", ps.Received, ps.Published)},
 		Result{Check: "served", Judged: true, Failed: f.Ops == 0 || f.LongestStall > l.MaxStall,
 			Detail: fmt.Sprintf("%d operations answered; longest time with none %v (limit %v)", f.Ops, f.LongestStall.Round(time.Millisecond), l.MaxStall)},
+		Result{Check: "exits", Judged: true, Failed: len(f.Exits) > 0, Detail: listOr(f.Exits, "no node exited on its own")},
 		Result{Check: "restarts", Judged: true, Failed: len(f.FailedRestarts) > 0, Detail: listOr(f.FailedRestarts, "every restarted node served again")},
 		Result{Check: "node logs", Judged: true, Failed: len(f.LogProblems) > 0, Detail: listOr(f.LogProblems, "no panic, data race or fatal error")})
 	return out

@@ -142,6 +142,9 @@ func TestCheck(t *testing.T) {
 		{"the load stalled 45 s", func(f *Figures) { f.LongestStall = 45 * time.Second }, []string{"served"}},
 		{"nothing served", func(f *Figures) { f.Ops = 0 }, []string{"served"}},
 		{"a node did not come back", func(f *Figures) { f.FailedRestarts = []string{"n2 at 8m0s: not ready after 60s"} }, []string{"restarts"}},
+		{"a node exited on its own", func(f *Figures) {
+			f.Exits = []string{"n2 exited on its own at 19:40:12 (status exit status 1)"}
+		}, []string{"exits"}},
 		{"a panic in a log", func(f *Figures) { f.LogProblems = []string{`n1: log contains "panic:"`} }, []string{"node logs"}},
 	}
 	for _, tt := range tests {

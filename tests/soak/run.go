@@ -198,6 +198,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		}
 	}
 	rep.Figures.LogProblems = c.logProblems()
+	rep.Figures.Exits = c.exits()
 
 	if err := writeFiles(cfg.Dir, rep, rows, cfg.Interval, cfg.Limits.WarmupIntervals); err != nil {
 		return rep, err
