@@ -119,7 +119,8 @@ func Failed(results []Result) bool {
 // Check judges a run's figures against l. For each process (a node and PID: n2 and n3 have one
 // per restart) it compares the median of the last third of that process's usable samples with
 // the median of the first third, for RSS, goroutines and open files; for each family's p99, the
-// median of the run's last third of intervals with its first, leaving out the warm-up. It also
+// median of the run's last third of intervals with its first, leaving out the warm-up and the
+// intervals in which a node restarted. It also
 // checks pub/sub delivery, that the load was served throughout, that no node exited on its
 // own, that every restarted node served again, and the node logs.
 func Check(f Figures, l Limits) []Result {
@@ -164,10 +165,17 @@ func Check(f Figures, l Limits) []Result {
 			families = append(families, s.Family)
 		}
 	}
+	// An interval in which a node restarted holds its failover: a spike, not drift.
+	restarted := map[int]bool{}
+	for _, s := range f.Nodes {
+		if s.Restarted {
+			restarted[s.Sample] = true
+		}
+	}
 	for _, fam := range families {
 		var p99 [2][]float64
 		for _, s := range f.Families {
-			if s.Family != fam || s.Ops-s.Errors < l.MinFamilyOps {
+			if s.Family != fam || s.Ops-s.Errors < l.MinFamilyOps || restarted[s.Sample] {
 				continue
 			}
 			for i, in := range []func(int) bool{inFirst, inLast} {

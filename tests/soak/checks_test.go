@@ -106,6 +106,19 @@ func TestCheck(t *testing.T) {
 				}
 			}
 		}, nil},
+		{"the p99 of intervals with a restart is left out", func(f *Figures) {
+			// Half the last third's intervals hold a restart and its failover.
+			for i := range f.Nodes {
+				if s := &f.Nodes[i]; s.Node == "n2" && s.Sample > 20 && s.Sample%2 == 1 {
+					s.Restarted = true
+				}
+			}
+			for i := range f.Families {
+				if s := &f.Families[i]; s.Sample > 20 && s.Sample%2 == 1 {
+					s.P99 = 100 * time.Millisecond
+				}
+			}
+		}, nil},
 		{"warm-up and fresh processes are left out", func(f *Figures) {
 			for i := range f.Nodes {
 				// Low figures right after a start would make the steady state look like growth.
