@@ -37,10 +37,11 @@ type FamilySample struct {
 }
 
 // PubSubFigures count messages on subscriptions. Lost counts messages whose PUBLISH was
-// acknowledged and that a subscription connected throughout (from a message before to a message
-// after, or to the end of the run) never delivered.
+// acknowledged after a subscription was confirmed and that it never delivered while connected:
+// up to the last it delivered, or, open at the end of the run, up to the last acknowledged.
 type PubSubFigures struct {
 	Published, Received, Lost int64
+	ReceivedBy                map[string]int64 // by each node's subscriber
 }
 
 // Figures are everything a run recorded that the checks judge.
@@ -129,6 +130,13 @@ func Check(f Figures, l Limits) []Result {
 	inLast := func(s int) bool { return s > l.WarmupIntervals && s > f.Samples-third }
 	var out []Result
 
+	var nodes []string
+	for _, s := range f.Nodes {
+		if !slices.Contains(nodes, s.Node) {
+			nodes = append(nodes, s.Node)
+		}
+	}
+	slices.Sort(nodes)
 	procs := processes(f.Nodes, l.WarmupIntervals)
 	longest := 0
 	for _, p := range procs {
@@ -191,14 +199,28 @@ func Check(f Figures, l Limits) []Result {
 	out = append(out,
 		Result{Check: "pubsub loss", Judged: true, Failed: ps.Lost > 0,
 			Detail: fmt.Sprintf("%d lost on subscriptions that stayed connected; %d published (acknowledged), %d received", ps.Lost, ps.Published, ps.Received)},
-		Result{Check: "pubsub delivery", Judged: true, Failed: ps.Published > 0 && ps.Received == 0,
-			Detail: fmt.Sprintf("%d received of %d published", ps.Received, ps.Published)},
+		pubsubDelivery(ps, nodes),
 		Result{Check: "served", Judged: true, Failed: f.Ops == 0 || f.LongestStall > l.MaxStall,
 			Detail: fmt.Sprintf("%d operations answered; longest time with none %v (limit %v)", f.Ops, f.LongestStall.Round(time.Millisecond), l.MaxStall)},
 		Result{Check: "exits", Judged: true, Failed: len(f.Exits) > 0, Detail: listOr(f.Exits, "no node exited on its own")},
 		Result{Check: "restarts", Judged: true, Failed: len(f.FailedRestarts) > 0, Detail: listOr(f.FailedRestarts, "every restarted node served again")},
 		Result{Check: "node logs", Judged: true, Failed: len(f.LogProblems) > 0, Detail: listOr(f.LogProblems, "no panic, data race or fatal error")})
 	return out
+}
+
+// pubsubDelivery fails when something was published and a node's subscriber received none of it.
+func pubsubDelivery(ps PubSubFigures, nodes []string) Result {
+	r := Result{Check: "pubsub delivery", Judged: true}
+	var by []string
+	for _, n := range nodes {
+		got := ps.ReceivedBy[n]
+		by = append(by, fmt.Sprintf("%s %d", n, got))
+		if ps.Published > 0 && got == 0 {
+			r.Failed = true
+		}
+	}
+	r.Detail = fmt.Sprintf("received by each node's subscriber: %s; %d published", strings.Join(by, ", "), ps.Published)
+	return r
 }
 
 // minProcessSamples is how many usable samples a process needs for its growth to be judged:

@@ -10,7 +10,7 @@ import (
 // goroutines and 40 open files, two families at a steady p99, every message delivered.
 func flat() Figures {
 	f := Figures{Samples: 30, Ops: 900000, LongestStall: 3 * time.Second,
-		PubSub: PubSubFigures{Published: 18000, Received: 54000}}
+		PubSub: PubSubFigures{Published: 18000, Received: 54000, ReceivedBy: map[string]int64{"n1": 18000, "n2": 18000, "n3": 18000}}}
 	for s := 1; s <= f.Samples; s++ {
 		for _, n := range []string{"n1", "n2", "n3"} {
 			f.Nodes = append(f.Nodes, NodeSample{Sample: s, Node: n, PID: 100, Up: true, RSS: 60 << 20, Goroutines: 150, OpenFDs: 40})
@@ -151,7 +151,10 @@ func TestCheck(t *testing.T) {
 			}
 		}, []string{"goroutines n1 pid 100"}},
 		{"a message lost", func(f *Figures) { f.PubSub.Lost = 1 }, []string{"pubsub loss"}},
-		{"nothing delivered", func(f *Figures) { f.PubSub.Received = 0 }, []string{"pubsub delivery"}},
+		{"nothing delivered", func(f *Figures) { f.PubSub.Received, f.PubSub.ReceivedBy = 0, nil }, []string{"pubsub delivery"}},
+		{"n3's subscriber received nothing", func(f *Figures) {
+			f.PubSub.Received, f.PubSub.ReceivedBy = 36000, map[string]int64{"n1": 18000, "n2": 18000}
+		}, []string{"pubsub delivery"}},
 		{"the load stalled 45 s", func(f *Figures) { f.LongestStall = 45 * time.Second }, []string{"served"}},
 		{"nothing served", func(f *Figures) { f.Ops = 0 }, []string{"served"}},
 		{"a node did not come back", func(f *Figures) { f.FailedRestarts = []string{"n2 at 8m0s: not ready after 60s"} }, []string{"restarts"}},
