@@ -25,6 +25,8 @@ type NodeSample struct {
 	RSS        uint64 // bytes (VmRSS)
 	Goroutines int    // go_goroutines from its /metrics; -1 if that could not be read
 	OpenFDs    int    // entries of /proc/PID/fd
+	// Requests the load sent through this node in the interval, and those that failed.
+	Requests, Errors int
 }
 
 // FamilySample is one operation family's figures over one interval, every node's clients
@@ -122,7 +124,7 @@ func Failed(results []Result) bool {
 // the median of the first third, for RSS, goroutines and open files; for each family's p99, the
 // median of the run's last third of intervals with its first, leaving out the warm-up and the
 // intervals in which a node restarted. It also
-// checks pub/sub delivery, that the load was served throughout, that no node exited on its
+// checks each node's error rate in the last third, pub/sub delivery, that the load was served throughout, that no node exited on its
 // own, that every restarted node served again, and the node logs.
 func Check(f Figures, l Limits) []Result {
 	third := f.Samples / 3
@@ -173,6 +175,10 @@ func Check(f Figures, l Limits) []Result {
 			families = append(families, s.Family)
 		}
 	}
+	for _, n := range nodes {
+		out = append(out, errorRate(f, n, inLast))
+	}
+
 	// An interval in which a node restarted holds its failover: a spike, not drift.
 	restarted := map[int]bool{}
 	for _, s := range f.Nodes {
@@ -206,6 +212,26 @@ func Check(f Figures, l Limits) []Result {
 		Result{Check: "restarts", Judged: true, Failed: len(f.FailedRestarts) > 0, Detail: listOr(f.FailedRestarts, "every restarted node served again")},
 		Result{Check: "node logs", Judged: true, Failed: len(f.LogProblems) > 0, Detail: listOr(f.LogProblems, "no panic, data race or fatal error")})
 	return out
+}
+
+// errorRate fails when more than half the requests sent through node in the last third, in
+// intervals in which it was up and not restarted, failed.
+func errorRate(f Figures, node string, inLast func(int) bool) Result {
+	r := Result{Check: "errors " + node}
+	requests, errs := 0, 0
+	for _, s := range f.Nodes {
+		if s.Node == node && s.Up && !s.Restarted && inLast(s.Sample) {
+			requests += s.Requests
+			errs += s.Errors
+		}
+	}
+	if requests == 0 {
+		r.Detail = "no request through it in the last third while it was up and not restarted"
+		return r
+	}
+	r.Judged, r.Failed = true, 2*errs > requests
+	r.Detail = fmt.Sprintf("%d of %d requests failed in the last third while it was up and not restarted (fails above half)", errs, requests)
+	return r
 }
 
 // pubsubDelivery fails when something was published and a node's subscriber received none of it.

@@ -13,7 +13,7 @@ func flat() Figures {
 		PubSub: PubSubFigures{Published: 18000, Received: 54000, ReceivedBy: map[string]int64{"n1": 18000, "n2": 18000, "n3": 18000}}}
 	for s := 1; s <= f.Samples; s++ {
 		for _, n := range []string{"n1", "n2", "n3"} {
-			f.Nodes = append(f.Nodes, NodeSample{Sample: s, Node: n, PID: 100, Up: true, RSS: 60 << 20, Goroutines: 150, OpenFDs: 40})
+			f.Nodes = append(f.Nodes, NodeSample{Sample: s, Node: n, PID: 100, Up: true, RSS: 60 << 20, Goroutines: 150, OpenFDs: 40, Requests: 3000, Errors: 5})
 		}
 		for _, fam := range []string{"lock_wait", "set_nx"} {
 			f.Families = append(f.Families, FamilySample{Sample: s, Family: fam, Ops: 5000, P50: time.Millisecond, P99: 8 * time.Millisecond, P999: 20 * time.Millisecond})
@@ -150,6 +150,22 @@ func TestCheck(t *testing.T) {
 				}
 			}
 		}, []string{"goroutines n1 pid 100"}},
+		{"most requests through n3 fail at the end", func(f *Figures) {
+			for i := range f.Nodes {
+				if s := &f.Nodes[i]; s.Node == "n3" && s.Sample > 20 {
+					s.Errors = 2000
+				}
+			}
+		}, []string{"errors n3"}},
+		{"requests fail only while n3 restarts", func(f *Figures) {
+			for i := range f.Nodes {
+				if s := &f.Nodes[i]; s.Node == "n3" && s.Sample > 20 && s.Sample%3 == 0 {
+					s.Restarted, s.Errors = true, 3000
+				} else if s.Node == "n3" && s.Sample == 29 {
+					s.Up = false
+				}
+			}
+		}, nil},
 		{"a message lost", func(f *Figures) { f.PubSub.Lost = 1 }, []string{"pubsub loss"}},
 		{"nothing delivered", func(f *Figures) { f.PubSub.Received, f.PubSub.ReceivedBy = 0, nil }, []string{"pubsub delivery"}},
 		{"n3's subscriber received nothing", func(f *Figures) {
@@ -190,7 +206,7 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// A run too short for thirds judges no growth, and says so, without failing: even a figure
+// A run too short for thirds judges no growth and no error rate, and says so, without failing: even a figure
 // never read.
 func TestCheckShortRun(t *testing.T) {
 	f := flat()
@@ -204,10 +220,10 @@ func TestCheckShortRun(t *testing.T) {
 	f.Nodes = nodes
 	f.Nodes[0].Goroutines = -1
 	for _, r := range Check(f, DefaultLimits()) {
-		isGrowth := strings.HasPrefix(r.Check, "rss") || strings.HasPrefix(r.Check, "goroutines") ||
-			strings.HasPrefix(r.Check, "open fds") || strings.HasPrefix(r.Check, "p99")
-		if r.Failed || r.Judged == isGrowth {
-			t.Errorf("%v: judged %v, want %v", r, r.Judged, !isGrowth)
+		byThirds := strings.HasPrefix(r.Check, "rss") || strings.HasPrefix(r.Check, "goroutines") ||
+			strings.HasPrefix(r.Check, "open fds") || strings.HasPrefix(r.Check, "p99") || strings.HasPrefix(r.Check, "errors")
+		if r.Failed || r.Judged == byThirds {
+			t.Errorf("%v: judged %v, want %v", r, r.Judged, !byThirds)
 		}
 	}
 }

@@ -176,6 +176,10 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		for i, n := range c.nodes {
 			s := n.sample(cfg.Interval)
 			s.Sample, s.Restarted = sample, restarted[n.id]
+			for _, w := range perNode[i] {
+				s.Requests += w.ops
+				s.Errors += w.errorCount()
+			}
 			rep.Figures.Nodes = append(rep.Figures.Nodes, s)
 			rows = append(rows, csvRow{at: time.Since(began), node: s, load: loadColumns(perNode[i])})
 		}
