@@ -237,11 +237,11 @@ func (n *node) sample(interval time.Duration) NodeSample {
 	if err != nil {
 		return s
 	}
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	fds, err := countFDs(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {
 		return s
 	}
-	s.PID, s.Up, s.RSS, s.OpenFDs = pid, true, rss, len(fds)
+	s.PID, s.Up, s.RSS, s.OpenFDs = pid, true, rss, fds
 	s.Fresh = time.Since(started) < interval
 	if g, err := scrapeGauges(n.metricsAddr, "go_goroutines", "raftlock_is_leader"); err == nil {
 		s.Goroutines, s.Leader = int(g[0]), g[1] == 1
@@ -267,6 +267,26 @@ func vmRSS(pid int) (uint64, error) {
 		return 0, err
 	}
 	return 0, errors.New("no VmRSS line")
+}
+
+// countFDs counts the entries of dir by name, a chunk at a time (no sort, no entry each).
+func countFDs(dir string) (int, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	n := 0
+	for {
+		names, err := f.Readdirnames(256)
+		n += len(names)
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
 }
 
 // scrapeGauges reads unlabelled samples from the /metrics at addr, in the order of names.
