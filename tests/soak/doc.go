@@ -72,8 +72,8 @@
 //     A healthy node answers nearly all; a restart's errors are left out with its interval.
 //   - No pub/sub message lost on a subscription while it stayed connected: when a subscription
 //     (one channel on one subscriber connection) is confirmed, the highest number already
-//     acknowledged to the publisher is noted, and every number acknowledged above it is due on
-//     it; a subscription still open at the end owes every acknowledged number up to the last
+//     acknowledged to the publisher, or sent (one PUBLISH at most is in flight on a channel),
+//     is noted, and every number acknowledged above it is due on it; a subscription still open at the end owes every acknowledged number up to the last
 //     (the run waits up to 10 s for it), one whose connection ended (its node restarted) owes
 //     them up to the last it delivered, what was in flight at its end is not counted. A
 //     subscription that never delivers anything owes the same. Each node's subscriber must

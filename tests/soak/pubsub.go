@@ -17,8 +17,11 @@ import (
 // has one publisher, which publishes 0, 1, 2 ... and notes those acknowledged. A subscription
 // session is one channel on one subscriber connection, from the SUBSCRIBE confirmation to the
 // connection's end; go-redis resubscribes on a new connection, which starts a new session.
-// When a session is confirmed it notes the highest number acknowledged so far (its base): every
-// number acknowledged above it is due on that session while it stays connected. A session's
+// When a session is confirmed it notes the highest number acknowledged so far, or rather sent
+// (its base: one PUBLISH at most is in flight on a channel, and a number sent before the
+// confirmation may have been delivered by the subscriber's node before the SUBSCRIBE though
+// acknowledged after it): every number acknowledged above it is due on that session while it
+// stays connected. A session's
 // loss is the due numbers it did not deliver up to the last it delivered (for a session that
 // closed: what was in flight when its connection ended is not a loss) or, for a session still
 // open when the run ends, up to the last acknowledged.
@@ -28,6 +31,7 @@ type pubsubTracker struct {
 		sync.Mutex
 		acked    []bitmap // per channel, by sequence number
 		top      []int64  // per channel, the highest acknowledged; -1 before one
+		sent     []int64  // per channel, the highest whose PUBLISH was sent; -1 before one
 		sessions []*session
 		received map[string]int64 // by subscriber (its node)
 	}
@@ -38,7 +42,7 @@ type pubsubTracker struct {
 type session struct {
 	node    string // whose subscriber
 	channel int
-	base    int64  // the highest number acknowledged when it was confirmed
+	base    int64  // the highest number sent when it was confirmed
 	last    int64  // the highest delivered; base before one
 	got     bitmap // bit seq-base-1 for each seq above base delivered
 	open    bool
@@ -65,8 +69,16 @@ func newPubsubTracker(n int) *pubsubTracker {
 	}
 	t.mu.acked = make([]bitmap, n)
 	t.mu.top = slices.Repeat([]int64{-1}, n)
+	t.mu.sent = slices.Repeat([]int64{-1}, n)
 	t.mu.received = map[string]int64{}
 	return t
+}
+
+// sending notes that the PUBLISH of seq on channel ch is about to be sent.
+func (t *pubsubTracker) sending(ch int, seq int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.mu.sent[ch] = max(t.mu.sent[ch], seq)
 }
 
 // acked notes that the PUBLISH of seq on channel ch was acknowledged.
@@ -77,12 +89,12 @@ func (t *pubsubTracker) acked(ch int, seq int64) {
 	t.mu.top[ch] = max(t.mu.top[ch], seq)
 }
 
-// confirmed starts a session of node's subscriber on ch, confirmed now: every number
-// acknowledged from now on is due on it.
+// confirmed starts a session of node's subscriber on ch, confirmed now: every number sent from
+// now on and acknowledged is due on it.
 func (t *pubsubTracker) confirmed(node string, ch int) *session {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.newSessionLocked(node, ch, t.mu.top[ch])
+	return t.newSessionLocked(node, ch, max(t.mu.top[ch], t.mu.sent[ch]))
 }
 
 func (t *pubsubTracker) newSessionLocked(node string, ch int, base int64) *session {
