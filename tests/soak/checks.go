@@ -123,9 +123,9 @@ func Failed(results []Result) bool {
 // per restart) it compares the median of the last third of that process's usable samples with
 // the median of the first third, for RSS, goroutines and open files; for each family's p99, the
 // median of the run's last third of intervals with its first, leaving out the warm-up and the
-// intervals in which a node restarted. It also
-// checks each node's error rate in the last third, pub/sub delivery, that the load was served throughout, that no node exited on its
-// own, that every restarted node served again, and the node logs.
+// intervals in which a node restarted. It also checks each node's error rate in the last
+// third, pub/sub loss and delivery, that the load was served throughout, that no node exited on
+// its own, that every restarted node served again, and the node logs.
 func Check(f Figures, l Limits) []Result {
 	third := f.Samples / 3
 	inFirst := func(s int) bool { return s > l.WarmupIntervals && s <= third }
@@ -169,14 +169,15 @@ func Check(f Figures, l Limits) []Result {
 		}
 	}
 
+	for _, n := range nodes {
+		out = append(out, errorRate(f, n, inLast))
+	}
+
 	families := []string{}
 	for _, s := range f.Families {
 		if !slices.Contains(families, s.Family) {
 			families = append(families, s.Family)
 		}
-	}
-	for _, n := range nodes {
-		out = append(out, errorRate(f, n, inLast))
 	}
 
 	// An interval in which a node restarted holds its failover: a spike, not drift.
