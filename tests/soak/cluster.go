@@ -59,7 +59,7 @@ type cluster struct {
 	watchers sync.WaitGroup
 	mu       struct {
 		sync.Mutex
-		exits []string // processes that exited on its own, as Figures.Exits says them
+		exits []string // processes that exited on their own, as Figures.Exits says them
 	}
 }
 
