@@ -118,9 +118,10 @@ chaos:
 # at SOAK_LOAD of the capacity it measures first, n2 and n3 restarted in turn every
 # SOAK_RESTART_EVERY (each alternating SIGTERM and SIGKILL), every node's RSS, goroutines and open
 # files and the load's latency sampled every SOAK_INTERVAL into soak.csv, latency.csv and a plot,
-# soak.svg, in SOAK_OUT (default a fresh directory under /tmp, printed). It fails on growth or
-# drift from the first third to the last, a pub/sub message lost, or the load unserved for 30 s.
-# A short try: make soak SOAK_DURATION=2m SOAK_RESTART_EVERY=40s SOAK_INTERVAL=10s
+# soak.svg, in SOAK_OUT (default a fresh directory under /tmp, printed). It fails on a process's
+# growth over its own life, p99 drift from the run's first third to its last, most requests through
+# a node failing, a pub/sub message lost, a node exiting on its own, or the load unserved for 30 s.
+# A short try: make soak SOAK_DURATION=3m SOAK_RESTART_EVERY=40s SOAK_INTERVAL=15s
 SOAK_DURATION      ?= 30m
 SOAK_RESTART_EVERY ?= 4m
 SOAK_LOAD          ?= 0.7

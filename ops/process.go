@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,10 +15,12 @@ import (
 // node leaks.
 type processStats struct {
 	goroutines int
-	// rssBytes and openFDs are read from /proc; ok is false where there is none (not Linux).
+	// rssBytes and openFDs are read from /proc; each ok flag is false where that read failed
+	// (no /proc: not Linux), so that one figure missing does not drop the other.
 	rssBytes uint64
+	rssOK    bool
 	openFDs  int
-	ok       bool
+	fdsOK    bool
 }
 
 // readProcess reads the figures of the process whose /proc directory is dir ("/proc/self"). RSS
@@ -26,30 +29,52 @@ type processStats struct {
 // collector counts them).
 func readProcess(dir string) processStats {
 	s := processStats{goroutines: runtime.NumGoroutine()}
+	s.rssBytes, s.rssOK = readRSS(dir)
+	s.openFDs, s.fdsOK = countFDs(dir)
+	return s
+}
+
+// readRSS reads statm's resident pages, in bytes.
+func readRSS(dir string) (uint64, bool) {
 	statm, err := os.ReadFile(filepath.Join(dir, "statm"))
 	if err != nil {
-		return s
+		return 0, false
 	}
 	fields := strings.Fields(string(statm))
 	if len(fields) < 2 {
-		return s
+		return 0, false
 	}
 	pages, err := strconv.ParseUint(fields[1], 10, 64)
 	if err != nil {
-		return s
+		return 0, false
 	}
-	fds, err := os.ReadDir(filepath.Join(dir, "fd"))
+	return pages * uint64(os.Getpagesize()), true
+}
+
+// countFDs counts fd/'s entries by name, a chunk at a time: no sorting, no stat of each.
+func countFDs(dir string) (int, bool) {
+	f, err := os.Open(filepath.Join(dir, "fd"))
 	if err != nil {
-		return s
+		return 0, false
 	}
-	s.rssBytes, s.openFDs, s.ok = pages*uint64(os.Getpagesize()), len(fds), true
-	return s
+	defer f.Close()
+	n := 0
+	for {
+		names, err := f.Readdirnames(256)
+		n += len(names)
+		if errors.Is(err, io.EOF) {
+			return n, true
+		}
+		if err != nil {
+			return 0, false
+		}
+	}
 }
 
 // writeProcessMetrics writes the process's figures under the names every Prometheus client
 // library gives them (go_goroutines, process_resident_memory_bytes, process_open_fds), not under
-// raftlock_: dashboards and alerts written for any Go service read them unchanged. Without /proc
-// only the goroutines are written.
+// raftlock_: dashboards and alerts written for any Go service read them unchanged. A figure that
+// could not be read (without /proc, only the goroutines are left) is not written.
 func writeProcessMetrics(w io.Writer, s processStats) {
 	// Whole numbers, written whole: a scraper that is not Prometheus (a script, the soak) reads
 	// 41943040 more surely than 4.194304e+07.
@@ -57,8 +82,10 @@ func writeProcessMetrics(w io.Writer, s processStats) {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %d\n", name, help, name, name, v)
 	}
 	metric("go_goroutines", "Number of goroutines that currently exist.", uint64(s.goroutines))
-	if s.ok {
+	if s.rssOK {
 		metric("process_resident_memory_bytes", "Resident memory size in bytes.", s.rssBytes)
+	}
+	if s.fdsOK {
 		metric("process_open_fds", "Number of open file descriptors.", uint64(s.openFDs))
 	}
 }

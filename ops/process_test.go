@@ -23,13 +23,13 @@ func TestReadProcess(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "fd"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 4 {
+	for i := range 300 { // more than one chunk of names
 		if err := os.WriteFile(filepath.Join(dir, "fd", strconv.Itoa(i)), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	got := readProcess(dir)
-	want := processStats{goroutines: got.goroutines, rssBytes: 300 * uint64(os.Getpagesize()), openFDs: 4, ok: true}
+	want := processStats{goroutines: got.goroutines, rssBytes: 300 * uint64(os.Getpagesize()), rssOK: true, openFDs: 300, fdsOK: true}
 	if got != want {
 		t.Errorf("readProcess = %+v, want %+v", got, want)
 	}
@@ -38,7 +38,7 @@ func TestReadProcess(t *testing.T) {
 	}
 
 	// Without /proc: the goroutines only, and no figure made up for the rest.
-	if got := readProcess(filepath.Join(dir, "missing")); got.ok || got.rssBytes != 0 || got.openFDs != 0 {
+	if got := readProcess(filepath.Join(dir, "missing")); got.rssOK || got.fdsOK || got.rssBytes != 0 || got.openFDs != 0 {
 		t.Errorf("readProcess of a missing dir = %+v, want only goroutines", got)
 	}
 	var b strings.Builder
@@ -48,9 +48,27 @@ func TestReadProcess(t *testing.T) {
 	}
 }
 
+// An fd/ that cannot be read drops the open files only: RSS is still read and written.
+func TestReadProcessWithoutFDs(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "statm"), []byte("5000 300 120 1 0 900 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := readProcess(dir)
+	want := processStats{goroutines: got.goroutines, rssBytes: 300 * uint64(os.Getpagesize()), rssOK: true}
+	if got != want {
+		t.Errorf("readProcess = %+v, want %+v", got, want)
+	}
+	var b strings.Builder
+	writeProcessMetrics(&b, got)
+	if out := b.String(); !strings.Contains(out, "process_resident_memory_bytes ") || strings.Contains(out, "process_open_fds") {
+		t.Errorf("without fd/ wrote:\n%s\nwant RSS and no open files", out)
+	}
+}
+
 func TestWriteProcessMetrics(t *testing.T) {
 	var b strings.Builder
-	writeProcessMetrics(&b, processStats{goroutines: 57, rssBytes: 41943040, openFDs: 23, ok: true})
+	writeProcessMetrics(&b, processStats{goroutines: 57, rssBytes: 41943040, rssOK: true, openFDs: 23, fdsOK: true})
 	out := b.String()
 	for _, want := range []string{
 		"# TYPE go_goroutines gauge\ngo_goroutines 57\n",

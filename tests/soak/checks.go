@@ -25,6 +25,8 @@ type NodeSample struct {
 	RSS        uint64 // bytes (VmRSS)
 	Goroutines int    // go_goroutines from its /metrics; -1 if that could not be read
 	OpenFDs    int    // entries of /proc/PID/fd
+	// Requests the load sent through this node in the interval, and those that failed.
+	Requests, Errors int
 }
 
 // FamilySample is one operation family's figures over one interval, every node's clients
@@ -37,10 +39,11 @@ type FamilySample struct {
 }
 
 // PubSubFigures count messages on subscriptions. Lost counts messages whose PUBLISH was
-// acknowledged and that a subscription connected throughout (from a message before to a message
-// after, or to the end of the run) never delivered.
+// acknowledged after a subscription was confirmed and that it never delivered while connected:
+// up to the last it delivered, or, open at the end of the run, up to the last acknowledged.
 type PubSubFigures struct {
 	Published, Received, Lost int64
+	ReceivedBy                map[string]int64 // by each node's subscriber
 }
 
 // Figures are everything a run recorded that the checks judge.
@@ -56,12 +59,14 @@ type Figures struct {
 	// FailedRestarts names each restart after which the node did not serve again in time;
 	// LogProblems each node log that shows a panic, a data race or a fatal error.
 	FailedRestarts, LogProblems []string
+	// Exits says each node process that exited on its own during the run, when and how.
+	Exits []string
 }
 
 // Limits are the checks' thresholds; doc.go says why each is what it is.
 type Limits struct {
-	// Growth of a node's figure from the first third to the last fails only past both the
-	// ratio and the absolute amount.
+	// Growth of a process's figure (or a family's p99) from the first third to the last fails
+	// only past both the ratio and the absolute amount.
 	RSSRatio        float64
 	RSSBytes        uint64
 	GoroutineRatio  float64
@@ -90,10 +95,10 @@ func DefaultLimits() Limits {
 
 // Result is one check's verdict and the figures behind it.
 type Result struct {
-	Check  string // "rss n1", "p99 set_nx", "pubsub loss" ...
+	Check  string // "rss n1 pid 4242", "p99 set_nx", "pubsub loss" ...
 	Failed bool
-	// Judged is false when there were too few figures to judge (a run of less than three
-	// intervals judges no growth); such a check neither passes nor fails the run.
+	// Judged is false when there were too few figures to judge (a process with fewer than six
+	// usable samples); such a check neither passes nor fails the run.
 	Judged bool
 	Detail string
 }
@@ -114,44 +119,58 @@ func Failed(results []Result) bool {
 	return slices.ContainsFunc(results, func(r Result) bool { return r.Failed })
 }
 
-// Check judges a run's figures against l. It compares, for each node's RSS, goroutines and open
-// files and each family's p99, the median of the last third of the intervals with the median of
-// the first third, leaving out the warm-up intervals and, for a node's figures, intervals in
-// which its process had just started or was down; and it checks pub/sub delivery, that the load
-// was served throughout, that every restarted node served again, and the node logs.
+// Check judges a run's figures against l. For each process (a node and PID: n2 and n3 have one
+// per restart) it compares the median of the last third of that process's usable samples with
+// the median of the first third, for RSS, goroutines and open files; for each family's p99, the
+// median of the run's last third of intervals with its first, leaving out the warm-up and the
+// intervals in which a node restarted. It also checks each node's error rate in the last
+// third, pub/sub loss and delivery, that the load was served throughout, that no node exited on
+// its own, that every restarted node served again, and the node logs.
 func Check(f Figures, l Limits) []Result {
 	third := f.Samples / 3
 	inFirst := func(s int) bool { return s > l.WarmupIntervals && s <= third }
 	inLast := func(s int) bool { return s > l.WarmupIntervals && s > f.Samples-third }
 	var out []Result
 
-	nodes := []string{}
+	var nodes []string
 	for _, s := range f.Nodes {
 		if !slices.Contains(nodes, s.Node) {
 			nodes = append(nodes, s.Node)
 		}
 	}
 	slices.Sort(nodes)
-	for _, n := range nodes {
-		var rss, gor, fds [2][]float64 // first third, last third
-		for _, s := range f.Nodes {
-			if s.Node != n || !s.Up || s.Fresh {
-				continue
-			}
-			for i, in := range []func(int) bool{inFirst, inLast} {
-				if in(s.Sample) {
-					rss[i] = append(rss[i], float64(s.RSS))
-					if s.Goroutines >= 0 {
-						gor[i] = append(gor[i], float64(s.Goroutines))
-					}
-					fds[i] = append(fds[i], float64(s.OpenFDs))
-				}
+	procs := processes(f.Nodes, l.WarmupIntervals)
+	longest := 0
+	for _, p := range procs {
+		longest = max(longest, len(p.usable))
+	}
+	for _, p := range procs {
+		rss := make([]float64, len(p.usable))
+		fds := make([]float64, len(p.usable))
+		var gor []float64
+		for i, s := range p.usable {
+			rss[i], fds[i] = float64(s.RSS), float64(s.OpenFDs)
+			if s.Goroutines >= 0 {
+				gor = append(gor, float64(s.Goroutines))
 			}
 		}
-		out = append(out,
-			growth("rss "+n, rss, l.RSSRatio, float64(l.RSSBytes), mib),
-			growth("goroutines "+n, gor, l.GoroutineRatio, float64(l.Goroutines), count),
-			growth("open fds "+n, fds, l.FDRatio, float64(l.FDs), count))
+		name := fmt.Sprintf(" %s pid %d", p.node, p.pid)
+		for _, r := range []Result{
+			processGrowth("rss"+name, rss, l.RSSRatio, float64(l.RSSBytes), mib),
+			processGrowth("goroutines"+name, gor, l.GoroutineRatio, float64(l.Goroutines), count),
+			processGrowth("open fds"+name, fds, l.FDRatio, float64(l.FDs), count),
+		} {
+			// The run was long enough to judge its longest-lived process (n1): a figure of it
+			// that could not be judged (never read) leaves a leak unseen, which fails.
+			if !r.Judged && len(p.usable) == longest && longest >= minProcessSamples {
+				r.Failed, r.Detail = true, "could not judge: "+r.Detail
+			}
+			out = append(out, r)
+		}
+	}
+
+	for _, n := range nodes {
+		out = append(out, errorRate(f, n, inLast))
 	}
 
 	families := []string{}
@@ -160,10 +179,18 @@ func Check(f Figures, l Limits) []Result {
 			families = append(families, s.Family)
 		}
 	}
+
+	// An interval in which a node restarted holds its failover: a spike, not drift.
+	restarted := map[int]bool{}
+	for _, s := range f.Nodes {
+		if s.Restarted {
+			restarted[s.Sample] = true
+		}
+	}
 	for _, fam := range families {
 		var p99 [2][]float64
 		for _, s := range f.Families {
-			if s.Family != fam || s.Ops-s.Errors < l.MinFamilyOps {
+			if s.Family != fam || s.Ops-s.Errors < l.MinFamilyOps || restarted[s.Sample] {
 				continue
 			}
 			for i, in := range []func(int) bool{inFirst, inLast} {
@@ -179,13 +206,97 @@ func Check(f Figures, l Limits) []Result {
 	out = append(out,
 		Result{Check: "pubsub loss", Judged: true, Failed: ps.Lost > 0,
 			Detail: fmt.Sprintf("%d lost on subscriptions that stayed connected; %d published (acknowledged), %d received", ps.Lost, ps.Published, ps.Received)},
-		Result{Check: "pubsub delivery", Judged: true, Failed: ps.Published > 0 && ps.Received == 0,
-			Detail: fmt.Sprintf("%d received of %d published", ps.Received, ps.Published)},
+		pubsubDelivery(ps, nodes),
 		Result{Check: "served", Judged: true, Failed: f.Ops == 0 || f.LongestStall > l.MaxStall,
 			Detail: fmt.Sprintf("%d operations answered; longest time with none %v (limit %v)", f.Ops, f.LongestStall.Round(time.Millisecond), l.MaxStall)},
+		Result{Check: "exits", Judged: true, Failed: len(f.Exits) > 0, Detail: listOr(f.Exits, "no node exited on its own")},
 		Result{Check: "restarts", Judged: true, Failed: len(f.FailedRestarts) > 0, Detail: listOr(f.FailedRestarts, "every restarted node served again")},
 		Result{Check: "node logs", Judged: true, Failed: len(f.LogProblems) > 0, Detail: listOr(f.LogProblems, "no panic, data race or fatal error")})
 	return out
+}
+
+// errorRate fails when more than half the requests sent through node in the last third, in
+// intervals in which it was up and not restarted, failed.
+func errorRate(f Figures, node string, inLast func(int) bool) Result {
+	r := Result{Check: "errors " + node}
+	requests, errs := 0, 0
+	for _, s := range f.Nodes {
+		if s.Node == node && s.Up && !s.Restarted && inLast(s.Sample) {
+			requests += s.Requests
+			errs += s.Errors
+		}
+	}
+	if requests == 0 {
+		r.Detail = "no request through it in the last third while it was up and not restarted"
+		return r
+	}
+	r.Judged, r.Failed = true, 2*errs > requests
+	r.Detail = fmt.Sprintf("%d of %d requests failed in the last third while it was up and not restarted (fails above half)", errs, requests)
+	return r
+}
+
+// pubsubDelivery fails when something was published and a node's subscriber received none of it.
+func pubsubDelivery(ps PubSubFigures, nodes []string) Result {
+	r := Result{Check: "pubsub delivery", Judged: true}
+	var by []string
+	for _, n := range nodes {
+		got := ps.ReceivedBy[n]
+		by = append(by, fmt.Sprintf("%s %d", n, got))
+		if ps.Published > 0 && got == 0 {
+			r.Failed = true
+		}
+	}
+	r.Detail = fmt.Sprintf("received by each node's subscriber: %s; %d published", strings.Join(by, ", "), ps.Published)
+	return r
+}
+
+// minProcessSamples is how many usable samples a process needs for its growth to be judged:
+// two in each third at least.
+const minProcessSamples = 6
+
+// process is one node's process (node and PID) and its usable samples, in order: those taken
+// while it was up, past the warm-up, leaving out its first interval (a start is not a steady
+// state) and any sample taken when it was younger than an interval.
+type process struct {
+	node   string
+	pid    int
+	usable []NodeSample
+}
+
+// processes groups the samples by process, ordered by node and then by first sample.
+func processes(samples []NodeSample, warmup int) []*process {
+	var out []*process
+	byKey := map[string]*process{}
+	for _, s := range samples {
+		if !s.Up {
+			continue
+		}
+		key := fmt.Sprintf("%s/%d", s.Node, s.PID)
+		p := byKey[key]
+		if p == nil {
+			// Its first sample closes the interval it started in: left out.
+			p = &process{node: s.Node, pid: s.PID}
+			byKey[key] = p
+			out = append(out, p)
+			continue
+		}
+		if s.Fresh || s.Sample <= warmup {
+			continue
+		}
+		p.usable = append(p.usable, s)
+	}
+	slices.SortStableFunc(out, func(a, b *process) int { return strings.Compare(a.node, b.node) })
+	return out
+}
+
+// processGrowth judges one process's figure over its life: the median of the last third of its
+// usable samples against the median of the first third.
+func processGrowth(name string, vs []float64, ratio, abs float64, unit func(float64) string) Result {
+	if len(vs) < minProcessSamples {
+		return Result{Check: name, Detail: fmt.Sprintf("too few samples to judge (%d usable, %d needed)", len(vs), minProcessSamples)}
+	}
+	third := len(vs) / 3
+	return growth(name, [2][]float64{slices.Clone(vs[:third]), slices.Clone(vs[len(vs)-third:])}, ratio, abs, unit)
 }
 
 // growth compares the medians of the two thirds: it fails when the last is above ratio times

@@ -41,12 +41,26 @@ type node struct {
 	mu      sync.Mutex
 	proc    *testutil.Proc // nil while the node is down between a stop and its start
 	started time.Time
+	// exits has a watch of each process it started, which notes when it exited.
+	exits map[*testutil.Proc]*exitWatch
+}
+
+// exitWatch is when a process exited, written by its watcher before it closes noted.
+type exitWatch struct {
+	at    time.Time
+	noted chan struct{}
 }
 
 // cluster is clusterSize raftlock processes bootstrapped together, as scripts/cluster.sh starts them.
 type cluster struct {
 	bin   string
 	nodes []*node
+	// watchers note when each process exits; stop waits for them.
+	watchers sync.WaitGroup
+	mu       struct {
+		sync.Mutex
+		exits []string // processes that exited on their own, as Figures.Exits says them
+	}
 }
 
 // startCluster starts clusterSize nodes of bin, each with its data dir and log under root, and waits
@@ -96,8 +110,48 @@ func (c *cluster) start(n *node) error {
 	}
 	n.mu.Lock()
 	n.proc, n.started = p, time.Now()
+	if n.exits == nil {
+		n.exits = map[*testutil.Proc]*exitWatch{}
+	}
+	w := &exitWatch{noted: make(chan struct{})}
+	n.exits[p] = w
 	n.mu.Unlock()
+	c.watchers.Go(func() {
+		<-p.Exited()
+		w.at = time.Now()
+		close(w.noted)
+	})
 	return nil
+}
+
+// noteExit records err, from stopping n's process p, if it says p had exited on its own.
+func (c *cluster) noteExit(n *node, p *testutil.Proc, err error) {
+	if !errors.Is(err, testutil.ErrExitedEarly) {
+		return
+	}
+	n.mu.Lock()
+	w := n.exits[p]
+	n.mu.Unlock()
+	<-w.noted
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.exits = append(c.mu.exits, fmt.Sprintf("%s exited on its own at %s UTC (status %v)", n.id, w.at.UTC().Format("15:04:05"), p.ExitStatus()))
+}
+
+// exits returns every process that exited on its own so far, the running ones checked now: a
+// node that exited stays down, its exit reported once.
+func (c *cluster) exits() []string {
+	for _, n := range c.nodes {
+		n.mu.Lock()
+		p := n.proc
+		n.mu.Unlock()
+		if p != nil && !p.Running() {
+			c.noteExit(n, p, p.Stop(0))
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.mu.exits)
 }
 
 // current returns n's running process and when it started; nil while it is down.
@@ -120,12 +174,16 @@ func (c *cluster) restart(ctx context.Context, n *node, kill bool) (time.Duratio
 	began := time.Now()
 	if p != nil {
 		var err error
-		if kill {
+		switch {
+		case !p.Running():
+			err = p.Stop(0) // it exited on its own: noted, and started again
+		case kill:
 			err = p.Kill()
-		} else {
+		default:
 			err = p.Stop(testutil.StopGrace)
 		}
-		if err != nil {
+		c.noteExit(n, p, err)
+		if err != nil && !errors.Is(err, testutil.ErrExitedEarly) {
 			return 0, fmt.Errorf("stop %s: %w", n.id, err)
 		}
 	}
@@ -179,11 +237,11 @@ func (n *node) sample(interval time.Duration) NodeSample {
 	if err != nil {
 		return s
 	}
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	fds, err := countFDs(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {
 		return s
 	}
-	s.PID, s.Up, s.RSS, s.OpenFDs = pid, true, rss, len(fds)
+	s.PID, s.Up, s.RSS, s.OpenFDs = pid, true, rss, fds
 	s.Fresh = time.Since(started) < interval
 	if g, err := scrapeGauges(n.metricsAddr, "go_goroutines", "raftlock_is_leader"); err == nil {
 		s.Goroutines, s.Leader = int(g[0]), g[1] == 1
@@ -209,6 +267,26 @@ func vmRSS(pid int) (uint64, error) {
 		return 0, err
 	}
 	return 0, errors.New("no VmRSS line")
+}
+
+// countFDs counts the entries of dir by name, a chunk at a time (no sort, no entry each).
+func countFDs(dir string) (int, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	n := 0
+	for {
+		names, err := f.Readdirnames(256)
+		n += len(names)
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
 }
 
 // scrapeGauges reads unlabelled samples from the /metrics at addr, in the order of names.
@@ -244,7 +322,8 @@ func scrapeGauges(addr string, names ...string) ([]float64, error) {
 }
 
 // stop stops every running node cleanly (SIGTERM, then SIGKILL after testutil.StopGrace), by
-// its PID, and returns the first problem.
+// its PID, and returns the first problem. A node that had exited on its own is not one: exits
+// reports it.
 func (c *cluster) stop() error {
 	var first error
 	for _, n := range c.nodes {
@@ -254,10 +333,13 @@ func (c *cluster) stop() error {
 		if p == nil {
 			continue
 		}
-		if err := p.Stop(testutil.StopGrace); err != nil && first == nil {
+		err := p.Stop(testutil.StopGrace)
+		c.noteExit(n, p, err)
+		if err != nil && !errors.Is(err, testutil.ErrExitedEarly) && first == nil {
 			first = fmt.Errorf("%s: %w", n.id, err)
 		}
 	}
+	c.watchers.Wait()
 	return first
 }
 

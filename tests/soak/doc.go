@@ -31,15 +31,24 @@
 //
 // # The checks (Check, DefaultLimits)
 //
-// The machine a soak runs on is noisy (two cores, shared), so no check reads a single sample.
-// For each node's RSS, goroutines and open files, and each family's p99, Check compares the
-// median of the last third of the intervals with the median of the first third, leaving out the
-// first interval (the warm-up: caches, pebble's first memtable and the Go heap grow to their
-// working size) and, for a node's figures, each interval in which its process had just started
-// or was down (a start's figures are not a steady state's). A median of nine or ten samples
-// ignores a few spikes: a GC cycle, a pebble compaction, a failover. A figure fails only past
-// both a ratio and an absolute amount; the ratio alone would trip on small numbers, the amount
-// alone on large ones.
+// The machine a soak runs on is noisy (two cores, shared), so the checks compare medians, not
+// single samples. Growth is judged per process (a node and its PID: n1 has one for the whole
+// run, n2 and n3 a new one at each restart): for each process's RSS, goroutines and open files,
+// Check compares the median of the last third of that process's usable samples with the median
+// of its first third. A usable sample is one taken while it was up, past the warm-up (the first
+// interval: caches, pebble's first memtable and the Go heap grow to their working size), leaving
+// out the process's first interval and any sample taken when it was younger than an interval (a
+// start's figures are not a steady state's). Judging each process over its own life is what
+// shows a leak that every restart resets: judged per node across restarts, both thirds would
+// hold processes of every age. A process with fewer than six usable samples is not judged
+// (n/a), unless it is the run's longest-lived (n1): a run long enough to judge it fails when a
+// figure of it could not be judged (go_goroutines never read, say). For each family's p99 Check
+// compares the median of the run's last third of intervals with its first, leaving out the
+// warm-up, intervals in which a node restarted (the failover is a spike, not drift) and
+// intervals in which the family answered fewer than 20 requests. A median of nine or ten
+// samples ignores a few spikes: a GC cycle, a pebble compaction; a short run's thirds may hold
+// only one or two. A figure fails only past both a ratio and an absolute amount; the ratio
+// alone would trip on small numbers, the amount alone on large ones.
 //
 //   - RSS over 1.5x and more than 64 MiB. With GOGC at 100 a Go process's RSS swings up to
 //     twice its live heap between collections, and pebble's caches fill over minutes; 64 MiB
@@ -58,17 +67,26 @@
 //   - p99 over 3x and more than 5 ms, per family. A shared machine's neighbours move latency by
 //     less than 3x over medians of minutes; under 5 ms of growth a sub-millisecond p99 that
 //     triples on a scheduler's hiccup is not drift.
-//   - No pub/sub message lost on a subscription that stayed connected: an acknowledged PUBLISH
-//     reaches every node's subscribers; a subscriber whose node restarted is off the count
-//     from its disconnection to its resubscription, and the messages of that gap are not
-//     counted as lost.
+//   - Errors: in the run's last third, more than half the requests sent through a node, in the
+//     intervals in which it was up and not restarted, failed (soak.csv's requests and errors).
+//     A healthy node answers nearly all; a restart's errors are left out with its interval.
+//   - No pub/sub message lost on a subscription while it stayed connected: when a subscription
+//     (one channel on one subscriber connection) is confirmed, the highest number already
+//     acknowledged to the publisher, or sent (one PUBLISH at most is in flight on a channel),
+//     is noted, and every number acknowledged above it is due on it; a subscription still open at the end owes every acknowledged number up to the last
+//     (the run waits up to 10 s for it), one whose connection ended (its node restarted) owes
+//     them up to the last it delivered, what was in flight at its end is not counted. A
+//     subscription that never delivers anything owes the same. Each node's subscriber must
+//     have received messages in the run.
 //   - The load never went unserved for more than 30 s: a failover after a SIGKILLed leader
 //     takes a few seconds; thirty is no healthy failover.
-//   - Every restarted node served again within 60 s, and no node log shows a panic, a data
-//     race or a fatal error.
+//   - No node exited on its own during the run (the check says which, when, and its exit
+//     status; the run goes on and every other check is still judged); every restarted node
+//     served again within 60 s; and no node log shows a panic, a data race or a fatal error.
 //
-// A run of fewer than six intervals has no first third past the warm-up: it judges no growth
-// and says so (n/a):
-// the short development runs (make soak SOAK_DURATION=2m SOAK_RESTART_EVERY=40s
-// SOAK_INTERVAL=10s) exercise the machinery, not the verdict.
+// A short run judges less, and says so (n/a): a process needs six usable samples (n1 a run of
+// seven intervals), the p99 and error checks a third of the run past the warm-up (six
+// intervals for the p99's first third, three for the last third's errors). The short
+// development runs (make soak SOAK_DURATION=3m SOAK_RESTART_EVERY=40s SOAK_INTERVAL=15s)
+// exercise the machinery; their medians rest on two or three samples, not a verdict to trust.
 package soak

@@ -157,6 +157,7 @@ func (w *worker) step(ctx context.Context) bool {
 		seq := w.seq
 		w.seq++
 		ch := w.pubsub.channels[w.channel]
+		w.pubsub.sending(w.channel, seq)
 		if _, err := w.do(ctx, famPublish, "PUBLISH", ch, strconv.FormatInt(seq, 10)); err != nil {
 			return false
 		}

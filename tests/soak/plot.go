@@ -11,8 +11,9 @@ import (
 )
 
 // The plot: panels stacked on one time axis, in minutes since the paced load began. Restarts
-// are dashed vertical lines through every panel, labelled at the top; the two thirds the checks
-// compare are shaded.
+// are dashed vertical lines through every panel, labelled at the top; the run's first and last
+// thirds, which the p99 and error-rate checks compare, are shaded (a process's growth is judged
+// over the thirds of its own life, not these).
 const (
 	plotWidth   = 960
 	panelHeight = 170
@@ -134,7 +135,7 @@ func writePlot(w io.Writer, in plotInput) {
 	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`+"\n", plotWidth, height, plotWidth, height)
 	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(w, `<text x="%d" y="20" font-size="14" font-weight="bold">%s</text>`+"\n", marginLeft, esc(in.title))
-	fmt.Fprintf(w, `<text x="%d" y="38" fill="#555">minutes since the paced load began; ringed: the node led; dashed lines: restarts; shaded: the thirds the checks compare</text>`+"\n", marginLeft)
+	fmt.Fprintf(w, `<text x="%d" y="38" fill="#555">minutes since the paced load began; ringed: the node led; dashed lines: restarts; shaded: the run's thirds the p99 and error checks compare (growth is judged per process)</text>`+"\n", marginLeft)
 
 	third := f.Samples / 3
 	for i, p := range panels {

@@ -8,42 +8,71 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 )
 
-// A loss is an acknowledged number a session did not deliver between its first and its last
-// (or, open at the end, the last acknowledged); numbers published while no session listened,
-// and unacknowledged ones, are not.
+// A loss is an acknowledged number above a session's base (the last acknowledged, or sent, when
+// it was confirmed) that it did not deliver up to its last delivery or, open at the end, up to the last
+// acknowledged; numbers acknowledged before its confirmation, unacknowledged ones, and a closed
+// session's tail are not.
 func TestPubsubLoss(t *testing.T) {
 	tr := newPubsubTracker(2)
-	for seq := range int64(20) {
-		if seq != 7 { // 7's PUBLISH failed: its outcome is unknown
-			tr.acked(0, seq)
+	ack := func(ch int, from, to int64) {
+		for seq := from; seq <= to; seq++ {
+			if ch != 0 || seq != 7 { // 7's PUBLISH on channel 0 failed: its outcome is unknown
+				tr.acked(ch, seq)
+			}
 		}
-		tr.acked(1, seq)
 	}
-	// Channel 0: a session that delivered 2-9 but 5 (lost; 7 missing is not), closed; then,
-	// after a reconnection, one from 13 to the end, missing 16 and 19 (both lost: it stayed open).
-	a := tr.newSession(0)
-	for _, seq := range []int64{2, 3, 4, 6, 8, 9} {
-		tr.deliver(a, seq)
+	deliver := func(s *session, seqs ...int64) {
+		for _, seq := range seqs {
+			tr.deliver(s, seq)
+		}
 	}
+	// Channel 0, n1: a session confirmed after 1 that delivered 3-9 but 5 and 7, closed (2,
+	// before its first delivery, and 5 are lost; 7 is not); then, after a reconnection, one
+	// confirmed after 12, from 13 to the end, missing 16 and 19 (both lost: it stayed open).
+	ack(0, 0, 1)
+	a := tr.confirmed("n1", 0)
+	ack(0, 2, 12)
+	deliver(a, 1, 3, 4, 6, 8, 9) // 1 was acknowledged before: not due, but received
 	tr.close(a)
-	b := tr.newSession(0)
-	for _, seq := range []int64{13, 15, 14, 17, 18} { // out of order is fine
-		tr.deliver(b, seq)
-	}
-	// Channel 1: everything from 0, and a session that never delivered anything.
-	c := tr.newSession(1)
-	for seq := range int64(20) {
-		tr.deliver(c, seq)
-	}
-	tr.newSession(1)
+	b := tr.confirmed("n1", 0)
+	ack(0, 13, 19)
+	deliver(b, 13, 15, 14, 17, 18) // out of order is fine
+	// Channel 1: n2's session delivers everything; n3's, confirmed after 9, delivers nothing
+	// and stays open (10 lost, and 20 below); n1's, confirmed after 19, delivers nothing and owes
+	// 20 (lost).
+	c := tr.confirmed("n2", 1)
+	ack(1, 0, 9)
+	e := tr.confirmed("n3", 1)
+	ack(1, 10, 19)
+	deliver(c, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19)
+	d := tr.confirmed("n1", 1)
+	// Channel 1 again: 20 was sent before n2's second session was confirmed and acknowledged
+	// after; its subscriber's node may have delivered it before the SUBSCRIBE: not due.
+	tr.sending(1, 20)
+	tr.close(c)
+	tr.confirmed("n2", 1)
+	tr.acked(1, 20)
 
 	got := tr.figures()
-	want := PubSubFigures{Published: 39, Received: 31, Lost: 3}
-	if got != want {
-		t.Errorf("figures = %+v, want %+v", got, want)
+	want := PubSubFigures{Published: 40, Received: 31, Lost: 16, ReceivedBy: map[string]int64{"n1": 11, "n2": 20}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("figures (-want +got):\n%s", diff)
+	}
+	if tr.caughtUp() {
+		t.Error("caughtUp with b at 18 and e at nothing of 20, want false")
+	}
+	deliver(b, 19)
+	deliver(e, 20)
+	if tr.caughtUp() {
+		t.Error("caughtUp with d at nothing of 20, want false")
+	}
+	deliver(d, 20) // f owes nothing
+	if !tr.caughtUp() {
+		t.Error("caughtUp with every open session at 20 = false, want true")
 	}
 }
 

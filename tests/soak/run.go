@@ -43,6 +43,10 @@ type Report struct {
 	CSV, Plot   string
 }
 
+// pubsubSettle bounds the wait, once the load has ended, for every open subscription to deliver
+// the last acknowledged message of its channel.
+const pubsubSettle = 10 * time.Second
+
 // restartNodes are the nodes restarted in turn. n1 is never restarted: it is the process held
 // under load for the whole run, whose figures show what a long life does to one process, while
 // its peers' restarts and the leader changes they cause come and go around it.
@@ -93,15 +97,15 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	rep = &Report{Capacity: capacity, Pace: capacity * cfg.Load}
 	logf("capacity %.0f requests/s; pacing at %.0f%%: %.0f requests/s", capacity, 100*cfg.Load, rep.Pace)
 
-	// Subscribers: one per node, on every channel. They outlive the load by a settle time, so
-	// that the last acknowledged messages arrive.
+	// Subscribers: one per node, on every channel. They outlive the load until the last
+	// acknowledged messages arrived (at most pubsubSettle).
 	subCtx, stopSubs := context.WithCancel(context.Background())
 	var subs sync.WaitGroup
 	for _, n := range c.nodes {
 		rdb := newClient(n.addr, 1)
 		subs.Go(func() {
 			defer rdb.Close()
-			ps.subscribe(subCtx, rdb)
+			ps.subscribe(subCtx, rdb, n.id)
 		})
 	}
 	defer func() { stopSubs(); subs.Wait() }()
@@ -172,6 +176,10 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		for i, n := range c.nodes {
 			s := n.sample(cfg.Interval)
 			s.Sample, s.Restarted = sample, restarted[n.id]
+			for _, w := range perNode[i] {
+				s.Requests += w.ops
+				s.Errors += w.errorCount()
+			}
 			rep.Figures.Nodes = append(rep.Figures.Nodes, s)
 			rows = append(rows, csvRow{at: time.Since(began), node: s, load: loadColumns(perNode[i])})
 		}
@@ -186,8 +194,9 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	tick.Stop()
 	wg.Wait()
 	rep.Figures.Ops, rep.Figures.LongestStall = rec.stop(time.Now())
-	if ctx.Err() == nil {
-		sleep(ctx, 3*time.Second) // the last acknowledged messages reach the subscribers
+	// The last acknowledged messages reach the subscribers, or the settle time ends.
+	for settle := time.Now().Add(pubsubSettle); ctx.Err() == nil && !ps.caughtUp() && time.Now().Before(settle); {
+		sleep(ctx, 100*time.Millisecond)
 	}
 	stopSubs()
 	subs.Wait()
@@ -198,6 +207,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		}
 	}
 	rep.Figures.LogProblems = c.logProblems()
+	rep.Figures.Exits = c.exits()
 
 	if err := writeFiles(cfg.Dir, rep, rows, cfg.Interval, cfg.Limits.WarmupIntervals); err != nil {
 		return rep, err

@@ -5,8 +5,9 @@
 //
 //	bin/raftlock-soak -bin bin/raftlock -duration 30m -restart-every 4m -load 0.7
 //
-// It exits 0 when every check passed, 1 when one failed (each check's figures are printed), 2
-// when the run could not be made or was interrupted. Every node it starts is stopped on every
+// It exits 0 when every check passed, 1 when one failed (each check's figures are printed; a
+// node that exited on its own during the run is such a failed check), 2 when the run could not
+// be made or was interrupted. Every node it starts is stopped on every
 // way out, Ctrl-C included.
 package main
 
