@@ -22,9 +22,9 @@ type NodeSample struct {
 	// Leader: raftlock_is_leader on its /metrics. A leader runs more goroutines and holds more
 	// connections than a follower, so a figure that moves with leadership is not drift.
 	Leader     bool
-	RSS        uint64 // bytes (VmRSS)
+	RSS        uint64 // bytes: process_resident_memory_bytes from its /metrics
 	Goroutines int    // go_goroutines from its /metrics; -1 if that could not be read
-	OpenFDs    int    // entries of /proc/PID/fd
+	OpenFDs    int    // process_open_fds from its /metrics
 	// Requests the load sent through this node in the interval, and those that failed.
 	Requests, Errors int
 }

@@ -223,70 +223,23 @@ func (n *node) waitReady(ctx context.Context, timeout time.Duration) error {
 	return nil
 }
 
-// sample reads n's process figures: VmRSS and the open files from /proc, the goroutines from
-// its /metrics (open to loopback without credentials: ops/protect.go). A node that is down
-// gives a sample with Up false.
+// sample reads n's process figures from its /metrics (open to loopback without credentials:
+// ops/protect.go): RSS, open files and goroutines as the node reports them (ops/process.go),
+// and whether it leads. A node that is down, or does not answer, gives a sample with Up false.
 func (n *node) sample(interval time.Duration) NodeSample {
 	s := NodeSample{Node: n.id, Goroutines: -1}
 	p, started := n.current()
 	if p == nil {
 		return s
 	}
-	pid := p.Pid()
-	rss, err := vmRSS(pid)
+	g, err := scrapeGauges(n.metricsAddr, "process_resident_memory_bytes", "process_open_fds", "go_goroutines", "raftlock_is_leader")
 	if err != nil {
 		return s
 	}
-	fds, err := countFDs(fmt.Sprintf("/proc/%d/fd", pid))
-	if err != nil {
-		return s
-	}
-	s.PID, s.Up, s.RSS, s.OpenFDs = pid, true, rss, fds
+	s.PID, s.Up, s.RSS, s.OpenFDs = p.Pid(), true, uint64(g[0]), int(g[1])
+	s.Goroutines, s.Leader = int(g[2]), g[3] == 1
 	s.Fresh = time.Since(started) < interval
-	if g, err := scrapeGauges(n.metricsAddr, "go_goroutines", "raftlock_is_leader"); err == nil {
-		s.Goroutines, s.Leader = int(g[0]), g[1] == 1
-	}
 	return s
-}
-
-// vmRSS reads VmRSS (kB) from /proc/PID/status, in bytes.
-func vmRSS(pid int) (uint64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10, err
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, err
-	}
-	return 0, errors.New("no VmRSS line")
-}
-
-// countFDs counts the entries of dir by name, a chunk at a time (no sort, no entry each).
-func countFDs(dir string) (int, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	n := 0
-	for {
-		names, err := f.Readdirnames(256)
-		n += len(names)
-		if errors.Is(err, io.EOF) {
-			return n, nil
-		}
-		if err != nil {
-			return 0, err
-		}
-	}
 }
 
 // scrapeGauges reads unlabelled samples from the /metrics at addr, in the order of names.

@@ -21,9 +21,8 @@
 // for the whole half hour, through its peers' restarts and the leader changes they cause, so a
 // leak shows on its curve rather than being reset by a restart every few minutes.
 //
-// Every Interval (1 min) each node is sampled: VmRSS from /proc/PID/status, open files as the
-// entries of /proc/PID/fd, goroutines from go_goroutines on its /metrics (served to loopback
-// without credentials); and the load's requests, errors by kind and p50/p99/p999 latency per
+// Every Interval (1 min) each node is sampled: its resident memory, open files and goroutines
+// as its own /metrics reports them (served to loopback without credentials); and the load's requests, errors by kind and p50/p99/p999 latency per
 // family over the interval (of requests that got a reply; a timeout or a connection error is
 // counted, not timed). soak.csv has a row per node per interval, with the load its clients sent
 // through that node; latency.csv a row per family per interval, every node's clients together;
