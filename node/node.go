@@ -178,6 +178,15 @@ type Member struct {
 	Leader     bool
 }
 
+// DiskFault is an error saying a node's disk cannot keep its raft log (store.DiskError
+// satisfies it; raftnode passes it on to the server, which answers it with MISCONF): DiskFull
+// reports a full disk, which refuses writes until space is freed and wrote nothing, rather
+// than a failed one, which stopped the node acknowledging writes until it is restarted.
+type DiskFault interface {
+	error
+	DiskFull() bool
+}
+
 var (
 	// ErrUncertain means a proposal was made but the node cannot tell whether it committed: it
 	// lost leadership or shut down while waiting. The client must not take it as "not granted".

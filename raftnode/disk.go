@@ -26,14 +26,6 @@ import (
 // reason hands its leadership to another voter, whose disk may have space: the cluster then
 // goes on taking writes, forwarded there from this node too.
 
-// diskFault is an error of the log store that says its disk cannot keep the log
-// (store.DiskError): DiskFull reports a full disk (nothing written, recovers by itself) rather
-// than a failed one (for good).
-type diskFault interface {
-	error
-	DiskFull() bool
-}
-
 // uncertainDisk is the error of a request whose entry may have reached this node's disk before
 // it failed: the disk's error, and node.ErrUncertain.
 type uncertainDisk struct{ err error }
@@ -68,14 +60,8 @@ func (n *Replica) DiskFault() error {
 // writable says whether the log store takes a write now; evalLocked asks it, under mu, for a
 // request that has commands. When the disk is full it wakes the hand-off of leadership.
 func (n *Replica) writable() error {
-	if err := n.diskFailed(); err != nil {
-		return err
-	}
-	if n.disk.health == nil {
-		return nil
-	}
-	err := n.disk.health()
-	var df diskFault
+	err := n.DiskFault()
+	var df node.DiskFault
 	if errors.As(err, &df) && df.DiskFull() {
 		select {
 		case n.disk.full <- struct{}{}:
@@ -88,7 +74,7 @@ func (n *Replica) writable() error {
 // logStoreFailed is told of every error of the log store's writes (writeWatch). A failed disk
 // stops raft, once.
 func (n *Replica) logStoreFailed(err error) {
-	var df diskFault
+	var df node.DiskFault
 	if !errors.As(err, &df) || df.DiskFull() {
 		return
 	}

@@ -54,7 +54,7 @@ func faultCluster(t *testing.T, size int) ([]*testNode, map[*testNode]*testutil.
 }
 
 // asDiskFault returns the disk fault in err's chain and whether the disk is full.
-func asDiskFault(err error) (df diskFault, ok bool) {
+func asDiskFault(err error) (df node.DiskFault, ok bool) {
 	ok = errors.As(err, &df)
 	return df, ok
 }

@@ -546,7 +546,7 @@ func (n *Replica) clearKeyLocked(key []byte) {
 // applyError maps raft's errors to ours. Only errors raised before the entry reached the log
 // are certain; anything after that may still commit.
 func (n *Replica) applyError(err error) error {
-	var df diskFault
+	var df node.DiskFault
 	if errors.As(err, &df) && df.DiskFull() {
 		// raft got it from this leader's own store, which writes before any follower is sent
 		// the entry, and the store kept nothing of it: certain.

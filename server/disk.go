@@ -7,15 +7,6 @@ import (
 	"github.com/raftlock/raftlock/node"
 )
 
-// DiskFault is an error saying this node's disk cannot keep its raft log (store.DiskError
-// satisfies it; raftnode passes it on): DiskFull reports a full disk, which refuses writes until
-// space is freed, rather than a failed one, which stopped the node acknowledging writes until it
-// is restarted. Its reply is MISCONF, Redis's error for a server that cannot persist.
-type DiskFault interface {
-	error
-	DiskFull() bool
-}
-
 // Disk is what INFO asks of the node about its disk (raftnode.Replica): its fault now, or nil.
 type Disk interface {
 	DiskFault() error
@@ -23,7 +14,7 @@ type Disk interface {
 
 // diskReply is the MISCONF reply for err, whose chain holds df; uncertain when the request's
 // entry may have reached the disk before it failed.
-func diskReply(df DiskFault, uncertain bool) string {
+func diskReply(df node.DiskFault, uncertain bool) string {
 	msg := "MISCONF " + df.Error()
 	switch {
 	case df.DiskFull():
@@ -45,7 +36,7 @@ func (s *Server) diskFields() []infoField {
 	}
 	if err != nil {
 		status, state, text = "err", "failed", strings.NewReplacer("\r", " ", "\n", " ").Replace(err.Error())
-		var df DiskFault
+		var df node.DiskFault
 		if errors.As(err, &df) && df.DiskFull() {
 			state = "full"
 		}
@@ -59,7 +50,7 @@ func isDisk(err error) bool {
 }
 
 // diskError finds a disk fault in err's chain; uncertain tells whether the outcome is unknown.
-func diskError(err error) (df DiskFault, uncertain bool, ok bool) {
+func diskError(err error) (df node.DiskFault, uncertain bool, ok bool) {
 	if !errors.As(err, &df) {
 		return nil, false, false
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/locks"
+	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/raftnode"
 	"github.com/raftlock/raftlock/server"
 	"github.com/raftlock/raftlock/store"
@@ -17,7 +18,7 @@ var (
 	_ server.Disk    = (*raftnode.Replica)(nil)
 	// The store's disk errors reach the server's reply table through raftnode, which passes
 	// them on unchanged: a MISCONF reply needs them to keep this method.
-	_ server.DiskFault = (*store.DiskError)(nil)
+	_ node.DiskFault = (*store.DiskError)(nil)
 	// The core's seam with the lock rules (raftnode/policy.go); cluster checks its own.
 	_ raftnode.LockPolicy = (*locks.Policy)(nil)
 )
