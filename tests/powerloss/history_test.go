@@ -185,6 +185,14 @@ func (h *history) possible(k *keyLog) []state {
 				h.report("key %s released with %s's token %d while it must be %v", k.key, o.owner, o.token, states)
 			}
 			next = []state{{}}
+		case o.kind == opUnlock && o.outcome == notFound:
+			// Its release was applied and found no lock of that token: every state in which the
+			// key held it is ruled out, and if none is left, a grant was lost.
+			next = slices.DeleteFunc(slices.Clone(states), func(s state) bool { return o.matches(s) })
+			if len(next) == 0 {
+				h.report("key %s: %s's release with token %d found no lock while it must be %v", k.key, o.owner, o.token, states)
+				next = []state{{}}
+			}
 		case o.kind == opUnlock && o.outcome == unknown:
 			if slices.ContainsFunc(states, func(s state) bool { return o.matches(s) }) {
 				next = append(slices.Clone(states), state{})
