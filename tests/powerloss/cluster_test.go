@@ -125,7 +125,11 @@ func newCluster(opts options, report func(format string, args ...any), stats *cu
 			c.close()
 			return nil, err
 		}
-		if err := n.current().rep.Raft().BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+		// The nodes bootstrapped before n may already have elected a leader and replicated
+		// the same configuration to n: its state then came from that leader, which is what
+		// bootstrapping would have written.
+		err := n.current().rep.Raft().BootstrapCluster(raft.Configuration{Servers: servers}).Error()
+		if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			c.close()
 			return nil, fmt.Errorf("bootstrap %s: %w", n.id, err)
 		}
