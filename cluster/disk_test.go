@@ -47,4 +47,11 @@ func TestReadinessAfterDiskFailed(t *testing.T) {
 		}
 		return nil
 	})
+	// Raft stopped for the disk, not for a removal: the process stays up to say why, so the
+	// member is not removed (cmd/raftlock exits when it is).
+	select {
+	case <-n.Removed():
+		t.Fatal("a member whose disk failed was taken for removed (its process would exit)")
+	case <-time.After(time.Second):
+	}
 }

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"slices"
 	"time"
@@ -155,6 +156,18 @@ func (n *Member) markRemoved(msg string, args ...any) {
 	})
 }
 
+// diskFailed reports whether the core stopped raft because this node's disk failed: it is still
+// a member, and its process stays up to say why (INFO, /readyz, replies) until an operator
+// restarts it (docs/disk-faults.md).
+func (n *Member) diskFailed() bool {
+	core := n.core.Load()
+	if core == nil {
+		return false
+	}
+	var df node.DiskFault
+	return errors.As(core.DiskFault(), &df) && !df.DiskFull()
+}
+
 // Removed is closed when this node learns it is no longer a member: from a committed
 // configuration, or (removed while away) from the leader.
 func (n *Member) Removed() <-chan struct{} { return n.removed }
@@ -197,7 +210,7 @@ func (n *Member) runMembership() {
 				case raft.LeaderObservation:
 					n.peers.leaderChanged()
 				case raft.RaftState:
-					if d == raft.Shutdown {
+					if d == raft.Shutdown && !n.diskFailed() {
 						n.markRemoved("removed from the cluster: raft stopped on its own")
 					}
 				}

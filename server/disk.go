@@ -44,6 +44,20 @@ func (s *Server) diskFields() []infoField {
 	return []infoField{{"aof_last_write_status", status}, {"disk_state", state}, {"disk_error", text}}
 }
 
+// failedDisk is the reply for a request that needs the leader on a node whose disk failed: its
+// raft is stopped, so it knows no leader to forward to, and the client must go to another node.
+// ok is false while the disk works (or is only full: raft still runs and knows the leader).
+func (s *Server) failedDisk() (reply string, ok bool) {
+	if s.disk == nil {
+		return "", false
+	}
+	var df node.DiskFault
+	if !errors.As(s.disk.DiskFault(), &df) || df.DiskFull() {
+		return "", false
+	}
+	return diskReply(df, false), true
+}
+
 func isDisk(err error) bool {
 	_, _, ok := diskError(err)
 	return ok

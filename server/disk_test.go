@@ -52,18 +52,21 @@ func TestDiskFaultReplies(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		err       error
+		follower  bool   // raft stopped for the disk: the node knows no leader to forward to
 		reply     string // the reply's start
 		says      string // and what it must say after the reason
 		state     string
 		aofStatus string
 	}{
-		{"full", testDiskError{full: true}, "MISCONF disk full: no space", "nothing of this write was written", "full", "err"},
-		{"failed", testDiskError{}, "MISCONF disk failed: write segment", "retry on another node", "failed", "err"},
-		{"failed in flight", uncertainError{testDiskError{}}, "MISCONF disk failed: write segment", "the outcome of this write is unknown", "failed", "err"},
+		{"full", testDiskError{full: true}, false, "MISCONF disk full: no space", "nothing of this write was written", "full", "err"},
+		{"failed", testDiskError{}, false, "MISCONF disk failed: write segment", "retry on another node", "failed", "err"},
+		{"failed in flight", uncertainError{testDiskError{}}, false, "MISCONF disk failed: write segment", "the outcome of this write is unknown", "failed", "err"},
+		{"failed, leader gone", testDiskError{}, true, "MISCONF disk failed: write segment", "retry on another node", "failed", "err"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeNode()
 			f.startLocks(t)
+			f.follower.Store(tc.follower)
 			d := diskNode{fakeNode: f, err: tc.err}
 			addr, _ := serveDeps(t, Deps{Replica: d, Disk: d}, nil)
 			c := client(t, addr, 2)

@@ -191,6 +191,9 @@ func (c *conn) awaitLeader() bool {
 		if c.s.leaderKnown(l) {
 			return n.IsLeader()
 		}
+		if _, failed := c.s.failedDisk(); failed {
+			return false // no leader will be known: raft stopped (forward says why)
+		}
 		if deadline == nil {
 			deadline = time.NewTimer(c.s.cfg.LeaderWait)
 			defer deadline.Stop()

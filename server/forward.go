@@ -215,8 +215,13 @@ func (r *request) forward(cmds [][][]byte, mayApply bool) (reply []byte, ok bool
 	id, addr := l.ID, l.ClientAddr
 	switch {
 	case id == "" || id == r.s.cfg.NodeID:
-		// No leader, or it is us but not ready yet (catching up after the election).
+		// No leader, or it is us but not ready yet (catching up after the election); or this
+		// node's disk failed, which stopped its raft.
 		r.s.metrics.refuse(refusedNoLeader)
+		if msg, failed := r.s.failedDisk(); failed {
+			r.w.Error(msg)
+			return nil, false
+		}
 		r.w.Error(errNoLeader)
 		return nil, false
 	case addr == "":

@@ -28,3 +28,7 @@ var errNoCommitPaced = errors.New("--group-commit paced: this binary was built w
 // errNoTestClock is run's error for --test-clock on a production build.
 var errNoTestClock = errors.New("--test-clock: this binary was built without the raftlock_testclock tag; " +
 	"the test clock (DEBUG CLOCK-SHIFT) exists only in test builds (go build -tags raftlock_testclock ./cmd/raftlock)")
+
+// errNoTestDiskFaults is run's error for --test-disk-faults on a production build.
+var errNoTestDiskFaults = errors.New("--test-disk-faults: this binary was built without the raftlock_testclock tag; " +
+	"the injected disk failure (SIGUSR2) exists only in test builds (go build -tags raftlock_testclock ./cmd/raftlock)")

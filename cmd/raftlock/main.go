@@ -74,6 +74,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if opts.commitPaced && !testClockBuilt {
 		return errNoCommitPaced
 	}
+	if opts.testDiskFaults && !testClockBuilt {
+		return errNoTestDiskFaults
+	}
 	logger := newLogger(stderr, opts.logLevel, opts.logFormat)
 	slog.SetDefault(logger)
 	stopMemoryLimit := setMemoryLimit(opts, os.Getenv("GOMEMLIMIT"))
@@ -83,7 +86,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := os.MkdirAll(opts.dir, 0o750); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	st, err := store.Open(store.Config{Dir: filepath.Join(opts.dir, "raft"), Logger: logger})
+	storeCfg := store.Config{Dir: filepath.Join(opts.dir, "raft"), Logger: logger}
+	if opts.testDiskFaults {
+		logger.Warn("--test-disk-faults: SIGUSR2 fails this node's disk; for tests only")
+		var stopFaults func()
+		storeCfg.FS, stopFaults = failingDisk(logger)
+		defer stopFaults()
+	}
+	st, err := store.Open(storeCfg)
 	if err != nil {
 		return err
 	}

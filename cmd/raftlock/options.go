@@ -32,6 +32,8 @@ type options struct {
 	join          string
 	redirect      bool
 	testClock     bool
+	// testDiskFaults: SIGUSR2 fails the store's disk (test builds only, diskfault_on.go).
+	testDiskFaults bool
 	// Snapshot tuning; zero keeps raftnode's defaults. Tests lower them to force log
 	// compaction and snapshot installs.
 	snapshotThreshold uint64
@@ -108,6 +110,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"join":               fs.String("join", "", "client address of any member of an existing cluster to join through"),
 		"redirect":           fs.String("redirect", "false", "followers answer -MOVED with the leader's address instead of forwarding (true/false)"),
 		"test-clock":         fs.String("test-clock", "false", "TESTS ONLY (builds with -tags raftlock_testclock): allow DEBUG CLOCK-SHIFT ms to skew or jump this node's lease clock (true/false)"),
+		"test-disk-faults":   fs.String("test-disk-faults", "false", "TESTS ONLY (builds with -tags raftlock_testclock): SIGUSR2 makes every later write and sync of the data directory fail with EIO, as a failing disk (true/false)"),
 		"snapshot-threshold": fs.String("snapshot-threshold", "0", "log entries between snapshots (0: default 16384)"),
 		"trailing-logs":      fs.String("trailing-logs", "0", "log entries kept behind a snapshot for slow followers (0: default 10240)"),
 		"snapshot-interval":  fs.String("snapshot-interval", "0", "how often to check whether to snapshot (0: default 10s)"),
@@ -230,7 +233,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		// build may turn it on so that the chaos harness can run it.
 		*vals["group-commit"], o.commitPaced = "yes", true
 	}
-	for name, dst := range map[string]*bool{"insecure-raft": &o.insecureRaft, "redirect": &o.redirect, "test-clock": &o.testClock, "pprof": &o.pprof,
+	for name, dst := range map[string]*bool{"insecure-raft": &o.insecureRaft, "redirect": &o.redirect, "test-clock": &o.testClock, "test-disk-faults": &o.testDiskFaults, "pprof": &o.pprof,
 		"protected-mode": &o.protectedMode, "group-commit": &o.groupCommit, "insecure-http": &o.insecureHTTP} {
 		switch *vals[name] {
 		case "true", "1", "yes":

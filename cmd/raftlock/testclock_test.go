@@ -7,7 +7,7 @@ import (
 )
 
 // A production build refuses the settings that exist only for tests: the test clock
-// (--test-clock, RAFTLOCK_TEST_CLOCK) and commit-paced group commit (--group-commit paced,
+// (--test-clock, RAFTLOCK_TEST_CLOCK), the injected disk failure (--test-disk-faults) and commit-paced group commit (--group-commit paced,
 // until the chaos violation found with it is explained).
 func TestProductionBuildRefusesTestSettings(t *testing.T) {
 	if testClockBuilt {
@@ -23,6 +23,8 @@ func TestProductionBuildRefusesTestSettings(t *testing.T) {
 		{"env test-clock", nil, "RAFTLOCK_TEST_CLOCK", "true", errNoTestClock},
 		{"flag group-commit paced", []string{"--group-commit", "paced"}, "", "", errNoCommitPaced},
 		{"env group-commit paced", nil, "RAFTLOCK_GROUP_COMMIT", "paced", errNoCommitPaced},
+		{"flag test-disk-faults", []string{"--test-disk-faults", "true"}, "", "", errNoTestDiskFaults},
+		{"env test-disk-faults", nil, "RAFTLOCK_TEST_DISK_FAULTS", "true", errNoTestDiskFaults},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.env != "" {
