@@ -42,6 +42,8 @@ type cluster struct {
 	net   *network
 	rec   *recorder
 	logf  func(format string, args ...any)
+	// mounted are the node folders with a tmpfs of their own (disk.go), unmounted by stop.
+	mounted []string
 }
 
 // newNode allocates the addresses of node idx and starts its two proxies.
@@ -99,7 +101,9 @@ func (c *cluster) pids() map[int]int {
 }
 
 // startCluster starts size nodes bootstrapped together and waits until each serves requests.
-func startCluster(bin, root string, size int, extra []string, rec *recorder, logf func(string, ...any)) (*cluster, error) {
+// With disks, each node's folder gets a tmpfs of its own first if the harness may mount one
+// (cluster.mounted; disk.go).
+func startCluster(bin, root string, size int, extra []string, disks bool, rec *recorder, logf func(string, ...any)) (*cluster, error) {
 	c := &cluster{bin: bin, root: root, net: newNetwork(), rec: rec, logf: logf}
 	var peers []string
 	for i := range size {
@@ -110,6 +114,12 @@ func startCluster(bin, root string, size int, extra []string, rec *recorder, log
 		}
 		c.nodes = append(c.nodes, n)
 		peers = append(peers, n.id+"="+n.proxyAddr)
+	}
+	if disks {
+		if ok, why := c.mountDisks(); !ok {
+			c.unmountDisks()
+			logf("no tmpfs per node, so no disk-full fault in this run: %s", why)
+		}
 	}
 	for _, n := range c.nodes {
 		n.peers = strings.Join(peers, ",")
@@ -139,7 +149,8 @@ func (c *cluster) start(n *node) error {
 		return err
 	}
 	args := []string{"--id", n.id, "--dir", n.dir, "--addr", n.clientAddr, "--advertise", n.fwdAddr,
-		"--raft-addr", n.raftAddr, "--raft-advertise", n.proxyAddr, "--test-clock", "true", "--log-level", "info"}
+		"--raft-addr", n.raftAddr, "--raft-advertise", n.proxyAddr, "--test-clock", "true", "--test-disk-faults", "true",
+		"--log-level", "info"}
 	if n.join != "" {
 		args = append(args, "--join", n.join)
 	} else {
@@ -253,6 +264,7 @@ func (c *cluster) stop() error {
 		}
 	}
 	c.net.close()
+	c.unmountDisks()
 	return first
 }
 

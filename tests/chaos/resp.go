@@ -17,7 +17,7 @@ func (e dialError) Error() string { return "dial: " + e.err.Error() }
 
 // certainFailure reports whether err guarantees nothing was done: a failed dial, or an error
 // reply that says the request was not taken (no leader, not the leader, shutting down, or the
-// follower could not reach the leader to forward it).
+// follower could not reach the leader to forward it, or a disk fault refused it before it ran).
 func certainFailure(err error) bool {
 	if errors.As(err, new(dialError)) {
 		return true
@@ -25,6 +25,12 @@ func certainFailure(err error) bool {
 	var re *resp.ReplyError
 	if !errors.As(err, &re) {
 		return false
+	}
+	if strings.HasPrefix(re.Msg, "MISCONF") {
+		// A disk fault (docs/disk-faults.md): certain, unless the request was in flight when the
+		// disk failed, which the reply says. Counting the others as certain makes the checks
+		// catch a refused write that applied after all.
+		return !strings.Contains(re.Msg, "outcome of this write is unknown")
 	}
 	return strings.HasPrefix(re.Msg, "CLUSTERDOWN") || strings.HasPrefix(re.Msg, "TRYAGAIN")
 }
