@@ -5,7 +5,9 @@
 // faults one at a time or mixed (faults.go): partitions (leader isolated, minority/majority,
 // bridge), SIGSTOP/SIGCONT, kill -9 and restart (of one node or all), slow links, lease-clock
 // skew and jumps (--test-clock, DEBUG CLOCK-SHIFT; see clock.go for what is promised), RAFT
-// REMOVE and re-add with --join, and snapshot installs forced by tiny snapshot thresholds.
+// REMOVE and re-add with --join, snapshot installs forced by tiny snapshot thresholds, and disk
+// faults (disk.go): a disk that fails every write (--test-disk-faults, SIGUSR2) and a full one
+// (a tmpfs per node, when the harness may mount one).
 //
 // Clients (workload.go) acquire with LOCK and with SET NX PX, renew (some deliberately late),
 // release, read holder and token, and read-modify-write two protected resources, one fenced by
