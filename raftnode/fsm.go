@@ -318,6 +318,9 @@ func (f machineFSM) Snapshot() (raft.FSMSnapshot, error) {
 	return &tableSnapshot{snap: f.n.mu.machine.Snapshot()}, nil
 }
 
+// takeStaleSnapshots is set only by a deliberately broken build (staleinstall_chaos.go).
+var takeStaleSnapshots bool
+
 // Restore replaces the table with a snapshot and arms a full lease for every held key: this
 // node cannot know how much of each lease had run, so it ends late, never early.
 //
@@ -345,7 +348,7 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 		committed = r.CommitIndex()
 	}
 	n.mu.Lock()
-	if applied := n.mu.machine.Applied(); m.Applied() < applied && applied <= committed {
+	if applied := n.mu.machine.Applied(); m.Applied() < applied && applied <= committed && !takeStaleSnapshots {
 		n.mu.Unlock()
 		n.stats.staleInstalls.Add(1)
 		n.log.Warn("refused a snapshot older than the committed table", "snapshot_applied", m.Applied(), "applied", applied, "committed", committed)
