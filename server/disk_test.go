@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
@@ -68,7 +69,9 @@ func TestDiskFaultReplies(t *testing.T) {
 			f.startLocks(t)
 			f.follower.Store(tc.follower)
 			d := diskNode{fakeNode: f, err: tc.err}
-			addr, _ := serveDeps(t, Deps{Replica: d, Disk: d}, nil)
+			// A wait for a leader longer than the client's read timeout (3 s): a node whose disk
+			// failed must answer without waiting for one.
+			addr, _ := serveDeps(t, Deps{Replica: d, Disk: d}, func(c *Config) { c.LeaderWait = time.Minute })
 			c := client(t, addr, 2)
 			for _, cmd := range [][]any{{"SET", "k", "v"}, {"LOCK", "k", "1000"}} {
 				err := c.Do(t.Context(), cmd...).Err()

@@ -280,12 +280,18 @@ func checkLogs(paths []string) []string {
 	return bad
 }
 
-// diskPanic reports whether a log line is a node's panic on an injected disk fault (disk.go):
-// pebble ends the process when its own write fails (EIO) or meets a full disk, a known
-// limitation (docs/known-issues.md, "Disk faults") the disk faults count instead (disk_exits).
+// diskPanic reports whether a log line is one of the panics a node ends with when a disk fault
+// (disk.go) reaches pebble, a known limitation (docs/known-issues.md, "Disk faults") the disk
+// faults count instead (disk_exits): pebble's fatal commit error (its logger's Fatalf), pebble
+// panicking on its WAL's write error (a raw "panic: write …/raft/NNNNNN.log: …"), and
+// hashicorp/raft's on a term it could not save. Any other panic stays a finding.
 func diskPanic(line string) bool {
-	return strings.Contains(line, "panic:") &&
-		(strings.Contains(line, "input/output error") || strings.Contains(line, "no space left on device"))
+	if !strings.HasPrefix(line, "panic: ") ||
+		!strings.Contains(line, "input/output error") && !strings.Contains(line, "no space left on device") {
+		return false
+	}
+	return strings.HasPrefix(line, "panic: pebble: ") || strings.HasPrefix(line, "panic: failed to save current term: ") ||
+		strings.HasPrefix(line, "panic: write ") && strings.Contains(line, "/raft/") && strings.Contains(line, ".log: ")
 }
 
 // freshAcquire takes a new key through any of addrs before deadline: the recovery check.

@@ -49,9 +49,10 @@ type nemesis struct {
 	count      int
 	violations []string
 	wg         sync.WaitGroup
-	// diskExits counts nodes that exited on a disk fault, as pebble's failed writes make them
-	// (a known issue, not a violation).
-	diskExits atomic.Int64
+	// Disk faults' outcomes: nodes that exited on one, as pebble's failed writes make them (a
+	// known issue, not a violation); nodes that fail-stopped and stayed up; disk-full faults
+	// that the node reported as full.
+	diskExits, diskFailStops, diskFullReached atomic.Int64
 }
 
 func (nm *nemesis) violation(format string, args ...any) {

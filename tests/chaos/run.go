@@ -63,16 +63,19 @@ type Result struct {
 	OverlapNoPause  int // of those, overlaps where no holder paused on its own
 	FencedOff       int // accesses the fenced resource rejected (stale tokens)
 	SnapshotInstall int // snapshots installed by followers, from the node logs
-	// FaultKinds counts the faults injected by kind; DiskExits the nodes that exited on a disk
-	// fault (a known issue: docs/known-issues.md, "Disk faults").
-	FaultKinds map[string]int
-	DiskExits  int
-	Typed      TypedCounts
-	Kinds      KindsCounts
-	Waits      WaitCounts
-	Multi      AtomicityResult
-	PubSub     PubSubResult
-	Folder     string
+	// FaultKinds counts the faults injected by kind. DiskExits counts the nodes that exited on a
+	// disk fault (a known issue: docs/known-issues.md, "Disk faults"), DiskFailStops those that
+	// fail-stopped and stayed up, DiskFullReached the disk-full faults the node reported.
+	FaultKinds      map[string]int
+	DiskExits       int
+	DiskFailStops   int
+	DiskFullReached int
+	Typed           TypedCounts
+	Kinds           KindsCounts
+	Waits           WaitCounts
+	Multi           AtomicityResult
+	PubSub          PubSubResult
+	Folder          string
 }
 
 // Summary is the one-line summary of a run.
@@ -85,7 +88,7 @@ func (r Result) Summary() string {
 		" waits_by_kind(waits/granted/observed)=lock:%s,shared:%s,sem:%s,mlock:%s"+
 		" multikey=%d (collections %d) multikey_reads=%d (collections %d) aborted=%d partial=%d (collections %d)"+
 		" published=%d delivered=%d expected=%d duplicates=%d lost=%d lost_in_snapshot=%d order_violations=%d stale_reads=%d"+
-		" faults_by_kind=%s disk_exits=%d seed=%d",
+		" faults_by_kind=%s disk_exits=%d disk_failstops=%d disk_full_reached=%d seed=%d",
 		r.Ops, r.Faults, r.Unknown, len(r.Violations), r.UnfencedOverlap, r.OverlapNoPause, r.FencedOff, len(r.Inconclusive), r.SnapshotInstall,
 		d.Counter, d.ZSet, d.List, d.Unknown,
 		k.Ops, k.Shares, k.Permits, k.Locks, k.MLocks, k.MLocksRefused, k.DelaysSeen, k.Unknown,
@@ -93,10 +96,10 @@ func (r Result) Summary() string {
 		q.Lock, q.Shared, q.Sem, q.MLock,
 		m.Requests, m.CollRequests, m.Reads, m.CollReads, m.Aborted, m.Partial, m.CollPartial,
 		p.Published, p.Delivered, p.Expected, p.Duplicates, p.Lost, p.LostInSnapshot, p.OrderViolation, p.Stale,
-		byKind(r.FaultKinds), r.DiskExits, r.Seed)
+		byKind(r.FaultKinds), r.DiskExits, r.DiskFailStops, r.DiskFullReached, r.Seed)
 }
 
-// byKind writes counts by kind as kind:n,kind:n in the kinds' order.
+// byKind writes counts by kind as kind:n,kind:n, in the kinds' alphabetical order.
 func byKind(counts map[string]int) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(counts)) {
@@ -279,7 +282,7 @@ func Run(cfg Config) (res Result, err error) {
 	for _, f := range h.Faults {
 		res.FaultKinds[f.Kind]++
 	}
-	res.DiskExits = int(nm.diskExits.Load())
+	res.DiskExits, res.DiskFailStops, res.DiskFullReached = int(nm.diskExits.Load()), int(nm.diskFailStops.Load()), int(nm.diskFullReached.Load())
 	if len(res.Violations) == 0 && !cfg.Keep {
 		os.RemoveAll(root)
 		return res, nil
