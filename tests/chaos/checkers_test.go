@@ -1331,3 +1331,35 @@ func TestParseWaiters(t *testing.T) {
 		t.Error("a waiter without a place parsed")
 	}
 }
+
+// The panics a disk fault ends a node with are told apart from any other panic, which stays a
+// finding of checkLogs.
+func TestDiskPanic(t *testing.T) {
+	pebbleFrames := []string{"\tfatal error: sync: unlock of unlocked mutex", "", "goroutine 32 [running]:",
+		"github.com/cockroachdb/pebble/v2.(*DB).rotateWAL(0xc0003bc008)"}
+	for _, c := range []struct {
+		lines []string
+		want  bool
+	}{
+		{[]string{"panic: pebble: pebble: fatal commit error: write /tmp/x/n1/data/raft/000050.log: input/output error"}, true},
+		{[]string{"panic: pebble: pebble: fatal commit error: write /tmp/x/n3/data/raft/000006.log: no space left on device"}, true},
+		{[]string{"panic: write /tmp/x/n1/data/raft/000163.log: no space left on device"}, true},
+		{[]string{"panic: failed to save current term: set \"CurrentTerm\": write /tmp/x/raft/000009.log: input/output error"}, true},
+		{append([]string{"panic: (*fs.PathError) 0xc000f45e00"}, pebbleFrames...), true},
+		{[]string{"panic: (*fs.PathError) 0xc000f45e00", "goroutine 1 [running]:", "github.com/raftlock/raftlock/server.(*conn).serve()"}, false},
+		{[]string{"panic: runtime error: index out of range [3] with length 3"}, false},
+		{[]string{"panic: write segment 1.seg: input/output error"}, false}, // raftlock's own code must not panic on it
+		{[]string{"panic: pebble: pebble: invariant violated"}, false},
+	} {
+		if got := diskPanic(c.lines, 0); got != c.want {
+			t.Errorf("diskPanic(%q) = %v, want %v", c.lines[0], got, c.want)
+		}
+		log := filepath.Join(t.TempDir(), "n1.log")
+		if err := os.WriteFile(log, []byte(strings.Join(c.lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if found := checkLogs([]string{log}); (len(found) == 0) != c.want {
+			t.Errorf("checkLogs on %q found %v", c.lines[0], found)
+		}
+	}
+}

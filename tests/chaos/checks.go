@@ -238,7 +238,7 @@ func checkLogs(paths []string) []string {
 		lines := strings.Split(string(b), "\n")
 		for i, line := range lines {
 			if !strings.Contains(line, "panic:") && !strings.Contains(line, "DATA RACE") && !strings.HasPrefix(line, "fatal error:") &&
-				!strings.Contains(line, "undecodable log entry") || diskPanic(line) {
+				!strings.Contains(line, "undecodable log entry") || diskPanic(lines, i) {
 				continue
 			}
 			var where []string
@@ -280,14 +280,27 @@ func checkLogs(paths []string) []string {
 	return bad
 }
 
-// diskPanic reports whether a log line is one of the panics a node ends with when a disk fault
+// diskPanic reports whether lines[i] begins one of the panics a node ends with when a disk fault
 // (disk.go) reaches pebble, a known limitation (docs/known-issues.md, "Disk faults") the disk
 // faults count instead (disk_exits): pebble's fatal commit error (its logger's Fatalf), pebble
-// panicking on its WAL's write error (a raw "panic: write …/raft/NNNNNN.log: …"), and
-// hashicorp/raft's on a term it could not save. Any other panic stays a finding.
-func diskPanic(line string) bool {
-	if !strings.HasPrefix(line, "panic: ") ||
-		!strings.Contains(line, "input/output error") && !strings.Contains(line, "no space left on device") {
+// panicking on its WAL's write error (a raw "panic: write …/raft/NNNNNN.log: …"), pebble's
+// WAL rotation panicking with the error itself (printed as "panic: (*fs.PathError) 0x…", with
+// pebble's frames below), and hashicorp/raft's on a term it could not save. Any other panic
+// stays a finding.
+func diskPanic(lines []string, i int) bool {
+	line := lines[i]
+	if !strings.HasPrefix(line, "panic: ") {
+		return false
+	}
+	if strings.HasPrefix(line, "panic: (*fs.PathError) ") {
+		for _, next := range lines[i+1 : min(len(lines), i+16)] {
+			if strings.Contains(next, "github.com/cockroachdb/pebble/") {
+				return true
+			}
+		}
+		return false
+	}
+	if !strings.Contains(line, "input/output error") && !strings.Contains(line, "no space left on device") {
 		return false
 	}
 	return strings.HasPrefix(line, "panic: pebble: ") || strings.HasPrefix(line, "panic: failed to save current term: ") ||

@@ -238,8 +238,9 @@ func (nm *nemesis) diskFull(rng *rand.Rand) string {
 // diskPanicIn reports whether text holds one of the panics a disk fault is known to end a node
 // with (diskPanic).
 func diskPanicIn(text string) bool {
-	for _, line := range strings.Split(text, "\n") {
-		if diskPanic(line) {
+	lines := strings.Split(text, "\n")
+	for i := range lines {
+		if diskPanic(lines, i) {
 			return true
 		}
 	}
