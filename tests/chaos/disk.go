@@ -61,6 +61,11 @@ func (c *cluster) unmountDisks() {
 	c.mounted = nil
 }
 
+// diskFailNoticed bounds how long a node whose disk failed may take to notice: its next write
+// comes with the next append, which another fault running at the same time (a partition, slow
+// links, a paused leader) can hold back for several seconds.
+const diskFailNoticed = 30 * time.Second
+
 // diskState is the node's INFO persistence disk_state (ok, full or failed), or why it is unknown.
 func diskState(n *node) string {
 	v, err := query(n.clientAddr, "INFO", "persistence")
@@ -96,18 +101,20 @@ func (nm *nemesis) diskFail(rng *rand.Rand) string {
 		return fmt.Sprintf("fail %s's disk: %v", nd.id, err)
 	}
 	// The disk fails the node at its next write: an append from the leader, its own if it
-	// leads. A write through it makes sure one comes.
+	// leads, a term if it campaigns. Writes through it make sure appends come, once whatever
+	// other fault runs (a partition cutting it off) heals.
 	probe := fmt.Sprintf("chaos-disk-probe-%d", rng.Uint64())
-	query(nd.clientAddr, "SET", probe, "1")
 	state := "unknown"
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) && state != "failed" {
-		if !p.Running() {
-			break
+	deadline := time.Now().Add(diskFailNoticed)
+	for next := time.Now(); time.Now().Before(deadline) && state != "failed" && p.Running(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(next) {
+			query(nd.clientAddr, "SET", probe, "1")
+			next = time.Now().Add(2 * time.Second)
 		}
-		if state = diskState(nd); state != "failed" {
-			time.Sleep(100 * time.Millisecond)
-		}
+		state = diskState(nd)
+	}
+	if state != "failed" {
+		p.WaitExit(3 * time.Second) // a node that stopped answering may be exiting
 	}
 	outcome := "disk_state:failed, writes refused"
 	switch {
@@ -121,7 +128,7 @@ func (nm *nemesis) diskFail(rng *rand.Rand) string {
 		nm.diskExits.Add(1)
 		outcome = "exited on the disk's error (pebble)"
 	case state != "failed":
-		nm.violation("disk-fail: %s's disk failed 10 s ago and INFO persistence says disk_state:%s", nd.id, state)
+		nm.violation("disk-fail: %s's disk failed %v ago and INFO persistence says disk_state:%s", nd.id, diskFailNoticed, state)
 	default:
 		nm.diskFailStops.Add(1)
 		// Every write through it is refused from now on, saying so.
