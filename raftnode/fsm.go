@@ -348,11 +348,15 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 		committed = r.CommitIndex()
 	}
 	n.mu.Lock()
-	if applied := n.mu.machine.Applied(); m.Applied() < applied && applied <= committed && !takeStaleSnapshots {
-		n.mu.Unlock()
-		n.stats.staleInstalls.Add(1)
-		n.log.Warn("refused a snapshot older than the committed table", "snapshot_applied", m.Applied(), "applied", applied, "committed", committed)
-		return fmt.Errorf("restore lock table: the snapshot ends at index %d, before the %d already applied and committed: a stale install", m.Applied(), applied)
+	if applied := n.mu.machine.Applied(); m.Applied() < applied && applied <= committed {
+		if takeStaleSnapshots {
+			n.log.Warn("took a snapshot older than the committed table (a deliberately broken build)", "snapshot_applied", m.Applied(), "applied", applied, "committed", committed)
+		} else {
+			n.mu.Unlock()
+			n.stats.staleInstalls.Add(1)
+			n.log.Warn("refused a snapshot older than the committed table", "snapshot_applied", m.Applied(), "applied", applied, "committed", committed)
+			return fmt.Errorf("restore lock table: the snapshot ends at index %d, before the %d already applied and committed: a stale install", m.Applied(), applied)
+		}
 	}
 	n.mu.machine = m
 	n.locks.Restored(m)
