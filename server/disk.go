@@ -58,6 +58,32 @@ func (s *Server) failedDisk() (reply string, ok bool) {
 	return diskReply(df, false), true
 }
 
+// subscribes reports whether the pub/sub command named name starts a subscription.
+func subscribes(name string) bool {
+	return name == "subscribe" || name == "psubscribe" || name == "ssubscribe"
+}
+
+// dropClientsOnFailedDisk closes, once, every client connection open when this node's disk
+// failed. Its raft stopped, so this node applies nothing more: its subscribers, blocked pops,
+// tracking clients and lock holders would wait in silence for what never comes, where a closed
+// connection sends them to another node. New connections are served what this node can still
+// answer (INFO, READONLY reads) and MISCONF for the rest. The forward watch calls it.
+func (s *Server) dropClientsOnFailedDisk() {
+	if s.diskDropped.Load() {
+		return
+	}
+	if _, failed := s.failedDisk(); !failed {
+		return
+	}
+	s.diskDropped.Store(true)
+	conns := s.connections()
+	for _, c := range conns {
+		c.kill()
+	}
+	s.log.Warn("disk failed: closed every client connection, whose waits and subscriptions this node can no longer serve; new ones get MISCONF for what needs the leader",
+		"closed", len(conns))
+}
+
 func isDisk(err error) bool {
 	_, _, ok := diskError(err)
 	return ok

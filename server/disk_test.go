@@ -2,12 +2,18 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // testDiskError is a disk fault as store.DiskError reports one.
@@ -89,5 +95,60 @@ func TestDiskFaultReplies(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// flipDisk is a disk whose fault a test sets while the server runs.
+type flipDisk struct{ err atomic.Pointer[error] }
+
+func (d *flipDisk) DiskFault() error {
+	if p := d.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// TestFailedDiskClosesClients: once the node's disk failed, its raft applies nothing more, so
+// the connections waiting on it (a subscriber, a blocked pop) are closed rather than left
+// waiting in silence, and new subscriptions and blocking commands get MISCONF; INFO still
+// answers.
+func TestFailedDiskClosesClients(t *testing.T) {
+	f := newFakeNode()
+	f.startLocks(t)
+	d := &flipDisk{}
+	addr, _ := serveDeps(t, Deps{Replica: f, Disk: d}, nil)
+	sub := dialRaw(t, addr)
+	if got := sub.do("SUBSCRIBE", "ch"); !strings.Contains(got, "subscribe") {
+		t.Fatalf("SUBSCRIBE = %q", got)
+	}
+	blocked := dialRaw(t, addr)
+	if _, err := io.WriteString(blocked.nc, "*3\r\n$5\r\nBLPOP\r\n$1\r\nq\r\n$1\r\n0\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	probe := dialRaw(t, addr)
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		if got := probe.do("INFO", "clients"); !strings.Contains(got, "blocked_clients:1\r\n") {
+			return fmt.Errorf("BLPOP not blocked yet: %q", got)
+		}
+		return nil
+	})
+	var fault error = testDiskError{}
+	d.err.Store(&fault)
+	for name, c := range map[string]*rawConn{"subscriber": sub, "blocked BLPOP": blocked} {
+		c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b, err := c.br.ReadString(0x0a)
+		var ne net.Error
+		if err == nil || errors.As(err, &ne) && ne.Timeout() {
+			t.Errorf("%s: read after the disk failed = %q, %v; want the connection closed", name, b, err)
+		}
+	}
+	fresh := dialRaw(t, addr)
+	for _, cmd := range [][]string{{"SUBSCRIBE", "ch"}, {"PSUBSCRIBE", "c*"}, {"BLPOP", "q", "0"}} {
+		if got := fresh.do(cmd...); !strings.HasPrefix(got, "-MISCONF disk failed") {
+			t.Errorf("%v on a node whose disk failed = %q; want MISCONF disk failed", cmd, got)
+		}
+	}
+	if got := fresh.do("INFO", "persistence"); !strings.Contains(got, "disk_state:failed") {
+		t.Errorf("INFO persistence = %q", got)
 	}
 }

@@ -143,6 +143,12 @@ func (c *conn) refusal(cmd *command, args [][]byte) (string, refusalReason) {
 	if cmd.denyOOM && c.s.full() {
 		return errOOM, refusedOOM
 	}
+	if cmd.blocking || cmd.fam == famPubSub && subscribes(cmd.name) {
+		// Nothing would ever reach it here: this node applies nothing more.
+		if msg, failed := c.s.failedDisk(); failed {
+			return msg, refusedDiskFailed
+		}
+	}
 	return "", refusedNone
 }
 

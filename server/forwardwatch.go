@@ -79,7 +79,8 @@ func (w *forwardWatch) cut(leader string) {
 	}
 }
 
-// watchForwards runs the forward watch until the server closes.
+// watchForwards runs the forward watch until the server closes; on the same tick it closes the
+// client connections once this node's disk failed (dropClientsOnFailedDisk).
 func (s *Server) watchForwards() {
 	defer s.wg.Done()
 	tick := time.NewTicker(leaderCheckEvery)
@@ -91,5 +92,6 @@ func (s *Server) watchForwards() {
 		case <-tick.C:
 		}
 		s.forwards.cut(s.node.Leadership().ID)
+		s.dropClientsOnFailedDisk()
 	}
 }

@@ -49,10 +49,11 @@ const (
 	refusedOOM                      // past the key or memory bound
 	refusedSubscribed               // a RESP2 connection in subscribed mode
 	refusedNoLeader                 // no leader known within the wait (CLUSTERDOWN)
+	refusedDiskFailed               // a subscription or a blocking command on a node whose disk failed
 	numRefusals
 )
 
-var refusalNames = [numRefusals]string{"none", "unknown_command", "wrong_arity", "noauth", "noperm", "oom", "subscribed", "no_leader"}
+var refusalNames = [numRefusals]string{"none", "unknown_command", "wrong_arity", "noauth", "noperm", "oom", "subscribed", "no_leader", "disk_failed"}
 
 // serverMetrics are the figures ServerStats reports beyond serverStats's counters.
 type serverMetrics struct {

@@ -313,6 +313,8 @@ type Server struct {
 	node  Replica
 	admin Admin // nil: RAFT administration is refused
 	disk  Disk  // nil: INFO reports no disk fault
+	// diskDropped: the client connections were closed for a failed disk (dropClientsOnFailedDisk).
+	diskDropped atomic.Bool
 	// queueWaits are this node's clients waiting in a lock queue (handoff.go).
 	queueWaits *queueWaits
 	scripts    scriptEngine
