@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // The two disk faults a process harness can inject (docs/disk-faults.md):
@@ -81,22 +83,31 @@ func diskState(n *node) string {
 	return "unknown (no disk_state in INFO persistence)"
 }
 
+// diskTarget claims a node for a disk fault (the leader half the time), once it serves: a
+// process signalled before it set up its handler would die of SIGUSR2 (Go's default). It
+// returns the node, its process and its log's size (what the fault's checks read past), or nil
+// and why the fault is skipped. The caller releases the node.
+func (nm *nemesis) diskTarget(rng *rand.Rand) (nd *node, p *testutil.Proc, logFrom int64, skip string) {
+	i := nm.claim(rng, 0.5, -1)
+	if i < 0 {
+		return nil, nil, 0, "no node free for a disk fault"
+	}
+	nd = nm.c.nodes[i]
+	if err := nd.waitServing(10 * time.Second); err != nil {
+		nm.release(i)
+		return nil, nil, 0, fmt.Sprintf("%s not serving, disk left alone: %v", nd.id, err)
+	}
+	return nd, nd.current(), logSize(nd.logPath), ""
+}
+
 // diskFail fails a node's disk (SIGUSR2), checks that it fail-stops and says so, and restarts it.
 func (nm *nemesis) diskFail(rng *rand.Rand) string {
 	c := nm.c
-	i := nm.claim(rng, 0.5, -1)
-	if i < 0 {
-		return "no node free to fail a disk"
+	nd, p, logFrom, skip := nm.diskTarget(rng)
+	if nd == nil {
+		return skip
 	}
-	defer nm.release(i)
-	nd := c.nodes[i]
-	// A process signalled before it set up its handler would die of SIGUSR2 (Go's default):
-	// only a node that serves has.
-	if err := nd.waitServing(10 * time.Second); err != nil {
-		return fmt.Sprintf("%s not serving, disk left alone: %v", nd.id, err)
-	}
-	p := nd.current()
-	logFrom := logSize(nd.logPath)
+	defer nm.release(nd.idx)
 	if err := p.Signal(syscall.SIGUSR2); err != nil {
 		return fmt.Sprintf("fail %s's disk: %v", nd.id, err)
 	}
@@ -152,17 +163,11 @@ func (nm *nemesis) diskFail(rng *rand.Rand) string {
 // writes again by itself.
 func (nm *nemesis) diskFull(rng *rand.Rand) string {
 	c := nm.c
-	i := nm.claim(rng, 0.5, -1)
-	if i < 0 {
-		return "no node free to fill a disk"
+	nd, p, logFrom, skip := nm.diskTarget(rng)
+	if nd == nil {
+		return skip
 	}
-	defer nm.release(i)
-	nd := c.nodes[i]
-	if err := nd.waitServing(10 * time.Second); err != nil {
-		return fmt.Sprintf("%s not serving, disk left alone: %v", nd.id, err)
-	}
-	p := nd.current()
-	logFrom := logSize(nd.logPath)
+	defer nm.release(nd.idx)
 	balloon := filepath.Join(filepath.Dir(nd.dir), "balloon")
 	filled, err := fillDisk(balloon)
 	if err != nil {
