@@ -1346,6 +1346,9 @@ func TestDiskPanic(t *testing.T) {
 		{[]string{"panic: write /tmp/x/n1/data/raft/000163.log: no space left on device"}, true},
 		{[]string{"panic: failed to save current term: set \"CurrentTerm\": write /tmp/x/raft/000009.log: input/output error"}, true},
 		{append([]string{"panic: (*fs.PathError) 0xc000f45e00"}, pebbleFrames...), true},
+		{append([]string{"panic: (*withstack.withStack) 0xc001870e88"}, pebbleFrames...), true},
+		{append([]string{"panic: (*withstack.withStack) 0xc001870e88"}, "goroutine 7 [running]:",
+			"github.com/cockroachdb/pebble/v2.(*DB).Get(0xc0003bc008)"), false},
 		{[]string{"panic: (*fs.PathError) 0xc000f45e00", "goroutine 1 [running]:", "github.com/raftlock/raftlock/server.(*conn).serve()"}, false},
 		{[]string{"panic: runtime error: index out of range [3] with length 3"}, false},
 		{[]string{"panic: write segment 1.seg: input/output error"}, false}, // raftlock's own code must not panic on it

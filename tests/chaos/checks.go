@@ -284,17 +284,17 @@ func checkLogs(paths []string) []string {
 // (disk.go) reaches pebble, a known limitation (docs/known-issues.md, "Disk faults") the disk
 // faults count instead (disk_exits): pebble's fatal commit error (its logger's Fatalf), pebble
 // panicking on its WAL's write error (a raw "panic: write …/raft/NNNNNN.log: …"), pebble's
-// WAL rotation panicking with the error itself (printed as "panic: (*fs.PathError) 0x…", with
-// pebble's frames below), and hashicorp/raft's on a term it could not save. Any other panic
-// stays a finding.
+// WAL rotation panicking with the error value itself (printed as "panic: (*fs.PathError) 0x…"
+// or "panic: (*withstack.withStack) 0x…", with pebble's rotateWAL a few frames below), and
+// hashicorp/raft's on a term it could not save. Any other panic stays a finding.
 func diskPanic(lines []string, i int) bool {
 	line := lines[i]
 	if !strings.HasPrefix(line, "panic: ") {
 		return false
 	}
-	if strings.HasPrefix(line, "panic: (*fs.PathError) ") {
+	if strings.HasPrefix(line, "panic: (*") && strings.Contains(line, ") 0x") {
 		for _, next := range lines[i+1 : min(len(lines), i+16)] {
-			if strings.Contains(next, "github.com/cockroachdb/pebble/") {
+			if strings.Contains(next, "github.com/cockroachdb/pebble/v2.(*DB).rotateWAL(") {
 				return true
 			}
 		}
