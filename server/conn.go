@@ -30,6 +30,11 @@ type conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// sinceDiskFailed: the connection was accepted after this node's disk failed, so it was
+	// told MISCONF for what needs the leader from its first request, and the drop of the
+	// connections that were waiting (dropClientsOnFailedDisk) is not for it.
+	sinceDiskFailed bool
+
 	// watched is how many locks lockWatch remembers for this connection: a connection with none
 	// (every client of the Redis libraries, which take locks with SET NX) pays nothing for
 	// lost-lock notices on its writes (noteOwnWrites).
@@ -156,6 +161,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.out = resp.NewWriter(stallWriter{c})
 	c.r.SetBudget(readerBudget{c})
 	c.readAhead.limit = int64(s.cfg.ReadAheadBytes)
+	_, c.sinceDiskFailed = s.failedDisk()
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	c.resetAuth()
 	c.publishInfo()

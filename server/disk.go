@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/raftlock/raftlock/node"
@@ -63,8 +64,8 @@ func subscribes(name string) bool {
 	return name == "subscribe" || name == "psubscribe" || name == "ssubscribe"
 }
 
-// dropClientsOnFailedDisk closes, once, every client connection open when this node's disk
-// failed. Its raft stopped, so this node applies nothing more: its subscribers, blocked pops,
+// dropClientsOnFailedDisk closes, once, every client connection accepted before this node's
+// disk failed. Its raft stopped, so this node applies nothing more: its subscribers, blocked pops,
 // tracking clients and lock holders would wait in silence for what never comes, where a closed
 // connection sends them to another node. New connections are served what this node can still
 // answer (INFO, READONLY reads) and MISCONF for the rest. The forward watch calls it.
@@ -76,7 +77,10 @@ func (s *Server) dropClientsOnFailedDisk() {
 		return
 	}
 	s.diskDropped.Store(true)
-	conns := s.connections()
+	// A connection accepted after the failure was never waiting on this node's raft, and its
+	// client may already have read disk_state:failed and be about to ask something this node
+	// still answers: closing it would turn that answer into a reset.
+	conns := slices.DeleteFunc(s.connections(), func(c *conn) bool { return c.sinceDiskFailed })
 	for _, c := range conns {
 		c.kill()
 	}

@@ -134,6 +134,12 @@ func TestFailedDiskClosesClients(t *testing.T) {
 	})
 	var fault error = testDiskError{}
 	d.err.Store(&fault)
+	// A client that connects after the failure, before the watch closes the others, and reads
+	// INFO's disk_state:failed, is told MISCONF afterwards, not cut off.
+	late := dialRaw(t, addr)
+	if got := late.do("INFO", "persistence"); !strings.Contains(got, "disk_state:failed") {
+		t.Errorf("INFO persistence = %q", got)
+	}
 	for name, c := range map[string]*rawConn{"subscriber": sub, "blocked BLPOP": blocked} {
 		c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 		b, err := c.br.ReadString(0x0a)
@@ -141,6 +147,9 @@ func TestFailedDiskClosesClients(t *testing.T) {
 		if err == nil || errors.As(err, &ne) && ne.Timeout() {
 			t.Errorf("%s: read after the disk failed = %q, %v; want the connection closed", name, b, err)
 		}
+	}
+	if got := late.do("SUBSCRIBE", "ch"); !strings.HasPrefix(got, "-MISCONF disk failed") {
+		t.Errorf("SUBSCRIBE on a connection accepted after the disk failed = %q; want MISCONF disk failed", got)
 	}
 	fresh := dialRaw(t, addr)
 	for _, cmd := range [][]string{{"SUBSCRIBE", "ch"}, {"PSUBSCRIBE", "c*"}, {"BLPOP", "q", "0"}} {
