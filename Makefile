@@ -104,8 +104,8 @@ chaos-short:
 
 # The long mode: tests/chaos/cmd/raftlock-chaos, a 5-node cluster (nodes built with -race unless
 # CHAOS_RACE=0), every fault kind mixed, for CHAOS_DURATION per seed; one summary line per
-# seed. make chaos CHAOS_DURATION=10m SEEDS=1,2,3; CHAOS_NODE_ARGS="--group-commit paced" runs the
-# nodes with commit-paced group commit (test builds only, as the harness builds them).
+# seed. make chaos CHAOS_DURATION=10m SEEDS=1,2,3; CHAOS_NODE_ARGS="--group-commit no" passes
+# flags to every node.
 SEEDS          ?= 1,2,3
 CHAOS_DURATION ?= 10m
 CHAOS_NODES    ?= 5

@@ -55,11 +55,6 @@ type Config struct {
 	// NoGroupCommit turns group commit off (groupcommit.go): one log entry per request, as a
 	// cluster still in an older log format writes. For comparisons.
 	NoGroupCommit bool
-	// CommitPaced makes a cluster's leader send the next group commit when the previous batch
-	// has committed rather than when its own store wrote it (groupcommit.go): larger batches,
-	// fewer fsyncs. Off, and only test builds of cmd/raftlock turn it on (--group-commit paced):
-	// its safety is an open question (docs/known-issues.md, "Commit pacing").
-	CommitPaced bool
 	// SnapshotThreshold is how many new log entries trigger a snapshot; SnapshotInterval is how
 	// often raft checks; TrailingLogs is how many entries stay behind a snapshot for slow
 	// followers.

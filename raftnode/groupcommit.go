@@ -17,21 +17,20 @@ import (
 // append and replication message) and a goroutine hand-off per request.
 //
 // A batch is sized by what arrived while the previous one was on its way, never by a timer.
-// One batch at a time is sent and not yet settled. A request that finds none sends the queue
+// One batch at a time is sent and not yet written. A request that finds none sends the queue
 // itself, at once (alone if nobody else is waiting, so one client waits for nothing but its
-// own commit). The ones that arrive meanwhile queue, and when the batch settles, the queue goes
-// to raft as the next batch right there, with no goroutine to wake:
-//   - on a single voter, once the leader's log store has written it (writeWatch, which sees the
-//     batch's own bytes go by, on raft's leader loop, before it looks for work again): the
-//     disk is always writing a full batch;
-//   - on a cluster with Config.CommitPaced (off by default, see there), once the leader has
-//     applied it, that is once a quorum wrote it (answerApplied, on the FSM goroutine); without
-//     it, as on a single voter. Sending at the leader's write would let the
-//     leader's disk write the next batch while the followers write this one, but every batch
-//     costs an fsync on every node, and an fsync costs CPU as well as time (110-300 us of
-//     system time each on this project's test machines, raftlock-bench fsync): a batch that
-//     waits for the whole commit round carries twice the requests for the same three fsyncs
-//     (docs/performance.md has what that gains on 3 nodes).
+// own commit). The ones that arrive meanwhile queue, and once the leader's log store has
+// written the batch (writeWatch, which sees the batch's own bytes go by, on raft's leader loop,
+// before it looks for work again), the queue goes to raft as the next batch right there, with
+// no goroutine to wake: the leader's disk is always writing a full batch, and on a cluster it
+// writes the next batch while the followers write this one.
+//
+// Waiting for the whole commit round instead (the previous batch applied, not only written)
+// would make a cluster's batches about twice as large for the same fsyncs on every node, and
+// was measured at +24 % pairs/s on 3 nodes (docs/performance.md). It is not done: the one
+// long chaos run made with it found a linearizability violation that nobody could explain or
+// reproduce (docs/known-issues.md, "The commit-paced violation of 2026-12-02"), and a lock
+// server does not keep a speed-up whose safety is in doubt.
 // Batches reach raft in the order their requests were queued, so one connection's pipelined
 // requests reach the log in that order.
 
@@ -62,12 +61,9 @@ type groupCommit struct {
 // for it (set once raft.Apply returned), and whether its requests were answered; the last two
 // are guarded by groupCommit.mu.
 type sentBatch struct {
-	first   *byte
-	entries []*groupEntry
-	at      time.Time // when it was sent
-	// byCommit: the next batch waits for this one's commit (the cluster had more than one
-	// voter when it was sent), not for the leader's write of it.
-	byCommit bool
+	first    *byte
+	entries  []*groupEntry
+	at       time.Time // when it was sent
 	future   raft.ApplyFuture
 	answered bool
 }
@@ -158,8 +154,7 @@ func (n *Replica) submitGroupedAll(entries []*groupEntry) {
 }
 
 // batchSettled is told, once per batch, that sb no longer holds the next batch back: the
-// leader's store wrote it (writeWatch, on raft's leader loop), the leader applied it
-// (answerApplied, on the FSM goroutine: sb.byCommit), or raft answered it unapplied
+// leader's store wrote it (writeWatch, on raft's leader loop), or raft answered it unapplied
 // (runFinisher; sb nil: a batch was dropped unsent). If requests queued meanwhile, it sends them
 // as the next batch right there: raft's apply channel is buffered, so raft.Apply returns at once
 // and the leader loop finds the batch as soon as it is back, with no goroutine to wake first.
@@ -236,7 +231,7 @@ func (n *Replica) sendBatch(batch []*groupEntry) {
 	}
 	n.stats.group.Observe(uint64(len(batch)))
 	// In sent before raft has it: the leader may apply it before raft.Apply returns.
-	sb := &sentBatch{first: &data[0], entries: batch, at: time.Now(), byCommit: n.cfg.CommitPaced && n.clustered()}
+	sb := &sentBatch{first: &data[0], entries: batch, at: time.Now()}
 	g := &n.group
 	g.mu.Lock()
 	g.sent = append(g.sent, sb)
@@ -264,7 +259,7 @@ func (g *groupCommit) wakeFinisher() {
 }
 
 // writeWatch is raft's log store with one addition for the group commit: when it has written
-// the entry of the batch the leader awaits (want) on a single voter, it tells batchSettled. It
+// the entry of the batch the leader awaits (want), it tells batchSettled. It
 // tells the entry apart by its first byte's address: the leader's raft stores the very bytes it
 // was given. On followers want is nil and it only forwards.
 type writeWatch struct {
@@ -282,7 +277,7 @@ func (w *writeWatch) StoreLogs(logs []*raft.Log) error {
 	if err != nil {
 		w.failed(err)
 	}
-	if sb := w.want.Load(); sb != nil && !sb.byCommit {
+	if sb := w.want.Load(); sb != nil {
 		for _, l := range logs {
 			if len(l.Data) > 0 && &l.Data[0] == sb.first {
 				w.written(sb) // a failed write too: raft answers its entries, and the next goes on
@@ -355,12 +350,10 @@ func (n *Replica) runFinisher() {
 }
 
 // answerApplied answers the requests of the sent batches among logs, which ApplyBatch applied,
-// with out's responses, and sends the next batch if the last of them held it back (byCommit).
-// ApplyBatch calls it once every hook of the batch has run.
+// with out's responses. ApplyBatch calls it once every hook of the batch has run.
 func (n *Replica) answerApplied(logs []*raft.Log, out []interface{}) {
 	g := &n.group
 	g.mu.Lock()
-	var settled *sentBatch
 	// Almost always one batch: raft applies what it committed together.
 	var mineBuf [1]*sentBatch
 	var respBuf [1]*entryResponse
@@ -374,20 +367,16 @@ func (n *Replica) answerApplied(logs []*raft.Log, out []interface{}) {
 				sb.answered = true
 				resp, _ := out[i].(*entryResponse)
 				mine, resps = append(mine, sb), append(resps, resp)
-				settled = sb
 				break
 			}
 		}
 	}
-	if settled != nil {
+	if len(mine) > 0 {
 		g.sent = slices.DeleteFunc(g.sent, func(b *sentBatch) bool { return b.answered })
 	}
 	g.mu.Unlock()
 	for i, sb := range mine {
 		n.answerBatch(sb.entries, resps[i], nil) // without g.mu: it takes Replica.mu
-	}
-	if settled != nil && settled.byCommit {
-		n.batchSettled(settled)
 	}
 }
 

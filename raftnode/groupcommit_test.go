@@ -187,62 +187,6 @@ func TestGroupCommitFormatAfterRestart(t *testing.T) {
 	})
 }
 
-// With CommitPaced, on a cluster the next batch waits for the previous one's commit, not for the
-// leader's write of it: what queues meanwhile goes as one batch once a quorum has it. (On a single voter the
-// leader's write is the commit: TestGroupCommitCarriesWhatQueued.)
-func TestGroupCommitWaitsForCommitInACluster(t *testing.T) {
-	// Slow heartbeats: the isolated leader keeps office for the test's ~100 ms of isolation.
-	nodes := newCluster(t, 3, func(c *Config) {
-		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 2*time.Second, 2*time.Second, 2*time.Second
-		c.CommitPaced = true
-	})
-	l := testutil.Leader(t, nodes)
-	testutil.Isolate(l, nodes)
-	first, err := l.propose(t.Context(), [][]byte{[]byte("a")}, grantEval("a", "o"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var queued []*proposal
-	for _, key := range []string{"b", "c"} {
-		p, err := l.propose(t.Context(), [][]byte{[]byte(key)}, grantEval(key, "o"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		queued = append(queued, p)
-	}
-	// The leader's store writes the first batch at once; the followers cannot.
-	testutil.WaitFor(t, time.Second, func() error {
-		if last := l.raft.LastIndex(); last <= l.raft.CommitIndex() {
-			return fmt.Errorf("last index %d, commit index %d: the first batch is not written yet", last, l.raft.CommitIndex())
-		}
-		return nil
-	})
-	time.Sleep(50 * time.Millisecond) // what a send at the write would have sent by now
-	l.group.mu.Lock()
-	waiting := len(l.group.queue)
-	l.group.mu.Unlock()
-	if waiting != len(queued) {
-		t.Fatalf("%d requests queued while the first batch was written but not committed, want %d", waiting, len(queued))
-	}
-	testutil.ConnectAll(nodes)
-	res, err := first.wait()
-	if err != nil || len(res) != 1 || res[0].Status != fsm.StatusGranted {
-		t.Fatalf("first request: %+v, %v", res, err)
-	}
-	var index uint64
-	for i, p := range queued {
-		got, err := p.wait()
-		if err != nil || len(got) != 1 || got[0].Status != fsm.StatusGranted {
-			t.Fatalf("queued request %d: %+v, %v", i, got, err)
-		}
-		if got[0].LeaseRev == res[0].LeaseRev || i > 0 && got[0].LeaseRev != index {
-			t.Errorf("queued request %d applied at index %d (the first at %d, the one before at %d): want both in one batch after the first",
-				i, got[0].LeaseRev, res[0].LeaseRev, index)
-		}
-		index = got[0].LeaseRev
-	}
-}
-
 // A batch's first request hears last, after every other request of the batch (a pipelining
 // connection then writes all their replies at once). Observed through a batch whose second
 // request cannot be answered (its channel is closed already: closing it again panics): the

@@ -104,7 +104,7 @@ type Replica struct {
 	// apply goroutine after mu is released and before the batch's futures resolve.
 	watch atomic.Pointer[node.Watchers]
 
-	// fsmRaft is raft for the FSM goroutine (the group commit's next batch) and for Raft, which
+	// fsmRaft is raft for the FSM goroutine and for Raft, which
 	// raft.NewRaft starts before New sets n.raft (a plain read of n.raft there would race that
 	// write): nil until NewRaft has returned.
 	fsmRaft atomic.Pointer[raft.Raft]
@@ -281,13 +281,6 @@ func (n *Replica) shutdownRaft() error {
 }
 
 func (n *Replica) voters() int { return voterCount(n.raft) }
-
-// clustered reports whether raft's newest configuration has more than one voter. It reads raft
-// through fsmRaft: the group commit asks from the FSM goroutine too.
-func (n *Replica) clustered() bool {
-	r := n.fsmRaft.Load()
-	return r != nil && voterCount(r) > 1
-}
 
 // voterCount counts the voters of r's newest configuration (hashicorp/raft keeps a copy of it in an
 // atomic value: no trip through raft's main loop).

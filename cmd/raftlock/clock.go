@@ -19,12 +19,6 @@ func (c *testClock) Shift(d time.Duration) time.Duration {
 	return time.Duration(c.offset.Add(int64(d)))
 }
 
-// errNoCommitPaced is run's error for --group-commit paced on a production build: commit-paced
-// group commit is off in production until the chaos violation found with it is explained
-// (docs/known-issues.md, "Commit pacing").
-var errNoCommitPaced = errors.New("--group-commit paced: this binary was built without the raftlock_testclock tag; " +
-	"commit-paced group commit is for tests only until a chaos violation found with it is explained")
-
 // errNoTestClock is run's error for --test-clock on a production build.
 var errNoTestClock = errors.New("--test-clock: this binary was built without the raftlock_testclock tag; " +
 	"the test clock (DEBUG CLOCK-SHIFT) exists only in test builds (go build -tags raftlock_testclock ./cmd/raftlock)")

@@ -71,9 +71,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if opts.testClock && !testClockBuilt {
 		return errNoTestClock // before anything starts
 	}
-	if opts.commitPaced && !testClockBuilt {
-		return errNoCommitPaced
-	}
 	if opts.testDiskFaults && !testClockBuilt {
 		return errNoTestDiskFaults
 	}
@@ -132,7 +129,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	ccfg.Core.TrailingLogs = opts.trailingLogs
 	ccfg.Core.SnapshotInterval = opts.snapshotInterval
 	ccfg.Core.NoGroupCommit = !opts.groupCommit
-	ccfg.Core.CommitPaced = opts.commitPaced
 	ccfg.Core.Logger = logger
 	// The node's certificate on the other end of a node-to-node call on the client port must
 	// name a member (or any node while this one joins): set once the member exists, before it
@@ -176,9 +172,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	scfg.MaxMemory = opts.maxMemory
 	scfg.LockDelayMs = opts.lockDelayMs
 	scfg.Now = clock.Now
-	if opts.commitPaced {
-		logger.Warn("--group-commit paced: on a cluster the next group commit waits for the last to commit; for tests only")
-	}
 	if opts.testClock {
 		logger.Warn("--test-clock: DEBUG CLOCK-SHIFT can move this node's lease clock; for tests only")
 		scfg.ShiftClock = clock.Shift

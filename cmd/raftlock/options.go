@@ -42,9 +42,8 @@ type options struct {
 	// leaderWait bounds how long a request waits for a leader before CLUSTERDOWN (0: the
 	// server's default; negative: none).
 	leaderWait time.Duration
-	// groupCommit is false for raftnode's Config.NoGroupCommit; commitPaced is raftnode's
-	// Config.CommitPaced (--group-commit paced, test builds only).
-	groupCommit, commitPaced bool
+	// groupCommit is false for raftnode's Config.NoGroupCommit.
+	groupCommit bool
 	// maxKeys bounds the keys of all databases (0: the server's default; negative: none).
 	maxKeys int
 	// maxElements bounds the elements of one hash, set, sorted set or list.
@@ -116,7 +115,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"snapshot-interval":  fs.String("snapshot-interval", "0", "how often to check whether to snapshot (0: default 10s)"),
 		"max-keys":           fs.String("max-keys", "10000000", "the most keys all databases may hold together; past it, commands that create keys get -OOM (-1: no bound)"),
 		"max-elements":       fs.String("max-elements", "10000", "the most elements one hash, set, sorted set or list may hold; past it, commands that would grow it are refused"),
-		"group-commit":       fs.String("group-commit", "yes", "the leader puts the requests that queued while it wrote the last log entry in one raft log entry (yes/no; no: one entry per request; paced, TESTS ONLY (builds with -tags raftlock_testclock): on a cluster, while the last entry commits)"),
+		"group-commit":       fs.String("group-commit", "yes", "the leader puts the requests that queued while it wrote the last log entry in one raft log entry (yes/no; no: one entry per request)"),
 		"leader-wait":        fs.String("leader-wait", "1s", "how long a request that needs the leader waits for one (after a start, during an election) before CLUSTERDOWN; 0: not at all"),
 		"log-level":          fs.String("log-level", "info", "debug, info, warn or error"),
 		"log-format":         fs.String("log-format", "text", "text or json"),
@@ -227,11 +226,6 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	o.masterUser, o.masterAuth = *vals["masteruser"], *vals["masterauth"]
 	if o.masterAuth == "" {
 		o.masterAuth = o.requirePass
-	}
-	if *vals["group-commit"] == "paced" {
-		// Commit-paced group commit is an open safety question (docs/known-issues.md): a test
-		// build may turn it on so that the chaos harness can run it.
-		*vals["group-commit"], o.commitPaced = "yes", true
 	}
 	for name, dst := range map[string]*bool{"insecure-raft": &o.insecureRaft, "redirect": &o.redirect, "test-clock": &o.testClock, "test-disk-faults": &o.testDiskFaults, "pprof": &o.pprof,
 		"protected-mode": &o.protectedMode, "group-commit": &o.groupCommit, "insecure-http": &o.insecureHTTP} {

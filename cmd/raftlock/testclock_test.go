@@ -7,8 +7,8 @@ import (
 )
 
 // A production build refuses the settings that exist only for tests: the test clock
-// (--test-clock, RAFTLOCK_TEST_CLOCK), the injected disk failure (--test-disk-faults) and commit-paced group commit (--group-commit paced,
-// until the chaos violation found with it is explained).
+// (--test-clock, RAFTLOCK_TEST_CLOCK) and the injected disk failure (--test-disk-faults,
+// RAFTLOCK_TEST_DISK_FAULTS).
 func TestProductionBuildRefusesTestSettings(t *testing.T) {
 	if testClockBuilt {
 		t.Skip("a test build (-tags raftlock_testclock) accepts them")
@@ -21,8 +21,6 @@ func TestProductionBuildRefusesTestSettings(t *testing.T) {
 	}{
 		{"flag test-clock", []string{"--test-clock", "true"}, "", "", errNoTestClock},
 		{"env test-clock", nil, "RAFTLOCK_TEST_CLOCK", "true", errNoTestClock},
-		{"flag group-commit paced", []string{"--group-commit", "paced"}, "", "", errNoCommitPaced},
-		{"env group-commit paced", nil, "RAFTLOCK_GROUP_COMMIT", "paced", errNoCommitPaced},
 		{"flag test-disk-faults", []string{"--test-disk-faults", "true"}, "", "", errNoTestDiskFaults},
 		{"env test-disk-faults", nil, "RAFTLOCK_TEST_DISK_FAULTS", "true", errNoTestDiskFaults},
 	} {

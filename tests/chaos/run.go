@@ -41,7 +41,7 @@ type Config struct {
 	LinTimeout time.Duration
 	Keep       bool // keep the run folder even when the run passed
 	// NodeArgs are more flags for every node (after the harness's own), such as
-	// "--group-commit paced".
+	// "--group-commit no".
 	NodeArgs []string
 	Logf     func(format string, args ...any)
 }

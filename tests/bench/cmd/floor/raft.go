@@ -23,9 +23,10 @@ import (
 //
 // Writes go through a group commit as raftlock's do (raftnode/groupcommit.go): the records
 // that queue while a batch is on its way travel as the next batch, in one raft log entry,
-// sent when the previous one settles: once the leader's store has written it (paceWrite,
-// raftlock's default), or once it has committed and applied (paceCommit, raftlock's
-// Config.CommitPaced). A batch's replies go out once the leader has applied its entry, that
+// sent when the previous one settles: once the leader's store has written it (paceWrite, as
+// raftlock does), or once it has committed and applied (paceCommit: larger batches on a
+// cluster, which raftlock gave up, raftnode/groupcommit.go says why; -pace commit shows what
+// it would be worth). A batch's replies go out once the leader has applied its entry, that
 // is once a majority wrote it. Every node's FSM applies the records to a table of its own.
 // The raft settings are raftlock's (raftnode/config.go).
 //

@@ -41,7 +41,7 @@ func run() int {
 	dir := flag.String("dir", os.TempDir(), "where run folders go")
 	keep := flag.Bool("keep", false, "keep every run's folder, not only failing ones")
 	verbose := flag.Bool("v", false, "log every fault")
-	nodeArgs := flag.String("node-args", "", "more flags for every node, space-separated (e.g. \"--group-commit paced\")")
+	nodeArgs := flag.String("node-args", "", "more flags for every node, space-separated (e.g. \"--group-commit no\")")
 	flag.Parse()
 
 	if *nodes < 3 || *nodes > 8 {

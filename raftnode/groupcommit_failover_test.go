@@ -23,34 +23,24 @@ type grantRecord struct {
 	releasing    time.Time
 }
 
-// Under leaders cut off and healed again and again, with group commit in either pacing, a key
-// is never granted to a second holder while the first may still hold it: of two grants of one
-// key one after the other by token, the first was being released, or its lease could have run
-// out, before the second was heard; and a grant heard before another was asked has the lower
-// token. The chaos harness (make chaos) checks this and more over processes; this cuts the
-// leader off every half second or so in-process (some cuts short enough for it to win again
-// with requests still queued), in both pacings of the group commit, the commit-paced one
-// being off by default until a chaos violation seen with it is explained
-// (Config.CommitPaced). A grant of a held key (MatchAny in place of MatchAbsent) fails it.
+// Under leaders cut off and healed again and again, with group commit on, a key is never
+// granted to a second holder while the first may still hold it: of two grants of one key one
+// after the other by token, the first was being released, or its lease could have run out,
+// before the second was heard; and a grant heard before another was asked has the lower token.
+// The chaos harness (make chaos) checks this and more over processes; this cuts the leader off
+// every half second or so in-process (some cuts short enough for it to win again with requests
+// still queued). A grant of a held key (MatchAny in place of MatchAbsent) fails it.
 func TestGroupCommitMutualExclusionUnderFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("seconds of failovers")
 	}
-	for _, paced := range []bool{false, true} {
-		t.Run(map[bool]string{false: "write-paced", true: "commit-paced"}[paced], func(t *testing.T) {
-			checkMutualExclusionUnderFailover(t, paced)
-		})
-	}
-}
-
-func checkMutualExclusionUnderFailover(t *testing.T, paced bool) {
 	const (
 		keys    = 3
 		workers = 8
 		leaseMs = 1500
 		run     = 4 * time.Second
 	)
-	nodes := newCluster(t, 3, func(c *Config) { c.CommitPaced = paced })
+	nodes := newCluster(t, 3)
 	ctx, cancel := context.WithTimeout(t.Context(), run)
 	defer cancel()
 
