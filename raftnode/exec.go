@@ -707,9 +707,10 @@ func (n *Replica) runVerifier() {
 			}
 		}
 		err := awaitFuture(n.raft.VerifyLeader(), n.stop)
-		if err == nil && !n.ready.Load() {
-			err = n.notLeader()
-		} else if err != nil {
+		// Leading now is not enough: in a term other than the one the table was completed in
+		// (lost and won again before watchLeadership saw it, which then still says ready), a
+		// leader of a term in between may have committed what the table misses.
+		if err != nil || !n.ready.Load() || n.raft.CurrentTerm() != n.readyTerm.Load() {
 			err = n.notLeader()
 		}
 		n.stats.verifyRounds.Add(1)

@@ -74,7 +74,11 @@ type Replica struct {
 
 	// ready is true while this node is the leader and has applied everything committed before
 	// its term (the barrier after each election). Only then may it evaluate requests.
-	ready      atomic.Bool
+	ready atomic.Bool
+	// readyTerm is the term whose barrier completed the table when this node last became
+	// ready. Leading in another term means another leader may have committed in between, and
+	// the table may miss it until the watcher notices the change (runVerifier).
+	readyTerm  atomic.Uint64
 	leaderGen  atomic.Uint64
 	verifyReqs chan chan error
 	// locks is the lock policy (Config.Locks); inFlight is pendingLocked as a func value made
@@ -326,10 +330,17 @@ func (n *Replica) watchLeadership() {
 }
 
 func (n *Replica) becomeReady(gen uint64) {
+	var term uint64
 	for n.leaderGen.Load() == gen {
+		// The barrier completes the table for the term it was appended in: the term read before
+		// and after it pins that term down.
+		term = n.raft.CurrentTerm()
 		err := n.waitFuture(n.raft.Barrier(n.cfg.ApplyTimeout))
-		if err == nil {
+		if err == nil && n.raft.CurrentTerm() == term {
 			break
+		}
+		if err == nil {
+			continue // leadership was lost and won again meanwhile: a barrier in the new term
 		}
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) {
 			return
@@ -351,6 +362,7 @@ func (n *Replica) becomeReady(gen uint64) {
 		return
 	}
 	n.locks.Promote()
+	n.readyTerm.Store(term)
 	n.ready.Store(true)
 	n.mu.Unlock()
 	n.leaderChange.notify()
