@@ -273,6 +273,13 @@ func (n *Replica) evalLocked(p *proposal, keys [][]byte, eval node.Eval, v *view
 		return wait, 0, nil
 	}
 	p.gen = n.leaderGen.Load()
+	// The table must be the one completed in the term raft is in now: a node that lost and won
+	// leadership again before watchLeadership ran may still say ready, and even have the new
+	// generation, while its table misses a term in between. becomeReady sets readyTerm under
+	// Replica.mu, after its barrier.
+	if n.raft.CurrentTerm() != n.readyTerm.Load() {
+		return nil, 0, n.notLeader()
+	}
 	cmds, err := safeEval(eval, v)
 	if err != nil {
 		return nil, 0, err

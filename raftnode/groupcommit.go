@@ -159,8 +159,8 @@ func (n *Replica) submitGroupedAll(entries []*groupEntry) {
 // as the next batch right there: raft's apply channel is buffered, so raft.Apply returns at once
 // and the leader loop finds the batch as soon as it is back, with no goroutine to wake first.
 // (The channel holds MaxAppendEntries entries; with group commit on, raftlock has at most one
-// batch and a few of the node's own proposals in it, so neither the leader loop nor the FSM
-// goroutine, which the leader loop may wait on, ever waits on raft here.) If nothing queued,
+// batch and a few of the node's own proposals in it, so the leader loop never waits on itself
+// here.) If nothing queued,
 // sending ends and the next request sends its own.
 func (n *Replica) batchSettled(sb *sentBatch) {
 	if sb != nil && !n.writes.want.CompareAndSwap(sb, nil) {
@@ -215,6 +215,13 @@ func (n *Replica) sendBatch(batch []*groupEntry) {
 		n.answerBatch(stale, nil, n.notLeader())
 	}
 	if len(batch) == 0 {
+		n.batchSettled(nil)
+		return
+	}
+	if err := n.diskFailed(); err != nil {
+		// raft is stopping for the failed disk, and a batch it took into its queue now might
+		// never be answered: refused here, certainly unwritten.
+		n.answerBatch(batch, nil, err)
 		n.batchSettled(nil)
 		return
 	}

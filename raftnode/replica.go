@@ -108,9 +108,9 @@ type Replica struct {
 	// apply goroutine after mu is released and before the batch's futures resolve.
 	watch atomic.Pointer[node.Watchers]
 
-	// fsmRaft is raft for the FSM goroutine and for Raft, which
-	// raft.NewRaft starts before New sets n.raft (a plain read of n.raft there would race that
-	// write): nil until NewRaft has returned.
+	// fsmRaft is raft for the goroutines raft.NewRaft starts before New sets n.raft (the FSM's,
+	// the log store's on a disk that fails at start: a plain read of n.raft there would race
+	// that write), and for Raft: nil until NewRaft has returned.
 	fsmRaft atomic.Pointer[raft.Raft]
 	// leaderChange is notified whenever the leader, this node's readiness or the member table
 	// may have changed (LeaderChanged).
@@ -367,7 +367,7 @@ func (n *Replica) becomeReady(gen uint64) {
 	n.mu.Unlock()
 	n.leaderChange.notify()
 	n.cluster.Ready() // a new leader records its own client address (forwarding, redirects)
-	n.log.Info("leader ready", "term", n.raft.CurrentTerm(), "applied", n.raft.AppliedIndex())
+	n.log.Info("leader ready", "term", term, "applied", n.raft.AppliedIndex())
 }
 
 // NotLeader is the error a request gets while this node is not a ready leader: it names the

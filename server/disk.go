@@ -84,7 +84,7 @@ func (s *Server) dropClientsOnFailedDisk() {
 	for _, c := range conns {
 		c.kill()
 	}
-	s.log.Warn("disk failed: closed every client connection, whose waits and subscriptions this node can no longer serve; new ones get MISCONF for what needs the leader",
+	s.log.Warn("disk failed: closed every client connection accepted before the failure, whose waits and subscriptions this node can no longer serve; new ones get MISCONF for what needs the leader",
 		"closed", len(conns))
 }
 
