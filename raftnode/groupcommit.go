@@ -160,8 +160,7 @@ func (n *Replica) submitGroupedAll(entries []*groupEntry) {
 // and the leader loop finds the batch as soon as it is back, with no goroutine to wake first.
 // (The channel holds MaxAppendEntries entries; with group commit on, raftlock has at most one
 // batch and a few of the node's own proposals in it, so the leader loop never waits on itself
-// here.) If nothing queued,
-// sending ends and the next request sends its own.
+// here.) If nothing queued, sending ends and the next request sends its own.
 func (n *Replica) batchSettled(sb *sentBatch) {
 	if sb != nil && !n.writes.want.CompareAndSwap(sb, nil) {
 		return // already told, or a later batch is awaited
