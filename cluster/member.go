@@ -216,6 +216,7 @@ func Start(cfg Config, st raftnode.Stores, trans raft.Transport) (*Member, error
 			return nil, err
 		}
 	}
+	core.StandIfSoleVoter()
 	n.reportStartFlags(ident)
 	n.wg.Go(n.runMembership)
 	return n, nil

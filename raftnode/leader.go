@@ -77,3 +77,50 @@ func (n *Replica) Retire() {
 	n.mu.Unlock()
 	n.leaderChange.notify()
 }
+
+// StandIfSoleVoter has this node stand for election at once when its configuration names it
+// the only voter. raft's follower waits a heartbeat timeout (randomized between one and two:
+// 0.5–1 s with the defaults) for a leader's contact before it stands, a contact a sole voter can
+// never receive: a one-node cluster spent that long refusing requests after every start, on
+// top of its snapshot's restore. Cluster management calls it once the core runs (and after a
+// bootstrap).
+//
+// raft has no call to stand now. ReloadConfig with a shorter heartbeat timeout wakes the
+// follower loop's timer at once (raft fires it so that the follower picks up the shorter
+// value), and a follower that has heard from no leader since it started then stands; the
+// configured timeout is put back right after (a longer value wakes nothing, and the next timer
+// reads it). An election is safe at any time in raft, and with no other voter there is nobody
+// it could disturb. It does nothing when the node is not a leaderless follower, when the
+// configuration has another server, or when the heartbeat timeout has no room under it (raft
+// refuses one below the leader lease timeout); the node then stands after the usual timeout.
+func (n *Replica) StandIfSoleVoter() {
+	if n.raft.State() != raft.Follower {
+		return
+	}
+	if addr, _ := n.raft.LeaderWithID(); addr != "" {
+		return
+	}
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	servers := f.Configuration().Servers
+	if len(servers) != 1 || servers[0].ID != raft.ServerID(n.cfg.ID) || servers[0].Suffrage != raft.Voter {
+		return
+	}
+	configured := n.raft.ReloadableConfig()
+	if configured.HeartbeatTimeout <= n.cfg.LeaderLeaseTimeout {
+		return
+	}
+	shorter := configured
+	shorter.HeartbeatTimeout = n.cfg.LeaderLeaseTimeout
+	if err := n.raft.ReloadConfig(shorter); err != nil {
+		n.log.Warn("could not stand for election at once as the sole voter", "err", err)
+		return
+	}
+	if err := n.raft.ReloadConfig(configured); err != nil {
+		n.log.Error("could not restore the heartbeat timeout after standing as the sole voter", "err", err)
+		return
+	}
+	n.log.Info("sole voter: standing for election without waiting a heartbeat timeout")
+}
