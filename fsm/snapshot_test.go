@@ -671,7 +671,7 @@ func FuzzRestore(f *testing.F) {
 		var m *fsm.Machine
 		var err error
 		got := allocated(func() { m, err = fsm.Restore(bytes.NewReader(b)) })
-		// 64 KiB of read buffer, one field of the maximum size (allocated before it is read),
+		// 256 KiB of read buffer, one field of the maximum size (allocated before it is read),
 		// and a generous constant factor for the table built from the bytes actually there.
 		if limit := uint64(maxSnapshotField + 1<<20 + 512*len(b)); got > limit {
 			t.Errorf("Restore of %d bytes allocated %d bytes, more than %d", len(b), got, limit)
