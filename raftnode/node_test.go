@@ -336,6 +336,48 @@ func TestGhostLock(t *testing.T) {
 		}
 	})
 
+	t.Run("released when the hang-up check says the client left", func(t *testing.T) {
+		// A connection that runs a command on its reader's goroutine has no one to cancel its
+		// context (server/inline.go): the check on the context is asked once the grant applied.
+		n := newNode(t)
+		var asked atomic.Int32
+		ctx := node.WithHangupCheck(t.Context(), func() bool { asked.Add(1); return true })
+		out, err := tryLock(ctx, n, "k", "ghost", 0)
+		if err != nil || !out.granted {
+			t.Fatalf("LOCK = %+v, %v; want granted", out, err)
+		}
+		testutil.WaitFor(t, 2*time.Second, func() error {
+			if s := n.Stats(); held(n, "k") || s.GhostReleases != 1 || s.PendingKeys != 0 {
+				return errors.New("ghost lock still held: " + n.statsLine())
+			}
+			return nil
+		})
+		if got := asked.Load(); got != 1 {
+			t.Errorf("the hang-up check was asked %d times, want once (after the grant)", got)
+		}
+		// A request that takes no lock never asks (the check may cost a system call).
+		asked.Store(0)
+		if _, err := n.Exec(ctx, [][]byte{[]byte("k2")}, func(node.View) []fsm.Command {
+			return []fsm.Command{{Kind: fsm.KindRelease, Key: []byte("k2"), Match: fsm.Match{Kind: fsm.MatchAny}}}
+		}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := asked.Load(); got != 0 {
+			t.Errorf("a release asked the hang-up check %d times, want never", got)
+		}
+		// A client still there keeps its lock.
+		kept := node.WithHangupCheck(t.Context(), func() bool { return false })
+		if out, err := tryLock(kept, n, "k3", "alive", 0); err != nil || !out.granted {
+			t.Fatalf("LOCK = %+v, %v; want granted", out, err)
+		}
+		if _, _, err := read(t.Context(), n, "k3"); err != nil {
+			t.Fatal(err)
+		}
+		if !held(n, "k3") || n.Stats().GhostReleases != 1 {
+			t.Fatalf("a client the check says is there lost its lock (held %v, ghost releases %d)", held(n, "k3"), n.Stats().GhostReleases)
+		}
+	})
+
 	t.Run("same owner setting again keeps its lock", func(t *testing.T) {
 		n := newNode(t)
 		first := mustLock(t, n, "k", "alice", 0)

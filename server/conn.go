@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/raftlock/raftlock/node"
@@ -43,8 +44,17 @@ type conn struct {
 	// baton is held by whoever runs command code for this connection (pipeline.go): the
 	// fields below have one user at a time.
 	baton sync.Mutex
-	sess  session
-	pipe  pipeline
+	// serveIdle: the serve goroutine waits with nothing in flight, and the reader may run a
+	// lone command itself (inline.go); inline: the command running now is run so.
+	serveIdle, inline bool
+	// raw is the plain socket the inline path peeks at (nil: no inline path, a TLS
+	// connection); hangupCtx is hangupBase with the peek on it (inlineCtx).
+	raw                   syscall.RawConn
+	hangupBase, hangupCtx context.Context
+	// lastActive is when the last command finished (UnixNano), for the idle timeout.
+	lastActive atomic.Int64
+	sess       session
+	pipe       pipeline
 	// unproposed are staged commands whose first half ran and whose proposals wait to go to
 	// the node together (stage.go: proposeStaged); proposals is its scratch list.
 	unproposed []*stagedCall
@@ -132,10 +142,14 @@ type upstreamLink struct {
 // it comes from on a forwarded link (only there: RAFT ORIGIN on any other connection labels
 // nothing).
 func (c *conn) proposeCtx() context.Context {
+	base := c.ctx
 	if o := c.hop.origin.Load(); o != nil && c.hop.forwarded {
-		return *o
+		base = *o
 	}
-	return c.ctx
+	if c.inline {
+		return c.inlineCtx(base)
+	}
+	return base
 }
 
 // readResult is one parsed command, or the error that ended the stream.
@@ -165,6 +179,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	c.resetAuth()
 	c.publishInfo()
+	c.setUpInline()
 	return c
 }
 
@@ -177,7 +192,8 @@ func (c *conn) serve() {
 	}()
 	defer func() {
 		c.cancel()
-		c.drainPipeline() // proposed commands finish (ghost-lock cleanup needs their outcome)
+		c.setServeIdle(false) // an inline command finishes first, and no other starts
+		c.drainPipeline()     // proposed commands finish (ghost-lock cleanup needs their outcome)
 		c.s.tracker.forget(c)
 		c.s.hub.forget(c, &c.sess.subs)
 		c.s.lockWatch.forget(c)
@@ -195,11 +211,11 @@ func (c *conn) serve() {
 	// the time, and the timer, when it fires, waits out what is left.
 	var idle <-chan time.Time
 	var idleTimer *time.Timer
-	var lastActive time.Time
 	if t := c.s.cfg.IdleTimeout; t > 0 {
 		idleTimer = time.NewTimer(t)
 		defer idleTimer.Stop()
-		idle, lastActive = idleTimer.C, time.Now()
+		idle = idleTimer.C
+		c.lastActive.Store(time.Now().UnixNano())
 	}
 	// handle serves one command read (ok false: the reader ended), and reports whether the
 	// connection is done.
@@ -228,7 +244,7 @@ func (c *conn) serve() {
 			c.releaseRead(req.size)
 		}
 		if idleTimer != nil {
-			lastActive = time.Now() // after the command: a blocked one was not idle
+			c.lastActive.Store(time.Now().UnixNano()) // after the command: a blocked one was not idle
 		}
 		if len(reqs) == 0 {
 			// The next command is not read yet: the staged ones go to the node now. With one
@@ -263,8 +279,17 @@ func (c *conn) serve() {
 			c.proposeStaged()
 			head = c.pipe.headDone()
 		}
+		// With nothing in flight the reader may run a lone command itself until this goroutine
+		// wakes (inline.go).
+		waitIdle := head == nil && len(c.unproposed) == 0
+		if waitIdle {
+			c.setServeIdle(true)
+		}
 		select {
 		case req, ok := <-reqs:
+			if waitIdle {
+				c.setServeIdle(false)
+			}
 			if handle(req, ok) {
 				return
 			}
@@ -272,11 +297,17 @@ func (c *conn) serve() {
 			c.finishHead(true)
 			c.writeFinished()
 		case p := <-c.pushes:
+			if waitIdle {
+				c.setServeIdle(false)
+			}
 			// Between two replies, never inside one: pushes and replies stay whole. A
 			// connection with tracking on runs its commands alone, so none is in flight.
 			c.writePush(p)
 		case <-idle:
-			left := c.s.cfg.IdleTimeout - time.Since(lastActive)
+			if waitIdle {
+				c.setServeIdle(false)
+			}
+			left := c.s.cfg.IdleTimeout - time.Since(time.Unix(0, c.lastActive.Load()))
 			if left <= 0 && c.idleExempt() {
 				left = c.s.cfg.IdleTimeout
 			}
@@ -338,6 +369,9 @@ func (c *conn) readLoop(reqs chan<- readResult) {
 		}
 		args = c.argCopies.copy(args, buffered)
 		c.r.Release() // a buffer grown for this command goes back to the budget now
+		if !more && len(reqs) == 0 && c.runInline(args, size) {
+			continue
+		}
 		req := readResult{args: args, more: more, size: size}
 		// reqs has room but for a long pipeline: try it alone first, which costs a fraction
 		// of a select that also watches ctx.

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/locks"
+	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/raftnode"
 	"github.com/raftlock/raftlock/resp"
 	"github.com/raftlock/raftlock/tests/testutil"
@@ -454,29 +455,42 @@ func TestLimits(t *testing.T) {
 	}
 }
 
-// A request's context ends when its client hangs up while the request is in flight: the
-// server's half of ghost-lock cleanup (raftnode's tests cover the release itself).
-func TestHangupCancelsTheRequest(t *testing.T) {
-	f := newFakeNode()
-	cancelled := make(chan struct{})
-	f.execHook = func(ctx context.Context) {
-		select {
-		case <-ctx.Done():
-			close(cancelled)
-		case <-time.After(5 * time.Second):
-		}
-	}
-	addr, _ := serveNode(t, f, nil)
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(nc, "*3\r\n$4\r\nLOCK\r\n$5\r\nghost\r\n$4\r\n1000\r\n")
-	nc.Close()
-	select {
-	case <-cancelled:
-	case <-time.After(4 * time.Second):
-		t.Fatal("the request's context was not cancelled when the client hung up")
+// A request whose client hangs up while it is in flight knows it by the time its commit is in
+// (node.ClientGone, which the replica asks after a grant): the server's half of ghost-lock
+// cleanup (raftnode's tests cover the release itself). A lone command runs on the connection's
+// reader (inline.go), where a peek at the socket tells; one behind another runs on the serve
+// goroutine, where the reader cancels the request's context.
+func TestHangupIsKnownToTheRequest(t *testing.T) {
+	for name, sent := range map[string]string{
+		"alone":         "*3\r\n$4\r\nLOCK\r\n$5\r\nghost\r\n$4\r\n1000\r\n",
+		"behind a PING": "*1\r\n$4\r\nPING\r\n*3\r\n$4\r\nLOCK\r\n$5\r\nghost\r\n$4\r\n1000\r\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFakeNode()
+			known := make(chan struct{})
+			f.execHook = func(ctx context.Context) {
+				deadline := time.Now().Add(5 * time.Second)
+				for time.Now().Before(deadline) {
+					if node.ClientGone(ctx) {
+						close(known)
+						return
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			addr, _ := serveNode(t, f, nil)
+			nc, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprint(nc, sent)
+			nc.Close()
+			select {
+			case <-known:
+			case <-time.After(4 * time.Second):
+				t.Fatal("the request did not learn that its client hung up")
+			}
+		})
 	}
 }
 
