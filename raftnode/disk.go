@@ -61,6 +61,9 @@ func (n *Replica) DiskFault() error {
 // request that has commands. When the disk is full it wakes the hand-off of leadership.
 func (n *Replica) writable() error {
 	err := n.DiskFault()
+	if err == nil {
+		return nil // the common case, before errors.As's target escapes to the heap
+	}
 	var df node.DiskFault
 	if errors.As(err, &df) && df.DiskFull() {
 		select {

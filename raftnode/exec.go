@@ -39,16 +39,17 @@ func (n *Replica) Exec(ctx context.Context, keys [][]byte, eval node.Eval, aroun
 		if err != nil {
 			return nil, err
 		}
-		var results []fsm.Result
 		if around == nil {
-			results, err = p.wait()
+			p.results, p.err = p.wait()
 		} else {
-			around(func() { results, err = p.wait() })
+			// A method value: one allocation, where a closure over local results would move
+			// them and itself to the heap (three).
+			around(p.waitInPlace)
 		}
-		if errors.Is(err, errReadRaced) {
+		if errors.Is(p.err, errReadRaced) {
 			continue
 		}
-		return results, err
+		return p.results, p.err
 	}
 }
 
@@ -219,7 +220,14 @@ type proposal struct {
 	// keys and eval are the request, kept by Propose to evaluate a raced read again (Wait).
 	keys [][]byte
 	eval node.Eval
+	// results and err are wait's outcome for Exec, which waits through a caller's hook
+	// (waitInPlace).
+	results []fsm.Result
+	err     error
 }
+
+// waitInPlace is wait for Exec's hook: it keeps the outcome in p.
+func (p *proposal) waitInPlace() { p.results, p.err = p.wait() }
 
 // propose is Exec's first half, and the one path by which anything reaches the log: client
 // requests, the lock policy's ghost-lock releases, lease expiries and hand-offs, and member
