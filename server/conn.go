@@ -53,6 +53,9 @@ type conn struct {
 	hangupBase, hangupCtx context.Context
 	// lastActive is when the last command finished (UnixNano), for the idle timeout.
 	lastActive atomic.Int64
+	// handedOver counts the commands the reader gave the serve goroutine that it has not
+	// handled yet (inline.go).
+	handedOver atomic.Int32
 	sess       session
 	pipe       pipeline
 	// unproposed are staged commands whose first half ran and whose proposals wait to go to
@@ -243,6 +246,8 @@ func (c *conn) serve() {
 			c.baton.Unlock()
 			c.releaseRead(req.size)
 		}
+		// Handled: finished, or in flight (then head keeps this goroutine from going idle).
+		c.handedOver.Add(-1)
 		if idleTimer != nil {
 			c.lastActive.Store(time.Now().UnixNano()) // after the command: a blocked one was not idle
 		}
@@ -373,6 +378,7 @@ func (c *conn) readLoop(reqs chan<- readResult) {
 			continue
 		}
 		req := readResult{args: args, more: more, size: size}
+		c.handedOver.Add(1) // before the send: the serve goroutine may handle it at once
 		// reqs has room but for a long pipeline: try it alone first, which costs a fraction
 		// of a select that also watches ctx.
 		select {

@@ -70,7 +70,7 @@ func TestDatabases(t *testing.T) {
 // the client hears an error, and other clients are served.
 func TestPanicClosesOnlyItsConnection(t *testing.T) {
 	f := newFakeNode()
-	f.execHook = func(context.Context) {
+	f.execHook = func(context.Context, [][]byte) {
 		if panicNext.Swap(false) {
 			panic("boom")
 		}

@@ -41,8 +41,9 @@ type fakeNode struct {
 	keys     atomic.Int64  // the table's key count, stored after every commit
 	// waiting is how many requests wait for their commit now; most is the most there were.
 	waiting, most atomic.Int32
-	// execHook, when set, runs at the start of every Exec (before evaluation).
-	execHook func(ctx context.Context)
+	// execHook, when set, runs at the start of every Exec (before evaluation), with the
+	// request's keys.
+	execHook func(ctx context.Context, keys [][]byte)
 	// locks is the lock policy the fake runs, through the same hooks as raftnode's core: its
 	// lock queue serves LOCK ... WAIT (startLocks).
 	locks *locks.Policy
@@ -146,7 +147,7 @@ func (f *fakeNode) ProposeAll(ctx context.Context, reqs []node.Proposal) {
 // commit (waiting, most) from then until its Wait returns.
 func (f *fakeNode) Propose(ctx context.Context, keys [][]byte, eval node.Eval) (node.Pending, error) {
 	if f.execHook != nil {
-		f.execHook(ctx)
+		f.execHook(ctx, keys)
 	}
 	f.mu.Lock()
 	cmds := eval(fakeView{f.mu.table})

@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"net"
-	"syscall"
 	"time"
 
 	"github.com/raftlock/raftlock/node"
@@ -24,10 +22,15 @@ import (
 //     baton, as soon as it wakes, before it does anything: while the reader runs a command it
 //     holds the baton, so a woken serve goroutine (a push to write, the idle timer, a kill)
 //     waits for the command's reply first, and replies and pushes stay whole and in order.
+//   - A command runs inline only when every command the reader handed over before it has been
+//     handled (handedOver is 0): a send to a serve goroutine parked in its select leaves the
+//     channel empty while serve has not yet marked itself busy, and the next command read must
+//     not overtake the one it was given.
 //   - Only what may run in a pipeline runs inline (pipelinable: no blocking LOCK ... WAIT, no
 //     MULTI, tracking, subscriptions or READONLY), only on the leader (a follower's forwarded
 //     request waits on the leader's link, where a hang-up matters), and only on a plain socket
-//     (peerGone below cannot see a TLS close_notify).
+//     on Linux (peerGone, inline_linux.go, polls the socket for the peer's hang-up; a TLS
+//     close_notify is data to it).
 //   - Ghost-lock cleanup: nobody reads the socket while an inline command waits, so a client
 //     that hangs up then does not cancel its context. Its context carries peerGone instead
 //     (node.WithHangupCheck), which the replica asks once the request's grant has applied: a
@@ -44,7 +47,7 @@ func (c *conn) runInline(args [][]byte, size int64) bool {
 	if cmd == nil || !cmd.pipelined || !c.baton.TryLock() {
 		return false
 	}
-	if !c.serveIdle || !c.pipelinable(cmd, args) {
+	if !c.serveIdle || c.handedOver.Load() != 0 || !c.pipelinable(cmd, args) {
 		c.baton.Unlock()
 		return false
 	}
@@ -78,44 +81,4 @@ func (c *conn) inlineCtx(base context.Context) context.Context {
 		c.hangupCtx = node.WithHangupCheck(base, c.peerGone)
 	}
 	return c.hangupCtx
-}
-
-// setUpInline readies the inline path for a connection on a plain TCP or Unix socket; on any
-// other (TLS) it stays off.
-func (c *conn) setUpInline() {
-	var sc syscall.Conn
-	switch nc := c.nc.(type) {
-	case *net.TCPConn:
-		sc = nc
-	case *net.UnixConn:
-		sc = nc
-	default:
-		return
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return
-	}
-	c.raw = rc
-	c.inlineCtx(c.ctx)
-}
-
-// peerGone reports whether the client has closed its end of the connection (or reset it),
-// without blocking and without taking what it sent: a peek at the socket, which shows the end
-// of the stream only once every byte before it was read.
-func (c *conn) peerGone() bool {
-	var gone bool
-	err := c.raw.Read(func(fd uintptr) bool {
-		var b [1]byte
-		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		switch {
-		case err == syscall.EAGAIN || err == syscall.EINTR:
-		case err != nil:
-			gone = true // reset, or otherwise unusable
-		case n == 0:
-			gone = true // the end of the stream
-		}
-		return true // never wait for the socket
-	})
-	return gone || err != nil
 }

@@ -458,24 +458,34 @@ func TestLimits(t *testing.T) {
 // A request whose client hangs up while it is in flight knows it by the time its commit is in
 // (node.ClientGone, which the replica asks after a grant): the server's half of ghost-lock
 // cleanup (raftnode's tests cover the release itself). A lone command runs on the connection's
-// reader (inline.go), where a peek at the socket tells; one behind another runs on the serve
-// goroutine, where the reader cancels the request's context.
+// reader (inline.go), where a poll of the socket tells, even with a command sent behind it; one
+// handed to the serve goroutine (here: behind a LOCK that takes a while) learns it from the
+// reader, which cancels the request's context.
 func TestHangupIsKnownToTheRequest(t *testing.T) {
+	lock := func(key string) []string { return []string{"LOCK", key, "1000"} }
 	for name, sent := range map[string]string{
-		"alone":         "*3\r\n$4\r\nLOCK\r\n$5\r\nghost\r\n$4\r\n1000\r\n",
-		"behind a PING": "*1\r\n$4\r\nPING\r\n*3\r\n$4\r\nLOCK\r\n$5\r\nghost\r\n$4\r\n1000\r\n",
+		"alone":                respCmds(lock("ghost")),
+		"alone, a PING behind": respCmds(lock("ghost")),
+		"behind a slow LOCK":   respCmds(lock("slow"), lock("ghost")),
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFakeNode()
 			known := make(chan struct{})
-			f.execHook = func(ctx context.Context) {
-				deadline := time.Now().Add(5 * time.Second)
-				for time.Now().Before(deadline) {
-					if node.ClientGone(ctx) {
-						close(known)
-						return
+			f.execHook = func(ctx context.Context, keys [][]byte) {
+				switch {
+				case len(keys) == 0:
+				case strings.HasSuffix(string(keys[0]), "slow"):
+					time.Sleep(200 * time.Millisecond) // the LOCK behind is read, and handed over, meanwhile
+				case strings.HasSuffix(string(keys[0]), "ghost"):
+					time.Sleep(100 * time.Millisecond) // the client hangs up meanwhile
+					deadline := time.Now().Add(4 * time.Second)
+					for time.Now().Before(deadline) {
+						if node.ClientGone(ctx) {
+							close(known)
+							return
+						}
+						time.Sleep(10 * time.Millisecond)
 					}
-					time.Sleep(10 * time.Millisecond)
 				}
 			}
 			addr, _ := serveNode(t, f, nil)
@@ -484,6 +494,10 @@ func TestHangupIsKnownToTheRequest(t *testing.T) {
 				t.Fatal(err)
 			}
 			fmt.Fprint(nc, sent)
+			if strings.Contains(name, "PING behind") {
+				time.Sleep(20 * time.Millisecond) // the LOCK is read alone, and runs
+				fmt.Fprint(nc, respCmds([]string{"PING"}))
+			}
 			nc.Close()
 			select {
 			case <-known:
