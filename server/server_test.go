@@ -463,6 +463,7 @@ func TestLimits(t *testing.T) {
 // reader, which cancels the request's context.
 func TestHangupIsKnownToTheRequest(t *testing.T) {
 	lock := func(key string) []string { return []string{"LOCK", key, "1000"} }
+	respCmds := func(cmds ...[]string) string { return pipelineOf(cmds) }
 	for name, sent := range map[string]string{
 		"alone":                respCmds(lock("ghost")),
 		"alone, a PING behind": respCmds(lock("ghost")),
