@@ -18,7 +18,7 @@ func Grant(key, owner []byte, leaseMs uint64, m fsm.Match) fsm.Command {
 }
 
 // Acquire is the Grant that takes a free lock: ghost-lock cleanup releases it if the client
-// hangs up before its reply (fsm.Command.Acquire, Policy.Abandoned).
+// hangs up before its reply (fsm.Command.Acquire, Policy.ReleaseAbandoned).
 func Acquire(key, owner []byte, leaseMs uint64) fsm.Command {
 	c := Grant(key, owner, leaseMs, fsm.Match{Kind: fsm.MatchFree})
 	c.Acquire = true

@@ -8,16 +8,19 @@ import (
 	"github.com/raftlock/raftlock/node"
 )
 
-// Abandoned proposes a Release for each lock that cmds granted (results are their applied
-// results) to a client that hung up before its reply: nobody would ever release it otherwise
-// until its lease ran out (or never, without one). The core calls it for every request whose
-// client was gone once its entry applied; the hand-off calls it for a waiter that left.
+// ReleaseAbandoned proposes a Release for each lock that cmds granted (results are their
+// applied results) to a client that was gone by the time they applied: nobody would ever
+// release it otherwise until its lease ran out (or never, without one). The core calls it for
+// every request whose commands applied; whether the client is gone (node.ClientGone: its
+// context ended, or its connection's hang-up check says so, which may cost a system call) is
+// asked once, and only when one of them took a lock.
 //
 // It releases only a new holder's grant, guarded by its token and lease revision, so it can
 // never touch a lock granted to anyone else meanwhile, nor one a retrying owner renewed (LOCK
 // with the same OWNER) after the grant. A same-owner SET ... KEEPTTL keeps the revision: that
 // retry is not told apart.
-func (p *Policy) Abandoned(cmds []fsm.Command, results []fsm.Result) {
+func (p *Policy) ReleaseAbandoned(ctx context.Context, cmds []fsm.Command, results []fsm.Result) {
+	asked, gone := false, false
 	for i, r := range results {
 		c := cmds[i]
 		if !c.Acquire || r.Status != fsm.StatusGranted || c.Kind != fsm.KindGrant && c.Kind != fsm.KindAcquire {
@@ -25,6 +28,12 @@ func (p *Policy) Abandoned(cmds []fsm.Command, results []fsm.Result) {
 		}
 		if r.Existed && bytes.Equal(r.PrevOwner, c.Owner) {
 			continue // the same owner set its lock again: it held it before this request
+		}
+		if !asked {
+			asked, gone = true, node.ClientGone(ctx)
+		}
+		if !gone {
+			return
 		}
 		key, token, rev := fsm.LeaseKey(c, r), r.Token, r.LeaseRev // a share's or a permit's own key
 		p.ghosts.Add(1)

@@ -8,9 +8,9 @@ type hangupKey struct{}
 // tell: gone reports, without blocking, whether the client has closed its connection. A
 // connection that runs a lone command on the goroutine that reads its socket (the server's
 // inline path) has nobody watching the socket while the command waits for its commit, so its
-// context is not cancelled when the client leaves; the replica asks gone instead, once, after a
-// request's grant applied, to release a lock granted to a client that will never hear of it
-// (ghost-lock cleanup).
+// context is not cancelled when the client leaves; ghost-lock cleanup asks gone instead (once
+// a request's grant applied, through ClientGone), to release a lock granted to a client that
+// will never hear of it.
 func WithHangupCheck(ctx context.Context, gone func() bool) context.Context {
 	return context.WithValue(ctx, hangupKey{}, gone)
 }

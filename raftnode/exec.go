@@ -348,26 +348,13 @@ func (p *proposal) wait() ([]fsm.Result, error) {
 	if results != nil {
 		results = results[:p.own:p.own]
 	}
-	if results != nil && (p.ctx.Err() != nil || grantsAny(cmds, results) && node.ClientGone(p.ctx)) {
-		n.locks.Abandoned(cmds, results)
+	if results != nil {
+		n.locks.ReleaseAbandoned(p.ctx, cmds, results)
 	}
 	if err != nil {
 		return nil, err
 	}
 	return results, nil
-}
-
-// grantsAny reports whether one of cmds took a lock (results are their applied results): the
-// grants ghost-lock cleanup may have to release (LockPolicy.Abandoned), and the only outcome for
-// which a request asks whether its client is still there (node.ClientGone), which may cost a
-// system call.
-func grantsAny(cmds []fsm.Command, results []fsm.Result) bool {
-	for i, r := range results {
-		if cmds[i].Acquire && r.Status == fsm.StatusGranted {
-			return true
-		}
-	}
-	return false
 }
 
 // safeEval runs eval, turning a panic into an error: a bug in one request's evaluation must not

@@ -315,21 +315,29 @@ func (c *ctxCancelledAfter) Err() error {
 	return context.Canceled
 }
 
+// lockAsGhost takes key k on n as owner "ghost" with ctx, a client that is gone by the time the
+// grant applies, and waits for ghost-lock cleanup to release it (the node's first).
+func lockAsGhost(t *testing.T, n *testNode, ctx context.Context) lockOutcome {
+	t.Helper()
+	out, err := tryLock(ctx, n, "k", "ghost", 0)
+	if err != nil || !out.granted {
+		t.Fatalf("LOCK = %+v, %v; want granted (the caller is gone but the grant committed)", out, err)
+	}
+	testutil.WaitFor(t, 2*time.Second, func() error {
+		if s := n.Stats(); held(n, "k") || s.GhostReleases != 1 || s.PendingKeys != 0 {
+			return errors.New("ghost lock still held: " + n.statsLine())
+		}
+		return nil
+	})
+	return out
+}
+
 func TestGhostLock(t *testing.T) {
 	t.Run("released after the client hung up", func(t *testing.T) {
 		n := newNode(t)
 		// Exec asks Err once before proposing: the client is still there then, gone after.
 		ctx := &ctxCancelledAfter{Context: t.Context(), after: 1}
-		out, err := tryLock(ctx, n, "k", "ghost", 0)
-		if err != nil || !out.granted {
-			t.Fatalf("LOCK = %+v, %v; want granted (the caller is gone but the grant committed)", out, err)
-		}
-		testutil.WaitFor(t, 2*time.Second, func() error {
-			if s := n.Stats(); held(n, "k") || s.GhostReleases != 1 || s.PendingKeys != 0 {
-				return errors.New("ghost lock still held: " + n.statsLine())
-			}
-			return nil
-		})
+		out := lockAsGhost(t, n, ctx)
 		// The key is free for the next client, with a larger token.
 		if r := mustLock(t, n, "k", "next", 0); r.Token <= out.token {
 			t.Fatalf("next token %d, want > ghost's %d", r.Token, out.token)
@@ -342,16 +350,7 @@ func TestGhostLock(t *testing.T) {
 		n := newNode(t)
 		var asked atomic.Int32
 		ctx := node.WithHangupCheck(t.Context(), func() bool { asked.Add(1); return true })
-		out, err := tryLock(ctx, n, "k", "ghost", 0)
-		if err != nil || !out.granted {
-			t.Fatalf("LOCK = %+v, %v; want granted", out, err)
-		}
-		testutil.WaitFor(t, 2*time.Second, func() error {
-			if s := n.Stats(); held(n, "k") || s.GhostReleases != 1 || s.PendingKeys != 0 {
-				return errors.New("ghost lock still held: " + n.statsLine())
-			}
-			return nil
-		})
+		lockAsGhost(t, n, ctx)
 		if got := asked.Load(); got != 1 {
 			t.Errorf("the hang-up check was asked %d times, want once (after the grant)", got)
 		}

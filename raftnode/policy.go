@@ -1,6 +1,8 @@
 package raftnode
 
 import (
+	"context"
+
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
 )
@@ -32,8 +34,9 @@ type LockPolicy interface {
 	// is not one any more, with the error its waiting requests get.
 	Promote()
 	Demote(err error)
-	// Abandoned is told the applied results of a request whose client was gone by then.
-	Abandoned(cmds []fsm.Command, results []fsm.Result)
+	// ReleaseAbandoned is told the applied results of a request, run with ctx: it releases
+	// what they granted a client that is gone by then (ghost-lock cleanup).
+	ReleaseAbandoned(ctx context.Context, cmds []fsm.Command, results []fsm.Result)
 	// Stats is how many leases ended through committed Expires, how many ghost locks were
 	// released, and how many waiters were granted a lock by a hand-off, in this process.
 	Stats() (expired, ghostReleases, handoffs uint64)
