@@ -368,11 +368,7 @@ func (d *streamDecoder) fill(b []byte) []byte {
 	for got := 0; got < len(b); {
 		avail := d.buffered(1)
 		if len(avail) == 0 {
-			err := d.readErr
-			if err == io.EOF && got > 0 {
-				err = io.ErrUnexpectedEOF
-			}
-			d.err = fmt.Errorf("%w: snapshot truncated: %v", ErrCorrupt, err)
+			d.err = fmt.Errorf("%w: snapshot truncated: %v", ErrCorrupt, d.shortBy(got))
 			return nil
 		}
 		k := copy(b[got:], avail)
@@ -380,6 +376,15 @@ func (d *streamDecoder) fill(b []byte) []byte {
 		got += k
 	}
 	return b
+}
+
+// shortBy is why a field the stream ended in, got bytes into it, is short: io.ReadFull's
+// errors (EOF before its first byte, ErrUnexpectedEOF after), or the reader's own.
+func (d *streamDecoder) shortBy(got int) error {
+	if d.readErr == io.EOF && got > 0 {
+		return io.ErrUnexpectedEOF
+	}
+	return d.readErr
 }
 
 // sum returns the checksum of every byte consumed so far.
@@ -394,11 +399,7 @@ func (d *streamDecoder) sum() uint32 {
 func (d *streamDecoder) trailer() (uint32, error) {
 	sum := d.buffered(4)
 	if len(sum) < 4 {
-		err := d.readErr
-		if err == io.EOF && len(sum) > 0 {
-			err = io.ErrUnexpectedEOF
-		}
-		return 0, fmt.Errorf("%w: snapshot checksum: %v", ErrCorrupt, err)
+		return 0, fmt.Errorf("%w: snapshot checksum: %v", ErrCorrupt, d.shortBy(len(sum)))
 	}
 	v := binary.BigEndian.Uint32(sum) // before buffered below reuses the buffer
 	d.pos += 4

@@ -47,10 +47,14 @@ type conn struct {
 	// serveIdle: the serve goroutine waits with nothing in flight, and the reader may run a
 	// lone command itself (inline.go); inline: the command running now is run so.
 	serveIdle, inline bool
-	// raw is the plain socket the inline path peeks at (nil: no inline path, a TLS
-	// connection); hangupCtx is hangupBase with the peek on it (inlineCtx).
+	// raw is the plain socket the inline path polls for a hang-up (nil: no inline path: a TLS
+	// connection, or not Linux); hangupCtx is hangupBase with that check on it (inlineCtx).
 	raw                   syscall.RawConn
 	hangupBase, hangupCtx context.Context
+	// pollFn is the poll peerGone runs on raw, made once; polledGone its answer
+	// (inline_linux.go).
+	pollFn     func(fd uintptr)
+	polledGone bool
 	// lastActive is when the last command finished (UnixNano), for the idle timeout.
 	lastActive atomic.Int64
 	// handedOver counts the commands the reader gave the serve goroutine that it has not

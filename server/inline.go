@@ -40,7 +40,7 @@ import (
 // goroutine, and reports whether it did; when it did not, the command goes to the serve
 // goroutine as any other.
 func (c *conn) runInline(args [][]byte, size int64) bool {
-	if c.hangupCtx == nil || !c.s.node.IsLeader() {
+	if c.raw == nil || !c.s.node.IsLeader() {
 		return false
 	}
 	cmd := lookupCommand(args[0])
@@ -55,7 +55,9 @@ func (c *conn) runInline(args [][]byte, size int64) bool {
 	c.dispatch(c.out, cmd, args, nil)
 	c.inline = false
 	c.releaseRead(size)
-	c.lastActive.Store(time.Now().UnixNano())
+	if c.s.cfg.IdleTimeout > 0 {
+		c.lastActive.Store(time.Now().UnixNano()) // as serve's handle does: only for the idle timer
+	}
 	err := c.out.Flush()
 	c.baton.Unlock()
 	if err != nil {
