@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 	// The core's awaitFuture and runFinisher leave a goroutine behind when raft never answers a
 	// future (see there).
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/raftlock/raftlock/raftnode.awaitFuture.func1"),
-		goleak.IgnoreAnyFunction("github.com/raftlock/raftlock/raftnode.(*Node).runFinisher"))
+		goleak.IgnoreAnyFunction("github.com/raftlock/raftlock/raftnode.(*Replica).runFinisher"))
 }
 
 // olderMembers holds the IDs of in-memory members that claim to run an older version: v0.1.0
