@@ -3,6 +3,7 @@ package raftnode
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -24,7 +25,8 @@ func benchApplyFSM() machineFSM {
 	cfg := withLocks(testConfig("n1")).withDefaults()
 	n := &Replica{cfg: cfg, log: cfg.Logger, locks: cfg.Locks, epoch: cfg.Now(), cluster: noCluster{}}
 	n.mu.machine = fsm.New()
-	n.mu.pending = map[string]*pendingKey{}
+	n.mu.pending = map[uint64]*pendingKey{}
+	n.markSeed = maphash.MakeSeed()
 	return machineFSM{n}
 }
 

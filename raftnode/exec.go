@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -372,7 +373,7 @@ func safeEval(eval node.Eval, v node.View) (cmds []fsm.Command, err error) {
 // applied, or nil when none is in flight.
 func (n *Replica) pendingOnLocked(keys [][]byte) <-chan struct{} {
 	for _, k := range keys {
-		if p, ok := n.mu.pending[string(k)]; ok {
+		if p, ok := n.mu.pending[n.markOf(k)]; ok {
 			return p.wait()
 		}
 		if n.mu.wideMarks == 0 {
@@ -381,21 +382,27 @@ func (n *Replica) pendingOnLocked(keys [][]byte) <-chan struct{} {
 		// A FLUSHDB (marked on its database's byte) or a FLUSHALL (on "") in flight changes
 		// every key of its database: wait for it too.
 		if len(k) > 1 {
-			if p, ok := n.mu.pending[string(k[:1])]; ok {
+			if p, ok := n.mu.pending[n.markOf(k[:1])]; ok {
 				return p.wait()
 			}
 		}
-		if p, ok := n.mu.pending[""]; ok && len(k) > 0 {
+		if p, ok := n.mu.pending[n.markOf(nil)]; ok && len(k) > 0 {
 			return p.wait()
 		}
 	}
 	return nil
 }
 
-// pendingLocked reports whether key has a proposal in flight.
+// pendingLocked reports whether key has a proposal in flight (or shares its mark with a key
+// that has: the hand-off it is asked for then waits for Changed, which is always correct).
 func (n *Replica) pendingLocked(key []byte) bool {
-	_, ok := n.mu.pending[string(key)]
+	_, ok := n.mu.pending[n.markOf(key)]
 	return ok
+}
+
+// markOf is the pending mark's index of key (Replica.mu.pending).
+func (n *Replica) markOf(key []byte) uint64 {
+	return maphash.Bytes(n.markSeed, key)
 }
 
 // markPendingLocked registers cmds as in flight on their keys: requests on those keys now wait
@@ -422,7 +429,8 @@ func servedKey(c fsm.Command) ([]byte, bool) {
 }
 
 func (n *Replica) markKeyLocked(key []byte) {
-	p, ok := n.mu.pending[string(key)]
+	at := n.markOf(key)
+	p, ok := n.mu.pending[at]
 	if !ok {
 		if free := n.mu.freeKeys; len(free) > 0 {
 			p = free[len(free)-1]
@@ -430,10 +438,11 @@ func (n *Replica) markKeyLocked(key []byte) {
 		} else {
 			p = &pendingKey{}
 		}
-		n.mu.pending[string(key)] = p
-		if len(key) <= 1 {
-			n.mu.wideMarks++
-		}
+		n.mu.pending[at] = p
+	}
+	if len(key) <= 1 && !p.wide {
+		p.wide = true
+		n.mu.wideMarks++
 	}
 	p.n++
 }
@@ -538,7 +547,8 @@ func (n *Replica) clearPendingLocked(cmds []fsm.Command) {
 }
 
 func (n *Replica) clearKeyLocked(key []byte) {
-	p := n.mu.pending[string(key)]
+	at := n.markOf(key)
+	p := n.mu.pending[at]
 	if p == nil {
 		return
 	}
@@ -548,8 +558,8 @@ func (n *Replica) clearKeyLocked(key []byte) {
 	if p.done != nil {
 		close(p.done) // its waiters hold the channel, not p
 	}
-	delete(n.mu.pending, string(key))
-	if len(key) <= 1 {
+	delete(n.mu.pending, at)
+	if p.wide {
 		n.mu.wideMarks--
 	}
 	if len(n.mu.freeKeys) < maxFreeKeys {

@@ -397,3 +397,28 @@ func TestPendingWideMarks(t *testing.T) {
 		}))
 	}
 }
+
+// Two keys whose marks collide share one: a FLUSHALL's mark ("") that lands on a plain key's
+// still counts as wide while either is in flight, so requests keep waiting for the flush.
+func TestPendingWideMarkSharedWithAKey(t *testing.T) {
+	n := newNode(t)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	at := n.markOf(nil)
+	n.mu.pending[at] = &pendingKey{n: 1} // a plain key's mark, as if its hash were ""'s
+	n.markKeyLocked(nil)
+	if n.mu.wideMarks != 1 || n.mu.pending[at].n != 2 {
+		t.Fatalf("after marking \"\" on a shared mark: %d wide marks, %d in flight; want 1, 2", n.mu.wideMarks, n.mu.pending[at].n)
+	}
+	if n.pendingOnLocked([][]byte{[]byte("\x00k")}) == nil {
+		t.Fatal("a request on a key of database 0 does not wait for the FLUSHALL in flight")
+	}
+	n.clearKeyLocked(nil) // one of the two applied: the other still flies
+	if n.mu.wideMarks != 1 {
+		t.Fatalf("with the shared mark still in flight: %d wide marks, want 1", n.mu.wideMarks)
+	}
+	n.clearKeyLocked(nil)
+	if n.mu.wideMarks != 0 || len(n.mu.pending) != 0 {
+		t.Fatalf("after both applied: %d wide marks, %d marks; want 0, 0", n.mu.wideMarks, len(n.mu.pending))
+	}
+}

@@ -485,7 +485,7 @@ func TestCancelledWhileWaitingOnPending(t *testing.T) {
 	// proposal behind it, so the wait is deterministic.
 	n.mu.Lock()
 	p := &pendingKey{n: 1, done: make(chan struct{})}
-	n.mu.pending["k"] = p
+	n.mu.pending[n.markOf([]byte("k"))] = p
 	n.mu.Unlock()
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -521,7 +521,7 @@ func TestCancelledWhileWaitingOnPending(t *testing.T) {
 	}()
 	n.mu.Lock()
 	close(p.done)
-	delete(n.mu.pending, "k")
+	delete(n.mu.pending, n.markOf([]byte("k")))
 	n.mu.Unlock()
 	if err := <-errc; err != nil {
 		t.Fatalf("Exec after the pending mark cleared = %v", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"sync"
@@ -59,10 +60,14 @@ type Replica struct {
 	mu struct {
 		sync.Mutex
 		machine *fsm.Machine
-		pending map[string]*pendingKey
-		// wideMarks counts the keys of pending no longer than a byte: a FLUSHDB's mark on its
-		// database's byte, a FLUSHALL's on "" (or a key that is the empty string). With none,
-		// a request looks its own keys up alone (pendingOnLocked).
+		// pending holds the marks of the keys with proposals in flight, by markOf: a hash,
+		// not the key, so a mark costs no copy of its key and no string compare. Two keys whose
+		// hashes collide share a mark: a request on one then waits for the other's proposals
+		// too, which costs it time, never correctness (a mark only ever makes a request wait).
+		pending map[uint64]*pendingKey
+		// wideMarks counts the marks that stand for a key no longer than a byte: a FLUSHDB's
+		// mark on its database's byte, a FLUSHALL's on "" (or a key that is the empty string).
+		// With none, a request looks its own keys up alone (pendingOnLocked).
 		wideMarks int
 		// freeKeys are pendingKeys that went out of use, for the next keys in flight: one
 		// allocation fewer per request (at most maxFreeKeys kept).
@@ -85,6 +90,8 @@ type Replica struct {
 	// once, for its hand-off hook.
 	locks    LockPolicy
 	inFlight func(key []byte) bool
+	// markSeed seeds markOf's hashes of the pending marks' keys.
+	markSeed maphash.Seed
 	// cluster is told what cluster management watches (Config.Cluster, or noCluster).
 	cluster ClusterPolicy
 	// epoch is where the lease clock starts (leaseClock): the table's lease deadlines count
@@ -137,6 +144,8 @@ type Replica struct {
 // pendingKey counts the proposals in flight on one key. Requests on the key wait for done.
 type pendingKey struct {
 	n int
+	// wide: a key no longer than a byte was marked here (counted in wideMarks).
+	wide bool
 	// done is closed when the last of them has applied. It is made by the first request that
 	// waits for them (pendingOnLocked): most keys in flight have no one waiting.
 	done chan struct{}
@@ -180,7 +189,8 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Replica, error) {
 	n.stats.init()
 	n.mu.machine = fsm.New()
 	n.format.Store(uint32(n.mu.machine.Format()))
-	n.mu.pending = make(map[string]*pendingKey)
+	n.mu.pending = make(map[uint64]*pendingKey)
+	n.markSeed = maphash.MakeSeed()
 	n.inFlight = n.pendingLocked
 	// The cache keeps the newest entries in memory (logcache.go).
 	n.disk.health = st.Health
