@@ -187,6 +187,11 @@ func (m *Machine) Holders(key []byte, fn func(l Lock) bool) {
 	})
 }
 
+// AnyKinds reports whether any key holds more than a plain lock (a share, a permit, a
+// lock-delay or a waiter): while none does, no key has anyone waiting, which a caller can know
+// for a counter's read instead of a lookup per key.
+func (m *Machine) AnyKinds() bool { return m.anyKinds() }
+
 // anyKinds reports whether the table holds any hidden entry.
 func (m *Machine) anyKinds() bool {
 	keys, _ := m.counts.of(kindsPrefix)

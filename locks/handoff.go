@@ -87,8 +87,8 @@ func touchedAfter(cmds []fsm.Command, i int) bool {
 // waiters. It hands them off on a goroutine of its own. The core calls it under its view lock
 // with m its table. Only the ready leader hands off.
 func (p *Policy) Changed(m *fsm.Machine, keys [][]byte, flushed bool) {
-	if !p.leading.Load() || len(keys) == 0 && !flushed {
-		return
+	if !p.leading.Load() || len(keys) == 0 && !flushed || !m.AnyKinds() {
+		return // not leading, nothing changed, or nobody waits anywhere
 	}
 	var queued []string
 	if flushed {
