@@ -469,6 +469,11 @@ type Result struct {
 	// message. The FSM leaves it 0; the applying node fills it in from its own subscribers (it
 	// is local, not replicated: what PUBLISH replies on the leader).
 	Receivers int
+	// Stored and Deadline: a Grant's key as the table keeps it and its lease's end on this
+	// node's lease clock, so the lease timer it arms needs no lookup of what the apply just
+	// stored (and shares the table's bytes of the key). Local, like Receivers; "" otherwise.
+	Stored   string
+	Deadline int64
 }
 
 // GuardFailed reports whether r is a failed guard: the command found the key not as its proposer

@@ -3,6 +3,7 @@ package fsm_test
 import (
 	"bytes"
 	"testing"
+	"unsafe"
 
 	"github.com/raftlock/raftlock/fsm"
 )
@@ -37,6 +38,9 @@ func TestLeaseDeadline(t *testing.T) {
 	apply(3, 1100*ms, grant("\x01c", "o1", 300, matchAbsent))
 	if got := deadline("\x00a"); got != 1500*ms {
 		t.Errorf("granted at 1000 ms for 500 ms: Deadline %d ms, want 1500", got/ms)
+	}
+	if stored, l, _ := m.Entry([]byte("\x00a")); a.Stored != stored || a.Deadline != l.Deadline || unsafe.StringData(a.Stored) != unsafe.StringData(stored) {
+		t.Errorf("the grant's result: Stored %q, Deadline %d; want the table's own %q, %d", a.Stored, a.Deadline, stored, l.Deadline)
 	}
 	if got := deadline("\x00b"); got != 0 {
 		t.Errorf("no lease: Deadline %d, want 0", got)

@@ -284,8 +284,8 @@ func (m *Machine) LeasesDB(db int) int {
 
 // set stores l at key and keeps the per-database counts; every change to the table goes through
 // set or del.
-func (m *Machine) set(key string, l Lock) {
-	prev, existed := m.table.Set(key, l)
+func (m *Machine) set(key string, l Lock) (stored string) {
+	stored, prev, existed := m.table.Set(key, l)
 	switch {
 	case !existed:
 		m.counts.key(key[0], 1)
@@ -295,6 +295,7 @@ func (m *Machine) set(key string, l Lock) {
 	if l.LeaseMs > 0 {
 		m.counts.lease(key[0], 1)
 	}
+	return stored
 }
 
 func (m *Machine) del(key string) {
@@ -656,8 +657,9 @@ func (m *Machine) grant(index uint64, cmd Command) Result {
 			next.LeaseMs, next.Deadline = 0, 0
 		}
 	}
-	m.set(key, next)
-	r := Result{Status: StatusGranted, Token: next.Token, LeaseRev: next.LeaseRev, LeaseMs: next.LeaseMs, Existed: held}
+	stored := m.set(key, next)
+	r := Result{Status: StatusGranted, Token: next.Token, LeaseRev: next.LeaseRev, LeaseMs: next.LeaseMs, Existed: held,
+		Stored: stored, Deadline: next.Deadline}
 	if held {
 		r.PrevOwner = cur.Owner
 		if cur.Value == nil && cur.Token != next.Token {

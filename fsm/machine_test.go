@@ -371,7 +371,7 @@ func TestApplyGuards(t *testing.T) {
 			m := fsm.New()
 			idx := applyAll(t, m, 1, tt.setup)
 			got := m.Apply(idx, tt.cmd)
-			if diff := cmp.Diff(got, tt.want, equateEmpty); diff != "" {
+			if diff := cmpResults(got, tt.want); diff != "" {
 				t.Errorf("Apply(%d, %+v) result (-got +want):\n%s", idx, tt.cmd, diff)
 			}
 			if diff := diffTables(table(m), tt.wantTable); diff != "" {

@@ -186,21 +186,22 @@ func (t *lockTable) Entry(key string) (stored string, l Lock, ok bool) {
 	return stored, l, true
 }
 
-// Set stores l at key and returns the Lock it replaced.
-func (t *lockTable) Set(key string, l Lock) (prev Lock, existed bool) {
+// Set stores l at key and returns the table's own copy of key (which the entry holds) and the
+// Lock it replaced.
+func (t *lockTable) Set(key string, l Lock) (stored string, prev Lock, existed bool) {
 	e := t.encodeEntry(key, l)
 	old, existed := t.entries.SetHint(e, &t.hint)
 	if existed {
 		_, prev = t.lock(old)
 	}
-	stored := entryKey(e)
+	stored = entryKey(e)
 	switch {
 	case l.Value != nil:
 		t.collections().Set(stored, l.Value)
 	case prev.Value != nil:
 		t.colls.Delete(stored)
 	}
-	return prev, existed
+	return stored, prev, existed
 }
 
 // collections returns colls, made on first use.

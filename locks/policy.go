@@ -150,12 +150,21 @@ func (p *Policy) Applied(m *fsm.Machine, key []byte, index uint64, res fsm.Resul
 	if res.LeaseMs == 0 || res.LeaseRev != index {
 		return
 	}
-	stored, l, ok := m.Entry(key)
-	if !ok || l.LeaseRev != index {
-		return // a later command of the entry released or replaced it
+	stored, deadline := res.Stored, res.Deadline
+	if stored == "" || stored != string(key) {
+		// Not a grant of key itself (a renewal, a share, a waiter's lease): look it up.
+		l, ok := fsm.Lock{}, false
+		stored, l, ok = m.Entry(key)
+		if !ok || l.LeaseRev != index {
+			return // a later command of the entry released or replaced it
+		}
+		deadline = l.Deadline
 	}
+	// A grant's timer is armed even when a later command of its entry (a MULTI's) released
+	// or replaced the lease: a stale timer finds the table's lease gone or later when it
+	// fires (leases.due), and compaction drops it.
 	p.mu.Lock()
-	earliest := p.mu.leases.arm(m, stored, l.Deadline)
+	earliest := p.mu.leases.arm(m, stored, deadline)
 	p.mu.Unlock()
 	// The lease loop sleeps until the earliest deadline (a leader's), or until this node becomes
 	// a ready leader (which wakes it): only a lease that ends before every other needs it awake,
