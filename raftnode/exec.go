@@ -139,14 +139,14 @@ func (n *Replica) submitAll(ps []proposal, count int) {
 			// grouped ones after them share another channel (this one may be closed by then).
 			n.submitGroupedAll(grouped)
 			grouped, shared = grouped[:0], nil
-			p.future, p.grouped = n.submit(p.cmds, p.format, p.gen, &p.entry)
+			p.future, p.grouped = n.submit(p.cmds, p.format, p.lead, &p.entry)
 			continue
 		}
 		if shared == nil {
 			shared, done = &doneShared{}, make(chan struct{})
 		}
 		shared.left.Add(1) // counted before any of the channel's entries is queued and answered
-		p.entry = newGroupEntry(p.cmds, p.gen, done, shared)
+		p.entry = newGroupEntry(p.cmds, p.lead, done, shared)
 		p.grouped = &p.entry
 		grouped = append(grouped, p.grouped)
 	}
@@ -216,7 +216,7 @@ type proposal struct {
 	grouped *groupEntry
 	entry   groupEntry // where grouped points when set: one allocation with the proposal
 	start   time.Time  // when cmds went to raft (commit latency)
-	gen     uint64     // leaderGen when it was evaluated
+	lead    leadership // when it was evaluated
 	format  byte       // the table's log format when it was evaluated: its entry is written in it
 	// keys and eval are the request, kept by Propose to evaluate a raced read again (Wait).
 	keys [][]byte
@@ -266,7 +266,7 @@ func (n *Replica) propose(ctx context.Context, keys [][]byte, eval node.Eval) (*
 		}
 		if len(p.cmds) > 0 {
 			p.start = time.Now()
-			p.future, p.grouped = n.submit(p.cmds, p.format, p.gen, &p.entry)
+			p.future, p.grouped = n.submit(p.cmds, p.format, p.lead, &p.entry)
 		}
 		return p, nil
 	}
@@ -281,12 +281,12 @@ func (n *Replica) evalLocked(p *proposal, keys [][]byte, eval node.Eval, v *view
 	if wait := n.pendingOnLocked(keys); wait != nil {
 		return wait, 0, nil
 	}
-	p.gen = n.leaderGen.Load()
+	p.lead.gen = n.leaderGen.Load()
 	// The table must be the one completed in the term raft is in now: a node that lost and won
 	// leadership again before watchLeadership ran may still say ready, and even have the new
 	// generation, while its table misses a term in between. becomeReady sets readyTerm under
 	// Replica.mu, after its barrier.
-	if n.raft.CurrentTerm() != n.readyTerm.Load() {
+	if p.lead.term = n.readyTerm.Load(); n.raft.CurrentTerm() != p.lead.term {
 		return nil, 0, n.notLeader()
 	}
 	cmds, err := safeEval(eval, v)
@@ -330,7 +330,7 @@ func (p *proposal) wait() ([]fsm.Result, error) {
 		if err := n.VerifyLeader(p.ctx); err != nil {
 			return nil, err
 		}
-		if n.leaderGen.Load() != p.gen {
+		if n.leaderGen.Load() != p.lead.gen {
 			// Leadership was lost and regained between the read and its confirmation: a
 			// leader of a term in between may have committed writes the read missed.
 			return nil, errReadRaced
@@ -458,14 +458,14 @@ func (n *Replica) markKeyLocked(key []byte) {
 // wrote, whatever their commands.
 //
 // format is the table's log format when the request was evaluated, which carries cmds: the
-// entry is written in it (a format only ever moves up, so every member still reads it); gen is
+// entry is written in it (a format only ever moves up, so every member still reads it); lead is
 // the leadership it was evaluated in; into is where a grouped entry goes.
-func (n *Replica) submit(cmds []fsm.Command, format byte, gen uint64, into *groupEntry) (raft.ApplyFuture, *groupEntry) {
+func (n *Replica) submit(cmds []fsm.Command, format byte, lead leadership, into *groupEntry) (raft.ApplyFuture, *groupEntry) {
 	if splitSubmit != nil && len(cmds) > 1 {
 		return splitSubmit(n, cmds), nil
 	}
 	if n.groups(cmds, format) {
-		*into = newGroupEntry(cmds, gen, make(chan struct{}), nil)
+		*into = newGroupEntry(cmds, lead, make(chan struct{}), nil)
 		n.submitGroupedAll([]*groupEntry{into})
 		return nil, into
 	}
@@ -581,7 +581,10 @@ func (n *Replica) applyError(err error) error {
 		// The entry may be on this node's disk, and a follower's: the outcome is unknown.
 		return uncertainDisk{failed}
 	}
+	var refused *node.NotLeaderError
 	switch {
+	case errors.As(err, &refused):
+		return err // this node's own refusal before raft had it (sendBatch): certain
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout),
 		errors.Is(err, raft.ErrLeadershipTransferInProgress):
 		return n.notLeader()

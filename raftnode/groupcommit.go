@@ -84,7 +84,7 @@ type groupEntry struct {
 	// its answer before it lets go of them.
 	cmds []fsm.Command
 	size int
-	gen  uint64 // the leadership (Replica.leaderGen) it was evaluated in
+	lead leadership // the leadership it was evaluated in
 	// done is closed once the entry is answered; with shared, once every entry of the shared
 	// channel is (doneShared).
 	done    chan struct{}
@@ -129,8 +129,15 @@ func (e *groupEntry) wait(stop <-chan struct{}) ([]fsm.Result, error) {
 
 // newGroupEntry is a request's entry for the group commit: its commands, the leadership it was
 // evaluated in, and the channel its answer closes (shared: with others, doneShared).
-func newGroupEntry(cmds []fsm.Command, gen uint64, done chan struct{}, shared *doneShared) groupEntry {
-	return groupEntry{cmds: cmds, size: fsm.BatchRequestSize(cmds), gen: gen, done: done, shared: shared}
+func newGroupEntry(cmds []fsm.Command, lead leadership, done chan struct{}, shared *doneShared) groupEntry {
+	return groupEntry{cmds: cmds, size: fsm.BatchRequestSize(cmds), lead: lead, done: done, shared: shared}
+}
+
+// leadership is when a request was evaluated: in which of this node's leaderships (gen,
+// Replica.leaderGen) and in which raft term (the term whose barrier completed the table it was
+// evaluated against, Replica.readyTerm).
+type leadership struct {
+	gen, term uint64
 }
 
 // submitGroupedAll queues filled entries for the next group commit, in order, and sends the
@@ -200,11 +207,14 @@ func (g *groupCommit) takeLocked() []*groupEntry {
 func (n *Replica) sendBatch(batch []*groupEntry) {
 	// A request evaluated while this node led in an earlier term must not reach the log in a
 	// later one: it is refused, certainly unapplied (the view it was evaluated against was
-	// rebuilt since).
-	gen := n.leaderGen.Load()
+	// rebuilt since). The generation says so once watchLeadership has seen the change; raft's
+	// term says so at once, even when this node lost and won leadership again before the
+	// watcher ran (it would not have to have been ready in between). What is left is the
+	// instant between this check and raft.Apply, which the apply-time guards cover.
+	now := leadership{gen: n.leaderGen.Load(), term: n.raft.CurrentTerm()}
 	var stale []*groupEntry
 	batch = slices.DeleteFunc(batch, func(e *groupEntry) bool {
-		if e.gen == gen {
+		if e.lead == now {
 			return false
 		}
 		stale = append(stale, e)

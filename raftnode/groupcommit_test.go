@@ -422,3 +422,35 @@ func TestPendingWideMarkSharedWithAKey(t *testing.T) {
 		t.Fatalf("after both applied: %d wide marks, %d marks; want 0, 0", n.mu.wideMarks, len(n.mu.pending))
 	}
 }
+
+// A request evaluated in one raft term never reaches the log in another, even before this node's
+// leadership watcher has seen the change (its generation is the same): the batch that would
+// carry it refuses it, unwritten, and the request hears that this node is not the leader.
+func TestGroupCommitRefusesAnotherTermsRequest(t *testing.T) {
+	n := newNode(t)
+	settle(t, []*testNode{n})
+	testutil.WaitFor(t, 5*time.Second, testutil.Cond("no batch in flight", func() bool {
+		n.group.mu.Lock()
+		defer n.group.mu.Unlock()
+		return !n.group.sending
+	}))
+	busySender(n)
+	p, err := n.propose(t.Context(), [][]byte{[]byte("k")}, grantEval("k", "o"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := n.Stats().LastIndex
+	n.group.mu.Lock()
+	p.grouped.lead.term-- // as if evaluated in the term before: a loss and a win the watcher missed
+	n.group.mu.Unlock()
+	n.batchSettled(nil)
+	if _, err := p.wait(); notLeaderErr(err) == nil {
+		t.Fatalf("a request of an earlier term: %v, want a NotLeaderError", err)
+	}
+	if after := n.Stats().LastIndex; after != before {
+		t.Fatalf("the log went from index %d to %d: the request reached it", before, after)
+	}
+	if held(n, "k") {
+		t.Fatal("the request of an earlier term was applied")
+	}
+}
