@@ -31,7 +31,7 @@ type Stats struct {
 	ReachableVoters int
 	Locks           int
 	Leases          int
-	PendingKeys     int
+	PendingKeys     int    // keys with a proposal in flight (two whose marks collide, 1 in 2^64, count once)
 	Proposals       uint64 // log entries proposed: one per request that wrote, whatever its commands
 	FailedProps     uint64 // proposals that did not commit, or may not have
 	Aborted         uint64 // entries of several commands that applied as nothing: a guard failed

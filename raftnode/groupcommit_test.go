@@ -3,6 +3,7 @@ package raftnode
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"testing"
 	"time"
 
@@ -197,10 +198,16 @@ func TestAnswerBatchFirstLast(t *testing.T) {
 		batch[i] = &groupEntry{cmds: []fsm.Command{{Key: []byte("k")}}, done: make(chan struct{})}
 	}
 	close(batch[1].done)
+	n := &Replica{markSeed: maphash.MakeSeed()}
+	n.mu.pending = map[uint64]*pendingKey{}
+	var caught any
 	func() {
-		defer func() { recover() }()
-		new(Replica).answerBatch(batch, nil, errors.New("answered"))
+		defer func() { caught = recover() }()
+		n.answerBatch(batch, nil, errors.New("answered"))
 	}()
+	if err, ok := caught.(error); !ok || err.Error() != "close of closed channel" {
+		t.Fatalf("answerBatch stopped with %v, want the panic of the second request's closed channel", caught)
+	}
 	select {
 	case <-batch[0].done:
 		t.Error("the first request was answered before the second")
