@@ -11,17 +11,19 @@ type Watchers struct {
 	Changed func(keys [][]byte)
 	// Published delivers each applied message (PUBLISH; SPUBLISH: shard) to this node's
 	// subscribers and says how many got it. It runs after Changed, in log order; channel and
-	// message are only valid during the call.
-	Published func(channel, message []byte, shard bool) int
+	// message are only valid during the call. at is the entry that carried it (as for KeyEvent
+	// and LockEnded): a subscriber that subscribed when this node's log already held that entry
+	// does not hear it (LogPosition.Holds).
+	Published func(at LogPosition, channel, message []byte, shard bool) int
 	// KeyEvent is told of each key an applied entry deleted or expired (keyspace
 	// notifications), in log order with the messages; key is only valid during the call.
 	// While it is nil the node records no events at all.
-	KeyEvent func(key []byte, ev KeyEvent)
+	KeyEvent func(at LogPosition, key []byte, ev KeyEvent)
 	// LockEnded is told of each lock an applied entry ended (fsm.Result.Ended: key, the token
 	// it had, how), in log order with the messages; key is only valid during the call. A
 	// FLUSHDB or FLUSHALL tells it of every lock it removed, which the node finds by walking
 	// the database before the flush, and only while LocksWatched says someone listens.
-	LockEnded func(key []byte, token fsm.Token, how LockEnd)
+	LockEnded func(at LogPosition, key []byte, token fsm.Token, how LockEnd)
 	// LocksWatched reports whether anyone on this node listens to every lock's end, for whom a
 	// flush walks its database; nil: no one. It is called with the node's view lock held, and
 	// must only read a flag.
@@ -53,4 +55,22 @@ type Leadership struct {
 	// member table. It was taken before ID and ClientAddr were read: a request that finds no
 	// leader waits on it and misses no change.
 	Changed <-chan struct{}
+}
+
+// LogPosition is a raft log entry's index and term: where a node's log ended when a client
+// subscribed, or which entry an applied message came from.
+type LogPosition struct {
+	Index, Term uint64
+}
+
+// Holds reports whether a log that ended at p (its last entry) held the committed entry at e
+// already, so that the entry's messages were published before that moment: e is at or before
+// p's index and of p's term or an earlier one. The log held every committed entry up to its end
+// that is not of a later term than its last (Raft's log matching: the log agreed with the
+// leader of its last entry's term up to there); an acknowledged message's entry committed in its
+// own term, before any leader of a later term was elected, so one of an earlier term at an
+// index up to p's was published before that moment too. An entry of a later term at such an
+// index replaced what the log held: it is new. The zero position holds nothing.
+func (p LogPosition) Holds(e LogPosition) bool {
+	return e.Index <= p.Index && e.Term <= p.Term
 }

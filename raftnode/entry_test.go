@@ -66,7 +66,7 @@ func TestAbortedEntryOnEveryNode(t *testing.T) {
 	nodes := newCluster(t, 3)
 	var delivered atomic.Int32
 	for _, n := range nodes {
-		n.Watch(node.Watchers{Published: func(channel, message []byte, shard bool) int {
+		n.Watch(node.Watchers{Published: func(_ node.LogPosition, channel, message []byte, shard bool) int {
 			delivered.Add(1)
 			return 0
 		}})

@@ -67,6 +67,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			continue
 		}
 		out[i] = &resps[i]
+		at := node.LogPosition{Index: l.Index, Term: l.Term} // where its messages come from
 		var err error
 		cmds, ends, err = fsm.DecodeEntries(cmds[:0], ends[:0], l.Data)
 		if err != nil {
@@ -87,7 +88,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		start, from := len(results), 0
 		for _, end := range ends {
 			if lockEnded != nil {
-				flushed := flushedLocks(n.mu.machine, cmds[from:end], w.LocksWatched)
+				flushed := flushedLocks(n.mu.machine, at, cmds[from:end], w.LocksWatched)
 				if flushed != nil {
 					flushes = append(flushes, flushedAt{at: from, locks: flushed})
 				}
@@ -106,22 +107,22 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			}
 			if w.Waited != nil {
 				if seq, granted, ok := waiterEnd(c, res[j]); ok {
-					publish = append(publish, message{channel: fsm.BaseKey(c.Key), waiter: seq, token: res[j].Token, granted: granted})
+					publish = append(publish, message{at: at, channel: fsm.BaseKey(c.Key), waiter: seq, token: res[j].Token, granted: granted})
 				}
 			}
 			flushed = flushed || res[j].Status == fsm.StatusFlushed && res[j].Existed
 			members = members || res[j].Status == fsm.StatusMember
 			users = users || res[j].Status == fsm.StatusUser
 			if res[j].Status == fsm.StatusPublished {
-				publish = append(publish, message{res: &res[j], channel: c.Key, body: c.Owner, shard: c.Kind == fsm.KindShardPublish})
+				publish = append(publish, message{at: at, res: &res[j], channel: c.Key, body: c.Owner, shard: c.Kind == fsm.KindShardPublish})
 			} else if ev := node.KeyEventOf(c, res[j]); ev != 0 && notify != nil {
-				publish = append(publish, message{channel: c.Key, event: ev})
+				publish = append(publish, message{at: at, channel: c.Key, event: ev})
 			}
 			if lockEnded == nil {
 				continue
 			}
 			if res[j].Ended != 0 {
-				publish = append(publish, message{channel: c.Key, token: res[j].Ended, end: node.LockEndOf(c)})
+				publish = append(publish, message{at: at, channel: c.Key, token: res[j].Ended, end: node.LockEndOf(c)})
 			}
 			if c.Kind != fsm.KindFlush {
 				continue
@@ -132,7 +133,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			}
 			if res[j].Status == fsm.StatusFlushed {
 				publish = append(publish, walked...)
-				publish = append(publish, message{channel: c.Key, end: node.LockFlushed}) // LocksFlushed
+				publish = append(publish, message{at: at, channel: c.Key, end: node.LockFlushed}) // LocksFlushed
 			}
 		}
 		flushes = flushes[:0]
@@ -193,11 +194,11 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 				w.LocksFlushed(m.channel)
 			}
 		case m.end != 0:
-			lockEnded(m.channel, m.token, m.end)
+			lockEnded(m.at, m.channel, m.token, m.end)
 		case m.event != 0 && notify != nil:
-			notify(m.channel, m.event)
+			notify(m.at, m.channel, m.event)
 		case m.event == 0 && deliver != nil:
-			m.res.Receivers = deliver(m.channel, m.body, m.shard)
+			m.res.Receivers = deliver(m.at, m.channel, m.body, m.shard)
 		}
 	}
 	// The messages alias the entries' bytes and the results: cleared, as the commands are.
@@ -239,7 +240,8 @@ func (r *entryResponse) request(i, n int) []fsm.Result {
 // applied. Its bytes alias the log entry's. An aborted entry's messages are not delivered: they
 // were not applied.
 type message struct {
-	res           *fsm.Result // its result, where the receivers on this node are counted
+	at            node.LogPosition // its entry
+	res           *fsm.Result      // its result, where the receivers on this node are counted
 	channel, body []byte
 	shard         bool
 	event         node.KeyEvent
@@ -256,11 +258,11 @@ type flushedAt struct {
 	locks []message
 }
 
-// flushedLocks returns the lock ends of the locks a FLUSHDB or FLUSHALL among cmds removes, read
-// from m before they apply: nil when cmds has no flush or nobody on this node listens
+// flushedLocks returns the lock ends of the locks a FLUSHDB or FLUSHALL among cmds (of the entry
+// at at) removes, read from m before they apply: nil when cmds has no flush or nobody on this node listens
 // (watched). A flush walks the database it empties (FLUSHALL: every one) here, on the apply
 // path, only while someone does.
-func flushedLocks(m *fsm.Machine, cmds []fsm.Command, watched func() bool) []message {
+func flushedLocks(m *fsm.Machine, at node.LogPosition, cmds []fsm.Command, watched func() bool) []message {
 	if watched == nil || !watched() { // a read of a counter, for every request applied
 		return nil
 	}
@@ -272,7 +274,7 @@ func flushedLocks(m *fsm.Machine, cmds []fsm.Command, watched func() bool) []mes
 	out := []message{}
 	collect := func(key string, l fsm.Lock) {
 		if l.Value == nil && fsm.IsLockKey(key) {
-			out = append(out, message{channel: []byte(key), token: l.Token, end: node.LockFlushed})
+			out = append(out, message{at: at, channel: []byte(key), token: l.Token, end: node.LockFlushed})
 		}
 	}
 	if len(db) == 0 {

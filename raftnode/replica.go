@@ -92,6 +92,8 @@ type Replica struct {
 	inFlight func(key []byte) bool
 	// markSeed seeds markOf's hashes of the pending marks' keys.
 	markSeed maphash.Seed
+	// logs is raft's log store, through the cache: where the log ends (LastPosition).
+	logs *logCache
 	// cluster is told what cluster management watches (Config.Cluster, or noCluster).
 	cluster ClusterPolicy
 	// epoch is where the lease clock starts (leaseClock): the table's lease deadlines count
@@ -201,6 +203,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("log cache: %w", err)
 	}
+	n.logs = logs
 	n.locks.Start(n)
 	r, err := raft.NewRaft(cfg.RaftConfig(), machineFSM{n}, logs, st.Stable, st.Snapshots, trans)
 	if err != nil {

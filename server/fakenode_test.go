@@ -53,6 +53,7 @@ type fakeNode struct {
 type fakeProposal struct {
 	f       *fakeNode
 	cmds    []fsm.Command
+	at      node.LogPosition // its entry's, once committed
 	results []fsm.Result
 	done    chan struct{}
 	// own is how many of cmds are the request's: the lock policy's hand-off grants follow, and
@@ -236,6 +237,7 @@ func (f *fakeNode) commit(batch []*fakeProposal) {
 			}
 		}
 		f.mu.index++
+		p.at = node.LogPosition{Index: f.mu.index, Term: 1}
 		p.results = f.mu.table.ApplyEntry(nil, f.mu.index, p.cmds)
 		for i, r := range p.results {
 			f.locks.Applied(f.mu.table, fsm.LeaseKey(p.cmds[i], r), f.mu.index, r)
@@ -267,9 +269,9 @@ func (f *fakeNode) commit(batch []*fakeProposal) {
 			f.waited(w, c, p.results[i])
 			switch ev := node.KeyEventOf(c, p.results[i]); {
 			case p.results[i].Status == fsm.StatusPublished && w.Published != nil:
-				p.results[i].Receivers = w.Published(c.Key, c.Owner, c.Kind == fsm.KindShardPublish)
+				p.results[i].Receivers = w.Published(p.at, c.Key, c.Owner, c.Kind == fsm.KindShardPublish)
 			case ev != 0 && w.KeyEvent != nil:
-				w.KeyEvent(c.Key, ev)
+				w.KeyEvent(p.at, c.Key, ev)
 			}
 		}
 	}
@@ -361,6 +363,12 @@ func (f *fakeNode) Members() ([]node.Member, error) {
 
 // Keys, like raftnode's, takes no lock: scripts ask it while their evaluation holds the view.
 func (f *fakeNode) Keys() int { return int(f.keys.Load()) }
+
+func (f *fakeNode) LastPosition() node.LogPosition {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return node.LogPosition{Index: f.mu.index, Term: 1}
+}
 
 func (f *fakeNode) Stats() node.Stats {
 	f.mu.Lock()

@@ -186,7 +186,7 @@ func endsLocks(cmd *command) bool {
 }
 
 // lockEnded is the node's LockEnded hook: it runs on the apply path and must not block.
-func (s *Server) lockEnded(key []byte, token fsm.Token, how node.LockEnd) {
+func (s *Server) lockEnded(at node.LogPosition, key []byte, token fsm.Token, how node.LockEnd) {
 	if base, _, ok := fsm.HolderOf(key); ok {
 		key = base // a share's or a permit's: its holders know it by its key and token
 	}
@@ -202,7 +202,7 @@ func (s *Server) lockEnded(key []byte, token fsm.Token, how node.LockEnd) {
 			body = append(body, ' ')
 			body = append(body, how.String()...)
 		}
-		s.hub.deliverLock(lockChannel(key), body)
+		s.hub.deliverLock(at, lockChannel(key), body)
 	}
 }
 

@@ -78,7 +78,10 @@ type hub struct {
 	limits SubscriptionLimits // set before the hub is used
 	mu     struct {
 		sync.Mutex
-		subs  [subKinds]map[string]map[*conn]struct{}
+		// subs maps each channel, pattern and shard channel to its subscribers here, each with
+		// where the node's log ended when it subscribed: it does not hear the messages of the
+		// entries the log held then (a restarted node applies them again), published before.
+		subs  [subKinds]map[string]map[*conn]node.LogPosition
 		globs map[string]*glob // each subscribed pattern, compiled
 		count int              // subscriptions, each connection's counted
 	}
@@ -91,16 +94,16 @@ type hub struct {
 func newHub(log *slog.Logger) *hub {
 	h := &hub{log: log, limits: DefaultSubscriptionLimits()}
 	for k := range h.mu.subs {
-		h.mu.subs[k] = map[string]map[*conn]struct{}{}
+		h.mu.subs[k] = map[string]map[*conn]node.LogPosition{}
 	}
 	h.mu.globs = map[string]*glob{}
 	return h
 }
 
 // subscribe subscribes c to those of names it is not subscribed to yet (of kind k; mine is c's
-// subscriptions, all kinds), all or none: it returns the error reply of the bound they would
-// pass, or "".
-func (h *hub) subscribe(c *conn, k subKind, names [][]byte, mine *subscriptions) string {
+// subscriptions, all kinds), all or none, to hear the messages of the entries a log that ended
+// at since does not hold: it returns the error reply of the bound they would pass, or "".
+func (h *hub) subscribe(c *conn, k subKind, names [][]byte, mine *subscriptions, since node.LogPosition) string {
 	lim := h.limits
 	var fresh [][]byte
 	for _, name := range names {
@@ -146,7 +149,7 @@ func (h *hub) subscribe(c *conn, k subKind, names [][]byte, mine *subscriptions)
 		mine[k][string(name)] = struct{}{}
 		conns := h.mu.subs[k][string(name)]
 		if conns == nil {
-			conns = map[*conn]struct{}{}
+			conns = map[*conn]node.LogPosition{}
 			h.mu.subs[k][string(name)] = conns
 			if k == subPattern {
 				h.mu.globs[string(name)] = globs[i]
@@ -155,7 +158,7 @@ func (h *hub) subscribe(c *conn, k subKind, names [][]byte, mine *subscriptions)
 				h.lockNames.Add(1)
 			}
 		}
-		conns[c] = struct{}{}
+		conns[c] = since
 		h.mu.count++
 	}
 	return ""
@@ -196,26 +199,33 @@ func (h *hub) forget(c *conn, subs *subscriptions) {
 	}
 }
 
-// deliver is the node's publish hook: it queues the message for every subscriber on this node
-// and returns how many there were (PUBLISH's reply on the leader).
-func (h *hub) deliver(channel, body []byte, shard bool) int {
+// deliver is the node's publish hook: it queues the message of the entry at at for every
+// subscriber on this node that subscribed before this node's log held that entry, and returns
+// how many there were (PUBLISH's reply on the leader).
+func (h *hub) deliver(at node.LogPosition, channel, body []byte, shard bool) int {
 	var full []*conn
 	n := 0
 	h.mu.Lock()
 	if shard {
-		for c := range h.mu.subs[subShard][string(channel)] {
-			full, n = c.deliver(&push{kind: pushSMessage, channel: clone(channel), body: clone(body)}, full, n)
+		for c, since := range h.mu.subs[subShard][string(channel)] {
+			if !since.Holds(at) {
+				full, n = c.deliver(&push{kind: pushSMessage, channel: clone(channel), body: clone(body)}, full, n)
+			}
 		}
 	} else {
-		for c := range h.mu.subs[subChannel][string(channel)] {
-			full, n = c.deliver(&push{kind: pushMessage, channel: clone(channel), body: clone(body)}, full, n)
+		for c, since := range h.mu.subs[subChannel][string(channel)] {
+			if !since.Holds(at) {
+				full, n = c.deliver(&push{kind: pushMessage, channel: clone(channel), body: clone(body)}, full, n)
+			}
 		}
 		for pattern, conns := range h.mu.subs[subPattern] {
 			if !h.mu.globs[pattern].match(channel) {
 				continue
 			}
-			for c := range conns {
-				full, n = c.deliver(&push{kind: pushPMessage, pattern: []byte(pattern), channel: clone(channel), body: clone(body)}, full, n)
+			for c, since := range conns {
+				if !since.Holds(at) {
+					full, n = c.deliver(&push{kind: pushPMessage, pattern: []byte(pattern), channel: clone(channel), body: clone(body)}, full, n)
+				}
 			}
 		}
 	}
@@ -303,22 +313,26 @@ func (h *hub) receivers(channel []byte, shard bool) int {
 // or a pattern, that starts with lockChannelPrefix.
 func (h *hub) lockInterest() bool { return h.lockNames.Load() > 0 }
 
-// deliverLock delivers a lock channel's message (lockwatch.go) to the subscribers of channel and
-// of the patterns that start with lockChannelPrefix and match it: a pattern that only happens to
-// match (PSUBSCRIBE *) does not hear lock channels.
-func (h *hub) deliverLock(channel, body []byte) {
+// deliverLock delivers a lock channel's message (lockwatch.go) of the entry at at to the
+// subscribers of channel and of the patterns that start with lockChannelPrefix and match it, as
+// deliver does: a pattern that only happens to match (PSUBSCRIBE *) does not hear lock channels.
+func (h *hub) deliverLock(at node.LogPosition, channel, body []byte) {
 	var full []*conn
 	n := 0
 	h.mu.Lock()
-	for c := range h.mu.subs[subChannel][string(channel)] {
-		full, n = c.deliver(&push{kind: pushMessage, channel: clone(channel), body: clone(body)}, full, n)
+	for c, since := range h.mu.subs[subChannel][string(channel)] {
+		if !since.Holds(at) {
+			full, n = c.deliver(&push{kind: pushMessage, channel: clone(channel), body: clone(body)}, full, n)
+		}
 	}
 	for pattern, conns := range h.mu.subs[subPattern] {
 		if !strings.HasPrefix(pattern, lockChannelPrefix) || !h.mu.globs[pattern].match(channel) {
 			continue
 		}
-		for c := range conns {
-			full, n = c.deliver(&push{kind: pushPMessage, pattern: []byte(pattern), channel: clone(channel), body: clone(body)}, full, n)
+		for c, since := range conns {
+			if !since.Holds(at) {
+				full, n = c.deliver(&push{kind: pushPMessage, pattern: []byte(pattern), channel: clone(channel), body: clone(body)}, full, n)
+			}
 		}
 	}
 	h.mu.Unlock()
@@ -350,7 +364,7 @@ func subscribe(r *request, k subKind, verb string) {
 	for _, name := range r.args[1:] {
 		_, had[string(name)] = subs[k][string(name)]
 	}
-	if msg := r.s.hub.subscribe(c, k, r.args[1:], subs); msg != "" {
+	if msg := r.s.hub.subscribe(c, k, r.args[1:], subs, r.s.node.LastPosition()); msg != "" {
 		r.w.Error(msg)
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
 )
 
 // A subscriber that stops reading is disconnected once its push queue is full (as Redis's
@@ -130,5 +131,42 @@ func TestRestoreTellsHoldersOfLostLocks(t *testing.T) {
 	}
 	if got := h.do("PING"); got != "+PONG\r\n" {
 		t.Errorf("PING after the one push: %q; want +PONG (kept is still held)", got)
+	}
+}
+
+// A subscriber hears the messages of the entries its node's log did not hold when it subscribed,
+// and none of those it held (a restarted node applies them again: they were published before):
+// a later entry's, or one of a later term at an index it held (which replaced what it held).
+func TestSubscriberHearsOnlyWhatItsLogDidNotHold(t *testing.T) {
+	addr, f := startFake(t)
+	pub := dialRaw(t, addr)
+	for range 3 {
+		pub.do("PUBLISH", "ch", "before") // entries 1 to 3, of term 1
+	}
+	sub := dialRaw(t, addr)
+	if got := sub.do("SUBSCRIBE", "ch"); !strings.Contains(got, "subscribe") {
+		t.Fatalf("SUBSCRIBE = %q", got)
+	}
+	w := f.watched()
+	for _, m := range []struct {
+		at   node.LogPosition
+		body string
+		want int
+	}{
+		{node.LogPosition{Index: 2, Term: 1}, "replayed", 0},
+		{node.LogPosition{Index: 3, Term: 1}, "replayed", 0},
+		{node.LogPosition{Index: 3, Term: 2}, "replaced", 1},
+		{node.LogPosition{Index: 4, Term: 1}, "later", 1},
+	} {
+		if n := w.Published(m.at, []byte("ch"), []byte(m.body), false); n != m.want {
+			t.Errorf("the message of entry %+v reached %d subscribers, want %d", m.at, n, m.want)
+		}
+	}
+	sub.nc.SetDeadline(time.Now().Add(5 * time.Second))
+	for _, want := range []string{"replaced", "later"} {
+		msg, err := readReply(sub.br)
+		if w := "*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$" + fmt.Sprint(len(want)) + "\r\n" + want + "\r\n"; err != nil || msg != w {
+			t.Fatalf("the subscriber heard %q (%v), want %q", msg, err, w)
+		}
 	}
 }
