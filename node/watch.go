@@ -13,7 +13,7 @@ type Watchers struct {
 	// subscribers and says how many got it. It runs after Changed, in log order; channel and
 	// message are only valid during the call. at is the entry that carried it (as for KeyEvent
 	// and LockEnded): a subscriber that subscribed when this node's log already held that entry
-	// does not hear it (LogPosition.Holds).
+	// does not hear it (LogEnd.Holds).
 	Published func(at LogPosition, channel, message []byte, shard bool) int
 	// KeyEvent is told of each key an applied entry deleted or expired (keyspace
 	// notifications), in log order with the messages; key is only valid during the call.
@@ -57,20 +57,26 @@ type Leadership struct {
 	Changed <-chan struct{}
 }
 
-// LogPosition is a raft log entry's index and term: where a node's log ended when a client
-// subscribed, or which entry an applied message came from.
+// LogPosition is a raft log entry's index and term: which entry an applied message came from.
 type LogPosition struct {
 	Index, Term uint64
 }
 
-// Holds reports whether a log that ended at p (its last entry) held the committed entry at e
-// already, so that the entry's messages were published before that moment: e is at or before
-// p's index and of p's term or an earlier one. The log held every committed entry up to its end
-// that is not of a later term than its last (Raft's log matching: the log agreed with the
-// leader of its last entry's term up to there); an acknowledged message's entry committed in its
-// own term, before any leader of a later term was elected, so one of an earlier term at an
-// index up to p's was published before that moment too. An entry of a later term at such an
-// index replaced what the log held: it is new. The zero position holds nothing.
-func (p LogPosition) Holds(e LogPosition) bool {
-	return e.Index <= p.Index && e.Term <= p.Term
+// LogEnd is where a node's log ended at one moment (when a client subscribed): its last entry,
+// and how far it was known to be committed then.
+type LogEnd struct {
+	Last      LogPosition
+	Committed uint64
+}
+
+// Holds reports whether the log held the entry at e at that moment, so that e's messages were
+// published before it. It did if e was committed by then (a committed entry is in every later
+// log); or if e is at or before the last entry and of its term: only that term's leader makes
+// entries of that term, and the log agreed with that leader's up to its last entry (Raft's log
+// matching), which kept its own entries. An entry of another term at such an index may be one
+// the log did not hold (one of an earlier term that a later leader committed after replacing
+// the log's tail, or one of a later term): its messages are delivered. An index past the last
+// entry is new; no entry is at index 0.
+func (l LogEnd) Holds(e LogPosition) bool {
+	return e.Index > 0 && (e.Index <= l.Committed || e.Index <= l.Last.Index && e.Term == l.Last.Term)
 }

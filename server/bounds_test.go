@@ -412,11 +412,11 @@ func TestPublishPatternFanoutBounded(t *testing.T) {
 			t.Fatalf("pattern of %d bytes", len(p))
 		}
 		c := &conn{}
-		if msg := h.subscribe(c, subPattern, [][]byte{[]byte(p)}, &subscriptions{}, node.LogPosition{}); msg != "" {
+		if msg := h.subscribe(c, subPattern, [][]byte{[]byte(p)}, &subscriptions{}, node.LogEnd{}); msg != "" {
 			t.Fatalf("pattern %d: %s", i, msg)
 		}
 	}
-	if msg := h.subscribe(&conn{}, subPattern, [][]byte{[]byte("one-too-many*")}, &subscriptions{}, node.LogPosition{}); !strings.HasPrefix(msg, "ERR too many patterns") {
+	if msg := h.subscribe(&conn{}, subPattern, [][]byte{[]byte("one-too-many*")}, &subscriptions{}, node.LogEnd{}); !strings.HasPrefix(msg, "ERR too many patterns") {
 		t.Fatalf("pattern %d: %q, want the node's pattern bound", lim.Patterns+1, msg)
 	}
 	channel := bytes.Repeat([]byte("a"), 4096)

@@ -47,6 +47,8 @@ type fakeNode struct {
 	// locks is the lock policy the fake runs, through the same hooks as raftnode's core: its
 	// lock queue serves LOCK ... WAIT (startLocks).
 	locks *locks.Policy
+	// logEnd, when set, is what LogEnd says (setLogEnd).
+	logEnd atomic.Pointer[node.LogEnd]
 }
 
 // fakeProposal is one request's commands waiting to commit.
@@ -364,11 +366,18 @@ func (f *fakeNode) Members() ([]node.Member, error) {
 // Keys, like raftnode's, takes no lock: scripts ask it while their evaluation holds the view.
 func (f *fakeNode) Keys() int { return int(f.keys.Load()) }
 
-func (f *fakeNode) LastPosition() node.LogPosition {
+// LogEnd is the fake's log's end (one term, everything committed), or what setLogEnd set.
+func (f *fakeNode) LogEnd() node.LogEnd {
+	if end := f.logEnd.Load(); end != nil {
+		return *end
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return node.LogPosition{Index: f.mu.index, Term: 1}
+	return node.LogEnd{Last: node.LogPosition{Index: f.mu.index, Term: 1}, Committed: f.mu.index}
 }
+
+// setLogEnd makes LogEnd say end from now on: a log with entries not known committed yet.
+func (f *fakeNode) setLogEnd(end node.LogEnd) { f.logEnd.Store(&end) }
 
 func (f *fakeNode) Stats() node.Stats {
 	f.mu.Lock()

@@ -81,7 +81,7 @@ type hub struct {
 		// subs maps each channel, pattern and shard channel to its subscribers here, each with
 		// where the node's log ended when it subscribed: it does not hear the messages of the
 		// entries the log held then (a restarted node applies them again), published before.
-		subs  [subKinds]map[string]map[*conn]node.LogPosition
+		subs  [subKinds]map[string]map[*conn]node.LogEnd
 		globs map[string]*glob // each subscribed pattern, compiled
 		count int              // subscriptions, each connection's counted
 	}
@@ -94,7 +94,7 @@ type hub struct {
 func newHub(log *slog.Logger) *hub {
 	h := &hub{log: log, limits: DefaultSubscriptionLimits()}
 	for k := range h.mu.subs {
-		h.mu.subs[k] = map[string]map[*conn]node.LogPosition{}
+		h.mu.subs[k] = map[string]map[*conn]node.LogEnd{}
 	}
 	h.mu.globs = map[string]*glob{}
 	return h
@@ -103,7 +103,7 @@ func newHub(log *slog.Logger) *hub {
 // subscribe subscribes c to those of names it is not subscribed to yet (of kind k; mine is c's
 // subscriptions, all kinds), all or none, to hear the messages of the entries a log that ended
 // at since does not hold: it returns the error reply of the bound they would pass, or "".
-func (h *hub) subscribe(c *conn, k subKind, names [][]byte, mine *subscriptions, since node.LogPosition) string {
+func (h *hub) subscribe(c *conn, k subKind, names [][]byte, mine *subscriptions, since node.LogEnd) string {
 	lim := h.limits
 	var fresh [][]byte
 	for _, name := range names {
@@ -149,7 +149,7 @@ func (h *hub) subscribe(c *conn, k subKind, names [][]byte, mine *subscriptions,
 		mine[k][string(name)] = struct{}{}
 		conns := h.mu.subs[k][string(name)]
 		if conns == nil {
-			conns = map[*conn]node.LogPosition{}
+			conns = map[*conn]node.LogEnd{}
 			h.mu.subs[k][string(name)] = conns
 			if k == subPattern {
 				h.mu.globs[string(name)] = globs[i]
@@ -364,7 +364,7 @@ func subscribe(r *request, k subKind, verb string) {
 	for _, name := range r.args[1:] {
 		_, had[string(name)] = subs[k][string(name)]
 	}
-	if msg := r.s.hub.subscribe(c, k, r.args[1:], subs, r.s.node.LastPosition()); msg != "" {
+	if msg := r.s.hub.subscribe(c, k, r.args[1:], subs, r.s.node.LogEnd()); msg != "" {
 		r.w.Error(msg)
 		return
 	}

@@ -136,13 +136,16 @@ func TestRestoreTellsHoldersOfLostLocks(t *testing.T) {
 
 // A subscriber hears the messages of the entries its node's log did not hold when it subscribed,
 // and none of those it held (a restarted node applies them again: they were published before):
-// a later entry's, or one of a later term at an index it held (which replaced what it held).
+// a later entry's, or one of another term at an index it held (which replaced what it held).
+// The lock channels' messages and keyspace events follow the same rule.
 func TestSubscriberHearsOnlyWhatItsLogDidNotHold(t *testing.T) {
 	addr, f := startFake(t)
 	pub := dialRaw(t, addr)
 	for range 3 {
 		pub.do("PUBLISH", "ch", "before") // entries 1 to 3, of term 1
 	}
+	// The log ends at entry 3 (term 2), known committed up to entry 1.
+	f.setLogEnd(node.LogEnd{Last: node.LogPosition{Index: 3, Term: 2}, Committed: 1})
 	sub := dialRaw(t, addr)
 	if got := sub.do("SUBSCRIBE", "ch"); !strings.Contains(got, "subscribe") {
 		t.Fatalf("SUBSCRIBE = %q", got)
@@ -153,10 +156,11 @@ func TestSubscriberHearsOnlyWhatItsLogDidNotHold(t *testing.T) {
 		body string
 		want int
 	}{
-		{node.LogPosition{Index: 2, Term: 1}, "replayed", 0},
-		{node.LogPosition{Index: 3, Term: 1}, "replayed", 0},
-		{node.LogPosition{Index: 3, Term: 2}, "replaced", 1},
-		{node.LogPosition{Index: 4, Term: 1}, "later", 1},
+		{node.LogPosition{Index: 1, Term: 1}, "replayed", 0}, // committed
+		{node.LogPosition{Index: 2, Term: 2}, "replayed", 0}, // of the last entry's term
+		{node.LogPosition{Index: 3, Term: 2}, "replayed", 0},
+		{node.LogPosition{Index: 3, Term: 3}, "replaced", 1},
+		{node.LogPosition{Index: 4, Term: 2}, "later", 1},
 	} {
 		if n := w.Published(m.at, []byte("ch"), []byte(m.body), false); n != m.want {
 			t.Errorf("the message of entry %+v reached %d subscribers, want %d", m.at, n, m.want)
@@ -168,5 +172,15 @@ func TestSubscriberHearsOnlyWhatItsLogDidNotHold(t *testing.T) {
 		if w := "*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$" + fmt.Sprint(len(want)) + "\r\n" + want + "\r\n"; err != nil || msg != w {
 			t.Fatalf("the subscriber heard %q (%v), want %q", msg, err, w)
 		}
+	}
+	locks := dialRaw(t, addr)
+	if got := locks.do("SUBSCRIBE", string(lockChannel([]byte("\x00k")))); !strings.Contains(got, "subscribe") {
+		t.Fatalf("SUBSCRIBE = %q", got)
+	}
+	w.LockEnded(node.LogPosition{Index: 3, Term: 2}, []byte("\x00k"), 7, node.LockExpired) // held: not heard
+	w.LockEnded(node.LogPosition{Index: 2, Term: 1}, []byte("\x00k"), 8, node.LockExpired) // perhaps not held
+	locks.nc.SetDeadline(time.Now().Add(5 * time.Second))
+	if msg, err := readReply(locks.br); err != nil || !strings.Contains(msg, "lost 8 ") {
+		t.Fatalf("the lock channel's subscriber heard %q (%v), want token 8's loss first", msg, err)
 	}
 }

@@ -39,10 +39,10 @@ type Replica interface {
 	Stats() node.Stats
 	// Keys is the number of keys in this node's table, cheaply (every write command asks).
 	Keys() int
-	// LastPosition is where this node's log ends now, applied or not: a SUBSCRIBE that reads it
-	// does not hear the messages of the entries the log held (node.LogPosition.Holds), which
-	// were published before it.
-	LastPosition() node.LogPosition
+	// LogEnd is where this node's log ends now, applied or not: a SUBSCRIBE that reads it does
+	// not hear the messages of the entries the log held (node.LogEnd.Holds), which were
+	// published before it.
+	LogEnd() node.LogEnd
 }
 
 // Admin is cluster administration (RAFT ...): the cluster's configuration, read (also for the

@@ -6,7 +6,7 @@ import (
 )
 
 // Replica stays what requests need: administration is Admin's, the LOCK ... WAIT queue
-// LockQueue's, and the hooks one Watch. (The ninth, LastPosition, is what a SUBSCRIBE reads.)
+// LockQueue's, and the hooks one Watch. (The ninth, LogEnd, is what a SUBSCRIBE reads.)
 func TestReplicaInterfaceIsSmall(t *testing.T) {
 	const most = 9
 	node := reflect.TypeFor[Replica]()

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/tests/testutil"
 )
 
 // A node that restarts applies again the entries of its log past its snapshot once it hears the
@@ -58,10 +60,15 @@ func TestPubSubRestartReplaysNoOldMessages(t *testing.T) {
 		t.Fatalf("PSUBSCRIBE on the restarted node: %q, %v", reply, err)
 	}
 	resume()
-	c.waitSettled() // a leader again, and the restarted node has applied its log again
-	if _, err := call(c.leader().addr, "PUBLISH", "replayed", "new"); err != nil {
-		t.Fatal(err)
-	}
+	c.waitSettled()                                    // a leader again, and the restarted node has applied its log again
+	testutil.WaitFor(t, 10*time.Second, func() error { // once, past the election's refusals
+		if v, err := call(c.leader().addr, "PUBLISH", "replayed", "new"); err != nil {
+			return err
+		} else if _, ok := v.(int64); !ok {
+			return fmt.Errorf("PUBLISH = %#v", v)
+		}
+		return nil
+	})
 	sub.nc.SetDeadline(time.Now().Add(10 * time.Second))
 	for _, want := range []string{
 		"*3\r\n$7\r\nmessage\r\n$8\r\nreplayed\r\n$3\r\nnew\r\n",
