@@ -92,8 +92,12 @@ type Replica struct {
 	inFlight func(key []byte) bool
 	// markSeed seeds markOf's hashes of the pending marks' keys.
 	markSeed maphash.Seed
-	// logs is raft's log store, through the cache: where the log ends (LastPosition).
+	// logs is raft's log store, through the cache: where the log ends (LogEnd).
 	logs *logCache
+	// stable is raft's stable store, where keepAppliedFloor records an index this node has
+	// applied; appliedFloor is the one it found there at its start (LogEnd).
+	stable       raft.StableStore
+	appliedFloor uint64
 	// cluster is told what cluster management watches (Config.Cluster, or noCluster).
 	cluster ClusterPolicy
 	// epoch is where the lease clock starts (leaseClock): the table's lease deadlines count
@@ -204,6 +208,12 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Replica, error) {
 		return nil, fmt.Errorf("log cache: %w", err)
 	}
 	n.logs = logs
+	n.stable = st.Stable
+	// A missing key is an error whose text is "not found" in every raft.StableStore (raft's
+	// own convention, store.ErrKeyNotFound's text), or 0 from raft's in-memory store.
+	if n.appliedFloor, err = st.Stable.GetUint64(appliedFloorKey); err != nil && err.Error() != "not found" {
+		return nil, fmt.Errorf("read the applied floor: %w", err)
+	}
 	n.locks.Start(n)
 	r, err := raft.NewRaft(cfg.RaftConfig(), machineFSM{n}, logs, st.Stable, st.Snapshots, trans)
 	if err != nil {
@@ -216,6 +226,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Replica, error) {
 	n.goFunc(n.watchLeaders)
 	n.goFunc(n.runVerifier)
 	n.goFunc(n.handOffWhenFull)
+	n.goFunc(n.keepAppliedFloor)
 	go n.runFinisher() // not goFunc: see there
 	return n, nil
 }

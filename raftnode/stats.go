@@ -129,25 +129,3 @@ func (n *Replica) Stats() node.Stats {
 // Keys is the number of keys in the applied table, without taking the view lock: every write
 // command of the server asks it (its key bound).
 func (n *Replica) Keys() int { return int(n.keys.Load()) }
-
-// LogEnd is where this node's log ends: its newest entry, applied or not, and how far it is known
-// committed (only the commit index when it cannot tell the newest: an empty log, or one that
-// kept changing while it read it).
-func (n *Replica) LogEnd() node.LogEnd {
-	end := node.LogEnd{Committed: n.raft.CommitIndex()}
-	for range 3 {
-		index := n.raft.LastIndex()
-		if index == 0 {
-			break
-		}
-		var l raft.Log
-		// The entry read is the log's last at the moment of the read, or one at that index that
-		// replaced it since (then the log ended there at that later moment): either is a moment
-		// during the caller's request.
-		if err := n.logs.GetLog(index, &l); err == nil && l.Index == index {
-			end.Last = node.LogPosition{Index: index, Term: l.Term}
-			break
-		}
-	}
-	return end
-}

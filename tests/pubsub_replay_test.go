@@ -14,28 +14,48 @@ import (
 // commit index: the messages in them were published before any client subscribed to the
 // restarted node, so none of its subscribers hears them (as on Redis, a subscriber hears what is
 // published after its SUBSCRIBE); it hears what is published afterwards. The restarted node's
-// peers are paused while it starts, so that it replays its log only after the SUBSCRIBE.
+// peers are paused while it starts, so that it replays its log only after the SUBSCRIBE. With
+// leadership moved before the restart, the log's last entry is of a later term than the
+// messages': the index the node had applied when it stopped is what holds them back.
 func TestPubSubRestartReplaysNoOldMessages(t *testing.T) {
+	for _, moved := range []bool{false, true} {
+		t.Run(fmt.Sprintf("leadership moved %v", moved), func(t *testing.T) { restartReplaysNoOldMessages(t, moved) })
+	}
+}
+
+func restartReplaysNoOldMessages(t *testing.T, moveLeadership bool) {
 	c := newCluster(t, 3)
 	l := c.leader()
-	f, other := c.others(l)[0], c.others(l)[1]
+	f := c.others(l)[0]
 	for i := range 20 {
 		if _, err := call(l.addr, "PUBLISH", "replayed", fmt.Sprintf("old-%d", i)); err != nil {
 			t.Fatal(err)
+		}
+	}
+	if moveLeadership {
+		to := c.others(l)[1]
+		if v, err := call(l.addr, "RAFT", "TRANSFER", to.id); err != nil || v != "OK" {
+			t.Fatalf("RAFT TRANSFER %s: %v, %v", to.id, v, err)
+		}
+		if c.leader() != to {
+			t.Fatalf("the leader is not %s after the transfer", to.id)
 		}
 	}
 	c.waitSettled() // f holds and applied every message's entry
 	if err := f.proc.stop(); err != nil {
 		t.Fatal(err)
 	}
-	l.proc.sigstop()
-	other.proc.sigstop()
+	peers := c.others(f)
+	for _, p := range peers {
+		p.proc.sigstop()
+	}
 	paused := true
 	resume := func() {
 		if paused {
 			paused = false
-			l.proc.sigcont()
-			other.proc.sigcont()
+			for _, p := range peers {
+				p.proc.sigcont()
+			}
 		}
 	}
 	defer resume()
