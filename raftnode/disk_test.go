@@ -263,3 +263,25 @@ func TestFullDiskOnLeader(t *testing.T) {
 	checkAcked(t, l, acked)
 	checkAcked(t, nl, acked)
 }
+
+// The applied floor is not written while the raft log's disk has a fault: pebble, which holds it,
+// ends the process on a write it cannot make, and a node whose disk failed stays up to say so.
+func TestAppliedFloorNotWrittenOnAFailedDisk(t *testing.T) {
+	nodes, fss := faultCluster(t, 1)
+	n := nodes[0]
+	lockAll(t, nodes, "before", 5)
+	fss[n].Break()
+	if out, err := tryLock(t.Context(), n, "breaks", "o", 60_000); err == nil || out.granted {
+		t.Fatalf("a write on the broken disk = %+v, %v; want refused", out, err)
+	}
+	testutil.WaitFor(t, 5*time.Second, testutil.Cond("the disk failed", func() bool { return n.diskFailed() != nil }))
+	if err := n.stores.Stable.SetUint64(appliedFloorKey, 0); err != nil { // pebble's disk is fine
+		t.Fatal(err)
+	}
+	if got := n.recordAppliedFloor(0); got != 0 {
+		t.Errorf("recordAppliedFloor on a failed disk recorded %d", got)
+	}
+	if v, err := n.stores.Stable.GetUint64(appliedFloorKey); err != nil || v != 0 {
+		t.Errorf("the applied floor in the stable store = %d, %v after the disk failed; want 0 (not written)", v, err)
+	}
+}

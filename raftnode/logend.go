@@ -42,33 +42,36 @@ var appliedFloorKey = []byte("raftlock/applied-floor")
 const appliedFloorEvery = time.Second
 
 // keepAppliedFloor records the applied index every appliedFloorEvery while it moves, and once
-// more when the core stops (raft stopped first: the last index it applied), unless its disk
-// failed. A failed write is logged and tried again at the next tick: the floor only ever lags,
-// which costs replayed messages, never lost ones.
+// more when the core stops (raft stopped first: the last index it applied).
 func (n *Replica) keepAppliedFloor() {
 	recorded := n.appliedFloor
-	record := func() {
-		applied := n.raft.AppliedIndex()
-		if applied <= recorded {
-			return
-		}
-		if err := n.stable.SetUint64(appliedFloorKey, applied); err != nil {
-			n.log.Debug("recording the applied floor failed", "err", err)
-			return
-		}
-		recorded = applied
-	}
 	t := time.NewTicker(appliedFloorEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
-			record()
+			recorded = n.recordAppliedFloor(recorded)
 		case <-n.stop:
-			if n.diskFailed() == nil { // a failed disk's store is not written again
-				record()
-			}
+			n.recordAppliedFloor(recorded)
 			return
 		}
 	}
+}
+
+// recordAppliedFloor writes the applied index as the floor if it is past recorded, and returns
+// the floor recorded now. Never while the raft log's disk has a fault (failed or full): pebble
+// ends the process on a write it cannot make, and a node with a disk fault stays up to say so
+// (docs/disk-faults.md); the store probe of /readyz keeps the same rule. A write that fails
+// otherwise is logged and tried again at the next tick. The floor only ever lags, which costs
+// replayed messages, never lost ones.
+func (n *Replica) recordAppliedFloor(recorded uint64) uint64 {
+	applied := n.raft.AppliedIndex()
+	if applied <= recorded || n.DiskFault() != nil {
+		return recorded
+	}
+	if err := n.stable.SetUint64(appliedFloorKey, applied); err != nil {
+		n.log.Debug("recording the applied floor failed", "err", err)
+		return recorded
+	}
+	return applied
 }

@@ -210,9 +210,13 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Replica, error) {
 	n.logs = logs
 	n.stable = st.Stable
 	// A missing key is an error whose text is "not found" in every raft.StableStore (raft's
-	// own convention, store.ErrKeyNotFound's text), or 0 from raft's in-memory store.
-	if n.appliedFloor, err = st.Stable.GetUint64(appliedFloorKey); err != nil && err.Error() != "not found" {
-		return nil, fmt.Errorf("read the applied floor: %w", err)
+	// own convention, store.ErrKeyNotFound's text), or 0 from raft's in-memory store. The floor
+	// is advice: one that cannot be read is 0 (replayed messages, never lost ones).
+	if n.appliedFloor, err = st.Stable.GetUint64(appliedFloorKey); err != nil {
+		if err.Error() != "not found" {
+			n.log.Warn("reading the applied floor failed; starting without it", "err", err)
+		}
+		n.appliedFloor = 0
 	}
 	n.locks.Start(n)
 	r, err := raft.NewRaft(cfg.RaftConfig(), machineFSM{n}, logs, st.Stable, st.Snapshots, trans)
