@@ -150,19 +150,10 @@ func (p *Policy) Applied(m *fsm.Machine, key []byte, index uint64, res fsm.Resul
 	if res.LeaseMs == 0 || res.LeaseRev != index {
 		return
 	}
-	stored, deadline := res.Stored, res.Deadline
-	if stored == "" || stored != string(key) {
-		// Not a grant of key itself (a renewal, a share, a waiter's lease): look it up.
-		l, ok := fsm.Lock{}, false
-		stored, l, ok = m.Entry(key)
-		if !ok || l.LeaseRev != index {
-			return // a later command of the entry released or replaced it
-		}
-		deadline = l.Deadline
+	stored, deadline, ok := leaseSet(m, key, index, res)
+	if !ok {
+		return
 	}
-	// A grant's timer is armed even when a later command of its entry (a MULTI's) released
-	// or replaced the lease: a stale timer finds the table's lease gone or later when it
-	// fires (leases.due), and compaction drops it.
 	p.mu.Lock()
 	earliest := p.mu.leases.arm(m, stored, deadline)
 	p.mu.Unlock()
@@ -172,6 +163,23 @@ func (p *Policy) Applied(m *fsm.Machine, key []byte, index uint64, res fsm.Resul
 	if earliest && p.leading.Load() {
 		p.wakeLeases()
 	}
+}
+
+// leaseSet is the table's own copy of key and the deadline of the lease the entry at index set
+// on it (res its result), false if a later command of the entry released or replaced it. A
+// grant of key itself says both (fsm.Result.Stored): its timer is armed even when a later
+// command of its entry (a MULTI's) changed the lease, since a stale timer finds the table's
+// lease gone or later when it fires (leases.due) and compaction drops it. Any other lease (a
+// renewal, a share, a waiter's) is looked up.
+func leaseSet(m *fsm.Machine, key []byte, index uint64, res fsm.Result) (stored string, deadline int64, ok bool) {
+	if res.Stored != "" && res.Stored == string(key) {
+		return res.Stored, res.Deadline, true
+	}
+	stored, l, ok := m.Entry(key)
+	if !ok || l.LeaseRev != index {
+		return "", 0, false
+	}
+	return stored, l.Deadline, true
 }
 
 // Restored arms a timer for every lease of m, a table a snapshot replaced, under the core's

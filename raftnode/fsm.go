@@ -107,7 +107,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			}
 			if w.Waited != nil {
 				if seq, granted, ok := waiterEnd(c, res[j]); ok {
-					publish = append(publish, message{at: at, channel: fsm.BaseKey(c.Key), waiter: seq, token: res[j].Token, granted: granted})
+					publish = append(publish, message{channel: fsm.BaseKey(c.Key), waiter: seq, token: res[j].Token, granted: granted})
 				}
 			}
 			flushed = flushed || res[j].Status == fsm.StatusFlushed && res[j].Existed
@@ -133,7 +133,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			}
 			if res[j].Status == fsm.StatusFlushed {
 				publish = append(publish, walked...)
-				publish = append(publish, message{at: at, channel: c.Key, end: node.LockFlushed}) // LocksFlushed
+				publish = append(publish, message{channel: c.Key, end: node.LockFlushed}) // LocksFlushed
 			}
 		}
 		flushes = flushes[:0]
@@ -240,7 +240,7 @@ func (r *entryResponse) request(i, n int) []fsm.Result {
 // applied. Its bytes alias the log entry's. An aborted entry's messages are not delivered: they
 // were not applied.
 type message struct {
-	at            node.LogPosition // its entry
+	at            node.LogPosition // its entry, for the hooks that filter subscribers by it
 	res           *fsm.Result      // its result, where the receivers on this node are counted
 	channel, body []byte
 	shard         bool

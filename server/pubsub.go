@@ -203,30 +203,36 @@ func (h *hub) forget(c *conn, subs *subscriptions) {
 // subscriber on this node that subscribed before this node's log held that entry, and returns
 // how many there were (PUBLISH's reply on the leader).
 func (h *hub) deliver(at node.LogPosition, channel, body []byte, shard bool) int {
+	return h.fanOut(at, channel, body, shard, false)
+}
+
+// fanOut is deliver, and with lockOnly deliverLock: only the patterns that start with
+// lockChannelPrefix hear a lock channel's message.
+func (h *hub) fanOut(at node.LogPosition, channel, body []byte, shard, lockOnly bool) int {
 	var full []*conn
 	n := 0
+	hear := func(conns map[*conn]node.LogEnd, kind pushKind, pattern string) {
+		for c, since := range conns {
+			if since.Holds(at) {
+				continue // published before it subscribed
+			}
+			p := &push{kind: kind, channel: clone(channel), body: clone(body)}
+			if kind == pushPMessage {
+				p.pattern = []byte(pattern)
+			}
+			full, n = c.deliver(p, full, n)
+		}
+	}
 	h.mu.Lock()
 	if shard {
-		for c, since := range h.mu.subs[subShard][string(channel)] {
-			if !since.Holds(at) {
-				full, n = c.deliver(&push{kind: pushSMessage, channel: clone(channel), body: clone(body)}, full, n)
-			}
-		}
+		hear(h.mu.subs[subShard][string(channel)], pushSMessage, "")
 	} else {
-		for c, since := range h.mu.subs[subChannel][string(channel)] {
-			if !since.Holds(at) {
-				full, n = c.deliver(&push{kind: pushMessage, channel: clone(channel), body: clone(body)}, full, n)
-			}
-		}
+		hear(h.mu.subs[subChannel][string(channel)], pushMessage, "")
 		for pattern, conns := range h.mu.subs[subPattern] {
-			if !h.mu.globs[pattern].match(channel) {
+			if lockOnly && !strings.HasPrefix(pattern, lockChannelPrefix) || !h.mu.globs[pattern].match(channel) {
 				continue
 			}
-			for c, since := range conns {
-				if !since.Holds(at) {
-					full, n = c.deliver(&push{kind: pushPMessage, pattern: []byte(pattern), channel: clone(channel), body: clone(body)}, full, n)
-				}
-			}
+			hear(conns, pushPMessage, pattern)
 		}
 	}
 	h.mu.Unlock()
@@ -313,30 +319,11 @@ func (h *hub) receivers(channel []byte, shard bool) int {
 // or a pattern, that starts with lockChannelPrefix.
 func (h *hub) lockInterest() bool { return h.lockNames.Load() > 0 }
 
-// deliverLock delivers a lock channel's message (lockwatch.go) of the entry at at to the
-// subscribers of channel and of the patterns that start with lockChannelPrefix and match it, as
-// deliver does: a pattern that only happens to match (PSUBSCRIBE *) does not hear lock channels.
+// deliverLock delivers a lock channel's message (lockwatch.go) of the entry at at as deliver
+// does, to the subscribers of channel and of the patterns that start with lockChannelPrefix and
+// match it: a pattern that only happens to match (PSUBSCRIBE *) does not hear lock channels.
 func (h *hub) deliverLock(at node.LogPosition, channel, body []byte) {
-	var full []*conn
-	n := 0
-	h.mu.Lock()
-	for c, since := range h.mu.subs[subChannel][string(channel)] {
-		if !since.Holds(at) {
-			full, n = c.deliver(&push{kind: pushMessage, channel: clone(channel), body: clone(body)}, full, n)
-		}
-	}
-	for pattern, conns := range h.mu.subs[subPattern] {
-		if !strings.HasPrefix(pattern, lockChannelPrefix) || !h.mu.globs[pattern].match(channel) {
-			continue
-		}
-		for c, since := range conns {
-			if !since.Holds(at) {
-				full, n = c.deliver(&push{kind: pushPMessage, pattern: []byte(pattern), channel: clone(channel), body: clone(body)}, full, n)
-			}
-		}
-	}
-	h.mu.Unlock()
-	disconnectSlow(h.log, full, "pub/sub")
+	h.fanOut(at, channel, body, false, true)
 }
 
 // subscribers is how many connections here are subscribed to name (of kind k).
