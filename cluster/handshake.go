@@ -21,6 +21,12 @@ import (
 //	hello:  "RLKH" version(1) | len(1) cluster ID | len(1) from node ID | len(1) to node ID
 //	answer: status(1: 0 ok, 1 refused) | len(1) cluster ID | len(1) reason
 //
+// Version 1 is followed by one raft group's frames. Version 2 is sent between nodes whose
+// cluster runs several raft groups (transport_mux.go): the connection then carries a yamux
+// session whose streams each name their group. A node refuses the version its cluster does not
+// speak, so a single-group node never takes a session and a multi-group node never takes bare
+// frames.
+//
 // The accepting node refuses a hello of another cluster (both sides know their cluster ID and
 // they differ), one meant for another node ID, one whose sender is not a member of its
 // configuration (unless it has none yet: it is being added), and, over TLS, one whose sender is
@@ -40,8 +46,10 @@ import (
 // FormatBatch and the hello both came in v0.3.0, so every such binary knows the hello. Until then an accepting node
 // takes both (a raft frame's first byte is its RPC type, 0 to 3, never the hello's 'R').
 const (
-	helloMagic   = "RLKH"
-	helloVersion = 1
+	helloMagic = "RLKH"
+	// helloVersion is followed by one raft group's frames, helloMuxVersion by a yamux session.
+	helloVersion    = 1
+	helloMuxVersion = 2
 	// helloFormat is the log format from which the hello is sent and required.
 	helloFormat = fsm.FormatBatch
 )
@@ -53,16 +61,22 @@ var (
 	errWrongNode      = errors.New("raft peer is not the node expected")
 	errNoHello        = errors.New("raft peer sent no handshake, which every member of this cluster sends")
 	errNotStarted     = errors.New("raft is not running yet")
+	errGroupsDiffer   = errors.New("raft peer runs another number of raft groups")
 )
 
-// hello is what the dialing node says.
+// hello is what the dialing node says; mux says it is version 2 (a yamux session follows).
 type hello struct {
 	cluster, from, to string
+	mux               bool
 }
 
 func (h hello) append(b []byte) []byte {
 	b = append(b, helloMagic...)
-	b = append(b, helloVersion)
+	if h.mux {
+		b = append(b, helloMuxVersion)
+	} else {
+		b = append(b, helloVersion)
+	}
 	for _, s := range []string{h.cluster, h.from, h.to} {
 		b = appendShort(b, s)
 	}
@@ -100,10 +114,10 @@ func readHello(r io.Reader) (hello, error) {
 	if _, err := io.ReadFull(r, v[:]); err != nil {
 		return hello{}, err
 	}
-	if v[0] != helloVersion {
-		return hello{}, fmt.Errorf("raft handshake version %d; this node speaks %d", v[0], helloVersion)
+	if v[0] != helloVersion && v[0] != helloMuxVersion {
+		return hello{}, fmt.Errorf("raft handshake version %d; this node speaks %d and %d", v[0], helloVersion, helloMuxVersion)
 	}
-	var h hello
+	h := hello{mux: v[0] == helloMuxVersion}
 	for _, p := range []*string{&h.cluster, &h.from, &h.to} {
 		s, err := readShort(r)
 		if err != nil {
@@ -147,13 +161,21 @@ func checkCluster(g peerGate, theirs string) error {
 	return fmt.Errorf("%w: it is in cluster %s, this node in cluster %s", errForeignCluster, theirs, ours)
 }
 
+// acceptedPeer is what acceptPeer learned: the byte it read ahead when the connection starts
+// with a raft frame (a legacy peer), for the connection to hand raft first, and the node at the
+// other end ("" for a legacy peer without TLS).
+type acceptedPeer struct {
+	ahead []byte
+	from  string
+}
+
 // acceptPeer runs on an inbound connection after its TLS handshake (tc nil without TLS) and
 // before raft reads from it: it checks the certificate's node, reads the hello if there is one
-// (or requires it) and answers it. It returns the byte it read ahead when the connection
-// starts with a raft frame (a legacy peer), for the connection to hand raft first.
-func acceptPeer(g peerGate, c net.Conn, tc *tls.Conn) (readAhead []byte, err error) {
+// (or requires it) and answers it. mux is whether this node's cluster runs several raft groups:
+// then it requires a version 2 hello, and otherwise refuses one.
+func acceptPeer(g peerGate, c net.Conn, tc *tls.Conn, mux bool) (acceptedPeer, error) {
 	if g == nil {
-		return nil, errNotStarted
+		return acceptedPeer{}, errNotStarted
 	}
 	certID := ""
 	if tc != nil {
@@ -163,28 +185,28 @@ func acceptPeer(g peerGate, c net.Conn, tc *tls.Conn) (readAhead []byte, err err
 			id, ok = certs.NodeID(chain[0])
 		}
 		if !ok {
-			return nil, fmt.Errorf("%w: its certificate names no node (a client certificate?)", errNotMember)
+			return acceptedPeer{}, fmt.Errorf("%w: its certificate names no node (a client certificate?)", errNotMember)
 		}
 		certID = id
 	}
 	var first [1]byte
 	if _, err := io.ReadFull(c, first[:]); err != nil {
-		return nil, err
+		return acceptedPeer{}, err
 	}
 	if first[0] != helloMagic[0] {
-		if g.helloRequired() {
-			return nil, errNoHello
+		if mux || g.helloRequired() {
+			return acceptedPeer{}, errNoHello
 		}
 		if certID != "" {
 			if err := g.admits(certID); err != nil {
-				return nil, err
+				return acceptedPeer{}, err
 			}
 		}
-		return first[:], nil
+		return acceptedPeer{ahead: first[:], from: certID}, nil
 	}
 	h, err := readHello(c)
 	if err != nil {
-		return nil, err
+		return acceptedPeer{}, err
 	}
 	refuse := func(err error) error {
 		c.Write(appendShort(appendShort([]byte{1}, g.handshakeCluster()), err.Error()))
@@ -192,9 +214,11 @@ func acceptPeer(g peerGate, c net.Conn, tc *tls.Conn) (readAhead []byte, err err
 	}
 	switch {
 	case certID != "" && h.from != certID:
-		return nil, refuse(fmt.Errorf("%w: it says it is %q, its certificate names %q", errWrongNode, h.from, certID))
+		return acceptedPeer{}, refuse(fmt.Errorf("%w: it says it is %q, its certificate names %q", errWrongNode, h.from, certID))
+	case h.mux != mux:
+		return acceptedPeer{}, refuse(fmt.Errorf("%w: %s", errGroupsDiffer, groupsSaid(mux)))
 	case h.to != "" && h.to != g.localID():
-		return nil, refuse(fmt.Errorf("%w: it dialed %q, this node is %q", errWrongNode, h.to, g.localID()))
+		return acceptedPeer{}, refuse(fmt.Errorf("%w: it dialed %q, this node is %q", errWrongNode, h.to, g.localID()))
 	}
 	if err := checkCluster(g, h.cluster); err != nil {
 		if h.to == g.localID() {
@@ -203,21 +227,30 @@ func acceptPeer(g peerGate, c net.Conn, tc *tls.Conn) (readAhead []byte, err err
 			err = fmt.Errorf("%w; that cluster counts this node as its member %s: if this node was meant to be it, "+
 				"stop it, empty its --dir and start it with --join <client address of a member>", err, h.to)
 		}
-		return nil, refuse(err)
+		return acceptedPeer{}, refuse(err)
 	}
 	if err := g.admits(h.from); err != nil {
-		return nil, refuse(err)
+		return acceptedPeer{}, refuse(err)
 	}
 	if _, err := c.Write(appendShort(appendShort([]byte{0}, g.handshakeCluster()), "")); err != nil {
-		return nil, err
+		return acceptedPeer{}, err
 	}
-	return nil, nil
+	return acceptedPeer{from: h.from}, nil
+}
+
+// groupsSaid is the refusal's reason when the two ends' numbers of raft groups differ.
+func groupsSaid(mux bool) string {
+	if mux {
+		return "this node's cluster runs several raft groups, the peer speaks for one"
+	}
+	return "this node's cluster runs one raft group, the peer speaks for several"
 }
 
 // dialPeer runs on an outbound connection to addr after its TLS handshake (tc nil without
 // TLS), within deadline: it checks that the certificate names the member at addr, and sends
-// the hello once the cluster requires it and checks the answer.
-func dialPeer(g peerGate, c net.Conn, tc *tls.Conn, addr string, deadline time.Time) error {
+// the hello once the cluster requires it (always a version 2 one when mux) and checks the
+// answer.
+func dialPeer(g peerGate, c net.Conn, tc *tls.Conn, addr string, deadline time.Time, mux bool) error {
 	if g == nil {
 		return errNotStarted
 	}
@@ -234,13 +267,13 @@ func dialPeer(g peerGate, c net.Conn, tc *tls.Conn, addr string, deadline time.T
 			}
 		}
 	}
-	if !g.helloRequired() {
+	if !mux && !g.helloRequired() {
 		return nil
 	}
 	if err := c.SetDeadline(deadline); err != nil {
 		return err
 	}
-	b := hello{cluster: g.handshakeCluster(), from: g.localID(), to: want}.append(nil)
+	b := hello{cluster: g.handshakeCluster(), from: g.localID(), to: want, mux: mux}.append(nil)
 	if _, err := c.Write(b); err != nil {
 		return err
 	}
@@ -365,11 +398,21 @@ func (n *Member) memberAt(addr string) string {
 // joining). cmd/raftlock checks the certificate of a node it dials with it.
 func (n *Member) IsPeer(id string) error { return n.admits(id) }
 
-// attachTransport lets a Transport's stream layer ask this node about its peers.
+// attachTransport lets a Transport's stream layer ask this node about its peers. With several
+// raft groups, each group's member admits the streams of its group, and group 0's member
+// speaks for the node in the connection's handshake (every node is a member of every group).
 func (n *Member) attachTransport(trans raft.Transport) {
-	if t, ok := trans.(*Transport); ok {
-		t.layer.gate.Store(&gateRef{n})
+	t, ok := trans.(*Transport)
+	if !ok {
+		return
 	}
+	if t.group != nil {
+		t.group.gate.Store(&gateRef{n})
+		if t.group.id != 0 {
+			return
+		}
+	}
+	t.layer.gate.Store(&gateRef{n})
 }
 
 // gateRef holds the peerGate in an atomic.Pointer.

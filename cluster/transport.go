@@ -81,6 +81,9 @@ func (c TransportConfig) Validate() error {
 type Transport struct {
 	*raft.NetworkTransport
 	layer *streamLayer
+	// group is this transport's group's stream layer when the node runs several raft groups
+	// (NewGroupTransports), nil when it runs one.
+	group *groupLayer
 	// vetted is what Consumer hands raft: the network transport's RPCs that vetRPC passed. The
 	// goroutine between them stops at Close.
 	vetted   chan raft.RPC
@@ -99,15 +102,32 @@ func (t *Transport) Consumer() <-chan raft.RPC { return t.vetted }
 // reads nothing (a partition that drops packets, a paused process) stays blocked until the
 // write deadline (Timeout, 10 s); a node asked to stop must not wait that long. It returns how
 // many connections it closed.
-func (t *Transport) AbortConnections() int { return t.layer.abortOutbound() }
+func (t *Transport) AbortConnections() int {
+	if t.group != nil {
+		n := t.group.abortOutbound()
+		t.group.mux.groupAborted()
+		return n
+	}
+	return t.layer.abortOutbound()
+}
 
-// Close closes the listener, as raft's transport does, and every dialed connection.
+// Close closes the listener, as raft's transport does, and every dialed connection. With
+// several groups the listener and the sessions close with the last group's transport.
 func (t *Transport) Close() error {
 	err := t.NetworkTransport.Close()
-	t.layer.abortOutbound()
-	t.stopOnce.Do(func() { close(t.stop) })
+	var last error
+	t.stopOnce.Do(func() {
+		close(t.stop)
+		if t.group != nil {
+			t.group.abortOutbound()
+			last = t.group.mux.groupClosed()
+		}
+	})
+	if t.group == nil {
+		t.layer.abortOutbound()
+	}
 	t.wg.Wait()
-	return err
+	return errors.Join(err, last)
 }
 
 // NewTransport starts raft's network transport on cfg.Bind over the stream layer of this file.
@@ -119,6 +139,25 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	layer, err := newStreamLayer(cfg, false)
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger.With("component", "raft-transport")
+	nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  layer,
+		MaxPool: 3,
+		Timeout: 10 * time.Second,
+		Logger:  raftnode.HCLogger(log),
+	})
+	t := startTransport(nt, layer, nil, log)
+	layer.guard.start()
+	return t, nil
+}
+
+// newStreamLayer listens on cfg.Bind; its guard accepts nothing until started. mux: the
+// connections carry the sessions of several raft groups (transport_mux.go).
+func newStreamLayer(cfg TransportConfig, mux bool) (*streamLayer, error) {
 	var adv *net.TCPAddr
 	var err error
 	if cfg.Advertise != "" {
@@ -145,25 +184,26 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		advertise: adv,
 		from:      from,
 		idle:      cfg.IdleTimeout,
+		mux:       mux,
 	}
 	layer.guard = newGuardedListener(ln, cfg, cfg.Logger.With("component", "raft-listener"), &layer.gate)
 	if cfg.TLS != nil {
 		layer.dialTLS = cfg.TLS.PeerConfig(nil)
 	}
-	nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  layer,
-		MaxPool: 3,
-		Timeout: 10 * time.Second,
-		Logger:  raftnode.HCLogger(cfg.Logger.With("component", "raft-transport")),
-	})
-	t := &Transport{NetworkTransport: nt, layer: layer, vetted: make(chan raft.RPC), stop: make(chan struct{}),
-		log: cfg.Logger.With("component", "raft-transport")}
+	return layer, nil
+}
+
+// startTransport wraps raft's network transport nt over layer (and, with several groups, over
+// group's streams) and starts vetting its RPCs.
+func startTransport(nt *raft.NetworkTransport, layer *streamLayer, group *groupLayer, log *slog.Logger) *Transport {
+	t := &Transport{NetworkTransport: nt, layer: layer, group: group, vetted: make(chan raft.RPC),
+		stop: make(chan struct{}), log: log}
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
 		t.vetLoop(nt.Consumer())
 	}()
-	return t, nil
+	return t
 }
 
 func resolveAdvertise(addr string) (*net.TCPAddr, error) {
@@ -186,6 +226,8 @@ type streamLayer struct {
 	from      *net.TCPAddr
 	dialTLS   *tls.Config // nil: plain TCP
 	idle      time.Duration
+	// mux: the connections carry yamux sessions of several raft groups (transport_mux.go).
+	mux bool
 	// gate is the node this transport serves (handshake.go): set by New before raft starts.
 	gate atomic.Pointer[gateRef]
 
@@ -292,7 +334,7 @@ func (s *streamLayer) dial(addr string, timeout time.Duration) (net.Conn, error)
 	}
 	gate := s.gate.Load().get()
 	if s.dialTLS == nil {
-		if err := dialPeer(gate, c, nil, addr, deadline); err != nil {
+		if err := dialPeer(gate, c, nil, addr, deadline, s.mux); err != nil {
 			c.Close()
 			return nil, err
 		}
@@ -308,7 +350,7 @@ func (s *streamLayer) dial(addr string, timeout time.Duration) (net.Conn, error)
 		c.Close()
 		return nil, fmt.Errorf("raft TLS handshake with %s: %w", addr, err)
 	}
-	if err := dialPeer(gate, tc, tc, addr, deadline); err != nil {
+	if err := dialPeer(gate, tc, tc, addr, deadline, s.mux); err != nil {
 		tc.Close()
 		return nil, err
 	}

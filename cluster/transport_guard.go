@@ -24,6 +24,9 @@ type guardedListener struct {
 	cfg   TransportConfig
 	log   *slog.Logger
 	ready chan net.Conn // unbuffered: a prepared connection waits for raft's Accept
+	// serve, when set, takes every prepared connection instead of ready: it carries the raft
+	// groups' streams of the node from (transport_mux.go) and returns when it ends.
+	serve func(c *guardedConn, from string)
 	// ctx ends at Close: it stops the accept loop and every handshake.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -52,12 +55,16 @@ func newGuardedListener(ln net.Listener, cfg TransportConfig, log *slog.Logger, 
 	}
 	g.mu.perIP = make(map[string]int)
 	g.mu.conns = make(map[*guardedConn]struct{})
+	return g
+}
+
+// start starts accepting connections: once, after serve is set if it is to be.
+func (g *guardedListener) start() {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
 		g.acceptLoop()
 	}()
-	return g
 }
 
 // Accept returns the next connection that passed the guard.
@@ -171,7 +178,7 @@ func (g *guardedListener) prepare(c *guardedConn) {
 	}
 	// The whole hello within HandshakeTimeout, not a byte per IdleTimeout.
 	late := time.AfterFunc(g.cfg.HandshakeTimeout, func() { c.raw.Close() })
-	ahead, err := acceptPeer(g.gate.Load().get(), c, tc)
+	peer, err := acceptPeer(g.gate.Load().get(), c, tc, g.serve != nil)
 	if !late.Stop() && err == nil {
 		err = errors.New("raft handshake not finished within the handshake timeout")
 	}
@@ -180,7 +187,11 @@ func (g *guardedListener) prepare(c *guardedConn) {
 		g.warn("raft connection refused", "remote", c.raw.RemoteAddr().String(), "err", err)
 		return
 	}
-	c.ahead = ahead
+	if g.serve != nil {
+		g.serve(c, peer.from)
+		return
+	}
+	c.ahead = peer.ahead
 	select {
 	case g.ready <- c:
 	case <-g.ctx.Done():

@@ -1,0 +1,439 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/hashicorp/yamux"
+	"github.com/raftlock/raftlock/raftnode"
+)
+
+// A node of a cluster that runs several raft groups (DESIGN.md §13) has one raft listener, and
+// one connection to each peer in each direction, for all of its groups: the TLS handshake and
+// the raft handshake (handshake.go, version 2) authenticate the node once, and a yamux session
+// over the connection carries every group's raft connections as streams. A stream starts with
+// its group's number (two bytes, big-endian); the accepting node hands it to that group's raft
+// only if the sender is a member of that group's configuration. Each group has its own raft
+// transport (pool, pipeline, RPC vetting) over its own stream layer (groupLayer), so one
+// group's raft never reads another's frames.
+//
+// A session ends when its connection fails or stays silent past the keep-alive; the next dial
+// of any group opens a new one. Idle streams cost a few hundred bytes and no goroutine.
+
+// MaxGroups bounds the raft groups one transport carries (a stream names its group in two
+// bytes; DESIGN.md §13 keeps G to tens).
+const MaxGroups = 1024
+
+const (
+	// streamsPerGroup bounds the streams a peer keeps open in one session, per group: raft
+	// keeps a pool of 3 per peer, a pipeline and a snapshot at most, so only a misbehaving
+	// peer reaches it. One more is closed at once.
+	streamsPerGroup = 16
+	// muxKeepAlive is how often a session is pinged: a session whose peer stopped answering
+	// ends after this plus muxWriteTimeout, and the next dial opens another.
+	muxKeepAlive    = 5 * time.Second
+	muxWriteTimeout = 10 * time.Second
+	groupHeaderLen  = 2
+)
+
+var errUnknownGroup = errors.New("raft stream names a group this node does not run")
+
+// muxLayer owns the shared listener, the sessions and the groups' stream layers.
+type muxLayer struct {
+	base   *streamLayer // the listener (its guard serves sessions) and the dials
+	groups []*groupLayer
+	cfg    TransportConfig
+	ymx    *yamux.Config
+	log    *slog.Logger
+	wg     sync.WaitGroup // the goroutines that route accepted streams
+
+	mu       sync.Mutex
+	out      map[string]*yamux.Session // dialed sessions, by peer address
+	dialing  map[string]*pendingSession
+	in       map[*yamux.Session]struct{} // accepted sessions
+	open     int                         // group transports not yet closed
+	aborted  int                         // group transports whose AbortConnections ran
+	shutdown bool
+}
+
+// pendingSession is a dial in progress: other groups dialing the same peer wait for it.
+type pendingSession struct {
+	done chan struct{}
+	sess *yamux.Session
+	err  error
+}
+
+// NewGroupTransports starts one raft listener on cfg.Bind that carries groups raft groups, and
+// returns each group's raft transport (index = group number). Every node of the cluster must
+// run the same number of groups: a peer that speaks for one group, or for a group this node
+// does not run, is refused. The listener closes when the last group's transport closes.
+func NewGroupTransports(cfg TransportConfig, groups int) ([]*Transport, error) {
+	if groups < 2 || groups > MaxGroups {
+		return nil, fmt.Errorf("raft groups must be in [2, %d] (one group: NewTransport), got %d", MaxGroups, groups)
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	base, err := newStreamLayer(cfg, true)
+	if err != nil {
+		return nil, err
+	}
+	ymx := yamux.DefaultConfig()
+	ymx.KeepAliveInterval = muxKeepAlive
+	ymx.ConnectionWriteTimeout = muxWriteTimeout
+	ymx.StreamOpenTimeout = muxWriteTimeout
+	ymx.StreamCloseTimeout = muxWriteTimeout
+	ymx.LogOutput = nil
+	ymx.Logger = yamuxLogger{cfg.Logger.With("component", "raft-mux")}
+	m := &muxLayer{base: base, cfg: cfg, ymx: ymx, log: cfg.Logger.With("component", "raft-mux"),
+		out: map[string]*yamux.Session{}, dialing: map[string]*pendingSession{},
+		in: map[*yamux.Session]struct{}{}, open: groups}
+	ts := make([]*Transport, groups)
+	for g := range groups {
+		gl := &groupLayer{mux: m, id: uint16(g), accept: make(chan net.Conn), closed: make(chan struct{}),
+			out: map[*groupStream]struct{}{}}
+		m.groups = append(m.groups, gl)
+		log := cfg.Logger.With("component", "raft-transport", "group", g)
+		nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream:  gl,
+			MaxPool: 3,
+			Timeout: 10 * time.Second,
+			Logger:  raftnode.HCLogger(log),
+		})
+		ts[g] = startTransport(nt, base, gl, log)
+	}
+	// Sessions are served only once every group can take its streams.
+	base.guard.serve = m.serve
+	base.guard.start()
+	return ts, nil
+}
+
+// serve runs an accepted session until it ends: the guard's handshake goroutine calls it with
+// the connection and the node the handshake authenticated.
+func (m *muxLayer) serve(c *guardedConn, from string) {
+	defer c.Close()
+	sess, err := yamux.Server(c, m.ymx)
+	if err != nil {
+		m.base.guard.warn("raft session refused", "peer", from, "err", err)
+		return
+	}
+	m.mu.Lock()
+	if m.shutdown {
+		m.mu.Unlock()
+		sess.Close()
+		return
+	}
+	m.in[sess] = struct{}{}
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.in, sess)
+		m.mu.Unlock()
+		sess.Close()
+	}()
+	var streams atomic.Int32
+	limit := int32(streamsPerGroup * len(m.groups))
+	for {
+		st, err := sess.AcceptStream()
+		if err != nil {
+			return
+		}
+		if streams.Add(1) > limit {
+			streams.Add(-1)
+			st.Close()
+			m.base.guard.warn("raft stream refused", "peer", from, "err", "too many raft streams open in one session")
+			continue
+		}
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.route(&acceptedStream{Stream: st, release: func() { streams.Add(-1) }}, from)
+		}()
+	}
+}
+
+// route reads a stream's group and hands it to that group's raft, if from is its member.
+func (m *muxLayer) route(st *acceptedStream, from string) {
+	gl, err := m.readGroup(st)
+	if err == nil {
+		if gate := gl.gate.Load().get(); gate == nil {
+			err = errNotStarted
+		} else {
+			err = gate.admits(from)
+		}
+	}
+	if err != nil {
+		st.Close()
+		m.base.guard.warn("raft stream refused", "peer", from, "err", err)
+		return
+	}
+	select {
+	case gl.accept <- st:
+	case <-gl.closed:
+		st.Close()
+	}
+}
+
+func (m *muxLayer) readGroup(st *acceptedStream) (*groupLayer, error) {
+	if err := st.SetReadDeadline(time.Now().Add(m.cfg.HandshakeTimeout)); err != nil {
+		return nil, err
+	}
+	var h [groupHeaderLen]byte
+	if _, err := io.ReadFull(st, h[:]); err != nil {
+		return nil, fmt.Errorf("raft stream header: %w", err)
+	}
+	if err := st.SetReadDeadline(time.Time{}); err != nil {
+		return nil, err
+	}
+	g := int(binary.BigEndian.Uint16(h[:]))
+	if g >= len(m.groups) {
+		return nil, fmt.Errorf("%w: group %d of %d", errUnknownGroup, g, len(m.groups))
+	}
+	return m.groups[g], nil
+}
+
+// session returns the open session to addr, dialing one if there is none.
+func (m *muxLayer) session(addr string, timeout time.Duration) (*yamux.Session, error) {
+	m.mu.Lock()
+	if m.shutdown {
+		m.mu.Unlock()
+		return nil, errTransportAborted
+	}
+	if s := m.out[addr]; s != nil && !s.IsClosed() {
+		m.mu.Unlock()
+		return s, nil
+	}
+	if p := m.dialing[addr]; p != nil {
+		m.mu.Unlock()
+		<-p.done
+		return p.sess, p.err
+	}
+	p := &pendingSession{done: make(chan struct{})}
+	m.dialing[addr] = p
+	m.mu.Unlock()
+
+	sess, err := m.dialSession(addr, timeout)
+	m.mu.Lock()
+	delete(m.dialing, addr)
+	if err == nil && m.shutdown {
+		sess.Close()
+		sess, err = nil, errTransportAborted
+	}
+	if err == nil {
+		m.out[addr] = sess
+	}
+	m.mu.Unlock()
+	p.sess, p.err = sess, err
+	close(p.done)
+	return sess, err
+}
+
+func (m *muxLayer) dialSession(addr string, timeout time.Duration) (*yamux.Session, error) {
+	c, err := m.base.dial(addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := yamux.Client(c, m.ymx)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return sess, nil
+}
+
+// groupAborted records that a group's AbortConnections ran; once every group's has, the node is
+// stopping and the sessions close too (a stream's write can wait on its session's connection,
+// which only closing the session frees).
+func (m *muxLayer) groupAborted() {
+	m.mu.Lock()
+	m.aborted++
+	all := m.aborted >= len(m.groups)
+	m.mu.Unlock()
+	if all {
+		m.closeSessions()
+	}
+}
+
+// groupClosed closes the listener and every session once the last group's transport closed.
+func (m *muxLayer) groupClosed() error {
+	m.mu.Lock()
+	m.open--
+	last := m.open == 0
+	m.mu.Unlock()
+	if !last {
+		return nil
+	}
+	m.closeSessions()
+	err := m.base.guard.Close()
+	m.wg.Wait()
+	return err
+}
+
+func (m *muxLayer) closeSessions() {
+	m.mu.Lock()
+	m.shutdown = true
+	var all []*yamux.Session
+	for _, s := range m.out {
+		all = append(all, s)
+	}
+	for s := range m.in {
+		all = append(all, s)
+	}
+	m.out = map[string]*yamux.Session{}
+	m.mu.Unlock()
+	for _, s := range all {
+		s.Close()
+	}
+}
+
+// sessions reports the open dialed and accepted sessions (tests, status).
+func (m *muxLayer) sessions() (out, in int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.out {
+		if !s.IsClosed() {
+			out++
+		}
+	}
+	return out, len(m.in)
+}
+
+// groupLayer is one group's raft stream layer over the node's sessions.
+type groupLayer struct {
+	mux    *muxLayer
+	id     uint16
+	accept chan net.Conn // unbuffered: a routed stream waits for raft's Accept
+	// gate is the group's member (handshake.go's peerGate): a stream is routed to it only
+	// from a node in its configuration.
+	gate      atomic.Pointer[gateRef]
+	closed    chan struct{}
+	closeOnce sync.Once
+
+	mu      sync.Mutex
+	out     map[*groupStream]struct{} // dialed streams still open
+	aborted bool
+}
+
+var _ raft.StreamLayer = (*groupLayer)(nil)
+
+func (l *groupLayer) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.accept:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops this group's Accept; the listener is the mux's (groupClosed).
+func (l *groupLayer) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *groupLayer) Addr() net.Addr { return l.mux.base.advertise }
+
+// Dial opens a stream to the peer at addr for this group, over the session to it.
+func (l *groupLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	l.mu.Lock()
+	aborted := l.aborted
+	l.mu.Unlock()
+	if aborted {
+		return nil, errTransportAborted
+	}
+	sess, err := l.mux.session(string(addr), timeout)
+	if err != nil {
+		return nil, err
+	}
+	st, err := sess.OpenStream()
+	if err != nil {
+		return nil, fmt.Errorf("raft stream to %s: %w", addr, err)
+	}
+	var h [groupHeaderLen]byte
+	binary.BigEndian.PutUint16(h[:], l.id)
+	if timeout > 0 {
+		st.SetWriteDeadline(time.Now().Add(timeout))
+	}
+	if _, err := st.Write(h[:]); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("raft stream to %s: %w", addr, err)
+	}
+	st.SetWriteDeadline(time.Time{})
+	c := &groupStream{Stream: st}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.aborted {
+		st.Close()
+		return nil, errTransportAborted
+	}
+	l.out[c] = struct{}{}
+	c.forget = func() {
+		l.mu.Lock()
+		delete(l.out, c)
+		l.mu.Unlock()
+	}
+	return c, nil
+}
+
+// abortOutbound closes every stream this group dialed and refuses new dials.
+func (l *groupLayer) abortOutbound() int {
+	l.mu.Lock()
+	l.aborted = true
+	streams := make([]*groupStream, 0, len(l.out))
+	for c := range l.out {
+		streams = append(streams, c)
+	}
+	l.out = map[*groupStream]struct{}{}
+	l.mu.Unlock()
+	for _, c := range streams {
+		c.Stream.Close()
+	}
+	return len(streams)
+}
+
+// groupStream is a dialed stream that leaves its group's list when closed.
+type groupStream struct {
+	*yamux.Stream
+	forget    func()
+	closeOnce sync.Once
+}
+
+func (c *groupStream) Close() error {
+	err := c.Stream.Close()
+	c.closeOnce.Do(func() {
+		if c.forget != nil {
+			c.forget()
+		}
+	})
+	return err
+}
+
+// acceptedStream is an accepted stream that frees its place under the session's cap when closed.
+type acceptedStream struct {
+	*yamux.Stream
+	release   func()
+	closeOnce sync.Once
+}
+
+func (c *acceptedStream) Close() error {
+	err := c.Stream.Close()
+	c.closeOnce.Do(c.release)
+	return err
+}
+
+// yamuxLogger turns yamux's log lines into debug records: a session's end is routine (a peer
+// restarts), and raft logs what it costs.
+type yamuxLogger struct{ log *slog.Logger }
+
+func (l yamuxLogger) Print(v ...any)                 { l.log.Debug(fmt.Sprint(v...)) }
+func (l yamuxLogger) Printf(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l yamuxLogger) Println(v ...any)               { l.log.Debug(fmt.Sprint(v...)) }

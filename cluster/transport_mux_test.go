@@ -1,0 +1,300 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/tests/testutil"
+)
+
+// newTestGroups starts a transport of groups raft groups on 127.0.0.1:0, whose group g answers
+// every RPC with term 7+g, each group admitting the members gates[g] admits (a gate with no
+// configuration admits anyone), and closes it when the test ends.
+func newTestGroups(t *testing.T, id string, groups int, cfg TransportConfig) []*Transport {
+	t.Helper()
+	if cfg.Bind == "" {
+		cfg.Bind = "127.0.0.1:0"
+	}
+	cfg.Logger = quietLogger()
+	ts, err := NewGroupTransports(cfg, groups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{}, groups)
+	for g, tr := range ts {
+		tr.group.gate.Store(&gateRef{&testGate{id: id}})
+		if g == 0 {
+			tr.layer.gate.Store(&gateRef{&testGate{id: id}})
+		}
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for {
+				select {
+				case rpc := <-tr.Consumer():
+					rpc.Respond(&raft.RequestVoteResponse{Term: 7 + uint64(g)}, nil)
+				case <-stop:
+					return
+				}
+			}
+		}()
+	}
+	t.Cleanup(func() {
+		close(stop)
+		for range groups {
+			<-done
+		}
+		for _, tr := range ts {
+			tr.Close()
+		}
+	})
+	return ts
+}
+
+func voteTerm(from *Transport, to raft.ServerAddress) (uint64, error) {
+	var out raft.RequestVoteResponse
+	err := from.RequestVote("n2", to, &raft.RequestVoteRequest{Term: 1}, &out)
+	return out.Term, err
+}
+
+// TestGroupStreamsReachTheirGroup: each group's RPCs reach that group's raft on the peer, over
+// one session per direction; a stream naming a group the node does not run, or sent to a group
+// whose configuration does not hold the sender, is closed before raft reads it.
+func TestGroupStreamsReachTheirGroup(t *testing.T) {
+	a := newTestGroups(t, "n1", 4, TransportConfig{})
+	b := newTestGroups(t, "n2", 4, TransportConfig{})
+	// Group 3's configuration lacks n2.
+	a[3].group.gate.Store(&gateRef{&testGate{id: "n1", members: map[string]string{"n1": "x", "n3": "y"}}})
+	for round := range 3 {
+		for g := range 3 {
+			term, err := voteTerm(b[g], a[0].LocalAddr())
+			if err != nil || term != 7+uint64(g) {
+				t.Fatalf("round %d, group %d's vote: term %d, %v; want term %d (group %d's raft)", round, g, term, err, 7+g, g)
+			}
+		}
+	}
+	if out, _ := b[0].group.mux.sessions(); out != 1 {
+		t.Errorf("n2 dialed %d sessions to n1 for 4 groups; want 1", out)
+	}
+	if _, in := a[0].group.mux.sessions(); in != 1 {
+		t.Errorf("n1 accepted %d sessions; want 1", in)
+	}
+
+	// A group this node does not run.
+	sess, err := b[0].group.mux.session(string(a[0].LocalAddr()), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sess.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h [groupHeaderLen]byte
+	binary.BigEndian.PutUint16(h[:], 5)
+	st.Write(h[:])
+	st.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := st.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("a stream for group 5 of 4: read %d bytes, %v; want it closed (EOF)", n, err)
+	}
+	st.Close()
+
+	if _, err := voteTerm(b[3], a[0].LocalAddr()); err == nil {
+		t.Error("n2's vote to group 3, whose configuration lacks n2: answered; want refused")
+	}
+	if term, err := voteTerm(b[0], a[0].LocalAddr()); err != nil || term != 7 {
+		t.Errorf("n2's vote to group 0 after group 3 refused it: term %d, %v; want 7", term, err)
+	}
+}
+
+// TestGroupsAndOneGroupDoNotMix: a node of a several-group cluster and a node of a one-group
+// cluster refuse each other's handshakes, both ways, instead of reading each other's frames.
+func TestGroupsAndOneGroupDoNotMix(t *testing.T) {
+	multi := newTestGroups(t, "n1", 2, TransportConfig{})
+	single := newTestTransport(t, TransportConfig{})
+	single.layer.gate.Store(&gateRef{&testGate{id: "n2", hello: true}})
+	if err := vote(single, multi[0].LocalAddr()); err == nil {
+		t.Error("a one-group node's vote to a two-group node: answered; want refused")
+	}
+	if _, err := voteTerm(multi[0], single.LocalAddr()); err == nil {
+		t.Error("a two-group node's vote to a one-group node: answered; want refused")
+	}
+}
+
+// TestGroupTransportsBounds: the group count is checked, and a session's streams are capped.
+func TestGroupTransportsBounds(t *testing.T) {
+	for _, g := range []int{-1, 0, 1, MaxGroups + 1} {
+		if ts, err := NewGroupTransports(TransportConfig{Bind: "127.0.0.1:0", Logger: quietLogger()}, g); err == nil {
+			for _, tr := range ts {
+				tr.Close()
+			}
+			t.Errorf("NewGroupTransports(%d groups): accepted; want an error", g)
+		}
+	}
+	a := newTestGroups(t, "n1", 2, TransportConfig{})
+	b := newTestGroups(t, "n2", 2, TransportConfig{})
+	sess, err := b[0].group.mux.session(string(a[0].LocalAddr()), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := streamsPerGroup * 2
+	var h [groupHeaderLen]byte
+	closed := 0
+	for range limit + 4 {
+		st, err := sess.OpenStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		st.Write(h[:]) // group 0: routed, and held by raft's transport until it closes
+		st.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if _, err := st.Read(make([]byte, 1)); errors.Is(err, io.EOF) {
+			closed++
+		}
+	}
+	if closed != 4 {
+		t.Errorf("%d streams opened past a cap of %d were closed; want 4", closed, limit)
+	}
+}
+
+// TestGroupsElectAndReplicateOverOneListener: three nodes of three raft groups each, every
+// group a real member over the node's one listener: each group elects, replicates a lock to
+// every node, and elects again when a node stops; each node keeps one session to each peer.
+func TestGroupsElectAndReplicateOverOneListener(t *testing.T) {
+	const nodes, groups = 3, 3
+	trans := make([][]*Transport, nodes)
+	var peers []Peer
+	for i := range nodes {
+		ts, err := NewGroupTransports(TransportConfig{Bind: "127.0.0.1:0", Logger: testutil.RaftLogger()}, groups)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trans[i] = ts
+		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: string(ts[0].LocalAddr())})
+	}
+	members := make([][]*testNode, groups) // by group, then node
+	for g := range groups {
+		for i, p := range peers {
+			cfg := testConfig(p.ID)
+			cfg.RaftAddr, cfg.Bootstrap, cfg.Peers = p.RaftAddr, true, peers
+			st := newStores()
+			m := startMember(t, cfg, st, trans[i][g])
+			// An unconnected in-memory transport only names the node in testutil's messages.
+			_, name := raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("%s/group%d", p.ID, g)))
+			members[g] = append(members[g], &testNode{Member: m, id: p.ID, addr: raft.ServerAddress(p.RaftAddr), cfg: cfg, stores: st, trans: name})
+		}
+	}
+	stopped := map[*testNode]bool{}
+	t.Cleanup(func() {
+		for _, ms := range members {
+			for _, n := range ms {
+				if !stopped[n] {
+					n.Close()
+				}
+			}
+		}
+	})
+	for g := range groups {
+		settle(t, members[g])
+		key := fmt.Sprintf("g%d-key", g)
+		mustLockOnLeader(t, members[g], key, "o", 60_000)
+		testutil.WaitFor(t, 5*time.Second, func() error {
+			for _, n := range members[g] {
+				if !held(n, key) {
+					return fmt.Errorf("group %d: %s does not hold %s yet", g, n.id, key)
+				}
+			}
+			return nil
+		})
+		for _, ms := range members[:g] {
+			for _, n := range ms {
+				if held(n, key) {
+					t.Errorf("%s's group other than %d holds %s; want it in group %d only", n.id, g, key, g)
+				}
+			}
+		}
+	}
+	for i := range nodes {
+		out, in := trans[i][0].group.mux.sessions()
+		if out > nodes-1 || in > nodes-1 {
+			t.Errorf("n%d: %d dialed and %d accepted sessions for %d groups; want at most %d each (one per peer)", i+1, out, in, groups, nodes-1)
+		}
+	}
+
+	// Stop n1 in every group (its listener closes with its last group): the other two elect
+	// in each group and take a write.
+	for g := range groups {
+		stopped[members[g][0]] = true
+		if err := members[g][0].Close(); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
+			t.Fatalf("closing n1's group %d: %v", g, err)
+		}
+	}
+	for g := range groups {
+		rest := members[g][1:]
+		res := mustLockOnLeader(t, rest, fmt.Sprintf("g%d-after", g), "o", 60_000)
+		if res.Status != fsm.StatusGranted {
+			t.Errorf("group %d after n1 stopped: %+v", g, res)
+		}
+	}
+}
+
+// TestGroupSessionsMutualTLS: a session is a TLS connection like any raft connection: peers with
+// node certificates of the cluster CA carry their groups' streams; a plain peer, another CA's
+// node and a client certificate of the cluster CA are refused before any stream is read.
+func TestGroupSessionsMutualTLS(t *testing.T) {
+	ca := newAuthority(t)
+	a := newTestGroups(t, "a", 2, TransportConfig{TLS: ca.node(t, "a")})
+	b := newTestGroups(t, "b", 2, TransportConfig{TLS: ca.node(t, "b")})
+	for g := range 2 {
+		if term, err := voteTerm(a[g], b[0].LocalAddr()); err != nil || term != 7+uint64(g) {
+			t.Fatalf("a to b, group %d, over mTLS: term %d, %v", g, term, err)
+		}
+	}
+	for name, cfg := range map[string]TransportConfig{
+		"a plain peer":                   {},
+		"another CA's node":              {TLS: newAuthority(t).node(t, "s")},
+		"a client certificate of the CA": {TLS: ca.client(t, "app")},
+	} {
+		s := newTestGroups(t, "s", 2, cfg)
+		if _, err := voteTerm(s[1], b[0].LocalAddr()); err == nil {
+			t.Errorf("%s to b, group 1: answered; want refused", name)
+		}
+	}
+}
+
+// TestGroupSessionRedialsAfterPeerRestart: when a peer's process ends, its session ends with its
+// connection, and the next RPC of any group dials a new session to the restarted peer.
+func TestGroupSessionRedialsAfterPeerRestart(t *testing.T) {
+	a := newTestGroups(t, "a", 2, TransportConfig{})
+	bind := func() string {
+		b := newTestGroups(t, "b", 2, TransportConfig{})
+		if term, err := voteTerm(a[1], b[0].LocalAddr()); err != nil || term != 8 {
+			t.Fatalf("a to b, group 1: term %d, %v", term, err)
+		}
+		for _, tr := range b {
+			tr.Close()
+		}
+		return string(b[0].LocalAddr())
+	}()
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		if out, _ := a[0].group.mux.sessions(); out != 0 {
+			return fmt.Errorf("a still has %d open sessions to the stopped peer", out)
+		}
+		return nil
+	})
+	newTestGroups(t, "b", 2, TransportConfig{Bind: bind})
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		for g := range 2 {
+			if term, err := voteTerm(a[g], raft.ServerAddress(bind)); err != nil || term != 7+uint64(g) {
+				return fmt.Errorf("a to the restarted b, group %d: term %d, %v", g, term, err)
+			}
+		}
+		return nil
+	})
+}
