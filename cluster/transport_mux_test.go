@@ -168,51 +168,20 @@ func TestGroupTransportsBounds(t *testing.T) {
 // every node, and elects again when a node stops; each node keeps one session to each peer.
 func TestGroupsElectAndReplicateOverOneListener(t *testing.T) {
 	const nodes, groups = 3, 3
-	trans := make([][]*Transport, nodes)
-	var peers []Peer
-	for i := range nodes {
-		ts, err := NewGroupTransports(TransportConfig{Bind: "127.0.0.1:0", Logger: testutil.RaftLogger()}, groups)
-		if err != nil {
-			t.Fatal(err)
-		}
-		trans[i] = ts
-		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: string(ts[0].LocalAddr())})
-	}
-	members := make([][]*testNode, groups) // by group, then node
+	gc := startGroupCluster(t, nodes, groups)
 	for g := range groups {
-		for i, p := range peers {
-			cfg := testConfig(p.ID)
-			cfg.RaftAddr, cfg.Bootstrap, cfg.Peers = p.RaftAddr, true, peers
-			st := newStores()
-			m := startMember(t, cfg, st, trans[i][g])
-			// An unconnected in-memory transport only names the node in testutil's messages.
-			_, name := raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("%s/group%d", p.ID, g)))
-			members[g] = append(members[g], &testNode{Member: m, id: p.ID, addr: raft.ServerAddress(p.RaftAddr), cfg: cfg, stores: st, trans: name})
-		}
-	}
-	stopped := map[*testNode]bool{}
-	t.Cleanup(func() {
-		for _, ms := range members {
-			for _, n := range ms {
-				if !stopped[n] {
-					n.Close()
-				}
-			}
-		}
-	})
-	for g := range groups {
-		settle(t, members[g])
+		settle(t, gc.members[g])
 		key := fmt.Sprintf("g%d-key", g)
-		mustLockOnLeader(t, members[g], key, "o", 60_000)
+		mustLockOnLeader(t, gc.members[g], key, "o", 60_000)
 		testutil.WaitFor(t, 5*time.Second, func() error {
-			for _, n := range members[g] {
+			for _, n := range gc.members[g] {
 				if !held(n, key) {
 					return fmt.Errorf("group %d: %s does not hold %s yet", g, n.id, key)
 				}
 			}
 			return nil
 		})
-		for _, ms := range members[:g] {
+		for _, ms := range gc.members[:g] {
 			for _, n := range ms {
 				if held(n, key) {
 					t.Errorf("%s's group other than %d holds %s; want it in group %d only", n.id, g, key, g)
@@ -221,25 +190,17 @@ func TestGroupsElectAndReplicateOverOneListener(t *testing.T) {
 		}
 	}
 	for i := range nodes {
-		out, in := trans[i][0].group.mux.sessions()
+		out, in := gc.members[0][i].trans0().group.mux.sessions()
 		if out > nodes-1 || in > nodes-1 {
 			t.Errorf("n%d: %d dialed and %d accepted sessions for %d groups; want at most %d each (one per peer)", i+1, out, in, groups, nodes-1)
 		}
 	}
-
-	// Stop n1 in every group (its listener closes with its last group): the other two elect
-	// in each group and take a write.
+	leaders := gc.leaders()
+	gc.stopNode(0)
 	for g := range groups {
-		stopped[members[g][0]] = true
-		if err := members[g][0].Close(); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
-			t.Fatalf("closing n1's group %d: %v", g, err)
-		}
-	}
-	for g := range groups {
-		rest := members[g][1:]
-		res := mustLockOnLeader(t, rest, fmt.Sprintf("g%d-after", g), "o", 60_000)
+		res := mustLockOnLeader(t, gc.running(g), fmt.Sprintf("g%d-after", g), "o", 60_000)
 		if res.Status != fsm.StatusGranted {
-			t.Errorf("group %d after n1 stopped: %+v", g, res)
+			t.Errorf("group %d after n1 stopped (it led %v): %+v", g, leaders, res)
 		}
 	}
 }
