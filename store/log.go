@@ -42,13 +42,11 @@ func (s *Store) DeleteRange(lo, hi uint64) error {
 	return nil
 }
 
-// floorKey holds the log's lowest index since its last compaction (see wal.go).
-var floorKey = []byte{prefixLogFloor}
-
+// readLogFloor reads the log's lowest index since its last compaction (see wal.go).
 func (s *Store) readLogFloor() (uint64, error) {
 	var floor uint64
 	err := s.use(func(db *pebble.DB) error {
-		val, closer, err := db.Get(floorKey)
+		val, closer, err := db.Get(s.keys.key(prefixLogFloor, nil))
 		if errors.Is(err, pebble.ErrNotFound) {
 			return nil
 		}
@@ -67,22 +65,24 @@ func (s *Store) readLogFloor() (uint64, error) {
 
 func (s *Store) writeLogFloor(floor uint64) error {
 	return s.use(func(db *pebble.DB) error {
-		return db.Set(floorKey, binary.BigEndian.AppendUint64(nil, floor), pebble.Sync)
+		key := s.keys.key(prefixLogFloor, nil)
+		return db.Set(key, binary.BigEndian.AppendUint64(nil, floor), pebble.Sync)
 	})
 }
 
-// logMovedKey sits in the family where earlier versions kept the log, and is not a valid
-// log key to them: an older binary started on a data directory this one has opened refuses
-// it ("malformed log key 6c6d6f766564") instead of starting from an empty log and losing the
-// entries it acknowledged.
-var logMovedKey = []byte{prefixLog, 'm', 'o', 'v', 'e', 'd'}
+// logMoved is the key that sits in the family where earlier versions kept the log, and is
+// not a valid log key to them: an older binary started on a data directory this one has
+// opened refuses it ("malformed log key 6c6d6f766564") instead of starting from an empty log
+// and losing the entries it acknowledged.
+func (k keyspace) logMoved() []byte { return k.key(prefixLog, []byte("moved")) }
 
 // movePebbleLog moves a raft log that an earlier version kept in pebble (keys prefixLog +
-// index) into the segments. The pebble copy is deleted, and logMovedKey written, in one
+// index) into the segments. The pebble copy is deleted, and the logMoved key written, in one
 // synced batch once the segments hold all of it, synced; until then a restart finds it
 // again and starts over.
 func (s *Store) movePebbleLog() error {
-	lo, hi := familyBounds(prefixLog)
+	lo, hi := s.keys.family(prefixLog)
+	moved := s.keys.logMoved()
 	return s.use(func(db *pebble.DB) error {
 		seal := func() error {
 			b := db.NewBatch()
@@ -90,7 +90,7 @@ func (s *Store) movePebbleLog() error {
 			if err := b.DeleteRange(lo, hi, nil); err != nil {
 				return err
 			}
-			if err := b.Set(logMovedKey, nil, nil); err != nil {
+			if err := b.Set(moved, nil, nil); err != nil {
 				return err
 			}
 			return b.Commit(pebble.Sync)
@@ -106,7 +106,7 @@ func (s *Store) movePebbleLog() error {
 			}
 			return seal() // a new store
 		}
-		if bytes.Equal(it.Key(), logMovedKey) && !it.Next() {
+		if bytes.Equal(it.Key(), moved) && !it.Next() {
 			return it.Error() // moved before
 		}
 		if err := s.wal.reset(); err != nil {
@@ -118,12 +118,12 @@ func (s *Store) movePebbleLog() error {
 			batch = batch[:0]
 			return err
 		}
-		moved := 0
+		entries := 0
 		for ; it.Valid(); it.Next() {
-			if bytes.Equal(it.Key(), logMovedKey) {
+			if bytes.Equal(it.Key(), moved) {
 				continue
 			}
-			index, err := logIndex(it.Key())
+			index, err := s.keys.logIndex(it.Key())
 			if err != nil {
 				return err
 			}
@@ -138,7 +138,7 @@ func (s *Store) movePebbleLog() error {
 				}
 			}
 			batch = append(batch, l)
-			moved++
+			entries++
 		}
 		if err := it.Error(); err != nil {
 			return err
@@ -149,7 +149,7 @@ func (s *Store) movePebbleLog() error {
 		if err := seal(); err != nil {
 			return err
 		}
-		s.log.Info("raft log moved from pebble to its own segments", "entries", moved,
+		s.log.Info("raft log moved from pebble to its own segments", "entries", entries,
 			"first_index", s.wal.first.Load(), "last_index", s.wal.last.Load())
 		return nil
 	})

@@ -79,7 +79,7 @@ func (ss *SnapshotStore) Create(version raft.SnapshotVersion, index, term uint64
 func (ss *SnapshotStore) List() ([]*raft.SnapshotMeta, error) {
 	var out []*raft.SnapshotMeta
 	err := ss.s.use(func(db *pebble.DB) error {
-		recs, err := listSnapshots(db)
+		recs, err := listSnapshots(db, ss.s.keys)
 		for _, r := range recs[:min(len(recs), ss.retain)] {
 			out = append(out, &r.Meta)
 		}
@@ -100,12 +100,12 @@ func (ss *SnapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, err
 		// The iterator comes first: its view is fixed at creation, and a snapshot's metadata
 		// exists only after all its chunks, so metadata found afterwards proves the view
 		// holds every chunk.
-		lo, hi := chunkBounds(id)
+		lo, hi := ss.s.keys.chunkBounds(id)
 		it, err := db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 		if err != nil {
 			return err
 		}
-		rec, err := readSnapshotRecord(db, id)
+		rec, err := readSnapshotRecord(db, ss.s.keys, id)
 		if err != nil {
 			return errors.Join(err, it.Close())
 		}
@@ -172,7 +172,7 @@ func (w *snapshotSink) flush() error {
 		return nil
 	}
 	err := w.ss.s.use(func(db *pebble.DB) error {
-		return db.Set(chunkKey(w.ID(), w.rec.Chunks), w.buf, pebble.NoSync) // Set copies
+		return db.Set(w.ss.s.keys.chunkKey(w.ID(), w.rec.Chunks), w.buf, pebble.NoSync) // Set copies
 	})
 	if err != nil {
 		return fmt.Errorf("write snapshot %s chunk %d: %w", w.ID(), w.rec.Chunks, err)
@@ -201,7 +201,7 @@ func (w *snapshotSink) Close() error {
 		return fmt.Errorf("encode snapshot %s metadata: %w", w.ID(), err)
 	}
 	err = w.ss.s.use(func(db *pebble.DB) error {
-		return db.Set(metaKey(w.ID()), append([]byte{snapMetaV1}, val...), pebble.Sync)
+		return db.Set(w.ss.s.keys.metaKey(w.ID()), append([]byte{snapMetaV1}, val...), pebble.Sync)
 	})
 	if err != nil {
 		_ = w.discard()
@@ -233,7 +233,7 @@ func (w *snapshotSink) Cancel() error {
 // discard deletes the chunks written so far. Without fsync: chunks without metadata are
 // never listed, and Open deletes any that survive a crash.
 func (w *snapshotSink) discard() error {
-	lo, hi := chunkBounds(w.ID())
+	lo, hi := w.ss.s.keys.chunkBounds(w.ID())
 	err := w.ss.s.use(func(db *pebble.DB) error {
 		return db.DeleteRange(lo, hi, pebble.NoSync)
 	})
@@ -246,15 +246,15 @@ func (w *snapshotSink) discard() error {
 // reap deletes complete snapshots beyond the newest retain, metadata and chunks in one batch.
 func (ss *SnapshotStore) reap() error {
 	return ss.s.use(func(db *pebble.DB) error {
-		recs, err := listSnapshots(db)
+		recs, err := listSnapshots(db, ss.s.keys)
 		if err != nil || len(recs) <= ss.retain {
 			return err
 		}
 		b := db.NewBatch()
 		defer b.Close()
 		for _, r := range recs[ss.retain:] {
-			lo, hi := chunkBounds(r.Meta.ID)
-			if err := errors.Join(b.Delete(metaKey(r.Meta.ID), nil),
+			lo, hi := ss.s.keys.chunkBounds(r.Meta.ID)
+			if err := errors.Join(b.Delete(ss.s.keys.metaKey(r.Meta.ID), nil),
 				b.DeleteRange(lo, hi, nil)); err != nil {
 				return err
 			}
@@ -344,10 +344,10 @@ func (r *snapshotReader) Close() error {
 	return r.it.Close()
 }
 
-// listSnapshots returns every complete snapshot, newest first, ordered by term, index and
-// ID like raft's file store.
-func listSnapshots(db *pebble.DB) ([]snapRecord, error) {
-	lo, hi := familyBounds(prefixSnapMeta)
+// listSnapshots returns every complete snapshot of keyspace k, newest first, ordered by
+// term, index and ID like raft's file store.
+func listSnapshots(db *pebble.DB, k keyspace) ([]snapRecord, error) {
+	lo, hi := k.family(prefixSnapMeta)
 	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return nil, err
@@ -362,7 +362,7 @@ func listSnapshots(db *pebble.DB) ([]snapRecord, error) {
 		if err != nil {
 			// Fail loudly rather than skip: pebble checksums its blocks, so a bad record
 			// means a bug or real corruption, not a torn write.
-			return nil, errors.Join(fmt.Errorf("snapshot %s: %w", it.Key()[1:], err), it.Close())
+			return nil, errors.Join(fmt.Errorf("snapshot %s: %w", k.tail(it.Key()), err), it.Close())
 		}
 		recs = append(recs, r)
 	}
@@ -376,8 +376,8 @@ func listSnapshots(db *pebble.DB) ([]snapRecord, error) {
 	return recs, nil
 }
 
-func readSnapshotRecord(db *pebble.DB, id string) (snapRecord, error) {
-	val, closer, err := db.Get(metaKey(id))
+func readSnapshotRecord(db *pebble.DB, k keyspace, id string) (snapRecord, error) {
+	val, closer, err := db.Get(k.metaKey(id))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return snapRecord{}, ErrSnapshotNotFound
 	}
@@ -399,11 +399,11 @@ func decodeSnapshotRecord(val []byte) (snapRecord, error) {
 	return r, nil
 }
 
-// reapPartialSnapshots deletes the chunks of snapshots without metadata: sinks that were
-// still writing (or being canceled) when the process stopped. It runs in Open, before any
-// sink of this process exists.
-func reapPartialSnapshots(db *pebble.DB, log *slog.Logger) error {
-	lo, hi := familyBounds(prefixSnapData)
+// reapPartialSnapshots deletes the chunks of keyspace k's snapshots without metadata: sinks
+// that were still writing (or being canceled) when the process stopped. It runs in Open,
+// before any sink of this process exists.
+func reapPartialSnapshots(db *pebble.DB, k keyspace, log *slog.Logger) error {
+	lo, hi := k.family(prefixSnapData)
 	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return err
@@ -412,13 +412,14 @@ func reapPartialSnapshots(db *pebble.DB, log *slog.Logger) error {
 	defer b.Close()
 	for ok := it.First(); ok && err == nil; {
 		key := it.Key()
-		if len(key) < 1+1+8 {
+		if len(key) < len(k)+1+1+8 {
 			err = fmt.Errorf("malformed snapshot chunk key %x", key)
 			break
 		}
-		id := string(key[1 : len(key)-9])
-		clo, chi := chunkBounds(id)
-		if _, err = readSnapshotRecord(db, id); errors.Is(err, ErrSnapshotNotFound) {
+		tail := k.tail(key) // id + '/' + chunk number
+		id := string(tail[:len(tail)-9])
+		clo, chi := k.chunkBounds(id)
+		if _, err = readSnapshotRecord(db, k, id); errors.Is(err, ErrSnapshotNotFound) {
 			log.Info("deleting partial snapshot", "id", id)
 			err = b.DeleteRange(clo, chi, nil)
 		}
@@ -433,21 +434,20 @@ func reapPartialSnapshots(db *pebble.DB, log *slog.Logger) error {
 	return b.Commit(pebble.Sync)
 }
 
-func metaKey(id string) []byte {
-	return append([]byte{prefixSnapMeta}, id...)
+func (k keyspace) metaKey(id string) []byte {
+	return k.key(prefixSnapMeta, []byte(id))
 }
 
 // chunkKey is prefixSnapData, the ID, '/', then the big-endian chunk number. IDs never
 // contain '/', so "d<id>/" prefixes exactly one snapshot's chunks.
-func chunkKey(id string, n uint64) []byte {
-	k := append([]byte{prefixSnapData}, id...)
-	k = append(k, '/')
-	return binary.BigEndian.AppendUint64(k, n)
+func (k keyspace) chunkKey(id string, n uint64) []byte {
+	key := append(k.key(prefixSnapData, []byte(id)), '/')
+	return binary.BigEndian.AppendUint64(key, n)
 }
 
 // chunkBounds is the [lower, upper) key range of one snapshot's chunks ('0' follows '/').
-func chunkBounds(id string) (lower, upper []byte) {
-	lower = append(append([]byte{prefixSnapData}, id...), '/')
-	upper = append(append([]byte{prefixSnapData}, id...), '0')
+func (k keyspace) chunkBounds(id string) (lower, upper []byte) {
+	lower = append(k.key(prefixSnapData, []byte(id)), '/')
+	upper = append(k.key(prefixSnapData, []byte(id)), '0')
 	return lower, upper
 }

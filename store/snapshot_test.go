@@ -95,7 +95,7 @@ func listIDs(t *testing.T, ss *SnapshotStore) []string {
 // countKeys counts the keys of one key family, to prove nothing is left behind.
 func countKeys(t *testing.T, s *Store, prefix byte) int {
 	t.Helper()
-	lo, hi := familyBounds(prefix)
+	lo, hi := s.keys.family(prefix)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		t.Fatal(err)

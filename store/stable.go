@@ -15,7 +15,7 @@ var _ raft.StableStore = (*Store)(nil)
 // twice in a term after a crash would break election safety.
 func (s *Store) Set(key, val []byte) error {
 	err := s.use(func(db *pebble.DB) error {
-		return db.Set(stableKey(key), val, pebble.Sync)
+		return db.Set(s.keys.key(prefixStable, key), val, pebble.Sync)
 	})
 	if err != nil {
 		return fmt.Errorf("set %q: %w", key, err)
@@ -28,7 +28,7 @@ func (s *Store) Set(key, val []byte) error {
 func (s *Store) Get(key []byte) ([]byte, error) {
 	var out []byte
 	err := s.use(func(db *pebble.DB) error {
-		val, closer, err := db.Get(stableKey(key))
+		val, closer, err := db.Get(s.keys.key(prefixStable, key))
 		if errors.Is(err, pebble.ErrNotFound) {
 			return ErrKeyNotFound // unwrapped: raft compares err.Error() == "not found"
 		}
@@ -68,8 +68,4 @@ func (s *Store) GetUint64(key []byte) (uint64, error) {
 		return 0, fmt.Errorf("get uint64 %q: value is %d bytes, want 8", key, len(val))
 	}
 	return binary.BigEndian.Uint64(val), nil
-}
-
-func stableKey(key []byte) []byte {
-	return append([]byte{prefixStable}, key...)
 }

@@ -15,6 +15,17 @@
 //	'd' + snapshot ID + '/' + big-endian n  -> chunk n of the snapshot's data
 //	'l' + big-endian uint64 index           -> encoded raft.Log (see codec.go), only in a store
 //	                                           an earlier version wrote; Open moves them
+//
+// The raft groups of one node share the database (OpenGroups). The layout above is group 0's,
+// which is also what Open reads and writes, so a store written before groups existed is group 0
+// byte for byte. Group g > 0 puts a group prefix before each of its keys and keeps its log in
+// raftlog-g<g>/:
+//
+//	'G' + big-endian uint16 g + any key above  -> group g's copy of that key
+//
+// 'G' is no family byte, and the prefix has a fixed length, so each group's families are
+// contiguous ranges of their own and a bounded scan or DeleteRange of one group never reaches
+// another's keys.
 package store
 
 import (
@@ -38,6 +49,9 @@ const (
 	prefixStable   byte = 's'
 	prefixSnapMeta byte = 'm'
 	prefixSnapData byte = 'd'
+
+	// prefixGroup starts every key of a group g > 0 (see keyspace).
+	prefixGroup byte = 'G'
 )
 
 // Defaults. Pebble's own defaults are tuned for CockroachDB-sized machines; raftlock keeps a
@@ -55,8 +69,11 @@ const (
 	DefaultSnapshotChunkSize = 1 << 20
 	// DefaultSnapshotRetain is how many complete snapshots Snapshots keeps (DESIGN §6).
 	DefaultSnapshotRetain = 2
-	// logDirName is the log's subdirectory of Config.Dir.
+	// logDirName is the log's subdirectory of Config.Dir (group g > 0 adds "-g<g>").
 	logDirName = "raftlog"
+
+	// MaxGroups is the most raft groups OpenGroups opens over one database.
+	MaxGroups = 1024
 
 	// maxOpenFiles caps pebble's table cache file descriptors (pebble's default is 1000);
 	// a store this size has a handful of sstables.
@@ -153,14 +170,19 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Store holds Raft's log (in wal), stable store and snapshots (in pebble). It is safe for
-// concurrent use, as raft requires (replication goroutines read the log while the main loop
-// appends and the snapshot goroutine compacts).
+// Store holds one raft group's log (in wal), stable store and snapshots (in pebble). It is
+// safe for concurrent use, as raft requires (replication goroutines read the log while the
+// main loop appends and the snapshot goroutine compacts).
 type Store struct {
-	db  *pebble.DB
-	wal *wal
-	log *slog.Logger
-	cfg Config
+	db   *pebble.DB
+	keys keyspace // the group's share of db
+	wal  *wal
+	log  *slog.Logger
+	cfg  Config
+
+	// ownsDB is set on the store Open returns, alone over db: its Close closes db. The stores
+	// of Groups share db, and Groups.Close closes it.
+	ownsDB bool
 
 	// life guards closing. Every call that touches db holds the read side, so Close (the
 	// write side) never closes pebble under a running call: pebble panics on use after
@@ -177,7 +199,8 @@ type Store struct {
 		m map[*snapshotReader]struct{}
 	}
 
-	// lastSnapMillis makes snapshot IDs unique within this process (see snapshotID).
+	// lastSnapMillis makes the store's snapshot IDs unique within this process (see
+	// snapshotID); the IDs of different groups live under different keys.
 	lastSnapMillis atomic.Int64
 
 	// syncs times StoreLogs' synced writes: what each append of raft's log waits for disk.
@@ -187,49 +210,20 @@ type Store struct {
 // Open opens (creating if needed) the pebble database in cfg.Dir and the log in its raftlog/
 // subdirectory, recovers the log (wal.go), moves a log an earlier version kept in pebble
 // into it and deletes the leftovers of snapshots that were being written when the process
-// stopped.
+// stopped. It is group 0 of OpenGroups(cfg, 1), and owns the database: its Close closes it.
 func Open(cfg Config) (*Store, error) {
-	if err := cfg.Validate(); err != nil {
+	gs, err := OpenGroups(cfg, 1)
+	if err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
-	opts := &pebble.Options{
-		FS:                 cfg.FS,
-		CacheSize:          cfg.CacheSize,
-		MemTableSize:       cfg.MemTableSize,
-		MaxOpenFiles:       maxOpenFiles,
-		FormatMajorVersion: pebble.FormatNewest, // a new store needs no old on-disk formats
-		Logger:             pebbleLogger{log: cfg.Logger.With("component", "pebble")},
-	}
-	db, err := pebble.Open(cfg.Dir, opts)
-	if err != nil {
-		return nil, fmt.Errorf("open pebble %s: %w", cfg.Dir, err)
-	}
-	s := &Store{db: db, log: cfg.Logger, cfg: cfg, syncs: metrics.NewHistogram(metrics.Latency)}
-	s.readers.m = make(map[*snapshotReader]struct{})
-
-	s.wal = &wal{
-		fs: cfg.FS, dir: cfg.FS.PathJoin(cfg.Dir, logDirName), segSize: cfg.SegmentSize,
-		log: s.log, syncs: s.syncs, readFloor: s.readLogFloor, writeFloor: s.writeLogFloor,
-	}
-	if err := s.wal.open(); err != nil {
-		_ = db.Close() // the first error is the one worth reporting
-		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
-	}
-	if err = s.movePebbleLog(); err == nil {
-		err = reapPartialSnapshots(db, s.log)
-	}
-	if err != nil {
-		_ = errors.Join(s.wal.Close(), db.Close())
-		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
-	}
-	s.log.Info("store opened", "dir", cfg.Dir,
-		"first_index", s.wal.first.Load(), "last_index", s.wal.last.Load())
+	s := gs.Store(0)
+	s.ownsDB = true
 	return s, nil
 }
 
-// Close closes open snapshot readers and the database. It is idempotent; every other method
-// returns ErrClosed afterwards.
+// Close closes open snapshot readers, the log and, for the store Open returned, the
+// database. A store of Groups leaves the database, which the other groups go on using, to
+// Groups.Close. Close is idempotent; every other method returns ErrClosed afterwards.
 func (s *Store) Close() error {
 	s.life.Lock()
 	defer s.life.Unlock()
@@ -246,7 +240,10 @@ func (s *Store) Close() error {
 	clear(s.readers.m)
 	s.readers.Unlock()
 
-	errs = append(errs, s.wal.Close(), s.db.Close())
+	errs = append(errs, s.wal.Close())
+	if s.ownsDB {
+		errs = append(errs, s.db.Close())
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close store: %w", err)
 	}
@@ -275,7 +272,8 @@ type Stats struct {
 	Snapshots      int
 	LatestSnapshot string
 	// DiskBytes is everything on disk: the log's segment files (preallocated, so larger than
-	// LogBytes), pebble's sstables, WAL and manifest.
+	// LogBytes), pebble's sstables, WAL and manifest. The stores of Groups share pebble, and
+	// each counts all of it.
 	DiskBytes uint64
 	// OpenSnapshotReaders counts snapshot readers not yet closed.
 	OpenSnapshotReaders int
@@ -297,7 +295,7 @@ func (s *Store) Stats() Stats {
 	st.LogBytes = uint64(records)
 	err := s.use(func(db *pebble.DB) error {
 		st.DiskBytes = db.Metrics().DiskSpaceUsage() + uint64(files)
-		metas, err := listSnapshots(db)
+		metas, err := listSnapshots(db, s.keys)
 		if err != nil {
 			return err
 		}
@@ -318,23 +316,41 @@ func (s *Store) Stats() Stats {
 	return st
 }
 
-// familyBounds returns the [lower, upper) key range of one key family.
-func familyBounds(prefix byte) (lower, upper []byte) {
-	return []byte{prefix}, []byte{prefix + 1}
+// keyspace is what a group's pebble keys start with, before the family byte: nothing for
+// group 0, prefixGroup and big-endian uint16 g for group g > 0. Every key a Store reads or
+// writes and every bound it scans or deletes within comes from its keyspace.
+type keyspace []byte
+
+func groupKeyspace(g int) keyspace {
+	if g == 0 {
+		return nil
+	}
+	return binary.BigEndian.AppendUint16([]byte{prefixGroup}, uint16(g))
 }
 
+// key returns a new key: the keyspace, the family byte, then tail.
+func (k keyspace) key(family byte, tail []byte) []byte {
+	b := make([]byte, 0, len(k)+1+len(tail))
+	return append(append(append(b, k...), family), tail...)
+}
+
+// family returns the [lower, upper) key range of one key family.
+func (k keyspace) family(family byte) (lower, upper []byte) {
+	return k.key(family, nil), k.key(family+1, nil)
+}
+
+// tail returns what follows the keyspace and family byte in key, one of k's keys.
+func (k keyspace) tail(key []byte) []byte { return key[len(k)+1:] }
+
 // logKey is prefixLog followed by the big-endian index.
-func logKey(index uint64) []byte {
-	k := make([]byte, 9)
-	k[0] = prefixLog
-	binary.BigEndian.PutUint64(k[1:], index)
-	return k
+func (k keyspace) logKey(index uint64) []byte {
+	return k.key(prefixLog, binary.BigEndian.AppendUint64(nil, index))
 }
 
 // logIndex parses a key made by logKey.
-func logIndex(key []byte) (uint64, error) {
-	if len(key) != 9 || key[0] != prefixLog {
+func (k keyspace) logIndex(key []byte) (uint64, error) {
+	if len(key) != len(k)+9 || key[len(k)] != prefixLog {
 		return 0, fmt.Errorf("malformed log key %x", key)
 	}
-	return binary.BigEndian.Uint64(key[1:]), nil
+	return binary.BigEndian.Uint64(k.tail(key)), nil
 }

@@ -129,6 +129,9 @@ func TestContract(t *testing.T) {
 	}{
 		{"inmem", func(*testing.T) raftStores { return raft.NewInmemStore() }},
 		{"pebble", func(t *testing.T) raftStores { return openStore(t, testConfig(t)) }},
+		{"pebble group 1 of 3", func(t *testing.T) raftStores {
+			return openGroups(t, testConfig(t), 3).Store(1)
+		}},
 	}
 	cases := []struct {
 		name string

@@ -199,7 +199,7 @@ func TestMovesPebbleLog(t *testing.T) {
 	old := append(makeLogs(5, 300, 2), makeLogs(400, 410, 3)...)
 	b := s.db.NewBatch()
 	for _, l := range old {
-		if err := b.Set(logKey(l.Index), appendLog(nil, l), nil); err != nil {
+		if err := b.Set(s.keys.logKey(l.Index), appendLog(nil, l), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -394,19 +394,19 @@ func TestConcurrentReadsDuringWrites(t *testing.T) {
 	checkBounds(t, s, 852, 1000) // the last compaction, at 901, deleted through 851
 }
 
-// checkOnlyMovedKey: pebble's old log family holds only logMovedKey, which earlier
+// checkOnlyMovedKey: pebble's old log family holds only the logMoved key, which earlier
 // versions' Open (logBounds → logIndex on the first and last key of the family) rejects.
 func checkOnlyMovedKey(t *testing.T, s *Store) {
 	t.Helper()
 	if n := countKeys(t, s, prefixLog); n != 1 {
 		t.Fatalf("%d keys in pebble's old log family, want only the moved marker", n)
 	}
-	if _, closer, err := s.db.Get(logMovedKey); err != nil {
+	if _, closer, err := s.db.Get(s.keys.logMoved()); err != nil {
 		t.Fatalf("moved marker: %v", err)
 	} else {
 		closer.Close()
 	}
-	if _, err := logIndex(logMovedKey); err == nil {
+	if _, err := s.keys.logIndex(s.keys.logMoved()); err == nil {
 		t.Fatal("logIndex accepts the moved marker: an older binary would start on an empty log")
 	}
 }
