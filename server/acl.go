@@ -538,7 +538,7 @@ func aclLog(r *request) {
 // aclOnLeader sends an ACL change to the leader when this node is not it, as a write is. It
 // reports whether the request was routed (and answered).
 func aclOnLeader(r *request) bool {
-	if r.s.node.IsLeader() || r.c.awaitLeader() {
+	if r.home.IsLeader() || r.c.awaitLeaderOf(r.home) {
 		return false
 	}
 	r.route(true)

@@ -412,11 +412,11 @@ func TestPublishPatternFanoutBounded(t *testing.T) {
 			t.Fatalf("pattern of %d bytes", len(p))
 		}
 		c := &conn{}
-		if msg := h.subscribe(c, subPattern, [][]byte{[]byte(p)}, &subscriptions{}, node.LogEnd{}); msg != "" {
+		if msg := h.subscribe(c, subPattern, [][]byte{[]byte(p)}, &subscriptions{}, []node.LogEnd{{}}); msg != "" {
 			t.Fatalf("pattern %d: %s", i, msg)
 		}
 	}
-	if msg := h.subscribe(&conn{}, subPattern, [][]byte{[]byte("one-too-many*")}, &subscriptions{}, node.LogEnd{}); !strings.HasPrefix(msg, "ERR too many patterns") {
+	if msg := h.subscribe(&conn{}, subPattern, [][]byte{[]byte("one-too-many*")}, &subscriptions{}, []node.LogEnd{{}}); !strings.HasPrefix(msg, "ERR too many patterns") {
 		t.Fatalf("pattern %d: %q, want the node's pattern bound", lim.Patterns+1, msg)
 	}
 	channel := bytes.Repeat([]byte("a"), 4096)
@@ -425,7 +425,7 @@ func TestPublishPatternFanoutBounded(t *testing.T) {
 		steps -= g.steps // compiling's
 	}
 	start := time.Now()
-	if n := h.deliver(node.LogPosition{Index: 1, Term: 1}, channel, []byte("m"), false); n != 0 {
+	if n := h.deliver(0, node.LogPosition{Index: 1, Term: 1}, channel, []byte("m"), false); n != 0 {
 		t.Fatalf("delivered to %d subscribers, want none", n)
 	}
 	took := time.Since(start)

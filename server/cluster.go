@@ -26,30 +26,52 @@ func splitHostPort(addr string) (string, int) {
 	return host, p
 }
 
-// clusterView is the topology cluster-mode clients are shown: the leader owns all 16384 slots,
-// the other members with a known client address are its replicas. A server without Admin
-// knows no members.
-func (r *request) clusterView() (leader *node.Member, replicas []node.Member, ok bool) {
+// clusterView is the topology cluster-mode clients are shown: each group's slots (groups.go;
+// one group: all 16384) with the member that leads it and, as its replicas, the other members
+// with a known client address. A server without Admin knows no members; ok is false while a
+// group has no known leader.
+func (r *request) clusterView() (shards []shard, ok bool) {
 	if r.s.admin == nil {
-		return nil, nil, false
+		return nil, false
 	}
 	members, err := r.s.admin.Members()
 	if err != nil {
-		return nil, nil, false
+		return nil, false
 	}
-	for i := range members {
-		m := members[i]
-		if m.ClientAddr == "" {
-			continue
+	for g, rep := range r.s.groups {
+		first, last := slotsOf(g, len(r.s.groups))
+		sh := shard{first: first, last: last}
+		leaderID := ""
+		if r.s.grouped() {
+			leaderID = rep.Leadership().ID // the members' table says who leads group 0 only
 		}
-		if m.Leader {
-			leader = &members[i]
-		} else {
-			replicas = append(replicas, m)
+		for i := range members {
+			m := members[i]
+			switch {
+			case m.ClientAddr == "":
+			case leaderID == "" && m.Leader, leaderID != "" && m.ID == leaderID:
+				sh.leader = &members[i]
+			default:
+				sh.replicas = append(sh.replicas, m)
+			}
 		}
+		if sh.leader == nil {
+			return nil, false
+		}
+		shards = append(shards, sh)
 	}
-	return leader, replicas, leader != nil
+	return shards, true
 }
+
+// shard is one group's part of the topology: its slots, its leader and its replicas.
+type shard struct {
+	first, last int
+	leader      *node.Member
+	replicas    []node.Member
+}
+
+// all is the shard's leader and then its replicas.
+func (sh shard) all() []node.Member { return append([]node.Member{*sh.leader}, sh.replicas...) }
 
 // CLUSTER SLOTS|SHARDS|NODES|INFO|MYID
 func cmdCluster(r *request) {
@@ -59,14 +81,15 @@ func cmdCluster(r *request) {
 		r.w.BulkString(nodeHexID(r.s.cfg.NodeID))
 		return
 	case is(sub, "info") && len(r.args) == 2:
-		leader, replicas, ok := r.clusterView()
-		state, size := "fail", 0
+		shards, ok := r.clusterView()
+		state, size, known := "fail", 0, 0
 		if ok {
-			state, size = "ok", 1
-		}
-		known := len(replicas)
-		if leader != nil {
-			known++
+			state, known = "ok", len(shards[0].all())
+			leaders := map[string]bool{}
+			for _, sh := range shards {
+				leaders[sh.leader.ID] = true
+			}
+			size = len(leaders)
 		}
 		info := "cluster_enabled:1\r\ncluster_state:" + state + "\r\ncluster_slots_assigned:16384\r\n" +
 			"cluster_slots_ok:16384\r\ncluster_slots_pfail:0\r\ncluster_slots_fail:0\r\n" +
@@ -77,67 +100,95 @@ func cmdCluster(r *request) {
 	if is(sub, "slots") || is(sub, "shards") || is(sub, "nodes") {
 		r.c.awaitLeader() // cluster-mode clients ask this first, often right after a start
 	}
-	leader, replicas, ok := r.clusterView()
+	shards, ok := r.clusterView()
 	if !ok && (is(sub, "slots") || is(sub, "shards") || is(sub, "nodes")) {
 		r.w.Error(errNoLeader)
 		return
 	}
 	switch {
 	case is(sub, "slots") && len(r.args) == 2:
-		r.w.Array(1)
-		r.w.Array(3 + len(replicas))
-		r.w.Int(0)
-		r.w.Int(16383)
-		for _, m := range append([]node.Member{*leader}, replicas...) {
-			host, port := splitHostPort(m.ClientAddr)
-			r.w.Array(4)
-			r.w.BulkString(host)
-			r.w.Int(int64(port))
-			r.w.BulkString(nodeHexID(m.ID))
-			r.w.Map(0)
+		r.w.Array(len(shards))
+		for _, sh := range shards {
+			all := sh.all()
+			r.w.Array(2 + len(all))
+			r.w.Int(int64(sh.first))
+			r.w.Int(int64(sh.last))
+			for _, m := range all {
+				host, port := splitHostPort(m.ClientAddr)
+				r.w.Array(4)
+				r.w.BulkString(host)
+				r.w.Int(int64(port))
+				r.w.BulkString(nodeHexID(m.ID))
+				r.w.Map(0)
+			}
 		}
 	case is(sub, "shards") && len(r.args) == 2:
-		r.w.Array(1)
-		r.w.Map(2)
-		r.w.BulkString("slots")
-		r.w.Array(2)
-		r.w.Int(0)
-		r.w.Int(16383)
-		r.w.BulkString("nodes")
-		all := append([]node.Member{*leader}, replicas...)
-		r.w.Array(len(all))
-		for i, m := range all {
-			host, port := splitHostPort(m.ClientAddr)
-			role := "replica"
-			if i == 0 {
-				role = "master"
+		r.w.Array(len(shards))
+		for _, sh := range shards {
+			r.w.Map(2)
+			r.w.BulkString("slots")
+			r.w.Array(2)
+			r.w.Int(int64(sh.first))
+			r.w.Int(int64(sh.last))
+			r.w.BulkString("nodes")
+			all := sh.all()
+			r.w.Array(len(all))
+			for i, m := range all {
+				host, port := splitHostPort(m.ClientAddr)
+				role := "replica"
+				if i == 0 {
+					role = "master"
+				}
+				r.w.Map(7)
+				for _, kv := range [][2]string{{"id", nodeHexID(m.ID)}, {"ip", host}, {"endpoint", host}, {"role", role}, {"health", "online"}} {
+					r.w.BulkString(kv[0])
+					r.w.BulkString(kv[1])
+				}
+				r.w.BulkString("port")
+				r.w.Int(int64(port))
+				r.w.BulkString("replication-offset")
+				r.w.Int(0)
 			}
-			r.w.Map(7)
-			for _, kv := range [][2]string{{"id", nodeHexID(m.ID)}, {"ip", host}, {"endpoint", host}, {"role", role}, {"health", "online"}} {
-				r.w.BulkString(kv[0])
-				r.w.BulkString(kv[1])
-			}
-			r.w.BulkString("port")
-			r.w.Int(int64(port))
-			r.w.BulkString("replication-offset")
-			r.w.Int(0)
 		}
 	case is(sub, "nodes") && len(r.args) == 2:
-		var b strings.Builder
-		for i, m := range append([]node.Member{*leader}, replicas...) {
-			flags, master, slots := "master", "-", " 0-16383"
-			if i > 0 {
-				flags, master, slots = "slave", nodeHexID(leader.ID), ""
-			}
-			if m.ID == r.s.cfg.NodeID {
-				flags = "myself," + flags
-			}
-			_, rport := splitHostPort(m.RaftAddr)
-			b.WriteString(nodeHexID(m.ID) + " " + m.ClientAddr + "@" + strconv.Itoa(rport) + " " + flags + " " + master +
-				" 0 0 1 connected" + slots + "\n")
-		}
-		r.w.Verbatim("txt", b.String())
+		r.w.Verbatim("txt", clusterNodes(shards, r.s.cfg.NodeID, r.s.grouped()))
 	default:
 		r.w.Error("ERR unknown subcommand '" + string(appendSanitized(nil, sub, 128)) + "'. Try CLUSTER HELP.")
 	}
+}
+
+// clusterNodes is CLUSTER NODES's text. With one group the leader is the master of every slot
+// and the other members its replicas. With several, Redis Cluster's format gives a node one
+// role: every member is a master of the slot ranges of the groups it leads (none, for a member
+// that leads none), and the replicas of each group are not listed (CLUSTER SLOTS and SHARDS
+// list them).
+func clusterNodes(shards []shard, self string, grouped bool) string {
+	var b strings.Builder
+	line := func(m node.Member, flags, master, slots string) {
+		if m.ID == self {
+			flags = "myself," + flags
+		}
+		_, rport := splitHostPort(m.RaftAddr)
+		b.WriteString(nodeHexID(m.ID) + " " + m.ClientAddr + "@" + strconv.Itoa(rport) + " " + flags + " " + master +
+			" 0 0 1 connected" + slots + "\n")
+	}
+	if !grouped {
+		sh := shards[0]
+		for i, m := range sh.all() {
+			if i == 0 {
+				line(m, "master", "-", " 0-16383")
+			} else {
+				line(m, "slave", nodeHexID(sh.leader.ID), "")
+			}
+		}
+		return b.String()
+	}
+	slots := map[string]string{}
+	for _, sh := range shards {
+		slots[sh.leader.ID] += " " + strconv.Itoa(sh.first) + "-" + strconv.Itoa(sh.last)
+	}
+	for _, m := range shards[0].all() {
+		line(m, "master", "-", slots[m.ID])
+	}
+	return b.String()
 }

@@ -125,6 +125,9 @@ type session struct {
 	// WATCHed keys with what WATCH saw of them (transactions.go).
 	multi   *transaction
 	watches *watchSet
+	// txHome is the replica of the raft group the WATCHed and queued keys are in, in a
+	// several-group cluster (joinTxHome); nil when there are none.
+	txHome Replica
 }
 
 func newSession() session { return session{} }

@@ -23,6 +23,9 @@ func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, st *stagedC
 		return
 	}
 	r := c.newRequest(w, cmd, args, st)
+	if c.s.grouped() && !c.findHome(r) {
+		return
+	}
 	c.noteOwnWrites(cmd, args, r.db) // before it runs: its own end of a lock it holds is no loss
 	if t := c.sess.track.mode; t != trackOff && t != trackBcast {
 		// Before the read runs or is forwarded: a change racing it costs a spurious
@@ -35,7 +38,7 @@ func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, st *stagedC
 		c.s.tracker.beginWrite(c, keys)
 		defer c.s.tracker.endWrite(c, keys)
 	}
-	r.path = c.where(cmd)
+	r.path = c.where(r)
 	if r.path != onLeader && cmd.leader && !cmd.movable {
 		r.args = withDBKeys(cmd, args, r.db) // it runs here: its keys become table keys
 	}
@@ -74,25 +77,47 @@ func (c *conn) newRequest(w *resp.Writer, cmd *command, args [][]byte, st *stage
 	} else {
 		r = new(request)
 	}
-	*r = request{s: c.s, c: c, w: w, cmd: cmd, args: args, db: c.sess.db}
+	*r = request{s: c.s, c: c, w: w, cmd: cmd, args: args, db: c.sess.db, home: c.s.node}
 	return r
+}
+
+// findHome sets the home of r, a request of a several-group cluster, to the group of its keys,
+// or refuses it (CROSSSLOT) when they are in different slots, and reports whether it may run.
+func (c *conn) findHome(r *request) bool {
+	if !r.cmd.leader {
+		return true
+	}
+	if spansGroups(r.cmd, r.args) {
+		r.spans = true
+		return true
+	}
+	g, ok := c.s.groupOfKeys(r.cmd.keyArgs(r.args))
+	if !ok {
+		c.s.stats.errors.Add(1)
+		c.s.metrics.refuse(refusedCrossSlot)
+		c.refuse(r.w, r.cmd, r.args, errCrossSlot)
+		return false
+	}
+	r.home = c.s.groups[g]
+	return true
 }
 
 // where decides where an admitted command runs. A command for the leader, on a follower, runs
 // on this node's own table for a READONLY connection's read, and is forwarded otherwise once a
 // leader is known; a blocking one waits here, where its client is, and forwards each pop it
 // tries (lists.go).
-func (c *conn) where(cmd *command) execPath {
-	if !cmd.leader || c.s.node.IsLeader() {
+func (c *conn) where(r *request) execPath {
+	cmd := r.cmd
+	if !cmd.leader || r.spans || r.home.IsLeader() {
 		return onNode
 	}
 	switch {
 	case c.sess.readonly && !cmd.write:
 		return onLocal
 	case cmd.blocking && !c.hop.forwarded:
-		c.awaitLeader()
+		c.awaitLeaderOf(r.home)
 		return onNode
-	case !c.awaitLeader():
+	case !c.awaitLeaderOf(r.home):
 		return onLeader
 	}
 	return onNode
@@ -173,28 +198,30 @@ func (c *conn) recoverCommand(w *resp.Writer, args [][]byte) {
 // Config.MaxMemory: commands that may create keys are refused (Redis's denyoom commands past
 // maxmemory).
 func (s *Server) full() bool {
-	return s.cfg.MaxKeys > 0 && s.node.Keys() >= s.cfg.MaxKeys || s.overMemory.Load()
+	return s.cfg.MaxKeys > 0 && s.keyCount() >= s.cfg.MaxKeys || s.overMemory.Load()
 }
 
-// leaderKnown reports whether a request that needs the leader can be served now: this node is
-// the ready leader, or l is another node, known to lead, at a known client address.
-func (s *Server) leaderKnown(l node.Leadership) bool {
-	return s.node.IsLeader() || l.ID != "" && l.ID != s.cfg.NodeID && l.ClientAddr != ""
+// leaderKnown reports whether a request that needs home's leader can be served now: this node
+// is its ready leader, or l is another node, known to lead, at a known client address.
+func (s *Server) leaderKnown(home Replica, l node.Leadership) bool {
+	return home.IsLeader() || l.ID != "" && l.ID != s.cfg.NodeID && l.ClientAddr != ""
 }
 
 // awaitLeader waits, up to Config.LeaderWait, until a leader is known (first contact: a client
 // that connects right after a node starts, or during an election, is served instead of being
 // told CLUSTERDOWN). It reports whether this node is the ready leader itself; otherwise the
 // request is routed (forwarded, or answered with why it cannot be).
-func (c *conn) awaitLeader() bool {
-	n := c.s.node
+func (c *conn) awaitLeader() bool { return c.awaitLeaderOf(c.s.node) }
+
+// awaitLeaderOf is awaitLeader for the leader of n, one raft group's replica.
+func (c *conn) awaitLeaderOf(n Replica) bool {
 	if c.s.cfg.LeaderWait <= 0 {
 		return n.IsLeader()
 	}
 	var deadline *time.Timer
 	for {
 		l := n.Leadership() // its Changed was taken before the leader was read: no change is missed
-		if c.s.leaderKnown(l) {
+		if c.s.leaderKnown(n, l) {
 			return n.IsLeader()
 		}
 		if _, failed := c.s.failedDisk(); failed {

@@ -154,10 +154,10 @@ func writeCommand(w *resp.Writer, args [][]byte) {
 	}
 }
 
-// upstreamFits reports whether the current upstream is the one forward would use now (the
-// leader's address, the protocol, the database, and still open): else forward dials a new one.
-func (c *conn) upstreamFits(proto, db int) bool {
-	addr := c.s.node.Leadership().ClientAddr
+// upstreamFits reports whether the current upstream is the one forward would use now for a
+// request of home's group (its leader's address, the protocol, the database, and still open): else forward dials a new one.
+func (c *conn) upstreamFits(home Replica, proto, db int) bool {
+	addr := home.Leadership().ClientAddr
 	u := c.hop.up
 	return u != nil && u.addr == addr && u.proto == proto && u.db == db && u.fresh(time.Now(), c.s.cfg.IdleTimeout, c.hop.watching)
 }
@@ -211,7 +211,7 @@ func (r *request) route(mayApply bool) {
 // link broke and mayApply) and returns ok false.
 func (r *request) forward(cmds [][][]byte, mayApply bool) (reply []byte, ok bool) {
 	c, cmd := r.c, r.cmd
-	l := r.s.node.Leadership()
+	l := r.home.Leadership()
 	id, addr := l.ID, l.ClientAddr
 	switch {
 	case id == "" || id == r.s.cfg.NodeID:

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net"
+	"slices"
 	"sync"
 	"time"
 )
@@ -66,14 +67,14 @@ func (w *forwardWatch) unwatch(nc net.Conn, id string) {
 	w.inflight[k] = fw
 }
 
-// cut moves the deadline of every upstream that has waited leaderCheckEvery on a leader other
-// than leader to now.
-func (w *forwardWatch) cut(leader string) {
+// cut moves the deadline of every upstream that has waited leaderCheckEvery on a node that
+// leads no group now (leaders: the leader of each group) to now.
+func (w *forwardWatch) cut(leaders []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
 	for k, fw := range w.inflight {
-		if k.id != leader && now.Sub(fw.since) >= leaderCheckEvery {
+		if !slices.Contains(leaders, k.id) && now.Sub(fw.since) >= leaderCheckEvery {
 			k.nc.SetDeadline(now)
 		}
 	}
@@ -91,7 +92,11 @@ func (s *Server) watchForwards() {
 			return
 		case <-tick.C:
 		}
-		s.forwards.cut(s.node.Leadership().ID)
+		leaders := make([]string, len(s.groups))
+		for g, rep := range s.groups {
+			leaders[g] = rep.Leadership().ID
+		}
+		s.forwards.cut(leaders)
 		s.dropClientsOnFailedDisk()
 	}
 }

@@ -288,6 +288,9 @@ func cmdFunction(r *request) {
 	case !arityOK(arity, len(r.args)):
 		r.w.Error("ERR wrong number of arguments for 'function|" + sub + "' command")
 		return
+	case r.spans && !r.pinned && r.path != onScript:
+		r.acrossGroups()
+		return
 	}
 	switch sub {
 	case "load":

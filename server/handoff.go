@@ -100,14 +100,18 @@ func (q *queueWaits) register(seq fsm.Token, reqs []lockRequest) *queueWait {
 	return w
 }
 
-// restored looks again at every wait after a snapshot replaced the table: the entries it covers,
-// which may have served a waiter or ended its wait, were never applied here. A wait whose waiter
-// is gone ends: with the locks its owner holds (a Serve came), or with none.
-func (q *queueWaits) restored(n Replica) {
+// restored looks again at every wait of n's group (the waits whose first key mine says is
+// in it) after a snapshot replaced its table: the entries it covers, which may have served a
+// waiter or ended its wait, were never applied here. A wait whose waiter is gone ends: with
+// the locks its owner holds (a Serve came), or with none.
+func (q *queueWaits) restored(n Replica, mine func(key []byte) bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n.ExecLocal(func(v node.View) {
 		for seq, w := range q.bySeq {
+			if !mine(w.reqs[0].Key) {
+				continue
+			}
 			if _, _, queued := v.Lookup(fsm.WaiterKey(w.reqs[0].Key, seq)); queued {
 				continue
 			}
@@ -340,7 +344,7 @@ func (s *Server) leaveQueue(keys [][]byte, seq fsm.Token, w *queueWait, giveBack
 		if !ok {
 			return
 		}
-		if _, err := s.node.Exec(ctx, keys, func(v node.View) []fsm.Command {
+		if _, err := s.homeOfTableKeys(keys).Exec(ctx, keys, func(v node.View) []fsm.Command {
 			var cmds []fsm.Command
 			for i, k := range keys {
 				if c, ok := locks.HolderCommand(v, locks.Unlock(k, tokens[i]), tokens[i]); ok {
@@ -359,7 +363,7 @@ func (s *Server) leaveQueue(keys [][]byte, seq fsm.Token, w *queueWait, giveBack
 func (s *Server) withdraw(ctx context.Context, keys [][]byte, seq fsm.Token) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	_, err := s.node.Exec(ctx, keys, func(v node.View) []fsm.Command {
+	_, err := s.homeOfTableKeys(keys).Exec(ctx, keys, func(v node.View) []fsm.Command {
 		var cmds []fsm.Command
 		for _, k := range keys {
 			wk := fsm.WaiterKey(k, seq)
@@ -430,7 +434,7 @@ func (r *request) resumeWait(reqs []lockRequest, wait time.Duration) bool {
 		if time.Now().After(deadline) || r.c.ctx.Err() != nil {
 			return false
 		}
-		r.s.node.ExecLocal(func(v node.View) {
+		r.home.ExecLocal(func(v node.View) {
 			seq, served = findWaiter(v, reqs)
 		})
 	}

@@ -40,7 +40,7 @@ import (
 // goroutine, and reports whether it did; when it did not, the command goes to the serve
 // goroutine as any other.
 func (c *conn) runInline(args [][]byte, size int64) bool {
-	if c.raw == nil || !c.s.node.IsLeader() {
+	if c.raw == nil || c.s.grouped() || !c.s.node.IsLeader() {
 		return false
 	}
 	cmd := lookupCommand(args[0])

@@ -261,9 +261,9 @@ func (s *Server) infoSection(name string, askNode bool) []infoField {
 	case "replication":
 		return []infoField{{"role", "master"}, {"connected_slaves", "0"}}
 	case "raft":
-		return raftInfo(s.node.Stats())
+		return append(raftInfo(s.node.Stats()), s.groupsInfo()...)
 	case "locks":
-		ns := s.node.Stats()
+		ns := s.tableStats()
 		return []infoField{
 			{"locks_held", strconv.Itoa(ns.Locks)},
 			{"leases_armed", strconv.Itoa(ns.Leases)},
@@ -272,7 +272,7 @@ func (s *Server) infoSection(name string, askNode bool) []infoField {
 			{"ghost_locks_released", u(ns.GhostReleases)},
 		}
 	case "keyspace":
-		ns := s.node.Stats()
+		ns := s.tableStats()
 		var out []infoField
 		for db, n := range ns.DBKeys {
 			if n > 0 {

@@ -173,6 +173,11 @@ func expireGeneric(r *request, name string, seconds, relative bool) {
 // DBSIZE -> the number of held locks.
 func cmdDBSize(r *request) {
 	n := 0
+	if r.spans {
+		r.s.eachGroup(func(v node.View) { n += v.Len(r.db) })
+		r.w.Int(int64(n))
+		return
+	}
 	_, err := r.exec(nil, func(v node.View) []fsm.Command {
 		n = v.Len(r.db)
 		return nil
@@ -276,6 +281,10 @@ func cmdFlushAll(r *request) { flush(r, nil) }
 func flush(r *request, db []byte) {
 	if len(r.args) > 2 || len(r.args) == 2 && !is(r.args[1], "async") && !is(r.args[1], "sync") {
 		r.w.Error(errSyntax)
+		return
+	}
+	if r.spans && !r.pinned {
+		r.acrossGroups()
 		return
 	}
 	_, err := r.exec(nil, func(node.View) []fsm.Command {

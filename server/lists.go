@@ -393,7 +393,7 @@ func blockingPop(r *request, head bool) {
 // nothing was popped, and again says to try once more at once (the pop lost a race for the
 // element at apply).
 func (r *request) tryPop(keys [][]byte, head, strict bool, wt *waiter) (done, again bool) {
-	if r.path == onNode && !r.s.node.IsLeader() {
+	if r.path == onNode && !r.home.IsLeader() {
 		return r.tryPopForwarded(keys, strict, wt), false
 	}
 	var key, elem []byte
@@ -451,7 +451,7 @@ func (r *request) tryPopForwarded(keys [][]byte, strict bool, wt *waiter) (done 
 	}
 	if !strict {
 		var lists [][]byte
-		r.s.node.ExecLocal(func(v node.View) {
+		r.home.ExecLocal(func(v node.View) {
 			for _, k := range keys {
 				if _, cur, _ := lookupTyped(v, k, fsm.TypeList); cur != nil {
 					lists = append(lists, k)

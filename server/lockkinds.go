@@ -373,13 +373,17 @@ func cmdLocks(r *request) {
 		return
 	}
 	readable := func(key []byte) bool { return user.canKey(key, permRead) }
-	_, err := r.exec(nil, func(v node.View) []fsm.Command {
-		page, next = listLocks(v, byte(r.db), from, int(count), pattern, kind, readable)
-		return nil
-	})
-	if err != nil {
-		r.replyError(err)
-		return
+	if r.spans {
+		page, next = r.s.spanLocks(byte(r.db), from, int(count), pattern, kind, readable, nil)
+	} else {
+		_, err := r.exec(nil, func(v node.View) []fsm.Command {
+			page, next = listLocks(v, byte(r.db), from, int(count), pattern, kind, readable)
+			return nil
+		})
+		if err != nil {
+			r.replyError(err)
+			return
+		}
 	}
 	r.w.Array(2)
 	if next == nil {
@@ -409,6 +413,7 @@ func cmdLocks(r *request) {
 
 // lockEntry is one holder LOCKS lists.
 type lockEntry struct {
+	at         []byte // its table key (a share's or a permit's: its holder key)
 	key, owner []byte
 	kind       string
 	token      fsm.Token
@@ -445,7 +450,7 @@ func listLocks(v node.View, db byte, from []byte, limit int, pattern *glob, kind
 			e.key, e.kind = key[1:], "lock"
 		}
 		if (kind == "" || kind == e.kind) && (pattern == nil || pattern.match(e.key)) && readable(e.key) {
-			e.key = slices.Clone(e.key)
+			e.key, e.at = slices.Clone(e.key), slices.Clone(key)
 			page = append(page, e)
 		}
 		return true

@@ -46,15 +46,22 @@ func (s *Server) LockPage(q node.LockPageQuery) (node.LockPage, error) {
 	var entries []lockEntry
 	var next []byte
 	queues := map[string][]node.LockWaiter{}
-	s.node.ExecLocal(func(v node.View) {
-		entries, next = listLocks(v, db, from, q.Count, pattern, "", readable)
+	queuesOf := func(v node.View, entries []lockEntry) {
 		for _, e := range entries {
 			k := fsm.DBKey(q.DB, e.key)
 			if _, seen := queues[string(k)]; !seen {
 				queues[string(k)] = waitersOf(v, k)
 			}
 		}
-	})
+	}
+	if s.grouped() {
+		entries, next = s.spanLocks(db, from, q.Count, pattern, "", readable, queuesOf)
+	} else {
+		s.node.ExecLocal(func(v node.View) {
+			entries, next = listLocks(v, db, from, q.Count, pattern, "", readable)
+			queuesOf(v, entries)
+		})
+	}
 
 	page := node.LockPage{Holders: make([]node.LockHolder, 0, len(entries)), Queues: []node.KeyQueue{}, Next: "0"}
 	if next != nil {

@@ -186,7 +186,7 @@ func endsLocks(cmd *command) bool {
 }
 
 // lockEnded is the node's LockEnded hook: it runs on the apply path and must not block.
-func (s *Server) lockEnded(at node.LogPosition, key []byte, token fsm.Token, how node.LockEnd) {
+func (s *Server) lockEnded(g int, at node.LogPosition, key []byte, token fsm.Token, how node.LockEnd) {
 	if base, _, ok := fsm.HolderOf(key); ok {
 		key = base // a share's or a permit's: its holders know it by its key and token
 	}
@@ -202,7 +202,7 @@ func (s *Server) lockEnded(at node.LogPosition, key []byte, token fsm.Token, how
 			body = append(body, ' ')
 			body = append(body, how.String()...)
 		}
-		s.hub.deliverLock(at, lockChannel(key), body)
+		s.hub.deliverLock(g, at, lockChannel(key), body)
 	}
 }
 
@@ -262,10 +262,10 @@ func (s *Server) locksFlushed(db []byte) {
 	}
 }
 
-// recheckHolders runs after this node installed a snapshot: the entries it covers were never
-// applied here, so every holder whose lock the new table no longer has (or has with another
-// token) hears lock-lost with reason unknown.
-func (s *Server) recheckHolders() {
+// recheckHolders runs after this node installed a snapshot of group g: the entries it covers
+// were never applied here, so every holder of a lock of that group whose lock the new table no
+// longer has (or has with another token) hears lock-lost with reason unknown.
+func (s *Server) recheckHolders(g int) {
 	lw := s.lockWatch
 	type held struct {
 		key   []byte
@@ -274,6 +274,9 @@ func (s *Server) recheckHolders() {
 	var all []held
 	lw.mu.Lock()
 	for k, holders := range lw.byKey {
+		if s.homeOfTableKeys([][]byte{[]byte(k)}) != s.groups[g] {
+			continue
+		}
 		for _, h := range holders {
 			all = append(all, held{[]byte(k), h.token})
 		}
@@ -283,7 +286,7 @@ func (s *Server) recheckHolders() {
 		return
 	}
 	var gone []held
-	s.node.ExecLocal(func(v node.View) {
+	s.groups[g].ExecLocal(func(v node.View) {
 		for _, h := range all {
 			if l, _, ok := v.Lookup(h.key); ok && l.Token == h.token && l.Value == nil {
 				continue
@@ -300,10 +303,10 @@ func (s *Server) recheckHolders() {
 }
 
 // restored is the node's Restored hook: the snapshot's entries are never delivered here.
-func (s *Server) restored() {
+func (s *Server) restored(g int) {
 	s.hub.dropSubscribers()
-	s.recheckHolders()
-	s.queueWaits.restored(s.node)
+	s.recheckHolders(g)
+	s.queueWaits.restored(s.groups[g], func(key []byte) bool { return s.homeOfTableKeys([][]byte{key}) == s.groups[g] })
 }
 
 // locksWatched is the node's LocksWatched hook: whether anyone on this node listens to lock

@@ -50,10 +50,11 @@ const (
 	refusedSubscribed               // a RESP2 connection in subscribed mode
 	refusedNoLeader                 // no leader known within the wait (CLUSTERDOWN)
 	refusedDiskFailed               // a subscription or a blocking command on a node whose disk failed
+	refusedCrossSlot                // keys in different hash slots, in a cluster of several raft groups
 	numRefusals
 )
 
-var refusalNames = [numRefusals]string{"none", "unknown_command", "wrong_arity", "noauth", "noperm", "oom", "subscribed", "no_leader", "disk_failed"}
+var refusalNames = [numRefusals]string{"none", "unknown_command", "wrong_arity", "noauth", "noperm", "oom", "subscribed", "no_leader", "disk_failed", "crossslot"}
 
 // serverMetrics are the figures ServerStats reports beyond serverStats's counters.
 type serverMetrics struct {

@@ -92,12 +92,12 @@ func (s *Server) setNotifyFlags(flags uint32) {
 	s.notifyMu.Lock()
 	defer s.notifyMu.Unlock()
 	s.notifyFlags.Store(flags)
-	s.node.Watch(s.watchers(flags&(notifyKeyspace|notifyKeyevent) != 0))
+	s.watch(flags&(notifyKeyspace|notifyKeyevent) != 0)
 }
 
 // notifyKey publishes a key event to this node's subscribers, as the setting asks. key is a
 // table key. With notifications off (the default) it costs one atomic load.
-func (s *Server) notifyKey(at node.LogPosition, key []byte, ev node.KeyEvent) {
+func (s *Server) notifyKey(g int, at node.LogPosition, key []byte, ev node.KeyEvent) {
 	flags := s.notifyFlags.Load()
 	e, known := keyEvents[ev]
 	if flags&(notifyKeyspace|notifyKeyevent) == 0 || !known || flags&e.class == 0 {
@@ -106,9 +106,9 @@ func (s *Server) notifyKey(at node.LogPosition, key []byte, ev node.KeyEvent) {
 	db, k := fsm.SplitDBKey(key)
 	prefix := func(kind string) []byte { return []byte("__key" + kind + "@" + itoa(int64(db)) + "__:") }
 	if flags&notifyKeyspace != 0 {
-		s.hub.deliver(at, append(prefix("space"), k...), []byte(e.name), false)
+		s.hub.deliver(g, at, append(prefix("space"), k...), []byte(e.name), false)
 	}
 	if flags&notifyKeyevent != 0 {
-		s.hub.deliver(at, append(prefix("event"), e.name...), k, false)
+		s.hub.deliver(g, at, append(prefix("event"), e.name...), k, false)
 	}
 }

@@ -79,9 +79,10 @@ type hub struct {
 	mu     struct {
 		sync.Mutex
 		// subs maps each channel, pattern and shard channel to its subscribers here, each with
-		// where the node's log ended when it subscribed: it does not hear the messages of the
-		// entries the log held then (a restarted node applies them again), published before.
-		subs  [subKinds]map[string]map[*conn]node.LogEnd
+		// where each raft group's log ended when it subscribed (index = group): it does not
+		// hear the messages of the entries a log held then (a restarted node applies them
+		// again), published before.
+		subs  [subKinds]map[string]map[*conn][]node.LogEnd
 		globs map[string]*glob // each subscribed pattern, compiled
 		count int              // subscriptions, each connection's counted
 	}
@@ -94,7 +95,7 @@ type hub struct {
 func newHub(log *slog.Logger) *hub {
 	h := &hub{log: log, limits: DefaultSubscriptionLimits()}
 	for k := range h.mu.subs {
-		h.mu.subs[k] = map[string]map[*conn]node.LogEnd{}
+		h.mu.subs[k] = map[string]map[*conn][]node.LogEnd{}
 	}
 	h.mu.globs = map[string]*glob{}
 	return h
@@ -102,8 +103,9 @@ func newHub(log *slog.Logger) *hub {
 
 // subscribe subscribes c to those of names it is not subscribed to yet (of kind k; mine is c's
 // subscriptions, all kinds), all or none, to hear the messages of the entries a log that ended
-// at since does not hold: it returns the error reply of the bound they would pass, or "".
-func (h *hub) subscribe(c *conn, k subKind, names [][]byte, mine *subscriptions, since node.LogEnd) string {
+// at since does not hold (since: each group's, Server.logEnds): it returns the error reply of
+// the bound they would pass, or "".
+func (h *hub) subscribe(c *conn, k subKind, names [][]byte, mine *subscriptions, since []node.LogEnd) string {
 	lim := h.limits
 	var fresh [][]byte
 	for _, name := range names {
@@ -149,7 +151,7 @@ func (h *hub) subscribe(c *conn, k subKind, names [][]byte, mine *subscriptions,
 		mine[k][string(name)] = struct{}{}
 		conns := h.mu.subs[k][string(name)]
 		if conns == nil {
-			conns = map[*conn]node.LogEnd{}
+			conns = map[*conn][]node.LogEnd{}
 			h.mu.subs[k][string(name)] = conns
 			if k == subPattern {
 				h.mu.globs[string(name)] = globs[i]
@@ -199,21 +201,21 @@ func (h *hub) forget(c *conn, subs *subscriptions) {
 	}
 }
 
-// deliver is the node's publish hook: it queues the message of the entry at at for every
-// subscriber on this node that subscribed before this node's log held that entry, and returns
-// how many there were (PUBLISH's reply on the leader).
-func (h *hub) deliver(at node.LogPosition, channel, body []byte, shard bool) int {
-	return h.fanOut(at, channel, body, shard, false)
+// deliver is the node's publish hook: it queues the message of the entry at at of group g's
+// log for every subscriber on this node that subscribed before that log held that entry, and
+// returns how many there were (PUBLISH's reply on the leader).
+func (h *hub) deliver(g int, at node.LogPosition, channel, body []byte, shard bool) int {
+	return h.fanOut(g, at, channel, body, shard, false)
 }
 
 // fanOut is deliver, and with lockOnly deliverLock: only the patterns that start with
 // lockChannelPrefix hear a lock channel's message.
-func (h *hub) fanOut(at node.LogPosition, channel, body []byte, shard, lockOnly bool) int {
+func (h *hub) fanOut(g int, at node.LogPosition, channel, body []byte, shard, lockOnly bool) int {
 	var full []*conn
 	n := 0
-	hear := func(conns map[*conn]node.LogEnd, kind pushKind, pattern string) {
+	hear := func(conns map[*conn][]node.LogEnd, kind pushKind, pattern string) {
 		for c, since := range conns {
-			if since.Holds(at) {
+			if since[g].Holds(at) {
 				continue // published before it subscribed
 			}
 			p := &push{kind: kind, channel: clone(channel), body: clone(body)}
@@ -322,8 +324,8 @@ func (h *hub) lockInterest() bool { return h.lockNames.Load() > 0 }
 // deliverLock delivers a lock channel's message (lockwatch.go) of the entry at at as deliver
 // does, to the subscribers of channel and of the patterns that start with lockChannelPrefix and
 // match it: a pattern that only happens to match (PSUBSCRIBE *) does not hear lock channels.
-func (h *hub) deliverLock(at node.LogPosition, channel, body []byte) {
-	h.fanOut(at, channel, body, false, true)
+func (h *hub) deliverLock(g int, at node.LogPosition, channel, body []byte) {
+	h.fanOut(g, at, channel, body, false, true)
 }
 
 // subscribers is how many connections here are subscribed to name (of kind k).
@@ -351,7 +353,7 @@ func subscribe(r *request, k subKind, verb string) {
 	for _, name := range r.args[1:] {
 		_, had[string(name)] = subs[k][string(name)]
 	}
-	if msg := r.s.hub.subscribe(c, k, r.args[1:], subs, r.s.node.LogEnd()); msg != "" {
+	if msg := r.s.hub.subscribe(c, k, r.args[1:], subs, r.s.logEnds()); msg != "" {
 		r.w.Error(msg)
 		return
 	}

@@ -76,8 +76,11 @@ type Admin interface {
 }
 
 // Deps are what a server serves through. Replica is required; Admin and Disk may be nil.
+// Groups, for a cluster of several raft groups (groups.go), is this node's replica of each
+// group, index = group, Groups[0] being Replica; nil (or one) for a cluster of one group.
 type Deps struct {
 	Replica Replica
 	Admin   Admin
 	Disk    Disk
+	Groups  []Replica
 }

@@ -18,6 +18,13 @@ type request struct {
 	args [][]byte // the key arguments are table keys once the request runs here (db.go)
 	db   int      // the database its keys are in
 	path execPath
+	// home is the replica of the raft group its keys are in (groups.go): the node itself in a
+	// cluster of one group.
+	home Replica
+	// spans: a request of a several-group cluster that concerns every group (spansGroups); it
+	// runs here and reaches the groups itself. pinned: this is one group's run of such a
+	// request (acrossGroups), in home alone.
+	spans, pinned bool
 	// script is the running script whose overlay a redis.call evaluates on (path onScript).
 	script *scriptRun
 	// slot is the pipeline slot of a command running while others of its connection are in
@@ -75,10 +82,10 @@ func (r *request) exec(keys [][]byte, eval node.Eval) ([]fsm.Result, error) {
 	case onScript:
 		return r.script.ov.apply(eval(r.script.ov)), nil
 	case onLocal:
-		r.s.node.ExecLocal(func(v node.View) { eval(v) })
+		r.home.ExecLocal(func(v node.View) { eval(v) })
 		return nil, nil
 	}
-	return r.s.node.Exec(r.c.proposeCtx(), keys, eval, r.await)
+	return r.home.Exec(r.c.proposeCtx(), keys, eval, r.await)
 }
 
 // touchingWatched is eval, for a write command while some key is watched, made to touch the

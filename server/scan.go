@@ -73,10 +73,15 @@ func cmdKeys(r *request) {
 		keys [][]byte
 		more []byte
 	)
-	_, err := r.exec(nil, func(v node.View) []fsm.Command {
-		keys, more = listKeys(v, r.db, []byte{byte(r.db)}, maxScanCount, pattern, nil)
-		return nil
-	})
+	var err error
+	if r.spans {
+		keys, more = r.s.spanKeys(r.db, []byte{byte(r.db)}, maxScanCount, pattern, nil)
+	} else {
+		_, err = r.exec(nil, func(v node.View) []fsm.Command {
+			keys, more = listKeys(v, r.db, []byte{byte(r.db)}, maxScanCount, pattern, nil)
+			return nil
+		})
+	}
 	switch {
 	case err != nil:
 		r.replyError(err)
@@ -142,10 +147,14 @@ func cmdScan(r *request) {
 		keys [][]byte
 		next []byte // nil: the iteration is over
 	)
-	_, err = r.exec(nil, func(v node.View) []fsm.Command {
-		keys, next = listKeys(v, r.db, pos.from, count, pattern, typ)
-		return nil
-	})
+	if r.spans {
+		keys, next = r.s.spanKeys(r.db, pos.from, count, pattern, typ)
+	} else {
+		_, err = r.exec(nil, func(v node.View) []fsm.Command {
+			keys, next = listKeys(v, r.db, pos.from, count, pattern, typ)
+			return nil
+		})
+	}
 	if err != nil {
 		if cur != 0 {
 			r.s.cursors.put(cur, pos) // the iteration goes on from where it was

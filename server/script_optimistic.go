@@ -76,7 +76,7 @@ func (e *evalCall) rerun(res []fsm.Result, err error) ([]fsm.Result, error) {
 // It reports whether eval must now check its reads (false: SCRIPT KILL stopped it, or it read
 // too much to be checked, and it has nothing to propose).
 func (e *evalCall) runOutside() bool {
-	log := newReadLog(e.r.s.node)
+	log := newReadLog(e.r.home)
 	e.reads, e.cmds = nil, nil
 	cmds := e.evaluate(log, 0)
 	if errors.Is(e.runErr, script.ErrKilled) {
@@ -115,7 +115,7 @@ func (e *evalCall) precompile() {
 	}
 	var src string
 	var ok bool
-	e.r.s.node.ExecLocal(func(v node.View) { src, ok = v.Script(e.sha) })
+	e.r.home.ExecLocal(func(v node.View) { src, ok = v.Script(e.sha) })
 	if ok {
 		_ = s.Compile([]byte(src)) // a stored script compiled when it was stored: Run reports any error
 	}

@@ -112,6 +112,10 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 	if refused != "" {
 		return errValue(refused), nil
 	}
+	if p.s.grouped() && cmd.leader && !p.s.inHome(p.home, cmd.keyArgs(args)) {
+		// Its overlay is its group's table: another group's key is not in it.
+		return errValue("ERR Script attempted to access a non local key in a cluster node script"), nil
+	}
 	switch cmd.name {
 	case "select":
 		db, ok := parseInt(args[1])
@@ -147,7 +151,7 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 	if cmd.leader && !cmd.movable {
 		args = withDBKeys(cmd, args, run.db)
 	}
-	run.call = request{s: p.s, c: p.c, w: run.callW, cmd: cmd, args: args, db: run.db, path: onScript, script: run}
+	run.call = request{s: p.s, c: p.c, w: run.callW, cmd: cmd, args: args, db: run.db, path: onScript, script: run, home: p.home}
 	cmd.run(&run.call)
 	run.callW.Flush()
 	captured := run.calls.Bytes()[from:]
@@ -675,6 +679,10 @@ var scriptHelp = []string{
 // SCRIPT LOAD source | EXISTS sha... | FLUSH [ASYNC|SYNC] | KILL | HELP
 func cmdScript(r *request) {
 	sub := lower(r.args[1])
+	if r.spans && !r.pinned && r.path != onScript {
+		r.acrossGroups()
+		return
+	}
 	switch {
 	case sub == "load" && len(r.args) == 3:
 		src := r.args[2]

@@ -309,10 +309,12 @@ func (c Config) Validate() error {
 
 // Server serves RESP clients.
 type Server struct {
-	cfg   Config
-	node  Replica
-	admin Admin // nil: RAFT administration is refused
-	disk  Disk  // nil: INFO reports no disk fault
+	cfg  Config
+	node Replica
+	// groups is this node's replica of each raft group (groups.go); groups[0] is node.
+	groups []Replica
+	admin  Admin // nil: RAFT administration is refused
+	disk   Disk  // nil: INFO reports no disk fault
 	// diskDropped: the client connections were closed for a failed disk (dropClientsOnFailedDisk).
 	diskDropped atomic.Bool
 	// queueWaits are this node's clients waiting in a lock queue (handoff.go).
@@ -402,7 +404,15 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if d.Replica == nil {
 		return nil, errors.New("server: no node")
 	}
-	s := &Server{cfg: cfg, node: d.Replica, admin: d.Admin, disk: d.Disk, queueWaits: newQueueWaits(), log: cfg.Logger.With("component", "server"), start: time.Now(),
+	switch {
+	case len(d.Groups) <= 1:
+		d.Groups = []Replica{d.Replica}
+	case d.Groups[0] != d.Replica:
+		return nil, errors.New("server: Deps.Groups[0] must be Deps.Replica")
+	case len(d.Groups) > hashSlots:
+		return nil, errors.New("server: more raft groups than hash slots")
+	}
+	s := &Server{cfg: cfg, node: d.Replica, groups: d.Groups, admin: d.Admin, disk: d.Disk, queueWaits: newQueueWaits(), log: cfg.Logger.With("component", "server"), start: time.Now(),
 		bootID: strconv.FormatUint(rand.Uint64()>>16, 36)}
 	s.maxClients.Store(int64(cfg.MaxClients))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -422,7 +432,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s.acl.seed = seed
 	s.acl.cur.Store(&seed)
 	s.mu.conns = make(map[*conn]struct{})
-	s.node.Watch(s.watchers(false))
+	s.watch(false)
 	s.reloadUsers() // after the hook is set: a change racing it is read by one or the other
 	s.readAhead.limit = int64(cfg.TotalReadAheadBytes)
 	s.snapshots.every, s.digests.every, s.backups.every = snapshotEvery, digestEvery, backupEvery
@@ -434,25 +444,39 @@ func New(cfg Config, d Deps) (*Server, error) {
 	return s, nil
 }
 
-// watchers are the hooks the server gives its node: what an applied batch changed wakes
-// invalidations and LOCK ... WAIT waiters, its messages reach this node's subscribers, and the
-// ACL users are read again when they change. keyEvents adds the keyspace notifications' hook.
-func (s *Server) watchers(keyEvents bool) node.Watchers {
+// watch gives every group's replica the server's hooks (watchers).
+func (s *Server) watch(keyEvents bool) {
+	for g, rep := range s.groups {
+		rep.Watch(s.watchers(g, keyEvents))
+	}
+}
+
+// watchers are the hooks the server gives group g's replica: what an applied batch changed
+// wakes invalidations and LOCK ... WAIT waiters, its messages reach this node's subscribers
+// (each subscriber hears what the group's log did not hold when it subscribed), and the ACL
+// users are read again when they change. keyEvents adds the keyspace notifications' hook.
+func (s *Server) watchers(g int, keyEvents bool) node.Watchers {
 	w := node.Watchers{
 		Changed: func(keys [][]byte) {
 			s.tracker.changed(keys)
 			s.waiters.changed(keys)
 		},
-		Published:    s.hub.deliver,
-		LockEnded:    s.lockEnded,
+		Published: func(at node.LogPosition, channel, message []byte, shard bool) int {
+			return s.hub.deliver(g, at, channel, message, shard)
+		},
+		LockEnded: func(at node.LogPosition, key []byte, token fsm.Token, how node.LockEnd) {
+			s.lockEnded(g, at, key, token, how)
+		},
 		Waited:       s.queueWaits.waited,
 		LocksWatched: s.locksWatched,
 		LocksFlushed: s.locksFlushed,
-		Restored:     s.restored,
+		Restored:     func() { s.restored(g) },
 		UsersChanged: s.reloadUsers,
 	}
 	if keyEvents {
-		w.KeyEvent = s.notifyKey
+		w.KeyEvent = func(at node.LogPosition, key []byte, ev node.KeyEvent) {
+			s.notifyKey(g, at, key, ev)
+		}
 	}
 	return w
 }

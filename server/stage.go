@@ -112,7 +112,11 @@ func (c *conn) proposeStagedLocked() {
 	for _, st := range c.unproposed {
 		reqs = append(reqs, node.Proposal{Keys: st.keys, Eval: st.eval})
 	}
-	c.s.node.ProposeAll(c.proposeCtx(), reqs)
+	if c.s.grouped() {
+		c.proposeToGroups(reqs)
+	} else {
+		c.s.node.ProposeAll(c.proposeCtx(), reqs)
+	}
 	for i, st := range c.unproposed {
 		st.pending, st.err = reqs[i].Pending, reqs[i].Err
 		st.unproposed, st.keys, st.eval = false, nil, nil
@@ -215,4 +219,28 @@ func (st *stagedCall) res() ([]fsm.Result, error) {
 		return nil, st.err
 	}
 	return st.pending.Wait()
+}
+
+// proposeToGroups is ProposeAll for a several-group cluster: each group's replica proposes its
+// requests (reqs[i] is c.unproposed[i]'s), in their order. Requests of different groups touch
+// different keys, so the order between groups does not matter.
+func (c *conn) proposeToGroups(reqs []node.Proposal) {
+	var mine []node.Proposal
+	var at []int
+	for _, home := range c.s.groups {
+		mine, at = mine[:0], at[:0]
+		for i, st := range c.unproposed {
+			if st.r.home == home {
+				mine = append(mine, reqs[i])
+				at = append(at, i)
+			}
+		}
+		if len(mine) == 0 {
+			continue
+		}
+		home.ProposeAll(c.proposeCtx(), mine)
+		for j, i := range at {
+			reqs[i] = mine[j]
+		}
+	}
 }

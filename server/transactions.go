@@ -261,9 +261,40 @@ func (c *conn) queue(w *resp.Writer, cmd *command, args [][]byte) {
 		w.Error("ERR max read-ahead bytes reached on this node (" + itoa(c.s.readAhead.limit) + " bytes of commands not yet executed): the transaction is refused")
 		return
 	}
+	if c.s.grouped() && cmd.leader && !c.joinTxHome(cmd.keyArgs(args)) {
+		c.s.readAhead.release(size)
+		tx.aborted = true
+		w.Error(errCrossSlot)
+		return
+	}
 	c.multiBytes += size
 	tx.queued = append(tx.queued, queuedCommand{cmd: cmd, args: args})
 	w.SimpleString("QUEUED")
+}
+
+// txHome is the replica of the group this connection's transaction runs in: the group of its
+// WATCHed and queued keys (joinTxHome), group 0 when it has none.
+func (c *conn) txHome() Replica {
+	if c.sess.txHome != nil {
+		return c.sess.txHome
+	}
+	return c.s.node
+}
+
+// joinTxHome makes keys' group (group 0 for none) the transaction's, and reports false when the
+// transaction is already another group's, or keys are in different slots: in a several-group
+// cluster a transaction runs in one group, as in Redis Cluster on one node.
+func (c *conn) joinTxHome(keys [][]byte) bool {
+	g, ok := c.s.groupOfKeys(keys)
+	if !ok {
+		return false
+	}
+	home := c.s.groups[g]
+	if c.sess.txHome != nil && c.sess.txHome != home {
+		return false
+	}
+	c.sess.txHome = home
+	return true
 }
 
 // releaseQueued gives back what the transaction's queued commands held of the node's
@@ -305,7 +336,14 @@ func cmdWatch(r *request) {
 		return
 	}
 	keys := r.args[1:]
-	if !r.s.node.IsLeader() && !c.awaitLeader() {
+	if c.s.grouped() {
+		if !c.joinTxHome(keys) {
+			r.w.Error(errCrossSlot)
+			return
+		}
+		r.home = c.txHome()
+	}
+	if !r.home.IsLeader() && !c.awaitLeaderOf(r.home) {
 		if reply, ok := r.forward([][][]byte{r.args}, false); ok {
 			if string(reply) == "+OK\r\n" {
 				c.hop.watching = true
@@ -364,12 +402,15 @@ func (r *request) unwatch() {
 	c := r.c
 	r.s.watches.forget(c.sess.watches)
 	c.sess.watches = nil
+	if c.sess.multi == nil {
+		c.sess.txHome = nil
+	}
 	c.hop.watchLost = false
 	if !c.hop.watching {
 		return
 	}
 	c.hop.watching = false
-	if !c.upstreamFits(r.w.Protocol(), r.db) {
+	if !c.upstreamFits(r.home, r.w.Protocol(), r.db) {
 		c.closeUpstream() // the leader's side forgets the watches with the link
 		return
 	}
@@ -386,7 +427,7 @@ func (r *request) unwatch() {
 func (c *conn) abortExec(w *resp.Writer, cmd *command, args [][]byte, msg string) {
 	c.sess.multi = nil
 	c.releaseQueued()
-	(&request{s: c.s, c: c, w: w, cmd: cmd, args: args, db: c.sess.db}).unwatch()
+	(&request{s: c.s, c: c, w: w, cmd: cmd, args: args, db: c.sess.db, home: c.txHome()}).unwatch()
 	w.Error("EXECABORT Transaction discarded because of: " + strings.TrimPrefix(msg, "ERR "))
 }
 
@@ -398,6 +439,8 @@ func cmdExec(r *request) {
 		r.w.Error("ERR EXEC without MULTI")
 		return
 	}
+	r.home = c.txHome()
+	defer func() { c.sess.txHome = nil }()
 	defer c.releaseQueued()
 	c.sess.multi = nil
 	if tx.aborted {
@@ -408,7 +451,7 @@ func cmdExec(r *request) {
 	if c.hop.watching {
 		// Watches live on the leader's side of the upstream: if the leader moved, the upstream
 		// (and they) are gone, whether or not it was noticed yet.
-		if addr := c.s.node.Leadership().ClientAddr; c.hop.up == nil || c.hop.up.addr != addr {
+		if addr := r.home.Leadership().ClientAddr; c.hop.up == nil || c.hop.up.addr != addr {
 			c.closeUpstream()
 		}
 	}
@@ -431,11 +474,11 @@ func cmdExec(r *request) {
 	switch {
 	case !needsLeader:
 		r.execLocal(tx, nil)
-	case c.hop.watchLost || c.hop.watching && c.s.node.IsLeader() || c.sess.watches.len() > 0 && !c.awaitLeader():
+	case c.hop.watchLost || c.hop.watching && r.home.IsLeader() || c.sess.watches.len() > 0 && !c.awaitLeaderOf(r.home):
 		// The watches were taken by another leader than the one that would run EXEC now.
 		r.unwatch()
 		r.w.NullArray()
-	case c.s.node.IsLeader() || c.awaitLeader():
+	case r.home.IsLeader() || c.awaitLeaderOf(r.home):
 		// The watches stay in the registry until EXEC's evaluation has checked them.
 		ws := c.sess.watches
 		c.sess.watches = nil
@@ -457,7 +500,7 @@ func (r *request) execForwarded(tx *transaction) {
 			return
 		}
 	}
-	if c.hop.watching && !c.upstreamFits(r.w.Protocol(), r.db) {
+	if c.hop.watching && !c.upstreamFits(r.home, r.w.Protocol(), r.db) {
 		// The watches live on the leader's side of the current upstream; a new one has none.
 		r.unwatch()
 		r.w.NullArray()
@@ -601,7 +644,7 @@ func (r *request) execLocal(tx *transaction, ws *watchSet) {
 				if !q.cmd.movable {
 					args = withDBKeys(q.cmd, args, dbs[i])
 				}
-				q.cmd.run(&request{s: r.s, c: c, w: w, cmd: q.cmd, args: args, db: dbs[i], path: onScript, script: run})
+				q.cmd.run(&request{s: r.s, c: c, w: w, cmd: q.cmd, args: args, db: dbs[i], path: onScript, script: run, home: r.home})
 				w.Flush()
 				if size += replies[i].Len(); size > maxExecReply {
 					tooBig = true
@@ -631,7 +674,7 @@ func (r *request) execLocal(tx *transaction, ws *watchSet) {
 		}
 		w := resp.NewWriter(&replies[i])
 		w.SetProtocol(proto)
-		q.cmd.run(&request{s: r.s, c: c, w: w, cmd: q.cmd, args: q.args, db: dbs[i]})
+		q.cmd.run(&request{s: r.s, c: c, w: w, cmd: q.cmd, args: q.args, db: dbs[i], home: r.home})
 		w.Flush()
 	}
 	r.w.Array(len(replies))

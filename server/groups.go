@@ -1,0 +1,263 @@
+package server
+
+import (
+	"bytes"
+	"slices"
+	"strconv"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/resp"
+)
+
+// Raft groups (DESIGN.md §13). A cluster created with G groups serves each of Redis Cluster's
+// 16384 hash slots from one group: the slots split into G even ranges, in order. A request
+// runs in the group of its keys (its home): the keys of one request must share a slot, as in
+// Redis Cluster, and a request without keys runs in group 0, which also holds what belongs to
+// no key (ACL users, functions, the cluster's members). With one group every request's home
+// is the node itself and nothing here changes what a request does.
+
+// hashSlots is Redis Cluster's number of hash slots.
+const hashSlots = 16384
+
+// errCrossSlot is Redis Cluster's reply to a request whose keys are in different slots.
+const errCrossSlot = "CROSSSLOT Keys in request don't hash to the same slot"
+
+// groupOfSlot is the group that serves slot when the cluster runs groups groups.
+func groupOfSlot(slot, groups int) int { return slot * groups / hashSlots }
+
+// slotsOf is the first and last slot group g serves (groupOfSlot's inverse).
+func slotsOf(g, groups int) (first, last int) {
+	return (g*hashSlots + groups - 1) / groups, ((g+1)*hashSlots+groups-1)/groups - 1
+}
+
+// grouped reports whether the cluster runs several groups.
+func (s *Server) grouped() bool { return len(s.groups) > 1 }
+
+// groupOfKeys is the group of keys (client keys, before their database prefix; 0 for none),
+// and false when they are in different slots.
+func (s *Server) groupOfKeys(keys [][]byte) (int, bool) {
+	if !s.grouped() || len(keys) == 0 {
+		return 0, true
+	}
+	slot := keySlot(keys[0])
+	for _, k := range keys[1:] {
+		if keySlot(k) != slot {
+			return 0, false
+		}
+	}
+	return groupOfSlot(slot, len(s.groups)), true
+}
+
+// homeOfTableKeys is the replica of table keys (with their database prefix, as the node's
+// requests carry them): the group of the first key's slot. The caller knows they share one.
+func (s *Server) homeOfTableKeys(keys [][]byte) Replica {
+	if !s.grouped() || len(keys) == 0 {
+		return s.node
+	}
+	_, key := fsm.SplitDBKey(keys[0])
+	return s.groups[groupOfSlot(keySlot(key), len(s.groups))]
+}
+
+// keyCount is the number of keys in every group's table on this node.
+func (s *Server) keyCount() int {
+	if !s.grouped() {
+		return s.node.Keys()
+	}
+	n := 0
+	for _, g := range s.groups {
+		n += g.Keys()
+	}
+	return n
+}
+
+// eachGroup runs f on this node's applied table of every group, in group order.
+func (s *Server) eachGroup(f func(v node.View)) {
+	for _, g := range s.groups {
+		g.ExecLocal(f)
+	}
+}
+
+// logEnds is where each group's log ends now (LogEnd), index = group.
+func (s *Server) logEnds() []node.LogEnd {
+	out := make([]node.LogEnd, len(s.groups))
+	for i, g := range s.groups {
+		out[i] = g.LogEnd()
+	}
+	return out
+}
+
+// inHome reports whether keys (client keys; none counts as in) are all in home's group.
+func (s *Server) inHome(home Replica, keys [][]byte) bool {
+	if len(keys) == 0 {
+		return true
+	}
+	g, ok := s.groupOfKeys(keys)
+	return ok && s.groups[g] == home
+}
+
+// Reads of a whole database in a several-group cluster (DBSIZE, KEYS, SCAN, LOCKS, the lock
+// page) read this node's applied table of every group, as a READONLY connection's read does:
+// a write another node acknowledged a moment ago may not show yet. Their cursors are table
+// keys, in one order over all groups: a walk resumes at the smallest key any group stopped
+// at (resume), every group having looked at all its keys below it, so a key present for the
+// whole walk is returned once.
+
+// spanKeys is listKeys over every group's table on this node: the keys below the walk's resume
+// point (nil: the walk is over), in key order.
+func (s *Server) spanKeys(db int, from []byte, limit int64, pattern *glob, typ []byte) (keys [][]byte, resume []byte) {
+	parts := make([][][]byte, len(s.groups))
+	for g, rep := range s.groups {
+		var next []byte
+		rep.ExecLocal(func(v node.View) { parts[g], next = listKeys(v, db, from, limit, pattern, typ) })
+		resume = earlier(resume, next)
+	}
+	for _, part := range parts {
+		for _, k := range part {
+			if resume == nil || bytes.Compare(k, resume[1:]) < 0 { // resume is a key of db
+				keys = append(keys, k)
+			}
+		}
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	return keys, resume
+}
+
+// spanLocks is listLocks over every group's table on this node, as spanKeys; each, when not
+// nil, is called with each group's view and the entries it returned.
+func (s *Server) spanLocks(db byte, from []byte, limit int, pattern *glob, kind string, readable func([]byte) bool,
+	each func(v node.View, entries []lockEntry)) (page []lockEntry, resume []byte) {
+	parts := make([][]lockEntry, len(s.groups))
+	for g, rep := range s.groups {
+		var next []byte
+		rep.ExecLocal(func(v node.View) {
+			parts[g], next = listLocks(v, db, from, limit, pattern, kind, readable)
+			if each != nil {
+				each(v, parts[g])
+			}
+		})
+		resume = earlier(resume, next)
+	}
+	for _, part := range parts {
+		for _, e := range part {
+			if resume == nil || bytes.Compare(e.at, resume) < 0 {
+				page = append(page, e)
+			}
+		}
+	}
+	slices.SortFunc(page, func(a, b lockEntry) int { return bytes.Compare(a.at, b.at) })
+	return page, resume
+}
+
+// earlier is the earlier of two resume points, nil meaning none (past every key).
+func earlier(a, b []byte) []byte {
+	switch {
+	case a == nil:
+		return b
+	case b == nil || bytes.Compare(a, b) <= 0:
+		return a
+	}
+	return b
+}
+
+// spansGroups reports whether a command (with its arguments) concerns every group of a
+// several-group cluster: the whole-database reads above, and the writes acrossGroups sends to
+// every group (a flush; a script or function library loaded or dropped, so that EVALSHA and
+// FCALL find it in the group of whatever keys they name).
+func spansGroups(cmd *command, args [][]byte) bool {
+	switch cmd.name {
+	case "dbsize", "keys", "scan", "locks", "flushdb", "flushall":
+		return true
+	case "script":
+		return len(args) > 1 && (is(args[1], "load") || is(args[1], "flush"))
+	case "function":
+		return len(args) > 1 && (is(args[1], "load") || is(args[1], "delete") || is(args[1], "flush") || is(args[1], "restore"))
+	}
+	return false
+}
+
+// acrossGroups runs r, a write that concerns every group (spansGroups), in each group: here in
+// the groups this node leads (a pinned copy of r each), and forwarded once to each other node
+// that leads some, which runs it in the groups it leads. A request forwarded here runs in the
+// groups this node leads only. The reply is the first error any run gave, else the first run's. It is not atomic across groups: as on Redis Cluster, where a client
+// sends it to each master, another client may see some groups changed before others.
+func (r *request) acrossGroups() {
+	var replies [][]byte
+	forwardedTo := map[string]bool{}
+	for _, home := range r.s.groups {
+		var buf bytes.Buffer
+		q := *r
+		q.home, q.pinned, q.path = home, true, onNode
+		q.w = resp.NewWriter(&buf)
+		q.w.SetProtocol(r.w.Protocol())
+		switch l := home.Leadership(); {
+		case home.IsLeader():
+			q.cmd.run(&q)
+			q.w.Flush()
+		case r.c.hop.forwarded:
+			continue // the node that sent it here sends it to that group's leader too
+		case forwardedTo[l.ID]:
+			continue // that node runs it in every group it leads
+		default:
+			if l.ID != "" {
+				forwardedTo[l.ID] = true
+			}
+			if reply, ok := q.forward([][][]byte{r.args}, true); ok {
+				buf.Write(reply)
+			} else {
+				q.w.Flush()
+			}
+		}
+		replies = append(replies, buf.Bytes())
+	}
+	if len(replies) == 0 {
+		r.s.metrics.refuse(refusedNoLeader)
+		r.w.Error(errNoLeader)
+		return
+	}
+	for _, b := range replies {
+		if len(b) > 0 && b[0] == '-' {
+			r.w.Raw(b)
+			return
+		}
+	}
+	r.w.Raw(replies[0])
+}
+
+// tableStats is the node's figures (Replica.Stats) with the table's counts (locks, leases,
+// pending keys, expiries, keys per database) summed over every group's table on this node.
+func (s *Server) tableStats() node.Stats {
+	ns := s.node.Stats()
+	for _, rep := range s.groups[1:] {
+		gs := rep.Stats()
+		ns.Locks += gs.Locks
+		ns.Leases += gs.Leases
+		ns.PendingKeys += gs.PendingKeys
+		ns.Expired += gs.Expired
+		ns.GhostReleases += gs.GhostReleases
+		for db := range ns.DBKeys {
+			ns.DBKeys[db] += gs.DBKeys[db]
+			ns.DBLeases[db] += gs.DBLeases[db]
+		}
+	}
+	return ns
+}
+
+// groupsInfo is INFO raft's lines for a several-group cluster (the lines above them are group
+// 0's): the number of groups, and for each its slots, its leader as this node knows it, its
+// term and its applied index here.
+func (s *Server) groupsInfo() []infoField {
+	if !s.grouped() {
+		return nil
+	}
+	out := []infoField{{"raft_groups", strconv.Itoa(len(s.groups))}}
+	for g, rep := range s.groups {
+		gs := rep.Stats()
+		first, last := slotsOf(g, len(s.groups))
+		out = append(out, infoField{"raft_group" + strconv.Itoa(g),
+			"slots=" + strconv.Itoa(first) + "-" + strconv.Itoa(last) + ",state=" + gs.State + ",leader=" + rep.Leadership().ID +
+				",term=" + strconv.FormatUint(gs.Term, 10) + ",applied=" + strconv.FormatUint(gs.AppliedIndex, 10) +
+				",keys=" + strconv.Itoa(gs.Locks)})
+	}
+	return out
+}

@@ -1,0 +1,212 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/raftlock/raftlock/node"
+)
+
+// groupAdmin is a fake node's administration with members that serve clients, for CLUSTER.
+type groupAdmin struct {
+	*fakeNode
+	members []node.Member
+}
+
+func (a groupAdmin) Members() ([]node.Member, error) { return a.members, nil }
+
+// startGroups serves a server over two fake groups (both led here) and returns its address,
+// the fakes, and a key of each group.
+func startGroups(t *testing.T) (addr string, groups []*fakeNode, keys [2]string) {
+	t.Helper()
+	groups = []*fakeNode{newFakeNode(), newFakeNode()}
+	var reps []Replica
+	for _, f := range groups {
+		f.startLocks(t)
+		reps = append(reps, f)
+	}
+	admin := groupAdmin{fakeNode: groups[0], members: []node.Member{{ID: "n1", RaftAddr: "fake:1", ClientAddr: "127.0.0.1:7001", Voter: true, Leader: true}}}
+	addr, _ = serveDeps(t, Deps{Replica: groups[0], Groups: reps, Admin: admin}, nil)
+	found := 0
+	for i := 0; found < 2; i++ {
+		k := fmt.Sprintf("key%d", i)
+		g := groupOfSlot(keySlot([]byte(k)), 2)
+		if keys[g] == "" {
+			keys[g] = k
+			found++
+		}
+	}
+	return addr, groups, keys
+}
+
+// holds reports whether f's table holds key of database 0.
+func holds(f *fakeNode, key string) bool {
+	var ok bool
+	f.ExecLocal(func(v node.View) { _, _, ok = v.Lookup(append([]byte{0}, key...)) })
+	return ok
+}
+
+func TestSlotsSplitEvenlyOverGroups(t *testing.T) {
+	for _, groups := range []int{1, 2, 3, 4, 7, 16, 1000} {
+		next := 0
+		for g := range groups {
+			first, last := slotsOf(g, groups)
+			if first != next || last < first {
+				t.Fatalf("%d groups: group %d serves %d-%d; want it to start at %d", groups, g, first, last, next)
+			}
+			if groupOfSlot(first, groups) != g || groupOfSlot(last, groups) != g {
+				t.Fatalf("%d groups: slots %d and %d map to groups %d and %d; want %d", groups, first, last,
+					groupOfSlot(first, groups), groupOfSlot(last, groups), g)
+			}
+			next = last + 1
+		}
+		if next != hashSlots {
+			t.Fatalf("%d groups end at slot %d; want %d", groups, next-1, hashSlots-1)
+		}
+	}
+}
+
+// TestRequestsRunInTheirKeysGroup: a key's commands run in the group of its slot, and only
+// there; a request with keys of different slots is refused (CROSSSLOT), as a transaction with
+// them is, and a script cannot reach a key of another group.
+func TestRequestsRunInTheirKeysGroup(t *testing.T) {
+	addr, groups, keys := startGroups(t)
+	c := client(t, addr, 2)
+	ctx := context.Background()
+	for _, k := range keys {
+		if err := c.Set(ctx, k, "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for g, k := range keys {
+		if !holds(groups[g], k) || holds(groups[1-g], k) {
+			t.Errorf("%s (group %d): held by group 0 %v, group 1 %v; want its own group only", k, g, holds(groups[0], k), holds(groups[1], k))
+		}
+	}
+	if err := c.MSet(ctx, keys[0], "1", keys[1], "2").Err(); err == nil || !strings.HasPrefix(err.Error(), "CROSSSLOT") {
+		t.Errorf("MSET over two groups: %v; want CROSSSLOT", err)
+	}
+	if err := c.MSet(ctx, "{t}a", "1", "{t}b", "2").Err(); err != nil {
+		t.Errorf("MSET of one hash tag: %v", err)
+	}
+	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, keys[0], "x", 0)
+		p.Set(ctx, keys[1], "x", 0)
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") && !strings.Contains(err.Error(), "EXECABORT") {
+		t.Errorf("MULTI over two groups: %v; want CROSSSLOT, EXECABORT", err)
+	}
+	if got, err := c.Eval(ctx, "return redis.call('get', KEYS[1])", []string{keys[0]}).Result(); err != nil || got != "v" {
+		t.Errorf("a script reading its own key: %v, %v", got, err)
+	}
+	if _, err := c.Eval(ctx, "return redis.call('get', ARGV[1])", []string{keys[0]}, keys[1]).Result(); err == nil ||
+		!strings.Contains(err.Error(), "non local key") {
+		t.Errorf("a script reading another group's key: %v; want refused", err)
+	}
+}
+
+// TestWholeDatabaseCommandsSpanGroups: DBSIZE, KEYS, SCAN and LOCKS see every group's keys;
+// FLUSHALL and SCRIPT LOAD reach every group; CLUSTER SLOTS shows each group's range.
+func TestWholeDatabaseCommandsSpanGroups(t *testing.T) {
+	addr, groups, keys := startGroups(t)
+	c := client(t, addr, 2)
+	ctx := context.Background()
+	var all []string
+	for i := range 10 {
+		k := fmt.Sprintf("{%s}-%d", keys[i%2], i)
+		all = append(all, k)
+		if err := c.Set(ctx, k, "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(all)
+	if n, err := c.DBSize(ctx).Result(); err != nil || n != 10 {
+		t.Errorf("DBSIZE: %d, %v; want 10", n, err)
+	}
+	if got, err := c.Keys(ctx, "*").Result(); err != nil || !slices.Equal(got, all) {
+		t.Errorf("KEYS *: %v, %v; want %v", got, err, all)
+	}
+	var scanned []string
+	for cur, rounds := uint64(0), 0; ; rounds++ {
+		ks, next, err := c.Scan(ctx, cur, "*", 3).Result()
+		if err != nil || rounds > 20 {
+			t.Fatalf("SCAN round %d: %v", rounds, err)
+		}
+		scanned = append(scanned, ks...)
+		if cur = next; cur == 0 {
+			break
+		}
+	}
+	slices.Sort(scanned)
+	if !slices.Equal(scanned, all) {
+		t.Errorf("SCAN: %v; want every key once: %v", scanned, all)
+	}
+
+	sha, err := c.ScriptLoad(ctx, "return 1").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for g, f := range groups {
+		var ok bool
+		f.ExecLocal(func(v node.View) { _, ok = v.Script(sha) })
+		if !ok {
+			t.Errorf("SCRIPT LOAD: group %d does not hold the script", g)
+		}
+	}
+	if got, err := c.EvalSha(ctx, sha, []string{keys[1]}).Result(); err != nil || got != int64(1) {
+		t.Errorf("EVALSHA on group 1's key after SCRIPT LOAD: %v, %v", got, err)
+	}
+
+	slots, err := c.ClusterSlots(ctx).Result()
+	if err != nil || len(slots) != 2 || slots[0].Start != 0 || slots[0].End != 8191 || slots[1].Start != 8192 || slots[1].End != 16383 {
+		t.Errorf("CLUSTER SLOTS: %+v, %v; want 0-8191 and 8192-16383", slots, err)
+	}
+
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.DBSize(ctx).Result(); err != nil || n != 0 {
+		t.Errorf("DBSIZE after FLUSHALL: %d, %v; want 0", n, err)
+	}
+}
+
+// TestKeyEventsOfEveryGroupReachSubscribers: a subscriber hears the keyspace events of every
+// group, each judged against where that group's log ended when it subscribed: group 1's log,
+// shorter than group 0's, does not make its new entries look old.
+func TestKeyEventsOfEveryGroupReachSubscribers(t *testing.T) {
+	addr, _, keys := startGroups(t)
+	c := client(t, addr, 2)
+	ctx := context.Background()
+	if err := c.ConfigSet(ctx, "notify-keyspace-events", "KEA").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 { // group 0's log grows well past group 1's
+		c.Set(ctx, fmt.Sprintf("{%s}-%d", keys[0], i), "v", 0)
+	}
+	sub := client(t, addr, 2).Subscribe(ctx, "__keyspace@0__:"+keys[1])
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, keys[1], "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Del(ctx, keys[1]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-sub.Channel():
+		if m.Payload != "del" && m.Payload != "set" {
+			t.Errorf("keyspace event %q; want set or del", m.Payload)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("no keyspace event of group 1's key reached the subscriber")
+	}
+}
