@@ -3,6 +3,7 @@ package server
 // Administration: RAFT (membership, leadership, snapshots, stats, digest) and DEBUG CLOCK-SHIFT.
 
 import (
+	"strings"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -35,6 +36,11 @@ func cmdRaft(r *request) {
 	admin := r.s.admin
 	if admin == nil && sub != "forwarded" && sub != "origin" && sub != "stats" && sub != "pubsub" {
 		r.w.Error(errNoAdmin)
+		return
+	}
+	if r.s.grouped() && (sub == "add" || sub == "promote" || sub == "remove") {
+		// Every node is a member of every group, and this changes group 0's configuration only.
+		r.w.Error("ERR RAFT " + strings.ToUpper(sub) + " is not supported yet on a cluster of several raft groups: its members are fixed when it is created (docs/groups.md)")
 		return
 	}
 	if sub == "announce" && !r.s.node.IsLeader() {

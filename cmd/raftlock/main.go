@@ -90,11 +90,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		storeCfg.FS, stopFaults = failingDisk(logger)
 		defer stopFaults()
 	}
-	st, err := store.Open(storeCfg)
+	hadState, err := dirHasRaftState(storeCfg.Dir)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	groups, err := resolveGroups(opts.dir, opts.groups, hadState)
+	if err != nil {
+		return err
+	}
+	gst, err := store.OpenGroups(storeCfg, groups)
+	if err != nil {
+		return err
+	}
+	defer gst.Close()
+	st := gst.Store(0)
 
 	clientTLS, raftTLS, err := loadTLS(opts)
 	if err != nil {
@@ -102,16 +111,27 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	stopReload := reloadOnHangup(logger, map[string]*certs.Source{"client": clientTLS, "raft": raftTLS})
 	defer stopReload()
-	trans, err := cluster.NewTransport(cluster.TransportConfig{
-		Bind: opts.raftAddr, Advertise: opts.raftAdvertise, TLS: raftTLS, Logger: logger,
-	})
-	if err != nil {
+	transCfg := cluster.TransportConfig{Bind: opts.raftAddr, Advertise: opts.raftAdvertise, TLS: raftTLS, Logger: logger}
+	var transports []*cluster.Transport
+	if groups == 1 {
+		trans, err := cluster.NewTransport(transCfg)
+		if err != nil {
+			return err
+		}
+		transports = []*cluster.Transport{trans}
+	} else if transports, err = cluster.NewGroupTransports(transCfg, groups); err != nil {
 		return err
+	}
+	trans := transports[0]
+	closeTransports := func(from int) {
+		for _, t := range transports[from:] {
+			t.Close()
+		}
 	}
 	snaps := st.Snapshots(2)
 	existing, err := raft.HasExistingState(st, st, snaps)
 	if err != nil {
-		trans.Close()
+		closeTransports(0)
 		return fmt.Errorf("inspect data dir: %w", err)
 	}
 	clock := &testClock{}
@@ -149,11 +169,37 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	ccfg.Core.Locks = policy
 	member, err := cluster.Start(ccfg, raftnode.Stores{Log: st, Stable: st, Snapshots: snaps, Health: st.Health}, trans)
 	if err != nil {
+		closeTransports(1)
 		return err
 	}
 	defer member.Close()
 	self.Store(member)
 	node := member.Core()
+	// The other groups' members: the same node under the same ID, each with its own store,
+	// transport and lock policy. Client addresses are announced to group 0 alone
+	// (addressedReplica).
+	reps := []server.Replica{node}
+	members := []*cluster.Member{member}
+	for g := 1; g < groups; g++ {
+		gcfg := ccfg
+		gcfg.ClientAddr = ""
+		gcfg.Core.Logger = logger.With("group", g)
+		gcfg.Core.Locks = locks.New(locks.Config{ApplyTimeout: gcfg.Core.ApplyTimeout, Logger: gcfg.Core.Logger})
+		gs := gst.Store(g)
+		m, err := cluster.Start(gcfg, raftnode.Stores{Log: gs, Stable: gs, Snapshots: gs.Snapshots(2), Health: gs.Health}, transports[g])
+		if err != nil {
+			closeTransports(g + 1)
+			return fmt.Errorf("raft group %d: %w", g, err)
+		}
+		defer m.Close()
+		members = append(members, m)
+		reps = append(reps, addressedReplica{Replica: m.Core(), book: member})
+	}
+	if groups > 1 {
+		balancer := cluster.StartBalancer(members, cluster.BalanceConfig{Logger: logger})
+		defer balancer.Stop()
+		logger.Info("raft groups", "groups", groups)
+	}
 	if ccfg.InsecureRaft {
 		logger.Warn("INSECURE RAFT: --insecure-raft and no raft mutual TLS on a raft address that is not loopback: anyone who "+
 			"reaches it can rewrite this cluster's locks, grant them, or stop it. Set --raft-tls-* (docs/security.md)",
@@ -185,7 +231,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	scfg.InsecureHTTP = opts.insecureHTTP && opts.metricsAddr != ""
 	scfg.PeerUser, scfg.PeerPassword = opts.masterUser, opts.masterAuth
 	scfg.TLSAuthClientsUser = opts.tlsAuthClientsUser
-	srv, err := server.New(scfg, server.Deps{Replica: node, Admin: member, Disk: node})
+	srv, err := server.New(scfg, server.Deps{Replica: node, Admin: member, Disk: node, Groups: reps})
 	if err != nil {
 		return err
 	}
@@ -237,8 +283,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if cerr := srv.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) {
 		logger.Warn("closing client listener", "err", cerr)
 	}
-	if cerr := member.Close(); cerr != nil {
-		logger.Warn("stopping raft", "err", cerr)
+	for g, m := range members {
+		if cerr := m.Close(); cerr != nil {
+			logger.Warn("stopping raft", "group", g, "err", cerr)
+		}
 	}
 	if cerr := st.Close(); cerr != nil {
 		logger.Warn("closing store", "err", cerr)

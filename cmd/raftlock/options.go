@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -44,6 +45,9 @@ type options struct {
 	leaderWait time.Duration
 	// groupCommit is false for raftnode's Config.NoGroupCommit.
 	groupCommit bool
+	// groups is --groups: the raft groups of a new cluster (0: as the data directory
+	// records, 1 for a new one; groups.go).
+	groups int
 	// maxKeys bounds the keys of all databases (0: the server's default; negative: none).
 	maxKeys int
 	// maxElements bounds the elements of one hash, set, sorted set or list.
@@ -115,6 +119,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"snapshot-interval":  fs.String("snapshot-interval", "0", "how often to check whether to snapshot (0: default 10s)"),
 		"max-keys":           fs.String("max-keys", "10000000", "the most keys all databases may hold together; past it, commands that create keys get -OOM (-1: no bound)"),
 		"max-elements":       fs.String("max-elements", "10000", "the most elements one hash, set, sorted set or list may hold; past it, commands that would grow it are refused"),
+		"groups":             fs.String("groups", "0", "raft groups of a NEW cluster, each serving an even share of the 16384 hash slots (1 to "+strconv.Itoa(maxGroups)+"; the same on every node; fixed once created; 0: as the data directory records, 1 for a new one)"),
 		"group-commit":       fs.String("group-commit", "yes", "the leader puts the requests that queued while it wrote the last log entry in one raft log entry (yes/no; no: one entry per request)"),
 		"leader-wait":        fs.String("leader-wait", "1s", "how long a request that needs the leader waits for one (after a start, during an election) before CLUSTERDOWN; 0: not at all"),
 		"log-level":          fs.String("log-level", "info", "debug, info, warn or error"),
@@ -212,6 +217,12 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	}
 	if o.maxElements, err = strconv.Atoi(*vals["max-elements"]); err != nil || o.maxElements <= 0 {
 		return options{}, fmt.Errorf("--max-elements: want a positive number of elements, got %q", *vals["max-elements"])
+	}
+	if o.groups, err = strconv.Atoi(*vals["groups"]); err != nil || o.groups < 0 || o.groups > maxGroups {
+		return options{}, fmt.Errorf("--groups: want 1 to %d raft groups (0: as the data directory records), got %q", maxGroups, *vals["groups"])
+	}
+	if o.groups > 1 && o.join != "" {
+		return options{}, errors.New("--join: a node of a cluster of several raft groups cannot join yet; such a cluster's members are its --peers (docs/groups.md)")
 	}
 	if o.leaderWait, err = time.ParseDuration(*vals["leader-wait"]); err != nil || o.leaderWait < 0 {
 		return options{}, fmt.Errorf("--leader-wait: want a duration such as 1s (0: no wait), got %q", *vals["leader-wait"])

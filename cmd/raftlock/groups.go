@@ -1,0 +1,107 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/raftnode"
+)
+
+// maxGroups bounds --groups. Each group costs every node a raft instance (about six
+// goroutines, heartbeats to every peer, a lease timer), its own log files (an 8 MiB spare
+// segment) and its share of the status; DESIGN.md §13 keeps G to tens.
+const maxGroups = 256
+
+// groupsFile records, in the data directory, how many raft groups the node's cluster runs: the
+// number is fixed when the cluster is created, and every later start reads it.
+const groupsFile = "groups"
+
+// resolveGroups returns the number of raft groups this node runs: what dir records, or for a
+// node without one, flag (1 when 0), recorded then. hasState reports whether the node has raft
+// state already (a cluster created before groups were recorded runs one). A flag that
+// contradicts the record is refused: a cluster's groups cannot change (yet).
+func resolveGroups(dir string, flag int, hasState bool) (int, error) {
+	path := filepath.Join(dir, groupsFile)
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		g, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+		if perr != nil || g < 1 || g > maxGroups {
+			return 0, fmt.Errorf("%s: want a number of raft groups from 1 to %d, found %q", path, maxGroups, b)
+		}
+		if flag != 0 && flag != g {
+			return 0, fmt.Errorf("--groups %d: this node's cluster was created with %d raft groups, which cannot change", flag, g)
+		}
+		return g, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return 0, err
+	case hasState:
+		if flag > 1 {
+			return 0, fmt.Errorf("--groups %d: this node's cluster was created with one raft group, which cannot change", flag)
+		}
+		return 1, nil
+	}
+	g := max(flag, 1)
+	if err := writeSynced(path, []byte(strconv.Itoa(g)+"\n")); err != nil {
+		return 0, fmt.Errorf("recording the raft groups: %w", err)
+	}
+	return g, nil
+}
+
+// writeSynced writes a new file and syncs it and its directory: the record must outlive a
+// power loss that the raft state it describes outlives.
+func writeSynced(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// addressedReplica is a group's replica whose leader's client address comes from group 0's
+// member table: members announce their client addresses to group 0 only, and every node is a
+// member of every group under the same ID.
+type addressedReplica struct {
+	*raftnode.Replica
+	book *cluster.Member
+}
+
+func (r addressedReplica) Leadership() node.Leadership {
+	l := r.Replica.Leadership()
+	if l.ID != "" && l.ClientAddr == "" {
+		l.ClientAddr, _ = r.book.MemberAddr(l.ID)
+	}
+	return l
+}
+
+// dirHasRaftState reports whether the raft directory holds anything: a node that ran before.
+func dirHasRaftState(dir string) (bool, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return len(entries) > 0, err
+}

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestResolveGroups: a new node records --groups (1 by default); later starts read the record,
+// and a --groups that contradicts it, or a node with state but no record asked for more than
+// one group, is refused.
+func TestResolveGroups(t *testing.T) {
+	dir := t.TempDir()
+	if g, err := resolveGroups(dir, 4, false); err != nil || g != 4 {
+		t.Fatalf("a new node with --groups 4: %d, %v", g, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, groupsFile)); strings.TrimSpace(string(b)) != "4" {
+		t.Errorf("recorded %q; want 4", b)
+	}
+	for _, flag := range []int{0, 4} {
+		if g, err := resolveGroups(dir, flag, true); err != nil || g != 4 {
+			t.Errorf("a restart with --groups %d: %d, %v; want 4", flag, g, err)
+		}
+	}
+	if _, err := resolveGroups(dir, 2, true); err == nil {
+		t.Error("a restart with --groups 2 on a 4-group node: accepted; want refused")
+	}
+	old := t.TempDir()
+	if g, err := resolveGroups(old, 0, true); err != nil || g != 1 {
+		t.Errorf("a node with state and no record: %d, %v; want 1", g, err)
+	}
+	if _, err := resolveGroups(old, 3, true); err == nil {
+		t.Error("--groups 3 on a one-group node with state: accepted; want refused")
+	}
+	if g, err := resolveGroups(t.TempDir(), 0, false); err != nil || g != 1 {
+		t.Errorf("a new node without --groups: %d, %v; want 1", g, err)
+	}
+	bad := t.TempDir()
+	os.WriteFile(filepath.Join(bad, groupsFile), []byte("lots\n"), 0o600)
+	if _, err := resolveGroups(bad, 0, true); err == nil {
+		t.Error("an unreadable record: accepted; want refused")
+	}
+}
