@@ -3,6 +3,7 @@ package cluster
 import (
 	"bufio"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -19,13 +20,15 @@ import (
 // node answers:
 //
 //	hello:  "RLKH" version(1) | len(1) cluster ID | len(1) from node ID | len(1) to node ID
+//	        [version 2: groups(2, big-endian)]
 //	answer: status(1: 0 ok, 1 refused) | len(1) cluster ID | len(1) reason
 //
 // Version 1 is followed by one raft group's frames. Version 2 is sent between nodes whose
-// cluster runs several raft groups (transport_mux.go): the connection then carries a yamux
-// session whose streams each name their group. A node refuses the version its cluster does not
-// speak, so a single-group node never takes a session and a multi-group node never takes bare
-// frames.
+// cluster runs several raft groups (transport_mux.go), and says how many: the connection then
+// carries a yamux session whose streams each name their group. A node refuses the version its
+// cluster does not speak, and a version 2 hello of another number of groups (a node started
+// with another --groups would serve a slot from another group than its peers), so a
+// single-group node never takes a session and a multi-group node never takes bare frames.
 //
 // The accepting node refuses a hello of another cluster (both sides know their cluster ID and
 // they differ), one meant for another node ID, one whose sender is not a member of its
@@ -64,21 +67,25 @@ var (
 	errGroupsDiffer   = errors.New("raft peer runs another number of raft groups")
 )
 
-// hello is what the dialing node says; mux says it is version 2 (a yamux session follows).
+// hello is what the dialing node says; groups, above 0, makes it version 2 (a yamux session of
+// that many raft groups follows).
 type hello struct {
 	cluster, from, to string
-	mux               bool
+	groups            int
 }
 
 func (h hello) append(b []byte) []byte {
 	b = append(b, helloMagic...)
-	if h.mux {
+	if h.groups > 0 {
 		b = append(b, helloMuxVersion)
 	} else {
 		b = append(b, helloVersion)
 	}
 	for _, s := range []string{h.cluster, h.from, h.to} {
 		b = appendShort(b, s)
+	}
+	if h.groups > 0 {
+		b = binary.BigEndian.AppendUint16(b, uint16(h.groups))
 	}
 	return b
 }
@@ -117,13 +124,22 @@ func readHello(r io.Reader) (hello, error) {
 	if v[0] != helloVersion && v[0] != helloMuxVersion {
 		return hello{}, fmt.Errorf("raft handshake version %d; this node speaks %d and %d", v[0], helloVersion, helloMuxVersion)
 	}
-	h := hello{mux: v[0] == helloMuxVersion}
+	var h hello
 	for _, p := range []*string{&h.cluster, &h.from, &h.to} {
 		s, err := readShort(r)
 		if err != nil {
 			return hello{}, err
 		}
 		*p = s
+	}
+	if v[0] == helloMuxVersion {
+		var g [2]byte
+		if _, err := io.ReadFull(r, g[:]); err != nil {
+			return hello{}, err
+		}
+		if h.groups = int(binary.BigEndian.Uint16(g[:])); h.groups == 0 {
+			return hello{}, errors.New("raft handshake version 2 of 0 raft groups")
+		}
 	}
 	return h, nil
 }
@@ -171,9 +187,9 @@ type acceptedPeer struct {
 
 // acceptPeer runs on an inbound connection after its TLS handshake (tc nil without TLS) and
 // before raft reads from it: it checks the certificate's node, reads the hello if there is one
-// (or requires it) and answers it. mux is whether this node's cluster runs several raft groups:
-// then it requires a version 2 hello, and otherwise refuses one.
-func acceptPeer(g peerGate, c net.Conn, tc *tls.Conn, mux bool) (acceptedPeer, error) {
+// (or requires it) and answers it. groups, above 0, is the number of raft groups this node's
+// cluster runs: then it requires a version 2 hello of as many, and otherwise refuses one.
+func acceptPeer(g peerGate, c net.Conn, tc *tls.Conn, groups int) (acceptedPeer, error) {
 	if g == nil {
 		return acceptedPeer{}, errNotStarted
 	}
@@ -194,7 +210,7 @@ func acceptPeer(g peerGate, c net.Conn, tc *tls.Conn, mux bool) (acceptedPeer, e
 		return acceptedPeer{}, err
 	}
 	if first[0] != helloMagic[0] {
-		if mux || g.helloRequired() {
+		if groups > 0 || g.helloRequired() {
 			return acceptedPeer{}, errNoHello
 		}
 		if certID != "" {
@@ -215,8 +231,8 @@ func acceptPeer(g peerGate, c net.Conn, tc *tls.Conn, mux bool) (acceptedPeer, e
 	switch {
 	case certID != "" && h.from != certID:
 		return acceptedPeer{}, refuse(fmt.Errorf("%w: it says it is %q, its certificate names %q", errWrongNode, h.from, certID))
-	case h.mux != mux:
-		return acceptedPeer{}, refuse(fmt.Errorf("%w: %s", errGroupsDiffer, groupsSaid(mux)))
+	case h.groups != groups:
+		return acceptedPeer{}, refuse(fmt.Errorf("%w: it runs %s, this node %s", errGroupsDiffer, groupsSaid(h.groups), groupsSaid(groups)))
 	case h.to != "" && h.to != g.localID():
 		return acceptedPeer{}, refuse(fmt.Errorf("%w: it dialed %q, this node is %q", errWrongNode, h.to, g.localID()))
 	}
@@ -238,19 +254,19 @@ func acceptPeer(g peerGate, c net.Conn, tc *tls.Conn, mux bool) (acceptedPeer, e
 	return acceptedPeer{from: h.from}, nil
 }
 
-// groupsSaid is the refusal's reason when the two ends' numbers of raft groups differ.
-func groupsSaid(mux bool) string {
-	if mux {
-		return "this node's cluster runs several raft groups, the peer speaks for one"
+// groupsSaid names a number of raft groups as a hello says it (0: one, without a session).
+func groupsSaid(groups int) string {
+	if groups == 0 {
+		return "one raft group"
 	}
-	return "this node's cluster runs one raft group, the peer speaks for several"
+	return fmt.Sprintf("%d raft groups", groups)
 }
 
 // dialPeer runs on an outbound connection to addr after its TLS handshake (tc nil without
 // TLS), within deadline: it checks that the certificate names the member at addr, and sends
-// the hello once the cluster requires it (always a version 2 one when mux) and checks the
-// answer.
-func dialPeer(g peerGate, c net.Conn, tc *tls.Conn, addr string, deadline time.Time, mux bool) error {
+// the hello once the cluster requires it (always a version 2 one of groups raft groups when
+// groups is above 0) and checks the answer.
+func dialPeer(g peerGate, c net.Conn, tc *tls.Conn, addr string, deadline time.Time, groups int) error {
 	if g == nil {
 		return errNotStarted
 	}
@@ -267,13 +283,13 @@ func dialPeer(g peerGate, c net.Conn, tc *tls.Conn, addr string, deadline time.T
 			}
 		}
 	}
-	if !mux && !g.helloRequired() {
+	if groups == 0 && !g.helloRequired() {
 		return nil
 	}
 	if err := c.SetDeadline(deadline); err != nil {
 		return err
 	}
-	b := hello{cluster: g.handshakeCluster(), from: g.localID(), to: want, mux: mux}.append(nil)
+	b := hello{cluster: g.handshakeCluster(), from: g.localID(), to: want, groups: groups}.append(nil)
 	if _, err := c.Write(b); err != nil {
 		return err
 	}

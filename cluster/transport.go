@@ -139,7 +139,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	layer, err := newStreamLayer(cfg, false)
+	layer, err := newStreamLayer(cfg, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -155,9 +155,9 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	return t, nil
 }
 
-// newStreamLayer listens on cfg.Bind; its guard accepts nothing until started. mux: the
-// connections carry the sessions of several raft groups (transport_mux.go).
-func newStreamLayer(cfg TransportConfig, mux bool) (*streamLayer, error) {
+// newStreamLayer listens on cfg.Bind; its guard accepts nothing until started. groups, above
+// 0: the connections carry the sessions of that many raft groups (transport_mux.go).
+func newStreamLayer(cfg TransportConfig, groups int) (*streamLayer, error) {
 	var adv *net.TCPAddr
 	var err error
 	if cfg.Advertise != "" {
@@ -184,7 +184,7 @@ func newStreamLayer(cfg TransportConfig, mux bool) (*streamLayer, error) {
 		advertise: adv,
 		from:      from,
 		idle:      cfg.IdleTimeout,
-		mux:       mux,
+		groups:    groups,
 	}
 	layer.guard = newGuardedListener(ln, cfg, cfg.Logger.With("component", "raft-listener"), &layer.gate)
 	if cfg.TLS != nil {
@@ -226,8 +226,9 @@ type streamLayer struct {
 	from      *net.TCPAddr
 	dialTLS   *tls.Config // nil: plain TCP
 	idle      time.Duration
-	// mux: the connections carry yamux sessions of several raft groups (transport_mux.go).
-	mux bool
+	// groups, above 0: the connections carry yamux sessions of that many raft groups
+	// (transport_mux.go).
+	groups int
 	// gate is the node this transport serves (handshake.go): set by New before raft starts.
 	gate atomic.Pointer[gateRef]
 
@@ -334,7 +335,7 @@ func (s *streamLayer) dial(addr string, timeout time.Duration) (net.Conn, error)
 	}
 	gate := s.gate.Load().get()
 	if s.dialTLS == nil {
-		if err := dialPeer(gate, c, nil, addr, deadline, s.mux); err != nil {
+		if err := dialPeer(gate, c, nil, addr, deadline, s.groups); err != nil {
 			c.Close()
 			return nil, err
 		}
@@ -350,7 +351,7 @@ func (s *streamLayer) dial(addr string, timeout time.Duration) (net.Conn, error)
 		c.Close()
 		return nil, fmt.Errorf("raft TLS handshake with %s: %w", addr, err)
 	}
-	if err := dialPeer(gate, tc, tc, addr, deadline, s.mux); err != nil {
+	if err := dialPeer(gate, tc, tc, addr, deadline, s.groups); err != nil {
 		tc.Close()
 		return nil, err
 	}

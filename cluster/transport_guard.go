@@ -24,9 +24,11 @@ type guardedListener struct {
 	cfg   TransportConfig
 	log   *slog.Logger
 	ready chan net.Conn // unbuffered: a prepared connection waits for raft's Accept
-	// serve, when set, takes every prepared connection instead of ready: it carries the raft
-	// groups' streams of the node from (transport_mux.go) and returns when it ends.
-	serve func(c *guardedConn, from string)
+	// serve, when set, takes every prepared connection instead of ready: it carries the
+	// streams of groups raft groups of the node from (transport_mux.go) and returns when it
+	// ends.
+	serve  func(c *guardedConn, from string)
+	groups int
 	// ctx ends at Close: it stops the accept loop and every handshake.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -178,7 +180,7 @@ func (g *guardedListener) prepare(c *guardedConn) {
 	}
 	// The whole hello within HandshakeTimeout, not a byte per IdleTimeout.
 	late := time.AfterFunc(g.cfg.HandshakeTimeout, func() { c.raw.Close() })
-	peer, err := acceptPeer(g.gate.Load().get(), c, tc, g.serve != nil)
+	peer, err := acceptPeer(g.gate.Load().get(), c, tc, g.groups)
 	if !late.Stop() && err == nil {
 		err = errors.New("raft handshake not finished within the handshake timeout")
 	}

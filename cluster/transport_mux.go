@@ -60,7 +60,6 @@ type muxLayer struct {
 	dialing  map[string]*pendingSession
 	in       map[*yamux.Session]struct{} // accepted sessions
 	open     int                         // group transports not yet closed
-	aborted  int                         // group transports whose AbortConnections ran
 	shutdown bool
 }
 
@@ -83,7 +82,7 @@ func NewGroupTransports(cfg TransportConfig, groups int) ([]*Transport, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	base, err := newStreamLayer(cfg, true)
+	base, err := newStreamLayer(cfg, groups)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +111,7 @@ func NewGroupTransports(cfg TransportConfig, groups int) ([]*Transport, error) {
 		ts[g] = startTransport(nt, base, gl, log)
 	}
 	// Sessions are served only once every group can take its streams.
-	base.guard.serve = m.serve
+	base.guard.serve, base.guard.groups = m.serve, groups
 	base.guard.start()
 	return ts, nil
 }
@@ -250,18 +249,11 @@ func (m *muxLayer) dialSession(addr string, timeout time.Duration) (*yamux.Sessi
 	return sess, nil
 }
 
-// groupAborted records that a group's AbortConnections ran; once every group's has, the node is
-// stopping and the sessions close too (a stream's write can wait on its session's connection,
-// which only closing the session frees).
-func (m *muxLayer) groupAborted() {
-	m.mu.Lock()
-	m.aborted++
-	all := m.aborted >= len(m.groups)
-	m.mu.Unlock()
-	if all {
-		m.closeSessions()
-	}
-}
+// groupAborted is a group's AbortConnections: its stopping raft must not wait on a peer that
+// reads nothing, and a stream's write can wait on its session's connection, which only closing
+// the session frees. The node's groups stop together, so the sessions close, for all of them,
+// at the first.
+func (m *muxLayer) groupAborted() { m.closeSessions() }
 
 // groupClosed closes the listener and every session once the last group's transport closed.
 func (m *muxLayer) groupClosed() error {

@@ -114,7 +114,8 @@ func TestGroupStreamsReachTheirGroup(t *testing.T) {
 }
 
 // TestGroupsAndOneGroupDoNotMix: a node of a several-group cluster and a node of a one-group
-// cluster refuse each other's handshakes, both ways, instead of reading each other's frames.
+// cluster refuse each other's handshakes, both ways, instead of reading each other's frames;
+// so do nodes of different numbers of groups, which would serve a slot from different groups.
 func TestGroupsAndOneGroupDoNotMix(t *testing.T) {
 	multi := newTestGroups(t, "n1", 2, TransportConfig{})
 	single := newTestTransport(t, TransportConfig{})
@@ -124,6 +125,13 @@ func TestGroupsAndOneGroupDoNotMix(t *testing.T) {
 	}
 	if _, err := voteTerm(multi[0], single.LocalAddr()); err == nil {
 		t.Error("a two-group node's vote to a one-group node: answered; want refused")
+	}
+	three := newTestGroups(t, "n3", 3, TransportConfig{})
+	if _, err := voteTerm(three[0], multi[0].LocalAddr()); err == nil {
+		t.Error("a three-group node's vote to a two-group node: answered; want refused")
+	}
+	if _, err := voteTerm(multi[1], three[0].LocalAddr()); err == nil {
+		t.Error("a two-group node's vote to a three-group node: answered; want refused")
 	}
 }
 

@@ -43,7 +43,10 @@ func (r *request) clusterView() (shards []shard, ok bool) {
 		sh := shard{first: first, last: last}
 		leaderID := ""
 		if r.s.grouped() {
-			leaderID = rep.Leadership().ID // the members' table says who leads group 0 only
+			// The members' table says who leads group 0 only.
+			if leaderID = rep.Leadership().ID; leaderID == "" {
+				return nil, false
+			}
 		}
 		for i := range members {
 			m := members[i]
@@ -61,6 +64,24 @@ func (r *request) clusterView() (shards []shard, ok bool) {
 		shards = append(shards, sh)
 	}
 	return shards, true
+}
+
+// knownMembers is how many members have a known client address (CLUSTER INFO's known nodes).
+func (r *request) knownMembers() int {
+	if r.s.admin == nil {
+		return 0
+	}
+	members, err := r.s.admin.Members()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, m := range members {
+		if m.ClientAddr != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // shard is one group's part of the topology: its slots, its leader and its replicas.
@@ -82,9 +103,9 @@ func cmdCluster(r *request) {
 		return
 	case is(sub, "info") && len(r.args) == 2:
 		shards, ok := r.clusterView()
-		state, size, known := "fail", 0, 0
+		state, size, known := "fail", 0, r.knownMembers()
 		if ok {
-			state, known = "ok", len(shards[0].all())
+			state = "ok"
 			leaders := map[string]bool{}
 			for _, sh := range shards {
 				leaders[sh.leader.ID] = true

@@ -243,6 +243,12 @@ func (r *request) forward(cmds [][][]byte, mayApply bool) (reply []byte, ok bool
 	proto := r.w.Protocol()
 	if c.hop.up != nil && (c.hop.up.addr != addr || c.hop.up.proto != proto || c.hop.up.db != r.db ||
 		!c.hop.up.fresh(time.Now(), r.s.cfg.IdleTimeout, c.hop.watching)) {
+		if c.hop.up.addr != addr && r.s.grouped() {
+			// Pipelined requests of another group's leader may still wait for their replies
+			// on it (each reads its own, without the baton): closing it now would tell them
+			// their outcome is unknown.
+			<-c.hop.up.turn
+		}
 		c.closeUpstream()
 	}
 	if c.hop.up == nil {

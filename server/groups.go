@@ -59,6 +59,16 @@ func (s *Server) homeOfTableKeys(keys [][]byte) Replica {
 	return s.groups[groupOfSlot(keySlot(key), len(s.groups))]
 }
 
+// groupIndex is the number of the group whose replica is home.
+func (s *Server) groupIndex(home Replica) int {
+	for g, rep := range s.groups {
+		if rep == home {
+			return g
+		}
+	}
+	return 0
+}
+
 // keyCount is the number of keys in every group's table on this node.
 func (s *Server) keyCount() int {
 	if !s.grouped() {

@@ -210,3 +210,70 @@ func TestKeyEventsOfEveryGroupReachSubscribers(t *testing.T) {
 		t.Error("no keyspace event of group 1's key reached the subscriber")
 	}
 }
+
+// TestQueuedWaitersOfTwoGroups: each group numbers its waiters with its own counter, so two
+// clients waiting in two groups can have the same place; each is served its own grant.
+func TestQueuedWaitersOfTwoGroups(t *testing.T) {
+	addr, _, keys := startGroups(t)
+	ctx := context.Background()
+	holder := client(t, addr, 2)
+	var tokens [2]int64
+	for g, k := range keys {
+		tok, err := holder.Do(ctx, "LOCK", k, 30000).Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[g] = tok
+	}
+	type grant struct {
+		tok int64
+		err error
+	}
+	var waits [2]chan grant
+	for g, k := range keys {
+		waits[g] = make(chan grant, 1)
+		c := client(t, addr, 2)
+		go func() {
+			tok, err := c.Do(ctx, "LOCK", k, 30000, "WAIT", 10000).Int64()
+			waits[g] <- grant{tok, err}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // both queued
+	for g, k := range keys {
+		if err := holder.Do(ctx, "UNLOCK", k, tokens[g]).Err(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-waits[g]:
+			if got.err != nil || got.tok <= tokens[g] {
+				t.Errorf("the waiter on %s (group %d): token %d, %v; want a grant above %d", k, g, got.tok, got.err, tokens[g])
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the waiter on %s (group %d) was not served after its holder's UNLOCK", k, g)
+		}
+	}
+}
+
+// TestTransactionsInGroups: a transaction's keyed commands share a group, a command without keys
+// may join any, and one that must reach every group is refused inside MULTI.
+func TestTransactionsInGroups(t *testing.T) {
+	addr, groups, keys := startGroups(t)
+	c := client(t, addr, 2)
+	ctx := context.Background()
+	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, keys[1], "x", 0)
+		p.Publish(ctx, "ch", "m")
+		return nil
+	})
+	if err != nil || !holds(groups[1], keys[1]) {
+		t.Errorf("MULTI of a group-1 key and a PUBLISH: %v (held in group 1: %v)", err, holds(groups[1], keys[1]))
+	}
+	_, err = c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, keys[1], "y", 0)
+		p.DBSize(ctx)
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "not allowed inside MULTI") && !strings.Contains(err.Error(), "EXECABORT") {
+		t.Errorf("MULTI with DBSIZE: %v; want refused", err)
+	}
+}

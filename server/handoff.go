@@ -30,9 +30,16 @@ const waitGrace = 10 * time.Second
 // the requesting goroutine reads its Enqueue's result).
 type queueWaits struct {
 	mu    sync.Mutex
-	bySeq map[fsm.Token]*queueWait
-	early map[fsm.Token][]waitEnd
-	order []fsm.Token // early's places, oldest first
+	bySeq map[waitPlace]*queueWait
+	early map[waitPlace][]waitEnd
+	order []waitPlace // early's places, oldest first
+}
+
+// waitPlace is a waiter's place: its sequence number in the queues of its raft group, which
+// numbers them with its own token counter (groups.go).
+type waitPlace struct {
+	group int
+	seq   fsm.Token
 }
 
 // maxEarlyEnds bounds the ends kept for a client that has not noted its place yet.
@@ -54,26 +61,27 @@ type waitEnd struct {
 }
 
 func newQueueWaits() *queueWaits {
-	return &queueWaits{bySeq: map[fsm.Token]*queueWait{}, early: map[fsm.Token][]waitEnd{}}
+	return &queueWaits{bySeq: map[waitPlace]*queueWait{}, early: map[waitPlace][]waitEnd{}}
 }
 
-// waited is the node's Waited hook: the apply path, so it must not block.
-func (q *queueWaits) waited(seq fsm.Token, key []byte, token fsm.Token) {
+// waited is group g's Waited hook: the apply path, so it must not block.
+func (q *queueWaits) waited(g int, seq fsm.Token, key []byte, token fsm.Token) {
 	end := waitEnd{key: bytes.Clone(key), token: token}
+	at := waitPlace{g, seq}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if w := q.bySeq[seq]; w != nil {
+	if w := q.bySeq[at]; w != nil {
 		w.add(end)
 		return
 	}
-	if _, ok := q.early[seq]; !ok {
-		q.order = append(q.order, seq)
+	if _, ok := q.early[at]; !ok {
+		q.order = append(q.order, at)
 		if len(q.order) > maxEarlyEnds {
 			delete(q.early, q.order[0])
 			q.order = q.order[1:]
 		}
 	}
-	q.early[seq] = append(q.early[seq], end)
+	q.early[at] = append(q.early[at], end)
 }
 
 func (w *queueWait) add(e waitEnd) {
@@ -86,33 +94,33 @@ func (w *queueWait) add(e waitEnd) {
 	}
 }
 
-// register notes a client waiting at place seq for reqs' grants (one per key), with the ends
+// register notes a client waiting at place at for reqs' grants (one per key), with the ends
 // heard already.
-func (q *queueWaits) register(seq fsm.Token, reqs []lockRequest) *queueWait {
+func (q *queueWaits) register(at waitPlace, reqs []lockRequest) *queueWait {
 	w := &queueWait{keys: len(reqs), done: make(chan struct{}), reqs: reqs}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for _, e := range q.early[seq] {
+	for _, e := range q.early[at] {
 		w.add(e)
 	}
-	delete(q.early, seq)
-	q.bySeq[seq] = w
+	delete(q.early, at)
+	q.bySeq[at] = w
 	return w
 }
 
-// restored looks again at every wait of n's group (the waits whose first key mine says is
-// in it) after a snapshot replaced its table: the entries it covers, which may have served a
-// waiter or ended its wait, were never applied here. A wait whose waiter is gone ends: with
-// the locks its owner holds (a Serve came), or with none.
-func (q *queueWaits) restored(n Replica, mine func(key []byte) bool) {
+// restored looks again at every wait of group g (n, its replica) after a snapshot replaced its
+// table: the entries it covers, which may have served a waiter or ended its wait, were never
+// applied here. A wait whose waiter is gone ends: with the locks its owner holds (a Serve
+// came), or with none.
+func (q *queueWaits) restored(g int, n Replica) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n.ExecLocal(func(v node.View) {
-		for seq, w := range q.bySeq {
-			if !mine(w.reqs[0].Key) {
+		for at, w := range q.bySeq {
+			if at.group != g {
 				continue
 			}
-			if _, _, queued := v.Lookup(fsm.WaiterKey(w.reqs[0].Key, seq)); queued {
+			if _, _, queued := v.Lookup(fsm.WaiterKey(w.reqs[0].Key, at.seq)); queued {
 				continue
 			}
 			_, served := findWaiter(v, w.reqs)
@@ -127,10 +135,10 @@ func (q *queueWaits) restored(n Replica, mine func(key []byte) bool) {
 	})
 }
 
-// forget drops the client at place seq.
-func (q *queueWaits) forget(seq fsm.Token) {
+// forget drops the client at place at.
+func (q *queueWaits) forget(at waitPlace) {
 	q.mu.Lock()
-	delete(q.bySeq, seq)
+	delete(q.bySeq, at)
 	q.mu.Unlock()
 }
 
@@ -283,15 +291,16 @@ func (r *request) pollForLocks(reqs []lockRequest, wait time.Duration) ([]fsm.Re
 // lock is left to its lease.
 func (r *request) awaitTurn(reqs []lockRequest, seq fsm.Token, wait time.Duration) ([]fsm.Result, error) {
 	keys := keysOf(reqs)
-	w := r.s.queueWaits.register(seq, reqs)
+	at := waitPlace{r.s.groupIndex(r.home), seq}
+	w := r.s.queueWaits.register(at, reqs)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for withdrawn := false; ; {
 		select {
 		case <-w.done:
-			r.s.queueWaits.forget(seq)
+			r.s.queueWaits.forget(at)
 		case <-r.c.ctx.Done():
-			r.s.leaveQueue(keys, seq, w, !r.c.hop.forwarded) // it forgets the wait once done with it
+			r.s.leaveQueue(keys, at, w, !r.c.hop.forwarded) // it forgets the wait once done with it
 			return nil, r.c.ctx.Err()
 		case <-timer.C:
 			if !withdrawn {
@@ -303,10 +312,10 @@ func (r *request) awaitTurn(reqs []lockRequest, seq fsm.Token, wait time.Duratio
 				timer.Reset(waitGrace)
 				continue
 			}
-			r.s.queueWaits.forget(seq)
+			r.s.queueWaits.forget(at)
 			return nil, node.ErrUncertain
 		case <-r.s.ctx.Done():
-			r.s.queueWaits.forget(seq)
+			r.s.queueWaits.forget(at)
 			return nil, node.ErrShutdown
 		}
 		break
@@ -325,9 +334,10 @@ func (r *request) awaitTurn(reqs []lockRequest, seq fsm.Token, wait time.Duratio
 // leaveQueue takes the waiter at place seq out of keys' queues for a client that left, and
 // releases the locks a Serve granted it meanwhile. Only a leader can: on a follower (the waiter's
 // leader died) its wait's expiry takes it out, and a lock served to it ends with its lease.
-func (s *Server) leaveQueue(keys [][]byte, seq fsm.Token, w *queueWait, giveBack bool) {
+func (s *Server) leaveQueue(keys [][]byte, at waitPlace, w *queueWait, giveBack bool) {
+	seq := at.seq
 	go func() {
-		defer s.queueWaits.forget(seq)
+		defer s.queueWaits.forget(at)
 		ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 		defer cancel()
 		if err := s.withdraw(ctx, keys, seq); err != nil || !giveBack {

@@ -245,14 +245,15 @@ func (s *Server) tellHolders(key []byte, token fsm.Token, how node.LockEnd) {
 	disconnectSlow(s.log, full, "lock-lost")
 }
 
-// locksFlushed is the node's LocksFlushed hook: a FLUSHDB of database db (FLUSHALL: db nil)
-// ended every lock in it, which this node's holders hear of from its own table of holders.
-func (s *Server) locksFlushed(db []byte) {
+// locksFlushed is group g's LocksFlushed hook: a FLUSHDB of database db (FLUSHALL: db nil)
+// ended every lock of the group in it, which this node's holders hear of from its own table of
+// holders.
+func (s *Server) locksFlushed(g int, db []byte) {
 	lw := s.lockWatch
 	var keys []string
 	lw.mu.Lock()
 	for k := range lw.byKey {
-		if len(db) == 0 || k[0] == db[0] {
+		if (len(db) == 0 || k[0] == db[0]) && (!s.grouped() || s.homeOfTableKeys([][]byte{[]byte(k)}) == s.groups[g]) {
 			keys = append(keys, k)
 		}
 	}
@@ -306,7 +307,7 @@ func (s *Server) recheckHolders(g int) {
 func (s *Server) restored(g int) {
 	s.hub.dropSubscribers()
 	s.recheckHolders(g)
-	s.queueWaits.restored(s.groups[g], func(key []byte) bool { return s.homeOfTableKeys([][]byte{key}) == s.groups[g] })
+	s.queueWaits.restored(g, s.groups[g])
 }
 
 // locksWatched is the node's LocksWatched hook: whether anyone on this node listens to lock

@@ -467,9 +467,11 @@ func (s *Server) watchers(g int, keyEvents bool) node.Watchers {
 		LockEnded: func(at node.LogPosition, key []byte, token fsm.Token, how node.LockEnd) {
 			s.lockEnded(g, at, key, token, how)
 		},
-		Waited:       s.queueWaits.waited,
+		Waited: func(seq fsm.Token, key []byte, token fsm.Token) {
+			s.queueWaits.waited(g, seq, key, token)
+		},
 		LocksWatched: s.locksWatched,
-		LocksFlushed: s.locksFlushed,
+		LocksFlushed: func(db []byte) { s.locksFlushed(g, db) },
 		Restored:     func() { s.restored(g) },
 		UsersChanged: s.reloadUsers,
 	}

@@ -261,11 +261,22 @@ func (c *conn) queue(w *resp.Writer, cmd *command, args [][]byte) {
 		w.Error("ERR max read-ahead bytes reached on this node (" + itoa(c.s.readAhead.limit) + " bytes of commands not yet executed): the transaction is refused")
 		return
 	}
-	if c.s.grouped() && cmd.leader && !c.joinTxHome(cmd.keyArgs(args)) {
-		c.s.readAhead.release(size)
-		tx.aborted = true
-		w.Error(errCrossSlot)
-		return
+	if c.s.grouped() {
+		// A transaction runs in one group (joinTxHome); a command without keys runs in
+		// whichever, but one that must reach every group cannot run in a transaction.
+		msg := ""
+		switch keys := cmd.keyArgs(args); {
+		case spansGroups(cmd, args):
+			msg = "ERR " + strings.ToUpper(cmd.name) + " is not allowed inside MULTI on a cluster of several raft groups: send it on its own"
+		case cmd.leader && len(keys) > 0 && !c.joinTxHome(keys):
+			msg = errCrossSlot
+		}
+		if msg != "" {
+			c.s.readAhead.release(size)
+			tx.aborted = true
+			w.Error(msg)
+			return
+		}
 	}
 	c.multiBytes += size
 	tx.queued = append(tx.queued, queuedCommand{cmd: cmd, args: args})
@@ -674,7 +685,9 @@ func (r *request) execLocal(tx *transaction, ws *watchSet) {
 		}
 		w := resp.NewWriter(&replies[i])
 		w.SetProtocol(proto)
-		q.cmd.run(&request{s: r.s, c: c, w: w, cmd: q.cmd, args: q.args, db: dbs[i], home: r.home})
+		// Not the leader's: it runs as on its own, where a request without keys does (group
+		// 0: an ACL change must reach the users' table).
+		q.cmd.run(&request{s: r.s, c: c, w: w, cmd: q.cmd, args: q.args, db: dbs[i], home: r.s.node})
 		w.Flush()
 	}
 	r.w.Array(len(replies))

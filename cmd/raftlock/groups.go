@@ -89,7 +89,7 @@ type addressedReplica struct {
 	book *cluster.Member
 }
 
-func (r addressedReplica) Leadership() node.Leadership {
+func (r *addressedReplica) Leadership() node.Leadership {
 	l := r.Replica.Leadership()
 	if l.ID != "" && l.ClientAddr == "" {
 		l.ClientAddr, _ = r.book.MemberAddr(l.ID)

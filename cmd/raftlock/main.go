@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -193,11 +194,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		defer m.Close()
 		members = append(members, m)
-		reps = append(reps, addressedReplica{Replica: m.Core(), book: member})
+		reps = append(reps, &addressedReplica{Replica: m.Core(), book: member})
 	}
+	stopBalancer := func() {}
 	if groups > 1 {
 		balancer := cluster.StartBalancer(members, cluster.BalanceConfig{Logger: logger})
-		defer balancer.Stop()
+		stopBalancer = sync.OnceFunc(balancer.Stop)
+		defer stopBalancer()
 		logger.Info("raft groups", "groups", groups)
 	}
 	if ccfg.InsecureRaft {
@@ -283,6 +286,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if cerr := srv.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) {
 		logger.Warn("closing client listener", "err", cerr)
 	}
+	stopBalancer() // no leadership transfer starts while the groups stop
 	for g, m := range members {
 		if cerr := m.Close(); cerr != nil {
 			logger.Warn("stopping raft", "group", g, "err", cerr)
