@@ -32,6 +32,8 @@ type health struct {
 	CommitIndex   uint64   `json:"commit_index"`
 	AppliedIndex  uint64   `json:"applied_index"`
 	LastContactMs int64    `json:"last_contact_ms"` // -1: never
+	// Groups is each raft group's own judgement, on a node of several (group 0's is above).
+	Groups []health `json:"groups,omitempty"`
 }
 
 // readiness judges s (and the store, through probe, when not nil).
@@ -62,9 +64,30 @@ func readiness(s node.Stats, probe Probe) health {
 	return h
 }
 
+// readinessOf judges every group of a node (group 0 first): ready when each is, with each
+// other group's reasons named after it.
+func readinessOf(groups []Group) health {
+	h := readiness(groups[0].Stats.Stats(), groups[0].Probe)
+	if len(groups) < 2 {
+		return h
+	}
+	for g, gr := range groups {
+		gh := readiness(gr.Stats.Stats(), gr.Probe)
+		h.Groups = append(h.Groups, gh)
+		if g == 0 {
+			continue
+		}
+		for _, why := range gh.Reasons {
+			h.Reasons = append(h.Reasons, "raft group "+strconv.Itoa(g)+": "+why)
+		}
+	}
+	h.Ready = len(h.Reasons) == 0
+	return h
+}
+
 // serveHealth answers /livez (the process serves HTTP: always 200) and /readyz (200 when
-// readiness finds nothing wrong, else 503), each with a JSON body.
-func serveHealth(mux *http.ServeMux, src Stats, probe Probe) {
+// readiness finds nothing wrong in any group, else 503), each with a JSON body.
+func serveHealth(mux *http.ServeMux, groups []Group) {
 	writeJSON := func(w http.ResponseWriter, code int, v any) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
@@ -75,7 +98,7 @@ func serveHealth(mux *http.ServeMux, src Stats, probe Probe) {
 		writeJSON(w, http.StatusOK, map[string]bool{"live": true})
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		h := readiness(src.Stats(), probe)
+		h := readinessOf(groups)
 		code := http.StatusOK
 		if !h.Ready {
 			code = http.StatusServiceUnavailable
@@ -89,5 +112,12 @@ func serveHealth(mux *http.ServeMux, src Stats, probe Probe) {
 // notice (cmd/raftlock) asks it too, so both say the same.
 func Ready(s node.Stats, probe Probe) (ready bool, reasons []string) {
 	h := readiness(s, probe)
+	return h.Ready, h.Reasons
+}
+
+// ReadyGroups is Ready for a node of several raft groups (group 0 first): ready when every
+// group is.
+func ReadyGroups(groups []Group) (ready bool, reasons []string) {
+	h := readinessOf(groups)
 	return h.Ready, h.Reasons
 }

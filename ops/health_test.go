@@ -3,6 +3,7 @@ package ops
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -85,5 +86,49 @@ func TestHealthEndpoints(t *testing.T) {
 	if reasons, _ := body["reasons"].([]any); code != http.StatusServiceUnavailable || body["ready"] != false || len(reasons) != 1 ||
 		!strings.Contains(reasons[0].(string), "read-only file system") {
 		t.Errorf("/readyz with a failing store = %d %v; want 503 naming the store", code, body)
+	}
+}
+
+// TestGroupsReadiness: a node of several raft groups is ready when every group is; a group that
+// is not names itself in /readyz's reasons, and /metrics has a series per group.
+func TestGroupsReadiness(t *testing.T) {
+	leader := fixedStats{State: "Leader", Ready: true, LeaderID: "n1", Term: 4, Locks: 3}
+	follower := fixedStats{State: "Follower", LeaderID: "n2", CommitIndex: 10, AppliedIndex: 10, LastContact: 50 * time.Millisecond}
+	lost := fixedStats{State: "Candidate", LastContact: 3 * time.Second}
+	groups := []Group{{Stats: leader}, {Stats: follower}, {Stats: follower}}
+	if ready, reasons := ReadyGroups(groups); !ready {
+		t.Errorf("three healthy groups: not ready: %v", reasons)
+	}
+	groups[2] = Group{Stats: lost}
+	ready, reasons := ReadyGroups(groups)
+	if ready || len(reasons) != 1 || !strings.HasPrefix(reasons[0], "raft group 2: no leader known") {
+		t.Errorf("group 2 without a leader: ready %v, %v; want not ready, naming group 2", ready, reasons)
+	}
+	s, err := Start(Config{Addr: "127.0.0.1:0", Groups: groups}, leader, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	res, err := http.Get("http://" + s.Addr().String() + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]any
+	json.NewDecoder(res.Body).Decode(&body)
+	res.Body.Close()
+	if gs, _ := body["groups"].([]any); res.StatusCode != http.StatusServiceUnavailable || len(gs) != 3 {
+		t.Errorf("/readyz with group 2 leaderless = %d %v; want 503 and each group's judgement", res.StatusCode, body)
+	}
+	res, err = http.Get("http://" + s.Addr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	_, _ = io.Copy(&b, res.Body)
+	res.Body.Close()
+	for _, want := range []string{`raftlock_group_is_leader{group="0"} 1`, `raftlock_group_is_leader{group="1"} 0`, `raftlock_group_locks_held{group="0"} 3`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }

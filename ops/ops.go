@@ -22,6 +22,12 @@ import (
 // Stats is what the HTTP surface reads: the node's typed figures.
 type Stats interface{ Stats() node.Stats }
 
+// Group is one raft group's figures and store probe (Config.Groups).
+type Group struct {
+	Stats Stats
+	Probe Probe
+}
+
 // Users is who may read the profiles: the node's ACL users (server.Server).
 type Users interface {
 	// AuthRequired reports whether clients must authenticate (a password on the default user,
@@ -59,6 +65,10 @@ type Config struct {
 	Members Members
 	// Locks, if not nil, serves the status page's locks view (/locks.json).
 	Locks Locks
+	// Groups, for a node of several raft groups (docs/groups.md), is every group's figures and
+	// store probe, group 0 (src, Probe) first: /readyz judges each, and /metrics adds a
+	// raftlock_group_* series per group. Nil for a node of one group.
+	Groups []Group
 	// Insecure serves addresses other than loopback while no credentials are set, and lets the
 	// surface listen on such an address then (protect.go). Without it, Start refuses a
 	// non-loopback address while Users needs no authentication, and requests from other
@@ -91,6 +101,7 @@ func Start(cfg Config, src Stats, logger *slog.Logger) (*Server, error) {
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		WriteMetrics(w, src.Stats())
+		writeGroupMetrics(w, cfg.Groups)
 		var respFailures uint64
 		if cfg.Server != nil {
 			ss := cfg.Server.ServerStats()
@@ -100,7 +111,10 @@ func Start(cfg Config, src Stats, logger *slog.Logger) (*Server, error) {
 		writeAuthFailures(w, respFailures, s.stats.authFailures.Load())
 		writeProcessMetrics(w, readProcess("/proc/self"))
 	})
-	serveHealth(mux, src, cfg.Probe)
+	if cfg.Groups == nil {
+		cfg.Groups = []Group{{Stats: src, Probe: cfg.Probe}}
+	}
+	serveHealth(mux, cfg.Groups)
 	guard := func(h http.HandlerFunc) http.Handler { return adminOnly(cfg.Users, &s.stats.authFailures, h) }
 	serveStatus(mux, guard, newStatusSource(src, cfg.Server, cfg.Members))
 	if cfg.Locks != nil {
@@ -152,14 +166,43 @@ func (s *Server) Close() error {
 	return err
 }
 
+// writeGroupMetrics writes a series per raft group of a node of several (none for one).
+func writeGroupMetrics(w io.Writer, groups []Group) {
+	if len(groups) < 2 {
+		return
+	}
+	stats := make([]node.Stats, len(groups))
+	for g, gr := range groups {
+		stats[g] = gr.Stats.Stats()
+	}
+	series := []struct {
+		name, kind, help string
+		value            func(s node.Stats) float64
+	}{
+		{"group_is_leader", "gauge", "1 when this node leads the raft group.", func(s node.Stats) float64 { return b2f(s.State == "Leader") }},
+		{"group_ready", "gauge", "1 when this node leads the raft group and serves it.", func(s node.Stats) float64 { return b2f(s.Ready) }},
+		{"group_term", "gauge", "The raft group's current term.", func(s node.Stats) float64 { return float64(s.Term) }},
+		{"group_commit_index", "gauge", "The raft group's commit index.", func(s node.Stats) float64 { return float64(s.CommitIndex) }},
+		{"group_applied_index", "gauge", "The raft group's last applied index.", func(s node.Stats) float64 { return float64(s.AppliedIndex) }},
+		{"group_locks_held", "gauge", "Locks in the raft group's table.", func(s node.Stats) float64 { return float64(s.Locks) }},
+	}
+	for _, m := range series {
+		fmt.Fprintf(w, "# HELP raftlock_%s %s\n# TYPE raftlock_%s %s\n", m.name, m.help, m.name, m.kind)
+		for g, s := range stats {
+			fmt.Fprintf(w, "raftlock_%s{group=\"%d\"} %g\n", m.name, g, m.value(s))
+		}
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // WriteMetrics writes the node's figures in the Prometheus text format.
 func WriteMetrics(w io.Writer, s node.Stats) {
-	b2f := func(b bool) float64 {
-		if b {
-			return 1
-		}
-		return 0
-	}
 	metric := func(name, kind, help string, v float64) {
 		fmt.Fprintf(w, "# HELP raftlock_%s %s\n# TYPE raftlock_%s %s\nraftlock_%s %g\n", name, help, name, kind, name, v)
 	}

@@ -256,9 +256,16 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	logger.Info("raftlock started", "version", server.Version, "id", opts.id, "addr", ln.Addr().String(), "raft", ccfg.RaftAddr, "dir", opts.dir,
 		"resumed", existing, "tls", clientTLS != nil, "raft_tls", raftTLS != nil, "raft_insecure", ccfg.InsecureRaft)
 
+	var opsGroups []ops.Group // nil for one group
+	if groups > 1 {
+		for _, m := range members {
+			opsGroups = append(opsGroups, ops.Group{Stats: m.Core(), Probe: m.ProbeStore})
+		}
+	}
 	var web *ops.Server
 	if opts.metricsAddr != "" {
-		if web, err = ops.Start(ops.Config{Addr: opts.metricsAddr, Pprof: opts.pprof, Users: srv, Probe: member.ProbeStore, Server: srv, Members: member, Locks: srv, Insecure: opts.insecureHTTP}, node, logger); err != nil {
+		if web, err = ops.Start(ops.Config{Addr: opts.metricsAddr, Pprof: opts.pprof, Users: srv, Probe: member.ProbeStore, Server: srv, Members: member, Locks: srv, Insecure: opts.insecureHTTP,
+			Groups: opsGroups}, node, logger); err != nil {
 			srv.Close()
 			return err
 		}
@@ -269,7 +276,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	// Under systemd's Type=notify: READY=1 once the node serves as /readyz judges it,
 	// STOPPING=1 as it begins to shut down (notify.go).
 	sd := sdNotifier{socket: os.Getenv("NOTIFY_SOCKET"), log: logger}
-	stopReady := sd.notifyWhenReady(func() (bool, []string) { return ops.Ready(node.Stats(), member.ProbeStore) })
+	stopReady := sd.notifyWhenReady(func() (bool, []string) {
+		if opsGroups != nil {
+			return ops.ReadyGroups(opsGroups)
+		}
+		return ops.Ready(node.Stats(), member.ProbeStore)
+	})
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down")
