@@ -6,7 +6,7 @@ BIN       := bin
 FUZZTIME  ?=
 BENCHTIME ?= 5s
 
-.PHONY: all build run setup test unit fuzz vet bench bench-compare bench-scale cluster chaos chaos-short clients fencing soak clean
+.PHONY: all build run setup test unit fuzz vet bench bench-compare bench-scale bench-groups cluster chaos chaos-short clients fencing soak clean
 
 all: build
 
@@ -78,6 +78,12 @@ bench: build
 # (COMPARE_WAITERS=16,2000 adds 2000). See docs/performance.md.
 bench-compare: build
 	scripts/bench-compare.sh
+
+# Raft groups (docs/groups.md): pairs/s, p50/p99 and CPU per pair of a 3-node cluster of G = 1,
+# 2, 4, 8 groups, one benchmark per group against its leader, and idle CPU per group.
+# GROUPS_LIST, CONNS, DUR, ROUNDS, BENCH_ARGS (e.g. "-pipeline 16"): see the script's header.
+bench-groups: build
+	scripts/bench-groups.sh
 
 # Scale figures: RSS with 1M held locks, snapshot and restart times, grants while 10k/100k
 # leases expire. See docs/performance.md.
