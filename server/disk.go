@@ -31,11 +31,7 @@ func diskReply(df node.DiskFault, uncertain bool) string {
 // (ok or err), disk_state (ok, full or failed) and disk_error (empty when ok).
 func (s *Server) diskFields() []infoField {
 	status, state, text := "ok", "ok", ""
-	var err error
-	if s.disk != nil {
-		err = s.disk.DiskFault()
-	}
-	if err != nil {
+	if err := s.diskFault(); err != nil {
 		status, state, text = "err", "failed", strings.NewReplacer("\r", " ", "\n", " ").Replace(err.Error())
 		var df node.DiskFault
 		if errors.As(err, &df) && df.DiskFull() {
@@ -49,14 +45,31 @@ func (s *Server) diskFields() []infoField {
 // raft is stopped, so it knows no leader to forward to, and the client must go to another node.
 // ok is false while the disk works (or is only full: raft still runs and knows the leader).
 func (s *Server) failedDisk() (reply string, ok bool) {
-	if s.disk == nil {
-		return "", false
-	}
 	var df node.DiskFault
-	if !errors.As(s.disk.DiskFault(), &df) || df.DiskFull() {
+	if !errors.As(s.diskFault(), &df) || df.DiskFull() {
 		return "", false
 	}
 	return diskReply(df, false), true
+}
+
+// diskFault is the node's disk's fault now, or nil: Deps.Disk's, and in a cluster of several
+// raft groups the first any group's replica reports (they share the disk, and each sees a
+// fault only when it writes).
+func (s *Server) diskFault() error {
+	if s.disk == nil {
+		return nil
+	}
+	if err := s.disk.DiskFault(); err != nil || !s.grouped() {
+		return err
+	}
+	for _, rep := range s.groups[1:] {
+		if d, ok := rep.(Disk); ok {
+			if err := d.DiskFault(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // subscribes reports whether the pub/sub command named name starts a subscription.

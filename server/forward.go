@@ -213,6 +213,15 @@ func (r *request) forward(cmds [][][]byte, mayApply bool) (reply []byte, ok bool
 	c, cmd := r.c, r.cmd
 	l := r.home.Leadership()
 	id, addr := l.ID, l.ClientAddr
+	if r.s.grouped() {
+		// This node's disk failed under one of its groups: as one whose raft stopped, it
+		// forwards nothing (another group's raft here may not have seen it yet).
+		if msg, failed := r.s.failedDisk(); failed {
+			r.s.metrics.refuse(refusedNoLeader)
+			r.w.Error(msg)
+			return nil, false
+		}
+	}
 	switch {
 	case id == "" || id == r.s.cfg.NodeID:
 		// No leader, or it is us but not ready yet (catching up after the election); or this

@@ -168,7 +168,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	ccfg.PeerUser, ccfg.PeerPassword = opts.masterUser, opts.masterAuth
 	policy := locks.New(locks.Config{ApplyTimeout: ccfg.Core.ApplyTimeout, Logger: logger})
 	ccfg.Core.Locks = policy
-	member, err := cluster.Start(ccfg, raftnode.Stores{Log: st, Stable: st, Snapshots: snaps, Health: st.Health}, trans)
+	health := st.Health
+	if groups > 1 {
+		// The groups' logs share the disk: a fault one group's log met is every group's, so
+		// none of them writes to pebble (which ends the process on a failed write) after it.
+		health = func() error {
+			for g := range groups {
+				if err := gst.Store(g).Health(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	member, err := cluster.Start(ccfg, raftnode.Stores{Log: st, Stable: st, Snapshots: snaps, Health: health}, trans)
 	if err != nil {
 		closeTransports(1)
 		return err
@@ -187,7 +200,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		gcfg.Core.Logger = logger.With("group", g)
 		gcfg.Core.Locks = locks.New(locks.Config{ApplyTimeout: gcfg.Core.ApplyTimeout, Logger: gcfg.Core.Logger})
 		gs := gst.Store(g)
-		m, err := cluster.Start(gcfg, raftnode.Stores{Log: gs, Stable: gs, Snapshots: gs.Snapshots(2), Health: gs.Health}, transports[g])
+		m, err := cluster.Start(gcfg, raftnode.Stores{Log: gs, Stable: gs, Snapshots: gs.Snapshots(2), Health: health}, transports[g])
 		if err != nil {
 			closeTransports(g + 1)
 			return fmt.Errorf("raft group %d: %w", g, err)

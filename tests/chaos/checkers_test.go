@@ -102,19 +102,19 @@ func TestClockSlack(t *testing.T) {
 }
 
 func TestFencingChecker(t *testing.T) {
-	if bad := checkFencing([]Op{grant(0, 5, 1000, 0, 1), grant(1, 9, 1000, 2, 3)}); len(bad) != 0 {
+	if bad := checkFencing([]Op{grant(0, 5, 1000, 0, 1), grant(1, 9, 1000, 2, 3)}, nil); len(bad) != 0 {
 		t.Errorf("good history flagged: %v", bad)
 	}
-	if bad := checkFencing([]Op{grant(0, 9, 1000, 0, 1), grant(1, 7, 1000, 2, 3)}); len(bad) != 1 {
+	if bad := checkFencing([]Op{grant(0, 9, 1000, 0, 1), grant(1, 7, 1000, 2, 3)}, nil); len(bad) != 1 {
 		t.Errorf("decreasing tokens in real-time order: got %v", bad)
 	}
 	a, b := grant(0, 9, 1000, 0, 1), grant(1, 9, 1000, 0, 1)
 	b.Key = "other"
-	if bad := checkFencing([]Op{a, b}); len(bad) == 0 {
+	if bad := checkFencing([]Op{a, b}, nil); len(bad) == 0 {
 		t.Error("duplicate token across keys not flagged")
 	}
 	// concurrent grants may come in either order
-	if bad := checkFencing([]Op{grant(0, 9, 1000, 0, 5), grant(1, 7, 1000, 2, 3)}); len(bad) != 0 {
+	if bad := checkFencing([]Op{grant(0, 9, 1000, 0, 5), grant(1, 7, 1000, 2, 3)}, nil); len(bad) != 0 {
 		t.Errorf("concurrent grants flagged: %v", bad)
 	}
 }
@@ -561,7 +561,7 @@ func TestPubSubChecker(t *testing.T) {
 			nil, func(r PubSubResult) bool { return r.Stale == 0 }, 0},
 	}
 	for _, c := range cases {
-		r := checkPubSub(pubs, c.subs, c.restores)
+		r := checkPubSub(pubs, c.subs, c.restores, nil)
 		if len(r.Violations) != c.bad || !c.check(r) {
 			t.Errorf("%s: got %+v; want %d violations", c.name, r, c.bad)
 		}
@@ -1364,5 +1364,36 @@ func TestDiskPanic(t *testing.T) {
 		if found := checkLogs([]string{log}); (len(found) == 0) != c.want {
 			t.Errorf("checkLogs on %q found %v", c.lines[0], found)
 		}
+	}
+}
+
+// TestFencingPerRaftGroup: with several raft groups the token checks hold within each group's
+// keys (each group counts on its own), and still catch a group's own duplicate or decrease.
+func TestFencingPerRaftGroup(t *testing.T) {
+	groupOf := func(key string) int { return keyGroup(key, 4) }
+	var k0, k1 string
+	for i := 0; k0 == "" || k1 == ""; i++ {
+		k := fmt.Sprintf("k%d", i)
+		switch {
+		case groupOf(k) == 0 && k0 == "":
+			k0 = k
+		case groupOf(k) == 1 && k1 == "":
+			k1 = k
+		}
+	}
+	g := func(key string, token uint64, inv, comp int64) Op {
+		return Op{Kind: Acquire, Key: key, Outcome: OK, Granted: true, Token: token, Invoke: inv, Complete: comp}
+	}
+	if bad := checkFencing([]Op{g(k0, 9, 0, 1), g(k1, 9, 2, 3), g(k1, 5, 4, 5)}, groupOf); len(bad) != 1 {
+		t.Errorf("two groups with the same tokens, one decreasing in group 1: %v; want one violation", bad)
+	}
+	if bad := checkFencing([]Op{g(k0, 9, 0, 1), g(k0, 9, 2, 3)}, groupOf); len(bad) != 2 {
+		t.Errorf("one group's token granted twice: %v; want two violations", bad)
+	}
+	if got := keyGroup("{"+k1+"}x", 4); got != 1 {
+		t.Errorf("a hash tag's group: %d; want its tag's, 1", got)
+	}
+	if groupsOf([]string{"--group-commit", "no", "--groups", "4"}) != 4 || groupsOf(nil) != 1 {
+		t.Error("groupsOf does not read --groups")
 	}
 }

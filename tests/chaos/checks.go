@@ -11,14 +11,31 @@ import (
 
 // checkFencing checks that known grants have unique tokens across all keys and that tokens
 // increase in real-time order: a grant that completed before another was invoked has the lower
-// token.
-func checkFencing(ops []Op) []string {
-	var grants []Op
+// token. In a cluster of several raft groups each group counts tokens on its own (docs/groups.md),
+// so both hold among the keys of each group: groupOf says a key's (nil: one group).
+func checkFencing(ops []Op, groupOf func(key string) int) []string {
+	byGroup := map[int][]Op{}
 	for _, op := range ops {
 		if op.Kind == Acquire && op.Outcome == OK && op.Granted && op.Token > 0 {
-			grants = append(grants, op)
+			g := 0
+			if groupOf != nil {
+				g = groupOf(op.Key)
+			}
+			byGroup[g] = append(byGroup[g], op)
 		}
 	}
+	var bad []string
+	for g := 0; len(byGroup) > 0; g++ {
+		if grants, ok := byGroup[g]; ok {
+			bad = append(bad, checkGroupFencing(grants)...)
+			delete(byGroup, g)
+		}
+	}
+	return bad
+}
+
+// checkGroupFencing is checkFencing over the grants of one token counter.
+func checkGroupFencing(grants []Op) []string {
 	var bad []string
 	seen := map[uint64]Op{}
 	for _, g := range grants {
@@ -323,4 +340,40 @@ func freshAcquire(addrs []string, deadline time.Time) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("no fresh acquire succeeded before the deadline: last %v", last)
+}
+
+// keyGroup is the raft group of key in a cluster of groups groups: Redis Cluster's hash slot (the
+// CRC16 of the key, or of its {hash tag}) split in groups even ranges, as the server does
+// (server/groups.go).
+func keyGroup(key string, groups int) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc%16384) * groups / 16384
+}
+
+// groupsOf is the --groups a node's flags name (1 when none).
+func groupsOf(args []string) int {
+	for i, a := range args {
+		if a == "--groups" && i+1 < len(args) {
+			var g int
+			if _, err := fmt.Sscan(args[i+1], &g); err == nil && g > 0 {
+				return g
+			}
+		}
+	}
+	return 1
 }

@@ -276,6 +276,7 @@ func Run(cfg Config) (res Result, err error) {
 	}
 	obs.restores = snapshotRestores(logs, rec.start)
 
+	obs.raftGroups = groupsOf(cfg.NodeArgs)
 	res, bad, clk := evaluate(h, obs, cfg.LinTimeout)
 	res.Faults = nm.count
 	res.FaultKinds = map[string]int{}
@@ -303,6 +304,7 @@ type observed struct {
 	collGroups map[string]map[string][][]string // node -> collection group -> its own table's contents
 	restores   map[string][]int64               // node -> when it installed a leader's snapshot
 	logs       []string                         // every node's log
+	raftGroups int                              // the nodes' --groups (0 or 1: one group)
 }
 
 // evaluate runs every checker over a history and what the run observed.
@@ -324,8 +326,12 @@ func evaluate(h History, obs observed, linTimeout time.Duration) (Result, []LinR
 
 	v := append([]string(nil), obs.violations...)
 	v = append(v, checkLogs(obs.logs)...)
-	// every kind's grants come from the one token counter
-	v = append(v, checkFencing(slices.Concat(h.Ops, h.Kinds, h.Waits))...)
+	// every kind's grants come from the one token counter (of their key's group)
+	var groupOf func(string) int
+	if groups := obs.raftGroups; groups > 1 {
+		groupOf = func(key string) int { return keyGroup(key, groups) }
+	}
+	v = append(v, checkFencing(slices.Concat(h.Ops, h.Kinds, h.Waits), groupOf)...)
 	v = append(v, checkMLock(h.Kinds)...)
 	var fifo []string
 	res.Waits, fifo = checkWaitOrder(h.Waits, h.Queues)
@@ -336,7 +342,7 @@ func evaluate(h History, obs observed, linTimeout time.Duration) (Result, []LinR
 	}
 	res.Multi = checkAtomicity(h.Multi, obs.groups, obs.collGroups)
 	v = append(v, res.Multi.Violations...)
-	res.PubSub = checkPubSub(h.Publishes, h.Subs, obs.restores)
+	res.PubSub = checkPubSub(h.Publishes, h.Subs, obs.restores, groupOf)
 	v = append(v, res.PubSub.Violations...)
 	if n := res.Multi.Unreported + res.PubSub.Unreported; n > 0 {
 		v = append(v, fmt.Sprintf("... and %d more atomicity and pub/sub violations (counts in the summary line)", n))
