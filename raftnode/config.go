@@ -68,6 +68,10 @@ type Config struct {
 	// Cluster is told what cluster management watches (package cluster sets it). nil: no one
 	// is, as for a core that tests run on its own.
 	Cluster ClusterPolicy
+	// DiskFailed, when not nil, is told once that this core's raft stops for a failed disk
+	// (disk.go), on raft's goroutine: it must not block. The other raft groups of the node,
+	// whose logs share the disk, stop with it (StopForDiskFault).
+	DiskFailed func(err error)
 	// Now is the clock for lease timers. Tests inject skew and jumps through it. Default
 	// time.Now.
 	Now func() time.Time

@@ -89,6 +89,9 @@ func (n *Replica) logStoreFailed(err error) {
 	n.leaderChange.notify()
 	n.log.Error("disk failed: this node stopped acknowledging writes and stops its raft; the other "+
 		"nodes elect a leader and serve. Restart it once the disk is repaired or replaced", "err", err)
+	if n.cfg.DiskFailed != nil {
+		n.cfg.DiskFailed(fault)
+	}
 	// Not on the caller's goroutine: it is raft's own, and raft's shutdown waits for it.
 	n.goFunc(func() {
 		// raft's goroutines store logs before New has set n.raft (a disk that fails at start):
@@ -109,6 +112,11 @@ func (n *Replica) logStoreFailed(err error) {
 		close(n.disk.stopped)
 	})
 }
+
+// StopForDiskFault stops this core's raft for err, a failed disk (node.DiskFault) that another
+// raft group of the node met on the disk their logs share, as if its own log store had met it:
+// a raft left running would write its term or vote to a store that can no longer take them.
+func (n *Replica) StopForDiskFault(err error) { n.logStoreFailed(err) }
 
 // raftStopped reports whether raft was stopped for a failed disk and has finished stopping.
 // raft's own State may say Follower then: an append its main loop was handling as Shutdown

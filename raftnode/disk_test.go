@@ -285,3 +285,40 @@ func TestAppliedFloorNotWrittenOnAFailedDisk(t *testing.T) {
 		t.Errorf("the applied floor in the stable store = %d, %v after the disk failed; want 0 (not written)", v, err)
 	}
 }
+
+// TestDiskFailureStopsSiblingCores: a core told (Config.DiskFailed) that its disk failed stops
+// its sibling, as the raft groups of one node do for the disk their logs share
+// (StopForDiskFault): the sibling, whose own log never failed, stops its raft and reports the
+// fault, once.
+func TestDiskFailureStopsSiblingCores(t *testing.T) {
+	var sibling *testNode
+	told := 0
+	stA, fsA := faultStores(t, "a")
+	cfgA := testConfig("a")
+	cfgA.DiskFailed = func(err error) {
+		told++
+		sibling.StopForDiskFault(err)
+	}
+	a := startNode(t, cfgA, stA)
+	bootstrap(t, a, "a")
+	stB, _ := faultStores(t, "b")
+	sibling = startNode(t, testConfig("b"), stB)
+	bootstrap(t, sibling, "b")
+	for _, n := range []*testNode{a, sibling} {
+		testutil.CloseAllAtEnd(t, []*testNode{n}, func(n *testNode) { closeNode(t, n) })
+		settle(t, []*testNode{n})
+	}
+	fsA.Break()
+	if out, err := tryLock(t.Context(), a, "k", "o", 60_000); out.granted || err == nil {
+		t.Fatalf("LOCK on a broken disk = %+v, %v; want an error", out, err)
+	}
+	failStopped(t, a)
+	failStopped(t, sibling)
+	if df, ok := asDiskFault(sibling.DiskFault()); !ok || df.DiskFull() {
+		t.Errorf("the sibling reports %v; want the failed disk", sibling.DiskFault())
+	}
+	sibling.StopForDiskFault(a.DiskFault()) // again: nothing more
+	if told != 1 {
+		t.Errorf("DiskFailed told %d times; want once", told)
+	}
+}

@@ -6,8 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/node"
@@ -104,4 +106,28 @@ func dirHasRaftState(dir string) (bool, error) {
 		return false, nil
 	}
 	return len(entries) > 0, err
+}
+
+// diskSiblings are the cores of a node's raft groups, whose logs share its disk: when one
+// stops for a failed disk, the others stop too (raftnode.Config.DiskFailed).
+type diskSiblings struct {
+	mu    sync.Mutex
+	cores []*raftnode.Replica
+}
+
+func (d *diskSiblings) add(c *raftnode.Replica) {
+	d.mu.Lock()
+	d.cores = append(d.cores, c)
+	d.mu.Unlock()
+}
+
+// stopAll is DiskFailed: on the failing core's raft goroutine, so it only starts the others'
+// stops (each stops once; a core that failed already ignores it).
+func (d *diskSiblings) stopAll(err error) {
+	d.mu.Lock()
+	cores := slices.Clone(d.cores)
+	d.mu.Unlock()
+	for _, c := range cores {
+		c.StopForDiskFault(err)
+	}
 }

@@ -169,7 +169,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	policy := locks.New(locks.Config{ApplyTimeout: ccfg.Core.ApplyTimeout, Logger: logger})
 	ccfg.Core.Locks = policy
 	health := st.Health
+	var siblings diskSiblings
 	if groups > 1 {
+		ccfg.Core.DiskFailed = siblings.stopAll
 		// The groups' logs share the disk: a fault one group's log met is every group's, so
 		// none of them writes to pebble (which ends the process on a failed write) after it.
 		health = func() error {
@@ -189,6 +191,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	defer member.Close()
 	self.Store(member)
 	node := member.Core()
+	siblings.add(node)
 	// The other groups' members: the same node under the same ID, each with its own store,
 	// transport and lock policy. Client addresses are announced to group 0 alone
 	// (addressedReplica).
@@ -206,6 +209,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			return fmt.Errorf("raft group %d: %w", g, err)
 		}
 		defer m.Close()
+		siblings.add(m.Core())
 		members = append(members, m)
 		reps = append(reps, &addressedReplica{Replica: m.Core(), book: member})
 	}

@@ -48,8 +48,10 @@ type kindHold struct {
 	validUntil      int64 // by the client's own reckoning: from its last acknowledged grant or renewal
 }
 
-// rwKey is the i-th shared/plain key of the epoch the run is in at now.
-func rwKey(now int64, i int) string { return fmt.Sprintf("rw%d.%d", now/int64(keyEpoch), i) }
+// rwKey is the i-th shared/plain key of the epoch the run is in at now. An epoch's keys share a
+// hash tag, so that an MLOCK over them is served by one raft group when the nodes run several
+// (docs/groups.md: keys of one request share a slot).
+func rwKey(now int64, i int) string { return fmt.Sprintf("rw{%d}.%d", now/int64(keyEpoch), i) }
 
 // semKey is the epoch's semaphore.
 func semKey(now int64) string { return fmt.Sprintf("sem%d", now/int64(keyEpoch)) }

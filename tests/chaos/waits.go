@@ -35,7 +35,8 @@ const (
 )
 
 // waitKey is the i-th wait key of the epoch the run is in at now: plain locks, shares, MLOCKs.
-func waitKey(now int64, i int) string { return fmt.Sprintf("wq%d.%d", now/int64(keyEpoch), i) }
+// Its keys share a hash tag, as rwKey's do, for an MLOCK over them.
+func waitKey(now int64, i int) string { return fmt.Sprintf("wq{%d}.%d", now/int64(keyEpoch), i) }
 
 // waitSemKey is the epoch's semaphore wait key.
 func waitSemKey(now int64) string { return fmt.Sprintf("ws%d", now/int64(keyEpoch)) }
