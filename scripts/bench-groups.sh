@@ -20,6 +20,20 @@ tck=$(getconf CLK_TCK)
 
 cpu_of() { local t=0; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' /proc/$p/stat))); done; echo $t; }
 
+# group_leaders PORT: each group's leader as the node at PORT names it (INFO raft), space-separated;
+# empty while a group has none.
+group_leaders() {
+  redis-cli -p "$1" INFO raft 2>/dev/null | tr -d '\r' | python3 -c '
+import sys
+lines = dict(l.split(":", 1) for l in sys.stdin.read().splitlines() if ":" in l)
+G = int(lines.get("raft_groups", "1"))
+out = []
+for g in range(G):
+    f = dict(kv.split("=", 1) for kv in lines.get(f"raft_group{g}", "leader=" + lines.get("raft_leader_id", "")).split(","))
+    out.append(f.get("leader", ""))
+print(" ".join(out) if all(out) else "")'
+}
+
 # tag_in G g: a hash tag whose slot is served by group g of G.
 tag_in() {
   python3 - "$1" "$2" <<'PY'
@@ -53,27 +67,11 @@ for r in $(seq $rounds); do
     # Wait for every group to have a leader, then for the balancer (5 s settle) to spread them.
     leaders=""
     for _ in $(seq 300); do
-      leaders=$(redis-cli -p $((base+1)) INFO raft 2>/dev/null | tr -d '\r' | python3 -c '
-import sys
-lines = dict(l.split(":", 1) for l in sys.stdin.read().splitlines() if ":" in l)
-G = int(lines.get("raft_groups", "1"))
-out = []
-for g in range(G):
-    f = dict(kv.split("=", 1) for kv in lines.get(f"raft_group{g}", "leader=" + lines.get("raft_leader_id", "")).split(","))
-    out.append(f.get("leader", ""))
-print(" ".join(out) if all(out) else "")')
+      leaders=$(group_leaders $((base+1)))
       [ -n "$leaders" ] && break; sleep 0.1
     done
     sleep 7
-    leaders=$(redis-cli -p $((base+1)) INFO raft | tr -d '\r' | python3 -c '
-import sys
-lines = dict(l.split(":", 1) for l in sys.stdin.read().splitlines() if ":" in l)
-G = int(lines.get("raft_groups", "1"))
-out = []
-for g in range(G):
-    f = dict(kv.split("=", 1) for kv in lines.get(f"raft_group{g}", "leader=" + lines.get("raft_leader_id", "")).split(","))
-    out.append(f.get("leader", "?"))
-print(" ".join(out))')
+    leaders=$(group_leaders $((base+1)))
     c0=$(cpu_of "${pids[@]}"); sleep $idle; c1=$(cpu_of "${pids[@]}")
     idle_ms=$(python3 -c "print(f'{($c1-$c0)/$tck*1000/$idle/$G:.1f}')")
     per=$(( conns / G )); [ $per -lt 1 ] && per=1

@@ -51,36 +51,11 @@ func resolveGroups(dir string, flag int, hasState bool) (int, error) {
 		return 1, nil
 	}
 	g := max(flag, 1)
-	if err := writeSynced(path, []byte(strconv.Itoa(g)+"\n")); err != nil {
+	// Synced, as the raft state it describes will be (writeFileAtomic).
+	if err := writeFileAtomic(path, []byte(strconv.Itoa(g)+"\n")); err != nil {
 		return 0, fmt.Errorf("recording the raft groups: %w", err)
 	}
 	return g, nil
-}
-
-// writeSynced writes a new file and syncs it and its directory: the record must outlive a
-// power loss that the raft state it describes outlives.
-func writeSynced(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // addressedReplica is a group's replica whose leader's client address comes from group 0's
