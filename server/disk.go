@@ -52,24 +52,12 @@ func (s *Server) failedDisk() (reply string, ok bool) {
 	return diskReply(df, false), true
 }
 
-// diskFault is the node's disk's fault now, or nil: Deps.Disk's, and in a cluster of several
-// raft groups the first any group's replica reports (they share the disk, and each sees a
-// fault only when it writes).
+// diskFault is the node's disk's fault now, or nil (Deps.Disk).
 func (s *Server) diskFault() error {
 	if s.disk == nil {
 		return nil
 	}
-	if err := s.disk.DiskFault(); err != nil || !s.grouped() {
-		return err
-	}
-	for _, rep := range s.groups[1:] {
-		if d, ok := rep.(Disk); ok {
-			if err := d.DiskFault(); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return s.disk.DiskFault()
 }
 
 // subscribes reports whether the pub/sub command named name starts a subscription.

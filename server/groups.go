@@ -55,8 +55,16 @@ func (s *Server) homeOfTableKeys(keys [][]byte) Replica {
 	if !s.grouped() || len(keys) == 0 {
 		return s.node
 	}
-	_, key := fsm.SplitDBKey(keys[0])
-	return s.groups[groupOfSlot(keySlot(key), len(s.groups))]
+	return s.groups[s.groupOfTableKey(keys[0])]
+}
+
+// groupOfTableKey is the group of a table key (0 with one group).
+func (s *Server) groupOfTableKey(key []byte) int {
+	if !s.grouped() {
+		return 0
+	}
+	_, k := fsm.SplitDBKey(key)
+	return groupOfSlot(keySlot(k), len(s.groups))
 }
 
 // groupIndex is the number of the group whose replica is home.

@@ -77,7 +77,9 @@ type Admin interface {
 
 // Deps are what a server serves through. Replica is required; Admin and Disk may be nil.
 // Groups, for a cluster of several raft groups (groups.go), is this node's replica of each
-// group, index = group, Groups[0] being Replica; nil (or one) for a cluster of one group.
+// group, index = group, Groups[0] being Replica; nil (or one) for a cluster of one group. Disk
+// is the node's disk: with several groups, the fault any group's log met (their logs share it;
+// cmd/raftlock gives every group's replica that node-wide health).
 type Deps struct {
 	Replica Replica
 	Admin   Admin
