@@ -218,8 +218,11 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Replica, error) {
 		}
 		n.appliedFloor = 0
 	}
+	if err := checkLogContinuity(st); err != nil {
+		return nil, err
+	}
 	n.locks.Start(n)
-	r, err := raft.NewRaft(cfg.RaftConfig(), machineFSM{n}, logs, st.Stable, st.Snapshots, trans)
+	r, err := startRaft(cfg.RaftConfig(), machineFSM{n}, logs, st.Stable, st.Snapshots, trans)
 	if err != nil {
 		n.locks.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
