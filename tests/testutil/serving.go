@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -13,35 +15,52 @@ import (
 	"github.com/raftlock/raftlock/resp"
 )
 
-// handedOut are the ports FreePort returned in this process.
+// handedOut are the ports FreePort returned in this process; next is where its walk goes on.
 var handedOut struct {
 	sync.Mutex
 	ports map[int]bool
+	next  int
 }
 
-// FreePort returns a TCP port on ip that was free a moment ago and that it has not returned
-// before in this process. A cluster's ports are asked for one after another before any node
-// binds them, and the kernel may hand out a port it has just released again: two nodes of a
-// conformance test's cluster once got the same client port.
+// Test ports come from below the kernel's ephemeral range (ip_local_port_range, 32768-60999 by
+// default), which the kernel never picks as a connection's source port: a node stopped by a test
+// finds its ports free when it restarts, where a port of the ephemeral range can be held by any
+// outgoing connection meanwhile (TestClusterLeaderStop failed on that once).
+const (
+	testPortLow  = 10000
+	testPortHigh = 32767
+)
+
+// FreePort returns a TCP port on ip, below the ephemeral range, that was free a moment ago and
+// that it has not returned before in this process. A cluster's ports are asked for one after
+// another before any node binds them, so a port handed out is never handed out again. Each
+// process walks the range from a random place of its own, so that the test binaries go test runs
+// at once rarely meet.
 func FreePort(ip string) (int, error) {
 	handedOut.Lock()
 	defer handedOut.Unlock()
 	if handedOut.ports == nil {
 		handedOut.ports = make(map[int]bool)
+		handedOut.next = testPortLow + rand.IntN(testPortHigh-testPortLow+1)
 	}
-	for range 100 {
-		ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	for range testPortHigh - testPortLow + 1 {
+		port := handedOut.next
+		handedOut.next++
+		if handedOut.next > testPortHigh {
+			handedOut.next = testPortLow
+		}
+		if handedOut.ports[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
 		if err != nil {
-			return 0, fmt.Errorf("free port: %w", err)
+			continue // taken by someone else
 		}
-		port := ln.Addr().(*net.TCPAddr).Port
 		ln.Close()
-		if !handedOut.ports[port] {
-			handedOut.ports[port] = true
-			return port, nil
-		}
+		handedOut.ports[port] = true
+		return port, nil
 	}
-	return 0, errors.New("free port: the kernel kept handing out ports returned before")
+	return 0, fmt.Errorf("free port: no port of %d-%d is free on %s", testPortLow, testPortHigh, ip)
 }
 
 // clientTLS maps a client address to the TLS config that reaches it (UseTLS).

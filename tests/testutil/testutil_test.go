@@ -162,8 +162,8 @@ func TestGoflagsTags(t *testing.T) {
 	}
 }
 
-// FreePort never returns a port twice in one process, even when the kernel would: a cluster's
-// ports are all asked for before any is bound.
+// FreePort never returns a port twice in one process, even when the kernel would (a cluster's
+// ports are all asked for before any is bound), nor one of the kernel's ephemeral range.
 func TestFreePortNeverRepeats(t *testing.T) {
 	seen := make(map[int]bool)
 	for range 500 {
@@ -173,6 +173,9 @@ func TestFreePortNeverRepeats(t *testing.T) {
 		}
 		if seen[port] {
 			t.Fatalf("port %d returned twice", port)
+		}
+		if port < testPortLow || port > testPortHigh {
+			t.Fatalf("port %d is outside %d-%d, below the ephemeral range", port, testPortLow, testPortHigh)
 		}
 		seen[port] = true
 	}
