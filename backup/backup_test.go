@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +29,7 @@ func sample(t testing.TB) (*fsm.Machine, []byte) {
 	for i, c := range cmds {
 		m.Apply(uint64(i+1), c)
 	}
-	data, err := Encode(Header{SourceNode: "n2", ClusterID: "c0ffee", Term: 7, Created: time.Unix(1700000000, 0).UTC()}, m.Snapshot())
+	data, err := Encode(Header{SourceNode: "n2", ClusterID: "c0ffee", Part: Part{Term: 7}, Created: time.Unix(1700000000, 0).UTC()}, m.Snapshot())
 	if err != nil {
 		t.Fatalf("Encode: %v", err)
 	}
@@ -46,9 +48,9 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(body.Bytes())
-	want := Header{ClusterID: "c0ffee", SourceNode: "n2", AppliedIndex: 4, Term: 7, Created: time.Unix(1700000000, 0).UTC(),
-		Keys: 2, LastToken: uint64(m.LastToken()), BodyBytes: int64(body.Len()), BodySHA256: hex.EncodeToString(sum[:])}
-	if h != want {
+	want := Header{ClusterID: "c0ffee", SourceNode: "n2", Created: time.Unix(1700000000, 0).UTC(), Part: Part{AppliedIndex: 4, Term: 7,
+		Keys: 2, LastToken: uint64(m.LastToken()), BodyBytes: int64(body.Len()), BodySHA256: hex.EncodeToString(sum[:])}}
+	if !reflect.DeepEqual(h, want) {
 		t.Errorf("header = %+v, want %+v", h, want)
 	}
 	for _, key := range []string{"\x00a", "\x00b"} {
@@ -103,7 +105,7 @@ func TestDamageMessages(t *testing.T) {
 	}{
 		{"empty", nil, "not a raftlock backup"},
 		{"not a backup", []byte("*1\r\n$4\r\nPING\r\n"), "not a raftlock backup"},
-		{"newer version", newer, "format version 2"},
+		{"newer version", newer, "format version 3"},
 		{"truncated", data[:len(data)-10], "checksum does not match"},
 		{"flipped body byte", flip(len(data) - 40), "checksum does not match"},
 	} {
@@ -122,7 +124,7 @@ func TestReadFile(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, m, err := ReadFile(path); err != nil || m.Len() != 2 {
+	if _, ms, err := ReadFile(path); err != nil || len(ms) != 1 || ms[0].Len() != 2 {
 		t.Fatalf("ReadFile: %v", err)
 	}
 	if err := os.WriteFile(path, data[:len(data)/2], 0o600); err != nil {
@@ -148,25 +150,116 @@ func TestLimitWriter(t *testing.T) {
 	}
 }
 
-// FuzzDecode: no input makes Decode panic, and whatever it accepts re-encodes to a file it
-// accepts again with the same header figures.
+// FuzzDecode: no input makes DecodeGroups panic, and whatever it accepts re-encodes to a file
+// it accepts again with the same figures.
 func FuzzDecode(f *testing.F) {
 	_, data := sample(f)
+	_, grouped := sampleGroups(f)
 	f.Add(data)
 	f.Add(data[:len(data)/2])
+	f.Add(grouped)
 	f.Add([]byte(Magic + "\x01"))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		h, m, err := Decode(in)
+		h, ms, err := DecodeGroups(in)
 		if err != nil {
 			return
 		}
-		again, err := Encode(h, m.Snapshot())
+		snaps := make([]*fsm.Snapshot, len(ms))
+		for g, m := range ms {
+			snaps[g] = m.Snapshot()
+		}
+		again, err := EncodeGroups(h, snaps)
 		if err != nil {
 			t.Fatalf("re-encode: %v", err)
 		}
-		h2, _, err := Decode(again)
-		if err != nil || h2.Keys != h.Keys || h2.AppliedIndex != h.AppliedIndex {
+		h2, _, err := DecodeGroups(again)
+		if err != nil || !reflect.DeepEqual(h2.Parts(), h.Parts()) {
 			t.Fatalf("re-decode: %+v, %v; want %+v", h2, err, h)
 		}
 	})
+}
+
+// sampleGroups returns the tables of three raft groups (group 0 with the cluster ID and a
+// member, as cmd/raftlock's) and their backup file.
+func sampleGroups(t testing.TB) ([]*fsm.Machine, []byte) {
+	t.Helper()
+	m0, _ := sample(t)
+	var ms []*fsm.Machine
+	var snaps []*fsm.Snapshot
+	h := Header{SourceNode: "n3", ClusterID: "c0ffee", Created: time.Unix(1700000000, 0).UTC()}
+	for g := range 3 {
+		m := m0
+		if g > 0 {
+			m = fsm.New()
+			for i := range g * 5 {
+				m.Apply(uint64(i+1), fsm.Command{Kind: fsm.KindGrant, Key: fmt.Appendf(nil, "\x00g%d-%d", g, i), Owner: []byte("o"), LeaseMs: 1000, Match: fsm.Match{Kind: fsm.MatchAbsent}})
+			}
+		}
+		ms = append(ms, m)
+		snaps = append(snaps, m.Snapshot())
+		h.Groups = append(h.Groups, Part{Term: uint64(10 + g)})
+	}
+	data, err := EncodeGroups(h, snaps)
+	if err != nil {
+		t.Fatalf("EncodeGroups: %v", err)
+	}
+	return ms, data
+}
+
+// A backup of several groups holds each group's table with its own figures, in group order;
+// Decode, which wants one table, refuses it.
+func TestGroupsRoundTrip(t *testing.T) {
+	ms, data := sampleGroups(t)
+	if data[len(Magic)] != Version {
+		t.Errorf("version byte %d, want %d", data[len(Magic)], Version)
+	}
+	h, got, err := DecodeGroups(data)
+	if err != nil {
+		t.Fatalf("DecodeGroups: %v", err)
+	}
+	if h.ClusterID != "c0ffee" || h.SourceNode != "n3" || h.Part != (Part{}) || len(h.Groups) != 3 || len(got) != 3 {
+		t.Fatalf("header %+v, %d tables", h, len(got))
+	}
+	for g, m := range ms {
+		p := h.Groups[g]
+		if p.Term != uint64(10+g) || p.Keys != m.Len() || p.AppliedIndex != m.Applied() || p.LastToken != uint64(m.LastToken()) {
+			t.Errorf("group %d: part %+v, table of %d keys applied %d token %d", g, p, m.Len(), m.Applied(), m.LastToken())
+		}
+		if got[g].Len() != m.Len() || got[g].Applied() != m.Applied() || got[g].LastToken() != m.LastToken() {
+			t.Errorf("group %d decoded: %d keys applied %d token %d", g, got[g].Len(), got[g].Applied(), got[g].LastToken())
+		}
+	}
+	if _, ok := got[2].Get([]byte("\x00g2-9")); !ok {
+		t.Error("group 2's last key is missing")
+	}
+	if _, _, err := Decode(data); !errors.Is(err, ErrGroups) {
+		t.Errorf("Decode of a file of three groups: %v, want ErrGroups", err)
+	}
+	path := filepath.Join(t.TempDir(), "g.rlbackup")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ms, err := ReadFile(path); err != nil || len(ms) != 3 {
+		t.Errorf("ReadFile: %d tables, %v", len(ms), err)
+	}
+	if _, err := EncodeGroups(Header{}, []*fsm.Snapshot{ms[0].Snapshot(), ms[1].Snapshot()}); err == nil {
+		t.Error("EncodeGroups of two snapshots with a header of no groups succeeded")
+	}
+}
+
+// Every flipped byte and every truncation of a file of several groups is refused.
+func TestGroupsDamageRefused(t *testing.T) {
+	_, data := sampleGroups(t)
+	for i := range data {
+		bad := append([]byte(nil), data...)
+		bad[i] ^= 0x20
+		if _, _, err := DecodeGroups(bad); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("byte %d of %d flipped: err = %v, want ErrCorrupt", i, len(data), err)
+		}
+	}
+	for n := range len(data) {
+		if _, _, err := DecodeGroups(data[:n]); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("truncated to %d of %d bytes: err = %v, want ErrCorrupt", n, len(data), err)
+		}
+	}
 }

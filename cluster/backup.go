@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -45,43 +46,85 @@ func (n *Member) ReadIndex(ctx context.Context) (uint64, error) {
 // follower costs the leader one round trip. Each lock's lease in the file is what it has left
 // by this node's timer (at least 1 ms), rounded up to the millisecond.
 func (n *Member) Backup(ctx context.Context) ([]byte, error) {
+	snap, term, err := n.backupTable(ctx, n.leaderReadIndex)
+	if err != nil {
+		return nil, err
+	}
+	return backup.Encode(backup.Header{
+		ClusterID: n.ClusterID(), SourceNode: n.cfg.Core.ID, Part: backup.Part{Term: term}, Created: n.cfg.Core.Now().UTC(),
+	}, snap)
+}
+
+// BackupGroups returns a backup file of every raft group of this node (members, index = group,
+// members[0] holding the member table), as Backup does for one: each group's table holds every
+// write acknowledged in that group before BackupGroups was called. The groups are read one
+// after the other, each at its own applied index: the file is not one moment of the whole
+// cluster (no write spans two groups, so no write is seen in part). A follower asks each
+// group's leader for its read index with RAFT READINDEX g, at the leader's client address
+// from group 0's member table.
+func BackupGroups(ctx context.Context, members []*Member) ([]byte, error) {
+	if len(members) == 1 {
+		return members[0].Backup(ctx)
+	}
+	book := members[0]
+	h := backup.Header{ClusterID: book.ClusterID(), SourceNode: book.cfg.Core.ID, Created: book.cfg.Core.Now().UTC()}
+	snaps := make([]*fsm.Snapshot, len(members))
+	for g, m := range members {
+		readIndex := func(ctx context.Context) (uint64, error) {
+			id, _ := m.LeaderClient()
+			addr, _ := book.MemberAddr(id)
+			if id == "" || addr == "" {
+				return 0, fmt.Errorf("backup: raft group %d: %w", g, m.notLeader())
+			}
+			index, err := book.peerAPI.ReadIndexOf(ctx, addr, g)
+			if err != nil {
+				return 0, fmt.Errorf("backup: raft group %d: read index from the leader %s at %s: %w", g, id, addr, err)
+			}
+			return index, nil
+		}
+		snap, term, err := m.backupTable(ctx, readIndex)
+		if err != nil {
+			return nil, fmt.Errorf("raft group %d: %w", g, err)
+		}
+		snaps[g] = snap
+		h.Groups = append(h.Groups, backup.Part{Term: term})
+	}
+	return backup.EncodeGroups(h, snaps)
+}
+
+// backupTable returns this node's table holding every write acknowledged before the call, with
+// each lock's lease what it has left, and the raft term: read and then confirmed on the
+// leader, or read once this node applied the leader's read index (leaderIndex) on a follower.
+func (n *Member) backupTable(ctx context.Context, leaderIndex func(context.Context) (uint64, error)) (*fsm.Snapshot, uint64, error) {
 	var want uint64
 	leader := n.isLeader()
 	if !leader {
 		var err error
-		if want, err = n.leaderReadIndex(ctx); err != nil {
-			return nil, err
+		if want, err = leaderIndex(ctx); err != nil {
+			return nil, 0, err
 		}
 		if err := n.awaitApplied(ctx, want); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	var snap *fsm.Snapshot
 	var clock int64
-	now := n.cfg.Core.Now()
 	core := n.core.Load()
 	core.ReadTable(func(m *fsm.Machine) {
 		snap = m.Snapshot()
 		clock = core.LeaseNow()
 	})
 	if leader {
-		if err := n.core.Load().VerifyLeader(ctx); err != nil {
-			return nil, fmt.Errorf("backup: %w", err)
+		if err := core.VerifyLeader(ctx); err != nil {
+			return nil, 0, fmt.Errorf("backup: %w", err)
 		}
 	}
 	snap = snap.WithLeases(func(_ string, l fsm.Lock) uint64 {
 		left := max(time.Duration(l.Deadline-clock), 0) // the Deadlines are this node's timers
 		return uint64((left + time.Millisecond - 1) / time.Millisecond)
 	})
-	cluster := n.ClusterID()
-	data, err := backup.Encode(backup.Header{
-		ClusterID: cluster, SourceNode: n.cfg.Core.ID, Term: n.raft().CurrentTerm(), Created: now.UTC(),
-	}, snap)
-	if err != nil {
-		return nil, err
-	}
-	n.log.Info("backup taken", "locks", snap.Len(), "applied", snap.Applied(), "read_index", want, "bytes", len(data), "leader", leader)
-	return data, nil
+	n.log.Info("backup taken", "locks", snap.Len(), "applied", snap.Applied(), "read_index", want, "leader", leader)
+	return snap, n.raft().CurrentTerm(), nil
 }
 
 // applied is the index of the last entry this node's table applied.
@@ -137,7 +180,11 @@ func (n *Member) awaitApplied(ctx context.Context, index uint64) error {
 //
 // dir must not exist, or be empty; nothing is written to it unless everything succeeds: the
 // dir is built beside it and renamed into place.
-func RestoreBackup(dir, id string, peers []Peer, m *fsm.Machine, logger *slog.Logger) error {
+//
+// tables holds one table per raft group (index = group): a backup of several groups restores a
+// node of that many, every group with the same peers, and records their number in the dir
+// (GroupsFile).
+func RestoreBackup(dir, id string, peers []Peer, tables []*fsm.Machine, logger *slog.Logger) error {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -157,8 +204,16 @@ func RestoreBackup(dir, id string, peers []Peer, m *fsm.Machine, logger *slog.Lo
 		return fmt.Errorf("restore: %w", err)
 	}
 	defer os.RemoveAll(tmp) // gone once renamed into place
-	if err := writeRestoredStore(filepath.Join(tmp, "raft"), id, conf, m, logger); err != nil {
+	if len(tables) == 0 || len(tables) > store.MaxGroups {
+		return fmt.Errorf("restore: a backup of %d raft groups", len(tables))
+	}
+	if err := writeRestoredStore(filepath.Join(tmp, "raft"), id, conf, tables, logger); err != nil {
 		return err
+	}
+	if len(tables) > 1 {
+		if err := writeSynced(filepath.Join(tmp, GroupsFile), []byte(strconv.Itoa(len(tables))+"\n")); err != nil {
+			return fmt.Errorf("restore: record the raft groups: %w", err)
+		}
 	}
 	if err := os.Chmod(tmp, 0o750); err != nil {
 		return fmt.Errorf("restore: %w", err)
@@ -173,8 +228,10 @@ func RestoreBackup(dir, id string, peers []Peer, m *fsm.Machine, logger *slog.Lo
 		d.Sync()
 		d.Close()
 	}
-	logger.Info("restored: a node started on the dir serves the backup's table as a member of a new cluster",
-		"dir", dir, "node_id", id, "configuration", configString(conf), "locks", m.Len(), "last_token", m.LastToken(), "applied", m.Applied())
+	for g, m := range tables {
+		logger.Info("restored: a node started on the dir serves the backup's table as a member of a new cluster",
+			"dir", dir, "node_id", id, "group", g, "configuration", configString(conf), "locks", m.Len(), "last_token", m.LastToken(), "applied", m.Applied())
+	}
 	return nil
 }
 
@@ -192,18 +249,54 @@ func checkEmptyDir(dir string) error {
 	return nil
 }
 
-// writeRestoredStore creates the pebble store at path holding the node's identity and the
-// snapshot of m with configuration conf.
-func writeRestoredStore(path, id string, conf raft.Configuration, m *fsm.Machine, logger *slog.Logger) (err error) {
-	st, err := store.Open(store.Config{Dir: path, Logger: logger})
+// GroupsFile is the file in a node's data directory that records how many raft groups its
+// cluster runs (absent: one). cmd/raftlock writes it when a cluster is created and reads it at
+// every start; a restore of several groups writes it.
+const GroupsFile = "groups"
+
+// writeSynced writes a new file at path and syncs it (the directory is synced by the rename
+// that moves the restored dir into place).
+func writeSynced(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writeRestoredStore creates the pebble store at path holding, for each raft group, the node's
+// identity and the snapshot of its table with configuration conf.
+func writeRestoredStore(path, id string, conf raft.Configuration, tables []*fsm.Machine, logger *slog.Logger) (err error) {
+	gs, err := store.OpenGroups(store.Config{Dir: path, Logger: logger}, len(tables))
 	if err != nil {
 		return fmt.Errorf("restore: create the store: %w", err)
 	}
 	defer func() {
-		if cerr := st.Close(); cerr != nil && err == nil {
+		if cerr := gs.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("restore: close the store: %w", cerr)
 		}
 	}()
+	for g, m := range tables {
+		if err := writeRestoredGroup(gs.Store(g), id, conf, m); err != nil {
+			if len(tables) > 1 {
+				err = fmt.Errorf("raft group %d: %w", g, err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// writeRestoredGroup writes one group's identity and snapshot into its store.
+func writeRestoredGroup(st *store.Store, id string, conf raft.Configuration, m *fsm.Machine) error {
 	// Every voter of the new cluster is restored by this version: it may write its format.
 	if err := saveIdentity(st, identity{NodeID: id, BootstrapFormat: fsm.FormatCurrent}); err != nil {
 		return fmt.Errorf("restore: %w", err)

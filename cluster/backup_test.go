@@ -45,13 +45,13 @@ func TestBackupAndRestoreBackup(t *testing.T) {
 	}
 
 	dir := filepath.Join(t.TempDir(), "restored")
-	if err := RestoreBackup(dir, "r1", []Peer{{ID: "r1", RaftAddr: addrOf("r1")}}, m, testutil.RaftLogger()); err != nil {
+	if err := RestoreBackup(dir, "r1", []Peer{{ID: "r1", RaftAddr: addrOf("r1")}}, []*fsm.Machine{m}, testutil.RaftLogger()); err != nil {
 		t.Fatalf("RestoreBackup: %v", err)
 	}
-	if err := RestoreBackup(dir, "r1", []Peer{{ID: "r1", RaftAddr: addrOf("r1")}}, m, testutil.RaftLogger()); err == nil || !strings.Contains(err.Error(), "not empty") {
+	if err := RestoreBackup(dir, "r1", []Peer{{ID: "r1", RaftAddr: addrOf("r1")}}, []*fsm.Machine{m}, testutil.RaftLogger()); err == nil || !strings.Contains(err.Error(), "not empty") {
 		t.Errorf("RestoreBackup over its own dir: %v; want it refused as not empty", err)
 	}
-	if err := RestoreBackup(filepath.Join(t.TempDir(), "x"), "r1", []Peer{{ID: "r2", RaftAddr: addrOf("r2")}}, m, testutil.RaftLogger()); err == nil {
+	if err := RestoreBackup(filepath.Join(t.TempDir(), "x"), "r1", []Peer{{ID: "r2", RaftAddr: addrOf("r2")}}, []*fsm.Machine{m}, testutil.RaftLogger()); err == nil {
 		t.Errorf("RestoreBackup with peers that do not name the node succeeded")
 	}
 	if entries, _ := os.ReadDir(filepath.Dir(dir)); len(entries) != 1 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/raftlock/raftlock/node"
@@ -93,6 +94,12 @@ func (c *peerClient) Membership(ctx context.Context, addr, id string) (node.Memb
 // ReadIndex asks the leader at addr for its read index (RAFT READINDEX).
 func (c *peerClient) ReadIndex(ctx context.Context, addr string) (uint64, error) {
 	return c.index(ctx, addr, c.question, "RAFT", "READINDEX")
+}
+
+// ReadIndexOf asks the node at addr, leader of raft group g, for that group's read index (RAFT
+// READINDEX g).
+func (c *peerClient) ReadIndexOf(ctx context.Context, addr string, g int) (uint64, error) {
+	return c.index(ctx, addr, c.question, "RAFT", "READINDEX", strconv.Itoa(g))
 }
 
 // Add asks the node at addr to add member id, at raft address raftAddr, as a non-voter its

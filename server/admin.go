@@ -3,6 +3,8 @@ package server
 // Administration: RAFT (membership, leadership, snapshots, stats, digest) and DEBUG CLOCK-SHIFT.
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,7 +22,7 @@ var raftOnLeader = map[string]bool{"add": true, "promote": true, "remove": true,
 
 // RAFT MEMBERS | MEMBER id | ADD id raftaddr [NONVOTER] [CLIENT addr] | PROMOTE id | REMOVE id [FORCE] |
 // TRANSFER [id] | ANNOUNCE id clientaddr raftaddr | SNAPSHOT | STATS | DIGEST | BACKUP |
-// READINDEX | FORWARDED [user] | ORIGIN id
+// READINDEX [group] | FORWARDED [user] | ORIGIN id
 //
 // ADD always adds a non-voter; without NONVOTER the leader promotes it once it has caught up.
 // ADD, PROMOTE and REMOVE are refused when they could leave fewer reachable voters than a
@@ -28,7 +30,8 @@ var raftOnLeader = map[string]bool{"add": true, "promote": true, "remove": true,
 // members' own (a follower telling the leader its client address, sent to the leader directly,
 // which calls that address back: never forwarded), and MEMBER and READINDEX too: a node whose
 // log drops it asks the leader whether that removal committed, and a follower taking a backup
-// asks the leader up to where it must apply. BACKUP replies with a backup file of the whole
+// asks the leader up to where it must apply (READINDEX g: raft group g's leader, on a cluster of
+// several groups). BACKUP replies with a backup file of the whole
 // state as one bulk string (`raftlock backup` writes it to a file): consistent with every write
 // acknowledged before it, on any node.
 func cmdRaft(r *request) {
@@ -49,7 +52,21 @@ func cmdRaft(r *request) {
 		r.w.Error("ERR RAFT ANNOUNCE is sent by a member to the leader directly; this node is not the leader")
 		return
 	}
-	if raftOnLeader[sub] && !r.s.node.IsLeader() {
+	leaderOf := r.s.node
+	if sub == "readindex" && len(r.args) == 3 {
+		// RAFT READINDEX g: raft group g's, asked of its leader by a follower backing up every group.
+		g, err := strconv.Atoi(string(r.args[2]))
+		if err != nil || g < 0 || g >= max(len(r.s.groupAdmins), 1) {
+			r.w.Error(fmt.Sprintf("ERR RAFT READINDEX: no raft group %q on this node (it runs %d)", r.args[2], max(len(r.s.groupAdmins), 1)))
+			return
+		}
+		if g > 0 {
+			admin = r.s.groupAdmins[g]
+			r.home = r.s.groups[g] // where route forwards
+			leaderOf = r.home
+		}
+	}
+	if raftOnLeader[sub] && !leaderOf.IsLeader() {
 		r.route(true) // a membership change may apply even if the link fails
 		return
 	}
@@ -223,7 +240,7 @@ func cmdRaft(r *request) {
 		}
 		r.w.Bulk(data)
 	case "readindex":
-		if len(r.args) != 2 {
+		if len(r.args) > 3 {
 			wrongArgs()
 			return
 		}

@@ -277,3 +277,47 @@ func TestTransactionsInGroups(t *testing.T) {
 		t.Errorf("MULTI with DBSIZE: %v; want refused", err)
 	}
 }
+
+// TestReadIndexOfAGroup: RAFT READINDEX g answers from group g's administration (a follower
+// backing up every group asks each group's leader), and refuses a group this node does not run.
+func TestReadIndexOfAGroup(t *testing.T) {
+	groups := []*fakeNode{newFakeNode(), newFakeNode()}
+	var reps []Replica
+	for _, f := range groups {
+		f.startLocks(t)
+		reps = append(reps, f)
+	}
+	admin := groupAdmin{fakeNode: groups[0]}
+	addr, _ := serveDeps(t, Deps{Replica: groups[0], Groups: reps, Admin: admin, GroupAdmins: []Admin{admin, groupAdmin{fakeNode: groups[1]}}}, nil)
+	r := dialRaw(t, addr)
+	key := ""
+	for i := 0; key == ""; i++ {
+		if k := fmt.Sprintf("key%d", i); groupOfSlot(keySlot([]byte(k)), 2) == 1 {
+			key = k
+		}
+	}
+	for range 3 { // group 1 applies more than group 0
+		if got := r.do("SET", key, "v"); got != "+OK\r\n" {
+			t.Fatalf("SET %s = %q", key, got)
+		}
+	}
+	want0, want1 := groups[0].Stats().AppliedIndex, groups[1].Stats().AppliedIndex
+	if want0 == want1 {
+		t.Fatalf("both groups applied %d: the test cannot tell them apart", want0)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"RAFT", "READINDEX"}, fmt.Sprintf(":%d\r\n", want0)},
+		{[]string{"RAFT", "READINDEX", "0"}, fmt.Sprintf(":%d\r\n", want0)},
+		{[]string{"RAFT", "READINDEX", "1"}, fmt.Sprintf(":%d\r\n", want1)},
+		{[]string{"RAFT", "READINDEX", "2"}, "-ERR RAFT READINDEX: no raft group \"2\" on this node (it runs 2)\r\n"},
+		{[]string{"RAFT", "READINDEX", "one"}, "-ERR RAFT READINDEX: no raft group \"one\" on this node (it runs 2)\r\n"},
+		{[]string{"RAFT", "READINDEX", "1", "2"}, "-ERR wrong number of arguments for 'raft|readindex' command\r\n"},
+	} {
+		if got := r.do(tc.args...); got != tc.want {
+			t.Errorf("%v = %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}

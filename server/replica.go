@@ -80,9 +80,13 @@ type Admin interface {
 // group, index = group, Groups[0] being Replica; nil (or one) for a cluster of one group. Disk
 // is the node's disk: with several groups, the fault any group's log met (their logs share it;
 // cmd/raftlock gives every group's replica that node-wide health).
+//
+// GroupAdmins, with Groups, is this node's administration of each raft group (index = group;
+// group 0's is Admin, whatever GroupAdmins[0] is): RAFT READINDEX g answers for group g from it.
 type Deps struct {
-	Replica Replica
-	Admin   Admin
-	Disk    Disk
-	Groups  []Replica
+	Replica     Replica
+	Admin       Admin
+	Disk        Disk
+	Groups      []Replica
+	GroupAdmins []Admin
 }

@@ -314,7 +314,9 @@ type Server struct {
 	// groups is this node's replica of each raft group (groups.go); groups[0] is node.
 	groups []Replica
 	admin  Admin // nil: RAFT administration is refused
-	disk   Disk  // nil: INFO reports no disk fault
+	// groupAdmins is this node's administration of each raft group (Deps.GroupAdmins).
+	groupAdmins []Admin
+	disk        Disk // nil: INFO reports no disk fault
 	// diskDropped: the client connections were closed for a failed disk (dropClientsOnFailedDisk).
 	diskDropped atomic.Bool
 	// queueWaits are this node's clients waiting in a lock queue (handoff.go).
@@ -411,8 +413,10 @@ func New(cfg Config, d Deps) (*Server, error) {
 		return nil, errors.New("server: Deps.Groups[0] must be Deps.Replica")
 	case len(d.Groups) > hashSlots:
 		return nil, errors.New("server: more raft groups than hash slots")
+	case len(d.GroupAdmins) > 0 && len(d.GroupAdmins) != len(d.Groups):
+		return nil, errors.New("server: Deps.GroupAdmins must hold one per group")
 	}
-	s := &Server{cfg: cfg, node: d.Replica, groups: d.Groups, admin: d.Admin, disk: d.Disk, queueWaits: newQueueWaits(), log: cfg.Logger.With("component", "server"), start: time.Now(),
+	s := &Server{cfg: cfg, node: d.Replica, groups: d.Groups, admin: d.Admin, groupAdmins: d.GroupAdmins, disk: d.Disk, queueWaits: newQueueWaits(), log: cfg.Logger.With("component", "server"), start: time.Now(),
 		bootID: strconv.FormatUint(rand.Uint64()>>16, 36)}
 	s.maxClients.Store(int64(cfg.MaxClients))
 	s.ctx, s.cancel = context.WithCancel(context.Background())

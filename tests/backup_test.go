@@ -325,11 +325,11 @@ func TestBackupAuthTLS(t *testing.T) {
 	if out, err := backupCmd(nil, append(tlsArgs, "--user", "ops", "--pass", "opass")...); err != nil {
 		t.Fatalf("backup as ops over TLS: %v\n%s", err, out)
 	}
-	_, m, err := backup.ReadFile(file)
+	_, tables, err := backup.ReadFile(file)
 	if err != nil {
 		t.Fatalf("read the backup: %v", err)
 	}
-	if l, ok := m.Get(fsm.DBKey(0, []byte("secure/job"))); !ok || string(l.Owner) != "me" || int64(l.Token) != tok {
+	if l, ok := tables[0].Get(fsm.DBKey(0, []byte("secure/job"))); !ok || string(l.Owner) != "me" || int64(l.Token) != tok {
 		t.Errorf("the backup holds %+v (%v) for secure/job, want owner me, token %d", l, ok, tok)
 	}
 	if out, err := backupCmd([]string{"RAFTLOCK_PASS=s3cret"}, tlsArgs...); err != nil {

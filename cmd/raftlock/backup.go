@@ -94,7 +94,7 @@ func runBackup(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("backup: RAFT BACKUP on %s answered %q, not a backup", *from, v.Text())
 	}
 	data := v.Str
-	h, m, err := backup.Decode(data) // check it before it replaces anything
+	h, tables, err := backup.DecodeGroups(data) // check it before it replaces anything
 	if err != nil {
 		return fmt.Errorf("backup: what %s sent: %w", *from, err)
 	}
@@ -102,9 +102,18 @@ func runBackup(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("backup: %w", err)
 	}
 	sum := sha256.Sum256(data)
-	fmt.Fprintf(stdout, "backup written: %s (%d bytes, sha256 %s)\ncluster %s, taken on node %s at %s, applied index %d, term %d: %d keys, token counter %d\n",
-		*out, len(data), hex.EncodeToString(sum[:]), h.ClusterID, h.SourceNode, h.Created.Format(time.RFC3339Nano),
-		h.AppliedIndex, h.Term, m.Len(), m.LastToken())
+	if len(tables) == 1 {
+		fmt.Fprintf(stdout, "backup written: %s (%d bytes, sha256 %s)\ncluster %s, taken on node %s at %s, applied index %d, term %d: %d keys, token counter %d\n",
+			*out, len(data), hex.EncodeToString(sum[:]), h.ClusterID, h.SourceNode, h.Created.Format(time.RFC3339Nano),
+			h.AppliedIndex, h.Term, tables[0].Len(), tables[0].LastToken())
+		return nil
+	}
+	fmt.Fprintf(stdout, "backup written: %s (%d bytes, sha256 %s)\ncluster %s, taken on node %s at %s, %d raft groups:\n",
+		*out, len(data), hex.EncodeToString(sum[:]), h.ClusterID, h.SourceNode, h.Created.Format(time.RFC3339Nano), len(tables))
+	for g, p := range h.Groups {
+		fmt.Fprintf(stdout, "raft group %d: applied index %d, term %d: %d keys, token counter %d\n",
+			g, p.AppliedIndex, p.Term, tables[g].Len(), tables[g].LastToken())
+	}
 	return nil
 }
 
@@ -176,7 +185,8 @@ node (--raft-addr) and let the others --join it. --id is the ID the node will be
 (raftlock --id ID): a data dir belongs to one node ID, and a node refuses a dir written for another.
 The new cluster chooses a new cluster ID;
 fencing tokens continue above every token in the backup; each lock keeps the lease it had left
-when the backup was taken, counted from when the restored node starts.`
+when the backup was taken, counted from when the restored node starts. A backup of a cluster of
+several raft groups restores a node of as many groups (docs/groups.md).`
 
 // runRestore is `raftlock restore`.
 func runRestore(args []string, stderr io.Writer) error {
@@ -208,14 +218,16 @@ func runRestore(args []string, stderr io.Writer) error {
 			return err
 		}
 	}
-	h, m, err := backup.ReadFile(*in)
+	h, tables, err := backup.ReadFile(*in)
 	if err != nil {
 		return fmt.Errorf("restore refused, nothing written: %w", err)
 	}
 	logger := newLogger(stderr, *level, "text")
-	logger.Info("backup checked", "file", *in, "cluster_id", h.ClusterID, "source_node", h.SourceNode,
-		"created", h.Created.Format(time.RFC3339Nano), "applied", h.AppliedIndex, "term", h.Term, "keys", h.Keys, "last_token", h.LastToken)
-	return cluster.RestoreBackup(*dir, *id, list, m, logger)
+	for g, p := range h.Parts() {
+		logger.Info("backup checked", "file", *in, "cluster_id", h.ClusterID, "source_node", h.SourceNode, "group", g,
+			"created", h.Created.Format(time.RFC3339Nano), "applied", p.AppliedIndex, "term", p.Term, "keys", p.Keys, "last_token", p.LastToken)
+	}
+	return cluster.RestoreBackup(*dir, *id, list, tables, logger)
 }
 
 // backupBusy reports whether err is a node's "another backup is running, or one just ran"

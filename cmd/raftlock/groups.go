@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -22,8 +23,9 @@ import (
 const maxGroups = 256
 
 // groupsFile records, in the data directory, how many raft groups the node's cluster runs: the
-// number is fixed when the cluster is created, and every later start reads it.
-const groupsFile = "groups"
+// number is fixed when the cluster is created (or restored from a backup of several groups),
+// and every later start reads it.
+const groupsFile = cluster.GroupsFile
 
 // resolveGroups returns the number of raft groups this node runs: what dir records, or for a
 // node without one, flag (1 when 0), recorded then. hasState reports whether the node has raft
@@ -72,6 +74,17 @@ func (r *addressedReplica) Leadership() node.Leadership {
 		l.ClientAddr, _ = r.book.MemberAddr(l.ID)
 	}
 	return l
+}
+
+// groupsAdmin is group 0's administration on a node of several raft groups, whose RAFT BACKUP
+// copies every group (cluster.BackupGroups).
+type groupsAdmin struct {
+	*cluster.Member
+	members []*cluster.Member
+}
+
+func (a *groupsAdmin) Backup(ctx context.Context) ([]byte, error) {
+	return cluster.BackupGroups(ctx, a.members)
 }
 
 // dirHasRaftState reports whether the raft directory holds anything: a node that ran before.

@@ -251,7 +251,16 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	scfg.InsecureHTTP = opts.insecureHTTP && opts.metricsAddr != ""
 	scfg.PeerUser, scfg.PeerPassword = opts.masterUser, opts.masterAuth
 	scfg.TLSAuthClientsUser = opts.tlsAuthClientsUser
-	srv, err := server.New(scfg, server.Deps{Replica: node, Admin: member, Disk: node, Groups: reps})
+	deps := server.Deps{Replica: node, Admin: member, Disk: node, Groups: reps}
+	if groups > 1 {
+		admin := &groupsAdmin{Member: member, members: members}
+		deps.Admin = admin
+		deps.GroupAdmins = []server.Admin{admin}
+		for _, m := range members[1:] {
+			deps.GroupAdmins = append(deps.GroupAdmins, m)
+		}
+	}
+	srv, err := server.New(scfg, deps)
 	if err != nil {
 		return err
 	}
