@@ -221,10 +221,11 @@ func DecodeGroups(data []byte) (Header, []*fsm.Machine, error) {
 	if got := sha256.Sum256(data[:end]); !bytes.Equal(got[:], data[end:]) {
 		return h, nil, fmt.Errorf("%w: the SHA-256 checksum does not match its contents (truncated or damaged)", ErrCorrupt)
 	}
-	hlen := int(binary.BigEndian.Uint32(data[len(Magic)+1:]))
-	if hlen > MaxHeader || fixed+hlen+8 > end {
-		return h, nil, fmt.Errorf("%w: header length %d", ErrCorrupt, hlen)
+	hlen32 := binary.BigEndian.Uint32(data[len(Magic)+1:])
+	if hlen32 > MaxHeader || fixed+int(hlen32)+8 > end { // bounded before int: no wrap on 32 bits
+		return h, nil, fmt.Errorf("%w: header length %d", ErrCorrupt, hlen32)
 	}
+	hlen := int(hlen32)
 	head := data[fixed : fixed+hlen]
 	if version == VersionOneGroup {
 		if err := json.Unmarshal(head, &h); err != nil {

@@ -3,7 +3,9 @@ package backup
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -261,5 +263,69 @@ func TestGroupsDamageRefused(t *testing.T) {
 		if _, _, err := DecodeGroups(data[:n]); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("truncated to %d of %d bytes: err = %v, want ErrCorrupt", n, len(data), err)
 		}
+	}
+}
+
+// reseal replaces a file's closing SHA-256 with that of its (altered) contents, so that the
+// checks behind the whole-file checksum are reached.
+func reseal(b []byte) []byte {
+	body := b[:len(b)-sha256.Size]
+	sum := sha256.Sum256(body)
+	return append(append([]byte(nil), body...), sum[:]...)
+}
+
+// The structure of a file of several groups is checked behind its checksum too: a file whose
+// checksum matches but whose header or bodies do not is refused, never read in part.
+func TestGroupsStructureRefused(t *testing.T) {
+	_, data := sampleGroups(t)
+	end := len(data) - sha256.Size
+	hlen := int(binary.BigEndian.Uint32(data[len(Magic)+1:]))
+	headAt := len(Magic) + 1 + 4
+	var head headerV2
+	if err := json.Unmarshal(data[headAt:headAt+hlen], &head); err != nil {
+		t.Fatal(err)
+	}
+	withHeader := func(h headerV2, bodies []byte) []byte {
+		j, _ := json.Marshal(h)
+		out := append([]byte(Magic), Version)
+		out = binary.BigEndian.AppendUint32(out, uint32(len(j)))
+		out = append(out, j...)
+		out = append(out, bodies...)
+		return reseal(append(out, make([]byte, sha256.Size)...))
+	}
+	bodies := data[headAt+hlen : end]
+	oneGroup := head
+	oneGroup.Groups = head.Groups[:1]
+	twoOfThree := head
+	twoOfThree.Groups = head.Groups[:2]
+	fourOfThree := head
+	fourOfThree.Groups = append(append([]Part(nil), head.Groups...), head.Groups[2])
+	wrap := append([]byte(nil), bodies...)
+	binary.BigEndian.PutUint64(wrap, ^uint64(0)-3)
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		want string
+	}{
+		{"resealed as is", withHeader(head, bodies), ""},
+		{"one group in a version-2 file", withHeader(oneGroup, bodies), "version-2 header of 1 raft groups"},
+		{"a body more than the header lists", withHeader(twoOfThree, bodies), "after the last body"},
+		{"a body fewer than the header lists", withHeader(fourOfThree, bodies), "group 3's body length is cut off"},
+		{"a body length that would wrap", withHeader(head, wrap), "group 0's body of"},
+		{"a byte after the last body", withHeader(head, append(append([]byte(nil), bodies...), 0)), "after the last body"},
+		{"a header length past the file", reseal(append(append([]byte(Magic), Version, 0xff, 0xff, 0xff, 0xff), data[headAt:]...)), "header length"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ms, err := DecodeGroups(tc.in)
+			if tc.want == "" {
+				if err != nil || len(ms) != 3 {
+					t.Fatalf("DecodeGroups: %d tables, %v", len(ms), err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("DecodeGroups: %v, want ErrCorrupt saying %q", err, tc.want)
+			}
+		})
 	}
 }
