@@ -22,10 +22,12 @@ import (
 // Stats is what the HTTP surface reads: the node's typed figures.
 type Stats interface{ Stats() node.Stats }
 
-// Group is one raft group's figures and store probe (Config.Groups).
+// Group is one raft group's figures and store probe (Config.Groups), and the hash slots it
+// serves ("first-last"), shown on the status page.
 type Group struct {
 	Stats Stats
 	Probe Probe
+	Slots string
 }
 
 // Users is who may read the profiles: the node's ACL users (server.Server).
@@ -111,12 +113,14 @@ func Start(cfg Config, src Stats, logger *slog.Logger) (*Server, error) {
 		writeAuthFailures(w, respFailures, s.stats.authFailures.Load())
 		writeProcessMetrics(w, readProcess("/proc/self"))
 	})
+	status := newStatusSource(src, cfg.Server, cfg.Members)
+	status.groups = cfg.Groups
 	if cfg.Groups == nil {
 		cfg.Groups = []Group{{Stats: src, Probe: cfg.Probe}}
 	}
 	serveHealth(mux, cfg.Groups)
 	guard := func(h http.HandlerFunc) http.Handler { return adminOnly(cfg.Users, &s.stats.authFailures, h) }
-	serveStatus(mux, guard, newStatusSource(src, cfg.Server, cfg.Members))
+	serveStatus(mux, guard, status)
 	if cfg.Locks != nil {
 		serveLocks(mux, guard, cfg.Users, cfg.Locks, time.Now)
 	}

@@ -58,6 +58,24 @@ type status struct {
 	Contended     []statusKey     `json:"contended"`
 	ContendedSecs float64         `json:"contended_window_seconds"`
 	LockRates     statusLockRates `json:"lock_rates"`
+	// Groups is each raft group's figures on a node of several (docs/groups.md); Node is then
+	// group 0's, and Databases, Totals and the lock chart count every group's.
+	Groups []statusGroup `json:"groups,omitempty"`
+}
+
+// statusGroup is one raft group as this node sees it.
+type statusGroup struct {
+	Group        int    `json:"group"`
+	Slots        string `json:"slots"`
+	State        string `json:"state"`
+	Ready        bool   `json:"ready"`
+	LeaderID     string `json:"leader_id"`
+	Term         uint64 `json:"term"`
+	LastIndex    uint64 `json:"last_index"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	ApplyLag     uint64 `json:"apply_lag"`
+	Keys         int    `json:"keys"`
 }
 
 type statusNode struct {
@@ -166,6 +184,7 @@ type statusSource struct {
 	node    Stats
 	server  ServerStats // may be nil
 	members Members     // may be nil
+	groups  []Group     // nil for a node of one raft group
 	now     func() time.Time
 
 	mu struct {
@@ -247,6 +266,23 @@ func (src *statusSource) build(ctx context.Context, now time.Time) []byte {
 	for _, c := range ns.RecentLeaders {
 		st.RecentLeaders = append(st.RecentLeaders, statusLeader{At: c.At, LeaderID: c.LeaderID, Term: c.Term})
 	}
+	// On a node of several groups, the tables' figures are every group's (group 0's are ns's).
+	expired, handoffs := ns.Expired, ns.Handoffs
+	for g, grp := range src.groups {
+		gs := ns
+		if g > 0 {
+			gs = grp.Stats.Stats()
+			for db := range ns.DBKeys {
+				ns.DBKeys[db] += gs.DBKeys[db]
+				ns.DBLeases[db] += gs.DBLeases[db]
+			}
+			expired += gs.Expired
+			handoffs += gs.Handoffs
+		}
+		st.Groups = append(st.Groups, statusGroup{Group: g, Slots: grp.Slots, State: gs.State, Ready: gs.Ready, LeaderID: gs.LeaderID,
+			Term: gs.Term, LastIndex: gs.LastIndex, CommitIndex: gs.CommitIndex, AppliedIndex: gs.AppliedIndex,
+			ApplyLag: gs.CommitIndex - min(gs.AppliedIndex, gs.CommitIndex), Keys: gs.Locks})
+	}
 	st.Databases = []statusDB{}
 	for db := range ns.DBKeys {
 		d := statusDB{DB: db, Keys: ns.DBKeys[db], Leases: ns.DBLeases[db], Waiters: ss.DBWaiters[db]}
@@ -267,7 +303,7 @@ func (src *statusSource) build(ctx context.Context, now time.Time) []byte {
 	}
 
 	cur := sample{at: now, commands: ss.Commands, errors: ss.Errors, grants: ss.Grants, refusals: ss.Refusals,
-		expired: ns.Expired, handoffs: ns.Handoffs, latency: ss.Families, commit: ns.CommitLatency, sync: ns.Store.SyncLatency}
+		expired: expired, handoffs: handoffs, latency: ss.Families, commit: ns.CommitLatency, sync: ns.Store.SyncLatency}
 	old, chart := src.remember(cur)
 	secs := cur.at.Sub(old.at).Seconds()
 	rate := func(a, b uint64) float64 {

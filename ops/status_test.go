@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -209,5 +210,42 @@ func TestStatusLockRates(t *testing.T) {
 	if n := len(got.AgoSeconds); got.AgoSeconds[0] != 299 || got.AgoSeconds[n-2] != 60 {
 		t.Errorf("after a minute unasked the oldest point is %g s old and the one before the newest %g, want 299 and 60",
 			got.AgoSeconds[0], got.AgoSeconds[n-2])
+	}
+}
+
+// On a node of several raft groups the document lists each group (its slots, role, leader,
+// indexes and keys), and its databases and totals count every group's keys.
+func TestStatusDocumentGroups(t *testing.T) {
+	g0 := fixedStats{ID: "n1", State: "Leader", Ready: true, LeaderID: "n1", Term: 4, CommitIndex: 120, AppliedIndex: 118, Locks: 3}
+	g0.DBKeys[0] = 3
+	g1 := fixedStats{ID: "n1", State: "Follower", LeaderID: "n2", Term: 6, CommitIndex: 90, AppliedIndex: 90, Locks: 5}
+	g1.DBKeys[0], g1.DBKeys[2], g1.DBLeases[2] = 4, 1, 1
+	groups := []Group{{Stats: g0, Slots: "0-8191"}, {Stats: g1, Slots: "8192-16383"}}
+	s, err := Start(Config{Addr: "127.0.0.1:0", Groups: groups}, g0, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	res, err := http.Get("http://" + s.Addr().String() + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var got status
+	if err := json.NewDecoder(res.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	want := []statusGroup{
+		{Group: 0, Slots: "0-8191", State: "Leader", Ready: true, LeaderID: "n1", Term: 4, CommitIndex: 120, AppliedIndex: 118, ApplyLag: 2, Keys: 3},
+		{Group: 1, Slots: "8192-16383", State: "Follower", LeaderID: "n2", Term: 6, CommitIndex: 90, AppliedIndex: 90, Keys: 5},
+	}
+	if !slices.Equal(got.Groups, want) {
+		t.Errorf("groups = %+v\nwant %+v", got.Groups, want)
+	}
+	if got.Totals.Keys != 8 || got.Totals.Leases != 1 || len(got.Databases) != 2 || got.Databases[0].Keys != 7 {
+		t.Errorf("databases %+v totals %+v, want db 0 with 7 keys and db 2 with 1, 8 keys and 1 lease in all", got.Databases, got.Totals)
+	}
+	if got.Node.Term != 4 || got.Node.State != "Leader" {
+		t.Errorf("node = %+v, want group 0's", got.Node)
 	}
 }

@@ -120,6 +120,9 @@ func cmdCluster(r *request) {
 	}
 	if is(sub, "slots") || is(sub, "shards") || is(sub, "nodes") {
 		r.c.awaitLeader() // cluster-mode clients ask this first, often right after a start
+		// A connection that reads the slots' owners routes by them: on a cluster of several
+		// groups it is told MOVED, as Redis Cluster tells it, rather than forwarded (forward.go).
+		r.c.sess.slotAware = true
 	}
 	shards, ok := r.clusterView()
 	if !ok && (is(sub, "slots") || is(sub, "shards") || is(sub, "nodes")) {

@@ -118,9 +118,12 @@ type session struct {
 	tokens heldTokens
 	// readonly (READONLY) lets reads be served from a follower's own table.
 	readonly bool
-	db       int // SELECTed database
-	track    tracking
-	subs     subscriptions
+	// slotAware marks a connection that asked CLUSTER SLOTS, SHARDS or NODES: a cluster-mode
+	// client, which follows -MOVED to the leader of a key's group (forward.go).
+	slotAware bool
+	db        int // SELECTed database
+	track     tracking
+	subs      subscriptions
 	// multi is the transaction being queued (MULTI ... EXEC), nil outside one; watches are the
 	// WATCHed keys with what WATCH saw of them (transactions.go).
 	multi   *transaction

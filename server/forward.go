@@ -205,6 +205,14 @@ func (r *request) route(mayApply bool) {
 	r.noteForwardedReply(args, reply)
 }
 
+// slotRouted reports whether this request is to be told MOVED rather than forwarded: on a
+// cluster of several groups, a keyed command outside a transaction or script, from a
+// connection that read the slots' owners (session.slotAware), as Redis Cluster answers a
+// cluster-mode client. Other requests (plain clients, keyless commands, EXEC) are forwarded.
+func (r *request) slotRouted() bool {
+	return r.s.grouped() && r.c.sess.slotAware && r.path == onLeader && r.c.sess.multi == nil && len(r.cmd.keyArgs(r.args)) > 0
+}
+
 // forward sends cmds to the leader in one write, in order, over this connection's upstream,
 // and returns the raw reply to the last (the others are read and dropped: a transaction's MULTI
 // and QUEUED). On failure it has replied (no leader, redirect, unreachable, UNCERTAIN when the
@@ -237,7 +245,7 @@ func (r *request) forward(cmds [][][]byte, mayApply bool) (reply []byte, ok bool
 		r.s.metrics.refuse(refusedNoLeader)
 		r.w.Error("CLUSTERDOWN the leader " + id + " has not announced its client address yet; retry shortly")
 		return nil, false
-	case r.s.cfg.Redirect:
+	case r.s.cfg.Redirect, r.slotRouted():
 		slot := 0
 		if keys := cmd.keyArgs(r.args); len(keys) > 0 {
 			slot = keySlot(keys[0])

@@ -31,6 +31,14 @@ func slotsOf(g, groups int) (first, last int) {
 	return (g*hashSlots + groups - 1) / groups, ((g+1)*hashSlots+groups-1)/groups - 1
 }
 
+// GroupOfKey is the raft group that serves key in a cluster of groups raft groups (for tools
+// and tests outside the server).
+func GroupOfKey(key []byte, groups int) int { return groupOfSlot(keySlot(key), groups) }
+
+// GroupSlots is the first and last hash slot group g serves in a cluster of groups raft groups
+// (for the status page and tools outside the server).
+func GroupSlots(g, groups int) (first, last int) { return slotsOf(g, groups) }
+
 // grouped reports whether the cluster runs several groups.
 func (s *Server) grouped() bool { return len(s.groups) > 1 }
 

@@ -2,8 +2,10 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/raftlock/raftlock/backup"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/server"
 	"github.com/raftlock/raftlock/tests/testutil"
 )
 
@@ -75,12 +78,18 @@ func waitSpread(t *testing.T, c *cluster, want int) []string {
 }
 
 // TestFourGroupsOnThreeNodes: a 3-node cluster of 4 raft groups spreads the groups' leaders
-// over the three nodes; plain clients on any node, go-redis's cluster client and redis-cli -c
-// all read and write every slot; fencing tokens of a key increase; a leader's kill -9 leaves
-// every key served, and its groups come back to it after it restarts.
+// over the three nodes; each node's status page lists the four groups with their slots and
+// leaders; plain clients on any node, go-redis's cluster client and redis-cli -c all read and
+// write every slot; fencing tokens of a key increase; a leader's kill -9 leaves every key
+// served, and its groups come back to it after it restarts.
 func TestFourGroupsOnThreeNodes(t *testing.T) {
-	c := newCluster(t, 3, "--groups", "4")
-	waitSpread(t, c, 3)
+	webs := make([]string, 3)
+	c := newClusterWith(t, 3, &cluster{extra: []string{"--groups", "4"}, nodeArgs: func(i int) []string {
+		webs[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+		return []string{"--metrics-addr", webs[i]}
+	}})
+	leaders := waitSpread(t, c, 3)
+	checkGroupsStatus(t, webs[0], leaders)
 	ctx := context.Background()
 
 	keys := make([]string, 64)
@@ -122,6 +131,36 @@ func TestFourGroupsOnThreeNodes(t *testing.T) {
 			t.Fatalf("cluster client SET: %v", err)
 		}
 	}
+	// A connection that read CLUSTER SLOTS is a cluster-mode client's: a node that does not lead
+	// a key's group tells it MOVED to the leader; a plain connection is served through it.
+	for _, n := range c.nodes {
+		var key string
+		var leader *node
+		for _, k := range keys {
+			for _, o := range c.nodes {
+				if o.id == leaders[server.GroupOfKey([]byte(k), 4)] && o != n {
+					key, leader = k, o
+				}
+			}
+		}
+		if key == "" {
+			continue // n leads every group (not with 4 groups spread over 3 nodes)
+		}
+		aware := redis.NewClient(&redis.Options{Addr: n.addr, PoolSize: 1})
+		if err := aware.ClusterSlots(ctx).Err(); err != nil {
+			t.Fatalf("CLUSTER SLOTS through %s: %v", n.id, err)
+		}
+		_, err := aware.Get(ctx, key).Result()
+		if want := fmt.Sprintf("MOVED %d %s", redisSlot(key), leader.addr); err == nil || err.Error() != want {
+			t.Errorf("GET %s through %s after CLUSTER SLOTS: %v; want %q", key, n.id, err, want)
+		}
+		aware.Close()
+		plain := redis.NewClient(&redis.Options{Addr: n.addr, PoolSize: 1})
+		if v, err := plain.Get(ctx, key).Result(); err != nil || v != "v"+key {
+			t.Errorf("plain GET %s through %s: %q, %v", key, n.id, v, err)
+		}
+		plain.Close()
+	}
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		t.Fatalf("redis-cli not installed: %v", err)
 	}
@@ -147,7 +186,7 @@ func TestFourGroupsOnThreeNodes(t *testing.T) {
 	}
 
 	// kill -9 the node that leads group 0: every key stays served by the other two.
-	leaders := waitSpread(t, c, 3)
+	leaders = waitSpread(t, c, 3)
 	var victim *node
 	for _, n := range c.nodes {
 		if n.id == leaders[0] {
@@ -172,6 +211,53 @@ func TestFourGroupsOnThreeNodes(t *testing.T) {
 	waitSpread(t, c, 3)
 	if v, err := call(c.nodes[0].addr, "GET", keys[0]); err != nil || v != "after" {
 		t.Errorf("GET %s after the restart: %v, %v", keys[0], v, err)
+	}
+}
+
+// redisSlot is the hash slot of key (CLUSTER KEYSLOT): with one group per slot, a key's group
+// is its slot.
+func redisSlot(key string) int { return server.GroupOfKey([]byte(key), 16384) }
+
+// checkGroupsStatus checks a node's status page at web: /status.json lists each raft group
+// with its slots and its leader (leaders), and the page, rendered in headless Chromium, shows
+// a row per group.
+func checkGroupsStatus(t *testing.T, web string, leaders []string) {
+	t.Helper()
+	var st struct {
+		Groups []struct {
+			Group    int    `json:"group"`
+			Slots    string `json:"slots"`
+			LeaderID string `json:"leader_id"`
+		} `json:"groups"`
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		res, err := http.Get("http://" + web + "/status.json")
+		if err != nil {
+			return err
+		}
+		defer res.Body.Close()
+		if err := json.NewDecoder(res.Body).Decode(&st); err != nil {
+			return err
+		}
+		if len(st.Groups) != len(leaders) {
+			return fmt.Errorf("status.json lists %d groups, want %d", len(st.Groups), len(leaders))
+		}
+		for g, sg := range st.Groups {
+			first, last := server.GroupSlots(g, len(leaders))
+			if sg.Group != g || sg.Slots != fmt.Sprintf("%d-%d", first, last) || sg.LeaderID != leaders[g] {
+				return fmt.Errorf("status.json's group %d: %+v; want slots %d-%d, leader %s", g, sg, first, last, leaders[g])
+			}
+		}
+		return nil
+	})
+	dom := string(chromium(t, "http://"+web+"/", "--dump-dom"))
+	if strings.Contains(dom, `id="groups-section" hidden`) {
+		t.Error("the status page hides its raft groups section on a node of several groups")
+	}
+	for g := range leaders {
+		if !strings.Contains(dom, fmt.Sprintf(`data-group="%d"`, g)) {
+			t.Errorf("the status page has no row for raft group %d", g)
+		}
 	}
 }
 

@@ -284,8 +284,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 
 	var opsGroups []ops.Group // nil for one group
 	if groups > 1 {
-		for _, m := range members {
-			opsGroups = append(opsGroups, ops.Group{Stats: m.Core(), Probe: m.ProbeStore})
+		for g, m := range members {
+			first, last := server.GroupSlots(g, groups)
+			opsGroups = append(opsGroups, ops.Group{Stats: m.Core(), Probe: m.ProbeStore, Slots: fmt.Sprintf("%d-%d", first, last)})
 		}
 	}
 	var web *ops.Server

@@ -62,6 +62,17 @@ function render(s) {
     }
   });
 
+  const groups = s.groups || [];
+  $("groups-section").hidden = groups.length === 0;
+  fill("groups", (tb) => {
+    for (const g of groups) {
+      const role = g.state + (g.state === "Leader" && !g.ready ? " (catching up)" : "");
+      row(tb, [g.group, g.slots, role, g.leader_id || "none", g.term, { v: g.commit_index, cls: "num" },
+        { v: g.applied_index, cls: "num" }, { v: g.apply_lag, cls: "num" + (g.apply_lag > 1024 ? " lagging" : "") },
+        { v: g.keys, cls: "num" }], { "data-group": g.group });
+    }
+  });
+
   text("rate-window", fmt(s.rates.seconds, 0));
   for (const k of ["commands", "errors", "grants", "refusals", "commits"]) {
     text("rate-" + k, s.rates.seconds > 0 ? fmt(s.rates[k], 1) : "…");

@@ -8,6 +8,8 @@
 #   1-node      one raftlock node
 #   3-leader    a 3-node raftlock cluster, clients on the leader (the second owner on a follower)
 #   3-follower  the same cluster, clients on a follower (the second owner on the other follower)
+#   3-groups    three nodes of four raft groups whose leaders are spread over them (not in the
+#               default list): clients on every node, cluster-mode clients given every node
 # Suites: go (tests/clients: go-redis, redsync, redislock, rueidislock), nodejs (tests/nodejs:
 # ioredis+redlock v4/v5, node-redis, redis-semaphore, @sesamecare-oss/redlock, redlock-universal,
 # node-redis-warlock, redis-lock), python (tests/python: redis-py Lock, django-redis), php
@@ -35,7 +37,8 @@
 #   RAFTLOCK_CLIENTS_TIMEOUT  seconds the whole run (builds, servers, suites) may take, default 600
 #                    (a full run takes about 150): past it, the run says so, stops every process
 #                    it started and fails, so that a hanging setup cannot hold `make test`.
-#   CLIENTS_SETUPS   setups to run (default "redis 1-node 3-leader 3-follower")
+#   CLIENTS_SETUPS   setups to run (default "redis 1-node 3-leader 3-follower"; also 3-groups:
+#                    three nodes of four raft groups, cluster-mode clients included)
 #   CLIENTS_SUITES   suites to run (default "go nodejs python php")
 #   RAFTLOCK_BIN     test this raftlock binary instead of building one
 #   RAFTLOCK_TAGS    build tags for `go build ./cmd/raftlock`
@@ -269,8 +272,8 @@ start_redis() { # -> addrs, cluster_addrs
 }
 
 node_ports=()
-start_raftlock() { # N -> node_ports (client ports), leader, followers
-  local n=$1 i peers="" raft=()
+start_raftlock() { # N [GROUPS] -> node_ports (client ports), leader, followers
+  local n=$1 groups=${2:-1} i peers="" raft=()
   node_ports=()
   for ((i = 1; i <= n; i++)); do
     node_ports+=("$(free_port)")
@@ -278,14 +281,41 @@ start_raftlock() { # N -> node_ports (client ports), leader, followers
     peers+="${peers:+,}n$i=127.0.0.1:${raft[i - 1]}"
   done
   for ((i = 1; i <= n; i++)); do
-    local args=(--id "n$i" --dir "$work/raftlock-$n/n$i" --addr "127.0.0.1:${node_ports[i - 1]}"
-      --raft-addr "127.0.0.1:${raft[i - 1]}")
+    local dir=$work/raftlock-$n-g$groups
+    local args=(--id "n$i" --dir "$dir/n$i" --addr "127.0.0.1:${node_ports[i - 1]}"
+      --raft-addr "127.0.0.1:${raft[i - 1]}" --groups "$groups")
     ((n > 1)) && args+=(--peers "$peers")
-    mkdir -p "$work/raftlock-$n/n$i"
-    "$bin" "${args[@]}" >"$work/raftlock-$n/n$i.log" 2>&1 &
+    mkdir -p "$dir/n$i"
+    "$bin" "${args[@]}" >"$dir/n$i.log" 2>&1 &
     pids+=($!)
   done
   find_leader
+}
+
+# group_leaders PORT: the leader of each raft group, as the node at PORT names them (INFO raft).
+group_leaders() {
+  cli "$1" INFO raft 2>/dev/null | tr -d '\r' | sed -n 's/^raft_group[0-9]*:.*leader=\([^,]*\).*/\1/p' | tr '\n' ' '
+}
+
+# wait_spread: until every node names the same leader for each raft group, and those leaders are
+# three nodes (the balancer has spread them: cluster/balance.go); 40 s at most.
+wait_spread() {
+  local p first ok end=$((SECONDS + 40))
+  while ((SECONDS < end)); do
+    ok=1 first=""
+    for p in "${node_ports[@]}"; do
+      local l
+      l=$(group_leaders "$p")
+      [[ -z $first ]] && first=$l
+      [[ $l == "$first" && $l != *" "" "* && -n $l ]] || ok=0
+    done
+    if ((ok)) && [[ $(printf '%s\n' $first | sort -u | wc -l) -eq 3 ]]; then
+      spread=$first
+      return 0
+    fi
+    sleep 0.2
+  done
+  return 1
 }
 
 find_leader() { # -> leader (port), followers (ports); 15 s at most
@@ -387,7 +417,7 @@ for setup in $setups; do
       addrs=127.0.0.1:$leader cluster_addrs=""
       run_setup 1-node
     else
-      setup_failed 1-node "no leader after 15 s; see $work/raftlock-1"
+      setup_failed 1-node "no leader after 15 s; see $work/raftlock-1-g1"
     fi
     stop_all
     node_ports=()
@@ -399,7 +429,7 @@ for setup in $setups; do
     fi
     if [[ ${#node_ports[@]} -ne 3 ]] || ! find_leader; then
       stop_all
-      start_raftlock 3 || { setup_failed "$setup" "no leader after 15 s; see $work/raftlock-3"; continue; }
+      start_raftlock 3 || { setup_failed "$setup" "no leader after 15 s; see $work/raftlock-3-g1"; continue; }
     fi
     if [[ $setup == 3-leader ]]; then
       addrs=127.0.0.1:$leader,127.0.0.1:${followers[0]},127.0.0.1:${followers[1]}
@@ -413,6 +443,28 @@ for setup in $setups; do
     else
       add_row "$setup" raftlock stable-leader pass ""
     fi
+    ;;
+  3-groups)
+    # Three nodes running four raft groups (docs/groups.md) whose leaders sit on all three: plain
+    # clients spread over the nodes, cluster-mode clients given every node.
+    stop_all
+    if ! wait_raftlock_build; then
+      setup_failed "$setup" "no raftlock binary (build failed: see $work/build.log)"
+      continue
+    fi
+    start_raftlock 3 4 || { setup_failed "$setup" "no leader after 15 s; see $work/raftlock-3-g4"; stop_all; continue; }
+    wait_spread || { setup_failed "$setup" "the groups' leaders did not spread over the nodes in 40 s; see $work/raftlock-3-g4"; stop_all; continue; }
+    addrs=127.0.0.1:${node_ports[0]},127.0.0.1:${node_ports[1]},127.0.0.1:${node_ports[2]}
+    cluster_addrs=$addrs
+    before=$spread
+    run_setup "$setup"
+    if ! wait_spread || [[ $spread != "$before" ]]; then
+      add_row "$setup" raftlock stable-leader fail "the groups' leaders changed during the run ($before -> ${spread:-none})"
+    else
+      add_row "$setup" raftlock stable-leader pass ""
+    fi
+    stop_all
+    node_ports=()
     ;;
   *) setup_failed "$setup" "unknown setup" ;;
   esac
