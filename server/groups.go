@@ -2,8 +2,11 @@ package server
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
@@ -203,43 +206,71 @@ func spansGroups(cmd *command, args [][]byte) bool {
 }
 
 // acrossGroups runs r, a write that concerns every group (spansGroups), in each group: here in
-// the groups this node leads (a pinned copy of r each), and forwarded once to each other node
-// that leads some, which runs it in the groups it leads. A request forwarded here runs in the
-// groups this node leads only. The reply is the first error any run gave, else the first run's. It is not atomic across groups: as on Redis Cluster, where a client
-// sends it to each master, another client may see some groups changed before others.
+// the groups this node leads (a pinned copy of r each), and forwarded to each other node that
+// leads some, which runs it in the groups it leads and answers which (groupReplies). A group
+// that no run covered (its leadership moved while the request travelled) is tried again at its
+// leader then, for acrossAttempts rounds; one still not covered makes the reply an error that
+// names it. The reply is the first error any run gave, else the first run's. It is not atomic
+// across groups: as on Redis Cluster, where a client sends it to each master, another client
+// may see some groups changed before others, and a group whose leadership moved into a node
+// after this node ran it there may run it twice.
 func (r *request) acrossGroups() {
-	var replies [][]byte
-	forwardedTo := map[string]bool{}
-	for _, home := range r.s.groups {
-		var buf bytes.Buffer
-		q := *r
-		q.home, q.pinned, q.path = home, true, onNode
-		q.w = resp.NewWriter(&buf)
-		q.w.SetProtocol(r.w.Protocol())
-		switch l := home.Leadership(); {
-		case home.IsLeader():
-			q.cmd.run(&q)
-			q.w.Flush()
-		case r.c.hop.forwarded:
-			continue // the node that sent it here sends it to that group's leader too
-		case forwardedTo[l.ID]:
-			continue // that node runs it in every group it leads
-		default:
-			if l.ID != "" {
-				forwardedTo[l.ID] = true
+	if r.c.hop.forwarded {
+		r.groupReplies()
+		return
+	}
+	replies := make([][]byte, len(r.s.groups))
+	covered := 0
+	for attempt := 0; attempt < acrossAttempts && covered < len(r.s.groups); attempt++ {
+		if attempt > 0 {
+			time.Sleep(acrossRetryWait) // for the group's new leader to be known
+		}
+		forwardedTo := map[string]bool{}
+		for g, home := range r.s.groups {
+			if replies[g] != nil {
+				continue
 			}
-			if reply, ok := q.forward([][][]byte{r.args}, true); ok {
-				buf.Write(reply)
-			} else {
+			q := r.pinnedTo(home)
+			if home.IsLeader() {
+				replies[g] = q.runBuffered()
+				covered++
+				continue
+			}
+			l := home.Leadership()
+			if l.ID == "" || forwardedTo[l.ID] {
+				continue // no leader yet; or that node runs it in every group it leads
+			}
+			forwardedTo[l.ID] = true
+			var buf bytes.Buffer
+			q.w = resp.NewWriter(&buf)
+			q.w.SetProtocol(r.w.Protocol())
+			reply, ok := q.forward([][][]byte{r.args}, true)
+			if !ok {
 				q.w.Flush()
+				replies[g] = buf.Bytes() // the forward's own error: the client hears it
+				covered++
+				continue
+			}
+			ran, err := parseGroupReplies(reply, len(r.s.groups))
+			if err != nil {
+				replies[g] = reply // an error the node gave before running it anywhere
+				covered++
+				continue
+			}
+			for rg, b := range ran {
+				if replies[rg] == nil {
+					covered++
+				}
+				replies[rg] = b
 			}
 		}
-		replies = append(replies, buf.Bytes())
 	}
-	if len(replies) == 0 {
-		r.s.metrics.refuse(refusedNoLeader)
-		r.w.Error(errNoLeader)
-		return
+	for g, b := range replies {
+		if b == nil {
+			r.s.metrics.refuse(refusedNoLeader)
+			r.w.Error(fmt.Sprintf("TRYAGAIN raft group %d had no leader that ran it within %d tries; it ran in the groups that had one: send it again", g, acrossAttempts))
+			return
+		}
 	}
 	for _, b := range replies {
 		if len(b) > 0 && b[0] == '-' {
@@ -248,6 +279,74 @@ func (r *request) acrossGroups() {
 		}
 	}
 	r.w.Raw(replies[0])
+}
+
+// acrossAttempts and acrossRetryWait bound acrossGroups's rounds: a leadership transfer
+// (cluster/balance.go) completes within a few heartbeats.
+const (
+	acrossAttempts  = 4
+	acrossRetryWait = 100 * time.Millisecond
+)
+
+// pinnedTo is a copy of r that runs in home's group only.
+func (r *request) pinnedTo(home Replica) *request {
+	q := *r
+	q.home, q.pinned, q.path = home, true, onNode
+	return &q
+}
+
+// runBuffered runs q and returns its reply's bytes, in the client's protocol.
+func (q *request) runBuffered() []byte {
+	var buf bytes.Buffer
+	proto := q.w.Protocol()
+	q.w = resp.NewWriter(&buf)
+	q.w.SetProtocol(proto)
+	q.cmd.run(q)
+	q.w.Flush()
+	return buf.Bytes()
+}
+
+// groupReplies runs r, forwarded here by a peer's acrossGroups, in every group this node
+// leads, and answers which: an array of (group number, that run's reply) pairs, empty when it
+// leads none. Only acrossGroups reads it (spansGroups writes reach a peer only through it); the
+// commands it runs never reply with an array themselves.
+func (r *request) groupReplies() {
+	var out bytes.Buffer
+	n := 0
+	for g, home := range r.s.groups {
+		if !home.IsLeader() {
+			continue
+		}
+		out.WriteString(":" + strconv.Itoa(g) + "\r\n")
+		out.Write(r.pinnedTo(home).runBuffered())
+		n++
+	}
+	r.w.Raw(append([]byte("*"+strconv.Itoa(2*n)+"\r\n"), out.Bytes()...))
+}
+
+// parseGroupReplies reads groupReplies's answer: each group's reply by group number. Anything
+// else (an error the node answered before running it) is an error.
+func parseGroupReplies(b []byte, groups int) (map[int][]byte, error) {
+	v, _, err := resp.ParseValue(b)
+	if err != nil || v.Kind != resp.KindArray || len(v.Elems)%2 != 0 {
+		return nil, errors.New("not a groups reply")
+	}
+	out := map[int][]byte{}
+	// The raw bytes of each run's reply, to relay as they are: walk the array's elements.
+	rest := b[bytes.IndexByte(b, '\n')+1:]
+	for i := 0; i < len(v.Elems); i += 2 {
+		gv, after, err := resp.ParseValue(rest)
+		if err != nil || gv.Kind != resp.KindInteger || gv.Int < 0 || gv.Int >= int64(groups) {
+			return nil, errors.New("not a groups reply")
+		}
+		_, next, err := resp.ParseValue(after)
+		if err != nil {
+			return nil, errors.New("not a groups reply")
+		}
+		out[int(gv.Int)] = after[:len(after)-len(next)]
+		rest = next
+	}
+	return out, nil
 }
 
 // tableStats is the node's figures (Replica.Stats) with the table's counts (locks, leases,

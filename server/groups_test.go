@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/script"
 )
 
 // groupAdmin is a fake node's administration with members that serve clients, for CLUSTER.
@@ -318,6 +319,39 @@ func TestReadIndexOfAGroup(t *testing.T) {
 	} {
 		if got := r.do(tc.args...); got != tc.want {
 			t.Errorf("%v = %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}
+
+// A peer's acrossGroups forwards a write that spans the groups to each node that leads some:
+// that node runs it in the groups it leads and answers which, a (group, reply) pair each, so
+// that the sender can send it again to a group whose leadership moved meanwhile.
+func TestForwardedSpanningWriteSaysWhichGroupsRanIt(t *testing.T) {
+	addr, groups, _ := startGroups(t)
+	c := dialRaw(t, addr)
+	if got := c.do("RAFT", "FORWARDED"); got != "+OK\r\n" {
+		t.Fatalf("RAFT FORWARDED = %q", got)
+	}
+	sha := "$40\r\n" + script.SHA1Hex([]byte("return 1")) + "\r\n"
+	if got, want := c.do("SCRIPT", "LOAD", "return 1"), "*4\r\n:0\r\n"+sha+":1\r\n"+sha; got != want {
+		t.Errorf("SCRIPT LOAD over a forwarding link = %q, want %q", got, want)
+	}
+	groups[1].setLeader(false)
+	if got, want := c.do("FLUSHALL"), "*2\r\n:0\r\n+OK\r\n"; got != want {
+		t.Errorf("FLUSHALL over a forwarding link, leading group 0 only = %q, want %q", got, want)
+	}
+	groups[0].setLeader(false)
+	if got := c.do("FLUSHALL"); got != "*0\r\n" {
+		t.Errorf("FLUSHALL over a forwarding link, leading no group = %q, want an empty array", got)
+	}
+
+	ran, err := parseGroupReplies([]byte("*4\r\n:1\r\n-ERR no\r\n:0\r\n$2\r\nok\r\n"), 2)
+	if err != nil || string(ran[1]) != "-ERR no\r\n" || string(ran[0]) != "$2\r\nok\r\n" || len(ran) != 2 {
+		t.Errorf("parseGroupReplies = %v, %v", ran, err)
+	}
+	for _, bad := range []string{"-ERR refused\r\n", "+OK\r\n", "*2\r\n:2\r\n+OK\r\n", "*1\r\n:0\r\n", "*2\r\n$1\r\n0\r\n+OK\r\n", "*2\r\n:0\r\n"} {
+		if ran, err := parseGroupReplies([]byte(bad), 2); err == nil {
+			t.Errorf("parseGroupReplies(%q) = %v, want an error", bad, ran)
 		}
 	}
 }
