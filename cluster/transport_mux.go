@@ -17,9 +17,11 @@ import (
 )
 
 // A node of a cluster that runs several raft groups (DESIGN.md §13) has one raft listener, and
-// one connection to each peer in each direction, for all of its groups: the TLS handshake and
-// the raft handshake (handshake.go, version 2) authenticate the node once, and a yamux session
-// over the connection carries every group's raft connections as streams. A stream starts with
+// one connection to each peer, for all of its groups and both directions: the TLS handshake and
+// the raft handshake (handshake.go, version 2) authenticate the nodes once, and a yamux session
+// over the connection carries every group's raft connections, each node's, as streams. A node
+// opens its streams on the session its peer opened to it when there is one, and dials one
+// otherwise (two nodes that dial each other at the same moment keep two: each works). A stream starts with
 // its group's number (two bytes, big-endian); the accepting node hands it to that group's raft
 // only if the sender is a member of that group's configuration. Each group has its own raft
 // transport (pool, pipeline, RPC vetting) over its own stream layer (groupLayer), so one
@@ -55,11 +57,15 @@ type muxLayer struct {
 	log    *slog.Logger
 	wg     sync.WaitGroup // the goroutines that route accepted streams
 
-	mu       sync.Mutex
-	out      map[string]*yamux.Session // dialed sessions, by peer address
-	dialing  map[string]*pendingSession
-	in       map[*yamux.Session]struct{} // accepted sessions
-	open     int                         // group transports not yet closed
+	mu      sync.Mutex
+	out     map[string]*yamux.Session // dialed sessions, by peer address
+	dialing map[string]*pendingSession
+	in      map[*yamux.Session]string // accepted sessions, and the member each came from
+	// inFrom is the newest open accepted session of each member: this node's dials to that
+	// member open their streams on it rather than on a session of their own (one
+	// authenticated connection per pair of nodes).
+	inFrom   map[string]*yamux.Session
+	open     int // group transports not yet closed
 	shutdown bool
 }
 
@@ -95,7 +101,7 @@ func NewGroupTransports(cfg TransportConfig, groups int) ([]*Transport, error) {
 	ymx.Logger = yamuxLogger{cfg.Logger.With("component", "raft-mux")}
 	m := &muxLayer{base: base, cfg: cfg, ymx: ymx, log: cfg.Logger.With("component", "raft-mux"),
 		out: map[string]*yamux.Session{}, dialing: map[string]*pendingSession{},
-		in: map[*yamux.Session]struct{}{}, open: groups}
+		in: map[*yamux.Session]string{}, inFrom: map[string]*yamux.Session{}, open: groups}
 	ts := make([]*Transport, groups)
 	for g := range groups {
 		gl := &groupLayer{mux: m, id: uint16(g), accept: make(chan net.Conn), closed: make(chan struct{}),
@@ -117,7 +123,8 @@ func NewGroupTransports(cfg TransportConfig, groups int) ([]*Transport, error) {
 }
 
 // serve runs an accepted session until it ends: the guard's handshake goroutine calls it with
-// the connection and the node the handshake authenticated.
+// the connection and the node the handshake authenticated. The session carries the streams of
+// both nodes: the peer's, accepted here, and this node's to the peer (session).
 func (m *muxLayer) serve(c *guardedConn, from string) {
 	defer c.Close()
 	sess, err := yamux.Server(c, m.ymx)
@@ -131,14 +138,24 @@ func (m *muxLayer) serve(c *guardedConn, from string) {
 		sess.Close()
 		return
 	}
-	m.in[sess] = struct{}{}
+	m.in[sess] = from
+	m.inFrom[from] = sess
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
 		delete(m.in, sess)
+		if m.inFrom[from] == sess {
+			delete(m.inFrom, from)
+		}
 		m.mu.Unlock()
 		sess.Close()
 	}()
+	m.acceptStreams(sess, from)
+}
+
+// acceptStreams hands each stream the peer from opens on sess to its group (route) until the
+// session ends, at most streamsPerGroup per group open at once.
+func (m *muxLayer) acceptStreams(sess *yamux.Session, from string) {
 	var streams atomic.Int32
 	limit := int32(streamsPerGroup * len(m.groups))
 	for {
@@ -200,12 +217,18 @@ func (m *muxLayer) readGroup(st *acceptedStream) (*groupLayer, error) {
 	return m.groups[g], nil
 }
 
-// session returns the open session to addr, dialing one if there is none.
+// session returns the open session to addr: the one the member at addr opened to this node,
+// or the one this node dialed, dialing one if there is neither.
 func (m *muxLayer) session(addr string, timeout time.Duration) (*yamux.Session, error) {
+	peer := m.memberAt(addr)
 	m.mu.Lock()
 	if m.shutdown {
 		m.mu.Unlock()
 		return nil, errTransportAborted
+	}
+	if s := m.inFrom[peer]; peer != "" && s != nil && !s.IsClosed() {
+		m.mu.Unlock()
+		return s, nil
 	}
 	if s := m.out[addr]; s != nil && !s.IsClosed() {
 		m.mu.Unlock()
@@ -229,11 +252,35 @@ func (m *muxLayer) session(addr string, timeout time.Duration) (*yamux.Session, 
 	}
 	if err == nil {
 		m.out[addr] = sess
+		if peer != "" {
+			// The peer opens its streams to this node on this session too. The dial checked
+			// that the node at addr is that member (its certificate, with raft TLS), as an
+			// accepted session's handshake checks the dialer. Added under mu, before a shutdown
+			// can start waiting for the goroutines.
+			m.wg.Add(1)
+			go func() {
+				defer m.wg.Done()
+				m.acceptStreams(sess, peer)
+			}()
+		}
 	}
 	m.mu.Unlock()
 	p.sess, p.err = sess, err
 	close(p.done)
 	return sess, err
+}
+
+// memberAt is the ID of the member at raft address addr in any group's configuration (every
+// node is a member of every group), "" if none knows it.
+func (m *muxLayer) memberAt(addr string) string {
+	for _, g := range m.groups {
+		if gate := g.gate.Load().get(); gate != nil {
+			if id := gate.memberAt(addr); id != "" {
+				return id
+			}
+		}
+	}
+	return ""
 }
 
 func (m *muxLayer) dialSession(addr string, timeout time.Duration) (*yamux.Session, error) {
@@ -281,6 +328,7 @@ func (m *muxLayer) closeSessions() {
 		all = append(all, s)
 	}
 	m.out = map[string]*yamux.Session{}
+	m.inFrom = map[string]*yamux.Session{}
 	m.mu.Unlock()
 	for _, s := range all {
 		s.Close()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/hashicorp/yamux"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/tests/testutil"
@@ -266,4 +267,75 @@ func TestGroupSessionRedialsAfterPeerRestart(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestOneSessionPerPair: once n2 has dialed n1, n1's raft reaches n2 over that same session
+// (no connection of its own, no second handshake), its streams admitted by n2 as n1's; once
+// that session ends, n1 dials a session of its own.
+func TestOneSessionPerPair(t *testing.T) {
+	a := newTestGroups(t, "n1", 3, TransportConfig{})
+	b := newTestGroups(t, "n2", 3, TransportConfig{})
+	members := map[string]string{"n1": string(a[0].LocalAddr()), "n2": string(b[0].LocalAddr())}
+	for _, side := range []struct {
+		id string
+		ts []*Transport
+	}{{"n1", a}, {"n2", b}} {
+		for _, tr := range side.ts {
+			tr.group.gate.Store(&gateRef{&testGate{id: side.id, members: members}})
+		}
+	}
+	for g := range 3 {
+		if term, err := voteTerm(b[g], a[0].LocalAddr()); err != nil || term != 7+uint64(g) {
+			t.Fatalf("n2 -> n1, group %d: term %d, %v", g, term, err)
+		}
+	}
+	for g := range 3 {
+		if term, err := voteTerm(a[g], b[0].LocalAddr()); err != nil || term != 7+uint64(g) {
+			t.Fatalf("n1 -> n2 over n2's session, group %d: term %d, %v", g, term, err)
+		}
+	}
+	if out, in := a[0].group.mux.sessions(); out != 0 || in != 1 {
+		t.Errorf("n1: %d dialed, %d accepted sessions; want 0 and 1 (n2's, used both ways)", out, in)
+	}
+	if out, in := b[0].group.mux.sessions(); out != 1 || in != 0 {
+		t.Errorf("n2: %d dialed, %d accepted sessions; want 1 and 0", out, in)
+	}
+
+	// n2's session ends (its process restarted, say): n1 dials its own.
+	b[0].group.mux.closeSessionsForTest()
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		if _, in := a[0].group.mux.sessions(); in != 0 {
+			return fmt.Errorf("n1 still has %d accepted sessions", in)
+		}
+		return nil
+	})
+	// Streams raft pooled on the ended session fail once each, as after any peer restart.
+	for g := range 3 {
+		testutil.WaitFor(t, 5*time.Second, func() error {
+			if term, err := voteTerm(a[g], b[0].LocalAddr()); err != nil || term != 7+uint64(g) {
+				return fmt.Errorf("n1 -> n2 after n2's session ended, group %d: term %d, %v", g, term, err)
+			}
+			return nil
+		})
+	}
+	if out, _ := a[0].group.mux.sessions(); out != 1 {
+		t.Errorf("n1 dialed %d sessions after n2's ended; want 1", out)
+	}
+}
+
+// closeSessionsForTest closes every session of the node without shutting its transport down, as
+// a restart of its peers would end them.
+func (m *muxLayer) closeSessionsForTest() {
+	m.mu.Lock()
+	var all []*yamux.Session
+	for _, s := range m.out {
+		all = append(all, s)
+	}
+	for s := range m.in {
+		all = append(all, s)
+	}
+	m.mu.Unlock()
+	for _, s := range all {
+		s.Close()
+	}
 }
