@@ -209,8 +209,12 @@ func (r *request) route(mayApply bool) {
 // cluster of several groups, a keyed command outside a transaction or script, from a
 // connection that read the slots' owners (session.slotAware), as Redis Cluster answers a
 // cluster-mode client. Other requests (plain clients, keyless commands, EXEC) are forwarded.
+//
+// A token-less UNLOCK or RENEW is forwarded even then: its token comes from this connection's
+// memory, which the connection the client would open to the leader does not have.
 func (r *request) slotRouted() bool {
-	return r.s.grouped() && r.c.sess.slotAware && r.path == onLeader && r.c.sess.multi == nil && len(r.cmd.keyArgs(r.args)) > 0
+	return r.s.grouped() && r.c.sess.slotAware && r.path == onLeader && r.c.sess.multi == nil && len(r.cmd.keyArgs(r.args)) > 0 &&
+		!tokenless(r.cmd, r.args)
 }
 
 // forward sends cmds to the leader in one write, in order, over this connection's upstream,
@@ -387,15 +391,10 @@ func (r *request) rewriteTokenless() ([][]byte, bool) {
 }
 
 func (r *request) rewriteTokenlessOf(cmd *command, args [][]byte) ([][]byte, bool) {
-	var tokenAt int
-	switch {
-	case cmd.name == "unlock" && len(args) == 2:
-		tokenAt = 2
-	case cmd.name == "renew" && len(args) == 3:
-		tokenAt = 2
-	default:
+	if !tokenless(cmd, args) {
 		return args, true
 	}
+	const tokenAt = 2
 	t, ok := r.tokenArg(fsm.DBKey(r.db, args[1]), nil, cmd.name)
 	if !ok {
 		return nil, false
@@ -403,6 +402,12 @@ func (r *request) rewriteTokenlessOf(cmd *command, args [][]byte) ([][]byte, boo
 	out := append([][]byte{}, args[:tokenAt]...)
 	out = append(out, strconv.AppendUint(nil, uint64(t), 10))
 	return append(out, args[tokenAt:]...), true
+}
+
+// tokenless reports whether args are UNLOCK key or RENEW key ms: the forms whose token is the
+// one this connection was granted (DESIGN.md §7).
+func tokenless(cmd *command, args [][]byte) bool {
+	return cmd.name == "unlock" && len(args) == 2 || cmd.name == "renew" && len(args) == 3
 }
 
 // noteForwardedReply keeps the connection's own token memory in step with forwarded replies.

@@ -237,8 +237,11 @@ func (r *request) acrossGroups() {
 				continue
 			}
 			l := home.Leadership()
-			if l.ID == "" || forwardedTo[l.ID] {
-				continue // no leader yet; or that node runs it in every group it leads
+			if l.ID == "" || l.ID == r.s.cfg.NodeID || l.ClientAddr == "" || forwardedTo[l.ID] {
+				// No leader yet, or this node before it is ready to lead, or one whose address is
+				// not known yet: the next round tries again. Or that node runs it in every group
+				// it leads.
+				continue
 			}
 			forwardedTo[l.ID] = true
 			var buf bytes.Buffer
@@ -258,10 +261,10 @@ func (r *request) acrossGroups() {
 				continue
 			}
 			for rg, b := range ran {
-				if replies[rg] == nil {
+				if replies[rg] == nil { // a second run's reply (FUNCTION LOAD's "already exists") is not the client's
+					replies[rg] = b
 					covered++
 				}
-				replies[rg] = b
 			}
 		}
 	}

@@ -177,7 +177,7 @@ func (r *request) writeCommandInfo(cmd *command) {
 // keyspace sections and the clients section's lock_waiters. The node answers those under its
 // view lock, which the running script holds (Replica.Exec's eval), so asking would deadlock.
 func cmdInfo(r *request) {
-	sections := []string{"server", "clients", "persistence", "stats", "replication", "raft", "locks", "keyspace"}
+	sections := []string{"server", "clients", "persistence", "stats", "replication", "cluster", "raft", "locks", "keyspace"}
 	inScript := r.path == onScript
 	if len(r.args) > 1 {
 		want := map[string]bool{}
@@ -258,6 +258,10 @@ func (s *Server) infoSection(name string, askNode bool) []infoField {
 			{"lock_refusals", u(c.refusals)},
 			{"lock_releases", u(c.releases)},
 		}
+	case "cluster":
+		// raftlock answers CLUSTER SLOTS, SHARDS, NODES and INFO as a cluster does (cluster.go),
+		// so INFO says so too: redis-py's RedisCluster, for one, checks cluster_enabled first.
+		return []infoField{{"cluster_enabled", "1"}}
 	case "replication":
 		return []infoField{{"role", "master"}, {"connected_slaves", "0"}}
 	case "raft":

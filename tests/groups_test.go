@@ -159,6 +159,18 @@ func TestFourGroupsOnThreeNodes(t *testing.T) {
 		if v, err := plain.Get(ctx, key).Result(); err != nil || v != "v"+key {
 			t.Errorf("plain GET %s through %s: %q, %v", key, n.id, v, err)
 		}
+		// A token-less UNLOCK takes its token from this connection's memory: it is forwarded
+		// even once the connection asked CLUSTER SLOTS (the leader's connection would not know it).
+		lockKey := "{" + key + "}lock"
+		if err := plain.Do(ctx, "LOCK", lockKey, "60000").Err(); err != nil {
+			t.Fatalf("LOCK %s through %s: %v", lockKey, n.id, err)
+		}
+		if err := plain.ClusterSlots(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := plain.Do(ctx, "UNLOCK", lockKey).Int(); err != nil || got != 1 {
+			t.Errorf("token-less UNLOCK %s through %s after CLUSTER SLOTS: %d, %v; want 1", lockKey, n.id, got, err)
+		}
 		plain.Close()
 	}
 	if _, err := exec.LookPath("redis-cli"); err != nil {

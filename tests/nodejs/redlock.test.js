@@ -1,6 +1,6 @@
 'use strict';
 // node-redlock v4 and v5 on ioredis, as a Redlock user migrates them: one client (quorum 1) for
-// the one logical endpoint.
+// the one logical endpoint; v5 again on ioredis's cluster-mode client (node/redlock5-cluster).
 const Redis = require('ioredis');
 const Redlock4 = require('redlock4');
 const Redlock5 = require('redlock5').default;
@@ -9,6 +9,12 @@ const { suite, Refused, NotHeld } = require('./lib/flow');
 
 function ioredis(addr) {
   return new Redis({ host: addr.host, port: addr.port, maxRetriesPerRequest: 1 });
+}
+
+// ioredisCluster is ioredis's cluster-mode client started from one node: it reads CLUSTER SLOTS
+// and sends each key to its slot's node, following MOVED.
+function ioredisCluster(addr) {
+  return new Redis.Cluster([{ host: addr.host, port: addr.port }], { redisOptions: { maxRetriesPerRequest: 1 } });
 }
 
 // Errors the library reports besides "held by another owner" (a server error): an operation that
@@ -56,9 +62,9 @@ function v4(where) {
 
 // redlock v5: acquire/extend/release; ExecutionError is a refusal unless an error other than
 // ResourceLockedError came with it.
-function v5(where) {
+function v5(where, connect = ioredis) {
   const mk = (addr) => {
-    const client = ioredis(addr);
+    const client = connect(addr);
     const rl = new Redlock5([client], { retryCount: 0, driftFactor: 0.01 });
     const log = errorLog(rl, 'error', (e) => e instanceof ResourceLockedError);
     const handle = (lock) => ({
@@ -80,3 +86,4 @@ function v5(where) {
 
 suite('node/redlock4', async (where) => v4(where), { wait: true });
 suite('node/redlock5', async (where) => v5(where), { wait: true });
+suite('node/redlock5-cluster', async (where) => v5(where, ioredisCluster), { wait: true, cluster: true });

@@ -1,9 +1,14 @@
 """redis-py's Lock (Debian's python3-redis) against raftlock: the scenarios of the client matrix
 (tests/clients/run.sh), plus redis-py's reacquire.
 
+The same scenarios run again on redis-py's cluster-mode client, RedisCluster
+("python/redis-py-cluster").
+
 Environment: RAFTLOCK_ADDRS=host:port,... (the first is the node the holder dials; the second
-owner dials the second, if any; unset: every test skips). RAFTLOCK_MATRIX: a file to which each
-scenario appends "library<TAB>scenario<TAB>pass|fail|skip<TAB>detail".
+owner dials the second, if any; unset: every test skips). RAFTLOCK_CLUSTER_ADDRS: the same for
+the cluster-mode client (default RAFTLOCK_ADDRS; "-" skips it; against Redis a cluster-enabled
+redis-server). RAFTLOCK_MATRIX: a file to which each scenario appends
+"library<TAB>scenario<TAB>pass|fail|skip<TAB>detail".
 
 Run: python3 -m unittest -v tests/python/test_redis_lock.py  (Debian's /usr/bin/python3)
 """
@@ -16,14 +21,18 @@ import time
 import unittest
 
 import redis
+from redis.cluster import RedisCluster
 from redis.exceptions import LockError, LockNotOwnedError
 
 LIB = "python/redis-py"
+CLUSTER_LIB = "python/redis-py-cluster"
 
 
-def _addrs():
-    v = os.environ.get("RAFTLOCK_ADDRS", "")
-    if not v:
+def _addrs(name="RAFTLOCK_ADDRS"):
+    v = os.environ.get(name, "")
+    if name == "RAFTLOCK_CLUSTER_ADDRS" and not v:
+        v = os.environ.get("RAFTLOCK_ADDRS", "")
+    if not v or v == "-":
         return None
     out = []
     for a in v.split(","):
@@ -33,6 +42,7 @@ def _addrs():
 
 
 ADDRS = _addrs()
+CLUSTER_ADDRS = _addrs("RAFTLOCK_CLUSTER_ADDRS")
 
 
 def record(scenario, result, detail="", lib=LIB):
@@ -48,16 +58,18 @@ def unique_key(*parts):
     return "cm:" + ":".join(("redis-py",) + parts) + ":" + secrets.token_hex(4)
 
 
-def scenario(name, needs=(), lib=LIB):
-    """Runs a test as matrix scenario `name` of `lib`, after the scenarios in `needs` passed."""
+def scenario(name, needs=(), lib=None):
+    """Runs a test as matrix scenario `name` of `lib` (default: the test class's LIB), after the
+    scenarios in `needs` passed."""
 
     def wrap(fn):
         @functools.wraps(fn)
         def run(self):
+            lib_ = lib or type(self).LIB
             for n in needs:
                 if n in type(self).failed:
                     type(self).failed.add(name)
-                    record(name, "skip", f"not run: {n} failed", lib)
+                    record(name, "skip", f"not run: {n} failed", lib_)
                     self.skipTest(f"not run: {n} failed")
             try:
                 fn(self)
@@ -65,9 +77,9 @@ def scenario(name, needs=(), lib=LIB):
                 raise
             except BaseException as e:
                 type(self).failed.add(name)
-                record(name, "fail", f"{type(e).__name__}: {e}", lib)
+                record(name, "fail", f"{type(e).__name__}: {e}", lib_)
                 raise
-            record(name, "pass", lib=lib)
+            record(name, "pass", lib=lib_)
 
         return run
 
@@ -78,6 +90,7 @@ def scenario(name, needs=(), lib=LIB):
 class RedisPyLockTest(unittest.TestCase):
     """The scenarios run in order (unittest sorts the names) and share the first lock."""
 
+    LIB = LIB
     failed = set()
 
     @classmethod
@@ -220,6 +233,24 @@ class RedisPyLockTest(unittest.TestCase):
             self.expect_held(key, nxt.local.token, 5000, 10000)
         finally:
             nxt.release()
+
+
+@unittest.skipUnless(CLUSTER_ADDRS and int(os.environ.get("RAFTLOCK_DB", "0") or 0) == 0,
+                     "RAFTLOCK_CLUSTER_ADDRS is not set (or a database other than 0 is tested)")
+class RedisPyClusterLockTest(RedisPyLockTest):
+    """The same scenarios on RedisCluster, which routes each key to the node CLUSTER SLOTS names
+    and follows MOVED: each client is given one node to start from."""
+
+    LIB = CLUSTER_LIB
+    failed = set()
+
+    @classmethod
+    def setUpClass(cls):
+        (h1, p1), (h2, p2) = CLUSTER_ADDRS
+        cls.a = RedisCluster(host=h1, port=p1, socket_timeout=10)
+        cls.b = RedisCluster(host=h2, port=p2, socket_timeout=10)
+        cls.key = unique_key("cluster")
+        cls.lock = None
 
 
 if __name__ == "__main__":

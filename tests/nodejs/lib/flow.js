@@ -4,7 +4,8 @@
 // tests/clients/run.sh.
 //
 // Environment: RAFTLOCK_ADDRS=host:port,... (the first is the node every library dials; the
-// second owner dials the second, if any; unset: every test skips). RAFTLOCK_MATRIX: the file.
+// second owner dials the second, if any; unset: every test skips); RAFTLOCK_CLUSTER_ADDRS, the
+// same for cluster-mode clients (addrs). RAFTLOCK_MATRIX: the file.
 
 const fs = require('node:fs');
 const crypto = require('node:crypto');
@@ -19,9 +20,12 @@ class NotHeld extends Error {
   constructor(msg) { super(msg || 'not held by this owner'); this.name = 'NotHeld'; }
 }
 
-function addrs() {
-  const v = process.env.RAFTLOCK_ADDRS;
-  if (!v) return null;
+// addrs reads RAFTLOCK_ADDRS, or for cluster-mode clients RAFTLOCK_CLUSTER_ADDRS (default
+// RAFTLOCK_ADDRS; "-" skips them; against Redis, a cluster-enabled redis-server).
+function addrs(cluster) {
+  let v = process.env.RAFTLOCK_ADDRS;
+  if (cluster) v = process.env.RAFTLOCK_CLUSTER_ADDRS || v;
+  if (!v || v === '-') return null;
   const list = v.split(',').map((a) => {
     const i = a.lastIndexOf(':');
     return { host: a.slice(0, i), port: Number(a.slice(i + 1)) };
@@ -82,8 +86,9 @@ class Inspector {
 // opts.keyOf(name): the key the library stores for the lock it calls name (default: name itself).
 // opts.silentRelease: release() cannot tell a refused release from a successful one (it resolves
 // either way); the scenarios then check, instead of a NotHeld rejection, that it changed nothing.
+// opts.cluster: the library runs a cluster-mode client, given RAFTLOCK_CLUSTER_ADDRS.
 function suite(lib, make, opts = {}) {
-  const where = addrs();
+  const where = addrs(opts.cluster);
   describe(lib, { skip: where ? false : 'RAFTLOCK_ADDRS is not set: no server to test' }, () => {
     if (!where) return;
     let env; // { a, b, close }
