@@ -252,7 +252,7 @@ func (r *request) forward(cmds [][][]byte, mayApply bool) (reply []byte, ok bool
 	case r.s.cfg.Redirect, r.slotRouted():
 		slot := 0
 		if keys := cmd.keyArgs(r.args); len(keys) > 0 {
-			slot = keySlot(keys[0])
+			slot = fsm.KeySlot(keys[0])
 		}
 		r.w.Error("MOVED " + strconv.Itoa(slot) + " " + addr)
 		return nil, false
@@ -458,38 +458,4 @@ func (r *request) noteForwardedReply(args [][]byte, reply []byte) {
 			}
 		}
 	}
-}
-
-// keySlot is Redis Cluster's hash slot of key: CRC16 (XMODEM) of the key, or of its {hash tag}.
-func keySlot(key []byte) int {
-	if s := indexByte(key, '{'); s >= 0 {
-		if e := indexByte(key[s+1:], '}'); e > 0 {
-			key = key[s+1 : s+1+e]
-		}
-	}
-	return int(crc16(key) & 16383)
-}
-
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
-		}
-	}
-	return -1
-}
-
-func crc16(b []byte) uint16 {
-	var crc uint16
-	for _, x := range b {
-		crc ^= uint16(x) << 8
-		for i := 0; i < 8; i++ {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
 }

@@ -21,7 +21,7 @@ import (
 // is the node itself and nothing here changes what a request does.
 
 // hashSlots is Redis Cluster's number of hash slots.
-const hashSlots = 16384
+const hashSlots = fsm.HashSlots
 
 // errCrossSlot is Redis Cluster's reply to a request whose keys are in different slots.
 const errCrossSlot = "CROSSSLOT Keys in request don't hash to the same slot"
@@ -36,7 +36,7 @@ func slotsOf(g, groups int) (first, last int) {
 
 // GroupOfKey is the raft group that serves key in a cluster of groups raft groups (for tools
 // and tests outside the server).
-func GroupOfKey(key []byte, groups int) int { return groupOfSlot(keySlot(key), groups) }
+func GroupOfKey(key []byte, groups int) int { return groupOfSlot(fsm.KeySlot(key), groups) }
 
 // GroupSlots is the first and last hash slot group g serves in a cluster of groups raft groups
 // (for the status page and tools outside the server).
@@ -51,9 +51,9 @@ func (s *Server) groupOfKeys(keys [][]byte) (int, bool) {
 	if !s.grouped() || len(keys) == 0 {
 		return 0, true
 	}
-	slot := keySlot(keys[0])
+	slot := fsm.KeySlot(keys[0])
 	for _, k := range keys[1:] {
-		if keySlot(k) != slot {
+		if fsm.KeySlot(k) != slot {
 			return 0, false
 		}
 	}
@@ -74,8 +74,7 @@ func (s *Server) groupOfTableKey(key []byte) int {
 	if !s.grouped() {
 		return 0
 	}
-	_, k := fsm.SplitDBKey(key)
-	return groupOfSlot(keySlot(k), len(s.groups))
+	return groupOfSlot(fsm.SlotOf(key), len(s.groups))
 }
 
 // groupIndex is the number of the group whose replica is home.

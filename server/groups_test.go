@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/script"
 )
@@ -37,7 +38,7 @@ func startGroups(t *testing.T) (addr string, groups []*fakeNode, keys [2]string)
 	found := 0
 	for i := 0; found < 2; i++ {
 		k := fmt.Sprintf("key%d", i)
-		g := groupOfSlot(keySlot([]byte(k)), 2)
+		g := groupOfSlot(fsm.KeySlot([]byte(k)), 2)
 		if keys[g] == "" {
 			keys[g] = k
 			found++
@@ -293,7 +294,7 @@ func TestReadIndexOfAGroup(t *testing.T) {
 	r := dialRaw(t, addr)
 	key := ""
 	for i := 0; key == ""; i++ {
-		if k := fmt.Sprintf("key%d", i); groupOfSlot(keySlot([]byte(k)), 2) == 1 {
+		if k := fmt.Sprintf("key%d", i); groupOfSlot(fsm.KeySlot([]byte(k)), 2) == 1 {
 			key = k
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/raftlock/raftlock/fsm"
 )
 
 // checkFencing checks that known grants have unique tokens across all keys and that tokens
@@ -342,27 +344,10 @@ func freshAcquire(addrs []string, deadline time.Time) error {
 	return fmt.Errorf("no fresh acquire succeeded before the deadline: last %v", last)
 }
 
-// keyGroup is the raft group of key in a cluster of groups groups: Redis Cluster's hash slot (the
-// CRC16 of the key, or of its {hash tag}) split in groups even ranges, as the server does
-// (server/groups.go).
+// keyGroup is the raft group of key in a cluster of groups groups: its hash slot
+// (fsm.KeySlot) split in groups even ranges, as the server does (server/groups.go).
 func keyGroup(key string, groups int) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc%16384) * groups / 16384
+	return fsm.KeySlot([]byte(key)) * groups / fsm.HashSlots
 }
 
 // groupsOf is the --groups a node's flags name (1 when none).
