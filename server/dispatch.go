@@ -220,7 +220,14 @@ func (c *conn) awaitLeaderOf(n Replica) bool {
 	}
 	var deadline *time.Timer
 	for {
-		l := n.Leadership() // its Changed was taken before the leader was read: no change is missed
+		// Another group's leader is known by its client address from group 0's member table
+		// (members announce to group 0 only): a change there may be what this wait needs. Its
+		// Changed is taken before the leader is read, as is n's: no change is missed.
+		var book <-chan struct{}
+		if n != c.s.node {
+			book = c.s.node.Leadership().Changed
+		}
+		l := n.Leadership()
 		if c.s.leaderKnown(n, l) {
 			return n.IsLeader()
 		}
@@ -233,6 +240,7 @@ func (c *conn) awaitLeaderOf(n Replica) bool {
 		}
 		select {
 		case <-l.Changed:
+		case <-book:
 		case <-deadline.C:
 			return n.IsLeader()
 		case <-c.ctx.Done():

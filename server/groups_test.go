@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -354,5 +355,59 @@ func TestForwardedSpanningWriteSaysWhichGroupsRanIt(t *testing.T) {
 		if ran, err := parseGroupReplies([]byte(bad), 2); err == nil {
 			t.Errorf("parseGroupReplies(%q) = %v, want an error", bad, ran)
 		}
+	}
+}
+
+// addressLater is this node's replica of a group that n2 leads, whose client address this node
+// learns only later: from group 0's member table, as cmd/raftlock's addressedReplica reads it.
+type addressLater struct {
+	*fakeNode
+	addr atomic.Value // string
+}
+
+func (a *addressLater) IsLeader() bool { return false }
+func (a *addressLater) Leadership() node.Leadership {
+	addr, _ := a.addr.Load().(string)
+	return node.Leadership{ID: "n2", ClientAddr: addr, Changed: a.fakeNode.leaderChanged()}
+}
+
+// A request of a group whose leader is known but not yet its address waits, and is woken when
+// group 0's member table changes (where members announce their addresses), not only at the end
+// of --leader-wait.
+func TestGroupWaitWokenByAnnouncedAddress(t *testing.T) {
+	leaderAddr, _ := serveNode(t, newFakeNode(), nil)
+	lc := dialRaw(t, leaderAddr)
+	g0 := newFakeNode()
+	g1 := &addressLater{fakeNode: newFakeNode()}
+	for _, f := range []*fakeNode{g0, g1.fakeNode} {
+		f.startLocks(t)
+	}
+	addr, _ := serveDeps(t, Deps{Replica: g0, Groups: []Replica{g0, g1}}, func(c *Config) { c.LeaderWait = time.Minute })
+	key := ""
+	for i := 0; key == ""; i++ {
+		if k := fmt.Sprintf("key%d", i); groupOfSlot(fsm.KeySlot([]byte(k)), 2) == 1 {
+			key = k
+		}
+	}
+	if got := lc.do("SET", key, "v"); got != "+OK\r\n" {
+		t.Fatalf("SET on the leader = %q", got)
+	}
+	c := dialRaw(t, addr)
+	reply := make(chan string, 1)
+	go func() { reply <- c.do("GET", key) }()
+	select {
+	case got := <-reply:
+		t.Fatalf("GET answered %q before the leader's address was known", got)
+	case <-time.After(300 * time.Millisecond):
+	}
+	g1.addr.Store(leaderAddr)
+	g0.setLeader(true) // group 0's member table changed: its LeaderChanged fires
+	select {
+	case got := <-reply:
+		if got != "$1\r\nv\r\n" {
+			t.Errorf("GET through the group's leader = %q, want v", got)
+		}
+	case <-time.After(20 * time.Second): // --leader-wait is a minute: only the wake-up answers sooner
+		t.Fatal("the waiting GET was not woken by group 0's change")
 	}
 }
