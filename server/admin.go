@@ -21,8 +21,8 @@ var snapshotEvery, digestEvery, backupEvery = 5 * time.Second, 250 * time.Millis
 var raftOnLeader = map[string]bool{"add": true, "promote": true, "remove": true, "transfer": true, "announce": true, "readindex": true}
 
 // RAFT MEMBERS | MEMBER id | ADD id raftaddr [NONVOTER] [CLIENT addr] | PROMOTE id | REMOVE id [FORCE] |
-// TRANSFER [id] | ANNOUNCE id clientaddr raftaddr | SNAPSHOT | STATS | DIGEST | BACKUP |
-// READINDEX [group] | FORWARDED [user] | ORIGIN id
+// TRANSFER [id] | ANNOUNCE id clientaddr raftaddr | SNAPSHOT [group] | STATS | DIGEST [group] |
+// BACKUP | READINDEX [group] | FORWARDED [user] | ORIGIN id
 //
 // ADD always adds a non-voter; without NONVOTER the leader promotes it once it has caught up.
 // ADD, PROMOTE and REMOVE are refused when they could leave fewer reachable voters than a
@@ -53,11 +53,12 @@ func cmdRaft(r *request) {
 		return
 	}
 	leaderOf := r.s.node
-	if sub == "readindex" && len(r.args) == 3 {
-		// RAFT READINDEX g: raft group g's, asked of its leader by a follower backing up every group.
+	if (sub == "readindex" || sub == "snapshot" || sub == "digest") && len(r.args) == 3 {
+		// RAFT READINDEX g (asked of group g's leader by a follower backing up every group),
+		// SNAPSHOT g, DIGEST g: raft group g's.
 		g, err := strconv.Atoi(string(r.args[2]))
 		if err != nil || g < 0 || g >= max(len(r.s.groupAdmins), 1) {
-			r.w.Error(fmt.Sprintf("ERR RAFT READINDEX: no raft group %q on this node (it runs %d)", r.args[2], max(len(r.s.groupAdmins), 1)))
+			r.w.Error(fmt.Sprintf("ERR RAFT %s: no raft group %q on this node (it runs %d)", strings.ToUpper(sub), r.args[2], max(len(r.s.groupAdmins), 1)))
 			return
 		}
 		if g > 0 {
@@ -197,6 +198,10 @@ func cmdRaft(r *request) {
 		}
 		r.w.SimpleString("OK")
 	case "snapshot":
+		if len(r.args) > 3 {
+			wrongArgs()
+			return
+		}
 		if why := r.s.snapshots.enter("RAFT SNAPSHOT"); why != "" {
 			r.w.Error(why)
 			return
@@ -251,6 +256,10 @@ func cmdRaft(r *request) {
 		}
 		r.w.Int(int64(index))
 	case "digest":
+		if len(r.args) > 3 {
+			wrongArgs()
+			return
+		}
 		if why := r.s.digests.enter("RAFT DIGEST"); why != "" {
 			r.w.Error(why)
 			return

@@ -282,7 +282,8 @@ func TestTransactionsInGroups(t *testing.T) {
 }
 
 // TestReadIndexOfAGroup: RAFT READINDEX g answers from group g's administration (a follower
-// backing up every group asks each group's leader), and refuses a group this node does not run.
+// backing up every group asks each group's leader), as do RAFT DIGEST g and SNAPSHOT g, and
+// each refuses a group this node does not run.
 func TestReadIndexOfAGroup(t *testing.T) {
 	groups := []*fakeNode{newFakeNode(), newFakeNode()}
 	var reps []Replica
@@ -318,6 +319,10 @@ func TestReadIndexOfAGroup(t *testing.T) {
 		{[]string{"RAFT", "READINDEX", "2"}, "-ERR RAFT READINDEX: no raft group \"2\" on this node (it runs 2)\r\n"},
 		{[]string{"RAFT", "READINDEX", "one"}, "-ERR RAFT READINDEX: no raft group \"one\" on this node (it runs 2)\r\n"},
 		{[]string{"RAFT", "READINDEX", "1", "2"}, "-ERR wrong number of arguments for 'raft|readindex' command\r\n"},
+		{[]string{"RAFT", "DIGEST", "1"}, fmt.Sprintf("*2\r\n:%d\r\n$0\r\n\r\n", want1)},
+		{[]string{"RAFT", "DIGEST", "3"}, "-ERR RAFT DIGEST: no raft group \"3\" on this node (it runs 2)\r\n"},
+		{[]string{"RAFT", "SNAPSHOT", "1"}, "+OK\r\n"},
+		{[]string{"RAFT", "SNAPSHOT", "x"}, "-ERR RAFT SNAPSHOT: no raft group \"x\" on this node (it runs 2)\r\n"},
 	} {
 		if got := r.do(tc.args...); got != tc.want {
 			t.Errorf("%v = %q, want %q", tc.args, got, tc.want)

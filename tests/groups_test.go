@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -44,9 +45,16 @@ func groupLeaders(n *node) ([]string, error) {
 }
 
 // waitSpread waits until every live node names the same leader for each group and those
-// leaders are want distinct nodes.
+// leaders are where the balancer places them (cluster/balance.go: group g on the g mod n-th of
+// the voters sorted by ID), on want distinct nodes: no hand-off is still to come, so the
+// leaders a test reads stay put unless it makes them move.
 func waitSpread(t *testing.T, c *cluster, want int) []string {
 	t.Helper()
+	var ids []string
+	for _, n := range c.nodes {
+		ids = append(ids, n.id)
+	}
+	slices.Sort(ids)
 	var leaders []string
 	testutil.WaitFor(t, 40*time.Second, func() error {
 		var first []string
@@ -62,9 +70,9 @@ func waitSpread(t *testing.T, c *cluster, want int) []string {
 			}
 		}
 		distinct := map[string]bool{}
-		for _, l := range first {
-			if l == "" {
-				return fmt.Errorf("a group has no leader: %v", first)
+		for g, l := range first {
+			if l != ids[g%len(ids)] {
+				return fmt.Errorf("group leaders %v: group %d not yet on %s, where the balancer places it", first, g, ids[g%len(ids)])
 			}
 			distinct[l] = true
 		}
@@ -197,6 +205,8 @@ func TestFourGroupsOnThreeNodes(t *testing.T) {
 		}
 	}
 
+	sameGroupTables(t, c, 4)
+
 	// kill -9 the node that leads group 0: every key stays served by the other two.
 	leaders = waitSpread(t, c, 3)
 	var victim *node
@@ -223,6 +233,31 @@ func TestFourGroupsOnThreeNodes(t *testing.T) {
 	waitSpread(t, c, 3)
 	if v, err := call(c.nodes[0].addr, "GET", keys[0]); err != nil || v != "after" {
 		t.Errorf("GET %s after the restart: %v, %v", keys[0], v, err)
+	}
+	sameGroupTables(t, c, 4)
+}
+
+// sameGroupTables waits until every node's table of each raft group is the same, by RAFT
+// DIGEST g (applied index and the table's hash): the groups' replicas agree.
+func sameGroupTables(t *testing.T, c *cluster, groups int) {
+	t.Helper()
+	for g := range groups {
+		testutil.WaitFor(t, 20*time.Second, func() error {
+			var first string
+			for _, n := range c.live() {
+				v, err := call(n.addr, "RAFT", "DIGEST", strconv.Itoa(g))
+				if err != nil {
+					return fmt.Errorf("RAFT DIGEST %d on %s: %v", g, n.id, err)
+				}
+				d := fmt.Sprint(v)
+				if first == "" {
+					first = d
+				} else if d != first {
+					return fmt.Errorf("group %d: %s's table is %s, another node's %s", g, n.id, d, first)
+				}
+			}
+			return nil
+		})
 	}
 }
 
