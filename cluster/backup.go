@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -211,7 +210,7 @@ func RestoreBackup(dir, id string, peers []Peer, tables []*fsm.Machine, logger *
 		return err
 	}
 	if len(tables) > 1 {
-		if err := writeSynced(filepath.Join(tmp, GroupsFile), []byte(strconv.Itoa(len(tables))+"\n")); err != nil {
+		if err := WriteGroupsRecord(tmp, len(tables)); err != nil {
 			return fmt.Errorf("restore: record the raft groups: %w", err)
 		}
 	}
@@ -247,29 +246,6 @@ func checkEmptyDir(dir string) error {
 		return fmt.Errorf("restore: %s is not empty: restore writes only a new data dir (give a dir that does not exist, or an empty one)", dir)
 	}
 	return nil
-}
-
-// GroupsFile is the file in a node's data directory that records how many raft groups its
-// cluster runs (absent: one). cmd/raftlock writes it when a cluster is created and reads it at
-// every start; a restore of several groups writes it.
-const GroupsFile = "groups"
-
-// writeSynced writes a new file at path and syncs it (the directory is synced by the rename
-// that moves the restored dir into place).
-func writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // writeRestoredStore creates the pebble store at path holding, for each raft group, the node's

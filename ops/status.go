@@ -65,8 +65,24 @@ type status struct {
 
 // statusGroup is one raft group as this node sees it.
 type statusGroup struct {
-	Group        int    `json:"group"`
-	Slots        string `json:"slots"`
+	Group int    `json:"group"`
+	Slots string `json:"slots"`
+	raftFigures
+	Keys int `json:"keys"`
+}
+
+type statusNode struct {
+	ID        string `json:"id"`
+	ClusterID string `json:"cluster_id"`
+	raftFigures
+	LastContactMs int64 `json:"last_contact_ms"` // -1: never; 0 on the leader
+	Voters        int   `json:"voters"`
+	Clients       int   `json:"clients"`
+}
+
+// raftFigures are a raft instance's state and indexes as this node has them: the node's (group
+// 0's) and each group's.
+type raftFigures struct {
 	State        string `json:"state"`
 	Ready        bool   `json:"ready"`
 	LeaderID     string `json:"leader_id"`
@@ -75,23 +91,11 @@ type statusGroup struct {
 	CommitIndex  uint64 `json:"commit_index"`
 	AppliedIndex uint64 `json:"applied_index"`
 	ApplyLag     uint64 `json:"apply_lag"`
-	Keys         int    `json:"keys"`
 }
 
-type statusNode struct {
-	ID            string `json:"id"`
-	ClusterID     string `json:"cluster_id"`
-	State         string `json:"state"`
-	Ready         bool   `json:"ready"`
-	LeaderID      string `json:"leader_id"`
-	Term          uint64 `json:"term"`
-	LastIndex     uint64 `json:"last_index"`
-	CommitIndex   uint64 `json:"commit_index"`
-	AppliedIndex  uint64 `json:"applied_index"`
-	ApplyLag      uint64 `json:"apply_lag"`
-	LastContactMs int64  `json:"last_contact_ms"` // -1: never; 0 on the leader
-	Voters        int    `json:"voters"`
-	Clients       int    `json:"clients"`
+func raftFiguresOf(ns node.Stats) raftFigures {
+	return raftFigures{State: ns.State, Ready: ns.Ready, LeaderID: ns.LeaderID, Term: ns.Term, LastIndex: ns.LastIndex,
+		CommitIndex: ns.CommitIndex, AppliedIndex: ns.AppliedIndex, ApplyLag: ns.CommitIndex - min(ns.AppliedIndex, ns.CommitIndex)}
 }
 
 // statusMember is one member and what it reported when asked. Lag is the newest commit index
@@ -250,9 +254,7 @@ func (src *statusSource) build(ctx context.Context, now time.Time) []byte {
 	st := status{
 		Time: now,
 		Node: statusNode{
-			ID: ns.ID, ClusterID: ns.ClusterID, State: ns.State, Ready: ns.Ready, LeaderID: ns.LeaderID, Term: ns.Term,
-			LastIndex: ns.LastIndex, CommitIndex: ns.CommitIndex, AppliedIndex: ns.AppliedIndex,
-			ApplyLag: ns.CommitIndex - min(ns.AppliedIndex, ns.CommitIndex), LastContactMs: ns.LastContact.Milliseconds(),
+			ID: ns.ID, ClusterID: ns.ClusterID, raftFigures: raftFiguresOf(ns), LastContactMs: ns.LastContact.Milliseconds(),
 			Voters: ns.Voters, Clients: ss.Clients,
 		},
 		LeaderChanges: ns.LeaderChanges,
@@ -279,9 +281,7 @@ func (src *statusSource) build(ctx context.Context, now time.Time) []byte {
 			expired += gs.Expired
 			handoffs += gs.Handoffs
 		}
-		st.Groups = append(st.Groups, statusGroup{Group: g, Slots: grp.Slots, State: gs.State, Ready: gs.Ready, LeaderID: gs.LeaderID,
-			Term: gs.Term, LastIndex: gs.LastIndex, CommitIndex: gs.CommitIndex, AppliedIndex: gs.AppliedIndex,
-			ApplyLag: gs.CommitIndex - min(gs.AppliedIndex, gs.CommitIndex), Keys: gs.Locks})
+		st.Groups = append(st.Groups, statusGroup{Group: g, Slots: grp.Slots, raftFigures: raftFiguresOf(gs), Keys: gs.Locks})
 	}
 	st.Databases = []statusDB{}
 	for db := range ns.DBKeys {

@@ -71,15 +71,7 @@ func TestStatusDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	res, err := http.Get("http://" + s.Addr().String() + "/status.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var got status
-	if err := json.NewDecoder(res.Body).Decode(&got); err != nil {
-		t.Fatal(err)
-	}
+	got := statusOf(t, s.Addr().String())
 	if got.Node.State != "Leader" || got.Node.Term != 4 || got.Node.ApplyLag != 2 {
 		t.Errorf("node = %+v, want Leader, term 4, apply lag 2", got.Node)
 	}
@@ -226,18 +218,10 @@ func TestStatusDocumentGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	res, err := http.Get("http://" + s.Addr().String() + "/status.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var got status
-	if err := json.NewDecoder(res.Body).Decode(&got); err != nil {
-		t.Fatal(err)
-	}
+	got := statusOf(t, s.Addr().String())
 	want := []statusGroup{
-		{Group: 0, Slots: "0-8191", State: "Leader", Ready: true, LeaderID: "n1", Term: 4, CommitIndex: 120, AppliedIndex: 118, ApplyLag: 2, Keys: 3},
-		{Group: 1, Slots: "8192-16383", State: "Follower", LeaderID: "n2", Term: 6, CommitIndex: 90, AppliedIndex: 90, Keys: 5},
+		{Group: 0, Slots: "0-8191", raftFigures: raftFigures{State: "Leader", Ready: true, LeaderID: "n1", Term: 4, CommitIndex: 120, AppliedIndex: 118, ApplyLag: 2}, Keys: 3},
+		{Group: 1, Slots: "8192-16383", raftFigures: raftFigures{State: "Follower", LeaderID: "n2", Term: 6, CommitIndex: 90, AppliedIndex: 90}, Keys: 5},
 	}
 	if !slices.Equal(got.Groups, want) {
 		t.Errorf("groups = %+v\nwant %+v", got.Groups, want)
@@ -248,4 +232,19 @@ func TestStatusDocumentGroups(t *testing.T) {
 	if got.Node.Term != 4 || got.Node.State != "Leader" {
 		t.Errorf("node = %+v, want group 0's", got.Node)
 	}
+}
+
+// statusOf fetches and decodes /status.json from the surface at addr.
+func statusOf(t *testing.T, addr string) status {
+	t.Helper()
+	res, err := http.Get("http://" + addr + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var got status
+	if err := json.NewDecoder(res.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }

@@ -174,32 +174,11 @@ func TestBackupRestore(t *testing.T) {
 	}
 
 	// A fresh 3-node cluster, each node restored from the file with the same --peers.
-	ports := uniquePorts(t, 6)
-	var peers []string
-	restored := &cluster{t: t}
-	for i := range 3 {
-		n := &node{id: fmt.Sprintf("r%d", i+1), dir: filepath.Join(t.TempDir(), "data"),
-			raftAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3+i]))}
-		peers = append(peers, n.id+"="+n.raftAddr)
-		restored.nodes = append(restored.nodes, n)
-	}
-	for _, n := range restored.nodes {
-		n.args = []string{"--peers", strings.Join(peers, ",")}
-		out := runRaftlock(t, "restore", "--in", file, "--dir", n.dir, "--id", n.id, "--peers", strings.Join(peers, ","))
+	restored := restoreCluster(t, file, func(n *node, out string) {
 		if !strings.Contains(out, "restored") {
 			t.Errorf("raftlock restore said nothing of what it did:\n%s", out)
 		}
-	}
-	for i, n := range restored.nodes {
-		if err := n.start(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i]))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, n := range restored.nodes {
-		if err := n.waitReady(clusterReadyTimeout); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	restored.waitAnnounced(3)
 	l := restored.leader()
 	if id := clusterID(t, l.addr); id == oldCluster {
@@ -246,6 +225,40 @@ func TestBackupRestore(t *testing.T) {
 		}
 	}
 	restored.digests()
+}
+
+// restoreCluster makes a new 3-node cluster (r1, r2, r3) of nodes each restored from the backup
+// file with the same --peers, starts it and waits until every node is ready. check, if not nil,
+// looks at each node's restored dir and what raftlock restore printed, before the nodes start.
+func restoreCluster(t *testing.T, file string, check func(n *node, out string)) *cluster {
+	t.Helper()
+	ports := uniquePorts(t, 6)
+	var peers []string
+	restored := &cluster{t: t}
+	for i := range 3 {
+		n := &node{id: fmt.Sprintf("r%d", i+1), dir: filepath.Join(t.TempDir(), "data"),
+			raftAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3+i]))}
+		peers = append(peers, n.id+"="+n.raftAddr)
+		restored.nodes = append(restored.nodes, n)
+	}
+	for _, n := range restored.nodes {
+		n.args = []string{"--peers", strings.Join(peers, ",")}
+		out := runRaftlock(t, "restore", "--in", file, "--dir", n.dir, "--id", n.id, "--peers", strings.Join(peers, ","))
+		if check != nil {
+			check(n, out)
+		}
+	}
+	for i, n := range restored.nodes {
+		if err := n.start(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i]))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range restored.nodes {
+		if err := n.waitReady(clusterReadyTimeout); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return restored
 }
 
 // runRaftlock runs the raftlock binary with args and fails the test if it fails.

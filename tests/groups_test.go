@@ -364,32 +364,11 @@ func TestGroupsBackupRestore(t *testing.T) {
 		}
 	}
 
-	ports := uniquePorts(t, 6)
-	var peers []string
-	restored := &cluster{t: t}
-	for i := range 3 {
-		n := &node{id: fmt.Sprintf("r%d", i+1), dir: filepath.Join(t.TempDir(), "data"),
-			raftAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3+i]))}
-		peers = append(peers, n.id+"="+n.raftAddr)
-		restored.nodes = append(restored.nodes, n)
-	}
-	for _, n := range restored.nodes {
-		n.args = []string{"--peers", strings.Join(peers, ",")}
-		runRaftlock(t, "restore", "--in", file, "--dir", n.dir, "--id", n.id, "--peers", strings.Join(peers, ","))
+	restored := restoreCluster(t, file, func(n *node, _ string) {
 		if b, err := os.ReadFile(filepath.Join(n.dir, "groups")); err != nil || string(b) != "4\n" {
 			t.Errorf("%s's restored dir records groups %q, %v; want 4", n.id, b, err)
 		}
-	}
-	for i, n := range restored.nodes {
-		if err := n.start(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i]))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, n := range restored.nodes {
-		if err := n.waitReady(clusterReadyTimeout); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	waitSpread(t, restored, 3)
 	ctx := testContext(t, 30*time.Second)
 	for _, n := range restored.nodes {

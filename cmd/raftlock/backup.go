@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -98,7 +97,7 @@ func runBackup(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("backup: what %s sent: %w", *from, err)
 	}
-	if err := writeFileAtomic(*out, data); err != nil {
+	if err := cluster.WriteFileAtomic(*out, data); err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
 	sum := sha256.Sum256(data)
@@ -142,36 +141,6 @@ func clientTLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
 		conf.Certificates = []tls.Certificate{pair}
 	}
 	return conf, nil
-}
-
-// writeFileAtomic writes data to path through a synced temporary file beside it, renamed into
-// place: path holds the old file or the whole new one, never a part.
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name()) // fails harmlessly once renamed
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
 }
 
 // restoreUsage is what `raftlock restore` prints when its flags are wrong.

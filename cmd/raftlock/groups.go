@@ -53,8 +53,7 @@ func resolveGroups(dir string, flag int, hasState bool) (int, error) {
 		return 1, nil
 	}
 	g := max(flag, 1)
-	// Synced, as the raft state it describes will be (writeFileAtomic).
-	if err := writeFileAtomic(path, []byte(strconv.Itoa(g)+"\n")); err != nil {
+	if err := cluster.WriteGroupsRecord(dir, g); err != nil {
 		return 0, fmt.Errorf("recording the raft groups: %w", err)
 	}
 	return g, nil
