@@ -64,7 +64,11 @@ type muxLayer struct {
 	// inFrom is the newest open accepted session of each member: this node's dials to that
 	// member open their streams on it rather than on a session of their own (one
 	// authenticated connection per pair of nodes).
-	inFrom   map[string]*yamux.Session
+	inFrom map[string]*yamux.Session
+	// peerAt caches memberAt: raft reads its configuration on its main loop, and every raft
+	// connection a group opens asks. The members of a cluster of several groups are fixed when
+	// it is created (docs/groups.md), so an address names the same member for the process's life.
+	peerAt   map[string]string
 	open     int // group transports not yet closed
 	shutdown bool
 }
@@ -101,7 +105,7 @@ func NewGroupTransports(cfg TransportConfig, groups int) ([]*Transport, error) {
 	ymx.Logger = yamuxLogger{cfg.Logger.With("component", "raft-mux")}
 	m := &muxLayer{base: base, cfg: cfg, ymx: ymx, log: cfg.Logger.With("component", "raft-mux"),
 		out: map[string]*yamux.Session{}, dialing: map[string]*pendingSession{},
-		in: map[*yamux.Session]string{}, inFrom: map[string]*yamux.Session{}, open: groups}
+		in: map[*yamux.Session]string{}, inFrom: map[string]*yamux.Session{}, peerAt: map[string]string{}, open: groups}
 	ts := make([]*Transport, groups)
 	for g := range groups {
 		gl := &groupLayer{mux: m, id: uint16(g), accept: make(chan net.Conn), closed: make(chan struct{}),
@@ -253,10 +257,10 @@ func (m *muxLayer) session(addr string, timeout time.Duration) (*yamux.Session, 
 	if err == nil {
 		m.out[addr] = sess
 		if peer != "" {
-			// The peer opens its streams to this node on this session too. The dial checked
-			// that the node at addr is that member (its certificate, with raft TLS), as an
-			// accepted session's handshake checks the dialer. Added under mu, before a shutdown
-			// can start waiting for the goroutines.
+			// The peer opens its streams to this node on this session as well, admitted as the
+			// member the dial verified (its certificate, with raft TLS), as an accepted
+			// session's handshake verifies the dialer. wg.Add under mu: a shutdown, which sets
+			// m.shutdown under mu before it waits on wg, cannot miss this goroutine.
 			m.wg.Add(1)
 			go func() {
 				defer m.wg.Done()
@@ -271,11 +275,20 @@ func (m *muxLayer) session(addr string, timeout time.Duration) (*yamux.Session, 
 }
 
 // memberAt is the ID of the member at raft address addr in any group's configuration (every
-// node is a member of every group), "" if none knows it.
+// node is a member of every group), "" if none knows it yet.
 func (m *muxLayer) memberAt(addr string) string {
+	m.mu.Lock()
+	id, ok := m.peerAt[addr]
+	m.mu.Unlock()
+	if ok {
+		return id
+	}
 	for _, g := range m.groups {
 		if gate := g.gate.Load().get(); gate != nil {
 			if id := gate.memberAt(addr); id != "" {
+				m.mu.Lock()
+				m.peerAt[addr] = id
+				m.mu.Unlock()
 				return id
 			}
 		}
