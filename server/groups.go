@@ -243,9 +243,7 @@ func (r *request) acrossGroups() {
 				continue
 			}
 			forwardedTo[l.ID] = true
-			var buf bytes.Buffer
-			q.w = resp.NewWriter(&buf)
-			q.w.SetProtocol(r.w.Protocol())
+			buf := q.captureReply()
 			reply, ok := q.forward([][][]byte{r.args}, true)
 			if !ok {
 				q.w.Flush()
@@ -299,13 +297,20 @@ func (r *request) pinnedTo(home Replica) *request {
 
 // runBuffered runs q and returns its reply's bytes, in the client's protocol.
 func (q *request) runBuffered() []byte {
+	buf := q.captureReply()
+	q.cmd.run(q)
+	q.w.Flush()
+	return buf.Bytes()
+}
+
+// captureReply makes q write its reply, in the client's protocol, to the buffer it returns
+// (once q.w is flushed).
+func (q *request) captureReply() *bytes.Buffer {
 	var buf bytes.Buffer
 	proto := q.w.Protocol()
 	q.w = resp.NewWriter(&buf)
 	q.w.SetProtocol(proto)
-	q.cmd.run(q)
-	q.w.Flush()
-	return buf.Bytes()
+	return &buf
 }
 
 // groupReplies runs r, forwarded here by a peer's acrossGroups, in every group this node
@@ -329,14 +334,14 @@ func (r *request) groupReplies() {
 // parseGroupReplies reads groupReplies's answer: each group's reply by group number. Anything
 // else (an error the node answered before running it) is an error.
 func parseGroupReplies(b []byte, groups int) (map[int][]byte, error) {
-	v, _, err := resp.ParseValue(b)
-	if err != nil || v.Kind != resp.KindArray || len(v.Elems)%2 != 0 {
+	// The array's elements are walked one by one, keeping each run's reply raw, to relay as it is.
+	head, rest, found := bytes.Cut(b, []byte("\r\n"))
+	n, err := strconv.Atoi(string(head[min(1, len(head)):]))
+	if !found || len(head) == 0 || head[0] != '*' || err != nil || n < 0 || n%2 != 0 {
 		return nil, errors.New("not a groups reply")
 	}
 	out := map[int][]byte{}
-	// The raw bytes of each run's reply, to relay as they are: walk the array's elements.
-	rest := b[bytes.IndexByte(b, '\n')+1:]
-	for i := 0; i < len(v.Elems); i += 2 {
+	for range n / 2 {
 		gv, after, err := resp.ParseValue(rest)
 		if err != nil || gv.Kind != resp.KindInteger || gv.Int < 0 || gv.Int >= int64(groups) {
 			return nil, errors.New("not a groups reply")
@@ -347,6 +352,9 @@ func parseGroupReplies(b []byte, groups int) (map[int][]byte, error) {
 		}
 		out[int(gv.Int)] = after[:len(after)-len(next)]
 		rest = next
+	}
+	if len(rest) > 0 {
+		return nil, errors.New("not a groups reply")
 	}
 	return out, nil
 }

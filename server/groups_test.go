@@ -356,7 +356,7 @@ func TestForwardedSpanningWriteSaysWhichGroupsRanIt(t *testing.T) {
 	if err != nil || string(ran[1]) != "-ERR no\r\n" || string(ran[0]) != "$2\r\nok\r\n" || len(ran) != 2 {
 		t.Errorf("parseGroupReplies = %v, %v", ran, err)
 	}
-	for _, bad := range []string{"-ERR refused\r\n", "+OK\r\n", "*2\r\n:2\r\n+OK\r\n", "*1\r\n:0\r\n", "*2\r\n$1\r\n0\r\n+OK\r\n", "*2\r\n:0\r\n"} {
+	for _, bad := range []string{"-ERR refused\r\n", "+OK\r\n", "*2\r\n:2\r\n+OK\r\n", "*1\r\n:0\r\n", "*2\r\n$1\r\n0\r\n+OK\r\n", "*2\r\n:0\r\n", "\r\n", ""} {
 		if ran, err := parseGroupReplies([]byte(bad), 2); err == nil {
 			t.Errorf("parseGroupReplies(%q) = %v, want an error", bad, ran)
 		}
