@@ -159,7 +159,7 @@ func TestFourGroupsOnThreeNodes(t *testing.T) {
 			t.Fatalf("CLUSTER SLOTS through %s: %v", n.id, err)
 		}
 		_, err := aware.Get(ctx, key).Result()
-		if want := fmt.Sprintf("MOVED %d %s", redisSlot(key), leader.addr); err == nil || err.Error() != want {
+		if want := fmt.Sprintf("MOVED %d %s", fsm.KeySlot([]byte(key)), leader.addr); err == nil || err.Error() != want {
 			t.Errorf("GET %s through %s after CLUSTER SLOTS: %v; want %q", key, n.id, err, want)
 		}
 		aware.Close()
@@ -260,10 +260,6 @@ func sameGroupTables(t *testing.T, c *cluster, groups int) {
 		})
 	}
 }
-
-// redisSlot is the hash slot of key (CLUSTER KEYSLOT): with one group per slot, a key's group
-// is its slot.
-func redisSlot(key string) int { return server.GroupOfKey([]byte(key), 16384) }
 
 // checkGroupsStatus checks a node's status page at web: /status.json lists each raft group
 // with its slots and its leader (leaders), and the page, rendered in headless Chromium, shows

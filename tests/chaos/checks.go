@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/server"
 )
 
 // checkFencing checks that known grants have unique tokens across all keys and that tokens
@@ -344,11 +344,8 @@ func freshAcquire(addrs []string, deadline time.Time) error {
 	return fmt.Errorf("no fresh acquire succeeded before the deadline: last %v", last)
 }
 
-// keyGroup is the raft group of key in a cluster of groups groups: its hash slot
-// (fsm.KeySlot) split in groups even ranges, as the server does (server/groups.go).
-func keyGroup(key string, groups int) int {
-	return fsm.KeySlot([]byte(key)) * groups / fsm.HashSlots
-}
+// keyGroup is the raft group of key in a cluster of groups groups, as the server routes it.
+func keyGroup(key string, groups int) int { return server.GroupOfKey([]byte(key), groups) }
 
 // groupsOf is the --groups a node's flags name (1 when none).
 func groupsOf(args []string) int {
