@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/raftlock/raftlock/cluster"
@@ -22,37 +20,31 @@ import (
 // segment) and its share of the status; DESIGN.md §13 keeps G to tens.
 const maxGroups = 256
 
-// groupsFile records, in the data directory, how many raft groups the node's cluster runs: the
-// number is fixed when the cluster is created (or restored from a backup of several groups),
-// and every later start reads it.
-const groupsFile = cluster.GroupsFile
-
-// resolveGroups returns the number of raft groups this node runs: what dir records, or for a
-// node without one, flag (1 when 0), recorded then. hasState reports whether the node has raft
-// state already (a cluster created before groups were recorded runs one). A flag that
-// contradicts the record is refused: a cluster's groups cannot change (yet).
+// resolveGroups returns the number of raft groups this node runs: what dir records
+// (cluster.ReadGroupsRecord), or for a node without a record, flag (1 when 0), recorded then.
+// hasState reports whether the node has raft state already (a cluster created before groups were
+// recorded runs one). A flag that contradicts the record is refused: a cluster's groups cannot
+// change (yet).
 func resolveGroups(dir string, flag int, hasState bool) (int, error) {
-	path := filepath.Join(dir, groupsFile)
-	b, err := os.ReadFile(path)
+	g, found, err := cluster.ReadGroupsRecord(dir)
 	switch {
-	case err == nil:
-		g, perr := strconv.Atoi(strings.TrimSpace(string(b)))
-		if perr != nil || g < 1 || g > maxGroups {
-			return 0, fmt.Errorf("%s: want a number of raft groups from 1 to %d, found %q", path, maxGroups, b)
+	case err != nil:
+		return 0, err
+	case found:
+		if g > maxGroups {
+			return 0, fmt.Errorf("%s: want a number of raft groups from 1 to %d, found %d", filepath.Join(dir, cluster.GroupsFile), maxGroups, g)
 		}
 		if flag != 0 && flag != g {
 			return 0, fmt.Errorf("--groups %d: this node's cluster was created with %d raft groups, which cannot change", flag, g)
 		}
 		return g, nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return 0, err
 	case hasState:
 		if flag > 1 {
 			return 0, fmt.Errorf("--groups %d: this node's cluster was created with one raft group, which cannot change", flag)
 		}
 		return 1, nil
 	}
-	g := max(flag, 1)
+	g = max(flag, 1)
 	if err := cluster.WriteGroupsRecord(dir, g); err != nil {
 		return 0, fmt.Errorf("recording the raft groups: %w", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/raftlock/raftlock/cluster"
 )
 
 // TestResolveGroups: a new node records --groups (1 by default); later starts read the record,
@@ -15,7 +17,7 @@ func TestResolveGroups(t *testing.T) {
 	if g, err := resolveGroups(dir, 4, false); err != nil || g != 4 {
 		t.Fatalf("a new node with --groups 4: %d, %v", g, err)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, groupsFile)); strings.TrimSpace(string(b)) != "4" {
+	if b, _ := os.ReadFile(filepath.Join(dir, cluster.GroupsFile)); strings.TrimSpace(string(b)) != "4" {
 		t.Errorf("recorded %q; want 4", b)
 	}
 	for _, flag := range []int{0, 4} {
@@ -37,7 +39,7 @@ func TestResolveGroups(t *testing.T) {
 		t.Errorf("a new node without --groups: %d, %v; want 1", g, err)
 	}
 	bad := t.TempDir()
-	os.WriteFile(filepath.Join(bad, groupsFile), []byte("lots\n"), 0o600)
+	os.WriteFile(filepath.Join(bad, cluster.GroupsFile), []byte("lots\n"), 0o600)
 	if _, err := resolveGroups(bad, 0, true); err == nil {
 		t.Error("an unreadable record: accepted; want refused")
 	}
