@@ -2,9 +2,12 @@ package chaos
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,11 +30,8 @@ func checkFencing(ops []Op, groupOf func(key string) int) []string {
 		}
 	}
 	var bad []string
-	for g := 0; len(byGroup) > 0; g++ {
-		if grants, ok := byGroup[g]; ok {
-			bad = append(bad, checkGroupFencing(grants)...)
-			delete(byGroup, g)
-		}
+	for _, g := range slices.Sorted(maps.Keys(byGroup)) {
+		bad = append(bad, checkGroupFencing(byGroup[g])...)
 	}
 	return bad
 }
@@ -351,8 +351,7 @@ func keyGroup(key string, groups int) int { return server.GroupOfKey([]byte(key)
 func groupsOf(args []string) int {
 	for i, a := range args {
 		if a == "--groups" && i+1 < len(args) {
-			var g int
-			if _, err := fmt.Sscan(args[i+1], &g); err == nil && g > 0 {
+			if g, err := strconv.Atoi(args[i+1]); err == nil && g > 0 {
 				return g
 			}
 		}
