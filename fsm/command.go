@@ -100,6 +100,15 @@ const (
 	// or none) a failed guard (GrantRejected, or NotFound when it waits no more). Only a
 	// FormatFunctions cluster carries it.
 	KindServe Kind = 27
+	// The commands of a slot move (slotmoves.go): Key is EncodeMove of the move, each alone in
+	// its entry. FreezeSlots and ReleaseSlots or UnfreezeSlots apply in the move's source group,
+	// ImportSlots (Owner = the range's keys, EncodeRange; Token = the fence floor) and
+	// AbortSlots in its target. Only a FormatFunctions cluster carries them.
+	KindFreezeSlots   Kind = 28
+	KindImportSlots   Kind = 29
+	KindReleaseSlots  Kind = 30
+	KindAbortSlots    Kind = 31
+	KindUnfreezeSlots Kind = 32
 )
 
 func (k Kind) String() string {
@@ -150,6 +159,16 @@ func (k Kind) String() string {
 		return "enqueue"
 	case KindServe:
 		return "serve"
+	case KindFreezeSlots:
+		return "freeze-slots"
+	case KindImportSlots:
+		return "import-slots"
+	case KindReleaseSlots:
+		return "release-slots"
+	case KindAbortSlots:
+		return "abort-slots"
+	case KindUnfreezeSlots:
+		return "unfreeze-slots"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -207,6 +226,8 @@ type Match struct {
 //	SetUser: Key (user name), Owner (canonical rules); DelUser: Key
 //	SetCluster: Key (cluster ID)
 //	StoreLibrary: Key (library name), Owner (source); DeleteLibrary: Key; FlushLibraries: nothing
+//	FreezeSlots, ReleaseSlots, AbortSlots, UnfreezeSlots: Key (EncodeMove)
+//	ImportSlots: Key (EncodeMove), Owner (EncodeRange), Token (the fence floor)
 //	Noop:    nothing
 type Command struct {
 	Kind Kind
@@ -328,6 +349,16 @@ func (c Command) Validate() error {
 				return err
 			}
 		}
+	case KindFreezeSlots, KindImportSlots, KindReleaseSlots, KindAbortSlots, KindUnfreezeSlots:
+		if _, err := DecodeMove(c.Key); err != nil {
+			return err
+		}
+		if c.Kind != KindImportSlots && (len(c.Owner) != 0 || c.Token != 0) {
+			return fmt.Errorf("fsm: %s with keys or a floor", c.Kind)
+		}
+		if len(c.Owner) > MaxMoveBytes {
+			return fmt.Errorf("fsm: %s of %d bytes (at most %d)", c.Kind, len(c.Owner), MaxMoveBytes)
+		}
 	case KindFlush:
 		if len(c.Key) > 1 || len(c.Key) == 1 && c.Key[0] >= Databases {
 			return fmt.Errorf("fsm: flush of database %x", c.Key)
@@ -396,6 +427,14 @@ const (
 	StatusLibrary Status = 16
 	// StatusQueued: an Enqueue put its request in the queue; Token is its place.
 	StatusQueued Status = 17
+	// StatusSlotFrozen: the command's key is in a slot this group is moving away, frozen until
+	// the move ends; nothing changed. Its proposer waits for the move and routes it again.
+	StatusSlotFrozen Status = 18
+	// StatusSlotMoved: the command's key is in a slot this group does not serve (it moved, or
+	// routing was stale); nothing changed. Its proposer routes it again.
+	StatusSlotMoved Status = 19
+	// StatusSlots: a move command applied (slotmoves.go); a refused one is StatusConflict.
+	StatusSlots Status = 20
 )
 
 func (s Status) String() string {
@@ -434,6 +473,12 @@ func (s Status) String() string {
 		return "library"
 	case StatusQueued:
 		return "queued"
+	case StatusSlotFrozen:
+		return "slot-frozen"
+	case StatusSlotMoved:
+		return "slot-moved"
+	case StatusSlots:
+		return "slots"
 	}
 	return fmt.Sprintf("status(%d)", uint8(s))
 }
@@ -479,14 +524,20 @@ type Result struct {
 // GuardFailed reports whether r is a failed guard: the command found the key not as its proposer
 // saw it, and changed nothing. These are GrantRejected (a Grant whose Match, absent, token or
 // owner, does not hold), NotFound (a Release or Renew whose key is free or whose Match does
-// not hold) and Conflict (a Write whose Match does not hold). A failed guard aborts the entry that holds it (Machine.ApplyEntry).
+// not hold), Conflict (a Write whose Match does not hold, a refused move command) and the
+// refusals of a key whose slot this group does not serve now (Rerouted). A failed guard aborts the entry that holds it (Machine.ApplyEntry).
 //
 // Every other result is an outcome, not a failure: Expired{Existed: false}, an Expire of a lease
 // that was renewed, re-granted or released meanwhile, is idempotent by design (the leader's
 // timers race the holders' renewals), and member, script and noop commands have no guard.
 func (r Result) GuardFailed() bool {
-	return r.Status == StatusGrantRejected || r.Status == StatusNotFound || r.Status == StatusConflict
+	return r.Status == StatusGrantRejected || r.Status == StatusNotFound || r.Status == StatusConflict ||
+		r.Status == StatusSlotFrozen || r.Status == StatusSlotMoved
 }
+
+// Rerouted reports whether r says the command's key is not this group's to change now (its
+// slot is moving or moved): the request applied as nothing and belongs elsewhere.
+func (r Result) Rerouted() bool { return r.Status == StatusSlotFrozen || r.Status == StatusSlotMoved }
 
 // Aborted reports whether results, those of one entry, say it applied as nothing: it held
 // several commands and one's guard failed, so the others are StatusAborted. A single-command

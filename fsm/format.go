@@ -53,7 +53,8 @@ func NeedsFormat(cmds []Command) byte {
 	for _, c := range cmds {
 		switch {
 		case c.Kind == KindStoreLibrary || c.Kind == KindDeleteLibrary || c.Kind == KindFlushLibraries,
-			c.Kind == KindAcquire || c.Kind == KindEnqueue || c.Kind == KindServe || c.hasKindsFields() || c.hasHeldFields():
+			c.Kind == KindAcquire || c.Kind == KindEnqueue || c.Kind == KindServe || c.hasKindsFields() || c.hasHeldFields(),
+			isMoveKind(c.Kind):
 			// Added with FormatFunctions: v0.3.0 (FormatBatch) cannot decode them.
 			return FormatFunctions
 		case c.Kind == KindForgetUser:

@@ -73,6 +73,9 @@ type Machine struct {
 	// format is the cluster's log format (format.go): raised by applied entries, restored from
 	// snapshots (one of snapshotV4 or later was taken in FormatTyped or later).
 	format byte
+	// slots is the group's ownership of the hash slots (slotmoves.go); immutable records,
+	// replaced by each move command, so a Snapshot shares them.
+	slots Slots
 }
 
 // dbCounts counts the keys, and the keys with a lease, of each database, and the leases of all
@@ -176,6 +179,7 @@ func (m *Machine) Reset() {
 	clear(m.scripts)
 	clear(m.users)
 	*m = Machine{table: m.table, members: m.members, scripts: m.scripts, users: m.users, libraries: emptyLibraries, format: FormatKeyed}
+	// A scratch table checks no ownership: its group is configured (SetGroup) on replicas only.
 }
 
 // User returns the replicated record of ACL user name: its canonical rules, or "" when it was
@@ -388,7 +392,7 @@ func (m *Machine) ApplyEntry(dst []Result, index uint64, cmds []Command) []Resul
 func anyGuarded(cmds []Command) bool {
 	for _, c := range cmds {
 		switch {
-		case c.Kind == KindRelease, c.Kind == KindRenew, c.Kind == KindSetCluster, c.Kind == KindAcquire,
+		case c.Kind == KindRelease, c.Kind == KindRenew, c.Kind == KindSetCluster, c.Kind == KindAcquire, isMoveKind(c.Kind),
 			c.Kind == KindServe && c.KeepLease,
 			(c.Kind == KindGrant || c.Kind == KindWrite) && c.Match.Kind != MatchAny:
 			return true
@@ -401,7 +405,14 @@ func (m *Machine) apply(index uint64, cmd Command) Result {
 	if cmd.Validate() != nil {
 		return Result{Status: StatusNoop}
 	}
+	if m.slots.recs != nil {
+		if r, refused := m.refusedBySlots(cmd); refused {
+			return r
+		}
+	}
 	switch cmd.Kind {
+	case KindFreezeSlots, KindImportSlots, KindReleaseSlots, KindAbortSlots, KindUnfreezeSlots:
+		return m.applyMove(index, cmd)
 	case KindGrant:
 		return m.grant(index, cmd)
 	case KindRelease:
@@ -516,7 +527,7 @@ type undoLog struct {
 // undoRecord is the state one command found: of its key in the table (Grant, Release, Renew,
 // Expire), in members (SetMember, RemoveMember), in scripts (StoreScript) or in users (SetUser, DelUser), the whole scripts
 // map (FlushScripts), the libraries (immutable, so kept as they are), or the whole table, an
-// O(1) copy (Flush).
+// O(1) copy, with the slot ownership (Flush, a move command).
 type undoRecord struct {
 	kind    Kind
 	key     string
@@ -526,7 +537,8 @@ type undoRecord struct {
 	scripts map[string]string
 	libs    *Libraries
 	table   *lockTable
-	counts  *dbCounts // with table: a Flush's, kept apart so other records stay small
+	counts  *dbCounts // with table: a Flush's or a move's, kept apart so other records stay small
+	slots   Slots     // with table: a move command's
 }
 
 // save records the state cmd is about to change. It runs before every command of an entry that
@@ -551,9 +563,9 @@ func (u *undoLog) save(m *Machine, cmd Command) {
 		r.scripts = maps.Clone(m.scripts)
 	case KindStoreLibrary, KindDeleteLibrary, KindFlushLibraries:
 		r.libs = m.libraries
-	case KindFlush:
+	case KindFlush, KindFreezeSlots, KindImportSlots, KindReleaseSlots, KindAbortSlots, KindUnfreezeSlots:
 		counts := m.counts.clone()
-		r.table, r.counts = m.table.Copy(), &counts
+		r.table, r.counts, r.slots = m.table.Copy(), &counts, m.slots
 	default:
 		return // changes nothing
 	}
@@ -581,8 +593,8 @@ func (u *undoLog) rollback(m *Machine) {
 			m.scripts = r.scripts
 		case KindStoreLibrary, KindDeleteLibrary, KindFlushLibraries:
 			m.libraries = r.libs
-		case KindFlush:
-			m.table, m.counts = r.table, *r.counts
+		case KindFlush, KindFreezeSlots, KindImportSlots, KindReleaseSlots, KindAbortSlots, KindUnfreezeSlots:
+			m.table, m.counts, m.slots = r.table, *r.counts, r.slots
 		}
 	}
 	m.lastToken = u.lastToken

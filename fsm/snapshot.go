@@ -40,6 +40,10 @@ const (
 	// length-prefixed) after its lock-delay. A table in FormatFunctions writes it, and restores
 	// from it in that format.
 	snapshotV8 = 8
+	// snapshotV9 adds the group's ownership of the hash slots after the libraries
+	// (appendSlots): written only by a table a slot move named (Slots.Moved), so every other
+	// table's bytes stay version 8's.
+	snapshotV9 = 9
 )
 
 // maxSnapshotField bounds a key or owner read from a snapshot, so a corrupt length cannot make
@@ -57,18 +61,21 @@ type Snapshot struct {
 	applied   uint64
 	lastToken Token
 	format    byte
+	slots     Slots
 }
 
 // Snapshot returns a copy of the table for Persist to serialize concurrently with Apply.
 func (m *Machine) Snapshot() *Snapshot {
 	return &Snapshot{table: m.table.Copy(), members: maps.Clone(m.members), scripts: maps.Clone(m.scripts),
-		users: maps.Clone(m.users), libraries: m.libraries, applied: m.applied, lastToken: m.lastToken, format: m.format}
+		users: maps.Clone(m.users), libraries: m.libraries, applied: m.applied, lastToken: m.lastToken, format: m.format,
+		slots: m.slots}
 }
 
 // Len is the number of locks in the snapshot.
 func (s *Snapshot) Len() int { return s.table.Len() }
 
-// WriteTo serializes the snapshot (version 8): magic, version, applied index, token counter,
+// WriteTo serializes the snapshot (version 8, or 9 for a table a slot move named: its slot
+// records follow the libraries): magic, version, applied index, token counter,
 // count, then each lock in key order (key, owner, collection, token, lease, lock-delay, grant
 // time, origin), then the member addresses in ID order, then the stored scripts in digest
 // order, then the ACL users in name order, then the function libraries in name order, then a
@@ -89,6 +96,9 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	}
 	if s.format < FormatTyped && len(s.users) == 0 && !s.hasCollection() {
 		version = snapshotV3
+	}
+	if s.slots.Moved() {
+		version = snapshotV9 // only a FormatFunctions entry moves slots
 	}
 	return s.writeVersion(w, version)
 }
@@ -136,6 +146,9 @@ func (s *Snapshot) writeVersion(w io.Writer, version byte) (int64, error) {
 	}
 	if version >= snapshotV6 {
 		buf = appendStringMap(buf, s.libraries.src)
+	}
+	if version >= snapshotV9 {
+		buf = appendSlots(buf, s.slots)
 	}
 	if _, err := bw.Write(buf); err != nil {
 		return cw.n, err
@@ -189,7 +202,7 @@ func RestoreAt(r io.Reader, now int64) (*Machine, error) {
 		return nil, fmt.Errorf("%w: snapshot header %q", ErrCorrupt, head)
 	}
 	version := head[len(snapshotMagic)]
-	if version < snapshotV1 || version > snapshotV8 {
+	if version < snapshotV1 || version > snapshotV9 {
 		return nil, fmt.Errorf("%w: snapshot version %d", ErrCorrupt, version)
 	}
 	m := New()
@@ -274,6 +287,11 @@ func RestoreAt(r io.Reader, now int64) (*Machine, error) {
 			return nil, err
 		}
 		m.libraries = librariesOf(libs)
+	}
+	if version >= snapshotV9 {
+		if err := rd.slots(&m.slots); err != nil {
+			return nil, err
+		}
 	}
 	want := rd.sum()
 	got, err := rd.trailer()

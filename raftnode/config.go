@@ -39,6 +39,10 @@ import (
 type Config struct {
 	// ID is this node's raft server ID. Required.
 	ID string
+	// Group and Groups say which raft group of how many this replica serves (docs/groups.md):
+	// what hash slots its table owns before any move (fsm.Machine.SetGroup). Zero values: the
+	// one group of a cluster that has one.
+	Group, Groups int
 	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout tune failure detection. The
 	// defaults suit a LAN: a dead leader is replaced in about a second.
 	HeartbeatTimeout   time.Duration

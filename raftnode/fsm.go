@@ -345,6 +345,7 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("restore lock table: %w", err)
 	}
+	m.SetGroup(n.cfg.Group, n.cfg.Groups)
 	var committed uint64 // what raft knows committed; 0 while it starts (a fresh table then)
 	if r := n.fsmRaft.Load(); r != nil {
 		committed = r.CommitIndex()

@@ -194,6 +194,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Replica, error) {
 	}
 	n.stats.init()
 	n.mu.machine = fsm.New()
+	n.mu.machine.SetGroup(cfg.Group, cfg.Groups)
 	n.format.Store(uint32(n.mu.machine.Format()))
 	n.mu.pending = make(map[uint64]*pendingKey)
 	n.markSeed = maphash.MakeSeed()

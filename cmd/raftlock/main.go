@@ -168,6 +168,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	ccfg.PeerUser, ccfg.PeerPassword = opts.masterUser, opts.masterAuth
 	policy := locks.New(locks.Config{ApplyTimeout: ccfg.Core.ApplyTimeout, Logger: logger})
 	ccfg.Core.Locks = policy
+	ccfg.Core.Groups = groups
 	health := st.Health
 	var siblings diskSiblings
 	if groups > 1 {
@@ -200,6 +201,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	for g := 1; g < groups; g++ {
 		gcfg := ccfg
 		gcfg.ClientAddr = ""
+		gcfg.Core.Group = g
 		gcfg.Core.Logger = logger.With("group", g)
 		gcfg.Core.Locks = locks.New(locks.Config{ApplyTimeout: gcfg.Core.ApplyTimeout, Logger: gcfg.Core.Logger})
 		gs := gst.Store(g)
