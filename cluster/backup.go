@@ -118,10 +118,7 @@ func (n *Member) backupTable(ctx context.Context, leaderIndex func(context.Conte
 			return nil, 0, fmt.Errorf("backup: %w", err)
 		}
 	}
-	snap = snap.WithLeases(func(_ string, l fsm.Lock) uint64 {
-		left := max(time.Duration(l.Deadline-clock), 0) // the Deadlines are this node's timers
-		return uint64((left + time.Millisecond - 1) / time.Millisecond)
-	})
+	snap = snap.WithLeases(leaseLeft(clock))
 	n.log.Info("backup taken", "locks", snap.Len(), "applied", snap.Applied(), "read_index", want, "leader", leader)
 	return snap, n.raft().CurrentTerm(), nil
 }

@@ -192,13 +192,13 @@ func (s Slots) Owned() [][2]int {
 	return out
 }
 
-// OwnerOf is the group that serves slot, given every group's Slots (index = group), and its
-// record there: the group that owns it or is moving it at the highest epoch. ok is false when
-// no group claims it (only while replicas are far behind, or with a table from another
-// cluster).
-func OwnerOf(groups []Slots, slot int) (owner int, rec SlotRecord, ok bool) {
-	for g, s := range groups {
-		r := s.Of(slot)
+// OwnerOf is the group that serves slot, given the Slots of each of groups groups (slotsOf),
+// and its record there: the group that owns it or is moving it at the highest epoch. ok is
+// false when no group claims it (only while replicas are far behind, or with a table from
+// another cluster).
+func OwnerOf(groups int, slotsOf func(g int) Slots, slot int) (owner int, rec SlotRecord, ok bool) {
+	for g := range groups {
+		r := slotsOf(g).Of(slot)
 		if r.serving() && (!ok || r.Epoch > rec.Epoch) {
 			owner, rec, ok = g, r, true
 		}
@@ -215,6 +215,9 @@ func (m *Machine) SetGroup(group, groups int) {
 
 // Slots is the table's ownership of the hash slots.
 func (m *Machine) Slots() Slots { return m.slots }
+
+// Slots is the snapshot's ownership of the hash slots.
+func (s *Snapshot) Slots() Slots { return s.slots }
 
 // slotRefusal is the result of a command on key when this group does not serve key's slot now,
 // and ok false when it does (or has never been part of a move: then routing is exact).

@@ -82,6 +82,11 @@ func (f *moveFixture) move(id, epoch uint64) fsm.Move {
 	return fsm.Move{ID: id, First: f.slot, Last: f.slot, Source: 0, Target: 1, Epoch: epoch}
 }
 
+// owner is the group that serves the fixture's slot, by the two tables.
+func (f *moveFixture) owner() (int, fsm.SlotRecord, bool) {
+	return fsm.OwnerOf(2, func(g int) fsm.Slots { return []*fsm.Machine{f.src, f.dst}[g].Slots() }, f.slot)
+}
+
 func moveCmd(kind fsm.Kind, mv fsm.Move) fsm.Command {
 	return fsm.Command{Kind: kind, Key: fsm.EncodeMove(mv)}
 }
@@ -181,7 +186,7 @@ func TestSlotMoveCarriesKeysTokensAndTheFloor(t *testing.T) {
 	if r := f.apply(t, f.dst, grant(key0("{user1}new"), "x", 0, matchFree)); r.Status != fsm.StatusGranted || r.Token <= floor {
 		t.Errorf("a grant in the target after the import: %v token %d, floor %d", r.Status, r.Token, floor)
 	}
-	owner, rec, ok := fsm.OwnerOf([]fsm.Slots{f.src.Slots(), f.dst.Slots()}, f.slot)
+	owner, rec, ok := f.owner()
 	if !ok || owner != 1 || rec.Epoch != 1 {
 		t.Errorf("owner of the slot after the import: group %d %+v %v, want group 1 at epoch 1", owner, rec, ok)
 	}
@@ -221,7 +226,7 @@ func TestSlotMoveCarriesKeysTokensAndTheFloor(t *testing.T) {
 	if r := f.apply(t, f.src, grant(key0("{user1}newer"), "x", 0, matchFree)); r.Status != fsm.StatusGranted || r.Token <= backImp.Token {
 		t.Errorf("a grant after the move back: %v token %d, floor %d", r.Status, r.Token, backImp.Token)
 	}
-	if owner, _, _ := fsm.OwnerOf([]fsm.Slots{f.src.Slots(), f.dst.Slots()}, f.slot); owner != 0 {
+	if owner, _, _ := f.owner(); owner != 0 {
 		t.Errorf("owner after the move back: group %d", owner)
 	}
 }
@@ -246,7 +251,7 @@ func TestSlotMoveAbortedThenRetried(t *testing.T) {
 	if r := f.apply(t, f.src, release(f.lock, byToken(f.lockToken))); r.Status != fsm.StatusReleased {
 		t.Errorf("a release after the unfreeze: %v", r.Status)
 	}
-	owner, rec, _ := fsm.OwnerOf([]fsm.Slots{f.src.Slots(), f.dst.Slots()}, f.slot)
+	owner, rec, _ := f.owner()
 	if owner != 0 || rec.Epoch != 1 {
 		t.Errorf("owner after the undone move: group %d %+v, want group 0 at epoch 1", owner, rec)
 	}

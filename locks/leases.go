@@ -69,18 +69,32 @@ type expiry struct {
 // still in force in m. The
 // leases stay armed: only the applied Expire (or a Release) disarms one, so a failed proposal
 // is retried by requeue.
+//
+// A lease whose key is in a slot being moved to another group (frozen, fsm/slotmoves.go) is
+// not ended now, since its Expire would be refused: its timer is put back for after the retry
+// interval, so the lease ends late, never early. The move's import re-arms it in the target.
 func (ls *leases) due(m lockTable, t int64, limit int) []expiry {
 	var out []expiry
+	var later []queued
+	slots := m.Slots()
 	for len(ls.queue) > 0 && len(out) < limit {
 		top := ls.queue[0]
 		if top.deadline > t {
 			break
 		}
 		ls.queue.pop()
-		if l, ok := leaseAt(m, top.key); ok && l.Deadline <= t {
+		l, ok := leaseAt(m, top.key)
+		switch {
+		case !ok || l.Deadline > t:
+			// stale: released, or renewed or re-granted to end later
+		case slots.Moved() && slots.Of(fsm.SlotOf([]byte(top.key))).State == fsm.SlotFrozen:
+			later = append(later, queued{deadline: t + int64(expireRetry), key: top.key})
+		default:
 			out = append(out, expiry{key: top.key, token: l.Token, rev: l.LeaseRev})
 		}
-		// else stale: released, or renewed or re-granted to end later
+	}
+	for _, q := range later {
+		ls.queue.push(q)
 	}
 	return out
 }
@@ -89,10 +103,13 @@ func (ls *leases) due(m lockTable, t int64, limit int) []expiry {
 // a request's view in the lease loop's evaluation (viewLocks).
 type lockTable interface {
 	Get(key []byte) (fsm.Lock, bool)
+	Slots() fsm.Slots
 }
 
 // viewLocks reads the applied table through a request's view.
 type viewLocks struct{ v node.View }
+
+func (t viewLocks) Slots() fsm.Slots { return t.v.Slots() }
 
 func (t viewLocks) Get(key []byte) (fsm.Lock, bool) {
 	l, _, held := t.v.Lookup(key)

@@ -138,6 +138,14 @@ func (p *Policy) Applied(m *fsm.Machine, key []byte, index uint64, res fsm.Resul
 	case fsm.StatusGranted, fsm.StatusRenewed, fsm.StatusWritten:
 	case fsm.StatusExpired: // a lock-delay's lease, when it set one (fsm.LeaseKey)
 	case fsm.StatusQueued: // a waiter's wait
+	case fsm.StatusSlots:
+		// A slot move: keys came with their leases (an import), or went (a release). Every
+		// timer is armed again from the table: a rare, whole-table step.
+		p.mu.Lock()
+		p.mu.leases.armAll(m)
+		p.mu.Unlock()
+		p.wakeLeases()
+		return
 	default:
 		return
 	}

@@ -52,6 +52,8 @@ type View interface {
 	// Format is the log format the cluster is in, as far as this node has applied
 	// (fsm.Machine.Format): which commands every member can decode.
 	Format() byte
+	// Slots is the group's ownership of the hash slots, as applied (fsm.Machine.Slots).
+	Slots() fsm.Slots
 }
 
 // Eval turns a request into the commands to replicate, looking at a view. Returning none makes
@@ -213,6 +215,19 @@ var (
 	// replicated member table is full.
 	ErrMemberTable = errors.New("member address refused")
 )
+
+// SlotError means a request's keys are in a hash slot its raft group does not serve now
+// (docs/groups.md, "Moving slots"): Frozen while a move of the slot is in flight, else moved
+// away. Nothing applied; the request belongs to whichever group serves the slot once the move
+// ends.
+type SlotError struct{ Frozen bool }
+
+func (e *SlotError) Error() string {
+	if e.Frozen {
+		return "node: the key's hash slot is moving to another raft group"
+	}
+	return "node: the key's hash slot is served by another raft group"
+}
 
 // NotLeaderError means the node is not a leader ready to serve: nothing was proposed. LeaderID
 // and LeaderAddr (raft address) name the leader it knows of, empty when none is known (or when

@@ -23,11 +23,11 @@ import (
 type Stats interface{ Stats() node.Stats }
 
 // Group is one raft group's figures and store probe (Config.Groups), and the hash slots it
-// serves ("first-last"), shown on the status page.
+// serves now ("first-last" ranges), shown on the status page: slots move between groups.
 type Group struct {
 	Stats Stats
 	Probe Probe
-	Slots string
+	Slots func() string
 }
 
 // Users is who may read the profiles: the node's ACL users (server.Server).

@@ -281,7 +281,7 @@ func (src *statusSource) build(ctx context.Context, now time.Time) []byte {
 			expired += gs.Expired
 			handoffs += gs.Handoffs
 		}
-		st.Groups = append(st.Groups, statusGroup{Group: g, Slots: grp.Slots, raftFigures: raftFiguresOf(gs), Keys: gs.Locks})
+		st.Groups = append(st.Groups, statusGroup{Group: g, Slots: grp.Slots(), raftFigures: raftFiguresOf(gs), Keys: gs.Locks})
 	}
 	st.Databases = []statusDB{}
 	for db := range ns.DBKeys {

@@ -212,7 +212,7 @@ func TestStatusDocumentGroups(t *testing.T) {
 	g0.DBKeys[0] = 3
 	g1 := fixedStats{ID: "n1", State: "Follower", LeaderID: "n2", Term: 6, CommitIndex: 90, AppliedIndex: 90, Locks: 5}
 	g1.DBKeys[0], g1.DBKeys[2], g1.DBLeases[2] = 4, 1, 1
-	groups := []Group{{Stats: g0, Slots: "0-8191"}, {Stats: g1, Slots: "8192-16383"}}
+	groups := []Group{{Stats: g0, Slots: func() string { return "0-8191" }}, {Stats: g1, Slots: func() string { return "8192-16383" }}}
 	s, err := Start(Config{Addr: "127.0.0.1:0", Groups: groups}, g0, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

@@ -514,7 +514,24 @@ func (n *Replica) await(cmds []fsm.Command, future raft.ApplyFuture, grouped *gr
 	if fsm.Aborted(results) {
 		n.stats.abortedEntries.Add(1)
 	}
+	for _, r := range results {
+		if r.Rerouted() {
+			// The request's slot is moving or moved (fsm/slotmoves.go): nothing applied, and
+			// its results would read as refusals. Its caller routes it again.
+			return nil, &node.SlotError{Frozen: r.Status == fsm.StatusSlotFrozen}
+		}
+	}
 	return results, nil
+}
+
+// Slots is this group's ownership of the hash slots as this node applied it (routing reads it
+// for every request of a several-group cluster, so it takes no lock).
+func (n *Replica) Slots() fsm.Slots { return *n.slots.Load() }
+
+// noteSlotsLocked publishes the table's slot ownership to Slots.
+func (n *Replica) noteSlotsLocked() {
+	s := n.mu.machine.Slots()
+	n.slots.Store(&s)
 }
 
 // awaitEntry waits for raft's future for an entry of its own, then clears its pending marks
@@ -645,6 +662,8 @@ func (v viewReader) Waiters(key []byte, fn func(w fsm.Waiter, remaining time.Dur
 }
 
 func (v viewReader) QueuedKeys(fn func(key []byte) bool) { v.n.mu.machine.QueuedKeys(fn) }
+
+func (v viewReader) Slots() fsm.Slots { return v.n.mu.machine.Slots() }
 
 func (v viewReader) Len(db int) int { return v.n.mu.machine.LenDB(db) }
 

@@ -43,6 +43,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		members bool                               // the member table changed
 		users   bool                               // the ACL users changed
 		flushed bool                               // a FLUSHDB or FLUSHALL deleted keys: any key may have changed
+		moved   bool                               // a slot move's command applied
 		configs []*raft.Log                        // committed configurations, for membership
 		publish = n.publishScratch[:0]             // reused: the messages to deliver
 		cmds    = n.applyScratch[:0]               // reused: one entry's commands, decoded
@@ -111,6 +112,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 				}
 			}
 			flushed = flushed || res[j].Status == fsm.StatusFlushed && res[j].Existed
+			moved = moved || res[j].Status == fsm.StatusSlots
 			members = members || res[j].Status == fsm.StatusMember
 			users = users || res[j].Status == fsm.StatusUser
 			if res[j].Status == fsm.StatusPublished {
@@ -141,6 +143,11 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	n.keys.Store(int64(n.mu.machine.Len()))
 	formatChanged := n.noteFormatLocked()
+	if moved {
+		n.noteSlotsLocked()
+		// Keys came or went whole: every waiter's queue and every client's cache may have changed.
+		flushed = true
+	}
 	// The decoded commands alias the entries' bytes: cleared, so the buffer kept for the next
 	// batch holds on to none of them. A buffer a huge batch grew is not kept.
 	clear(cmds[:used])
@@ -362,6 +369,7 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 		}
 	}
 	n.mu.machine = m
+	n.noteSlotsLocked()
 	n.locks.Restored(m)
 	n.keys.Store(int64(m.Len()))
 	n.noteFormatLocked()

@@ -51,6 +51,9 @@ type Replica struct {
 	// formatChange is notified when it changes (format.go).
 	format       atomic.Uint32
 	formatChange changeSignal
+	// slots is the table's ownership of the hash slots (fsm.Machine.Slots), for routing without
+	// mu: stored when the table is made or restored and after an entry that moved slots.
+	slots atomic.Pointer[fsm.Slots]
 
 	// mu guards the view: the applied table and the pending proposals.
 	// Requests are evaluated and registered under it, and raft applies under it, so a request
@@ -195,6 +198,7 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Replica, error) {
 	n.stats.init()
 	n.mu.machine = fsm.New()
 	n.mu.machine.SetGroup(cfg.Group, cfg.Groups)
+	n.noteSlotsLocked()
 	n.format.Store(uint32(n.mu.machine.Format()))
 	n.mu.pending = make(map[uint64]*pendingKey)
 	n.markSeed = maphash.MakeSeed()

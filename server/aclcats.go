@@ -256,6 +256,8 @@ var aclSubcommands = map[string]string{
 	"raft|forwarded":                "admin slow dangerous",
 	"raft|origin":                   "admin slow dangerous",
 	"raft|pubsub":                   "admin slow dangerous",
+	"raft|moveslots":                "admin slow dangerous",
+	"raft|movecmd":                  "admin slow dangerous",
 }
 
 // aclKeyFlags are the key-spec flags of each command that names keys: Redis 7.0's, as its

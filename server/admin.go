@@ -52,6 +52,10 @@ func cmdRaft(r *request) {
 		r.w.Error("ERR RAFT ANNOUNCE is sent by a member to the leader directly; this node is not the leader")
 		return
 	}
+	if sub == "moveslots" || sub == "movecmd" {
+		r.moveSlots(sub)
+		return
+	}
 	leaderOf := r.s.node
 	if (sub == "readindex" || sub == "snapshot" || sub == "digest") && len(r.args) == 3 {
 		// RAFT READINDEX g (asked of group g's leader by a follower backing up every group),
@@ -270,7 +274,7 @@ func cmdRaft(r *request) {
 		r.w.Int(int64(applied))
 		r.w.BulkString(sum)
 	default:
-		r.w.Error("ERR unknown subcommand '" + string(appendSanitized(nil, r.args[1], 128)) + "'. Try RAFT MEMBERS, MEMBER, ADD, PROMOTE, REMOVE, TRANSFER, SNAPSHOT, STATS, DIGEST or BACKUP.")
+		r.w.Error("ERR unknown subcommand '" + string(appendSanitized(nil, r.args[1], 128)) + "'. Try RAFT MEMBERS, MEMBER, ADD, PROMOTE, REMOVE, TRANSFER, SNAPSHOT, STATS, DIGEST, BACKUP or MOVESLOTS.")
 	}
 }
 

@@ -38,9 +38,12 @@ func (r *request) clusterView() (shards []shard, ok bool) {
 	if err != nil {
 		return nil, false
 	}
+	ranges := r.s.slotRanges()
 	for g, rep := range r.s.groups {
-		first, last := slotsOf(g, len(r.s.groups))
-		sh := shard{first: first, last: last}
+		if len(ranges[g]) == 0 {
+			continue // every slot of the group moved away
+		}
+		sh := shard{ranges: ranges[g]}
 		leaderID := ""
 		if r.s.grouped() {
 			// The members' table says who leads group 0 only.
@@ -84,11 +87,11 @@ func (r *request) knownMembers() int {
 	return n
 }
 
-// shard is one group's part of the topology: its slots, its leader and its replicas.
+// shard is one group's part of the topology: its slot ranges, its leader and its replicas.
 type shard struct {
-	first, last int
-	leader      *node.Member
-	replicas    []node.Member
+	ranges   [][2]int
+	leader   *node.Member
+	replicas []node.Member
 }
 
 // all is the shard's leader and then its replicas.
@@ -131,19 +134,25 @@ func cmdCluster(r *request) {
 	}
 	switch {
 	case is(sub, "slots") && len(r.args) == 2:
-		r.w.Array(len(shards))
+		n := 0
+		for _, sh := range shards {
+			n += len(sh.ranges)
+		}
+		r.w.Array(n)
 		for _, sh := range shards {
 			all := sh.all()
-			r.w.Array(2 + len(all))
-			r.w.Int(int64(sh.first))
-			r.w.Int(int64(sh.last))
-			for _, m := range all {
-				host, port := splitHostPort(m.ClientAddr)
-				r.w.Array(4)
-				r.w.BulkString(host)
-				r.w.Int(int64(port))
-				r.w.BulkString(nodeHexID(m.ID))
-				r.w.Map(0)
+			for _, rg := range sh.ranges {
+				r.w.Array(2 + len(all))
+				r.w.Int(int64(rg[0]))
+				r.w.Int(int64(rg[1]))
+				for _, m := range all {
+					host, port := splitHostPort(m.ClientAddr)
+					r.w.Array(4)
+					r.w.BulkString(host)
+					r.w.Int(int64(port))
+					r.w.BulkString(nodeHexID(m.ID))
+					r.w.Map(0)
+				}
 			}
 		}
 	case is(sub, "shards") && len(r.args) == 2:
@@ -151,9 +160,11 @@ func cmdCluster(r *request) {
 		for _, sh := range shards {
 			r.w.Map(2)
 			r.w.BulkString("slots")
-			r.w.Array(2)
-			r.w.Int(int64(sh.first))
-			r.w.Int(int64(sh.last))
+			r.w.Array(2 * len(sh.ranges))
+			for _, rg := range sh.ranges {
+				r.w.Int(int64(rg[0]))
+				r.w.Int(int64(rg[1]))
+			}
 			r.w.BulkString("nodes")
 			all := sh.all()
 			r.w.Array(len(all))
@@ -209,7 +220,7 @@ func clusterNodes(shards []shard, self string, grouped bool) string {
 	}
 	slots := map[string]string{}
 	for _, sh := range shards {
-		slots[sh.leader.ID] += " " + strconv.Itoa(sh.first) + "-" + strconv.Itoa(sh.last)
+		slots[sh.leader.ID] += " " + formatRanges(sh.ranges, " ")
 	}
 	for _, m := range shards[0].all() {
 		line(m, "master", "-", slots[m.ID])

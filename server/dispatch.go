@@ -77,7 +77,7 @@ func (c *conn) newRequest(w *resp.Writer, cmd *command, args [][]byte, st *stage
 	} else {
 		r = new(request)
 	}
-	*r = request{s: c.s, c: c, w: w, cmd: cmd, args: args, db: c.sess.db, home: c.s.node}
+	*r = request{s: c.s, c: c, w: w, cmd: cmd, args: args, clientArgs: args, db: c.sess.db, home: c.s.node}
 	return r
 }
 

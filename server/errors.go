@@ -31,10 +31,15 @@ const (
 // replyError writes the reply for an error from the node: the one table from node errors to
 // RESP. A client that is gone gets nothing.
 func (r *request) replyError(err error) {
-	r.s.stats.errors.Add(1)
+	if _, moved := err.(*node.SlotError); !moved {
+		r.s.stats.errors.Add(1)
+	}
 	var nl *node.NotLeaderError
 	var full *waitersFullError
+	var moved *node.SlotError
 	switch {
+	case errors.As(err, &moved):
+		r.reroute() // not an error the client sees: the request runs again where it belongs
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// The client hung up or the server is closing: there is no one to tell.
 	case errors.As(err, &nl) && nl.LeaderID == "":

@@ -366,6 +366,8 @@ func (f *fakeNode) Members() ([]node.Member, error) {
 // Keys, like raftnode's, takes no lock: scripts ask it while their evaluation holds the view.
 func (f *fakeNode) Keys() int { return int(f.keys.Load()) }
 
+func (f *fakeNode) Slots() fsm.Slots { return fsm.Slots{} }
+
 // LogEnd is the fake's log's end (one term, everything committed), or what setLogEnd set.
 func (f *fakeNode) LogEnd() node.LogEnd {
 	if end := f.logEnd.Load(); end != nil {
@@ -414,6 +416,8 @@ func (v fakeView) Lookup(key []byte) (fsm.Lock, time.Duration, bool) {
 	l, ok := v.m.Get(key)
 	return l, time.Duration(l.LeaseMs) * time.Millisecond, ok
 }
+
+func (v fakeView) Slots() fsm.Slots { return v.m.Slots() }
 
 func (v fakeView) Kinds(key []byte) (fsm.Kinds, time.Duration) {
 	k := v.m.Kinds(key)

@@ -194,6 +194,12 @@ func (r *request) route(mayApply bool) {
 	if !ok {
 		return
 	}
+	if movedReply(reply) && !r.c.sess.slotAware && r.s.grouped() && r.c.sess.multi == nil {
+		// The leader found the slot elsewhere (slotmoves.go): route it again from here, for a
+		// client that does not follow MOVED.
+		r.reroute()
+		return
+	}
 	if r.cmd.movable && r.trackReads {
 		// The leader ran the script: this node cannot see what it read, so it tracks the keys
 		// the script declares (a superset: at worst a spurious invalidation).
@@ -249,7 +255,10 @@ func (r *request) forward(cmds [][][]byte, mayApply bool) (reply []byte, ok bool
 		r.s.metrics.refuse(refusedNoLeader)
 		r.w.Error("CLUSTERDOWN the leader " + id + " has not announced its client address yet; retry shortly")
 		return nil, false
-	case r.s.cfg.Redirect, r.slotRouted():
+	case r.s.cfg.Redirect, r.slotRouted(), r.s.grouped() && c.hop.forwarded && r.c.sess.multi == nil && len(cmd.keyArgs(r.args)) > 0:
+		// A forwarded keyed request this node would send on to another group's leader (its
+		// slot moved, or leadership did): the node it came from routes it again (route), or
+		// its cluster-mode client does, rather than a chain of forwards.
 		slot := 0
 		if keys := cmd.keyArgs(r.args); len(keys) > 0 {
 			slot = fsm.KeySlot(keys[0])

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -26,21 +27,83 @@ const hashSlots = fsm.HashSlots
 // errCrossSlot is Redis Cluster's reply to a request whose keys are in different slots.
 const errCrossSlot = "CROSSSLOT Keys in request don't hash to the same slot"
 
-// groupOfSlot is the group that serves slot when the cluster runs groups groups.
-func groupOfSlot(slot, groups int) int { return slot * groups / hashSlots }
+// GroupOfKey is the raft group that serves key by default in a cluster of groups raft groups,
+// before any slot moved (for tools and tests outside the server).
+func GroupOfKey(key []byte, groups int) int { return fsm.GroupOfSlot(fsm.KeySlot(key), groups) }
 
-// slotsOf is the first and last slot group g serves (groupOfSlot's inverse).
-func slotsOf(g, groups int) (first, last int) {
-	return (g*hashSlots + groups - 1) / groups, ((g+1)*hashSlots+groups-1)/groups - 1
+// GroupSlots is the first and last hash slot group g serves by default in a cluster of groups
+// raft groups (for tools outside the server).
+func GroupSlots(g, groups int) (first, last int) { return fsm.DefaultSlots(g, groups) }
+
+// ownerOfSlot is the group that serves slot as this node's replicas have applied it, and
+// whether a move of it is in flight (frozen: its requests wait for the move to end). Slots
+// move between groups (fsm/slotmoves.go): each group's table says which it owns, and the owner
+// is the one that owns it at the highest epoch.
+func (s *Server) ownerOfSlot(slot int) (g int, frozen bool) {
+	if !s.slotsMoved() {
+		return fsm.GroupOfSlot(slot, len(s.groups)), false
+	}
+	g, rec, ok := fsm.OwnerOf(len(s.groups), func(g int) fsm.Slots { return s.groups[g].Slots() }, slot)
+	if !ok {
+		// Released by its source and not yet imported by its target, as far as this node's
+		// replicas have applied (each group applies on its own): in flight, for routing.
+		return fsm.GroupOfSlot(slot, len(s.groups)), true
+	}
+	return g, rec.State == fsm.SlotFrozen
 }
 
-// GroupOfKey is the raft group that serves key in a cluster of groups raft groups (for tools
-// and tests outside the server).
-func GroupOfKey(key []byte, groups int) int { return groupOfSlot(fsm.KeySlot(key), groups) }
+// slotsMoved reports whether a move ever named a group on this node: until then every slot is
+// where the default ranges put it, and routing needs no look at the tables.
+func (s *Server) slotsMoved() bool {
+	for _, rep := range s.groups {
+		if rep.Slots().Moved() {
+			return true
+		}
+	}
+	return false
+}
 
-// GroupSlots is the first and last hash slot group g serves in a cluster of groups raft groups
-// (for the status page and tools outside the server).
-func GroupSlots(g, groups int) (first, last int) { return slotsOf(g, groups) }
+// slotRanges is each group's slot ranges, as routing sees them now (index = group).
+func (s *Server) slotRanges() [][][2]int {
+	out := make([][][2]int, len(s.groups))
+	if !s.slotsMoved() {
+		for g := range s.groups {
+			first, last := fsm.DefaultSlots(g, len(s.groups))
+			out[g] = [][2]int{{first, last}}
+		}
+		return out
+	}
+	for slot := 0; slot < hashSlots; slot++ {
+		g, _ := s.ownerOfSlot(slot)
+		if n := len(out[g]); n > 0 && out[g][n-1][1] == slot-1 {
+			out[g][n-1][1] = slot
+		} else {
+			out[g] = append(out[g], [2]int{slot, slot})
+		}
+	}
+	return out
+}
+
+// GroupSlots is the slot ranges group g serves now as this node's replicas say ("first-last"
+// words; empty when every slot moved away), for the status page.
+func (s *Server) GroupSlots(g int) string {
+	if !s.grouped() {
+		return "0-16383"
+	}
+	return formatRanges(s.slotRanges()[g], " ")
+}
+
+// formatRanges is ranges as "first-last" words joined by sep.
+func formatRanges(ranges [][2]int, sep string) string {
+	var b strings.Builder
+	for i, r := range ranges {
+		if i > 0 {
+			b.WriteString(sep)
+		}
+		b.WriteString(strconv.Itoa(r[0]) + "-" + strconv.Itoa(r[1]))
+	}
+	return b.String()
+}
 
 // grouped reports whether the cluster runs several groups.
 func (s *Server) grouped() bool { return len(s.groups) > 1 }
@@ -57,7 +120,8 @@ func (s *Server) groupOfKeys(keys [][]byte) (int, bool) {
 			return 0, false
 		}
 	}
-	return groupOfSlot(slot, len(s.groups)), true
+	g, _ := s.ownerOfSlot(slot)
+	return g, true
 }
 
 // homeOfTableKeys is the replica of table keys (with their database prefix, as the node's
@@ -74,7 +138,8 @@ func (s *Server) groupOfTableKey(key []byte) int {
 	if !s.grouped() {
 		return 0
 	}
-	return groupOfSlot(fsm.SlotOf(key), len(s.groups))
+	g, _ := s.ownerOfSlot(fsm.SlotOf(key))
+	return g
 }
 
 // groupIndex is the number of the group whose replica is home.
@@ -386,11 +451,11 @@ func (s *Server) groupsInfo() []infoField {
 		return nil
 	}
 	out := []infoField{{"raft_groups", strconv.Itoa(len(s.groups))}}
+	ranges := s.slotRanges()
 	for g, rep := range s.groups {
 		gs := rep.Stats()
-		first, last := slotsOf(g, len(s.groups))
 		out = append(out, infoField{"raft_group" + strconv.Itoa(g),
-			"slots=" + strconv.Itoa(first) + "-" + strconv.Itoa(last) + ",state=" + gs.State + ",leader=" + rep.Leadership().ID +
+			"slots=" + formatRanges(ranges[g], ";") + ",state=" + gs.State + ",leader=" + rep.Leadership().ID +
 				",term=" + strconv.FormatUint(gs.Term, 10) + ",applied=" + strconv.FormatUint(gs.AppliedIndex, 10) +
 				",keys=" + strconv.Itoa(gs.Locks)})
 	}

@@ -39,7 +39,7 @@ func startGroups(t *testing.T) (addr string, groups []*fakeNode, keys [2]string)
 	found := 0
 	for i := 0; found < 2; i++ {
 		k := fmt.Sprintf("key%d", i)
-		g := groupOfSlot(fsm.KeySlot([]byte(k)), 2)
+		g := fsm.GroupOfSlot(fsm.KeySlot([]byte(k)), 2)
 		if keys[g] == "" {
 			keys[g] = k
 			found++
@@ -59,13 +59,13 @@ func TestSlotsSplitEvenlyOverGroups(t *testing.T) {
 	for _, groups := range []int{1, 2, 3, 4, 7, 16, 1000} {
 		next := 0
 		for g := range groups {
-			first, last := slotsOf(g, groups)
+			first, last := fsm.DefaultSlots(g, groups)
 			if first != next || last < first {
 				t.Fatalf("%d groups: group %d serves %d-%d; want it to start at %d", groups, g, first, last, next)
 			}
-			if groupOfSlot(first, groups) != g || groupOfSlot(last, groups) != g {
+			if fsm.GroupOfSlot(first, groups) != g || fsm.GroupOfSlot(last, groups) != g {
 				t.Fatalf("%d groups: slots %d and %d map to groups %d and %d; want %d", groups, first, last,
-					groupOfSlot(first, groups), groupOfSlot(last, groups), g)
+					fsm.GroupOfSlot(first, groups), fsm.GroupOfSlot(last, groups), g)
 			}
 			next = last + 1
 		}
@@ -296,7 +296,7 @@ func TestReadIndexOfAGroup(t *testing.T) {
 	r := dialRaw(t, addr)
 	key := ""
 	for i := 0; key == ""; i++ {
-		if k := fmt.Sprintf("key%d", i); groupOfSlot(fsm.KeySlot([]byte(k)), 2) == 1 {
+		if k := fmt.Sprintf("key%d", i); fsm.GroupOfSlot(fsm.KeySlot([]byte(k)), 2) == 1 {
 			key = k
 		}
 	}
@@ -390,7 +390,7 @@ func TestGroupWaitWokenByAnnouncedAddress(t *testing.T) {
 	addr, _ := serveDeps(t, Deps{Replica: g0, Groups: []Replica{g0, g1}}, func(c *Config) { c.LeaderWait = time.Minute })
 	key := ""
 	for i := 0; key == ""; i++ {
-		if k := fmt.Sprintf("key%d", i); groupOfSlot(fsm.KeySlot([]byte(k)), 2) == 1 {
+		if k := fmt.Sprintf("key%d", i); fsm.GroupOfSlot(fsm.KeySlot([]byte(k)), 2) == 1 {
 			key = k
 		}
 	}

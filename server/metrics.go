@@ -62,6 +62,8 @@ type serverMetrics struct {
 	refused      [numRefusals]atomic.Uint64
 	authFailures atomic.Uint64
 	contention   contention
+	// reroutes counts requests run again because their slot moved to another group (reroute).
+	reroutes atomic.Uint64
 }
 
 func newServerMetrics() *serverMetrics {

@@ -119,6 +119,8 @@ func (o *overlay) Len(db int) int {
 // so a script changes no holder.
 func (o *overlay) Kinds(key []byte) (fsm.Kinds, time.Duration) { return o.base.Kinds(key) }
 
+func (o *overlay) Slots() fsm.Slots { return o.base.Slots() }
+
 func (o *overlay) Holders(key []byte, fn func(fsm.Lock, time.Duration) bool) { o.base.Holders(key, fn) }
 
 func (o *overlay) Waiters(key []byte, fn func(fsm.Waiter, time.Duration) bool) {

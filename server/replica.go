@@ -39,6 +39,9 @@ type Replica interface {
 	Stats() node.Stats
 	// Keys is the number of keys in this node's table, cheaply (every write command asks).
 	Keys() int
+	// Slots is the group's ownership of the hash slots as this node applied it, cheaply
+	// (routing asks for every request of a several-group cluster; fsm/slotmoves.go).
+	Slots() fsm.Slots
 	// LogEnd is where this node's log ends now, applied or not: a SUBSCRIBE that reads it does
 	// not hear the messages of the entries the log held (node.LogEnd.Holds), which were
 	// published before it.
@@ -83,10 +86,21 @@ type Admin interface {
 //
 // GroupAdmins, with Groups, is this node's administration of each raft group (index = group;
 // group 0's is Admin, whatever GroupAdmins[0] is): RAFT READINDEX g answers for group g from it.
+//
+// Mover, with Groups, moves hash slots between them (RAFT MOVESLOTS); nil refuses moves.
 type Deps struct {
 	Replica     Replica
 	Admin       Admin
 	Disk        Disk
 	Groups      []Replica
 	GroupAdmins []Admin
+	Mover       SlotMover
+}
+
+// SlotMover moves hash slots from one raft group to another while clients run (docs/groups.md,
+// "Moving slots"): on the node that leads the source group, it freezes the range there, imports
+// it into the target group, and releases it in the source, or undoes the move. It returns how
+// many keys moved (hidden keys of the lock kinds and queues included).
+type SlotMover interface {
+	MoveSlots(ctx context.Context, source, first, last, target int) (keys int, err error)
 }

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"time"
+
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/resp"
@@ -16,8 +18,15 @@ type request struct {
 	w    *resp.Writer // the socket, a pipelined command's reply buffer, or a script's capture
 	cmd  *command
 	args [][]byte // the key arguments are table keys once the request runs here (db.go)
-	db   int      // the database its keys are in
-	path execPath
+	// clientArgs are the arguments as the client sent them (its keys without their database):
+	// what a request whose slot moved is run again or forwarded with (slotmoves.go).
+	clientArgs [][]byte
+	// reroutes counts how often the request ran again because its slot moved (reroute), which
+	// it may until rerouteBy.
+	reroutes  int
+	rerouteBy time.Time
+	db        int // the database its keys are in
+	path      execPath
 	// home is the replica of the raft group its keys are in (groups.go): the node itself in a
 	// cluster of one group.
 	home Replica
@@ -85,7 +94,15 @@ func (r *request) exec(keys [][]byte, eval node.Eval) ([]fsm.Result, error) {
 		r.home.ExecLocal(func(v node.View) { eval(v) })
 		return nil, nil
 	}
-	return r.home.Exec(r.c.proposeCtx(), keys, eval, r.await)
+	var guard *slotGuard
+	if r.s.grouped() && !r.spans && !r.pinned {
+		guard, eval = r.s.guardFor(r.cmd.keyArgs(r.clientArgs), eval)
+	}
+	res, err := r.home.Exec(r.c.proposeCtx(), keys, eval, r.await)
+	if err == nil {
+		err = guard.err()
+	}
+	return res, err
 }
 
 // touchingWatched is eval, for a write command while some key is watched, made to touch the

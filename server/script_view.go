@@ -121,6 +121,11 @@ func leaseEnded(l fsm.Lock, rem time.Duration, held bool) bool {
 	return held && l.LeaseMs > 0 && rem <= 0
 }
 
+func (r *readLog) Slots() (s fsm.Slots) {
+	r.node.ExecLocal(func(v node.View) { s = v.Slots() })
+	return s
+}
+
 func (r *readLog) Kinds(key []byte) (k fsm.Kinds, left time.Duration) {
 	r.node.ExecLocal(func(v node.View) { k, left = v.Kinds(key) })
 	if r.count(1) {

@@ -316,7 +316,9 @@ type Server struct {
 	admin  Admin // nil: RAFT administration is refused
 	// groupAdmins is this node's administration of each raft group (Deps.GroupAdmins).
 	groupAdmins []Admin
-	disk        Disk // nil: INFO reports no disk fault
+	// mover moves slots between the groups (Deps.Mover; nil: RAFT MOVESLOTS is refused).
+	mover SlotMover
+	disk  Disk // nil: INFO reports no disk fault
 	// diskDropped: the client connections were closed for a failed disk (dropClientsOnFailedDisk).
 	diskDropped atomic.Bool
 	// queueWaits are this node's clients waiting in a lock queue (handoff.go).
@@ -416,7 +418,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	case len(d.GroupAdmins) > 0 && len(d.GroupAdmins) != len(d.Groups):
 		return nil, errors.New("server: Deps.GroupAdmins must hold one per group")
 	}
-	s := &Server{cfg: cfg, node: d.Replica, groups: d.Groups, admin: d.Admin, groupAdmins: d.GroupAdmins, disk: d.Disk, queueWaits: newQueueWaits(), log: cfg.Logger.With("component", "server"), start: time.Now(),
+	s := &Server{cfg: cfg, node: d.Replica, groups: d.Groups, admin: d.Admin, groupAdmins: d.GroupAdmins, mover: d.Mover, disk: d.Disk, queueWaits: newQueueWaits(), log: cfg.Logger.With("component", "server"), start: time.Now(),
 		bootID: strconv.FormatUint(rand.Uint64()>>16, 36)}
 	s.maxClients.Store(int64(cfg.MaxClients))
 	s.ctx, s.cancel = context.WithCancel(context.Background())

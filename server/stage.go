@@ -70,6 +70,8 @@ type stagedCall struct {
 	// worker: dispatch gave the command to a worker, in this slot (runOnWorker); this memory
 	// served its admission only.
 	worker *inflight
+	// guard, on a cluster whose slots moved, is its evaluation's slotGuard (slotmoves.go).
+	guard *slotGuard
 }
 
 // stage runs an admitted command's first half on the connection's goroutine (dispatch decided
@@ -86,7 +88,11 @@ func (c *conn) stage(st *stagedCall, start time.Time) {
 		return
 	}
 	st.finish = finish
-	st.unproposed, st.keys, st.eval = true, keys, r.touchingWatched(eval)
+	eval = r.touchingWatched(eval)
+	if c.s.grouped() {
+		st.guard, eval = c.s.guardFor(r.cmd.keyArgs(r.clientArgs), eval)
+	}
+	st.unproposed, st.keys, st.eval = true, keys, eval
 	c.unproposed = append(c.unproposed, st)
 	st.f.staged = st
 	c.pipe.push(&st.f)
@@ -203,6 +209,9 @@ func (c *conn) finishStaged(st *stagedCall) {
 		return
 	}
 	res, err := st.res()
+	if err == nil {
+		err = st.guard.err()
+	}
 	c.baton.Lock()
 	defer c.baton.Unlock()
 	st.r.w = c.out

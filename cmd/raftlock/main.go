@@ -216,10 +216,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		reps = append(reps, &addressedReplica{Replica: m.Core(), book: member})
 	}
 	stopBalancer := func() {}
+	var mover *cluster.SlotMover
 	if groups > 1 {
 		balancer := cluster.StartBalancer(members, cluster.BalanceConfig{Logger: logger})
 		stopBalancer = sync.OnceFunc(balancer.Stop)
 		defer stopBalancer()
+		mover = cluster.StartSlotMover(members, logger)
+		defer mover.Stop()
 		logger.Info("raft groups", "groups", groups)
 	}
 	if ccfg.InsecureRaft {
@@ -258,6 +261,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		admin := &groupsAdmin{Member: member, members: members}
 		deps.Admin = admin
 		deps.GroupAdmins = []server.Admin{admin}
+		deps.Mover = mover
 		for _, m := range members[1:] {
 			deps.GroupAdmins = append(deps.GroupAdmins, m)
 		}
@@ -287,8 +291,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	var opsGroups []ops.Group // nil for one group
 	if groups > 1 {
 		for g, m := range members {
-			first, last := server.GroupSlots(g, groups)
-			opsGroups = append(opsGroups, ops.Group{Stats: m.Core(), Probe: m.ProbeStore, Slots: fmt.Sprintf("%d-%d", first, last)})
+			opsGroups = append(opsGroups, ops.Group{Stats: m.Core(), Probe: m.ProbeStore, Slots: func() string { return srv.GroupSlots(g) }})
 		}
 	}
 	var web *ops.Server

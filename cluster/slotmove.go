@@ -1,0 +1,356 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/raftnode"
+	"github.com/raftlock/raftlock/resp"
+)
+
+// Slot moves (docs/groups.md, "Moving slots"). A SlotMover runs on every node of a cluster of
+// several raft groups. On the node that leads a move's source group it runs the move: a Freeze
+// in the source, the range read from the source's table as applied after it, an Import in the
+// target (proposed here when this node leads the target, else sent to the target's leader as
+// RAFT MOVECMD), and a Release in the source. A move that cannot finish is decided by an Abort
+// in the target, which the target's state machine refuses once the Import applied: applied, the
+// move is undone (Unfreeze in the source); refused, the Import went through and the Release
+// follows. Every node also looks, once a second, for a move in flight out of a group it leads
+// (Slots.Moving in the group's table): a leader that took over a move whose mover stopped
+// (crashed, deposed, partitioned) decides it the same way. The state machines make every step
+// safe to repeat and to race: a Release applies only to the frozen move, an Import never after
+// its Abort.
+
+const (
+	// moveStepTimeout bounds one proposal or one question to another node of a move.
+	moveStepTimeout = 10 * time.Second
+	// moveRecoverEvery is how often a node looks for a move to decide in the groups it leads.
+	moveRecoverEvery = time.Second
+	// moveRetry is the pause before a step that failed is tried again.
+	moveRetry = 100 * time.Millisecond
+	// moveBytes is the most keys one Import carries, encoded: a range that holds more moves in
+	// smaller ranges. Below fsm.MaxMoveBytes and the peers' default argument bound (1 MiB),
+	// with room for the command's other arguments.
+	moveBytes = 768 << 10
+)
+
+// errMoveTooBig means a range's keys do not fit one Import.
+var errMoveTooBig = errors.New("the range's keys do not fit one raft entry")
+
+// SlotMover moves hash slots between the raft groups of this node (server.SlotMover).
+type SlotMover struct {
+	groups []*Member // index = group; groups[0] holds the member table and the peer client
+	log    *slog.Logger
+	// mu lets one move at a time run on this node: a mover's own move is not decided by the
+	// recovery loop while it runs.
+	mu   sync.Mutex
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// StartSlotMover returns the mover of this node's groups and starts its recovery loop.
+func StartSlotMover(groups []*Member, logger *slog.Logger) *SlotMover {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	s := &SlotMover{groups: groups, log: logger.With("component", "slot-mover"), stop: make(chan struct{})}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(moveRecoverEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+				s.recoverMoves()
+			}
+		}
+	}()
+	return s
+}
+
+// Stop ends the recovery loop. A move running on a client's request ends with its context.
+func (s *SlotMover) Stop() {
+	close(s.stop)
+	s.wg.Wait()
+}
+
+// MoveSlots moves the slots first to last from group source, which this node leads, to group
+// target, in as many moves as their keys need (each one Import of at most moveBytes), and
+// returns how many keys moved.
+func (s *SlotMover) MoveSlots(ctx context.Context, source, first, last, target int) (int, error) {
+	if source < 0 || source >= len(s.groups) || target < 0 || target >= len(s.groups) || source == target {
+		return 0, fmt.Errorf("no move from raft group %d to raft group %d in a cluster of %d", source, target, len(s.groups))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	moved := 0
+	for a := first; a <= last; {
+		b := last
+		for a < b && s.rangeBytes(source, a, b) > moveBytes {
+			b = a + (b-a)/2
+		}
+		n, err := s.moveRange(ctx, fsm.Move{First: a, Last: b, Source: source, Target: target})
+		if errors.Is(err, errMoveTooBig) && a < b {
+			continue // it grew between the estimate and the freeze: the next try halves it
+		}
+		if err != nil {
+			return moved, fmt.Errorf("slots %d-%d: %w", a, b, err)
+		}
+		moved += n
+		a = b + 1
+	}
+	return moved, nil
+}
+
+// rangeBytes is the encoded size of the keys of slots first to last in group g's table here.
+func (s *SlotMover) rangeBytes(g, first, last int) int {
+	var snap *fsm.Snapshot
+	s.groups[g].Core().ReadTable(func(m *fsm.Machine) { snap = m.Snapshot() })
+	b, err := fsm.EncodeRange(snap.RangeSnapshot(first, last))
+	if err != nil {
+		return 0
+	}
+	return len(b)
+}
+
+// moveRange runs one move of mv's range (its ID and epoch chosen here).
+func (s *SlotMover) moveRange(ctx context.Context, mv fsm.Move) (int, error) {
+	core := s.groups[mv.Source].Core()
+	var refused error
+	core.ReadTable(func(m *fsm.Machine) {
+		sl := m.Slots()
+		if cur, moving := sl.Moving(); moving {
+			refused = fmt.Errorf("a move of slots %d-%d is in flight from raft group %d", cur.First, cur.Last, mv.Source)
+			return
+		}
+		for slot := mv.First; slot <= mv.Last; slot++ {
+			r := sl.Of(slot)
+			if r.State != fsm.SlotOwned {
+				refused = fmt.Errorf("slot %d is not raft group %d's (%s)", slot, mv.Source, r.State)
+				return
+			}
+			mv.Epoch = max(mv.Epoch, r.Epoch+1)
+		}
+	})
+	if refused != nil {
+		return 0, refused
+	}
+	mv.ID = newMoveID()
+	status, err := s.propose(ctx, core, fsm.Command{Kind: fsm.KindFreezeSlots, Key: fsm.EncodeMove(mv)})
+	switch {
+	case err != nil:
+		// Perhaps frozen: whoever leads the source decides it (recoverMoves), here now if we
+		// still do.
+		s.decideIfFrozen(ctx, mv)
+		return 0, fmt.Errorf("freeze: %w", err)
+	case status != fsm.StatusSlots:
+		return 0, fmt.Errorf("raft group %d refused to freeze the range (it changed, or another move started)", mv.Source)
+	}
+	s.log.Info("slots frozen", "first", mv.First, "last", mv.Last, "source", mv.Source, "target", mv.Target, "epoch", mv.Epoch, "move", mv.ID)
+	keys, payload, floor, err := s.readRange(core, mv)
+	if err == nil && len(payload) > moveBytes {
+		err = errMoveTooBig
+	}
+	if err == nil {
+		status, err = s.inTarget(ctx, fsm.Command{Kind: fsm.KindImportSlots, Key: fsm.EncodeMove(mv), Owner: payload, Token: floor})
+		if err == nil && status == fsm.StatusSlots {
+			if err := s.inSource(ctx, mv, fsm.KindReleaseSlots); err != nil {
+				return keys, fmt.Errorf("imported, release pending (the source's leader finishes it): %w", err)
+			}
+			s.log.Info("slots moved", "first", mv.First, "last", mv.Last, "source", mv.Source, "target", mv.Target, "keys", keys, "floor", floor)
+			return keys, nil
+		}
+		if err == nil {
+			err = fmt.Errorf("raft group %d refused the import", mv.Target)
+		}
+	}
+	if derr := s.decide(ctx, mv); derr != nil {
+		return 0, fmt.Errorf("%w; the move is not decided yet: %v", err, derr)
+	}
+	return 0, err
+}
+
+// readRange reads mv's frozen range from the source's table as this node applied it: its keys
+// with each lease as the time it has left (rounded up: late, never early), encoded for the
+// Import, and the fence floor, the source's token counter.
+func (s *SlotMover) readRange(core *raftnode.Replica, mv fsm.Move) (keys int, payload []byte, floor fsm.Token, err error) {
+	var snap *fsm.Snapshot
+	var clock int64
+	core.ReadTable(func(m *fsm.Machine) {
+		snap = m.Snapshot()
+		clock = core.LeaseNow()
+	})
+	if cur, ok := snap.Slots().Moving(); !ok || cur != mv {
+		return 0, nil, 0, fmt.Errorf("the range is not frozen for this move in raft group %d here", mv.Source)
+	}
+	part := snap.RangeSnapshot(mv.First, mv.Last).WithLeases(leaseLeft(clock))
+	payload, err = fsm.EncodeRange(part)
+	return part.Len(), payload, part.LastToken(), err
+}
+
+// leaseLeft is the lease each lock of a table read at clock (this node's lease clock) has left,
+// in whole milliseconds rounded up: what a backup records and a move carries.
+func leaseLeft(clock int64) func(string, fsm.Lock) uint64 {
+	return func(_ string, l fsm.Lock) uint64 {
+		left := max(time.Duration(l.Deadline-clock), 0) // the Deadlines are this node's timers
+		return uint64((left + time.Millisecond - 1) / time.Millisecond)
+	}
+}
+
+// decide ends mv, frozen in its source, one way or the other: an Abort in the target says
+// which (refused: the Import applied, so the source releases; applied: no Import ever will, so
+// the source unfreezes). It keeps trying until ctx ends or this node no longer leads the source.
+func (s *SlotMover) decide(ctx context.Context, mv fsm.Move) error {
+	for {
+		status, err := s.inTarget(ctx, fsm.Command{Kind: fsm.KindAbortSlots, Key: fsm.EncodeMove(mv)})
+		if err == nil {
+			step := fsm.KindUnfreezeSlots
+			if status != fsm.StatusSlots {
+				step = fsm.KindReleaseSlots // the target refused the abort: it imported the range
+			}
+			if err = s.inSource(ctx, mv, step); err == nil {
+				s.log.Info("slot move decided", "first", mv.First, "last", mv.Last, "source", mv.Source, "target", mv.Target,
+					"move", mv.ID, "outcome", map[fsm.Kind]string{fsm.KindUnfreezeSlots: "undone", fsm.KindReleaseSlots: "moved"}[step])
+				return nil
+			}
+		}
+		if !s.groups[mv.Source].Core().IsLeader() {
+			return fmt.Errorf("this node no longer leads raft group %d, whose next leader decides the move: %w", mv.Source, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-s.stop:
+			return fmt.Errorf("stopping (last: %v)", err)
+		case <-time.After(moveRetry):
+		}
+	}
+}
+
+// decideIfFrozen decides mv if the source's table here holds it frozen (a Freeze whose
+// outcome was unknown).
+func (s *SlotMover) decideIfFrozen(ctx context.Context, mv fsm.Move) {
+	var cur fsm.Move
+	var moving bool
+	s.groups[mv.Source].Core().ReadTable(func(m *fsm.Machine) { cur, moving = m.Slots().Moving() })
+	if moving && cur == mv {
+		if err := s.decide(ctx, mv); err != nil {
+			s.log.Warn("slot move not decided", "move", mv.ID, "err", err)
+		}
+	}
+}
+
+// recoverMoves decides every move in flight out of a group this node leads, unless a move runs
+// on this node now (it decides its own).
+func (s *SlotMover) recoverMoves() {
+	if !s.mu.TryLock() {
+		return
+	}
+	defer s.mu.Unlock()
+	for g, m := range s.groups {
+		core := m.Core()
+		if !core.IsLeader() {
+			continue
+		}
+		var mv fsm.Move
+		var moving bool
+		core.ReadTable(func(m *fsm.Machine) { mv, moving = m.Slots().Moving() })
+		if !moving {
+			continue
+		}
+		s.log.Info("deciding a slot move in flight", "group", g, "first", mv.First, "last", mv.Last, "target", mv.Target, "move", mv.ID)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*moveStepTimeout)
+		if err := s.decide(ctx, mv); err != nil {
+			s.log.Warn("slot move not decided", "move", mv.ID, "err", err)
+		}
+		cancel()
+	}
+}
+
+// inSource proposes mv's step (Release or Unfreeze) in its source group, on this node, which
+// leads it, trying again after a failure until ctx ends or this node no longer leads it.
+func (s *SlotMover) inSource(ctx context.Context, mv fsm.Move, kind fsm.Kind) error {
+	core := s.groups[mv.Source].Core()
+	for {
+		status, err := s.propose(ctx, core, fsm.Command{Kind: kind, Key: fsm.EncodeMove(mv)})
+		switch {
+		case err == nil && status == fsm.StatusSlots:
+			return nil
+		case err == nil:
+			return fmt.Errorf("raft group %d refused the move's %s", mv.Source, kind)
+		case !core.IsLeader():
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-time.After(moveRetry):
+		}
+	}
+}
+
+// inTarget proposes cmd (an Import or an Abort) in the move's target group: here when this node
+// leads it, else on its leader, as RAFT MOVECMD.
+func (s *SlotMover) inTarget(ctx context.Context, cmd fsm.Command) (fsm.Status, error) {
+	mv, err := fsm.DecodeMove(cmd.Key)
+	if err != nil {
+		return 0, err
+	}
+	target := s.groups[mv.Target]
+	if target.Core().IsLeader() {
+		return s.propose(ctx, target.Core(), cmd)
+	}
+	book := s.groups[0]
+	id, _ := target.LeaderClient()
+	addr, _ := book.MemberAddr(id)
+	if id == "" || addr == "" {
+		return 0, fmt.Errorf("raft group %d: %w", mv.Target, target.notLeader())
+	}
+	args := []string{"RAFT", "MOVECMD", "ABORT", string(cmd.Key)}
+	if cmd.Kind == fsm.KindImportSlots {
+		args = []string{"RAFT", "MOVECMD", "IMPORT", string(cmd.Key), strconv.FormatUint(uint64(cmd.Token), 10), string(cmd.Owner)}
+	}
+	_, err = book.peerAPI.call(ctx, addr, moveStepTimeout, args...)
+	switch {
+	case err == nil:
+		return fsm.StatusSlots, nil
+	case errors.As(err, new(*resp.ReplyError)) && strings.HasPrefix(err.Error(), "MOVEREFUSED"):
+		return fsm.StatusConflict, nil
+	}
+	return 0, fmt.Errorf("raft group %d's leader %s at %s: %w", mv.Target, id, addr, err)
+}
+
+// propose replicates one move command in the group core serves, which this node leads.
+func (s *SlotMover) propose(ctx context.Context, core *raftnode.Replica, cmd fsm.Command) (fsm.Status, error) {
+	ctx, cancel := context.WithTimeout(ctx, moveStepTimeout)
+	defer cancel()
+	res, err := core.Exec(ctx, nil, func(node.View) []fsm.Command { return []fsm.Command{cmd} }, nil)
+	if err != nil {
+		return 0, err
+	}
+	return res[0].Status, nil
+}
+
+// newMoveID is a random nonzero move ID.
+func newMoveID() uint64 {
+	var b [8]byte
+	for {
+		_, _ = rand.Read(b[:])
+		if id := binary.LittleEndian.Uint64(b[:]); id != 0 {
+			return id
+		}
+	}
+}

@@ -1,0 +1,237 @@
+package server
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
+)
+
+// Requests whose slot moves (docs/groups.md, "Moving slots"). A request is routed by this
+// node's replicas of every group (ownerOfSlot), which may be behind the group it reaches: the
+// group's state machine refuses, at apply, a command on a slot it is moving away (frozen) or no
+// longer serves, and the request comes back with node.SlotError, nothing applied. replyError
+// then runs it again where the slot is served now (reroute): a request waits here while the
+// move is in flight (it is not refused), then runs in the slot's new group, on this node if it
+// leads that group, else forwarded to its leader, as dispatch would have done.
+
+const (
+	// moveWait bounds how long a request waits for a move of its slot to end: a move holds
+	// the slot for one import's commit, and a mover that lost its leader is undone by the next
+	// leader within a few election timeouts.
+	moveWait = 10 * time.Second
+	// movePoll is how often a waiting request looks at the slot's owner again; maxMoveBackoff
+	// bounds the pause before a request is routed again after a refusal (this node's replicas
+	// of the groups catch up meanwhile: each group's apply runs on its own).
+	movePoll       = 2 * time.Millisecond
+	maxMoveBackoff = 50 * time.Millisecond
+	// maxReroutes bounds how often one request is routed again, with moveWait.
+	maxReroutes = 64
+)
+
+// errSlotMoving is the reply to a request whose slot moved while it ran and that cannot be
+// run again where it belongs now (a transaction's EXEC, a request that spans groups, or one
+// whose slot moved maxReroutes times). Nothing of it applied.
+const errSlotMoving = "TRYAGAIN the keys' hash slot moved to another raft group while the request ran; nothing was applied, retry"
+
+// rerouteable reports whether the request can run again from its start elsewhere: it names its
+// keys in its own arguments, outside a transaction, and is not one group's part of a request
+// that spans them.
+func (r *request) rerouteable() bool {
+	return r.s.grouped() && r.cmd.leader && !r.spans && !r.pinned && r.path != onScript && r.cmd.name != "exec" &&
+		r.c.sess.multi == nil && len(r.cmd.keyArgs(r.clientArgs)) > 0 && r.reroutes < maxReroutes
+}
+
+// reroute runs the request again in the group that serves its keys' slot once no move of it
+// is in flight, replying as the request does (or errSlotMoving when it cannot, within moveWait
+// of its first refusal).
+func (r *request) reroute() {
+	if !r.rerouteable() {
+		r.w.Error(errSlotMoving)
+		return
+	}
+	if r.reroutes == 0 {
+		r.rerouteBy = time.Now().Add(moveWait)
+	} else {
+		time.Sleep(min(movePoll<<r.reroutes, maxMoveBackoff))
+	}
+	r.reroutes++
+	g, ok := r.s.awaitSlot(fsm.KeySlot(r.cmd.keyArgs(r.clientArgs)[0]), r.rerouteBy)
+	if !ok {
+		r.w.Error(errSlotMoving)
+		return
+	}
+	r.s.metrics.reroutes.Add(1)
+	r.home, r.args = r.s.groups[g], r.clientArgs
+	r.path = r.c.where(r)
+	if r.path != onLeader && !r.cmd.movable {
+		r.args = withDBKeys(r.cmd, r.args, r.db)
+	}
+	r.run()
+}
+
+// awaitSlot waits, until deadline, while a move of slot is in flight as this node's replicas
+// see it, and returns the group that serves it then.
+func (s *Server) awaitSlot(slot int, deadline time.Time) (int, bool) {
+	for {
+		g, frozen := s.ownerOfSlot(slot)
+		if !frozen {
+			return g, true
+		}
+		if time.Now().After(deadline) {
+			return 0, false
+		}
+		time.Sleep(movePoll)
+	}
+}
+
+// slotGuard makes a request's evaluation run only in a group that serves its keys' slot, on
+// a cluster whose slots have moved: the state machine refuses a command on a slot it does not
+// serve, but an evaluation that proposes nothing (a read, or a refusal such as UNLOCK's of a
+// key it does not find) would answer from a table the keys left. The guard looks at the group's
+// ownership in the same view, under the same lock, as the evaluation it wraps.
+type slotGuard struct {
+	slot            int
+	refused, frozen bool
+}
+
+// guardFor returns the guard of a request of keys (client keys) and eval wrapped by it, or nil
+// and eval as it is when no slot ever moved here (routing by the default ranges is exact).
+func (s *Server) guardFor(keys [][]byte, eval node.Eval) (*slotGuard, node.Eval) {
+	if !s.grouped() || len(keys) == 0 || !s.slotsMoved() {
+		return nil, eval
+	}
+	g := &slotGuard{slot: fsm.KeySlot(keys[0])}
+	return g, func(v node.View) []fsm.Command {
+		rec := v.Slots().Of(g.slot)
+		g.refused, g.frozen = rec.State != fsm.SlotOwned, rec.State == fsm.SlotFrozen
+		if g.refused {
+			return nil
+		}
+		return eval(v)
+	}
+}
+
+// err is the request's outcome as the guard saw it: a SlotError when its evaluation found the
+// slot not served, nil otherwise (or for no guard).
+func (g *slotGuard) err() error {
+	if g == nil || !g.refused {
+		return nil
+	}
+	return &node.SlotError{Frozen: g.frozen}
+}
+
+// movedReply reports whether reply, a forwarded request's, is the leader's -MOVED: it found
+// the slot served by another group's leader, on another node, which a forwarded request is
+// not sent on to (no chains). A connection that routes by slots passes it on to its client; for
+// any other the forwarding node routes the request again itself.
+func movedReply(reply []byte) bool {
+	return len(reply) > 7 && string(reply[:7]) == "-MOVED "
+}
+
+// moveSlots serves RAFT MOVESLOTS and RAFT MOVECMD.
+//
+// RAFT MOVESLOTS first last group moves the hash slots first to last, all served by one group
+// now, to raft group group, and replies how many keys moved. It runs on the node that leads the
+// source group (forwarded there from any other).
+//
+// RAFT MOVECMD IMPORT move floor keys, and RAFT MOVECMD ABORT move, propose one command of a
+// move in its target group, on that group's leader: what a mover on another node sends (the
+// mover's own part, as the peer user). +OK when it applied; -MOVEREFUSED when the target
+// refused it (an import after its abort, an abort after its import).
+func (r *request) moveSlots(sub string) {
+	if !r.s.grouped() || r.s.mover == nil {
+		r.w.Error("ERR RAFT " + strings.ToUpper(sub) + " needs a cluster of several raft groups (raftlock --groups, docs/groups.md)")
+		return
+	}
+	if sub == "movecmd" {
+		r.moveCommand()
+		return
+	}
+	if len(r.args) != 5 {
+		r.wrongArgs("raft|moveslots")
+		return
+	}
+	first, ok1 := parseInt(r.args[2])
+	last, ok2 := parseInt(r.args[3])
+	target, ok3 := parseInt(r.args[4])
+	switch {
+	case !ok1 || !ok2 || !ok3:
+		r.w.Error(errNotInt)
+		return
+	case first < 0 || last < first || last >= hashSlots:
+		r.w.Error(fmt.Sprintf("ERR RAFT MOVESLOTS: slots %d-%d are not a range of 0-%d", first, last, hashSlots-1))
+		return
+	case target < 0 || target >= int64(len(r.s.groups)):
+		r.w.Error(fmt.Sprintf("ERR RAFT MOVESLOTS: no raft group %d (the cluster runs %d)", target, len(r.s.groups)))
+		return
+	}
+	source, _ := r.s.ownerOfSlot(int(first))
+	for slot := int(first); slot <= int(last); slot++ {
+		if g, frozen := r.s.ownerOfSlot(slot); g != source || frozen {
+			r.w.Error(fmt.Sprintf("ERR RAFT MOVESLOTS: slots %d-%d are not all served by one group now: slot %d is group %d's%s",
+				first, last, slot, g, map[bool]string{true: ", moving"}[frozen]))
+			return
+		}
+	}
+	if source == int(target) {
+		r.w.Error(fmt.Sprintf("ERR RAFT MOVESLOTS: slots %d-%d are group %d's already", first, last, target))
+		return
+	}
+	r.home = r.s.groups[source]
+	if !r.home.IsLeader() {
+		r.route(true) // the source group's leader moves them
+		return
+	}
+	keys, err := r.s.mover.MoveSlots(r.c.ctx, source, int(first), int(last), int(target))
+	if err != nil {
+		r.w.Error("ERR RAFT MOVESLOTS: " + err.Error())
+		return
+	}
+	r.w.Int(int64(keys))
+}
+
+// moveCommand is RAFT MOVECMD (moveSlots).
+func (r *request) moveCommand() {
+	var cmd fsm.Command
+	switch {
+	case len(r.args) == 6 && is(r.args[2], "import"):
+		floor, ok := parseInt(r.args[4])
+		if !ok || floor < 0 {
+			r.w.Error(errNotInt)
+			return
+		}
+		cmd = fsm.Command{Kind: fsm.KindImportSlots, Key: r.args[3], Owner: r.args[5], Token: fsm.Token(floor)}
+	case len(r.args) == 4 && is(r.args[2], "abort"):
+		cmd = fsm.Command{Kind: fsm.KindAbortSlots, Key: r.args[3]}
+	default:
+		r.wrongArgs("raft|movecmd")
+		return
+	}
+	if err := cmd.Validate(); err != nil {
+		r.w.Error("ERR RAFT MOVECMD: " + err.Error())
+		return
+	}
+	mv, _ := fsm.DecodeMove(cmd.Key)
+	if mv.Target >= len(r.s.groups) {
+		r.w.Error(fmt.Sprintf("ERR RAFT MOVECMD: no raft group %d (the cluster runs %d)", mv.Target, len(r.s.groups)))
+		return
+	}
+	r.home = r.s.groups[mv.Target]
+	if !r.home.IsLeader() {
+		r.route(true)
+		return
+	}
+	res, err := r.home.Exec(r.c.proposeCtx(), nil, func(node.View) []fsm.Command { return []fsm.Command{cmd} }, r.await)
+	switch {
+	case err != nil:
+		r.replyError(err)
+	case res[0].Status == fsm.StatusSlots:
+		r.w.SimpleString("OK")
+	default:
+		r.w.Error("MOVEREFUSED raft group " + strconv.Itoa(mv.Target) + " refused the move's " + cmd.Kind.String())
+	}
+}

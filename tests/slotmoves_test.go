@@ -1,0 +1,192 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/tests/testutil"
+)
+
+// heldSpan is one lock a client held: the token it was granted, from when its LOCK was sent to
+// when its reply came (grant), and from then to when it sent its UNLOCK (held for sure).
+type heldSpan struct {
+	token                      int64
+	lockSent, granted, unlockd time.Time
+	client                     string
+}
+
+// TestSlotMoveUnderLoad moves a hash slot from one raft group to the other and back while
+// clients on every node, plain and cluster-mode, lock and unlock its keys: no request fails,
+// no two clients hold a key at once, every key's tokens rise in real-time order across both
+// moves, a lock held through the moves keeps its holder, token and lease, and every node's
+// replicas of each group end equal.
+func TestSlotMoveUnderLoad(t *testing.T) {
+	c := newClusterWith(t, 3, &cluster{extra: []string{"--groups", "2"}})
+	waitSpread(t, c, 2)
+	ctx := context.Background()
+
+	tag := ""
+	for i := 0; tag == ""; i++ {
+		if s := fsm.KeySlot([]byte(strconv.Itoa(i))); fsm.GroupOfSlot(s, 2) == 0 {
+			tag = strconv.Itoa(i)
+		}
+	}
+	slot := fsm.KeySlot([]byte(tag))
+	keys := []string{"{" + tag + "}a", "{" + tag + "}b", "{" + tag + "}c"}
+	held := "{" + tag + "}held"
+
+	plain := redis.NewClient(&redis.Options{Addr: c.nodes[1].addr})
+	defer plain.Close()
+	heldToken, err := plain.Do(ctx, "LOCK", held, "60000").Int64()
+	if err != nil {
+		t.Fatalf("LOCK %s: %v", held, err)
+	}
+
+	var mu sync.Mutex
+	spans := map[string][]heldSpan{}
+	var failures []string
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	run := func(name string, do func(args ...any) *redis.Cmd) {
+		defer wg.Done()
+		for i := 0; i < 100_000; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			key := keys[i%len(keys)]
+			sent := time.Now()
+			tok, err := do("LOCK", key, "5000").Int64()
+			granted := time.Now()
+			if err == redis.Nil {
+				continue // held by another client
+			}
+			if err != nil {
+				mu.Lock()
+				failures = append(failures, fmt.Sprintf("%s LOCK %s: %v", name, key, err))
+				mu.Unlock()
+				continue
+			}
+			unlockAt := time.Now()
+			n, err := do("UNLOCK", key, strconv.FormatInt(tok, 10)).Int64()
+			mu.Lock()
+			spans[key] = append(spans[key], heldSpan{token: tok, lockSent: sent, granted: granted, unlockd: unlockAt, client: name})
+			if err != nil || n != 1 {
+				failures = append(failures, fmt.Sprintf("%s UNLOCK %s %d: %d, %v", name, key, tok, n, err))
+			}
+			mu.Unlock()
+		}
+	}
+	for i, n := range c.nodes {
+		cl := redis.NewClient(&redis.Options{Addr: n.addr, MaxRetries: -1})
+		defer cl.Close()
+		wg.Add(1)
+		go run("plain@"+n.id, func(args ...any) *redis.Cmd { return cl.Do(ctx, args...) })
+		_ = i
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs(c.nodes), MaxRedirects: 8})
+	defer cc.Close()
+	wg.Add(1)
+	go run("cluster", func(args ...any) *redis.Cmd { return cc.Do(ctx, args...) })
+
+	move := func(target int) {
+		t.Helper()
+		time.Sleep(time.Second)
+		v, err := callWithin(30*time.Second, c.nodes[2].addr, "RAFT", "MOVESLOTS", strconv.Itoa(slot), strconv.Itoa(slot), strconv.Itoa(target))
+		if err != nil {
+			t.Errorf("RAFT MOVESLOTS %d %d %d: %v", slot, slot, target, err)
+			return
+		}
+		if n, ok := v.(int64); !ok || n < 1 {
+			t.Errorf("RAFT MOVESLOTS %d to group %d moved %v keys; want at least the held lock", slot, target, v)
+		}
+		// Every node routes the slot to the target once its replicas applied the move.
+		testutil.WaitFor(t, 10*time.Second, func() error {
+			for _, n := range c.nodes {
+				info, err := infoRaft(n.addr)
+				if err != nil {
+					return err
+				}
+				if f := info["raft_group"+strconv.Itoa(target)]; !servesSlot(f, slot) {
+					return fmt.Errorf("%s: group %d serves %s, without slot %d", n.id, target, f, slot)
+				}
+			}
+			return nil
+		})
+	}
+	move(1)
+	move(0)
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+
+	for _, f := range failures {
+		t.Error(f)
+	}
+	total := 0
+	for key, ss := range spans {
+		total += len(ss)
+		slices.SortFunc(ss, func(a, b heldSpan) int { return int(a.token - b.token) })
+		for i := 1; i < len(ss); i++ {
+			if ss[i].token == ss[i-1].token {
+				t.Errorf("%s: token %d granted twice (%s, %s)", key, ss[i].token, ss[i-1].client, ss[i].client)
+			}
+		}
+		for _, a := range ss {
+			for _, b := range ss {
+				if a.granted.Before(b.lockSent) && a.token > b.token {
+					t.Errorf("%s: token %d (%s) granted before token %d (%s) was asked for", key, a.token, a.client, b.token, b.client)
+				}
+				if a != b && a.granted.Before(b.unlockd) && b.granted.Before(a.unlockd) {
+					t.Errorf("%s: held by %s (token %d) and %s (token %d) at once", key, a.client, a.token, b.client, b.token)
+				}
+			}
+		}
+	}
+	if total < 20 {
+		t.Errorf("only %d locks granted during the moves", total)
+	}
+	t.Logf("%d locks granted and released across two moves of slot %d", total, slot)
+
+	// The lock held through both moves keeps its holder, token and lease.
+	if err := plain.Do(ctx, "LOCK", held, "60000").Err(); err != redis.Nil {
+		t.Errorf("LOCK of the held key after the moves: %v; want nil (still held)", err)
+	}
+	if ttl, err := plain.PTTL(ctx, held).Result(); err != nil || ttl <= 0 || ttl > time.Minute {
+		t.Errorf("the held lock's TTL after the moves: %v, %v", ttl, err)
+	}
+	if n, err := plain.Do(ctx, "UNLOCK", held, strconv.FormatInt(heldToken, 10)).Int64(); err != nil || n != 1 {
+		t.Errorf("UNLOCK of the held key with its token %d after the moves: %d, %v", heldToken, n, err)
+	}
+	sameGroupTables(t, c, 2)
+}
+
+// servesSlot reports whether an INFO raft raft_groupN line's slots ("slots=a-b;c-d,...")
+// include slot.
+func servesSlot(line string, slot int) bool {
+	for _, f := range strings.Split(line, ",") {
+		ranges, ok := strings.CutPrefix(f, "slots=")
+		if !ok {
+			continue
+		}
+		for _, r := range strings.Split(ranges, ";") {
+			a, b, _ := strings.Cut(r, "-")
+			first, err1 := strconv.Atoi(a)
+			last, err2 := strconv.Atoi(b)
+			if err1 == nil && err2 == nil && first <= slot && slot <= last {
+				return true
+			}
+		}
+	}
+	return false
+}
