@@ -366,8 +366,6 @@ func (f *fakeNode) Members() ([]node.Member, error) {
 // Keys, like raftnode's, takes no lock: scripts ask it while their evaluation holds the view.
 func (f *fakeNode) Keys() int { return int(f.keys.Load()) }
 
-func (f *fakeNode) Slots() fsm.Slots { return fsm.Slots{} }
-
 // LogEnd is the fake's log's end (one term, everything committed), or what setLogEnd set.
 func (f *fakeNode) LogEnd() node.LogEnd {
 	if end := f.logEnd.Load(); end != nil {

@@ -43,7 +43,7 @@ func (s *Server) ownerOfSlot(slot int) (g int, frozen bool) {
 	if !s.slotsMoved() {
 		return fsm.GroupOfSlot(slot, len(s.groups)), false
 	}
-	g, rec, ok := fsm.OwnerOf(len(s.groups), func(g int) fsm.Slots { return s.groups[g].Slots() }, slot)
+	g, rec, ok := fsm.OwnerOf(len(s.groups), s.slotsOf, slot)
 	if !ok {
 		// Released by its source and not yet imported by its target, as far as this node's
 		// replicas have applied (each group applies on its own): in flight, for routing.
@@ -55,12 +55,21 @@ func (s *Server) ownerOfSlot(slot int) (g int, frozen bool) {
 // slotsMoved reports whether a move ever named a group on this node: until then every slot is
 // where the default ranges put it, and routing needs no look at the tables.
 func (s *Server) slotsMoved() bool {
-	for _, rep := range s.groups {
-		if rep.Slots().Moved() {
+	for g := range s.groups {
+		if s.slotsOf(g).Moved() {
 			return true
 		}
 	}
 	return false
+}
+
+// slotsOf is group g's ownership of the slots as this node applied it (SlotOwnership), or its
+// default ranges' for a replica that cannot say.
+func (s *Server) slotsOf(g int) fsm.Slots {
+	if o, ok := s.groups[g].(SlotOwnership); ok {
+		return o.Slots()
+	}
+	return fsm.Slots{}
 }
 
 // slotRanges is each group's slot ranges, as routing sees them now (index = group).

@@ -39,13 +39,18 @@ type Replica interface {
 	Stats() node.Stats
 	// Keys is the number of keys in this node's table, cheaply (every write command asks).
 	Keys() int
-	// Slots is the group's ownership of the hash slots as this node applied it, cheaply
-	// (routing asks for every request of a several-group cluster; fsm/slotmoves.go).
-	Slots() fsm.Slots
 	// LogEnd is where this node's log ends now, applied or not: a SUBSCRIBE that reads it does
 	// not hear the messages of the entries the log held (node.LogEnd.Holds), which were
 	// published before it.
 	LogEnd() node.LogEnd
+}
+
+// SlotOwnership is what a group's Replica says of the hash slots it owns, when slots can move
+// between groups (fsm/slotmoves.go): its ownership as this node applied it, cheaply (routing
+// asks for every request of a several-group cluster). raftnode.Replica has it; a Replica
+// without it owns its default ranges.
+type SlotOwnership interface {
+	Slots() fsm.Slots
 }
 
 // Admin is cluster administration (RAFT ...): the cluster's configuration, read (also for the

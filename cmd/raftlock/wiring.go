@@ -16,6 +16,10 @@ var (
 	_ server.Replica = (*raftnode.Replica)(nil)
 	_ server.Admin   = (*cluster.Member)(nil)
 	_ server.Disk    = (*raftnode.Replica)(nil)
+	// Slots move between groups only if the server sees each group's ownership.
+	_ server.SlotOwnership = (*raftnode.Replica)(nil)
+	_ server.SlotOwnership = (*addressedReplica)(nil)
+	_ server.SlotMover     = (*cluster.SlotMover)(nil)
 	// The store's disk errors reach the server's reply table through raftnode, which passes
 	// them on unchanged: a MISCONF reply needs them to keep this method.
 	_ node.DiskFault = (*store.DiskError)(nil)
