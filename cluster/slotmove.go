@@ -56,6 +56,33 @@ type SlotMover struct {
 	mu   sync.Mutex
 	stop chan struct{}
 	wg   sync.WaitGroup
+	// stopAfter, in a test build's node (StopAfter), is the step after which this node's moves
+	// stop undecided; abandoned are those moves, which its recovery loop leaves to another
+	// leader. Guarded by mu.
+	stopAfter fsm.Kind
+	abandoned map[uint64]bool
+}
+
+// errMoveStopped is a move stopped by StopAfter.
+var errMoveStopped = errors.New("stopped undecided (--test-move-stop)")
+
+// StopAfter makes the moves this node runs stop, undecided, after step (a Freeze or an
+// Import), and its recovery loop leave them alone: a test then stops this node and sees the
+// source group's next leader decide them. For tests only.
+func (s *SlotMover) StopAfter(step fsm.Kind) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopAfter, s.abandoned = step, map[uint64]bool{}
+}
+
+// stopsAfter reports whether mv stops after step (StopAfter), and notes it abandoned.
+func (s *SlotMover) stopsAfter(step fsm.Kind, mv fsm.Move) bool {
+	if s.stopAfter != step {
+		return false
+	}
+	s.abandoned[mv.ID] = true
+	s.log.Warn("slot move stopped undecided (--test-move-stop)", "after", step, "move", mv.ID)
+	return true
 }
 
 // StartSlotMover returns the mover of this node's groups and starts its recovery loop.
@@ -160,6 +187,9 @@ func (s *SlotMover) moveRange(ctx context.Context, mv fsm.Move) (int, error) {
 		return 0, fmt.Errorf("raft group %d refused to freeze the range (it changed, or another move started)", mv.Source)
 	}
 	s.log.Info("slots frozen", "first", mv.First, "last", mv.Last, "source", mv.Source, "target", mv.Target, "epoch", mv.Epoch, "move", mv.ID)
+	if s.stopsAfter(fsm.KindFreezeSlots, mv) {
+		return 0, errMoveStopped
+	}
 	keys, payload, floor, err := s.readRange(core, mv)
 	if err == nil && len(payload) > moveBytes {
 		err = errMoveTooBig
@@ -167,6 +197,9 @@ func (s *SlotMover) moveRange(ctx context.Context, mv fsm.Move) (int, error) {
 	if err == nil {
 		status, err = s.inTarget(ctx, fsm.Command{Kind: fsm.KindImportSlots, Key: fsm.EncodeMove(mv), Owner: payload, Token: floor})
 		if err == nil && status == fsm.StatusSlots {
+			if s.stopsAfter(fsm.KindImportSlots, mv) {
+				return 0, errMoveStopped
+			}
 			if err := s.inSource(ctx, mv, fsm.KindReleaseSlots); err != nil {
 				return keys, fmt.Errorf("imported, release pending (the source's leader finishes it): %w", err)
 			}
@@ -268,7 +301,7 @@ func (s *SlotMover) recoverMoves() {
 		var mv fsm.Move
 		var moving bool
 		core.ReadTable(func(m *fsm.Machine) { mv, moving = m.Slots().Moving() })
-		if !moving {
+		if !moving || s.abandoned[mv.ID] {
 			continue
 		}
 		s.log.Info("deciding a slot move in flight", "group", g, "first", mv.First, "last", mv.Last, "target", mv.Target, "move", mv.ID)

@@ -190,3 +190,106 @@ func servesSlot(line string, slot int) bool {
 	}
 	return false
 }
+
+// TestSlotMoveDecidedByTheNextLeader stops a move on the node that runs it, after its freeze
+// (undone by the next leader: the slot stays) or after its import (finished by the next
+// leader: the slot moves), and kills that node: the source group's next leader decides the move,
+// a request that arrived while the slot was frozen waits and then succeeds, and a lock held
+// through it keeps its holder and token.
+func TestSlotMoveDecidedByTheNextLeader(t *testing.T) {
+	for _, tc := range []struct {
+		stop  string
+		owner int // the group that serves the slot once the move is decided
+	}{{"freeze", 0}, {"import", 1}} {
+		t.Run("after-"+tc.stop, func(t *testing.T) {
+			c := newClusterWith(t, 3, &cluster{extra: []string{"--groups", "2", "--test-move-stop", tc.stop}})
+			leaders := waitSpread(t, c, 2)
+			ctx := context.Background()
+			var source *node
+			for _, n := range c.nodes {
+				if n.id == leaders[0] {
+					source = n
+				}
+			}
+			others := c.others(source)
+			tag := ""
+			for i := 0; tag == ""; i++ {
+				if s := fsm.KeySlot([]byte(strconv.Itoa(i))); fsm.GroupOfSlot(s, 2) == 0 {
+					tag = strconv.Itoa(i)
+				}
+			}
+			slot := strconv.Itoa(fsm.KeySlot([]byte(tag)))
+			held, waiting := "{"+tag+"}held", "{"+tag+"}waiting"
+			cl := redis.NewClient(&redis.Options{Addr: others[0].addr, MaxRetries: -1, ReadTimeout: 30 * time.Second})
+			defer cl.Close()
+			token, err := cl.Do(ctx, "LOCK", held, "60000").Int64()
+			if err != nil {
+				t.Fatalf("LOCK %s: %v", held, err)
+			}
+
+			_, err = callWithin(30*time.Second, source.addr, "RAFT", "MOVESLOTS", slot, slot, "1")
+			if err == nil || !strings.Contains(err.Error(), "stopped undecided") {
+				t.Fatalf("RAFT MOVESLOTS on %s with --test-move-stop %s: %v; want it stopped", source.id, tc.stop, err)
+			}
+			// The slot is frozen now (after a freeze) or served by nobody yet as far as the
+			// source knows (after an import): this LOCK waits for the decision.
+			type result struct {
+				token int64
+				err   error
+			}
+			done := make(chan result, 1)
+			go func() {
+				// Its node may forward it to the node about to be killed (the source's
+				// leader): it retries, as an owner may (the same owner gets its token back).
+				other := redis.NewClient(&redis.Options{Addr: others[1].addr, MaxRetries: 20, ReadTimeout: 30 * time.Second})
+				defer other.Close()
+				var tok int64
+				var err error
+				for range 20 {
+					if tok, err = other.Do(ctx, "LOCK", waiting, "60000", "OWNER", "w").Int64(); err == nil {
+						break
+					}
+					time.Sleep(200 * time.Millisecond)
+				}
+				done <- result{tok, err}
+			}()
+			source.kill9()
+			select {
+			case r := <-done:
+				if r.err != nil || r.token <= token {
+					t.Errorf("LOCK %s during the move: token %d, %v; want a token above %d", waiting, r.token, r.err, token)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("LOCK %s during the move: no reply in 30 s", waiting)
+			}
+			testutil.WaitFor(t, 20*time.Second, func() error {
+				for _, n := range others {
+					info, err := infoRaft(n.addr)
+					if err != nil {
+						return err
+					}
+					if f := info["raft_group"+strconv.Itoa(tc.owner)]; !servesSlot(f, fsm.KeySlot([]byte(tag))) {
+						return fmt.Errorf("%s: group %d serves %s, without slot %s", n.id, tc.owner, f, slot)
+					}
+				}
+				return nil
+			})
+			// Once the clients' nodes route around the killed node: the held lock is still held,
+			// by its token.
+			testutil.WaitFor(t, 20*time.Second, func() error {
+				if err := cl.Do(ctx, "LOCK", held, "60000", "OWNER", "someone-else").Err(); err != redis.Nil {
+					return fmt.Errorf("LOCK of the held key after the decided move: %v; want nil (still held)", err)
+				}
+				return nil
+			})
+			testutil.WaitFor(t, 20*time.Second, func() error {
+				if n, err := cl.Do(ctx, "UNLOCK", held, strconv.FormatInt(token, 10)).Int64(); err != nil || n != 1 {
+					return fmt.Errorf("UNLOCK of the held key with its token %d: %d, %v", token, n, err)
+				}
+				return nil
+			})
+			c.restart(source)
+			sameGroupTables(t, c, 2)
+		})
+	}
+}

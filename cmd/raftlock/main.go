@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/certs"
 	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/locks"
 	"github.com/raftlock/raftlock/ops"
 	"github.com/raftlock/raftlock/raftnode"
@@ -74,6 +75,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if opts.testDiskFaults && !testClockBuilt {
 		return errNoTestDiskFaults
+	}
+	if opts.testMoveStop != "" && !testClockBuilt {
+		return errors.New("--test-move-stop: this binary was built without the raftlock_testclock tag; it is for tests only")
 	}
 	logger := newLogger(stderr, opts.logLevel, opts.logFormat)
 	slog.SetDefault(logger)
@@ -222,6 +226,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		stopBalancer = sync.OnceFunc(balancer.Stop)
 		defer stopBalancer()
 		mover = cluster.StartSlotMover(members, logger)
+		if opts.testMoveStop != "" {
+			logger.Warn("--test-move-stop: the slot moves this node runs stop after their " + opts.testMoveStop + "; for tests only")
+			mover.StopAfter(map[string]fsm.Kind{"freeze": fsm.KindFreezeSlots, "import": fsm.KindImportSlots}[opts.testMoveStop])
+		}
 		defer mover.Stop()
 		logger.Info("raft groups", "groups", groups)
 	}

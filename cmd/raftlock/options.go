@@ -35,6 +35,9 @@ type options struct {
 	testClock     bool
 	// testDiskFaults: SIGUSR2 fails the store's disk (test builds only, diskfault_on.go).
 	testDiskFaults bool
+	// testMoveStop: a slot move this node runs stops after this step ("freeze" or "import"),
+	// left for the next leader of its source group (test builds only).
+	testMoveStop string
 	// Snapshot tuning; zero keeps raftnode's defaults. Tests lower them to force log
 	// compaction and snapshot installs.
 	snapshotThreshold uint64
@@ -114,6 +117,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"redirect":           fs.String("redirect", "false", "followers answer -MOVED with the leader's address instead of forwarding (true/false)"),
 		"test-clock":         fs.String("test-clock", "false", "TESTS ONLY (builds with -tags raftlock_testclock): allow DEBUG CLOCK-SHIFT ms to skew or jump this node's lease clock (true/false)"),
 		"test-disk-faults":   fs.String("test-disk-faults", "false", "TESTS ONLY (builds with -tags raftlock_testclock): SIGUSR2 makes every later write and sync of the data directory fail with EIO, as a failing disk (true/false)"),
+		"test-move-stop":     fs.String("test-move-stop", "", "TESTS ONLY (builds with -tags raftlock_testclock): a slot move this node runs (RAFT MOVESLOTS) stops after its freeze or its import (freeze/import), undecided, for the next leader of its source group to decide"),
 		"snapshot-threshold": fs.String("snapshot-threshold", "0", "log entries between snapshots (0: default 16384)"),
 		"trailing-logs":      fs.String("trailing-logs", "0", "log entries kept behind a snapshot for slow followers (0: default 10240)"),
 		"snapshot-interval":  fs.String("snapshot-interval", "0", "how often to check whether to snapshot (0: default 10s)"),
@@ -247,6 +251,11 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		default:
 			return options{}, fmt.Errorf("--%s: want true or false, got %q", name, *vals[name])
 		}
+	}
+	switch o.testMoveStop = *vals["test-move-stop"]; o.testMoveStop {
+	case "", "freeze", "import":
+	default:
+		return options{}, fmt.Errorf("--test-move-stop: want freeze or import, got %q", o.testMoveStop)
 	}
 	if err := o.parseTLS(vals); err != nil {
 		return options{}, err
