@@ -113,15 +113,17 @@ chaos-short:
 # seed. make chaos CHAOS_DURATION=10m SEEDS=1,2,3; CHAOS_NODE_ARGS="--group-commit no" passes
 # flags to every node; CHAOS_FAULTS=kill,pause,... picks the fault kinds (default all).
 # CHAOS_GROUPS=4 runs the nodes with --groups 4 (docs/groups.md) and every fault kind but
-# membership, which several groups refuse: make chaos CHAOS_NODES=3 CHAOS_GROUPS=4
+# membership, which several groups refuse, with slot moves among them (slot-move): make chaos
+# CHAOS_NODES=3 CHAOS_GROUPS=4. CHAOS_NOFLOOR=1 builds the nodes with the tag chaos_nofloor,
+# whose slot moves drop the fence floor (a deliberately broken build the token check must catch).
 SEEDS          ?= 1,2,3
 CHAOS_DURATION ?= 10m
 CHAOS_NODES    ?= 5
 CHAOS_GROUPS   ?=
-GROUP_FAULTS   := partition-leader,partition-minority,bridge,pause,kill,kill-all,slow,clock-skew,clock-jump,snapshot-install,disk-fail,disk-full
+GROUP_FAULTS   := partition-leader,partition-minority,bridge,pause,kill,kill-all,slow,clock-skew,clock-jump,snapshot-install,disk-fail,disk-full,slot-move
 CHAOS_FAULTS   ?= $(if $(CHAOS_GROUPS),$(GROUP_FAULTS))
 chaos:
-	$(GO) run ./tests/chaos/cmd/raftlock-chaos -duration $(CHAOS_DURATION) -seeds $(SEEDS) -nodes $(CHAOS_NODES) \
+	$(if $(filter 1,$(CHAOS_NOFLOOR)),GOFLAGS=-tags=chaos_nofloor) $(GO) run ./tests/chaos/cmd/raftlock-chaos -duration $(CHAOS_DURATION) -seeds $(SEEDS) -nodes $(CHAOS_NODES) \
 		-race=$(if $(filter 0,$(CHAOS_RACE)),false,true) -node-args "$(CHAOS_NODE_ARGS)$(if $(CHAOS_GROUPS), --groups $(CHAOS_GROUPS))" $(if $(CHAOS_FAULTS),-faults $(CHAOS_FAULTS))
 
 # The soak (tests/soak, docs/soak.md), not part of test: a 3-node cluster of bin/raftlock under a

@@ -44,6 +44,10 @@ const (
 	moveBytes = 768 << 10
 )
 
+// dropFenceFloor is set by a deliberately broken build (tag chaos_nofloor): a move carries no
+// fence floor, so the target's counter is raised only to the tokens its keys hold.
+var dropFenceFloor bool
+
 // errMoveTooBig means a range's keys do not fit one Import.
 var errMoveTooBig = errors.New("the range's keys do not fit one raft entry")
 
@@ -51,16 +55,18 @@ var errMoveTooBig = errors.New("the range's keys do not fit one raft entry")
 type SlotMover struct {
 	groups []*Member // index = group; groups[0] holds the member table and the peer client
 	log    *slog.Logger
-	// mu lets one move at a time run on this node: a mover's own move is not decided by the
-	// recovery loop while it runs.
-	mu   sync.Mutex
-	stop chan struct{}
-	wg   sync.WaitGroup
-	// stopAfter, in a test build's node (StopAfter), is the step after which this node's moves
-	// stop undecided; abandoned are those moves, which its recovery loop leaves to another
-	// leader. Guarded by mu.
+	// moving lets one RAFT MOVESLOTS at a time run on this node.
+	moving sync.Mutex
+	// mu guards running, the moves this node is running or deciding now (the recovery loop
+	// leaves them alone), and, in a test build's node (StopAfter), stopAfter, the step after
+	// which its moves stop undecided, and abandoned, those moves, which its recovery loop
+	// leaves to another leader.
+	mu        sync.Mutex
+	running   map[uint64]bool
 	stopAfter fsm.Kind
 	abandoned map[uint64]bool
+	stop      chan struct{}
+	wg        sync.WaitGroup
 }
 
 // errMoveStopped is a move stopped by StopAfter.
@@ -77,6 +83,8 @@ func (s *SlotMover) StopAfter(step fsm.Kind) {
 
 // stopsAfter reports whether mv stops after step (StopAfter), and notes it abandoned.
 func (s *SlotMover) stopsAfter(step fsm.Kind, mv fsm.Move) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.stopAfter != step {
 		return false
 	}
@@ -90,7 +98,7 @@ func StartSlotMover(groups []*Member, logger *slog.Logger) *SlotMover {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	s := &SlotMover{groups: groups, log: logger.With("component", "slot-mover"), stop: make(chan struct{})}
+	s := &SlotMover{groups: groups, log: logger.With("component", "slot-mover"), stop: make(chan struct{}), running: map[uint64]bool{}}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -121,13 +129,18 @@ func (s *SlotMover) MoveSlots(ctx context.Context, source, first, last, target i
 	if source < 0 || source >= len(s.groups) || target < 0 || target >= len(s.groups) || source == target {
 		return 0, fmt.Errorf("no move from raft group %d to raft group %d in a cluster of %d", source, target, len(s.groups))
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.moving.Lock()
+	defer s.moving.Unlock()
 	moved := 0
 	for a := first; a <= last; {
 		b := last
 		for a < b && s.rangeBytes(source, a, b) > moveBytes {
 			b = a + (b-a)/2
+		}
+		if a == b {
+			if n := s.rangeBytes(source, a, b); n > moveBytes {
+				return moved, fmt.Errorf("slot %d holds %d bytes of keys, more than one move carries (%d)", a, n, moveBytes)
+			}
 		}
 		n, err := s.moveRange(ctx, fsm.Move{First: a, Last: b, Source: source, Target: target})
 		if errors.Is(err, errMoveTooBig) && a < b {
@@ -176,6 +189,8 @@ func (s *SlotMover) moveRange(ctx context.Context, mv fsm.Move) (int, error) {
 		return 0, refused
 	}
 	mv.ID = newMoveID()
+	s.setRunning(mv.ID, true)
+	defer s.setRunning(mv.ID, false)
 	status, err := s.propose(ctx, core, fsm.Command{Kind: fsm.KindFreezeSlots, Key: fsm.EncodeMove(mv)})
 	switch {
 	case err != nil:
@@ -216,6 +231,17 @@ func (s *SlotMover) moveRange(ctx context.Context, mv fsm.Move) (int, error) {
 	return 0, err
 }
 
+// setRunning notes whether this node runs or decides move id now.
+func (s *SlotMover) setRunning(id uint64, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if on {
+		s.running[id] = true
+	} else {
+		delete(s.running, id)
+	}
+}
+
 // readRange reads mv's frozen range from the source's table as this node applied it: its keys
 // with each lease as the time it has left (rounded up: late, never early), encoded for the
 // Import, and the fence floor, the source's token counter.
@@ -230,6 +256,9 @@ func (s *SlotMover) readRange(core *raftnode.Replica, mv fsm.Move) (keys int, pa
 		return 0, nil, 0, fmt.Errorf("the range is not frozen for this move in raft group %d here", mv.Source)
 	}
 	part := snap.RangeSnapshot(mv.First, mv.Last).WithLeases(leaseLeft(clock))
+	if dropFenceFloor {
+		part = part.WithCounter(0)
+	}
 	payload, err = fsm.EncodeRange(part)
 	return part.Len(), payload, part.LastToken(), err
 }
@@ -248,6 +277,9 @@ func leaseLeft(clock int64) func(string, fsm.Lock) uint64 {
 // the source unfreezes). It keeps trying until ctx ends or this node no longer leads the source.
 func (s *SlotMover) decide(ctx context.Context, mv fsm.Move) error {
 	for {
+		if !s.inFlight(mv) {
+			return nil // decided (by this node's earlier try whose outcome it did not hear, or another)
+		}
 		status, err := s.inTarget(ctx, fsm.Command{Kind: fsm.KindAbortSlots, Key: fsm.EncodeMove(mv)})
 		if err == nil {
 			step := fsm.KindUnfreezeSlots
@@ -273,26 +305,25 @@ func (s *SlotMover) decide(ctx context.Context, mv fsm.Move) error {
 	}
 }
 
-// decideIfFrozen decides mv if the source's table here holds it frozen (a Freeze whose
-// outcome was unknown).
-func (s *SlotMover) decideIfFrozen(ctx context.Context, mv fsm.Move) {
+// inFlight reports whether the source's table here holds mv frozen.
+func (s *SlotMover) inFlight(mv fsm.Move) bool {
 	var cur fsm.Move
 	var moving bool
 	s.groups[mv.Source].Core().ReadTable(func(m *fsm.Machine) { cur, moving = m.Slots().Moving() })
-	if moving && cur == mv {
-		if err := s.decide(ctx, mv); err != nil {
-			s.log.Warn("slot move not decided", "move", mv.ID, "err", err)
-		}
+	return moving && cur == mv
+}
+
+// decideIfFrozen decides mv if the source's table here holds it frozen (a Freeze whose
+// outcome was unknown).
+func (s *SlotMover) decideIfFrozen(ctx context.Context, mv fsm.Move) {
+	if err := s.decide(ctx, mv); err != nil {
+		s.log.Warn("slot move not decided", "move", mv.ID, "err", err)
 	}
 }
 
-// recoverMoves decides every move in flight out of a group this node leads, unless a move runs
-// on this node now (it decides its own).
+// recoverMoves decides every move in flight out of a group this node leads, but the moves it
+// runs or decides now (they decide themselves).
 func (s *SlotMover) recoverMoves() {
-	if !s.mu.TryLock() {
-		return
-	}
-	defer s.mu.Unlock()
 	for g, m := range s.groups {
 		core := m.Core()
 		if !core.IsLeader() {
@@ -301,7 +332,13 @@ func (s *SlotMover) recoverMoves() {
 		var mv fsm.Move
 		var moving bool
 		core.ReadTable(func(m *fsm.Machine) { mv, moving = m.Slots().Moving() })
-		if !moving || s.abandoned[mv.ID] {
+		s.mu.Lock()
+		skip := !moving || s.running[mv.ID] || s.abandoned[mv.ID]
+		if !skip {
+			s.running[mv.ID] = true
+		}
+		s.mu.Unlock()
+		if skip {
 			continue
 		}
 		s.log.Info("deciding a slot move in flight", "group", g, "first", mv.First, "last", mv.Last, "target", mv.Target, "move", mv.ID)
@@ -310,6 +347,7 @@ func (s *SlotMover) recoverMoves() {
 			s.log.Warn("slot move not decided", "move", mv.ID, "err", err)
 		}
 		cancel()
+		s.setRunning(mv.ID, false)
 	}
 }
 

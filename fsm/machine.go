@@ -363,6 +363,9 @@ func (m *Machine) ApplyEntry(dst []Result, index uint64, cmds []Command) []Resul
 	start := len(dst)
 	dst = slices.Grow(dst, len(cmds))[:start+len(cmds)]
 	out := dst[start:]
+	if m.slots.recs != nil && len(cmds) > 1 && m.refuseEntryBySlots(out, cmds) {
+		return dst
+	}
 	if len(cmds) == 1 || !anyGuarded(cmds) {
 		for i, c := range cmds {
 			out[i] = m.apply(index, c)

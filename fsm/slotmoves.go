@@ -247,6 +247,30 @@ func (m *Machine) refusedBySlots(cmd Command) (Result, bool) {
 	return Result{}, false
 }
 
+// refuseEntryBySlots checks, before any of them applies, whether a command of an entry of
+// several (cmds; out their results) is on a slot this group does not serve now: then the
+// entry applies as nothing, that command's result the refusal and every other's
+// StatusAborted, and it reports true. Checked first because an entry of commands that cannot
+// otherwise fail takes no undo log (ApplyEntry); whether a slot is served does not depend on
+// the entry's own commands (a move's commands are alone in theirs).
+func (m *Machine) refuseEntryBySlots(out []Result, cmds []Command) bool {
+	for i, c := range cmds {
+		if c.Validate() != nil {
+			continue // a no-op
+		}
+		r, refused := m.refusedBySlots(c)
+		if !refused {
+			continue
+		}
+		for j := range out {
+			out[j] = Result{Status: StatusAborted}
+		}
+		out[i] = r
+		return true
+	}
+	return false
+}
+
 // checksSlot reports whether a command of kind k acts on its key's slot (every table-key
 // command: lock kinds and queues included, since their hidden keys are in their key's slot).
 func checksSlot(k Kind) bool {
@@ -302,8 +326,8 @@ func (m *Machine) applyMove(index uint64, cmd Command) Result {
 			return refused
 		}
 		if cur := m.slots.moving; cur == nil || *cur != mv {
-			if cmd.Kind == KindReleaseSlots && m.gone(mv) {
-				return done // released before: a retry
+			if m.decided(mv, cmd.Kind) {
+				return done // released or unfrozen before: a retry
 			}
 			return refused
 		}
@@ -348,13 +372,17 @@ func (m *Machine) applyMove(index uint64, cmd Command) Result {
 			return refused
 		}
 		for slot := mv.First; slot <= mv.Last; slot++ {
-			if r := m.slots.Of(slot); r.serving() && r.Epoch >= mv.Epoch {
-				return refused // imported: the move went through
+			// Imported (served at the move's epoch), or imported and moved on since (a later
+			// epoch): the move went through, and its source must release, never unfreeze.
+			if r := m.slots.Of(slot); r.Epoch > mv.Epoch || r.Epoch == mv.Epoch && r.serving() {
+				return refused
 			}
 		}
 		recs := m.editSlots()
 		for slot := mv.First; slot <= mv.Last; slot++ {
-			recs[slot].Epoch = max(recs[slot].Epoch, mv.Epoch)
+			if !recs[slot].serving() {
+				recs[slot].Epoch = mv.Epoch
+			}
 		}
 		m.slots.recs = recs
 		return done
@@ -362,10 +390,16 @@ func (m *Machine) applyMove(index uint64, cmd Command) Result {
 	return refused
 }
 
-// gone reports whether every slot of mv is recorded as gone to its target at its epoch.
-func (m *Machine) gone(mv Move) bool {
+// decided reports whether mv, no longer in flight here, ended as a step of kind would have
+// ended it: every slot gone to its target at its epoch (a Release), or owned at its epoch (an
+// Unfreeze), so a retried step is a no-op rather than a refusal.
+func (m *Machine) decided(mv Move, kind Kind) bool {
+	want := SlotRecord{State: SlotGone, Epoch: mv.Epoch, Peer: mv.Target}
+	if kind == KindUnfreezeSlots {
+		want = SlotRecord{State: SlotOwned, Epoch: mv.Epoch}
+	}
 	for slot := mv.First; slot <= mv.Last; slot++ {
-		if r := m.slots.Of(slot); r.State != SlotGone || r.Epoch != mv.Epoch || r.Peer != mv.Target {
+		if m.slots.Of(slot) != want {
 			return false
 		}
 	}
@@ -430,6 +464,13 @@ func (s *Snapshot) RangeSnapshot(first, last int) *Snapshot {
 		return true
 	})
 	return part
+}
+
+// WithCounter is a copy of the snapshot whose token counter is t.
+func (s *Snapshot) WithCounter(t Token) *Snapshot {
+	c := *s
+	c.lastToken = t
+	return &c
 }
 
 // EncodeRange is what an ImportSlots carries of part (RangeSnapshot, its leases as the time

@@ -375,3 +375,65 @@ func TestSlotMoveCommandsInTheLog(t *testing.T) {
 		t.Errorf("decoded move %+v %v, want %+v", got, err, mv)
 	}
 }
+
+// A move whose import went through and whose range then moved on from the target is decided
+// as moved by a late abort: the abort is refused, so the source releases rather than unfreezes
+// (which would have made it serve the slot beside the range's new owner).
+func TestSlotMoveLateAbortAfterAnOnwardMove(t *testing.T) {
+	f := newMoveFixture(t)
+	third := fsm.New() // a third group, which owns none of the slots by default
+	third.SetGroup(2, 3)
+	third.NoteFormat(fsm.FormatFunctions)
+	mv := f.move(7, 1)
+	f.apply(t, f.src, moveCmd(fsm.KindFreezeSlots, mv))
+	f.apply(t, f.dst, importOf(t, f.src, mv, 1000))
+	// The source's mover stops here; the range moves on from the target to a third group.
+	on := fsm.Move{ID: 8, First: f.slot, Last: f.slot, Source: 1, Target: 2, Epoch: 2}
+	f.apply(t, f.dst, moveCmd(fsm.KindFreezeSlots, on))
+	if r := third.Apply(1, importOf(t, f.dst, on, 1000)); r.Status != fsm.StatusSlots {
+		t.Fatalf("the onward import: %v", r.Status)
+	}
+	f.apply(t, f.dst, moveCmd(fsm.KindReleaseSlots, on))
+	if r := f.apply(t, f.dst, moveCmd(fsm.KindAbortSlots, mv)); r.Status != fsm.StatusConflict {
+		t.Fatalf("a late abort of the first move: %v, want conflict (it went through)", r.Status)
+	}
+	if r := f.apply(t, f.src, moveCmd(fsm.KindReleaseSlots, mv)); r.Status != fsm.StatusSlots {
+		t.Fatalf("the source's release: %v", r.Status)
+	}
+	if r := f.apply(t, f.src, grant(f.lock, "x", 0, matchFree)); r.Status != fsm.StatusSlotMoved {
+		t.Errorf("a grant in the source after all: %v, want slot-moved", r.Status)
+	}
+}
+
+// An entry of several commands, one of them on a frozen slot, applies as nothing, even when
+// none of its commands has a guard that can fail otherwise.
+func TestSlotRefusalAbortsTheWholeEntry(t *testing.T) {
+	f := newMoveFixture(t)
+	f.apply(t, f.src, moveCmd(fsm.KindFreezeSlots, f.move(7, 1)))
+	before := table(f.src)
+	res := f.src.ApplyEntry(nil, f.si, []fsm.Command{grant(f.other, "a", 0, matchAny), grant(key0("{user1}b"), "b", 0, matchAny)})
+	f.si++
+	if !fsm.Aborted(res) || res[1].Status != fsm.StatusSlotFrozen {
+		t.Fatalf("results %v, want the first aborted and the second slot-frozen", res)
+	}
+	if d := diffTables(table(f.src), before); d != "" {
+		t.Errorf("the entry changed the table: %s", d)
+	}
+}
+
+// A retried unfreeze (its first attempt's outcome unknown to the mover) is a no-op, not a
+// refusal.
+func TestSlotMoveUnfreezeRetried(t *testing.T) {
+	f := newMoveFixture(t)
+	mv := f.move(7, 1)
+	f.apply(t, f.src, moveCmd(fsm.KindFreezeSlots, mv))
+	f.apply(t, f.dst, moveCmd(fsm.KindAbortSlots, mv))
+	for i := range 2 {
+		if r := f.apply(t, f.src, moveCmd(fsm.KindUnfreezeSlots, mv)); r.Status != fsm.StatusSlots {
+			t.Errorf("unfreeze %d: %v", i, r.Status)
+		}
+	}
+	if r := f.apply(t, f.dst, moveCmd(fsm.KindAbortSlots, mv)); r.Status != fsm.StatusSlots {
+		t.Errorf("a retried abort: %v", r.Status)
+	}
+}

@@ -292,7 +292,7 @@ func (r *request) forward(cmds [][][]byte, mayApply bool) (reply []byte, ok bool
 		c.hop.up = up
 	}
 	u := c.hop.up
-	u.nc.SetDeadline(time.Now().Add(r.s.cfg.ForwardTimeout + lockWaitOf(cmd, cmds[len(cmds)-1])))
+	u.nc.SetDeadline(time.Now().Add(r.s.cfg.ForwardTimeout + lockWaitOf(cmd, cmds[len(cmds)-1]) + moveWaitOf(cmd, cmds[len(cmds)-1])))
 	r.s.forwards.watch(u.nc, id)
 	for _, args := range cmds {
 		writeCommand(u.w, args)

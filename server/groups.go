@@ -459,7 +459,8 @@ func (s *Server) groupsInfo() []infoField {
 	if !s.grouped() {
 		return nil
 	}
-	out := []infoField{{"raft_groups", strconv.Itoa(len(s.groups))}}
+	out := []infoField{{"raft_groups", strconv.Itoa(len(s.groups))},
+		{"raft_slot_reroutes", strconv.FormatUint(s.metrics.reroutes.Load(), 10)}} // requests run again after their slot moved
 	ranges := s.slotRanges()
 	for g, rep := range s.groups {
 		gs := rep.Stats()

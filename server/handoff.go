@@ -36,10 +36,12 @@ type queueWaits struct {
 }
 
 // waitPlace is a waiter's place: its sequence number in the queues of its raft group, which
-// numbers them with its own token counter (groups.go).
+// numbers them with its own token counter (groups.go), and the hash slot of its keys. The slot,
+// not the group: a waiter keeps its place when its slot moves to another group (whose counter
+// the move lifts above every place the source gave), and is served there.
 type waitPlace struct {
-	group int
-	seq   fsm.Token
+	slot int
+	seq  fsm.Token
 }
 
 // maxEarlyEnds bounds the ends kept for a client that has not noted its place yet.
@@ -64,10 +66,10 @@ func newQueueWaits() *queueWaits {
 	return &queueWaits{bySeq: map[waitPlace]*queueWait{}, early: map[waitPlace][]waitEnd{}}
 }
 
-// waited is group g's Waited hook: the apply path, so it must not block.
-func (q *queueWaits) waited(g int, seq fsm.Token, key []byte, token fsm.Token) {
+// waited is a group's Waited hook: the apply path, so it must not block.
+func (q *queueWaits) waited(seq fsm.Token, key []byte, token fsm.Token) {
 	end := waitEnd{key: bytes.Clone(key), token: token}
-	at := waitPlace{g, seq}
+	at := waitPlace{fsm.SlotOf(key), seq}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if w := q.bySeq[at]; w != nil {
@@ -108,16 +110,17 @@ func (q *queueWaits) register(at waitPlace, reqs []lockRequest) *queueWait {
 	return w
 }
 
-// restored looks again at every wait of group g (n, its replica) after a snapshot replaced its
+// restored looks again at every wait of a group (n, its replica) after a snapshot replaced its
 // table: the entries it covers, which may have served a waiter or ended its wait, were never
-// applied here. A wait whose waiter is gone ends: with the locks its owner holds (a Serve
-// came), or with none.
-func (q *queueWaits) restored(g int, n Replica) {
+// applied here. A wait (of a slot the group serves) whose waiter is gone ends: with the locks
+// its owner holds (a Serve came), or with none.
+func (q *queueWaits) restored(n Replica) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n.ExecLocal(func(v node.View) {
+		slots := v.Slots()
 		for at, w := range q.bySeq {
-			if at.group != g {
+			if st := slots.Of(at.slot).State; st != fsm.SlotOwned && st != fsm.SlotFrozen {
 				continue
 			}
 			if _, _, queued := v.Lookup(fsm.WaiterKey(w.reqs[0].Key, at.seq)); queued {
@@ -291,7 +294,7 @@ func (r *request) pollForLocks(reqs []lockRequest, wait time.Duration) ([]fsm.Re
 // lock is left to its lease.
 func (r *request) awaitTurn(reqs []lockRequest, seq fsm.Token, wait time.Duration) ([]fsm.Result, error) {
 	keys := keysOf(reqs)
-	at := waitPlace{r.s.groupIndex(r.home), seq}
+	at := waitPlace{fsm.SlotOf(reqs[0].Key), seq}
 	w := r.s.queueWaits.register(at, reqs)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()

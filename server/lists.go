@@ -478,6 +478,12 @@ func (r *request) tryPopForwarded(keys [][]byte, strict bool, wt *waiter) (done 
 	if s := string(reply); s == "*-1\r\n" || s == "_\r\n" {
 		return false
 	}
+	if movedReply(reply) && !r.c.sess.slotAware {
+		// The keys' slot moved to another group (slotmoves.go): the next try goes where it is.
+		g, _ := r.s.ownerOfSlot(fsm.SlotOf(keys[0]))
+		r.home = r.s.groups[g]
+		return false
+	}
 	r.w.Raw(reply)
 	return true
 }

@@ -307,7 +307,7 @@ func (s *Server) recheckHolders(g int) {
 func (s *Server) restored(g int) {
 	s.hub.dropSubscribers()
 	s.recheckHolders(g)
-	s.queueWaits.restored(g, s.groups[g])
+	s.queueWaits.restored(s.groups[g])
 }
 
 // locksWatched is the node's LocksWatched hook: whether anyone on this node listens to lock

@@ -474,7 +474,7 @@ func (s *Server) watchers(g int, keyEvents bool) node.Watchers {
 			s.lockEnded(g, at, key, token, how)
 		},
 		Waited: func(seq fsm.Token, key []byte, token fsm.Token) {
-			s.queueWaits.waited(g, seq, key, token)
+			s.queueWaits.waited(seq, key, token)
 		},
 		LocksWatched: s.locksWatched,
 		LocksFlushed: func(db []byte) { s.locksFlushed(g, db) },

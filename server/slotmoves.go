@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -32,6 +33,18 @@ const (
 	maxReroutes = 64
 )
 
+// moveRunTimeout bounds one RAFT MOVESLOTS: each of its ranges' moves, and their decisions
+// (a move not decided by then is left to the recovery loop of its source's leader).
+const moveRunTimeout = 5 * time.Minute
+
+// moveWaitOf is how long a forwarded RAFT MOVESLOTS may legitimately run on the source's leader.
+func moveWaitOf(cmd *command, args [][]byte) time.Duration {
+	if cmd.name == "raft" && len(args) > 1 && is(args[1], "moveslots") {
+		return moveRunTimeout
+	}
+	return 0
+}
+
 // errSlotMoving is the reply to a request whose slot moved while it ran and that cannot be
 // run again where it belongs now (a transaction's EXEC, a request that spans groups, or one
 // whose slot moved maxReroutes times). Nothing of it applied.
@@ -55,11 +68,20 @@ func (r *request) reroute() {
 	}
 	if r.reroutes == 0 {
 		r.rerouteBy = time.Now().Add(moveWait)
-	} else {
-		time.Sleep(min(movePoll<<r.reroutes, maxMoveBackoff))
+	}
+	pause := time.Duration(0)
+	if r.reroutes > 0 {
+		pause = min(movePoll<<min(r.reroutes, 5), maxMoveBackoff)
 	}
 	r.reroutes++
-	g, ok := r.s.awaitSlot(fsm.KeySlot(r.cmd.keyArgs(r.clientArgs)[0]), r.rerouteBy)
+	var g int
+	var ok bool
+	// The wait lets go of the connection, as a proposal's does: a pipelining client's other
+	// commands go on meanwhile.
+	r.await(func() {
+		time.Sleep(pause)
+		g, ok = r.s.awaitSlot(r.c.ctx, fsm.KeySlot(r.cmd.keyArgs(r.clientArgs)[0]), r.rerouteBy)
+	})
 	if !ok {
 		r.w.Error(errSlotMoving)
 		return
@@ -73,15 +95,27 @@ func (r *request) reroute() {
 	r.run()
 }
 
-// awaitSlot waits, until deadline, while a move of slot is in flight as this node's replicas
-// see it, and returns the group that serves it then.
-func (s *Server) awaitSlot(slot int, deadline time.Time) (int, bool) {
+// slotFrozenAnywhere reports whether a group's replica here has slot frozen: a move of it not
+// decided yet, even if another group serves it already (imported, its source's release still
+// to come). A new move of the slot waits for that decision.
+func (s *Server) slotFrozenAnywhere(slot int) bool {
+	for g := range s.groups {
+		if s.slotsOf(g).Of(slot).State == fsm.SlotFrozen {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitSlot waits, until deadline or ctx's end, while a move of slot is in flight as this
+// node's replicas see it, and returns the group that serves it then.
+func (s *Server) awaitSlot(ctx context.Context, slot int, deadline time.Time) (int, bool) {
 	for {
 		g, frozen := s.ownerOfSlot(slot)
 		if !frozen {
 			return g, true
 		}
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
 			return 0, false
 		}
 		time.Sleep(movePoll)
@@ -94,22 +128,34 @@ func (s *Server) awaitSlot(slot int, deadline time.Time) (int, bool) {
 // key it does not find) would answer from a table the keys left. The guard looks at the group's
 // ownership in the same view, under the same lock, as the evaluation it wraps.
 type slotGuard struct {
-	slot            int
+	slots           []int
 	refused, frozen bool
 }
 
 // guardFor returns the guard of a request of keys (client keys) and eval wrapped by it, or nil
 // and eval as it is when no slot ever moved here (routing by the default ranges is exact).
 func (s *Server) guardFor(keys [][]byte, eval node.Eval) (*slotGuard, node.Eval) {
-	if !s.grouped() || len(keys) == 0 || !s.slotsMoved() {
+	if len(keys) == 0 {
 		return nil, eval
 	}
-	g := &slotGuard{slot: fsm.KeySlot(keys[0])}
+	return s.guardForSlots([]int{fsm.KeySlot(keys[0])}, eval)
+}
+
+// guardForSlots is guardFor of a request on the keys of slots (a transaction's may be several
+// slots of one group).
+func (s *Server) guardForSlots(slots []int, eval node.Eval) (*slotGuard, node.Eval) {
+	if !s.grouped() || len(slots) == 0 || !s.slotsMoved() {
+		return nil, eval
+	}
+	g := &slotGuard{slots: slots}
 	return g, func(v node.View) []fsm.Command {
-		rec := v.Slots().Of(g.slot)
-		g.refused, g.frozen = rec.State != fsm.SlotOwned, rec.State == fsm.SlotFrozen
-		if g.refused {
-			return nil
+		owned := v.Slots()
+		g.refused, g.frozen = false, false
+		for _, slot := range g.slots {
+			if st := owned.Of(slot).State; st != fsm.SlotOwned {
+				g.refused, g.frozen = true, st == fsm.SlotFrozen
+				return nil
+			}
 		}
 		return eval(v)
 	}
@@ -171,9 +217,9 @@ func (r *request) moveSlots(sub string) {
 	}
 	source, _ := r.s.ownerOfSlot(int(first))
 	for slot := int(first); slot <= int(last); slot++ {
-		if g, frozen := r.s.ownerOfSlot(slot); g != source || frozen {
-			r.w.Error(fmt.Sprintf("ERR RAFT MOVESLOTS: slots %d-%d are not all served by one group now: slot %d is group %d's%s",
-				first, last, slot, g, map[bool]string{true: ", moving"}[frozen]))
+		if g, frozen := r.s.ownerOfSlot(slot); g != source || frozen || r.s.slotFrozenAnywhere(slot) {
+			r.w.Error(fmt.Sprintf("ERR RAFT MOVESLOTS: slots %d-%d are not all served by one group now, with no move of them in flight: slot %d is group %d's%s",
+				first, last, slot, g, map[bool]string{true: ", and a move of it is being decided"}[frozen || r.s.slotFrozenAnywhere(slot)]))
 			return
 		}
 	}
@@ -186,7 +232,11 @@ func (r *request) moveSlots(sub string) {
 		r.route(true) // the source group's leader moves them
 		return
 	}
-	keys, err := r.s.mover.MoveSlots(r.c.ctx, source, int(first), int(last), int(target))
+	// Not the connection's context: a move runs to its end (or its decision) even if the client
+	// that asked hangs up.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.c.ctx), moveRunTimeout)
+	defer cancel()
+	keys, err := r.s.mover.MoveSlots(ctx, source, int(first), int(last), int(target))
 	if err != nil {
 		r.w.Error("ERR RAFT MOVESLOTS: " + err.Error())
 		return

@@ -619,7 +619,7 @@ func (r *request) execLocal(tx *transaction, ws *watchSet) {
 	var res []fsm.Result
 	if hasKeyCommands {
 		var err error
-		res, err = r.exec(keys, func(v node.View) []fsm.Command {
+		eval := func(v node.View) []fsm.Command {
 			dirty, tooBig, ov = false, false, newOverlay(v)
 			defer ov.release()
 			size := 0
@@ -663,7 +663,20 @@ func (r *request) execLocal(tx *transaction, ws *watchSet) {
 				}
 			}
 			return ov.cmds
-		})
+		}
+		// Its keys' slots may have moved since they were queued (slotmoves.go): it runs only
+		// where they all are still served, else nothing of it does (-TRYAGAIN).
+		var slots []int
+		for _, k := range keys {
+			if slot := fsm.SlotOf(k); !slices.Contains(slots, slot) {
+				slots = append(slots, slot)
+			}
+		}
+		guard, eval := r.s.guardForSlots(slots, eval)
+		res, err = r.exec(keys, eval)
+		if err == nil {
+			err = guard.err()
+		}
 		switch {
 		case err != nil:
 			r.replyError(err)

@@ -21,12 +21,13 @@ var (
 )
 
 // buildBinary builds the node binary with the race detector, so the log checker finds data
-// races in the nodes (CHAOS_RACE=0 builds without it). nonAtomic builds the deliberately broken
-// nodes (build tag chaos_nonatomic: raftnode proposes a request's commands one entry each).
-func buildBinary(t *testing.T, nonAtomic bool) string {
+// races in the nodes (CHAOS_RACE=0 builds without it). broken names the tag of a deliberately
+// broken build, or is empty: chaos_nonatomic (raftnode proposes a request's commands one entry
+// each), chaos_nofloor (a slot move drops the fence floor).
+func buildBinary(t *testing.T, broken string) string {
 	t.Helper()
-	if nonAtomic {
-		t.Setenv("GOFLAGS", strings.TrimSpace(os.Getenv("GOFLAGS")+" -tags=chaos_nonatomic"))
+	if broken != "" {
+		t.Setenv("GOFLAGS", strings.TrimSpace(os.Getenv("GOFLAGS")+" -tags="+broken))
 	}
 	bin := filepath.Join(t.TempDir(), "raftlock")
 	if err := testutil.GoBuild(bin, "github.com/raftlock/raftlock/cmd/raftlock", os.Getenv("CHAOS_RACE") != "0"); err != nil {
@@ -37,7 +38,7 @@ func buildBinary(t *testing.T, nonAtomic bool) string {
 
 // shortScenarios are the short mode's runs: 3 nodes, each fault kind in at least one of them,
 // the third one mixed (up to two faults at once); the last runs four raft groups (docs/groups.md)
-// through every fault kind but membership, which several groups refuse.
+// through every fault kind but membership, which several groups refuse, and slot moves.
 var shortScenarios = []struct {
 	name      string
 	faults    []string
@@ -48,7 +49,7 @@ var shortScenarios = []struct {
 	{"partitions", []string{PartitionLeader, PartitionMinority, Bridge, Pause, Kill, KillAll}, false, false, nil},
 	{"clocks-membership-snapshots", []string{ClockSkew, ClockJump, Membership, SnapshotInstall, Pause}, false, true, nil},
 	{"mixed", AllFaults, true, true, nil},
-	{"groups", slices.DeleteFunc(slices.Clone(AllFaults), func(f string) bool { return f == Membership }), true, true, []string{"--groups", "4"}},
+	{"groups", append(slices.DeleteFunc(slices.Clone(AllFaults), func(f string) bool { return f == Membership }), SlotMove, SlotMove), true, true, []string{"--groups", "4"}},
 }
 
 // TestChaosShort is the short mode (make chaos-short, part of make test): a 3-node cluster
@@ -58,6 +59,9 @@ var shortScenarios = []struct {
 // CHAOS_NONATOMIC=1 make chaos-short runs the same scenarios against nodes built with the tag
 // chaos_nonatomic, whose requests apply one command at a time: the test then passes only if the
 // atomicity checker finds partly applied requests, and logs what every checker reported.
+// CHAOS_NOFLOOR=1 runs the groups scenario against nodes built with the tag chaos_nofloor, whose
+// slot moves carry no fence floor: it passes only if the fencing check finds a key's tokens out
+// of order.
 func TestChaosShort(t *testing.T) {
 	if raceEnabled {
 		t.Skip("chaos runs without -race: make chaos-short")
@@ -68,8 +72,13 @@ func TestChaosShort(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("chaos needs 127.0.0.2-6 on loopback and /proc (Linux)")
 	}
-	nonAtomic := os.Getenv("CHAOS_NONATOMIC") == "1"
-	bin := buildBinary(t, nonAtomic)
+	nonAtomic, noFloor := os.Getenv("CHAOS_NONATOMIC") == "1", os.Getenv("CHAOS_NOFLOOR") == "1"
+	broken := map[bool]string{true: "chaos_nonatomic"}[nonAtomic]
+	if noFloor {
+		broken = "chaos_nofloor"
+	}
+	bin := buildBinary(t, broken)
+	fencing := 0 // the no-floor build's fencing violations
 	seeds := []uint64{uint64(time.Now().UnixNano() % 1000000)}
 	if *flagSeeds != "" {
 		seeds = nil
@@ -88,6 +97,9 @@ func TestChaosShort(t *testing.T) {
 	partial := 0
 	for _, seed := range seeds {
 		for i, sc := range shortScenarios {
+			if noFloor && sc.name != "groups" {
+				continue
+			}
 			t.Run(fmt.Sprintf("%s/seed=%d", sc.name, seed), func(t *testing.T) {
 				res, err := Run(Config{Bin: bin, Dir: dir, Seed: seed + uint64(i), Nodes: 3, Clients: 6,
 					Duration: *flagDuration, Faults: sc.faults, Mixed: sc.mixed, Snapshots: sc.snapshots, NodeArgs: sc.nodeArgs,
@@ -100,6 +112,20 @@ func TestChaosShort(t *testing.T) {
 					t.Logf("porcupine could not decide keys %v in time (inconclusive, not passed)", res.Inconclusive)
 				}
 				partial += res.Multi.Partial
+				if noFloor {
+					for _, v := range res.Violations {
+						if strings.HasPrefix(v, "fencing:") {
+							fencing++
+							if fencing <= 3 {
+								fmt.Printf("chaos: no-floor build: %s\n", v)
+							}
+						}
+					}
+					if res.Folder != "" {
+						t.Logf("no-floor build: history and node logs in %s", res.Folder)
+					}
+					return
+				}
 				if nonAtomic {
 					// the summary lines and these are what make chaos-short shows of a passing run
 					for i, v := range res.Multi.Violations {
@@ -125,6 +151,12 @@ func TestChaosShort(t *testing.T) {
 					t.Logf("seed %d passed: history and node logs kept in %s", res.Seed, res.Folder)
 				}
 			})
+		}
+	}
+	if noFloor {
+		fmt.Printf("chaos: no-floor build: %d fencing violations found\n", fencing)
+		if fencing == 0 {
+			t.Error("the no-floor build (tag chaos_nofloor) ran without the fencing check finding a key's tokens out of order")
 		}
 	}
 	if nonAtomic {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/server"
 )
 
@@ -346,6 +347,45 @@ func freshAcquire(addrs []string, deadline time.Time) error {
 
 // keyGroup is the raft group of key in a cluster of groups groups, as the server routes it.
 func keyGroup(key string, groups int) int { return server.GroupOfKey([]byte(key), groups) }
+
+// counterOf is what checkFencing compares a key's tokens by: its group (groupOf), whose token
+// counter grants them, or, for a key whose slot a slot-move fault moved (moved), the key alone:
+// a moved key's tokens come from its groups' counters in turn, and fencing promises their order
+// per key only (docs/fencing.md), which the fence floor a move carries keeps.
+func counterOf(groupOf func(string) int, moved map[int]bool) func(string) int {
+	if len(moved) == 0 {
+		return groupOf
+	}
+	ids := map[string]int{}
+	return func(key string) int {
+		if !moved[fsm.KeySlot([]byte(key))] {
+			if groupOf == nil {
+				return 0
+			}
+			return groupOf(key)
+		}
+		id, ok := ids[key]
+		if !ok {
+			id = -1 - len(ids) // below every group's number
+			ids[key] = id
+		}
+		return id
+	}
+}
+
+// stayedIn is groupOf for the keys whose slot stayed in its group, and -1 (no group) for a key
+// whose slot a slot-move fault moved: the pub/sub order check holds for group 0's keys only.
+func stayedIn(groupOf func(string) int, moved map[int]bool) func(string) int {
+	if len(moved) == 0 || groupOf == nil {
+		return groupOf
+	}
+	return func(key string) int {
+		if moved[fsm.KeySlot([]byte(key))] {
+			return -1
+		}
+		return groupOf(key)
+	}
+}
 
 // groupsOf is the --groups a node's flags name (1 when none).
 func groupsOf(args []string) int {

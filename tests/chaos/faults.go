@@ -2,12 +2,16 @@ package chaos
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/raftlock/raftlock/fsm"
 )
 
 // Fault kinds.
@@ -25,6 +29,9 @@ const (
 	SnapshotInstall   = "snapshot-install"   // a follower down while the leader compacts past it
 	DiskFail          = "disk-fail"          // a node's disk fails every write and sync (EIO), then it restarts
 	DiskFull          = "disk-full"          // a node's filesystem full for a few seconds (tmpfs per node)
+	// SlotMove moves the hash slot of a lock key in use to another raft group (RAFT MOVESLOTS):
+	// only a cluster of several groups has one (docs/groups.md), so it is not in AllFaults.
+	SlotMove = "slot-move"
 )
 
 // AllFaults lists every fault kind.
@@ -53,6 +60,16 @@ type nemesis struct {
 	// known issue, not a violation); nodes that fail-stopped and stayed up; disk-full faults
 	// that the node reported as full.
 	diskExits, diskFailStops, diskFullReached atomic.Int64
+	// moved are the hash slots a slot-move fault tried to move (its outcome may be unknown):
+	// their keys' tokens come from more than one group's counter. Guarded by mu.
+	moved map[int]bool
+}
+
+// movedSlots are the slots slot-move faults tried to move.
+func (nm *nemesis) movedSlots() map[int]bool {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	return maps.Clone(nm.moved)
 }
 
 func (nm *nemesis) violation(format string, args ...any) {
@@ -173,6 +190,8 @@ func (nm *nemesis) fault(kind string, rng *rand.Rand) string {
 	c := nm.c
 	n := len(c.nodes)
 	switch kind {
+	case SlotMove:
+		return nm.moveSlot(rng)
 	case PartitionLeader, PartitionMinority, Bridge:
 		perm := rng.Perm(n)
 		var a, b, bridge []int
@@ -489,4 +508,128 @@ func (nm *nemesis) healAll() {
 			}
 		}
 	}
+}
+
+// moveSlot is the slot-move fault: the slot of one of the lock keys the workload uses now
+// moves from the group that serves it to another, through a random live node (forwarded to the
+// source group's leader).
+func (nm *nemesis) moveSlot(rng *rand.Rand) string {
+	c := nm.c
+	groups := groupsOf(nm.cfg.NodeArgs)
+	if groups < 2 {
+		return "one raft group: no slot to move"
+	}
+	var live []*node
+	for _, n := range c.nodes {
+		if n.up() {
+			live = append(live, n)
+		}
+	}
+	if len(live) == 0 {
+		return "no node up to move a slot through"
+	}
+	n := live[rng.IntN(len(live))]
+	key := fmt.Sprintf("k%d.%d", c.rec.now()/int64(keyEpoch), rng.IntN(keysPerEpoch))
+	slot := fsm.KeySlot([]byte(key))
+	ranges, err := groupRanges(n.clientAddr)
+	if err != nil {
+		return fmt.Sprintf("slot %d (%s): the groups' slots unknown on %s: %v", slot, key, n.id, err)
+	}
+	owner := ownerIn(ranges, slot)
+	if owner < 0 {
+		return fmt.Sprintf("slot %d (%s): no group serves it on %s", slot, key, n.id)
+	}
+	target := (owner + 1 + rng.IntN(groups-1)) % groups
+	if rng.IntN(2) == 0 {
+		// The group whose token counter is lowest now, as a lock taken there says: the move's
+		// fence floor then has to lift it above the tokens the key had (a build that drops the
+		// floor is caught by the fencing check only after such a move).
+		best := uint64(0)
+		for g := range groups {
+			if g == owner {
+				continue
+			}
+			if tok, err := probeToken(n.clientAddr, ranges, g); err == nil && (best == 0 || tok < best) {
+				target, best = g, tok
+			}
+		}
+	}
+	nm.mu.Lock()
+	if nm.moved == nil {
+		nm.moved = map[int]bool{}
+	}
+	nm.moved[slot] = true
+	nm.mu.Unlock()
+	cl := &client{addr: n.clientAddr}
+	defer cl.close()
+	v, err := cl.do(45*time.Second, "RAFT", "MOVESLOTS", strconv.Itoa(slot), strconv.Itoa(slot), strconv.Itoa(target))
+	if err != nil {
+		return fmt.Sprintf("slot %d (%s) from group %d to group %d through %s: %v", slot, key, owner, target, n.id, err)
+	}
+	return fmt.Sprintf("slot %d (%s) from group %d to group %d through %s: %v keys moved", slot, key, owner, target, n.id, v)
+}
+
+// groupRanges is each raft group's slot ranges as the node at addr routes them (INFO raft's
+// raft_groupN lines: slots=a-b;c-d,...).
+func groupRanges(addr string) (map[int][][2]int, error) {
+	v, err := query(addr, "INFO", "raft")
+	if err != nil {
+		return nil, err
+	}
+	s, _ := v.(string)
+	out := map[int][][2]int{}
+	for _, line := range strings.Split(s, "\n") {
+		name, val, ok := strings.Cut(strings.TrimSpace(line), ":")
+		g, err := strconv.Atoi(strings.TrimPrefix(name, "raft_group"))
+		if !ok || !strings.HasPrefix(name, "raft_group") || err != nil {
+			continue
+		}
+		ranges, _, _ := strings.Cut(strings.TrimPrefix(val, "slots="), ",")
+		for _, r := range strings.Split(ranges, ";") {
+			a, b, _ := strings.Cut(r, "-")
+			first, err1 := strconv.Atoi(a)
+			last, err2 := strconv.Atoi(b)
+			if err1 == nil && err2 == nil {
+				out[g] = append(out[g], [2]int{first, last})
+			}
+		}
+	}
+	return out, nil
+}
+
+// ownerIn is the group whose ranges hold slot, -1 for none.
+func ownerIn(ranges map[int][][2]int, slot int) int {
+	for g, rs := range ranges {
+		for _, r := range rs {
+			if r[0] <= slot && slot <= r[1] {
+				return g
+			}
+		}
+	}
+	return -1
+}
+
+// probeToken takes a lock, of 10 ms, on a key of a slot group g serves (its ranges' first
+// slot), through the node at addr, and returns its token: where g's token counter is now. The
+// probe keys are the harness's own, outside every checked history.
+func probeToken(addr string, ranges map[int][][2]int, g int) (uint64, error) {
+	if len(ranges[g]) == 0 {
+		return 0, fmt.Errorf("group %d serves no slot", g)
+	}
+	want := ranges[g][0][0]
+	for i := 0; i < 1<<20; i++ {
+		tag := strconv.Itoa(i)
+		if fsm.KeySlot([]byte(tag)) != want {
+			continue
+		}
+		v, err := query(addr, "LOCK", "probe{"+tag+"}", "10")
+		if err != nil {
+			return 0, err
+		}
+		if tok, ok := asInt(v); ok && tok > 0 {
+			return uint64(tok), nil
+		}
+		return 0, fmt.Errorf("probe lock refused: %v", v)
+	}
+	return 0, fmt.Errorf("no probe key for slot %d", want)
 }

@@ -277,6 +277,7 @@ func Run(cfg Config) (res Result, err error) {
 	obs.restores = snapshotRestores(logs, rec.start)
 
 	obs.raftGroups = groupsOf(cfg.NodeArgs)
+	obs.movedSlots = nm.movedSlots()
 	res, bad, clk := evaluate(h, obs, cfg.LinTimeout)
 	res.Faults = nm.count
 	res.FaultKinds = map[string]int{}
@@ -305,6 +306,7 @@ type observed struct {
 	restores   map[string][]int64               // node -> when it installed a leader's snapshot
 	logs       []string                         // every node's log
 	raftGroups int                              // the nodes' --groups (0 or 1: one group)
+	movedSlots map[int]bool                     // the slots slot-move faults tried to move
 }
 
 // evaluate runs every checker over a history and what the run observed.
@@ -331,7 +333,7 @@ func evaluate(h History, obs observed, linTimeout time.Duration) (Result, []LinR
 	if groups := obs.raftGroups; groups > 1 {
 		groupOf = func(key string) int { return keyGroup(key, groups) }
 	}
-	v = append(v, checkFencing(slices.Concat(h.Ops, h.Kinds, h.Waits), groupOf)...)
+	v = append(v, checkFencing(slices.Concat(h.Ops, h.Kinds, h.Waits), counterOf(groupOf, obs.movedSlots))...)
 	v = append(v, checkMLock(h.Kinds)...)
 	var fifo []string
 	res.Waits, fifo = checkWaitOrder(h.Waits, h.Queues)
@@ -342,7 +344,7 @@ func evaluate(h History, obs observed, linTimeout time.Duration) (Result, []LinR
 	}
 	res.Multi = checkAtomicity(h.Multi, obs.groups, obs.collGroups)
 	v = append(v, res.Multi.Violations...)
-	res.PubSub = checkPubSub(h.Publishes, h.Subs, obs.restores, groupOf)
+	res.PubSub = checkPubSub(h.Publishes, h.Subs, obs.restores, stayedIn(groupOf, obs.movedSlots))
 	v = append(v, res.PubSub.Violations...)
 	if n := res.Multi.Unreported + res.PubSub.Unreported; n > 0 {
 		v = append(v, fmt.Sprintf("... and %d more atomicity and pub/sub violations (counts in the summary line)", n))
