@@ -510,8 +510,8 @@ func (nm *nemesis) healAll() {
 	}
 }
 
-// moveSlot is the slot-move fault: the slot of one of the lock keys the workload uses now
-// moves from the group that serves it to another, through a random live node (forwarded to the
+// moveSlot is the slot-move fault: the slot of one of the keys the workload locks now moves
+// from the group that serves it to another, through a random live node (forwarded to the
 // source group's leader).
 func (nm *nemesis) moveSlot(rng *rand.Rand) string {
 	c := nm.c
@@ -529,7 +529,18 @@ func (nm *nemesis) moveSlot(rng *rand.Rand) string {
 		return "no node up to move a slot through"
 	}
 	n := live[rng.IntN(len(live))]
-	key := fmt.Sprintf("k%d.%d", c.rec.now()/int64(keyEpoch), rng.IntN(keysPerEpoch))
+	// A key the workload uses now: a plain lock's, or the lock kinds' (shares, lock-delays,
+	// MLOCK) or the wait queues' (FIFO hand-offs), whose checks then run across the move.
+	now := c.rec.now()
+	var key string
+	switch rng.IntN(4) {
+	case 0:
+		key = rwKey(now, 0)
+	case 1:
+		key = waitKey(now, 0)
+	default:
+		key = fmt.Sprintf("k%d.%d", now/int64(keyEpoch), rng.IntN(keysPerEpoch))
+	}
 	slot := fsm.KeySlot([]byte(key))
 	ranges, err := groupRanges(n.clientAddr)
 	if err != nil {
@@ -541,9 +552,13 @@ func (nm *nemesis) moveSlot(rng *rand.Rand) string {
 	}
 	target := (owner + 1 + rng.IntN(groups-1)) % groups
 	if rng.IntN(2) == 0 {
-		// The group whose token counter is lowest now, as a lock taken there says: the move's
-		// fence floor then has to lift it above the tokens the key had (a build that drops the
-		// floor is caught by the fencing check only after such a move).
+		// Make the move's fence floor matter: the source's token counter is pushed well above
+		// the others' (MLOCKs of many probe keys of a slot it serves: one entry, a token per key),
+		// the key is granted there a few times more, and the target is the group whose counter a
+		// probe lock shows lowest. The floor must then lift the target above the key's tokens: a
+		// build that drops it is caught by the fencing check.
+		pumpTokens(n.clientAddr, ranges, owner)
+		time.Sleep(300 * time.Millisecond)
 		best := uint64(0)
 		for g := range groups {
 			if g == owner {
@@ -609,27 +624,51 @@ func ownerIn(ranges map[int][][2]int, slot int) int {
 	return -1
 }
 
+// pumpTokens raises group g's token counter by a few hundred: MLOCKs, of 10 ms, of 64 probe
+// keys each, of a slot g serves, through the node at addr (errors are ignored: a fault may be
+// running).
+func pumpTokens(addr string, ranges map[int][][2]int, g int) {
+	tag, ok := tagOfSlotIn(ranges, g)
+	if !ok {
+		return
+	}
+	for round := range 4 {
+		args := []string{"MLOCK", "10"}
+		for i := range 64 {
+			args = append(args, fmt.Sprintf("pump{%s}.%d.%d", tag, round, i))
+		}
+		_, _ = query(addr, args...)
+	}
+}
+
+// tagOfSlotIn is a hash tag of the first slot group g serves (ranges).
+func tagOfSlotIn(ranges map[int][][2]int, g int) (string, bool) {
+	if len(ranges[g]) == 0 {
+		return "", false
+	}
+	want := ranges[g][0][0]
+	for i := 0; i < 1<<20; i++ {
+		if tag := strconv.Itoa(i); fsm.KeySlot([]byte(tag)) == want {
+			return tag, true
+		}
+	}
+	return "", false
+}
+
 // probeToken takes a lock, of 10 ms, on a key of a slot group g serves (its ranges' first
 // slot), through the node at addr, and returns its token: where g's token counter is now. The
 // probe keys are the harness's own, outside every checked history.
 func probeToken(addr string, ranges map[int][][2]int, g int) (uint64, error) {
-	if len(ranges[g]) == 0 {
+	tag, ok := tagOfSlotIn(ranges, g)
+	if !ok {
 		return 0, fmt.Errorf("group %d serves no slot", g)
 	}
-	want := ranges[g][0][0]
-	for i := 0; i < 1<<20; i++ {
-		tag := strconv.Itoa(i)
-		if fsm.KeySlot([]byte(tag)) != want {
-			continue
-		}
-		v, err := query(addr, "LOCK", "probe{"+tag+"}", "10")
-		if err != nil {
-			return 0, err
-		}
-		if tok, ok := asInt(v); ok && tok > 0 {
-			return uint64(tok), nil
-		}
-		return 0, fmt.Errorf("probe lock refused: %v", v)
+	v, err := query(addr, "LOCK", "probe{"+tag+"}", "10")
+	if err != nil {
+		return 0, err
 	}
-	return 0, fmt.Errorf("no probe key for slot %d", want)
+	if tok, ok := asInt(v); ok && tok > 0 {
+		return uint64(tok), nil
+	}
+	return 0, fmt.Errorf("probe lock refused: %v", v)
 }
