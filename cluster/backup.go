@@ -58,13 +58,40 @@ func (n *Member) Backup(ctx context.Context) ([]byte, error) {
 // members[0] holding the member table), as Backup does for one: each group's table holds every
 // write acknowledged in that group before BackupGroups was called. The groups are read one
 // after the other, each at its own applied index: the file is not one moment of the whole
-// cluster (no write spans two groups, so no write is seen in part). A follower asks each
+// cluster (no write spans two groups, so no write is seen in part; a slot move does, and a
+// read across one is taken again: fsm.CheckOwnership). A follower asks each
 // group's leader for its read index with RAFT READINDEX g, at the leader's client address
 // from group 0's member table.
 func BackupGroups(ctx context.Context, members []*Member) ([]byte, error) {
 	if len(members) == 1 {
 		return members[0].Backup(ctx)
 	}
+	// The groups are read one after the other, so a slot move between two reads would show its
+	// slot in both groups or in none: such a read is taken again.
+	var err error
+	for range backupReads {
+		var h backup.Header
+		var snaps []*fsm.Snapshot
+		if h, snaps, err = readGroups(ctx, members); err != nil {
+			return nil, err
+		}
+		owners := make([]fsm.Slots, len(snaps))
+		for g, s := range snaps {
+			owners[g] = s.Slots()
+		}
+		if err = fsm.CheckOwnership(owners); err == nil {
+			return backup.EncodeGroups(h, snaps)
+		}
+	}
+	return nil, fmt.Errorf("backup: the groups' slots kept moving while they were read (%d reads): %w", backupReads, err)
+}
+
+// backupReads bounds how often BackupGroups reads the groups again while slots move.
+const backupReads = 5
+
+// readGroups reads every group's table for BackupGroups, each holding every write
+// acknowledged in that group before it was read.
+func readGroups(ctx context.Context, members []*Member) (backup.Header, []*fsm.Snapshot, error) {
 	book := members[0]
 	h := backup.Header{ClusterID: book.ClusterID(), SourceNode: book.cfg.Core.ID, Created: book.cfg.Core.Now().UTC()}
 	snaps := make([]*fsm.Snapshot, len(members))
@@ -83,12 +110,12 @@ func BackupGroups(ctx context.Context, members []*Member) ([]byte, error) {
 		}
 		snap, term, err := m.backupTable(ctx, readIndex)
 		if err != nil {
-			return nil, fmt.Errorf("raft group %d: %w", g, err)
+			return h, nil, fmt.Errorf("raft group %d: %w", g, err)
 		}
 		snaps[g] = snap
 		h.Groups = append(h.Groups, backup.Part{Term: term})
 	}
-	return backup.EncodeGroups(h, snaps)
+	return h, snaps, nil
 }
 
 // backupTable returns this node's table holding every write acknowledged before the call, with

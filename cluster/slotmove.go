@@ -188,6 +188,9 @@ func (s *SlotMover) moveRange(ctx context.Context, mv fsm.Move) (int, error) {
 	if refused != nil {
 		return 0, refused
 	}
+	if err := s.probeTarget(ctx, mv.Target); err != nil {
+		return 0, err
+	}
 	mv.ID = newMoveID()
 	s.setRunning(mv.ID, true)
 	defer s.setRunning(mv.ID, false)
@@ -402,6 +405,26 @@ func (s *SlotMover) inTarget(ctx context.Context, cmd fsm.Command) (fsm.Status, 
 		return fsm.StatusConflict, nil
 	}
 	return 0, fmt.Errorf("raft group %d's leader %s at %s: %w", mv.Target, id, addr, err)
+}
+
+// probeTarget checks, before a range is frozen, that the target group's leader, when it is
+// another node, takes this node's RAFT MOVECMD (the peer user may lack raft|movecmd): a move
+// that could not send its import would hold its range frozen until it is undone.
+func (s *SlotMover) probeTarget(ctx context.Context, target int) error {
+	t := s.groups[target]
+	if t.Core().IsLeader() {
+		return nil
+	}
+	book := s.groups[0]
+	id, _ := t.LeaderClient()
+	addr, _ := book.MemberAddr(id)
+	if id == "" || addr == "" {
+		return fmt.Errorf("raft group %d: %w", target, t.notLeader())
+	}
+	if _, err := book.peerAPI.call(ctx, addr, moveStepTimeout, "RAFT", "MOVECMD", "PROBE"); err != nil {
+		return fmt.Errorf("raft group %d's leader %s at %s does not take this node's moves (the peer user needs raft|movecmd): %w", target, id, addr, err)
+	}
+	return nil
 }
 
 // propose replicates one move command in the group core serves, which this node leads.

@@ -82,6 +82,10 @@ type SlotRecord struct {
 	Epoch uint64
 	// Peer is the group a frozen slot is moving to, or a gone slot went to.
 	Peer int
+	// Fenced is the highest epoch of a move into this group that was aborted here: an Import
+	// at or below it is refused, whatever this group's state of the slot (an abort may come
+	// while the group serves the slot, and the import after it has given the slot away).
+	Fenced uint64
 }
 
 // serving reports whether the record claims the slot (owned, or frozen while it moves).
@@ -206,6 +210,55 @@ func OwnerOf(groups int, slotsOf func(g int) Slots, slot int) (owner int, rec Sl
 	return owner, rec, ok
 }
 
+// CheckOwnership reports whether the groups' tables (index = group; each table's Slots, read
+// at its own moment, as a backup reads them) agree on who serves every slot: one group owns or
+// is moving it, or a frozen source and the target its move names, which imported it at a later
+// epoch (the move's recovery releases the source). A slot served by none, or by two otherwise,
+// means the tables were read on both sides of a move: a backup reads them again.
+func CheckOwnership(groups []Slots) error {
+	for slot := 0; slot < HashSlots; slot++ {
+		first, second, n := -1, -1, 0
+		for g, s := range groups {
+			if s.Of(slot).serving() {
+				if n++; first < 0 {
+					first = g
+				} else {
+					second = g
+				}
+			}
+		}
+		switch {
+		case n == 1:
+			continue
+		case n == 2 && handingOver(groups, slot, first, second), n == 2 && handingOver(groups, slot, second, first):
+			continue
+		case n == 0:
+			return fmt.Errorf("fsm: no group serves slot %d", slot)
+		}
+		return fmt.Errorf("fsm: %d groups serve slot %d", n, slot)
+	}
+	return nil
+}
+
+// handingOver reports whether group from is moving slot to group to, which imported it.
+func handingOver(groups []Slots, slot, from, to int) bool {
+	a, b := groups[from].Of(slot), groups[to].Of(slot)
+	return a.State == SlotFrozen && a.Peer == to && b.State == SlotOwned && b.Epoch > a.Epoch
+}
+
+// ReleasedTo is the group the latest release of slot gave it to, given every group's Slots as
+// in OwnerOf: where slot is served once that group's replica applies the import that preceded
+// the release. ok is false when no group released it.
+func ReleasedTo(groups int, slotsOf func(g int) Slots, slot int) (to int, ok bool) {
+	var epoch uint64
+	for g := range groups {
+		if r := slotsOf(g).Of(slot); r.State == SlotGone && (!ok || r.Epoch > epoch) {
+			to, epoch, ok = r.Peer, r.Epoch, true
+		}
+	}
+	return to, ok
+}
+
 // SetGroup tells the table it is group group of a cluster of groups groups: what it owns by
 // default, before any move named it. Every node calls it with the same values, before the first
 // entry applies and after every restore (it is configuration, not replicated state).
@@ -299,8 +352,8 @@ func (m *Machine) editSlots() *[HashSlots]SlotRecord {
 // applyMove applies one of a move's commands (decoded and validated).
 func (m *Machine) applyMove(index uint64, cmd Command) Result {
 	mv, err := DecodeMove(cmd.Key)
-	if err != nil || m.slots.groups <= 1 {
-		return Result{Status: StatusConflict}
+	if err != nil || m.slots.groups <= 1 || mv.Source >= m.slots.groups || mv.Target >= m.slots.groups {
+		return Result{Status: StatusConflict} // a move between groups this cluster does not run
 	}
 	refused := Result{Status: StatusConflict}
 	done := Result{Status: StatusSlots}
@@ -334,9 +387,9 @@ func (m *Machine) applyMove(index uint64, cmd Command) Result {
 		recs := m.editSlots()
 		for slot := mv.First; slot <= mv.Last; slot++ {
 			if cmd.Kind == KindReleaseSlots {
-				recs[slot] = SlotRecord{State: SlotGone, Epoch: mv.Epoch, Peer: mv.Target}
+				recs[slot] = SlotRecord{State: SlotGone, Epoch: mv.Epoch, Peer: mv.Target, Fenced: recs[slot].Fenced}
 			} else {
-				recs[slot] = SlotRecord{State: SlotOwned, Epoch: mv.Epoch}
+				recs[slot] = SlotRecord{State: SlotOwned, Epoch: mv.Epoch, Fenced: recs[slot].Fenced}
 			}
 		}
 		if cmd.Kind == KindReleaseSlots {
@@ -350,7 +403,7 @@ func (m *Machine) applyMove(index uint64, cmd Command) Result {
 			return refused
 		}
 		for slot := mv.First; slot <= mv.Last; slot++ {
-			if r := m.slots.Of(slot); r.serving() || r.Epoch >= mv.Epoch {
+			if r := m.slots.Of(slot); r.serving() || r.Epoch >= mv.Epoch || r.Fenced >= mv.Epoch {
 				return refused
 			}
 		}
@@ -360,7 +413,7 @@ func (m *Machine) applyMove(index uint64, cmd Command) Result {
 		}
 		recs := m.editSlots()
 		for slot := mv.First; slot <= mv.Last; slot++ {
-			recs[slot] = SlotRecord{State: SlotOwned, Epoch: mv.Epoch}
+			recs[slot] = SlotRecord{State: SlotOwned, Epoch: mv.Epoch, Fenced: recs[slot].Fenced}
 		}
 		m.slots.recs = recs
 		m.importRange(index, in)
@@ -380,9 +433,7 @@ func (m *Machine) applyMove(index uint64, cmd Command) Result {
 		}
 		recs := m.editSlots()
 		for slot := mv.First; slot <= mv.Last; slot++ {
-			if !recs[slot].serving() {
-				recs[slot].Epoch = mv.Epoch
-			}
+			recs[slot].Fenced = max(recs[slot].Fenced, mv.Epoch)
 		}
 		m.slots.recs = recs
 		return done
@@ -399,7 +450,8 @@ func (m *Machine) decided(mv Move, kind Kind) bool {
 		want = SlotRecord{State: SlotOwned, Epoch: mv.Epoch}
 	}
 	for slot := mv.First; slot <= mv.Last; slot++ {
-		if m.slots.Of(slot) != want {
+		r := m.slots.Of(slot)
+		if r.State != want.State || r.Epoch != want.Epoch || r.Peer != want.Peer {
 			return false
 		}
 	}
@@ -505,7 +557,7 @@ func readRange(b []byte, mv Move) (*Machine, error) {
 }
 
 // appendSlots appends a group's slot records (snapshotV9) as runs of equal records: the count
-// of runs, then each run's last slot, state, epoch and peer; then the move in flight, if any
+// of runs, then each run's last slot, state, epoch, peer and fence epoch; then the move in flight, if any
 // (a flag byte, then EncodeMove of it, length-prefixed).
 func appendSlots(buf []byte, s Slots) []byte {
 	type run struct {
@@ -527,6 +579,7 @@ func appendSlots(buf []byte, s Slots) []byte {
 		buf = append(buf, byte(r.rec.State))
 		buf = binary.AppendUvarint(buf, r.rec.Epoch)
 		buf = binary.AppendUvarint(buf, uint64(r.rec.Peer))
+		buf = binary.AppendUvarint(buf, r.rec.Fenced)
 	}
 	if s.moving == nil {
 		return append(buf, 0)
@@ -542,12 +595,12 @@ func (d *streamDecoder) slots(s *Slots) error {
 	for i := uint64(0); i < runs && d.err == nil; i++ {
 		last := d.uvarint()
 		b := d.read(1)
-		epoch, peer := d.uvarint(), d.uvarint()
+		epoch, peer, fenced := d.uvarint(), d.uvarint(), d.uvarint()
 		if d.err != nil {
 			break
 		}
 		state := SlotState(b[0])
-		rec := SlotRecord{State: state, Epoch: epoch}
+		rec := SlotRecord{State: state, Epoch: epoch, Fenced: fenced}
 		if last < uint64(next) || last >= HashSlots || state > SlotGone || peer >= MaxGroups {
 			return fmt.Errorf("%w: snapshot slot run %d", ErrCorrupt, i)
 		}

@@ -437,3 +437,72 @@ func TestSlotMoveUnfreezeRetried(t *testing.T) {
 		t.Errorf("a retried abort: %v", r.Status)
 	}
 }
+
+// A move back (target to source) started while the source still has the first move frozen:
+// its import is refused there, its abort fences the source even though the source serves the
+// slot, the new owner unfreezes, the first move is released; a late copy of the aborted
+// import must not then make the old source a second owner of the slot.
+func TestSlotMoveAbortFencesALateImport(t *testing.T) {
+	f := newMoveFixture(t)
+	m1 := f.move(7, 1)
+	f.apply(t, f.src, moveCmd(fsm.KindFreezeSlots, m1))
+	if r := f.apply(t, f.dst, importOf(t, f.src, m1, 1000)); r.Status != fsm.StatusSlots {
+		t.Fatalf("import m1: %v", r.Status)
+	}
+	m2 := fsm.Move{ID: 9, First: f.slot, Last: f.slot, Source: 1, Target: 0, Epoch: 2}
+	if r := f.apply(t, f.dst, moveCmd(fsm.KindFreezeSlots, m2)); r.Status != fsm.StatusSlots {
+		t.Fatalf("freeze m2: %v", r.Status)
+	}
+	imp2 := importOf(t, f.dst, m2, 1000)
+	if r := f.apply(t, f.src, imp2); r.Status != fsm.StatusConflict {
+		t.Fatalf("import m2 while the old source is frozen: %v", r.Status)
+	}
+	if r := f.apply(t, f.src, moveCmd(fsm.KindAbortSlots, m2)); r.Status != fsm.StatusSlots {
+		t.Fatalf("abort m2: %v", r.Status)
+	}
+	f.apply(t, f.dst, moveCmd(fsm.KindUnfreezeSlots, m2))
+	if r := f.apply(t, f.dst, moveCmd(fsm.KindAbortSlots, m1)); r.Status != fsm.StatusConflict {
+		t.Fatalf("abort m1: %v, want conflict (it went through)", r.Status)
+	}
+	f.apply(t, f.src, moveCmd(fsm.KindReleaseSlots, m1))
+	if r := f.apply(t, f.src, imp2); r.Status != fsm.StatusConflict {
+		t.Errorf("a late import of the aborted m2: %v, want conflict; the old source %+v, the owner %+v",
+			r.Status, f.src.Slots().Of(f.slot), f.dst.Slots().Of(f.slot))
+	}
+	if owner, rec, _ := f.owner(); owner != 1 || rec.State != fsm.SlotOwned {
+		t.Errorf("owner %d %+v, want group 1", owner, rec)
+	}
+}
+
+// CheckOwnership accepts the tables of a moment (read during a move too) and refuses those read
+// on both sides of a move: the slot in two groups, or in none.
+func TestCheckOwnershipAcrossAMove(t *testing.T) {
+	f := newMoveFixture(t)
+	owners := func(a, b *fsm.Machine) error { return fsm.CheckOwnership([]fsm.Slots{a.Slots(), b.Slots()}) }
+	before := fsm.New()
+	before.SetGroup(1, 2) // the target as read before the import: a fresh table of group 1
+	srcBefore := restore(t, snapshotBytes(t, f.src))
+	srcBefore.SetGroup(0, 2)
+	if err := owners(f.src, f.dst); err != nil {
+		t.Errorf("before the move: %v", err)
+	}
+	mv := f.move(7, 1)
+	f.apply(t, f.src, moveCmd(fsm.KindFreezeSlots, mv))
+	if err := owners(f.src, before); err != nil {
+		t.Errorf("frozen, not imported: %v", err)
+	}
+	f.apply(t, f.dst, importOf(t, f.src, mv, 1000))
+	if err := owners(f.src, f.dst); err != nil {
+		t.Errorf("frozen and imported: %v", err)
+	}
+	if err := owners(srcBefore, f.dst); err == nil {
+		t.Errorf("the source read before the freeze and the target after the import passed")
+	}
+	f.apply(t, f.src, moveCmd(fsm.KindReleaseSlots, mv))
+	if err := owners(f.src, before); err == nil {
+		t.Errorf("the source read after the release and the target before the import passed")
+	}
+	if err := owners(f.src, f.dst); err != nil {
+		t.Errorf("after the move: %v", err)
+	}
+}

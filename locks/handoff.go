@@ -152,7 +152,13 @@ func (p *Policy) handOffOnce(keys []string) ([]fsm.Result, error) {
 	return p.replica.Exec(ctx, locked, func(v node.View) []fsm.Command {
 		var cmds []fsm.Command
 		room := newRoom(v)
+		slots := v.Slots()
 		serveQueue := func(key []byte) {
+			if slots.Moved() && slots.Of(fsm.SlotOf(key)).State != fsm.SlotOwned {
+				// Moving away (its Serves would be refused, and the whole entry with them) or
+				// gone: the move's end looks at every queue again.
+				return
+			}
 			v.Waiters(key, func(w fsm.Waiter, _ time.Duration) bool {
 				switch {
 				case room.served[w.Seq]:

@@ -194,9 +194,10 @@ func (r *request) route(mayApply bool) {
 	if !ok {
 		return
 	}
-	if movedReply(reply) && !r.c.sess.slotAware && r.s.grouped() && r.c.sess.multi == nil {
+	if movedReply(reply) && (!r.c.sess.slotAware || tokenless(r.cmd, r.clientArgs)) && r.s.grouped() && r.c.sess.multi == nil {
 		// The leader found the slot elsewhere (slotmoves.go): route it again from here, for a
-		// client that does not follow MOVED.
+		// client that does not follow MOVED, and for a token-less UNLOCK or RENEW, whose token
+		// is this connection's.
 		r.reroute()
 		return
 	}

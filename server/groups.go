@@ -45,8 +45,12 @@ func (s *Server) ownerOfSlot(slot int) (g int, frozen bool) {
 	}
 	g, rec, ok := fsm.OwnerOf(len(s.groups), s.slotsOf, slot)
 	if !ok {
-		// Released by its source and not yet imported by its target, as far as this node's
-		// replicas have applied (each group applies on its own): in flight, for routing.
+		// Released by its source and not yet imported by its target as far as this node's
+		// replicas have applied (each group applies on its own). A source releases only after
+		// its target's import committed: the target of the latest release serves it.
+		if to, ok := fsm.ReleasedTo(len(s.groups), s.slotsOf, slot); ok && to < len(s.groups) {
+			return to, false
+		}
 		return fsm.GroupOfSlot(slot, len(s.groups)), true
 	}
 	return g, rec.State == fsm.SlotFrozen
@@ -149,6 +153,17 @@ func (s *Server) groupOfTableKey(key []byte) int {
 	}
 	g, _ := s.ownerOfSlot(fsm.SlotOf(key))
 	return g
+}
+
+// servesKey reports whether group g's table here serves the slot of table key key (owns it,
+// or is moving it away): whose the key is by that group's own record, not by routing, which
+// reads every group's replica and may be ahead of or behind g's.
+func (s *Server) servesKey(g int, key []byte) bool {
+	if !s.grouped() {
+		return true
+	}
+	st := s.slotsOf(g).Of(fsm.SlotOf(key)).State
+	return st == fsm.SlotOwned || st == fsm.SlotFrozen
 }
 
 // groupIndex is the number of the group whose replica is home.

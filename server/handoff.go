@@ -29,19 +29,32 @@ const waitGrace = 10 * time.Second
 // and the waiters' ends heard before their client noted its place (the Serve can apply before
 // the requesting goroutine reads its Enqueue's result).
 type queueWaits struct {
-	mu    sync.Mutex
-	bySeq map[waitPlace]*queueWait
-	early map[waitPlace][]waitEnd
-	order []waitPlace // early's places, oldest first
+	// bySlot: the cluster runs several groups, whose waiters are placed by their keys' slot
+	// (one slot per request there); with one group every waiter's slot is 0 (an MLOCK's keys
+	// may be in different slots).
+	bySlot bool
+	mu     sync.Mutex
+	bySeq  map[waitPlace]*queueWait
+	early  map[waitPlace][]waitEnd
+	order  []waitPlace // early's places, oldest first
 }
 
 // waitPlace is a waiter's place: its sequence number in the queues of its raft group, which
-// numbers them with its own token counter (groups.go), and the hash slot of its keys. The slot,
+// numbers them with its own token counter (groups.go), and, with several groups, the hash slot
+// of its keys (queueWaits.slotOf). The slot,
 // not the group: a waiter keeps its place when its slot moves to another group (whose counter
 // the move lifts above every place the source gave), and is served there.
 type waitPlace struct {
 	slot int
 	seq  fsm.Token
+}
+
+// slotOf is the slot a waiter of key is placed by.
+func (q *queueWaits) slotOf(key []byte) int {
+	if !q.bySlot {
+		return 0
+	}
+	return fsm.SlotOf(key)
 }
 
 // maxEarlyEnds bounds the ends kept for a client that has not noted its place yet.
@@ -69,7 +82,7 @@ func newQueueWaits() *queueWaits {
 // waited is a group's Waited hook: the apply path, so it must not block.
 func (q *queueWaits) waited(seq fsm.Token, key []byte, token fsm.Token) {
 	end := waitEnd{key: bytes.Clone(key), token: token}
-	at := waitPlace{fsm.SlotOf(key), seq}
+	at := waitPlace{q.slotOf(key), seq}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if w := q.bySeq[at]; w != nil {
@@ -120,7 +133,7 @@ func (q *queueWaits) restored(n Replica) {
 	n.ExecLocal(func(v node.View) {
 		slots := v.Slots()
 		for at, w := range q.bySeq {
-			if st := slots.Of(at.slot).State; st != fsm.SlotOwned && st != fsm.SlotFrozen {
+			if st := slots.Of(at.slot).State; q.bySlot && st != fsm.SlotOwned && st != fsm.SlotFrozen {
 				continue
 			}
 			if _, _, queued := v.Lookup(fsm.WaiterKey(w.reqs[0].Key, at.seq)); queued {
@@ -294,7 +307,7 @@ func (r *request) pollForLocks(reqs []lockRequest, wait time.Duration) ([]fsm.Re
 // lock is left to its lease.
 func (r *request) awaitTurn(reqs []lockRequest, seq fsm.Token, wait time.Duration) ([]fsm.Result, error) {
 	keys := keysOf(reqs)
-	at := waitPlace{fsm.SlotOf(reqs[0].Key), seq}
+	at := waitPlace{r.s.queueWaits.slotOf(reqs[0].Key), seq}
 	w := r.s.queueWaits.register(at, reqs)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -447,7 +460,8 @@ func (r *request) resumeWait(reqs []lockRequest, wait time.Duration) bool {
 		if time.Now().After(deadline) || r.c.ctx.Err() != nil {
 			return false
 		}
-		r.home.ExecLocal(func(v node.View) {
+		// Its keys' group now: their slot may have moved since the wait began.
+		r.s.homeOfTableKeys(keys).ExecLocal(func(v node.View) {
 			seq, served = findWaiter(v, reqs)
 		})
 	}

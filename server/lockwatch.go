@@ -253,7 +253,7 @@ func (s *Server) locksFlushed(g int, db []byte) {
 	var keys []string
 	lw.mu.Lock()
 	for k := range lw.byKey {
-		if (len(db) == 0 || k[0] == db[0]) && s.groupOfTableKey([]byte(k)) == g {
+		if (len(db) == 0 || k[0] == db[0]) && s.servesKey(g, []byte(k)) {
 			keys = append(keys, k)
 		}
 	}
@@ -275,7 +275,7 @@ func (s *Server) recheckHolders(g int) {
 	var all []held
 	lw.mu.Lock()
 	for k, holders := range lw.byKey {
-		if s.groupOfTableKey([]byte(k)) != g {
+		if !s.servesKey(g, []byte(k)) {
 			continue
 		}
 		for _, h := range holders {

@@ -91,8 +91,9 @@ func (r *request) exec(keys [][]byte, eval node.Eval) ([]fsm.Result, error) {
 	case onScript:
 		return r.script.ov.apply(eval(r.script.ov)), nil
 	case onLocal:
+		guard, eval := r.s.guardFor(r.cmd.keyArgs(r.clientArgs), eval)
 		r.home.ExecLocal(func(v node.View) { eval(v) })
-		return nil, nil
+		return nil, guard.err() // this node's copy of the group no longer serves the keys' slot
 	}
 	var guard *slotGuard
 	if r.s.grouped() && !r.spans && !r.pinned {

@@ -116,6 +116,21 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 		// Its overlay is its group's table: another group's key is not in it.
 		return errValue("ERR Script attempted to access a non local key in a cluster node script"), nil
 	}
+	if p.s.grouped() && cmd.leader && p.s.slotsMoved() {
+		// Routing here may be behind the group's table (slotmoves.go): a key the script did
+		// not declare must be in a slot the table serves now, or the script would read a copy
+		// its slot left. While the slot moves the script runs again after the move.
+		owned := sc.run.ov.Slots()
+		for _, k := range cmd.keyArgs(args) {
+			switch owned.Of(fsm.KeySlot(k)).State {
+			case fsm.SlotOwned:
+			case fsm.SlotFrozen:
+				return script.Value{}, &node.SlotError{Frozen: true}
+			default:
+				return errValue("ERR Script attempted to access a non local key in a cluster node script"), nil
+			}
+		}
+	}
 	switch cmd.name {
 	case "select":
 		db, ok := parseInt(args[1])
@@ -529,7 +544,8 @@ func (e *evalCall) evaluate(v node.View, budget time.Duration) []fsm.Command {
 	// But a killed script has none: its effects are replicated only once it ends, so
 	// SCRIPT KILL may stop any script, writing or not (Redis refuses to kill one that
 	// wrote, which it cannot undo). Nor has one stopped by its budget: it runs again.
-	if errors.Is(e.runErr, script.ErrKilled) || errors.Is(e.runErr, script.ErrBudget) {
+	// Nor has one that reached a key whose slot is moving (Call): it runs again after the move.
+	if errors.Is(e.runErr, script.ErrKilled) || errors.Is(e.runErr, script.ErrBudget) || errors.As(e.runErr, new(*node.SlotError)) {
 		ov.want = nil // nothing to compare the (no) results with
 		return nil
 	}
@@ -585,7 +601,7 @@ func (e *evalCall) evaluateFunction(v node.View, budget time.Duration) []fsm.Com
 			e.suspended = s
 		}
 	}
-	if errors.Is(e.runErr, script.ErrKilled) || errors.Is(e.runErr, script.ErrBudget) {
+	if errors.Is(e.runErr, script.ErrKilled) || errors.Is(e.runErr, script.ErrBudget) || errors.As(e.runErr, new(*node.SlotError)) {
 		ov.want = nil
 		return nil
 	}
@@ -650,6 +666,10 @@ func (e *evalCall) finish(res []fsm.Result, err error) {
 			r.w.Error("ERR the script's effects did not apply as it saw them; read the keys before retrying")
 			return
 		}
+	}
+	if moved := new(*node.SlotError); errors.As(e.runErr, moved) {
+		r.replyError(*moved) // it runs again where its keys' slot is served, nothing applied
+		return
 	}
 	if e.runErr != nil {
 		r.w.Error(e.runErr.Error())

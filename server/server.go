@@ -421,6 +421,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s := &Server{cfg: cfg, node: d.Replica, groups: d.Groups, admin: d.Admin, groupAdmins: d.GroupAdmins, mover: d.Mover, disk: d.Disk, queueWaits: newQueueWaits(), log: cfg.Logger.With("component", "server"), start: time.Now(),
 		bootID: strconv.FormatUint(rand.Uint64()>>16, 36)}
 	s.maxClients.Store(int64(cfg.MaxClients))
+	s.queueWaits.bySlot = len(d.Groups) > 1
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.workers = newWorkers(s)
 	s.metrics = newServerMetrics()

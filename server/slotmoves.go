@@ -108,9 +108,11 @@ func (s *Server) slotFrozenAnywhere(slot int) bool {
 }
 
 // awaitSlot waits, until deadline or ctx's end, while a move of slot is in flight as this
-// node's replicas see it, and returns the group that serves it then.
+// node's replicas see it, and returns the group that serves it then. It looks again after
+// movePoll, then less and less often (up to maxMoveBackoff): thousands of requests waiting on a
+// frozen slot must not cost the node more than the move.
 func (s *Server) awaitSlot(ctx context.Context, slot int, deadline time.Time) (int, bool) {
-	for {
+	for pause := movePoll; ; pause = min(2*pause, maxMoveBackoff) {
 		g, frozen := s.ownerOfSlot(slot)
 		if !frozen {
 			return g, true
@@ -118,7 +120,7 @@ func (s *Server) awaitSlot(ctx context.Context, slot int, deadline time.Time) (i
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return 0, false
 		}
-		time.Sleep(movePoll)
+		time.Sleep(pause)
 	}
 }
 
@@ -186,7 +188,7 @@ func movedReply(reply []byte) bool {
 //
 // RAFT MOVECMD IMPORT move floor keys, and RAFT MOVECMD ABORT move, propose one command of a
 // move in its target group, on that group's leader: what a mover on another node sends (the
-// mover's own part, as the peer user). +OK when it applied; -MOVEREFUSED when the target
+// mover's own part, as the peer user). RAFT MOVECMD PROBE answers +OK: a mover asks it first. +OK when it applied; -MOVEREFUSED when the target
 // refused it (an import after its abort, an abort after its import).
 func (r *request) moveSlots(sub string) {
 	if !r.s.grouped() || r.s.mover == nil {
@@ -257,6 +259,11 @@ func (r *request) moveCommand() {
 		cmd = fsm.Command{Kind: fsm.KindImportSlots, Key: r.args[3], Owner: r.args[5], Token: fsm.Token(floor)}
 	case len(r.args) == 4 && is(r.args[2], "abort"):
 		cmd = fsm.Command{Kind: fsm.KindAbortSlots, Key: r.args[3]}
+	case len(r.args) == 3 && is(r.args[2], "probe"):
+		// A mover asks it before it freezes a range: that it may send the import and the
+		// abort here at all (the peer user's ACL allows raft|movecmd).
+		r.w.SimpleString("OK")
+		return
 	default:
 		r.wrongArgs("raft|movecmd")
 		return
