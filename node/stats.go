@@ -105,6 +105,9 @@ type ServerStats struct {
 	Refusals     uint64 // LOCK / SET NX that found the key held
 	Releases     uint64
 	AuthFailures uint64 // AUTH or HELLO ... AUTH with a wrong user or password
+	// SlotReroutes counts requests run again because their hash slot moved to another raft
+	// group while they ran (docs/groups.md).
+	SlotReroutes uint64
 	// Families is the latency of the commands of each family, in a fixed order; a command's
 	// count is in its family's Latency.Count.
 	Families []FamilyStats

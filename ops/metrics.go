@@ -109,6 +109,7 @@ func WriteServerMetrics(w io.Writer, s node.ServerStats) {
 	for _, r := range s.Refused {
 		p.series("refused_commands_total", float64(r.Count), "reason", r.Reason)
 	}
+	p.metric("slot_reroutes_total", "counter", "Requests run again because their hash slot moved to another raft group while they ran.", float64(s.SlotReroutes))
 	p.metric("lock_grants_total", "counter", "LOCK and SET NX grants.", float64(s.Grants))
 	p.metric("lock_refusals_total", "counter", "LOCK and SET NX that found the key held.", float64(s.Refusals))
 	p.metric("lock_releases_total", "counter", "Locks released by UNLOCK.", float64(s.Releases))

@@ -98,12 +98,17 @@ func (s *Server) slotRanges() [][][2]int {
 }
 
 // GroupSlots is the slot ranges group g serves now as this node's replicas say ("first-last"
-// words; empty when every slot moved away), for the status page.
+// words; empty when every slot moved away), and the move out of it in flight, if any, for the
+// status page.
 func (s *Server) GroupSlots(g int) string {
 	if !s.grouped() {
 		return "0-16383"
 	}
-	return formatRanges(s.slotRanges()[g], " ")
+	out := formatRanges(s.slotRanges()[g], " ")
+	if mv, moving := s.slotsOf(g).Moving(); moving {
+		out += fmt.Sprintf(" (moving %d-%d to group %d)", mv.First, mv.Last, mv.Target)
+	}
+	return out
 }
 
 // formatRanges is ranges as "first-last" words joined by sep.

@@ -92,6 +92,7 @@ func (s *Server) ServerStats() node.ServerStats {
 		Refusals:     st.refusals.Load(),
 		Releases:     st.releases.Load(),
 		AuthFailures: m.authFailures.Load(),
+		SlotReroutes: m.reroutes.Load(),
 		DBWaiters:    s.waiters.perDB(),
 	}
 	for f := famLock; f < numFamilies; f++ {
