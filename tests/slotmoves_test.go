@@ -293,3 +293,51 @@ func TestSlotMoveDecidedByTheNextLeader(t *testing.T) {
 		})
 	}
 }
+
+// TestSlotMoveKeepsAWaiter moves the slot of a held lock that a LOCK ... WAIT waits on: the
+// waiter keeps its place in the target's queue, and once the holder unlocks (in the target) the
+// waiting client, held on the node it asked, is granted the lock with a token above the
+// holder's.
+func TestSlotMoveKeepsAWaiter(t *testing.T) {
+	c := newClusterWith(t, 3, &cluster{extra: []string{"--groups", "2"}})
+	waitSpread(t, c, 2)
+	tag := ""
+	for i := 0; tag == ""; i++ {
+		if s := fsm.KeySlot([]byte(strconv.Itoa(i))); fsm.GroupOfSlot(s, 2) == 0 {
+			tag = strconv.Itoa(i)
+		}
+	}
+	slot := strconv.Itoa(fsm.KeySlot([]byte(tag)))
+	key := "{" + tag + "}k"
+	holder, err := callInt(c.nodes[0].addr, "LOCK", key, "60000", "OWNER", "holder")
+	if err != nil {
+		t.Fatalf("LOCK %s: %v", key, err)
+	}
+	waiting, _ := sendWait(t, c.nodes[1].addr, "LOCK", key, "60000", "OWNER", "waiter", "WAIT", "30000")
+	q := waitQueue(t, c.nodes[2].addr, key, "waiter")
+	if _, err := callWithin(30*time.Second, c.nodes[2].addr, "RAFT", "MOVESLOTS", slot, slot, "1"); err != nil {
+		t.Fatalf("RAFT MOVESLOTS %s %s 1: %v", slot, slot, err)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		for _, n := range c.nodes {
+			info, err := infoRaft(n.addr)
+			if err != nil {
+				return err
+			}
+			if f := info["raft_group1"]; !servesSlot(f, fsm.KeySlot([]byte(tag))) {
+				return fmt.Errorf("%s: group 1 serves %s, without slot %s", n.id, f, slot)
+			}
+		}
+		return nil
+	})
+	if moved := waitQueue(t, c.nodes[0].addr, key, "waiter"); moved[0].place != q[0].place {
+		t.Errorf("the waiter's place after the move: %d, was %d", moved[0].place, q[0].place)
+	}
+	if n, err := callInt(c.nodes[0].addr, "UNLOCK", key, strconv.FormatInt(holder, 10)); err != nil || n != 1 {
+		t.Fatalf("UNLOCK %s %d after the move: %d, %v", key, holder, n, err)
+	}
+	v := replyWithin(t, waiting, "LOCK ... WAIT across the move")
+	if tok, ok := v.(int64); !ok || tok <= holder || tok <= q[0].place {
+		t.Errorf("LOCK ... WAIT across the move = %#v; want a token above the holder's %d and the place %d", v, holder, q[0].place)
+	}
+}
