@@ -67,6 +67,9 @@ type SlotMover struct {
 	abandoned map[uint64]bool
 	stop      chan struct{}
 	wg        sync.WaitGroup
+	// ctx ends at Stop: the recovery's decisions end with it.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // errMoveStopped is a move stopped by StopAfter.
@@ -99,6 +102,7 @@ func StartSlotMover(groups []*Member, logger *slog.Logger) *SlotMover {
 		logger = slog.Default()
 	}
 	s := &SlotMover{groups: groups, log: logger.With("component", "slot-mover"), stop: make(chan struct{}), running: map[uint64]bool{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -119,6 +123,7 @@ func StartSlotMover(groups []*Member, logger *slog.Logger) *SlotMover {
 // Stop ends the recovery loop. A move running on a client's request ends with its context.
 func (s *SlotMover) Stop() {
 	close(s.stop)
+	s.cancel()
 	s.wg.Wait()
 }
 
@@ -324,8 +329,8 @@ func (s *SlotMover) decideIfFrozen(ctx context.Context, mv fsm.Move) {
 	}
 }
 
-// recoverMoves decides every move in flight out of a group this node leads, but the moves it
-// runs or decides now (they decide themselves).
+// recoverMoves decides every move in flight out of a group this node leads, each on a
+// goroutine of its own, but the moves it runs or decides now (they decide themselves).
 func (s *SlotMover) recoverMoves() {
 	for g, m := range s.groups {
 		core := m.Core()
@@ -345,12 +350,17 @@ func (s *SlotMover) recoverMoves() {
 			continue
 		}
 		s.log.Info("deciding a slot move in flight", "group", g, "first", mv.First, "last", mv.Last, "target", mv.Target, "move", mv.ID)
-		ctx, cancel := context.WithTimeout(context.Background(), 3*moveStepTimeout)
-		if err := s.decide(ctx, mv); err != nil {
-			s.log.Warn("slot move not decided", "move", mv.ID, "err", err)
-		}
-		cancel()
-		s.setRunning(mv.ID, false)
+		// Each on its own: a move whose target has no leader must not hold up another group's.
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer s.setRunning(mv.ID, false)
+			ctx, cancel := context.WithTimeout(s.ctx, 3*moveStepTimeout)
+			defer cancel()
+			if err := s.decide(ctx, mv); err != nil {
+				s.log.Warn("slot move not decided", "move", mv.ID, "err", err)
+			}
+		}()
 	}
 }
 
