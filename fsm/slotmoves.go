@@ -155,14 +155,11 @@ type Slots struct {
 
 // Of is the group's record of slot.
 func (s Slots) Of(slot int) SlotRecord {
-	if s.recs != nil {
+	switch {
+	case s.recs != nil:
 		return s.recs[slot]
-	}
-	if s.groups > 1 && GroupOfSlot(slot, s.groups) == s.group {
+	case s.groups <= 1 || GroupOfSlot(slot, s.groups) == s.group: // one group owns every slot
 		return SlotRecord{State: SlotOwned}
-	}
-	if s.groups <= 1 {
-		return SlotRecord{State: SlotOwned} // one group owns every slot
 	}
 	return SlotRecord{}
 }
@@ -179,22 +176,6 @@ func (s Slots) Moving() (Move, bool) {
 // Moved reports whether a move ever named this group (its records are its own, not the
 // default ranges').
 func (s Slots) Moved() bool { return s.recs != nil }
-
-// Owned lists the ranges of slots the group serves (owned or frozen), in order.
-func (s Slots) Owned() [][2]int {
-	var out [][2]int
-	for slot := 0; slot < HashSlots; slot++ {
-		if !s.Of(slot).serving() {
-			continue
-		}
-		if n := len(out); n > 0 && out[n-1][1] == slot-1 {
-			out[n-1][1] = slot
-		} else {
-			out = append(out, [2]int{slot, slot})
-		}
-	}
-	return out
-}
 
 // OwnerOf is the group that serves slot, given the Slots of each of groups groups (slotsOf),
 // and its record there: the group that owns it or is moving it at the highest epoch. ok is
