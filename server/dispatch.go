@@ -38,10 +38,7 @@ func (c *conn) dispatch(w *resp.Writer, cmd *command, args [][]byte, st *stagedC
 		c.s.tracker.beginWrite(c, keys)
 		defer c.s.tracker.endWrite(c, keys)
 	}
-	r.path = c.where(r)
-	if r.path != onLeader && cmd.leader && !cmd.movable {
-		r.args = withDBKeys(cmd, args, r.db) // it runs here: its keys become table keys
-	}
+	c.place(r)
 	c.execute(r, st, start)
 }
 
@@ -100,6 +97,15 @@ func (c *conn) findHome(r *request) bool {
 	}
 	r.home = c.s.groups[g]
 	return true
+}
+
+// place decides where r runs (where) and, when it runs here, makes its key arguments table
+// keys (r.args are the client's until then).
+func (c *conn) place(r *request) {
+	r.path = c.where(r)
+	if r.path != onLeader && r.cmd.leader && !r.cmd.movable {
+		r.args = withDBKeys(r.cmd, r.args, r.db)
+	}
 }
 
 // where decides where an admitted command runs. A command for the leader, on a follower, runs

@@ -31,10 +31,6 @@ const errCrossSlot = "CROSSSLOT Keys in request don't hash to the same slot"
 // before any slot moved (for tools and tests outside the server).
 func GroupOfKey(key []byte, groups int) int { return fsm.GroupOfSlot(fsm.KeySlot(key), groups) }
 
-// GroupSlots is the first and last hash slot group g serves by default in a cluster of groups
-// raft groups (for tools outside the server).
-func GroupSlots(g, groups int) (first, last int) { return fsm.DefaultSlots(g, groups) }
-
 // ownerOfSlot is the group that serves slot as this node's replicas have applied it, and
 // whether a move of it is in flight (frozen: its requests wait for the move to end). Slots
 // move between groups (fsm/slotmoves.go): each group's table says which it owns, and the owner

@@ -88,10 +88,7 @@ func (r *request) reroute() {
 	}
 	r.s.metrics.reroutes.Add(1)
 	r.home, r.args = r.s.groups[g], r.clientArgs
-	r.path = r.c.where(r)
-	if r.path != onLeader && !r.cmd.movable {
-		r.args = withDBKeys(r.cmd, r.args, r.db)
-	}
+	r.c.place(r)
 	r.run()
 }
 

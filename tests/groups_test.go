@@ -286,7 +286,7 @@ func checkGroupsStatus(t *testing.T, web string, leaders []string) {
 			return fmt.Errorf("status.json lists %d groups, want %d", len(st.Groups), len(leaders))
 		}
 		for g, sg := range st.Groups {
-			first, last := server.GroupSlots(g, len(leaders))
+			first, last := fsm.DefaultSlots(g, len(leaders))
 			if sg.Group != g || sg.Slots != fmt.Sprintf("%d-%d", first, last) || sg.LeaderID != leaders[g] {
 				return fmt.Errorf("status.json's group %d: %+v; want slots %d-%d, leader %s", g, sg, first, last, leaders[g])
 			}
