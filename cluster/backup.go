@@ -86,6 +86,17 @@ func BackupGroups(ctx context.Context, members []*Member) ([]byte, error) {
 	return nil, fmt.Errorf("backup: the groups' slots kept moving while they were read (%d reads): %w", backupReads, err)
 }
 
+// groupLeaderAddr is the ID and client address of the leader of group g (its member m), the
+// address from group 0's member table (book), or an error when either is not known.
+func groupLeaderAddr(book, m *Member, g int) (id, addr string, err error) {
+	id, _ = m.LeaderClient()
+	addr, _ = book.MemberAddr(id)
+	if id == "" || addr == "" {
+		return "", "", fmt.Errorf("raft group %d: %w", g, m.notLeader())
+	}
+	return id, addr, nil
+}
+
 // backupReads bounds how often BackupGroups reads the groups again while slots move.
 const backupReads = 5
 
@@ -97,10 +108,9 @@ func readGroups(ctx context.Context, members []*Member) (backup.Header, []*fsm.S
 	snaps := make([]*fsm.Snapshot, len(members))
 	for g, m := range members {
 		readIndex := func(ctx context.Context) (uint64, error) {
-			id, _ := m.LeaderClient()
-			addr, _ := book.MemberAddr(id)
-			if id == "" || addr == "" {
-				return 0, fmt.Errorf("backup: raft group %d: %w", g, m.notLeader())
+			id, addr, err := groupLeaderAddr(book, m, g)
+			if err != nil {
+				return 0, fmt.Errorf("backup: %w", err)
 			}
 			index, err := book.peerAPI.ReadIndexOf(ctx, addr, g)
 			if err != nil {

@@ -204,7 +204,9 @@ func (s *SlotMover) moveRange(ctx context.Context, mv fsm.Move) (int, error) {
 	case err != nil:
 		// Perhaps frozen: whoever leads the source decides it (recoverMoves), here now if we
 		// still do.
-		s.decideIfFrozen(ctx, mv)
+		if derr := s.decide(ctx, mv); derr != nil {
+			s.log.Warn("slot move not decided", "move", mv.ID, "err", derr)
+		}
 		return 0, fmt.Errorf("freeze: %w", err)
 	case status != fsm.StatusSlots:
 		return 0, fmt.Errorf("raft group %d refused to freeze the range (it changed, or another move started)", mv.Source)
@@ -321,14 +323,6 @@ func (s *SlotMover) inFlight(mv fsm.Move) bool {
 	return moving && cur == mv
 }
 
-// decideIfFrozen decides mv if the source's table here holds it frozen (a Freeze whose
-// outcome was unknown).
-func (s *SlotMover) decideIfFrozen(ctx context.Context, mv fsm.Move) {
-	if err := s.decide(ctx, mv); err != nil {
-		s.log.Warn("slot move not decided", "move", mv.ID, "err", err)
-	}
-}
-
 // recoverMoves decides every move in flight out of a group this node leads, each on a
 // goroutine of its own, but the moves it runs or decides now (they decide themselves).
 func (s *SlotMover) recoverMoves() {
@@ -398,10 +392,9 @@ func (s *SlotMover) inTarget(ctx context.Context, cmd fsm.Command) (fsm.Status, 
 		return s.propose(ctx, target.Core(), cmd)
 	}
 	book := s.groups[0]
-	id, _ := target.LeaderClient()
-	addr, _ := book.MemberAddr(id)
-	if id == "" || addr == "" {
-		return 0, fmt.Errorf("raft group %d: %w", mv.Target, target.notLeader())
+	id, addr, err := groupLeaderAddr(book, target, mv.Target)
+	if err != nil {
+		return 0, err
 	}
 	args := []string{"RAFT", "MOVECMD", "ABORT", string(cmd.Key)}
 	if cmd.Kind == fsm.KindImportSlots {
@@ -426,10 +419,9 @@ func (s *SlotMover) probeTarget(ctx context.Context, target int) error {
 		return nil
 	}
 	book := s.groups[0]
-	id, _ := t.LeaderClient()
-	addr, _ := book.MemberAddr(id)
-	if id == "" || addr == "" {
-		return fmt.Errorf("raft group %d: %w", target, t.notLeader())
+	id, addr, err := groupLeaderAddr(book, t, target)
+	if err != nil {
+		return err
 	}
 	if _, err := book.peerAPI.call(ctx, addr, moveStepTimeout, "RAFT", "MOVECMD", "PROBE"); err != nil {
 		return fmt.Errorf("raft group %d's leader %s at %s does not take this node's moves (the peer user needs raft|movecmd): %w", target, id, addr, err)

@@ -257,7 +257,7 @@ func (m *muxLayer) session(addr string, timeout time.Duration) (*yamux.Session, 
 	if err == nil {
 		m.out[addr] = sess
 		if peer != "" {
-			// The peer opens its streams to this node on this session as well, admitted as the
+			// The peer opens its streams to this node over this yamux session too, admitted as the
 			// member the dial verified (its certificate, with raft TLS), as an accepted
 			// session's handshake verifies the dialer. wg.Add under mu: a shutdown, which sets
 			// m.shutdown under mu before it waits on wg, cannot miss this goroutine.
