@@ -19,9 +19,9 @@ import (
 // heldSpan is one lock a client held: the token it was granted, from when its LOCK was sent to
 // when its reply came (grant), and from then to when it sent its UNLOCK (held for sure).
 type heldSpan struct {
-	token                      int64
-	lockSent, granted, unlockd time.Time
-	client                     string
+	token                         int64
+	lockSent, granted, unlockSent time.Time
+	client                        string
 }
 
 // TestSlotMoveUnderLoad moves a hash slot from one raft group to the other and back while
@@ -34,12 +34,7 @@ func TestSlotMoveUnderLoad(t *testing.T) {
 	waitSpread(t, c, 2)
 	ctx := context.Background()
 
-	tag := ""
-	for i := 0; tag == ""; i++ {
-		if s := fsm.KeySlot([]byte(strconv.Itoa(i))); fsm.GroupOfSlot(s, 2) == 0 {
-			tag = strconv.Itoa(i)
-		}
-	}
+	tag := tagOfGroup0()
 	slot := fsm.KeySlot([]byte(tag))
 	keys := []string{"{" + tag + "}a", "{" + tag + "}b", "{" + tag + "}c"}
 	held := "{" + tag + "}held"
@@ -80,19 +75,18 @@ func TestSlotMoveUnderLoad(t *testing.T) {
 			unlockAt := time.Now()
 			n, err := do("UNLOCK", key, strconv.FormatInt(tok, 10)).Int64()
 			mu.Lock()
-			spans[key] = append(spans[key], heldSpan{token: tok, lockSent: sent, granted: granted, unlockd: unlockAt, client: name})
+			spans[key] = append(spans[key], heldSpan{token: tok, lockSent: sent, granted: granted, unlockSent: unlockAt, client: name})
 			if err != nil || n != 1 {
 				failures = append(failures, fmt.Sprintf("%s UNLOCK %s %d: %d, %v", name, key, tok, n, err))
 			}
 			mu.Unlock()
 		}
 	}
-	for i, n := range c.nodes {
+	for _, n := range c.nodes {
 		cl := redis.NewClient(&redis.Options{Addr: n.addr, MaxRetries: -1})
 		defer cl.Close()
 		wg.Add(1)
 		go run("plain@"+n.id, func(args ...any) *redis.Cmd { return cl.Do(ctx, args...) })
-		_ = i
 	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs(c.nodes), MaxRedirects: 8})
 	defer cc.Close()
@@ -110,19 +104,7 @@ func TestSlotMoveUnderLoad(t *testing.T) {
 		if n, ok := v.(int64); !ok || n < 1 {
 			t.Errorf("RAFT MOVESLOTS %d to group %d moved %v keys; want at least the held lock", slot, target, v)
 		}
-		// Every node routes the slot to the target once its replicas applied the move.
-		testutil.WaitFor(t, 10*time.Second, func() error {
-			for _, n := range c.nodes {
-				info, err := infoRaft(n.addr)
-				if err != nil {
-					return err
-				}
-				if f := info["raft_group"+strconv.Itoa(target)]; !servesSlot(f, slot) {
-					return fmt.Errorf("%s: group %d serves %s, without slot %d", n.id, target, f, slot)
-				}
-			}
-			return nil
-		})
+		waitServedBy(t, c.nodes, slot, target, 10*time.Second)
 	}
 	move(1)
 	move(0)
@@ -147,7 +129,7 @@ func TestSlotMoveUnderLoad(t *testing.T) {
 				if a.granted.Before(b.lockSent) && a.token > b.token {
 					t.Errorf("%s: token %d (%s) granted before token %d (%s) was asked for", key, a.token, a.client, b.token, b.client)
 				}
-				if a != b && a.granted.Before(b.unlockd) && b.granted.Before(a.unlockd) {
+				if a != b && a.granted.Before(b.unlockSent) && b.granted.Before(a.unlockSent) {
 					t.Errorf("%s: held by %s (token %d) and %s (token %d) at once", key, a.client, a.token, b.client, b.token)
 				}
 			}
@@ -169,6 +151,33 @@ func TestSlotMoveUnderLoad(t *testing.T) {
 		t.Errorf("UNLOCK of the held key with its token %d after the moves: %d, %v", heldToken, n, err)
 	}
 	sameGroupTables(t, c, 2)
+}
+
+// tagOfGroup0 is a hash tag whose slot group 0 of a 2-group cluster serves by default.
+func tagOfGroup0() string {
+	for i := 0; ; i++ {
+		if tag := strconv.Itoa(i); fsm.GroupOfSlot(fsm.KeySlot([]byte(tag)), 2) == 0 {
+			return tag
+		}
+	}
+}
+
+// waitServedBy waits until every one of nodes routes slot to group g (INFO raft), once its
+// replicas applied the move that gave it there.
+func waitServedBy(t *testing.T, nodes []*node, slot, g int, within time.Duration) {
+	t.Helper()
+	testutil.WaitFor(t, within, func() error {
+		for _, n := range nodes {
+			info, err := infoRaft(n.addr)
+			if err != nil {
+				return err
+			}
+			if f := info["raft_group"+strconv.Itoa(g)]; !servesSlot(f, slot) {
+				return fmt.Errorf("%s: group %d serves %s, without slot %d", n.id, g, f, slot)
+			}
+		}
+		return nil
+	})
 }
 
 // servesSlot reports whether an INFO raft raft_groupN line's slots ("slots=a-b;c-d,...")
@@ -212,12 +221,7 @@ func TestSlotMoveDecidedByTheNextLeader(t *testing.T) {
 				}
 			}
 			others := c.others(source)
-			tag := ""
-			for i := 0; tag == ""; i++ {
-				if s := fsm.KeySlot([]byte(strconv.Itoa(i))); fsm.GroupOfSlot(s, 2) == 0 {
-					tag = strconv.Itoa(i)
-				}
-			}
+			tag := tagOfGroup0()
 			slot := strconv.Itoa(fsm.KeySlot([]byte(tag)))
 			held, waiting := "{"+tag+"}held", "{"+tag+"}waiting"
 			cl := redis.NewClient(&redis.Options{Addr: others[0].addr, MaxRetries: -1, ReadTimeout: 30 * time.Second})
@@ -262,18 +266,7 @@ func TestSlotMoveDecidedByTheNextLeader(t *testing.T) {
 			case <-time.After(30 * time.Second):
 				t.Fatalf("LOCK %s during the move: no reply in 30 s", waiting)
 			}
-			testutil.WaitFor(t, 20*time.Second, func() error {
-				for _, n := range others {
-					info, err := infoRaft(n.addr)
-					if err != nil {
-						return err
-					}
-					if f := info["raft_group"+strconv.Itoa(tc.owner)]; !servesSlot(f, fsm.KeySlot([]byte(tag))) {
-						return fmt.Errorf("%s: group %d serves %s, without slot %s", n.id, tc.owner, f, slot)
-					}
-				}
-				return nil
-			})
+			waitServedBy(t, others, fsm.KeySlot([]byte(tag)), tc.owner, 20*time.Second)
 			// Once the clients' nodes route around the killed node: the held lock is still held,
 			// by its token.
 			testutil.WaitFor(t, 20*time.Second, func() error {
@@ -301,12 +294,7 @@ func TestSlotMoveDecidedByTheNextLeader(t *testing.T) {
 func TestSlotMoveKeepsAWaiter(t *testing.T) {
 	c := newClusterWith(t, 3, &cluster{extra: []string{"--groups", "2"}})
 	waitSpread(t, c, 2)
-	tag := ""
-	for i := 0; tag == ""; i++ {
-		if s := fsm.KeySlot([]byte(strconv.Itoa(i))); fsm.GroupOfSlot(s, 2) == 0 {
-			tag = strconv.Itoa(i)
-		}
-	}
+	tag := tagOfGroup0()
 	slot := strconv.Itoa(fsm.KeySlot([]byte(tag)))
 	key := "{" + tag + "}k"
 	holder, err := callInt(c.nodes[0].addr, "LOCK", key, "60000", "OWNER", "holder")
@@ -318,18 +306,7 @@ func TestSlotMoveKeepsAWaiter(t *testing.T) {
 	if _, err := callWithin(30*time.Second, c.nodes[2].addr, "RAFT", "MOVESLOTS", slot, slot, "1"); err != nil {
 		t.Fatalf("RAFT MOVESLOTS %s %s 1: %v", slot, slot, err)
 	}
-	testutil.WaitFor(t, 10*time.Second, func() error {
-		for _, n := range c.nodes {
-			info, err := infoRaft(n.addr)
-			if err != nil {
-				return err
-			}
-			if f := info["raft_group1"]; !servesSlot(f, fsm.KeySlot([]byte(tag))) {
-				return fmt.Errorf("%s: group 1 serves %s, without slot %s", n.id, f, slot)
-			}
-		}
-		return nil
-	})
+	waitServedBy(t, c.nodes, fsm.KeySlot([]byte(tag)), 1, 10*time.Second)
 	if moved := waitQueue(t, c.nodes[0].addr, key, "waiter"); moved[0].place != q[0].place {
 		t.Errorf("the waiter's place after the move: %d, was %d", moved[0].place, q[0].place)
 	}
