@@ -55,8 +55,12 @@ func (s *Server) ownerOfSlot(slot int) (g int, frozen bool) {
 // slotsMoved reports whether a move ever named a group on this node: until then every slot is
 // where the default ranges put it, and routing needs no look at the tables.
 func (s *Server) slotsMoved() bool {
+	if s.slotsHaveMoved.Load() {
+		return true
+	}
 	for g := range s.groups {
 		if s.slotsOf(g).Moved() {
+			s.slotsHaveMoved.Store(true) // a group's records never go back to the default ranges
 			return true
 		}
 	}

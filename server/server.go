@@ -318,7 +318,10 @@ type Server struct {
 	groupAdmins []Admin
 	// mover moves slots between the groups (Deps.Mover; nil: RAFT MOVESLOTS is refused).
 	mover SlotMover
-	disk  Disk // nil: INFO reports no disk fault
+	// slotsHaveMoved: a move named one of this node's groups (slotsMoved), once seen: asked on
+	// every request of a several-group cluster.
+	slotsHaveMoved atomic.Bool
+	disk           Disk // nil: INFO reports no disk fault
 	// diskDropped: the client connections were closed for a failed disk (dropClientsOnFailedDisk).
 	diskDropped atomic.Bool
 	// queueWaits are this node's clients waiting in a lock queue (handoff.go).
