@@ -109,6 +109,10 @@ const (
 	KindReleaseSlots  Kind = 30
 	KindAbortSlots    Kind = 31
 	KindUnfreezeSlots Kind = 32
+	// KindPlanGroups commits a plan to run more raft groups (groupsplan.go): Key is
+	// EncodeGroupsPlan of it, alone in its entry, in group 0. Only a FormatFunctions cluster
+	// carries it.
+	KindPlanGroups Kind = 33
 )
 
 func (k Kind) String() string {
@@ -169,6 +173,8 @@ func (k Kind) String() string {
 		return "abort-slots"
 	case KindUnfreezeSlots:
 		return "unfreeze-slots"
+	case KindPlanGroups:
+		return "plan-groups"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -359,6 +365,13 @@ func (c Command) Validate() error {
 		if len(c.Owner) > MaxMoveBytes {
 			return fmt.Errorf("fsm: %s of %d bytes (at most %d)", c.Kind, len(c.Owner), MaxMoveBytes)
 		}
+	case KindPlanGroups:
+		if _, err := DecodeGroupsPlan(c.Key); err != nil {
+			return err
+		}
+		if len(c.Owner) != 0 || c.Token != 0 {
+			return fmt.Errorf("fsm: %s with an owner or a token", c.Kind)
+		}
 	case KindFlush:
 		if len(c.Key) > 1 || len(c.Key) == 1 && c.Key[0] >= Databases {
 			return fmt.Errorf("fsm: flush of database %x", c.Key)
@@ -435,6 +448,9 @@ const (
 	StatusSlotMoved Status = 19
 	// StatusSlots: a move command applied (slotmoves.go); a refused one is StatusConflict.
 	StatusSlots Status = 20
+	// StatusGroupsPlanned: a groups plan applied (groupsplan.go); a refused one is
+	// StatusConflict.
+	StatusGroupsPlanned Status = 21
 )
 
 func (s Status) String() string {
@@ -479,6 +495,8 @@ func (s Status) String() string {
 		return "slot-moved"
 	case StatusSlots:
 		return "slots"
+	case StatusGroupsPlanned:
+		return "groups-planned"
 	}
 	return fmt.Sprintf("status(%d)", uint8(s))
 }

@@ -54,7 +54,7 @@ func NeedsFormat(cmds []Command) byte {
 		switch {
 		case c.Kind == KindStoreLibrary || c.Kind == KindDeleteLibrary || c.Kind == KindFlushLibraries,
 			c.Kind == KindAcquire || c.Kind == KindEnqueue || c.Kind == KindServe || c.hasKindsFields() || c.hasHeldFields(),
-			isMoveKind(c.Kind):
+			isMoveKind(c.Kind), c.Kind == KindPlanGroups:
 			// Added with FormatFunctions: v0.3.0 (FormatBatch) cannot decode them.
 			return FormatFunctions
 		case c.Kind == KindForgetUser:

@@ -76,6 +76,8 @@ type Machine struct {
 	// slots is the group's ownership of the hash slots (slotmoves.go); immutable records,
 	// replaced by each move command, so a Snapshot shares them.
 	slots Slots
+	// plan is the last groups plan group 0 committed (groupsplan.go), nil before any.
+	plan *GroupsPlan
 }
 
 // dbCounts counts the keys, and the keys with a lease, of each database, and the leases of all
@@ -395,7 +397,7 @@ func (m *Machine) ApplyEntry(dst []Result, index uint64, cmds []Command) []Resul
 func anyGuarded(cmds []Command) bool {
 	for _, c := range cmds {
 		switch {
-		case c.Kind == KindRelease, c.Kind == KindRenew, c.Kind == KindSetCluster, c.Kind == KindAcquire, isMoveKind(c.Kind),
+		case c.Kind == KindRelease, c.Kind == KindRenew, c.Kind == KindSetCluster, c.Kind == KindAcquire, isMoveKind(c.Kind), c.Kind == KindPlanGroups,
 			c.Kind == KindServe && c.KeepLease,
 			(c.Kind == KindGrant || c.Kind == KindWrite) && c.Match.Kind != MatchAny:
 			return true
@@ -416,6 +418,8 @@ func (m *Machine) apply(index uint64, cmd Command) Result {
 	switch cmd.Kind {
 	case KindFreezeSlots, KindImportSlots, KindReleaseSlots, KindAbortSlots, KindUnfreezeSlots:
 		return m.applyMove(index, cmd)
+	case KindPlanGroups:
+		return m.applyPlan(cmd)
 	case KindGrant:
 		return m.grant(index, cmd)
 	case KindRelease:
@@ -542,6 +546,7 @@ type undoRecord struct {
 	table   *lockTable
 	counts  *dbCounts // with table: a Flush's or a move's, kept apart so other records stay small
 	slots   Slots     // with table: a move command's
+	plan    *GroupsPlan
 }
 
 // save records the state cmd is about to change. It runs before every command of an entry that
@@ -569,6 +574,8 @@ func (u *undoLog) save(m *Machine, cmd Command) {
 	case KindFlush, KindFreezeSlots, KindImportSlots, KindReleaseSlots, KindAbortSlots, KindUnfreezeSlots:
 		counts := m.counts.clone()
 		r.table, r.counts, r.slots = m.table.Copy(), &counts, m.slots
+	case KindPlanGroups:
+		r.plan = m.plan
 	default:
 		return // changes nothing
 	}
@@ -598,6 +605,8 @@ func (u *undoLog) rollback(m *Machine) {
 			m.libraries = r.libs
 		case KindFlush, KindFreezeSlots, KindImportSlots, KindReleaseSlots, KindAbortSlots, KindUnfreezeSlots:
 			m.table, m.counts, m.slots = r.table, *r.counts, r.slots
+		case KindPlanGroups:
+			m.plan = r.plan
 		}
 	}
 	m.lastToken = u.lastToken

@@ -143,11 +143,13 @@ func DecodeMove(b []byte) (Move, error) {
 // Slots is one group's ownership of the hash slots. It is a value: a change makes a new
 // record array, so a Snapshot or a reader on another goroutine keeps the one it was given.
 type Slots struct {
-	// group and groups are the group's number and the cluster's count of groups (SetGroup):
-	// configuration, the same on every node, which says what the group owns by default.
-	group, groups int
+	// group and groups are the group's number and the count of groups this node runs, layout
+	// the count the cluster was created with (SetGroup): configuration, the same on every node
+	// that runs the group, which says what the group owns by default.
+	group, groups, layout int
 	// recs is every slot's record, nil until a move first named the group: then each slot is
-	// owned at epoch 0 when GroupOfSlot gives the group, none otherwise.
+	// owned at epoch 0 when GroupOfSlot (of the layout) gives the group, none otherwise: a
+	// group the cluster added (groupsplan.go) owns nothing.
 	recs *[HashSlots]SlotRecord
 	// moving is the move out of this group in flight (its slots frozen), nil when none.
 	moving *Move
@@ -158,7 +160,7 @@ func (s Slots) Of(slot int) SlotRecord {
 	switch {
 	case s.recs != nil:
 		return s.recs[slot]
-	case s.groups <= 1 || GroupOfSlot(slot, s.groups) == s.group: // one group owns every slot
+	case s.groups <= 1 || GroupOfSlot(slot, s.layout) == s.group: // one group owns every slot
 		return SlotRecord{State: SlotOwned}
 	}
 	return SlotRecord{}
@@ -240,11 +242,17 @@ func ReleasedTo(groups int, slotsOf func(g int) Slots, slot int) (to int, ok boo
 	return to, ok
 }
 
-// SetGroup tells the table it is group group of a cluster of groups groups: what it owns by
-// default, before any move named it. Every node calls it with the same values, before the first
-// entry applies and after every restore (it is configuration, not replicated state).
-func (m *Machine) SetGroup(group, groups int) {
-	m.slots.group, m.slots.groups = group, groups
+// SetGroup tells the table it is group group of a cluster that runs groups groups and was
+// created with layout of them (0: groups): what it owns by default, before any move named it.
+// Every node that runs the group calls it with the same group and layout, before the first
+// entry applies and after every restore (it is configuration, not replicated state). groups
+// differs between nodes only while a cluster converts to more groups, and only says whether
+// the node runs one group (which owns every slot).
+func (m *Machine) SetGroup(group, groups, layout int) {
+	if layout <= 0 || layout > groups {
+		layout = groups
+	}
+	m.slots.group, m.slots.groups, m.slots.layout = group, groups, layout
 }
 
 // Slots is the table's ownership of the hash slots.
@@ -332,9 +340,12 @@ func (m *Machine) editSlots() *[HashSlots]SlotRecord {
 
 // applyMove applies one of a move's commands (decoded and validated).
 func (m *Machine) applyMove(index uint64, cmd Command) Result {
+	// Only the move's own bytes decide, not the groups this node runs: while a cluster converts
+	// to more groups its nodes run different numbers of them, and every replica must decide alike.
+	// The mover checks that the target group runs.
 	mv, err := DecodeMove(cmd.Key)
-	if err != nil || m.slots.groups <= 1 || mv.Source >= m.slots.groups || mv.Target >= m.slots.groups {
-		return Result{Status: StatusConflict} // a move between groups this cluster does not run
+	if err != nil {
+		return Result{Status: StatusConflict}
 	}
 	refused := Result{Status: StatusConflict}
 	done := Result{Status: StatusSlots}

@@ -27,8 +27,8 @@ func key0(key string) string { return string(fsm.DBKey(0, []byte(key))) }
 func newMoveFixture(t *testing.T) *moveFixture {
 	t.Helper()
 	f := &moveFixture{src: fsm.New(), dst: fsm.New(), si: 1, di: 1}
-	f.src.SetGroup(0, 2)
-	f.dst.SetGroup(1, 2)
+	f.src.SetGroup(0, 2, 0)
+	f.dst.SetGroup(1, 2, 0)
 	f.src.NoteFormat(fsm.FormatFunctions)
 	f.dst.NoteFormat(fsm.FormatFunctions)
 	f.lock, f.coll, f.shared = key0("{user1}lock"), key0("{user1}hash"), key0("{user1}shared")
@@ -278,7 +278,7 @@ func TestSlotOwnershipInSnapshots(t *testing.T) {
 		t.Fatalf("snapshot version %d, want 9", b[4])
 	}
 	m := restore(t, b)
-	m.SetGroup(0, 2)
+	m.SetGroup(0, 2, 0)
 	if got, ok := m.Slots().Moving(); !ok || got != mv {
 		t.Errorf("restored move in flight %+v %v, want %+v", got, ok, mv)
 	}
@@ -323,7 +323,7 @@ func TestSlotMoveRefusals(t *testing.T) {
 	}
 	// A move command in an entry whose other command fails changes nothing.
 	g := fsm.New()
-	g.SetGroup(0, 2)
+	g.SetGroup(0, 2, 0)
 	res := g.ApplyEntry(nil, 1, []fsm.Command{moveCmd(fsm.KindFreezeSlots, mv), release(f.lock, byToken(5))})
 	if !fsm.Aborted(res) {
 		t.Fatalf("results %v, want aborted", res)
@@ -331,11 +331,14 @@ func TestSlotMoveRefusals(t *testing.T) {
 	if g.Slots().Moved() {
 		t.Errorf("an aborted entry's freeze stayed")
 	}
-	// A single group has nowhere to move to.
-	one := fsm.New()
-	one.SetGroup(0, 1)
-	if r := one.Apply(1, moveCmd(fsm.KindFreezeSlots, mv)); r.Status != fsm.StatusConflict {
-		t.Errorf("a freeze in a one-group cluster: %v", r.Status)
+	// A node that still runs one group while its cluster converts to more decides a move as
+	// the nodes that run every group do: only the move's bytes and the table count.
+	one, two := fsm.New(), fsm.New()
+	one.SetGroup(0, 1, 0)
+	two.SetGroup(0, 2, 1)
+	r1, r2 := one.Apply(1, moveCmd(fsm.KindFreezeSlots, mv)), two.Apply(1, moveCmd(fsm.KindFreezeSlots, mv))
+	if r1.Status != r2.Status || r1.Status != fsm.StatusSlots {
+		t.Errorf("a freeze on a node of one group: %v, of two: %v", r1, r2)
 	}
 	// Malformed moves are invalid commands.
 	for _, bad := range []fsm.Move{
@@ -382,7 +385,7 @@ func TestSlotMoveCommandsInTheLog(t *testing.T) {
 func TestSlotMoveLateAbortAfterAnOnwardMove(t *testing.T) {
 	f := newMoveFixture(t)
 	third := fsm.New() // a third group, which owns none of the slots by default
-	third.SetGroup(2, 3)
+	third.SetGroup(2, 3, 0)
 	third.NoteFormat(fsm.FormatFunctions)
 	mv := f.move(7, 1)
 	f.apply(t, f.src, moveCmd(fsm.KindFreezeSlots, mv))
@@ -480,9 +483,9 @@ func TestCheckOwnershipAcrossAMove(t *testing.T) {
 	f := newMoveFixture(t)
 	owners := func(a, b *fsm.Machine) error { return fsm.CheckOwnership([]fsm.Slots{a.Slots(), b.Slots()}) }
 	before := fsm.New()
-	before.SetGroup(1, 2) // the target as read before the import: a fresh table of group 1
+	before.SetGroup(1, 2, 0) // the target as read before the import: a fresh table of group 1
 	srcBefore := restore(t, snapshotBytes(t, f.src))
-	srcBefore.SetGroup(0, 2)
+	srcBefore.SetGroup(0, 2, 0)
 	if err := owners(f.src, f.dst); err != nil {
 		t.Errorf("before the move: %v", err)
 	}

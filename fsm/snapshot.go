@@ -41,8 +41,9 @@ const (
 	// from it in that format.
 	snapshotV8 = 8
 	// snapshotV9 adds the group's ownership of the hash slots after the libraries
-	// (appendSlots): written only by a table a slot move named (Slots.Moved), so every other
-	// table's bytes stay version 8's.
+	// (appendSlots), then its groups plan (appendPlan): written only by a table a slot move
+	// named (Slots.Moved) or that committed a plan, so every other table's bytes stay version
+	// 8's.
 	snapshotV9 = 9
 )
 
@@ -62,13 +63,14 @@ type Snapshot struct {
 	lastToken Token
 	format    byte
 	slots     Slots
+	plan      *GroupsPlan
 }
 
 // Snapshot returns a copy of the table for Persist to serialize concurrently with Apply.
 func (m *Machine) Snapshot() *Snapshot {
 	return &Snapshot{table: m.table.Copy(), members: maps.Clone(m.members), scripts: maps.Clone(m.scripts),
 		users: maps.Clone(m.users), libraries: m.libraries, applied: m.applied, lastToken: m.lastToken, format: m.format,
-		slots: m.slots}
+		slots: m.slots, plan: m.plan}
 }
 
 // Len is the number of locks in the snapshot.
@@ -97,8 +99,8 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	if s.format < FormatTyped && len(s.users) == 0 && !s.hasCollection() {
 		version = snapshotV3
 	}
-	if s.slots.Moved() {
-		version = snapshotV9 // only a FormatFunctions entry moves slots
+	if s.slots.Moved() || s.plan != nil {
+		version = snapshotV9 // only FormatFunctions entries move slots or plan groups
 	}
 	return s.writeVersion(w, version)
 }
@@ -148,7 +150,7 @@ func (s *Snapshot) writeVersion(w io.Writer, version byte) (int64, error) {
 		buf = appendStringMap(buf, s.libraries.src)
 	}
 	if version >= snapshotV9 {
-		buf = appendSlots(buf, s.slots)
+		buf = appendPlan(appendSlots(buf, s.slots), s.plan)
 	}
 	if _, err := bw.Write(buf); err != nil {
 		return cw.n, err
@@ -292,6 +294,11 @@ func RestoreAt(r io.Reader, now int64) (*Machine, error) {
 		if err := rd.slots(&m.slots); err != nil {
 			return nil, err
 		}
+		plan, err := rd.plan()
+		if err != nil {
+			return nil, err
+		}
+		m.plan = plan
 	}
 	want := rd.sum()
 	got, err := rd.trailer()

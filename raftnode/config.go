@@ -39,10 +39,11 @@ import (
 type Config struct {
 	// ID is this node's raft server ID. Required.
 	ID string
-	// Group and Groups say which raft group of how many this replica serves (docs/groups.md):
-	// what hash slots its table owns before any move (fsm.Machine.SetGroup). Zero values: the
-	// one group of a cluster that has one.
-	Group, Groups int
+	// Group and Groups say which raft group of how many this replica serves (docs/groups.md),
+	// and Layout how many groups the cluster was created with (0: Groups): what hash slots its
+	// table owns before any move (fsm.Machine.SetGroup). Zero values: the one group of a
+	// cluster that has one.
+	Group, Groups, Layout int
 	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout tune failure detection. The
 	// defaults suit a LAN: a dead leader is replaced in about a second.
 	HeartbeatTimeout   time.Duration

@@ -534,6 +534,24 @@ func (n *Replica) noteSlotsLocked() {
 	n.slots.Store(&s)
 }
 
+// GroupsPlan is the groups plan this node's table of group 0 applied last, if any
+// (fsm.GroupsPlan): the node runs its groups from its next start.
+func (n *Replica) GroupsPlan() (fsm.GroupsPlan, bool) {
+	if p := n.plan.Load(); p != nil {
+		return *p, true
+	}
+	return fsm.GroupsPlan{}, false
+}
+
+// notePlanLocked publishes the table's groups plan to GroupsPlan.
+func (n *Replica) notePlanLocked() {
+	if p, ok := n.mu.machine.GroupsPlan(); ok {
+		n.plan.Store(&p)
+	} else {
+		n.plan.Store(nil)
+	}
+}
+
 // awaitEntry waits for raft's future for an entry of its own, then clears its pending marks
 // (as answerBatch does for a group commit's).
 func (n *Replica) awaitEntry(cmds []fsm.Command, future raft.ApplyFuture) (results []fsm.Result, err error) {

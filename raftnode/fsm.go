@@ -44,6 +44,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		users   bool                               // the ACL users changed
 		flushed bool                               // a FLUSHDB or FLUSHALL deleted keys: any key may have changed
 		moved   bool                               // a slot move's command applied
+		planned bool                               // a groups plan applied
 		configs []*raft.Log                        // committed configurations, for membership
 		publish = n.publishScratch[:0]             // reused: the messages to deliver
 		cmds    = n.applyScratch[:0]               // reused: one entry's commands, decoded
@@ -113,6 +114,7 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			}
 			flushed = flushed || res[j].Status == fsm.StatusFlushed && res[j].Existed
 			moved = moved || res[j].Status == fsm.StatusSlots
+			planned = planned || res[j].Status == fsm.StatusGroupsPlanned
 			members = members || res[j].Status == fsm.StatusMember
 			users = users || res[j].Status == fsm.StatusUser
 			if res[j].Status == fsm.StatusPublished {
@@ -143,8 +145,12 @@ func (f machineFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	n.keys.Store(int64(n.mu.machine.Len()))
 	formatChanged := n.noteFormatLocked()
+	if planned {
+		n.notePlanLocked()
+	}
 	if moved {
 		n.noteSlotsLocked()
+		n.notePlanLocked()
 		// Keys came or went whole: every waiter's queue and every client's cache may have changed.
 		flushed = true
 	}
@@ -352,7 +358,7 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("restore lock table: %w", err)
 	}
-	m.SetGroup(n.cfg.Group, n.cfg.Groups)
+	m.SetGroup(n.cfg.Group, n.cfg.Groups, n.cfg.Layout)
 	var committed uint64 // what raft knows committed; 0 while it starts (a fresh table then)
 	if r := n.fsmRaft.Load(); r != nil {
 		committed = r.CommitIndex()
@@ -370,6 +376,7 @@ func (f machineFSM) Restore(rc io.ReadCloser) error {
 	}
 	n.mu.machine = m
 	n.noteSlotsLocked()
+	n.notePlanLocked()
 	n.locks.Restored(m)
 	n.keys.Store(int64(m.Len()))
 	n.noteFormatLocked()

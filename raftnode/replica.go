@@ -54,6 +54,9 @@ type Replica struct {
 	// slots is the table's ownership of the hash slots (fsm.Machine.Slots), for routing without
 	// mu: stored when the table is made or restored and after an entry that moved slots.
 	slots atomic.Pointer[fsm.Slots]
+	// plan is the table's groups plan (fsm.Machine.GroupsPlan), nil while it has none: stored
+	// when the table is made or restored and after an entry that planned groups.
+	plan atomic.Pointer[fsm.GroupsPlan]
 
 	// mu guards the view: the applied table and the pending proposals.
 	// Requests are evaluated and registered under it, and raft applies under it, so a request
@@ -197,8 +200,9 @@ func New(cfg Config, st Stores, trans raft.Transport) (*Replica, error) {
 	}
 	n.stats.init()
 	n.mu.machine = fsm.New()
-	n.mu.machine.SetGroup(cfg.Group, cfg.Groups)
+	n.mu.machine.SetGroup(cfg.Group, cfg.Groups, cfg.Layout)
 	n.noteSlotsLocked()
+	n.notePlanLocked()
 	n.format.Store(uint32(n.mu.machine.Format()))
 	n.mu.pending = make(map[uint64]*pendingKey)
 	n.markSeed = maphash.MakeSeed()
