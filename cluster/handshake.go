@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -20,15 +21,19 @@ import (
 // node answers:
 //
 //	hello:  "RLKH" version(1) | len(1) cluster ID | len(1) from node ID | len(1) to node ID
-//	        [version 2: groups(2, big-endian)]
+//	        [version 2: groups(2, big-endian) | layout(2, big-endian)]
 //	answer: status(1: 0 ok, 1 refused) | len(1) cluster ID | len(1) reason
 //
-// Version 1 is followed by one raft group's frames. Version 2 is sent between nodes whose
-// cluster runs several raft groups (transport_mux.go), and says how many: the connection then
-// carries a yamux session whose streams each name their group. A node refuses the version its
-// cluster does not speak, and a version 2 hello of another number of groups (a node started
-// with another --groups would serve a slot from another group than its peers), so a
-// single-group node never takes a session and a multi-group node never takes bare frames.
+// Version 1 is followed by one raft group's frames. Version 2 is sent by a node that runs
+// several raft groups (transport_mux.go), and says how many, and how many its cluster was
+// created with (its layout: which groups own which slots by default): the connection then
+// carries a yamux session whose streams each name their group. Nodes of different layouts
+// never talk (a node started with another --groups would serve a slot from another group than
+// its peers); nodes of one layout may run different numbers of groups while their cluster
+// converts to more (RAFT GROUPS), and a stream of a group the accepting node does not run yet
+// is refused. A single-group node refuses a session (errOneGroup): a node of several groups of
+// a cluster created with one dials it again with version 1, for group 0, and takes its version
+// 1 hellos as group 0's connections.
 //
 // The accepting node refuses a hello of another cluster (both sides know their cluster ID and
 // they differ), one meant for another node ID, one whose sender is not a member of its
@@ -64,14 +69,20 @@ var (
 	errWrongNode      = errors.New("raft peer is not the node expected")
 	errNoHello        = errors.New("raft peer sent no handshake, which every member of this cluster sends")
 	errNotStarted     = errors.New("raft is not running yet")
-	errGroupsDiffer   = errors.New("raft peer runs another number of raft groups")
+	errGroupsDiffer   = errors.New("raft peer's cluster was created with another number of raft groups")
+	// errOneGroup is a single-group node's refusal of a session (its text starts the answer's
+	// reason, which the dialer recognizes: peerRunsOneGroup).
+	errOneGroup = errors.New("raft peer runs one raft group")
 )
 
+// peerRunsOneGroup reports whether err is a refusal of a session by a node that runs one group.
+func peerRunsOneGroup(err error) bool { return errors.Is(err, errOneGroup) }
+
 // hello is what the dialing node says; groups, above 0, makes it version 2 (a yamux session of
-// that many raft groups follows).
+// that many raft groups, of a cluster created with layout of them, follows).
 type hello struct {
 	cluster, from, to string
-	groups            int
+	groups, layout    int
 }
 
 func (h hello) append(b []byte) []byte {
@@ -86,6 +97,7 @@ func (h hello) append(b []byte) []byte {
 	}
 	if h.groups > 0 {
 		b = binary.BigEndian.AppendUint16(b, uint16(h.groups))
+		b = binary.BigEndian.AppendUint16(b, uint16(h.layout))
 	}
 	return b
 }
@@ -133,12 +145,13 @@ func readHello(r io.Reader) (hello, error) {
 		*p = s
 	}
 	if v[0] == helloMuxVersion {
-		var g [2]byte
+		var g [4]byte
 		if _, err := io.ReadFull(r, g[:]); err != nil {
 			return hello{}, err
 		}
-		if h.groups = int(binary.BigEndian.Uint16(g[:])); h.groups == 0 {
-			return hello{}, errors.New("raft handshake version 2 of 0 raft groups")
+		h.groups, h.layout = int(binary.BigEndian.Uint16(g[:2])), int(binary.BigEndian.Uint16(g[2:]))
+		if h.groups == 0 || h.layout == 0 || h.layout > h.groups {
+			return hello{}, fmt.Errorf("raft handshake version 2 of %d raft groups created with %d", h.groups, h.layout)
 		}
 	}
 	return h, nil
@@ -178,18 +191,22 @@ func checkCluster(g peerGate, theirs string) error {
 }
 
 // acceptedPeer is what acceptPeer learned: the byte it read ahead when the connection starts
-// with a raft frame (a legacy peer), for the connection to hand raft first, and the node at the
-// other end ("" for a legacy peer without TLS).
+// with a raft frame (a legacy peer), for the connection to hand raft first, the node at the
+// other end ("" for a legacy peer without TLS), and, on a node of several groups, whether one
+// group's frames follow (a peer that runs one group) rather than a session.
 type acceptedPeer struct {
 	ahead []byte
 	from  string
+	bare  bool
 }
 
 // acceptPeer runs on an inbound connection after its TLS handshake (tc nil without TLS) and
 // before raft reads from it: it checks the certificate's node, reads the hello if there is one
-// (or requires it) and answers it. groups, above 0, is the number of raft groups this node's
-// cluster runs: then it requires a version 2 hello of as many, and otherwise refuses one.
-func acceptPeer(g peerGate, c net.Conn, tc *tls.Conn, groups int) (acceptedPeer, error) {
+// (or requires it) and answers it. groups, above 0, is the number of raft groups this node
+// runs, of a cluster created with layout of them: then it takes a version 2 hello of the same
+// layout, and a version 1 hello when the layout is one group (group 0's frames follow). A node
+// of one group (groups 0) refuses a version 2 hello.
+func acceptPeer(g peerGate, c net.Conn, tc *tls.Conn, groups, layout int) (acceptedPeer, error) {
 	if g == nil {
 		return acceptedPeer{}, errNotStarted
 	}
@@ -231,8 +248,10 @@ func acceptPeer(g peerGate, c net.Conn, tc *tls.Conn, groups int) (acceptedPeer,
 	switch {
 	case certID != "" && h.from != certID:
 		return acceptedPeer{}, refuse(fmt.Errorf("%w: it says it is %q, its certificate names %q", errWrongNode, h.from, certID))
-	case h.groups != groups:
-		return acceptedPeer{}, refuse(fmt.Errorf("%w: it runs %s, this node %s", errGroupsDiffer, groupsSaid(h.groups), groupsSaid(groups)))
+	case groups == 0 && h.groups > 0:
+		return acceptedPeer{}, refuse(fmt.Errorf("%w, it runs %d", errOneGroup, h.groups))
+	case groups > 0 && h.groups == 0 && layout != 1, groups > 0 && h.groups > 0 && h.layout != layout:
+		return acceptedPeer{}, refuse(fmt.Errorf("%w: it runs %s, this node %s", errGroupsDiffer, groupsSaid(h.groups, h.layout), groupsSaid(groups, layout)))
 	case h.to != "" && h.to != g.localID():
 		return acceptedPeer{}, refuse(fmt.Errorf("%w: it dialed %q, this node is %q", errWrongNode, h.to, g.localID()))
 	}
@@ -251,22 +270,22 @@ func acceptPeer(g peerGate, c net.Conn, tc *tls.Conn, groups int) (acceptedPeer,
 	if _, err := c.Write(appendShort(appendShort([]byte{0}, g.handshakeCluster()), "")); err != nil {
 		return acceptedPeer{}, err
 	}
-	return acceptedPeer{from: h.from}, nil
+	return acceptedPeer{from: h.from, bare: groups > 0 && h.groups == 0}, nil
 }
 
-// groupsSaid names a number of raft groups as a hello says it (0: one, without a session).
-func groupsSaid(groups int) string {
+// groupsSaid names the raft groups a hello says (0: one, without a session).
+func groupsSaid(groups, layout int) string {
 	if groups == 0 {
 		return "one raft group"
 	}
-	return fmt.Sprintf("%d raft groups", groups)
+	return fmt.Sprintf("%d raft groups of a cluster created with %d", groups, layout)
 }
 
 // dialPeer runs on an outbound connection to addr after its TLS handshake (tc nil without
 // TLS), within deadline: it checks that the certificate names the member at addr, and sends
-// the hello once the cluster requires it (always a version 2 one of groups raft groups when
-// groups is above 0) and checks the answer.
-func dialPeer(g peerGate, c net.Conn, tc *tls.Conn, addr string, deadline time.Time, groups int) error {
+// the hello once the cluster requires it (always a version 2 one of groups raft groups, of a
+// cluster created with layout, when groups is above 0) and checks the answer.
+func dialPeer(g peerGate, c net.Conn, tc *tls.Conn, addr string, deadline time.Time, groups, layout int) error {
 	if g == nil {
 		return errNotStarted
 	}
@@ -289,7 +308,7 @@ func dialPeer(g peerGate, c net.Conn, tc *tls.Conn, addr string, deadline time.T
 	if err := c.SetDeadline(deadline); err != nil {
 		return err
 	}
-	b := hello{cluster: g.handshakeCluster(), from: g.localID(), to: want, groups: groups}.append(nil)
+	b := hello{cluster: g.handshakeCluster(), from: g.localID(), to: want, groups: groups, layout: layout}.append(nil)
 	if _, err := c.Write(b); err != nil {
 		return err
 	}
@@ -310,6 +329,9 @@ func dialPeer(g peerGate, c net.Conn, tc *tls.Conn, addr string, deadline time.T
 		return fmt.Errorf("raft handshake with %s: unexpected bytes after the answer", addr)
 	}
 	if status != 0 {
+		if strings.HasPrefix(reason, errOneGroup.Error()) {
+			return fmt.Errorf("raft handshake refused by %s: %w%s", addr, errOneGroup, strings.TrimPrefix(reason, errOneGroup.Error()))
+		}
 		return fmt.Errorf("raft handshake refused by %s: %s", addr, reason)
 	}
 	if err := checkCluster(g, theirs); err != nil {

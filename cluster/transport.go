@@ -40,6 +40,11 @@ type TransportConfig struct {
 	IdleTimeout      time.Duration
 	// Logger receives the transport's logs, raft's transport's included. Default slog.Default().
 	Logger *slog.Logger
+	// Layout, for NewGroupTransports, is the number of raft groups the cluster was created with
+	// (0: as many as it runs). Nodes of one layout talk whatever groups each runs: while a
+	// cluster converts to more groups (RAFT GROUPS), some run more than others, and a node of
+	// a cluster created with one group takes a peer that still runs one for group 0.
+	Layout int
 }
 
 func (c TransportConfig) withDefaults() TransportConfig {
@@ -105,6 +110,9 @@ func (t *Transport) Consumer() <-chan raft.RPC { return t.vetted }
 func (t *Transport) AbortConnections() int {
 	if t.group != nil {
 		n := t.group.abortOutbound()
+		if t.group.id == 0 {
+			n += t.layer.abortOutbound() // group 0's connections to peers that run one group
+		}
 		t.group.mux.groupAborted()
 		return n
 	}
@@ -185,6 +193,10 @@ func newStreamLayer(cfg TransportConfig, groups int) (*streamLayer, error) {
 		from:      from,
 		idle:      cfg.IdleTimeout,
 		groups:    groups,
+		layout:    groups,
+	}
+	if cfg.Layout > 0 && cfg.Layout < groups {
+		layer.layout = cfg.Layout
 	}
 	layer.guard = newGuardedListener(ln, cfg, cfg.Logger.With("component", "raft-listener"), &layer.gate)
 	if cfg.TLS != nil {
@@ -227,8 +239,8 @@ type streamLayer struct {
 	dialTLS   *tls.Config // nil: plain TCP
 	idle      time.Duration
 	// groups, above 0: the connections carry yamux sessions of that many raft groups
-	// (transport_mux.go).
-	groups int
+	// (transport_mux.go), of a cluster created with layout of them.
+	groups, layout int
 	// gate is the node this transport serves (handshake.go): set by New before raft starts.
 	gate atomic.Pointer[gateRef]
 
@@ -249,7 +261,12 @@ func (s *streamLayer) Addr() net.Addr            { return s.advertise }
 // Dial connects to a peer; raft pools the connection. It is replaced before its next use once
 // it has been idle for half the peer's IdleTimeout (the peer would have closed it by then).
 func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	dial := func() (net.Conn, error) { return s.dial(string(addr), timeout) }
+	return s.dialPooled(string(addr), timeout, s.groups)
+}
+
+// dialPooled is Dial of a connection whose hello says groups (0: one group's frames follow).
+func (s *streamLayer) dialPooled(addr string, timeout time.Duration, groups int) (net.Conn, error) {
+	dial := func() (net.Conn, error) { return s.dialAs(addr, timeout, groups) }
 	nc, err := dial()
 	if err != nil {
 		return nil, err
@@ -302,7 +319,13 @@ func selfConnected(c net.Conn) bool {
 	return c.LocalAddr().String() == c.RemoteAddr().String()
 }
 
+// dial connects to a peer and runs the handshakes: a session of this node's groups follows.
 func (s *streamLayer) dial(addr string, timeout time.Duration) (net.Conn, error) {
+	return s.dialAs(addr, timeout, s.groups)
+}
+
+// dialAs is dial of a connection whose hello says groups (0: one group's frames follow).
+func (s *streamLayer) dialAs(addr string, timeout time.Duration, groups int) (net.Conn, error) {
 	s.outMu.Lock()
 	aborted := s.aborted
 	s.outMu.Unlock()
@@ -335,7 +358,7 @@ func (s *streamLayer) dial(addr string, timeout time.Duration) (net.Conn, error)
 	}
 	gate := s.gate.Load().get()
 	if s.dialTLS == nil {
-		if err := dialPeer(gate, c, nil, addr, deadline, s.groups); err != nil {
+		if err := dialPeer(gate, c, nil, addr, deadline, groups, s.layout); err != nil {
 			c.Close()
 			return nil, err
 		}
@@ -351,7 +374,7 @@ func (s *streamLayer) dial(addr string, timeout time.Duration) (net.Conn, error)
 		c.Close()
 		return nil, fmt.Errorf("raft TLS handshake with %s: %w", addr, err)
 	}
-	if err := dialPeer(gate, tc, tc, addr, deadline, s.groups); err != nil {
+	if err := dialPeer(gate, tc, tc, addr, deadline, groups, s.layout); err != nil {
 		tc.Close()
 		return nil, err
 	}

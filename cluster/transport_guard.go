@@ -27,8 +27,11 @@ type guardedListener struct {
 	// serve, when set, takes every prepared connection instead of ready: it carries the
 	// streams of groups raft groups of the node from (transport_mux.go) and returns when it
 	// ends.
-	serve  func(c *guardedConn, from string)
-	groups int
+	serve func(c *guardedConn, from string)
+	// bare, with serve, takes a connection of one group's frames from a node that runs one
+	// group (group 0's, for a cluster created with one: acceptPeer).
+	bare           func(c *guardedConn)
+	groups, layout int
 	// ctx ends at Close: it stops the accept loop and every handshake.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -180,13 +183,17 @@ func (g *guardedListener) prepare(c *guardedConn) {
 	}
 	// The whole hello within HandshakeTimeout, not a byte per IdleTimeout.
 	late := time.AfterFunc(g.cfg.HandshakeTimeout, func() { c.raw.Close() })
-	peer, err := acceptPeer(g.gate.Load().get(), c, tc, g.groups)
+	peer, err := acceptPeer(g.gate.Load().get(), c, tc, g.groups, g.layout)
 	if !late.Stop() && err == nil {
 		err = errors.New("raft handshake not finished within the handshake timeout")
 	}
 	if err != nil {
 		c.Close()
 		g.warn("raft connection refused", "remote", c.raw.RemoteAddr().String(), "err", err)
+		return
+	}
+	if g.serve != nil && peer.bare {
+		g.bare(c)
 		return
 	}
 	if g.serve != nil {

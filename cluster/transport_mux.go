@@ -68,10 +68,17 @@ type muxLayer struct {
 	// peerAt caches memberAt: raft reads its configuration on its main loop, and every raft
 	// connection a group opens asks. The members of a cluster of several groups are fixed when
 	// it is created (docs/groups.md), so an address names the same member for the process's life.
-	peerAt   map[string]string
+	peerAt map[string]string
+	// oneGroup holds, by address, when a peer last refused a session because it runs one
+	// group (a node not restarted yet while its cluster converts to more, RAFT GROUPS): for
+	// oneGroupRetry from then group 0 dials it with one group's frames without asking again.
+	oneGroup map[string]time.Time
 	open     int // group transports not yet closed
 	shutdown bool
 }
+
+// oneGroupRetry is how long a peer that runs one group is dialed without a session first.
+const oneGroupRetry = 10 * time.Second
 
 // pendingSession is a dial in progress: other groups dialing the same peer wait for it.
 type pendingSession struct {
@@ -105,7 +112,8 @@ func NewGroupTransports(cfg TransportConfig, groups int) ([]*Transport, error) {
 	ymx.Logger = yamuxLogger{cfg.Logger.With("component", "raft-mux")}
 	m := &muxLayer{base: base, cfg: cfg, ymx: ymx, log: cfg.Logger.With("component", "raft-mux"),
 		out: map[string]*yamux.Session{}, dialing: map[string]*pendingSession{},
-		in: map[*yamux.Session]string{}, inFrom: map[string]*yamux.Session{}, peerAt: map[string]string{}, open: groups}
+		in: map[*yamux.Session]string{}, inFrom: map[string]*yamux.Session{}, peerAt: map[string]string{},
+		oneGroup: map[string]time.Time{}, open: groups}
 	ts := make([]*Transport, groups)
 	for g := range groups {
 		gl := &groupLayer{mux: m, id: uint16(g), accept: make(chan net.Conn), closed: make(chan struct{}),
@@ -121,7 +129,7 @@ func NewGroupTransports(cfg TransportConfig, groups int) ([]*Transport, error) {
 		ts[g] = startTransport(nt, base, gl, log)
 	}
 	// Sessions are served only once every group can take its streams.
-	base.guard.serve, base.guard.groups = m.serve, groups
+	base.guard.serve, base.guard.bare, base.guard.groups, base.guard.layout = m.serve, m.serveBare, groups, base.layout
 	base.guard.start()
 	return ts, nil
 }
@@ -155,6 +163,34 @@ func (m *muxLayer) serve(c *guardedConn, from string) {
 		sess.Close()
 	}()
 	m.acceptStreams(sess, from)
+}
+
+// serveBare hands group 0's raft a connection of one group's frames from a node that runs one
+// group (acceptPeer admitted it as a member of group 0, whose member speaks for the node).
+func (m *muxLayer) serveBare(c *guardedConn) {
+	gl := m.groups[0]
+	select {
+	case gl.accept <- c:
+	case <-gl.closed:
+		c.Close()
+	}
+}
+
+// runsOneGroup reports whether the peer at addr refused a session lately because it runs one
+// group; refused records that it did now.
+func (m *muxLayer) runsOneGroup(addr string, refused bool) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if refused {
+		m.oneGroup[addr] = time.Now()
+		return true
+	}
+	at, ok := m.oneGroup[addr]
+	if ok && time.Since(at) > oneGroupRetry {
+		delete(m.oneGroup, addr)
+		ok = false
+	}
+	return ok
 }
 
 // acceptStreams hands each stream the peer from opens on sess to its group (route) until the
@@ -403,7 +439,18 @@ func (l *groupLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.C
 	if aborted {
 		return nil, errTransportAborted
 	}
+	// A peer that still runs one group, of a cluster created with one (it converts: RAFT
+	// GROUPS), takes group 0's frames on a connection of their own; the other groups wait for
+	// its restart.
+	bare := l.id == 0 && l.mux.base.layout == 1
+	if bare && l.mux.runsOneGroup(string(addr), false) {
+		return l.mux.base.dialPooled(string(addr), timeout, 0)
+	}
 	sess, err := l.mux.session(string(addr), timeout)
+	if bare && peerRunsOneGroup(err) {
+		l.mux.runsOneGroup(string(addr), true)
+		return l.mux.base.dialPooled(string(addr), timeout, 0)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -136,6 +136,45 @@ func TestGroupsAndOneGroupDoNotMix(t *testing.T) {
 	}
 }
 
+// TestConvertingNodesTalk: while a cluster created with one group converts to more (RAFT
+// GROUPS), a node that runs four groups and one that still runs one carry group 0 between them
+// both ways (over a connection of one group's frames), and the other groups wait; nodes of one
+// layout that run different numbers of groups carry the groups both run.
+func TestConvertingNodesTalk(t *testing.T) {
+	four := newTestGroups(t, "n1", 4, TransportConfig{Layout: 1})
+	four[0].layer.gate.Store(&gateRef{&testGate{id: "n1", hello: true}}) // a cluster in today's format
+	single := newTestTransport(t, TransportConfig{})
+	single.layer.gate.Store(&gateRef{&testGate{id: "n2", hello: true}})
+	if err := vote(single, four[0].LocalAddr()); err != nil {
+		t.Errorf("a one-group node's vote to group 0 of a converted node: %v", err)
+	}
+	for round := range 2 { // the second round dials without asking for a session first
+		if _, err := voteTerm(four[0], single.LocalAddr()); err != nil {
+			t.Errorf("round %d: group 0 of a converted node to a one-group node: %v", round, err)
+		}
+	}
+	if _, err := voteTerm(four[1], single.LocalAddr()); err == nil {
+		t.Error("group 1 of a converted node to a one-group node: answered; want refused")
+	}
+
+	two := newTestGroups(t, "n3", 2, TransportConfig{Layout: 1})
+	for g := range 2 {
+		if term, err := voteTerm(four[g], two[0].LocalAddr()); err != nil || term != 7+uint64(g) {
+			t.Errorf("group %d, four groups to two: term %d, %v", g, term, err)
+		}
+		if term, err := voteTerm(two[g], four[0].LocalAddr()); err != nil || term != 7+uint64(g) {
+			t.Errorf("group %d, two groups to four: term %d, %v", g, term, err)
+		}
+	}
+	if _, err := voteTerm(four[3], two[0].LocalAddr()); err == nil {
+		t.Error("group 3 to a node that runs two groups: answered; want refused")
+	}
+	created4 := newTestGroups(t, "n4", 4, TransportConfig{})
+	if _, err := voteTerm(created4[0], four[0].LocalAddr()); err == nil {
+		t.Error("nodes of clusters created with 4 and with 1 group: answered; want refused")
+	}
+}
+
 // TestGroupTransportsBounds: the group count is checked, and a session's streams are capped.
 func TestGroupTransportsBounds(t *testing.T) {
 	for _, g := range []int{-1, 0, 1, MaxGroups + 1} {
