@@ -240,11 +240,12 @@ func RestoreBackup(dir, id string, peers []Peer, tables []*fsm.Machine, logger *
 	if len(tables) == 0 || len(tables) > store.MaxGroups {
 		return fmt.Errorf("restore: a backup of %d raft groups", len(tables))
 	}
+	rec := restoredGroups(tables, conf)
 	if err := writeRestoredStore(filepath.Join(tmp, "raft"), id, conf, tables, logger); err != nil {
 		return err
 	}
 	if len(tables) > 1 {
-		if err := WriteGroupsRecord(tmp, len(tables)); err != nil {
+		if err := WriteGroupsRecord(tmp, rec); err != nil {
 			return fmt.Errorf("restore: record the raft groups: %w", err)
 		}
 	}
@@ -303,6 +304,26 @@ func writeRestoredStore(path, id string, conf raft.Configuration, tables []*fsm.
 		}
 	}
 	return nil
+}
+
+// restoredGroups is the groups record of a node restored from tables with the voters conf: as
+// many groups as tables, created with the layout of group 0's groups plan (one a cluster grown
+// by RAFT GROUPS holds; without one, every group is of the layout). Group 0's plan becomes the
+// new cluster's: its groups are the backup's and its voters conf (none when the backup's
+// groups are those the cluster was created with: the backup was taken before its node grew).
+func restoredGroups(tables []*fsm.Machine, conf raft.Configuration) GroupsRecord {
+	rec := GroupsRecord{Groups: len(tables), Layout: len(tables)}
+	plan, ok := tables[0].GroupsPlan()
+	if !ok || plan.Layout >= len(tables) {
+		tables[0].ReplaceGroupsPlan(nil)
+		return rec
+	}
+	rec.Layout = plan.Layout
+	for _, s := range conf.Servers {
+		rec.Voters = append(rec.Voters, fsm.PlanVoter{ID: string(s.ID), Addr: string(s.Address)})
+	}
+	tables[0].ReplaceGroupsPlan(&fsm.GroupsPlan{Groups: rec.Groups, Layout: rec.Layout, Voters: rec.Voters})
+	return rec
 }
 
 // writeRestoredGroup writes one group's identity and snapshot into its store.

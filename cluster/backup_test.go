@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/raftlock/raftlock/backup"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/raftnode"
@@ -90,4 +92,39 @@ func hasClusterID(t *testing.T, n *testNode) {
 		}
 		return nil
 	})
+}
+
+// TestRestoredGroupsKeepTheLayout: a backup of a cluster grown by RAFT GROUPS restores with its
+// layout and a plan naming the restored voters; one taken on a node that had not grown yet
+// restores as the groups it holds, without the plan.
+func TestRestoredGroupsKeepTheLayout(t *testing.T) {
+	conf := raft.Configuration{Servers: []raft.Server{{ID: "r1", Address: "127.0.0.1:1"}, {ID: "r2", Address: "127.0.0.1:2"}}}
+	planned := func(groups int) []*fsm.Machine {
+		tables := make([]*fsm.Machine, groups)
+		for g := range tables {
+			tables[g] = fsm.New()
+			tables[g].SetGroup(g, groups, 1)
+			tables[g].NoteFormat(fsm.FormatFunctions)
+		}
+		p := fsm.GroupsPlan{Groups: 4, Layout: 1, Voters: []fsm.PlanVoter{{ID: "old", Addr: "10.0.0.1:7000"}}}
+		if r := tables[0].Apply(1, fsm.Command{Kind: fsm.KindPlanGroups, Key: fsm.EncodeGroupsPlan(p)}); r.Status != fsm.StatusGroupsPlanned {
+			t.Fatalf("plan: %v", r.Status)
+		}
+		return tables
+	}
+	tables := planned(4)
+	rec := restoredGroups(tables, conf)
+	if rec.Groups != 4 || rec.Layout != 1 || len(rec.Voters) != 2 || rec.Voters[0].ID != "r1" {
+		t.Errorf("record %+v; want 4 groups of layout 1, the restored voters", rec)
+	}
+	if p, ok := tables[0].GroupsPlan(); !ok || p.Groups != 4 || p.Layout != 1 || len(p.Voters) != 2 || p.Voters[1].Addr != "127.0.0.1:2" {
+		t.Errorf("restored plan %+v %v; want the restored voters", p, ok)
+	}
+	one := planned(1)
+	if rec := restoredGroups(one, conf); rec.Groups != 1 || rec.Layout != 1 {
+		t.Errorf("a one-group backup with a plan: record %+v", rec)
+	}
+	if _, ok := one[0].GroupsPlan(); ok {
+		t.Error("a one-group backup kept its plan of more groups than it restores")
+	}
 }

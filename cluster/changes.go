@@ -103,6 +103,9 @@ func (n *Member) AddServer(ctx context.Context, id, raftAddr, clientAddr string,
 	if !n.isLeader() {
 		return 0, n.notLeader()
 	}
+	if err := n.membersFixed(); err != nil {
+		return 0, err
+	}
 	if !fsm.ValidNodeID(id) {
 		return 0, fmt.Errorf("invalid node ID %q: want 1 to 128 printable characters without spaces", id)
 	}
@@ -175,6 +178,9 @@ func (n *Member) Promote(ctx context.Context, id string) error {
 	if !n.isLeader() {
 		return n.notLeader()
 	}
+	if err := n.membersFixed(); err != nil {
+		return err
+	}
 	c, err := n.configuration()
 	if err != nil {
 		return err
@@ -213,6 +219,9 @@ func (n *Member) Promote(ctx context.Context, id string) error {
 func (n *Member) RemoveServer(ctx context.Context, id string, force bool) error {
 	if !n.isLeader() {
 		return n.notLeader()
+	}
+	if err := n.membersFixed(); err != nil {
+		return err
 	}
 	c, err := n.configuration()
 	if err != nil {

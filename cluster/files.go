@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/raftlock/raftlock/fsm"
 )
 
 // WriteFileAtomic writes data to path through a synced temporary file beside it, renamed into
@@ -41,30 +43,68 @@ func WriteFileAtomic(path string, data []byte) error {
 }
 
 // GroupsFile is the file in a node's data directory that records how many raft groups its
-// cluster runs (absent: one). cmd/raftlock writes it when a cluster is created and reads it at
-// every start; a restore of several groups writes it.
+// cluster runs (absent: one). cmd/raftlock writes it when a cluster is created, when the node
+// applies a groups plan (RAFT GROUPS), and reads it at every start; a restore of several groups
+// writes it.
 const GroupsFile = "groups"
 
-// ReadGroupsRecord reads the number of raft groups dir records; found is false when it records
-// none (a node of one group, or a new one).
-func ReadGroupsRecord(dir string) (groups int, found bool, err error) {
+// GroupsRecord is what GroupsFile records: the groups the node runs, the groups the cluster
+// was created with (Layout), and, for a cluster grown by a plan, the voters the groups the plan
+// added start with (fsm.GroupsPlan). The file is the number of groups on its first line, then
+// "layout L" when L differs, then a "voter ID ADDR" line for each voter.
+type GroupsRecord struct {
+	Groups, Layout int
+	Voters         []fsm.PlanVoter
+}
+
+// ReadGroupsRecord reads what dir records; found is false when it records nothing (a node of
+// one group, or a new one).
+func ReadGroupsRecord(dir string) (rec GroupsRecord, found bool, err error) {
 	path := filepath.Join(dir, GroupsFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, false, nil
+		return GroupsRecord{}, false, nil
 	}
 	if err != nil {
-		return 0, false, err
+		return GroupsRecord{}, false, err
 	}
-	g, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	bad := func(what string) (GroupsRecord, bool, error) {
+		return GroupsRecord{}, true, fmt.Errorf("%s: want %s, found %q", path, what, b)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	g, err := strconv.Atoi(strings.TrimSpace(lines[0]))
 	if err != nil || g < 1 {
-		return 0, true, fmt.Errorf("%s: want a number of raft groups, found %q", path, b)
+		return bad("a number of raft groups")
 	}
-	return g, true, nil
+	rec = GroupsRecord{Groups: g, Layout: g}
+	for _, line := range lines[1:] {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 2 && f[0] == "layout":
+			if rec.Layout, err = strconv.Atoi(f[1]); err != nil || rec.Layout < 1 || rec.Layout > g {
+				return bad("a layout from 1 to the number of groups")
+			}
+		case len(f) == 3 && f[0] == "voter":
+			rec.Voters = append(rec.Voters, fsm.PlanVoter{ID: f[1], Addr: f[2]})
+		default:
+			return bad("\"layout L\" or \"voter ID ADDR\" lines after the number of groups")
+		}
+	}
+	if rec.Layout < g && len(rec.Voters) == 0 {
+		return bad("the voters of the groups a plan added")
+	}
+	return rec, true, nil
 }
 
-// WriteGroupsRecord records in dir that its node's cluster runs groups raft groups, synced as
-// the raft state it describes will be.
-func WriteGroupsRecord(dir string, groups int) error {
-	return WriteFileAtomic(filepath.Join(dir, GroupsFile), []byte(strconv.Itoa(groups)+"\n"))
+// WriteGroupsRecord records rec in dir, synced as the raft state it describes will be.
+func WriteGroupsRecord(dir string, rec GroupsRecord) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d\n", rec.Groups)
+	if rec.Layout > 0 && rec.Layout != rec.Groups {
+		fmt.Fprintf(&b, "layout %d\n", rec.Layout)
+	}
+	for _, v := range rec.Voters {
+		fmt.Fprintf(&b, "voter %s %s\n", v.ID, v.Addr)
+	}
+	return WriteFileAtomic(filepath.Join(dir, GroupsFile), []byte(b.String()))
 }

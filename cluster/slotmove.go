@@ -220,7 +220,7 @@ func (s *SlotMover) moveRange(ctx context.Context, mv fsm.Move) (int, error) {
 		err = errMoveTooBig
 	}
 	if err == nil {
-		status, err = s.inTarget(ctx, fsm.Command{Kind: fsm.KindImportSlots, Key: fsm.EncodeMove(mv), Owner: payload, Token: floor})
+		status, err = s.importRange(ctx, fsm.Command{Kind: fsm.KindImportSlots, Key: fsm.EncodeMove(mv), Owner: payload, Token: floor})
 		if err == nil && status == fsm.StatusSlots {
 			if s.stopsAfter(fsm.KindImportSlots, mv) {
 				return 0, errMoveStopped
@@ -238,7 +238,56 @@ func (s *SlotMover) moveRange(ctx context.Context, mv fsm.Move) (int, error) {
 	if derr := s.decide(ctx, mv); derr != nil {
 		return 0, fmt.Errorf("%w; the move is not decided yet: %v", err, derr)
 	}
+	if s.released(mv) {
+		// The import applied after all (a retry of one whose reply was lost was refused as a
+		// repeat): the decision released the range, and the move is done.
+		s.log.Info("slots moved", "first", mv.First, "last", mv.Last, "source", mv.Source, "target", mv.Target, "keys", keys, "floor", floor)
+		return keys, nil
+	}
 	return 0, err
+}
+
+// importRange proposes a move's Import in its target group, again while the group has no
+// leader (an election, a hand-off by the balancer) for up to moveStepTimeout: the range is
+// frozen meanwhile, and an Import that applied before is refused as a repeat, which decide
+// then reads as imported.
+func (s *SlotMover) importRange(ctx context.Context, cmd fsm.Command) (fsm.Status, error) {
+	until := time.Now().Add(moveStepTimeout)
+	for {
+		status, err := s.inTarget(ctx, cmd)
+		if err == nil || !noLeaderNow(err) || time.Now().After(until) {
+			return status, err
+		}
+		select {
+		case <-ctx.Done():
+			return status, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// noLeaderNow reports whether err says a group had no leader to take a proposal: here, or as
+// the node asked answered (TRYAGAIN, CLUSTERDOWN).
+func noLeaderNow(err error) bool {
+	var re *resp.ReplyError
+	if errors.As(err, &re) {
+		return re.Code() == "TRYAGAIN" || re.Code() == "CLUSTERDOWN"
+	}
+	return errors.As(err, new(*node.NotLeaderError))
+}
+
+// released reports whether mv's source released its range: the move went through.
+func (s *SlotMover) released(mv fsm.Move) bool {
+	done := true
+	s.groups[mv.Source].Core().ReadTable(func(m *fsm.Machine) {
+		for slot := mv.First; slot <= mv.Last; slot++ {
+			if r := m.Slots().Of(slot); r.State != fsm.SlotGone || r.Epoch != mv.Epoch || r.Peer != mv.Target {
+				done = false
+				return
+			}
+		}
+	})
+	return done
 }
 
 // setRunning notes whether this node runs or decides move id now.
@@ -410,18 +459,34 @@ func (s *SlotMover) inTarget(ctx context.Context, cmd fsm.Command) (fsm.Status, 
 	return 0, fmt.Errorf("raft group %d's leader %s at %s: %w", mv.Target, id, addr, err)
 }
 
+// probeLeaderWait bounds how long a move waits for its target group's leader before its freeze.
+const probeLeaderWait = 10 * time.Second
+
 // probeTarget checks, before a range is frozen, that the target group's leader, when it is
 // another node, takes this node's RAFT MOVECMD (the peer user may lack raft|movecmd): a move
-// that could not send its import would hold its range frozen until it is undone.
+// that could not send its import would hold its range frozen until it is undone. A group
+// electing a leader (a node just restarted, the balancer handing it over) is waited for, up to
+// probeLeaderWait: nothing is frozen yet.
 func (s *SlotMover) probeTarget(ctx context.Context, target int) error {
 	t := s.groups[target]
-	if t.Core().IsLeader() {
-		return nil
-	}
 	book := s.groups[0]
-	id, addr, err := groupLeaderAddr(book, t, target)
-	if err != nil {
-		return err
+	var id, addr string
+	for wait := time.Now().Add(probeLeaderWait); ; {
+		if t.Core().IsLeader() {
+			return nil
+		}
+		var err error
+		if id, addr, err = groupLeaderAddr(book, t, target); err == nil {
+			break
+		}
+		if time.Now().After(wait) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	if _, err := book.peerAPI.call(ctx, addr, moveStepTimeout, "RAFT", "MOVECMD", "PROBE"); err != nil {
 		return fmt.Errorf("raft group %d's leader %s at %s does not take this node's moves (the peer user needs raft|movecmd): %w", target, id, addr, err)

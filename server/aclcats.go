@@ -258,6 +258,7 @@ var aclSubcommands = map[string]string{
 	"raft|pubsub":                   "admin slow dangerous",
 	"raft|moveslots":                "admin slow dangerous",
 	"raft|movecmd":                  "admin slow dangerous",
+	"raft|groups":                   "admin slow dangerous",
 }
 
 // aclKeyFlags are the key-spec flags of each command that names keys: Redis 7.0's, as its

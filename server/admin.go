@@ -18,7 +18,7 @@ import (
 var snapshotEvery, digestEvery, backupEvery = 5 * time.Second, 250 * time.Millisecond, time.Second
 
 // raftOnLeader lists the RAFT subcommands that must run on the leader.
-var raftOnLeader = map[string]bool{"add": true, "promote": true, "remove": true, "transfer": true, "announce": true, "readindex": true}
+var raftOnLeader = map[string]bool{"add": true, "promote": true, "remove": true, "transfer": true, "announce": true, "readindex": true, "groups": true}
 
 // RAFT MEMBERS | MEMBER id | ADD id raftaddr [NONVOTER] [CLIENT addr] | PROMOTE id | REMOVE id [FORCE] |
 // TRANSFER [id] | ANNOUNCE id clientaddr raftaddr | SNAPSHOT [group] | STATS | DIGEST [group] |
@@ -259,6 +259,12 @@ func cmdRaft(r *request) {
 			return
 		}
 		r.w.Int(int64(index))
+	case "groups":
+		if len(r.args) != 3 {
+			wrongArgs()
+			return
+		}
+		r.planGroups()
 	case "digest":
 		if len(r.args) > 3 {
 			wrongArgs()
@@ -274,8 +280,24 @@ func cmdRaft(r *request) {
 		r.w.Int(int64(applied))
 		r.w.BulkString(sum)
 	default:
-		r.w.Error("ERR unknown subcommand '" + string(appendSanitized(nil, r.args[1], 128)) + "'. Try RAFT MEMBERS, MEMBER, ADD, PROMOTE, REMOVE, TRANSFER, SNAPSHOT, STATS, DIGEST, BACKUP or MOVESLOTS.")
+		r.w.Error("ERR unknown subcommand '" + string(appendSanitized(nil, r.args[1], 128)) + "'. Try RAFT MEMBERS, MEMBER, ADD, PROMOTE, REMOVE, TRANSFER, SNAPSHOT, STATS, DIGEST, BACKUP, MOVESLOTS or GROUPS.")
 	}
+}
+
+// planGroups is RAFT GROUPS n, on group 0's leader: it commits a plan to run n raft groups
+// (docs/groups.md, "From one group to several"); every node runs them from its next start.
+func (r *request) planGroups() {
+	running := max(len(r.s.groups), 1)
+	n, ok := parseInt(r.args[2])
+	if !ok || n < 2 || n > MaxGroups {
+		r.w.Error(fmt.Sprintf("ERR RAFT GROUPS: want a number of raft groups from 2 to %d", MaxGroups))
+		return
+	}
+	if _, err := r.s.admin.PlanGroups(r.c.ctx, fsm.GroupsPlan{Groups: int(n), Layout: max(r.s.layout, 1)}, running); err != nil {
+		r.replyError(err)
+		return
+	}
+	r.w.SimpleString("OK")
 }
 
 // DEBUG CLOCK-SHIFT ms: move this node's lease clock by ms (negative: back), for fault tests.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -398,6 +399,12 @@ func (f *fakeNode) Snapshot() error                                        { ret
 func (f *fakeNode) Digest() (uint64, string)                               { return f.Stats().AppliedIndex, "" }
 func (f *fakeNode) Membership(string) node.Membership                      { return node.Membership{} }
 func (f *fakeNode) ReadIndex(context.Context) (uint64, error)              { return f.Stats().AppliedIndex, nil }
+
+// PlanGroups refuses: the fake has no raft configuration to take voters from (cluster's tests
+// and tests/groupsplan_test.go plan groups on real members).
+func (f *fakeNode) PlanGroups(context.Context, fsm.GroupsPlan, int) (fsm.GroupsPlan, error) {
+	return fsm.GroupsPlan{}, errors.New("the fake node plans no groups")
+}
 
 // Backup is the fake's table in the backup format, as raftnode's leader takes it.
 func (f *fakeNode) Backup(context.Context) ([]byte, error) {

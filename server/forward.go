@@ -194,6 +194,12 @@ func (r *request) route(mayApply bool) {
 	if !ok {
 		return
 	}
+	if movedReply(reply) && !r.c.sess.slotAware && !r.s.grouped() {
+		// A node of one group whose cluster moved the slot to a group it added (RAFT GROUPS):
+		// it cannot route there until restarted to run that group.
+		r.w.Error(errSlotNotRunHere)
+		return
+	}
 	if movedReply(reply) && (!r.c.sess.slotAware || tokenless(r.cmd, r.clientArgs)) && r.s.grouped() && r.c.sess.multi == nil {
 		// The leader found the slot elsewhere (slotmoves.go): route it again from here, for a
 		// client that does not follow MOVED, and for a token-less UNLOCK or RENEW, whose token

@@ -47,7 +47,7 @@ func (s *Server) ownerOfSlot(slot int) (g int, frozen bool) {
 		if to, ok := fsm.ReleasedTo(len(s.groups), s.slotsOf, slot); ok && to < len(s.groups) {
 			return to, false
 		}
-		return fsm.GroupOfSlot(slot, len(s.groups)), true
+		return fsm.GroupOfSlot(slot, s.layout), true
 	}
 	return g, rec.State == fsm.SlotFrozen
 }
@@ -472,15 +472,29 @@ func (s *Server) tableStats() node.Stats {
 	return ns
 }
 
+// planInfo is INFO raft's line for a groups plan this node does not run yet:
+// raft_groups_planned, the groups it runs from its next start.
+func (s *Server) planInfo() []infoField {
+	p, ok := s.node.(GroupsPlanner)
+	if !ok {
+		return nil
+	}
+	if plan, ok := p.GroupsPlan(); ok && plan.Groups > len(s.groups) {
+		return []infoField{{"raft_groups_planned", strconv.Itoa(plan.Groups)}}
+	}
+	return nil
+}
+
 // groupsInfo is INFO raft's lines for a several-group cluster (the lines above them are group
 // 0's): the number of groups, and for each its slots, its leader as this node knows it, its
 // term and its applied index here.
 func (s *Server) groupsInfo() []infoField {
 	if !s.grouped() {
-		return nil
+		return s.planInfo()
 	}
 	out := []infoField{{"raft_groups", strconv.Itoa(len(s.groups))},
 		{"raft_slot_reroutes", strconv.FormatUint(s.metrics.reroutes.Load(), 10)}} // requests run again after their slot moved
+	out = append(out, s.planInfo()...)
 	ranges := s.slotRanges()
 	for g, rep := range s.groups {
 		gs := rep.Stats()

@@ -81,6 +81,16 @@ type Admin interface {
 	// must have applied to hold them (RAFT READINDEX, a follower's first step of a backup).
 	Backup(ctx context.Context) ([]byte, error)
 	ReadIndex(ctx context.Context) (uint64, error)
+	// PlanGroups commits, on group 0's leader, a plan to run want.Groups raft groups created
+	// with want.Layout, its voters the current ones (RAFT GROUPS); running is how many groups
+	// this node runs. It returns the plan committed.
+	PlanGroups(ctx context.Context, want fsm.GroupsPlan, running int) (fsm.GroupsPlan, error)
+}
+
+// GroupsPlanner is group 0's replica's view of the cluster's groups plan (fsm.GroupsPlan), for
+// INFO: a replica that is not one shows none.
+type GroupsPlanner interface {
+	GroupsPlan() (fsm.GroupsPlan, bool)
 }
 
 // Deps are what a server serves through. Replica is required; Admin and Disk may be nil.
@@ -100,7 +110,16 @@ type Deps struct {
 	Groups      []Replica
 	GroupAdmins []Admin
 	Mover       SlotMover
+	// Layout is the number of raft groups the cluster was created with, when it runs more
+	// (docs/groups.md, "From one group to several"): the groups from Layout on own no slot
+	// until one moves to them. 0 means len(Groups).
+	Layout int
 }
+
+// MaxGroups bounds the raft groups a cluster runs (raftlock --groups, RAFT GROUPS): each costs
+// every node a raft instance, its log files and its share of the status; DESIGN.md §13 keeps G
+// to tens.
+const MaxGroups = 256
 
 // SlotMover moves hash slots from one raft group to another while clients run (docs/groups.md,
 // "Moving slots"): on the node that leads the source group, it freezes the range there, imports

@@ -321,7 +321,10 @@ type Server struct {
 	// slotsHaveMoved: a move named one of this node's groups (slotsMoved), once seen: asked on
 	// every request of a several-group cluster.
 	slotsHaveMoved atomic.Bool
-	disk           Disk // nil: INFO reports no disk fault
+	// layout is the number of groups the cluster was created with (Deps.Layout; len(groups)
+	// when it runs no more): the default owner of a slot no table claims.
+	layout int
+	disk   Disk // nil: INFO reports no disk fault
 	// diskDropped: the client connections were closed for a failed disk (dropClientsOnFailedDisk).
 	diskDropped atomic.Bool
 	// queueWaits are this node's clients waiting in a lock queue (handoff.go).
@@ -420,11 +423,19 @@ func New(cfg Config, d Deps) (*Server, error) {
 		return nil, errors.New("server: more raft groups than hash slots")
 	case len(d.GroupAdmins) > 0 && len(d.GroupAdmins) != len(d.Groups):
 		return nil, errors.New("server: Deps.GroupAdmins must hold one per group")
+	case d.Layout < 0 || d.Layout > max(len(d.Groups), 1):
+		return nil, errors.New("server: Deps.Layout must be in [0, len(Deps.Groups)]")
 	}
 	s := &Server{cfg: cfg, node: d.Replica, groups: d.Groups, admin: d.Admin, groupAdmins: d.GroupAdmins, mover: d.Mover, disk: d.Disk, queueWaits: newQueueWaits(), log: cfg.Logger.With("component", "server"), start: time.Now(),
 		bootID: strconv.FormatUint(rand.Uint64()>>16, 36)}
 	s.maxClients.Store(int64(cfg.MaxClients))
 	s.queueWaits.bySlot = len(d.Groups) > 1
+	s.layout = len(d.Groups)
+	if d.Layout > 0 && d.Layout < len(d.Groups) {
+		// The groups past the layout own no default range: only the tables say who serves what.
+		s.layout = d.Layout
+		s.slotsHaveMoved.Store(true)
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.workers = newWorkers(s)
 	s.metrics = newServerMetrics()

@@ -50,6 +50,10 @@ func moveWaitOf(cmd *command, args [][]byte) time.Duration {
 // whose slot moved maxReroutes times). Nothing of it applied.
 const errSlotMoving = "TRYAGAIN the keys' hash slot moved to another raft group while the request ran; nothing was applied, retry"
 
+// errSlotNotRunHere is the reply of a node that still runs one raft group to a request whose slot
+// moved to a group its cluster added (docs/groups.md, "From one group to several").
+const errSlotNotRunHere = "TRYAGAIN the keys' hash slot moved to a raft group this node does not run yet: the cluster planned more raft groups (RAFT GROUPS) and this node must be restarted to run them; nothing was applied"
+
 // rerouteable reports whether the request can run again from its start elsewhere: it names its
 // keys in its own arguments, outside a transaction, and is not one group's part of a request
 // that spans them.
@@ -62,6 +66,12 @@ func (r *request) rerouteable() bool {
 // is in flight, replying as the request does (or errSlotMoving when it cannot, within moveWait
 // of its first refusal).
 func (r *request) reroute() {
+	if !r.s.grouped() {
+		// A node of one group whose cluster planned more (RAFT GROUPS) and moved slots to them
+		// before this node was restarted to run them.
+		r.w.Error(errSlotNotRunHere)
+		return
+	}
 	if !r.rerouteable() {
 		r.w.Error(errSlotMoving)
 		return
@@ -189,6 +199,10 @@ func movedReply(reply []byte) bool {
 // refused it (an import after its abort, an abort after its import).
 func (r *request) moveSlots(sub string) {
 	if !r.s.grouped() || r.s.mover == nil {
+		if len(r.s.planInfo()) > 0 {
+			r.w.Error("ERR RAFT " + strings.ToUpper(sub) + ": this node does not run the raft groups its cluster planned yet (RAFT GROUPS): restart it, and move slots once every node runs them (docs/groups.md)")
+			return
+		}
 		r.w.Error("ERR RAFT " + strings.ToUpper(sub) + " needs a cluster of several raft groups (raftlock --groups, docs/groups.md)")
 		return
 	}

@@ -5,50 +5,75 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/raftnode"
+	"github.com/raftlock/raftlock/server"
 )
 
-// maxGroups bounds --groups. Each group costs every node a raft instance (about six
-// goroutines, heartbeats to every peer, a lease timer), its own log files (an 8 MiB spare
-// segment) and its share of the status; DESIGN.md §13 keeps G to tens.
-const maxGroups = 256
-
-// resolveGroups returns the number of raft groups this node runs: what dir records
+// resolveGroups returns the raft groups this node runs: what dir records
 // (cluster.ReadGroupsRecord), or for a node without a record, flag (1 when 0), recorded then.
 // hasState reports whether the node has raft state already (a cluster created before groups were
-// recorded runs one). A flag that contradicts the record is refused: a cluster's groups cannot
-// change (yet).
-func resolveGroups(dir string, flag int, hasState bool) (int, error) {
-	g, found, err := cluster.ReadGroupsRecord(dir)
+// recorded runs one). A flag that contradicts the record is refused: a cluster's groups change
+// only through RAFT GROUPS (docs/groups.md), which every node records when it applies it.
+func resolveGroups(dir string, flag int, hasState bool) (cluster.GroupsRecord, error) {
+	rec, found, err := cluster.ReadGroupsRecord(dir)
 	switch {
 	case err != nil:
-		return 0, err
+		return cluster.GroupsRecord{}, err
 	case found:
-		if g > maxGroups {
-			return 0, fmt.Errorf("%s: want a number of raft groups from 1 to %d, found %d", filepath.Join(dir, cluster.GroupsFile), maxGroups, g)
+		if rec.Groups > server.MaxGroups {
+			return cluster.GroupsRecord{}, fmt.Errorf("%s: want a number of raft groups from 1 to %d, found %d", filepath.Join(dir, cluster.GroupsFile), server.MaxGroups, rec.Groups)
 		}
-		if flag != 0 && flag != g {
-			return 0, fmt.Errorf("--groups %d: this node's cluster was created with %d raft groups, which cannot change", flag, g)
+		if flag != 0 && flag != rec.Groups {
+			return cluster.GroupsRecord{}, fmt.Errorf("--groups %d: this node's cluster runs %d raft groups; RAFT GROUPS adds groups to a running cluster (docs/groups.md)", flag, rec.Groups)
 		}
-		return g, nil
+		return rec, nil
 	case hasState:
 		if flag > 1 {
-			return 0, fmt.Errorf("--groups %d: this node's cluster was created with one raft group, which cannot change", flag)
+			return cluster.GroupsRecord{}, fmt.Errorf("--groups %d: this node's cluster runs one raft group; RAFT GROUPS adds groups to a running cluster (docs/groups.md)", flag)
 		}
-		return 1, nil
+		return cluster.GroupsRecord{Groups: 1, Layout: 1}, nil
 	}
-	g = max(flag, 1)
-	if err := cluster.WriteGroupsRecord(dir, g); err != nil {
-		return 0, fmt.Errorf("recording the raft groups: %w", err)
+	g := max(flag, 1)
+	rec = cluster.GroupsRecord{Groups: g, Layout: g}
+	if err := cluster.WriteGroupsRecord(dir, rec); err != nil {
+		return cluster.GroupsRecord{}, fmt.Errorf("recording the raft groups: %w", err)
 	}
-	return g, nil
+	return rec, nil
+}
+
+// recordPlans writes every groups plan group 0 applies that adds groups to what dir records
+// (cluster.GroupsRecord), checking once a second until stop closes: the node runs them from
+// its next start, the groups the plan added bootstrapped with its voters.
+func recordPlans(dir string, running cluster.GroupsRecord, core *raftnode.Replica, log *slog.Logger, stop <-chan struct{}) {
+	recorded := running.Groups
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		if plan, ok := core.GroupsPlan(); ok && plan.Groups > recorded {
+			rec := cluster.GroupsRecord{Groups: plan.Groups, Layout: plan.Layout, Voters: plan.Voters}
+			if err := cluster.WriteGroupsRecord(dir, rec); err != nil {
+				log.Error("cannot record the planned raft groups; retrying", "groups", plan.Groups, "err", err)
+			} else {
+				recorded = plan.Groups
+				log.Warn("the cluster planned more raft groups: restart this node to run them (docs/groups.md)",
+					"groups", plan.Groups, "running", running.Groups)
+			}
+		}
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // addressedReplica is a group's replica whose leader's client address comes from group 0's

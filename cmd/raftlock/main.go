@@ -99,10 +99,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	groups, err := resolveGroups(opts.dir, opts.groups, hadState)
+	groupsRec, err := resolveGroups(opts.dir, opts.groups, hadState)
 	if err != nil {
 		return err
 	}
+	groups := groupsRec.Groups
 	gst, err := store.OpenGroups(storeCfg, groups)
 	if err != nil {
 		return err
@@ -116,7 +117,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	stopReload := reloadOnHangup(logger, map[string]*certs.Source{"client": clientTLS, "raft": raftTLS})
 	defer stopReload()
-	transCfg := cluster.TransportConfig{Bind: opts.raftAddr, Advertise: opts.raftAdvertise, TLS: raftTLS, Logger: logger}
+	transCfg := cluster.TransportConfig{Bind: opts.raftAddr, Advertise: opts.raftAdvertise, TLS: raftTLS, Logger: logger, Layout: groupsRec.Layout}
 	var transports []*cluster.Transport
 	if groups == 1 {
 		trans, err := cluster.NewTransport(transCfg)
@@ -172,7 +173,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	ccfg.PeerUser, ccfg.PeerPassword = opts.masterUser, opts.masterAuth
 	policy := locks.New(locks.Config{ApplyTimeout: ccfg.Core.ApplyTimeout, Logger: logger})
 	ccfg.Core.Locks = policy
-	ccfg.Core.Groups = groups
+	ccfg.Core.Groups, ccfg.Core.Layout = groups, groupsRec.Layout
 	health := st.Health
 	var siblings diskSiblings
 	if groups > 1 {
@@ -195,6 +196,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer member.Close()
 	self.Store(member)
+	stopPlans := make(chan struct{})
+	defer close(stopPlans)
+	go recordPlans(opts.dir, groupsRec, member.Core(), logger, stopPlans)
 	node := member.Core()
 	siblings.add(node)
 	// The other groups' members: the same node under the same ID, each with its own store,
@@ -208,6 +212,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		gcfg.Core.Group = g
 		gcfg.Core.Logger = logger.With("group", g)
 		gcfg.Core.Locks = locks.New(locks.Config{ApplyTimeout: gcfg.Core.ApplyTimeout, Logger: gcfg.Core.Logger})
+		if g >= groupsRec.Layout {
+			// A group a plan added (RAFT GROUPS): every node starts it with the plan's voters,
+			// one committed list, whatever flags it was first started with.
+			gcfg.Bootstrap, gcfg.Join, gcfg.Peers = true, "", nil
+			for _, v := range groupsRec.Voters {
+				gcfg.Peers = append(gcfg.Peers, cluster.Peer{ID: v.ID, RaftAddr: v.Addr})
+			}
+		}
 		gs := gst.Store(g)
 		m, err := cluster.Start(gcfg, raftnode.Stores{Log: gs, Stable: gs, Snapshots: gs.Snapshots(2), Health: health}, transports[g])
 		if err != nil {
@@ -264,7 +276,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	scfg.InsecureHTTP = opts.insecureHTTP && opts.metricsAddr != ""
 	scfg.PeerUser, scfg.PeerPassword = opts.masterUser, opts.masterAuth
 	scfg.TLSAuthClientsUser = opts.tlsAuthClientsUser
-	deps := server.Deps{Replica: node, Admin: member, Disk: node, Groups: reps}
+	deps := server.Deps{Replica: node, Admin: member, Disk: node, Groups: reps, Layout: groupsRec.Layout}
 	if groups > 1 {
 		admin := &groupsAdmin{Member: member, members: members}
 		deps.Admin = admin

@@ -17,6 +17,7 @@ import (
 	"github.com/raftlock/raftlock/certs"
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/server"
 )
 
 // options are the node's settings. Each comes from, in order of precedence: a flag, the
@@ -123,7 +124,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		"snapshot-interval":  fs.String("snapshot-interval", "0", "how often to check whether to snapshot (0: default 10s)"),
 		"max-keys":           fs.String("max-keys", "10000000", "the most keys all databases may hold together; past it, commands that create keys get -OOM (-1: no bound)"),
 		"max-elements":       fs.String("max-elements", "10000", "the most elements one hash, set, sorted set or list may hold; past it, commands that would grow it are refused"),
-		"groups":             fs.String("groups", "0", "raft groups of a NEW cluster, each serving an even share of the 16384 hash slots (1 to "+strconv.Itoa(maxGroups)+"; the same on every node; fixed once created; 0: as the data directory records, 1 for a new one)"),
+		"groups":             fs.String("groups", "0", "raft groups of a NEW cluster, each serving an even share of the 16384 hash slots (1 to "+strconv.Itoa(server.MaxGroups)+"; the same on every node; RAFT GROUPS adds more to a running cluster; 0: as the data directory records, 1 for a new one)"),
 		"group-commit":       fs.String("group-commit", "yes", "the leader puts the requests that queued while it wrote the last log entry in one raft log entry (yes/no; no: one entry per request)"),
 		"leader-wait":        fs.String("leader-wait", "1s", "how long a request that needs the leader waits for one (after a start, during an election) before CLUSTERDOWN; 0: not at all"),
 		"log-level":          fs.String("log-level", "info", "debug, info, warn or error"),
@@ -222,8 +223,8 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	if o.maxElements, err = strconv.Atoi(*vals["max-elements"]); err != nil || o.maxElements <= 0 {
 		return options{}, fmt.Errorf("--max-elements: want a positive number of elements, got %q", *vals["max-elements"])
 	}
-	if o.groups, err = strconv.Atoi(*vals["groups"]); err != nil || o.groups < 0 || o.groups > maxGroups {
-		return options{}, fmt.Errorf("--groups: want 1 to %d raft groups (0: as the data directory records), got %q", maxGroups, *vals["groups"])
+	if o.groups, err = strconv.Atoi(*vals["groups"]); err != nil || o.groups < 0 || o.groups > server.MaxGroups {
+		return options{}, fmt.Errorf("--groups: want 1 to %d raft groups (0: as the data directory records), got %q", server.MaxGroups, *vals["groups"])
 	}
 	if o.groups > 1 && o.join != "" {
 		return options{}, errors.New("--join: a node of a cluster of several raft groups cannot join yet; such a cluster's members are its --peers (docs/groups.md)")

@@ -1,0 +1,68 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/raft"
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node"
+)
+
+// errMembersFixed refuses a membership change once the cluster planned several raft groups:
+// every node is a member of every group under the voters the plan named (fsm.GroupsPlan), and a
+// change of group 0 alone would leave the others behind.
+var errMembersFixed = errors.New("the cluster's members are fixed once it runs or plans several raft groups (docs/groups.md)")
+
+// membersFixed is errMembersFixed when group 0's table holds a groups plan, nil otherwise.
+func (n *Member) membersFixed() error {
+	if _, planned := n.core.Load().GroupsPlan(); planned {
+		return errMembersFixed
+	}
+	return nil
+}
+
+// PlanGroups commits, on group 0's leader, a plan to run want.Groups raft groups, created with
+// want.Layout (RAFT GROUPS, docs/groups.md "From one group to several"): its voters are this
+// configuration's, which must have no non-voter (a change in progress). running is how many
+// groups this node runs: the plan must add some, to them and to the last plan. Every node
+// records the plan when it applies it (cmd/raftlock) and runs the groups from its next start.
+func (n *Member) PlanGroups(ctx context.Context, want fsm.GroupsPlan, running int) (fsm.GroupsPlan, error) {
+	if !n.isLeader() {
+		return fsm.GroupsPlan{}, n.notLeader()
+	}
+	have := running
+	if p, ok := n.core.Load().GroupsPlan(); ok {
+		have = max(have, p.Groups)
+	}
+	if want.Groups <= have {
+		return fsm.GroupsPlan{}, fmt.Errorf("the cluster runs or plans %d raft groups already; a plan can only add groups", have)
+	}
+	c, err := n.configuration()
+	if err != nil {
+		return fsm.GroupsPlan{}, err
+	}
+	for _, s := range c.Servers {
+		if s.Suffrage != raft.Voter {
+			return fsm.GroupsPlan{}, fmt.Errorf("member %s is not a voter: promote or remove it first, so that every new group starts with the cluster's voters", s.ID)
+		}
+		want.Voters = append(want.Voters, fsm.PlanVoter{ID: string(s.ID), Addr: string(s.Address)})
+	}
+	slices.SortFunc(want.Voters, func(a, b fsm.PlanVoter) int { return strings.Compare(a.ID, b.ID) })
+	cmd := fsm.Command{Kind: fsm.KindPlanGroups, Key: fsm.EncodeGroupsPlan(want)}
+	if err := cmd.Validate(); err != nil {
+		return fsm.GroupsPlan{}, err
+	}
+	res, err := n.core.Load().Exec(ctx, nil, func(node.View) []fsm.Command { return []fsm.Command{cmd} }, nil)
+	if err != nil {
+		return fsm.GroupsPlan{}, err
+	}
+	if len(res) != 1 || res[0].Status != fsm.StatusGroupsPlanned {
+		return fsm.GroupsPlan{}, errors.New("the groups plan was refused: another plan committed first")
+	}
+	n.log.Info("raft groups planned", "groups", want.Groups, "layout", want.Layout, "voters", len(want.Voters))
+	return want, nil
+}

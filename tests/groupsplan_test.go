@@ -1,0 +1,240 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/tests/testutil"
+)
+
+// TestConvertOneGroupToFour converts a running 3-node cluster of one raft group into one of
+// four while clients lock and unlock keys on every node (docs/groups.md, "From one group to
+// several"): RAFT GROUPS 4, a restart of each node in turn, then slot moves to the new groups.
+// The cluster serves through every step (locks are granted while each node is down), no key is
+// held by two clients at once, every key's tokens rise in real-time order, a lock held from
+// before the conversion keeps its holder, token and lease, each new group serves the slots
+// moved to it, every group's replicas end equal, and membership changes are refused once the
+// groups are planned.
+func TestConvertOneGroupToFour(t *testing.T) {
+	c := newCluster(t, 3)
+	ctx := context.Background()
+
+	keys := make([]string, 16) // keys over all four quarters of the slots
+	for i := range keys {
+		keys[i] = "conv" + strconv.Itoa(i)
+	}
+	plain := redis.NewClient(&redis.Options{Addr: c.nodes[0].addr})
+	defer plain.Close()
+	// A lock in each quarter of the slots, held through the conversion and the moves.
+	heldKeys := make([]string, 4)
+	heldTokens := make([]int64, 4)
+	for i := 0; slices.Contains(heldKeys, ""); i++ {
+		k := "convheld" + strconv.Itoa(i)
+		if q := fsm.GroupOfSlot(fsm.KeySlot([]byte(k)), 4); heldKeys[q] == "" {
+			heldKeys[q] = k
+		}
+	}
+	for q, k := range heldKeys {
+		tok, err := plain.Do(ctx, "LOCK", k, "600000").Int64()
+		if err != nil {
+			t.Fatalf("LOCK %s: %v", k, err)
+		}
+		heldTokens[q] = tok
+	}
+
+	var mu sync.Mutex
+	spans := map[string][]heldSpan{}
+	granted := map[string]int{} // locks granted, by the phase they were granted in
+	phase := "one group"
+	var failures []string
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		wg.Go(func() {
+			name := "client@" + n.id
+			cl := redis.NewClient(&redis.Options{Addr: n.addr, MaxRetries: -1, DialTimeout: time.Second})
+			defer cl.Close()
+			do := func(args ...any) *redis.Cmd { return cl.Do(ctx, args...) }
+			for j := 0; j < 200_000; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r := lockOnce(do, keys[(i*5+j)%len(keys)], name)
+				if r.lockErr != nil {
+					// This client's node is restarting: try again once it is back.
+					time.Sleep(20 * time.Millisecond)
+					continue
+				}
+				if !r.held {
+					continue
+				}
+				mu.Lock()
+				spans[r.key] = append(spans[r.key], r.span)
+				granted[phase]++
+				if r.unlockErr == nil && r.unlocked != 1 {
+					failures = append(failures, fmt.Sprintf("%s UNLOCK %s %d: %d (its lock was lost)", name, r.key, r.span.token, r.unlocked))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	setPhase := func(p string) {
+		time.Sleep(time.Second)
+		mu.Lock()
+		phase = p
+		mu.Unlock()
+	}
+
+	setPhase("plan")
+	if v, err := call(c.nodes[1].addr, "RAFT", "GROUPS", "4"); err != nil || v != "OK" {
+		t.Fatalf("RAFT GROUPS 4 on a follower: %v, %v", v, err)
+	}
+	if _, err := call(c.nodes[1].addr, "RAFT", "GROUPS", "3"); err == nil || !strings.Contains(err.Error(), "already") {
+		t.Errorf("RAFT GROUPS 3 after 4: %v; want refused", err)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		for _, n := range c.nodes {
+			if info, err := infoRaft(n.addr); err != nil || info["raft_groups_planned"] != "4" {
+				return fmt.Errorf("%s: raft_groups_planned %q, %v", n.id, info["raft_groups_planned"], err)
+			}
+		}
+		return nil
+	})
+	if _, err := call(c.leader().addr, "RAFT", "REMOVE", c.nodes[2].id, "FORCE"); err == nil || !strings.Contains(err.Error(), "fixed") {
+		t.Errorf("RAFT REMOVE after the plan: %v; want refused (members fixed)", err)
+	}
+
+	// A rolling restart: each node comes back running four groups. Before the last one, a
+	// quarter of the slots moves to group 1 (its voters on the two restarted nodes are a
+	// quorum): the node that still runs one group refuses that quarter's keys, saying why,
+	// and serves them once restarted.
+	move := func(g int) {
+		t.Helper()
+		first, last := fsm.DefaultSlots(g, 4)
+		v, err := callWithin(2*time.Minute, c.nodes[g%2].addr, "RAFT", "MOVESLOTS", strconv.Itoa(first), strconv.Itoa(last), strconv.Itoa(g))
+		if err != nil {
+			t.Fatalf("RAFT MOVESLOTS %d %d %d: %v", first, last, g, err)
+		}
+		if n, ok := v.(int64); !ok || n < 1 {
+			t.Errorf("RAFT MOVESLOTS %d %d %d moved %v keys; want at least its held lock", first, last, g, v)
+		}
+	}
+	for i := range c.nodes {
+		if i == 2 {
+			setPhase("moving with n3 on one group")
+			// A move runs on its source group's leader, which must run the target group.
+			if l := c.leader(); l.id != c.nodes[0].id {
+				if v, err := call(l.addr, "RAFT", "TRANSFER", c.nodes[0].id); err != nil {
+					t.Fatalf("RAFT TRANSFER %s: %v, %v", c.nodes[0].id, v, err)
+				}
+				c.leader()
+			}
+			move(1)
+			first, _ := fsm.DefaultSlots(1, 4)
+			waitServedBy(t, c.nodes[:2], first, 1, 10*time.Second)
+			testutil.WaitFor(t, 10*time.Second, func() error {
+				_, err := call(c.nodes[2].addr, "LOCK", heldKeys[1], "1000")
+				if err == nil || !strings.Contains(err.Error(), "does not run yet") {
+					return fmt.Errorf("LOCK %s on the node of one group after its slot moved to group 1: %v", heldKeys[1], err)
+				}
+				return nil
+			})
+		}
+		setPhase("restarting " + c.nodes[i].id)
+		if err := c.nodes[i].stop(); err != nil {
+			t.Fatalf("stop %s: %v", c.nodes[i].id, err)
+		}
+		time.Sleep(time.Second) // clients on the other nodes go on meanwhile
+		c.restart(c.nodes[i])
+	}
+	setPhase("four groups")
+	testutil.WaitFor(t, 30*time.Second, func() error { // every group elected a leader every node knows
+		var first []string
+		for _, n := range c.live() {
+			ls, err := groupLeaders(n)
+			if err != nil || len(ls) != 4 || slices.Contains(ls, "") {
+				return fmt.Errorf("%s: group leaders %v, %v", n.id, ls, err)
+			}
+			if first != nil && !slices.Equal(ls, first) {
+				return fmt.Errorf("%s names group leaders %v, another node %v", n.id, ls, first)
+			}
+			first = ls
+		}
+		return nil
+	})
+	if v, err := call(c.nodes[2].addr, "LOCK", heldKeys[1], "1000"); v != nil || err != nil {
+		t.Errorf("LOCK %s on the restarted node: %v, %v; want nil (held)", heldKeys[1], v, err)
+	}
+	move(2)
+	move(3)
+	for g := 1; g < 4; g++ {
+		first, _ := fsm.DefaultSlots(g, 4)
+		waitServedBy(t, c.nodes, first, g, 10*time.Second)
+	}
+	setPhase("moved")
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+
+	for _, f := range failures {
+		t.Error(f)
+	}
+	checkSpans(t, spans)
+	t.Logf("locks granted by phase: %v", granted)
+	for _, p := range []string{"one group", "plan", "restarting n1", "restarting n2", "moving with n3 on one group", "restarting n3", "four groups", "moved"} {
+		if granted[p] == 0 {
+			t.Errorf("no lock granted while %s: the cluster did not serve throughout", p)
+		}
+	}
+	for q, k := range heldKeys {
+		if ttl, err := plain.PTTL(ctx, k).Result(); err != nil || ttl <= 0 || ttl > 10*time.Minute {
+			t.Errorf("the lease of %s, held through the conversion: %v, %v", k, ttl, err)
+		}
+		if n, err := plain.Do(ctx, "UNLOCK", k, strconv.FormatInt(heldTokens[q], 10)).Int64(); err != nil || n != 1 {
+			t.Errorf("UNLOCK of %s, held through the conversion, with its token %d: %d, %v", k, heldTokens[q], n, err)
+		}
+	}
+	for g := 1; g < 4; g++ {
+		first, _ := fsm.DefaultSlots(g, 4)
+		info, err := infoRaft(c.nodes[0].addr)
+		if err != nil || !servesSlot(info["raft_group"+strconv.Itoa(g)], first) {
+			t.Errorf("group %d: %q, %v; want it to serve slot %d", g, info["raft_group"+strconv.Itoa(g)], err, first)
+		}
+	}
+	sameGroupTables(t, c, 4)
+}
+
+// checkSpans checks every key's locks: no token granted twice, tokens in real-time order, and
+// never two holders at once.
+func checkSpans(t *testing.T, spans map[string][]heldSpan) {
+	t.Helper()
+	for key, ss := range spans {
+		slices.SortFunc(ss, func(a, b heldSpan) int { return int(a.token - b.token) })
+		for i := 1; i < len(ss); i++ {
+			if ss[i].token == ss[i-1].token {
+				t.Errorf("%s: token %d granted twice (%s, %s)", key, ss[i].token, ss[i-1].client, ss[i].client)
+			}
+		}
+		for _, a := range ss {
+			for _, b := range ss {
+				if a.granted.Before(b.lockSent) && a.token > b.token {
+					t.Errorf("%s: token %d (%s) granted before token %d (%s) was asked for", key, a.token, a.client, b.token, b.client)
+				}
+				if a != b && a.granted.Before(b.unlockSent) && b.granted.Before(a.unlockSent) {
+					t.Errorf("%s: held by %s (token %d) and %s (token %d) at once", key, a.client, a.token, b.client, b.token)
+				}
+			}
+		}
+	}
+}
