@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -49,6 +51,9 @@ func (n *Member) Backup(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := fsm.CheckOwnership([]fsm.Slots{snap.Slots()}); err != nil {
+		return nil, errGroupsNotRunHere(snap, 1, err)
+	}
 	return backup.Encode(backup.Header{
 		ClusterID: n.ClusterID(), SourceNode: n.cfg.Core.ID, Part: backup.Part{Term: term}, Created: n.cfg.Core.Now().UTC(),
 	}, snap)
@@ -82,8 +87,22 @@ func BackupGroups(ctx context.Context, members []*Member) ([]byte, error) {
 		if err = fsm.CheckOwnership(owners); err == nil {
 			return backup.EncodeGroups(h, snaps)
 		}
+		if plan, ok := snaps[0].GroupsPlan(); ok && plan.Groups > len(snaps) {
+			return nil, errGroupsNotRunHere(snaps[0], len(snaps), err)
+		}
 	}
 	return nil, fmt.Errorf("backup: the groups' slots kept moving while they were read (%d reads): %w", backupReads, err)
+}
+
+// errGroupsNotRunHere is a backup's refusal on a node whose groups do not serve every slot:
+// slots moved to groups its cluster added (RAFT GROUPS) that this node does not run until it is
+// restarted. A backup of the groups it runs would restore a cluster without those slots' keys.
+func errGroupsNotRunHere(group0 *fsm.Snapshot, running int, err error) error {
+	if plan, ok := group0.GroupsPlan(); ok && plan.Groups > running {
+		return fmt.Errorf("backup: this node runs %d raft groups and its cluster planned %d, which serve slots this node does not (%v): "+
+			"restart it to run them (RAFT GROUPS, docs/groups.md) or back up from a node that runs them", running, plan.Groups, err)
+	}
+	return fmt.Errorf("backup: %w", err)
 }
 
 // groupLeaderAddr is the ID and client address of the leader of group g (its member m), the
@@ -322,6 +341,9 @@ func restoredGroups(tables []*fsm.Machine, conf raft.Configuration) GroupsRecord
 	for _, s := range conf.Servers {
 		rec.Voters = append(rec.Voters, fsm.PlanVoter{ID: string(s.ID), Addr: string(s.Address)})
 	}
+	// Sorted as a plan's voters are: every node restored with these peers, in whatever order
+	// its --peers names them, holds the same plan (the same table bytes).
+	slices.SortFunc(rec.Voters, func(a, b fsm.PlanVoter) int { return strings.Compare(a.ID, b.ID) })
 	tables[0].ReplaceGroupsPlan(&fsm.GroupsPlan{Groups: rec.Groups, Layout: rec.Layout, Voters: rec.Voters})
 	return rec
 }

@@ -103,6 +103,8 @@ func (n *Member) AddServer(ctx context.Context, id, raftAddr, clientAddr string,
 	if !n.isLeader() {
 		return 0, n.notLeader()
 	}
+	n.changes.Lock()
+	defer n.changes.Unlock()
 	if err := n.membersFixed(); err != nil {
 		return 0, err
 	}
@@ -178,6 +180,8 @@ func (n *Member) Promote(ctx context.Context, id string) error {
 	if !n.isLeader() {
 		return n.notLeader()
 	}
+	n.changes.Lock()
+	defer n.changes.Unlock()
 	if err := n.membersFixed(); err != nil {
 		return err
 	}
@@ -220,6 +224,8 @@ func (n *Member) RemoveServer(ctx context.Context, id string, force bool) error 
 	if !n.isLeader() {
 		return n.notLeader()
 	}
+	n.changes.Lock()
+	defer n.changes.Unlock()
 	if err := n.membersFixed(); err != nil {
 		return err
 	}

@@ -25,6 +25,31 @@ func (n *Member) membersFixed() error {
 	return nil
 }
 
+// settledVoters is the leader's configuration as plan voters, sorted by ID: refused while a
+// member is a non-voter or the newest configuration is not the committed one (a change in
+// progress).
+func (n *Member) settledVoters() ([]fsm.PlanVoter, error) {
+	c, err := n.configuration()
+	if err != nil {
+		return nil, err
+	}
+	var voters []fsm.PlanVoter
+	for _, s := range c.Servers {
+		if s.Suffrage != raft.Voter {
+			return nil, fmt.Errorf("member %s is not a voter: promote or remove it first, so that every new group starts with the cluster's voters", s.ID)
+		}
+		if _, member, known := n.committedConf.get(string(s.ID)); !known || !member {
+			return nil, errors.New("a membership change is not committed yet; try again")
+		}
+		voters = append(voters, fsm.PlanVoter{ID: string(s.ID), Addr: string(s.Address)})
+	}
+	if n.committedConf.len() != len(voters) {
+		return nil, errors.New("a membership change is not committed yet; try again")
+	}
+	slices.SortFunc(voters, func(a, b fsm.PlanVoter) int { return strings.Compare(a.ID, b.ID) })
+	return voters, nil
+}
+
 // PlanGroups commits, on group 0's leader, a plan to run want.Groups raft groups, created with
 // want.Layout (RAFT GROUPS, docs/groups.md "From one group to several"): its voters are this
 // configuration's, which must have no non-voter (a change in progress). running is how many
@@ -34,24 +59,26 @@ func (n *Member) PlanGroups(ctx context.Context, want fsm.GroupsPlan, running in
 	if !n.isLeader() {
 		return fsm.GroupsPlan{}, n.notLeader()
 	}
+	n.changes.Lock()
+	defer n.changes.Unlock()
 	have := running
-	if p, ok := n.core.Load().GroupsPlan(); ok {
-		have = max(have, p.Groups)
+	last, planned := n.core.Load().GroupsPlan()
+	if planned {
+		have = max(have, last.Groups)
 	}
 	if want.Groups <= have {
 		return fsm.GroupsPlan{}, fmt.Errorf("the cluster runs or plans %d raft groups already; a plan can only add groups", have)
 	}
-	c, err := n.configuration()
-	if err != nil {
-		return fsm.GroupsPlan{}, err
-	}
-	for _, s := range c.Servers {
-		if s.Suffrage != raft.Voter {
-			return fsm.GroupsPlan{}, fmt.Errorf("member %s is not a voter: promote or remove it first, so that every new group starts with the cluster's voters", s.ID)
+	if planned {
+		// The members are fixed since the first plan, whose voters every added group starts with.
+		want.Voters = last.Voters
+	} else {
+		voters, err := n.settledVoters()
+		if err != nil {
+			return fsm.GroupsPlan{}, err
 		}
-		want.Voters = append(want.Voters, fsm.PlanVoter{ID: string(s.ID), Addr: string(s.Address)})
+		want.Voters = voters
 	}
-	slices.SortFunc(want.Voters, func(a, b fsm.PlanVoter) int { return strings.Compare(a.ID, b.ID) })
 	cmd := fsm.Command{Kind: fsm.KindPlanGroups, Key: fsm.EncodeGroupsPlan(want)}
 	if err := cmd.Validate(); err != nil {
 		return fsm.GroupsPlan{}, err

@@ -121,6 +121,10 @@ type Member struct {
 	probe storeProbe
 	// committedConf is the newest configuration known to be committed (removal.go).
 	committedConf committedConfig
+	// changes serializes, on a leader, the membership changes this node makes (RAFT ADD,
+	// PROMOTE, REMOVE) with the plans of more groups (PlanGroups), whose voters are a
+	// configuration it reads: a plan never names voters a change is replacing.
+	changes sync.Mutex
 	// formatWarned is set once the node said why the cluster stays in an older format
 	// (format.go); bootstrapFormat is the identity's BootstrapFormat: set when this node
 	// created its cluster.

@@ -44,6 +44,13 @@ func (c *committedConfig) set(index uint64, servers []raft.Server) {
 	c.index, c.servers = index, slices.Clone(servers)
 }
 
+// len is the number of servers in the configuration.
+func (c *committedConfig) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.servers)
+}
+
 // get returns the configuration's index and whether id is in it; known is false while this
 // node has seen no committed configuration.
 func (c *committedConfig) get(id string) (index uint64, member, known bool) {

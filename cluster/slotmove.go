@@ -134,6 +134,9 @@ func (s *SlotMover) MoveSlots(ctx context.Context, source, first, last, target i
 	if source < 0 || source >= len(s.groups) || target < 0 || target >= len(s.groups) || source == target {
 		return 0, fmt.Errorf("no move from raft group %d to raft group %d in a cluster of %d", source, target, len(s.groups))
 	}
+	if err := s.targetRunsEverywhere(ctx, target); err != nil {
+		return 0, err
+	}
 	s.moving.Lock()
 	defer s.moving.Unlock()
 	moved := 0
@@ -158,6 +161,31 @@ func (s *SlotMover) MoveSlots(ctx context.Context, source, first, last, target i
 		a = b + 1
 	}
 	return moved, nil
+}
+
+// targetRunsEverywhere refuses a move to a group that a member does not run yet: a node of a
+// cluster converting to more groups (RAFT GROUPS) runs them only once restarted, and until then
+// could neither serve the moved slots nor, leading the source group, decide a move. It asks each
+// other voter of group 0 this node reaches (RAFT STATS); one it cannot reach is not counted (a
+// move may run while a node is down: docs/groups.md says what that node does when back).
+func (s *SlotMover) targetRunsEverywhere(ctx context.Context, target int) error {
+	book := s.groups[0]
+	c, err := book.configuration()
+	if err != nil {
+		return err
+	}
+	for _, srv := range c.Servers {
+		id := string(srv.ID)
+		addr, known := book.MemberAddr(id)
+		if id == book.cfg.Core.ID || !known || addr == "" {
+			continue
+		}
+		st, err := book.peerAPI.State(ctx, addr)
+		if runs := max(st.Groups, 1); err == nil && runs <= target {
+			return fmt.Errorf("member %s runs %d raft groups, not group %d yet: restart it to run the groups its cluster planned (RAFT GROUPS) before moving slots there", id, runs, target)
+		}
+	}
+	return nil
 }
 
 // rangeBytes is the encoded size of the keys of slots first to last in group g's table here.

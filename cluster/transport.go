@@ -128,6 +128,9 @@ func (t *Transport) Close() error {
 		close(t.stop)
 		if t.group != nil {
 			t.group.abortOutbound()
+			if t.group.id == 0 {
+				t.layer.abortOutbound() // group 0's connections to peers that run one group
+			}
 			last = t.group.mux.groupClosed()
 		}
 	})

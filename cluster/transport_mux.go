@@ -443,7 +443,10 @@ func (l *groupLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.C
 	// GROUPS), takes group 0's frames on a connection of their own; the other groups wait for
 	// its restart.
 	bare := l.id == 0 && l.mux.base.layout == 1
-	if bare && l.mux.runsOneGroup(string(addr), false) {
+	if l.mux.base.layout == 1 && l.mux.runsOneGroup(string(addr), false) {
+		if !bare {
+			return nil, fmt.Errorf("raft stream to %s: %w (group %d waits for its restart)", addr, errOneGroup, l.id)
+		}
 		return l.mux.base.dialPooled(string(addr), timeout, 0)
 	}
 	sess, err := l.mux.session(string(addr), timeout)

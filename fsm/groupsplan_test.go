@@ -26,9 +26,10 @@ func TestGroupsPlanAppliesInGroupZeroAndGrowsOnly(t *testing.T) {
 		t.Fatalf("plan: %v", r.Status)
 	}
 	for i, p := range []fsm.GroupsPlan{
-		{Groups: 4, Layout: 1, Voters: planVoters}, // not more groups
-		{Groups: 3, Layout: 1, Voters: planVoters}, // fewer
-		{Groups: 8, Layout: 2, Voters: planVoters}, // another layout
+		{Groups: 4, Layout: 1, Voters: planVoters},     // not more groups
+		{Groups: 3, Layout: 1, Voters: planVoters},     // fewer
+		{Groups: 8, Layout: 2, Voters: planVoters},     // another layout
+		{Groups: 8, Layout: 1, Voters: planVoters[:1]}, // other voters
 	} {
 		if r := m.Apply(uint64(2+i), planCmd(p)); r.Status != fsm.StatusConflict {
 			t.Errorf("plan %+v: %v, want conflict", p, r.Status)
@@ -37,7 +38,7 @@ func TestGroupsPlanAppliesInGroupZeroAndGrowsOnly(t *testing.T) {
 	if got, _ := m.GroupsPlan(); got.Groups != 4 {
 		t.Errorf("a refused plan changed it: %+v", got)
 	}
-	if r := m.Apply(10, planCmd(fsm.GroupsPlan{Groups: 8, Layout: 1, Voters: planVoters[:1]})); r.Status != fsm.StatusGroupsPlanned {
+	if r := m.Apply(10, planCmd(fsm.GroupsPlan{Groups: 8, Layout: 1, Voters: planVoters})); r.Status != fsm.StatusGroupsPlanned {
 		t.Errorf("a plan of more groups: %v", r.Status)
 	}
 
@@ -46,8 +47,12 @@ func TestGroupsPlanAppliesInGroupZeroAndGrowsOnly(t *testing.T) {
 		t.Errorf("a table with a plan wrote snapshot version %d, want 9", b[4])
 	}
 	back := restore(t, b)
-	if got, ok := back.GroupsPlan(); !ok || got.Groups != 8 || got.Layout != 1 || len(got.Voters) != 1 || got.Voters[0] != planVoters[0] {
+	if got, ok := back.GroupsPlan(); !ok || got.Groups != 8 || got.Layout != 1 || len(got.Voters) != 2 || got.Voters[1] != planVoters[1] {
 		t.Errorf("restored plan %+v %v", got, ok)
+	}
+
+	if back.Slots().Moved() {
+		t.Error("a table no move named restored with slot records of its own (its default ranges are its layout's)")
 	}
 
 	other := fsm.New()

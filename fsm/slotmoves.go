@@ -548,10 +548,15 @@ func readRange(b []byte, mv Move) (*Machine, error) {
 	return in, nil
 }
 
-// appendSlots appends a group's slot records (snapshotV9) as runs of equal records: the count
-// of runs, then each run's last slot, state, epoch, peer and fence epoch; then the move in flight, if any
-// (a flag byte, then EncodeMove of it, length-prefixed).
+// appendSlots appends a group's slot records (snapshotV9): a flag byte, 0 for a table that keeps
+// none (its default ranges, as its layout says on each node), else 1 and the records as runs of
+// equal records: the count of runs, then each run's last slot, state, epoch, peer and fence
+// epoch; then the move in flight, if any (a flag byte, then EncodeMove of it, length-prefixed).
 func appendSlots(buf []byte, s Slots) []byte {
+	if s.recs == nil {
+		return append(buf, 0, 0) // no records, no move (a move makes records)
+	}
+	buf = append(buf, 1)
 	type run struct {
 		last int
 		rec  SlotRecord
@@ -581,6 +586,20 @@ func appendSlots(buf []byte, s Slots) []byte {
 
 // slots reads what appendSlots wrote into s's records.
 func (d *streamDecoder) slots(s *Slots) error {
+	kept := d.read(1)
+	if d.err != nil {
+		return d.err
+	}
+	switch kept[0] {
+	case 0:
+		if moving := d.read(1); d.err != nil || moving[0] != 0 {
+			return fmt.Errorf("%w: snapshot slots without records but moving", ErrCorrupt)
+		}
+		return nil
+	case 1:
+	default:
+		return fmt.Errorf("%w: snapshot slot records flag %d", ErrCorrupt, kept[0])
+	}
 	recs := new([HashSlots]SlotRecord)
 	runs := d.uvarint()
 	next := 0

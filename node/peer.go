@@ -51,6 +51,9 @@ const (
 	FieldRaftAppliedIndex = "raft_applied_index"
 	FieldRaftLogFormat    = "raft_log_format"
 	FieldRaftLogFormatMax = "raft_log_format_max"
+	// FieldRaftGroups is the number of raft groups the node runs (RAFT STATS, and INFO raft on
+	// a node of several): absent from a node that predates groups, which runs one.
+	FieldRaftGroups = "raft_groups"
 )
 
 // StateLeader is the State of a leader: raft's name for it (raft.Leader.String()).
@@ -75,6 +78,9 @@ type PeerState struct {
 	// newest its binary reads (fsm/format.go). A node that names neither runs a release from
 	// before formats were announced, and reads fsm.FormatKeyed only.
 	LogFormat, LogFormatMax byte
+	// Groups is the number of raft groups the node runs; 0 when it does not say (a release
+	// from before groups, which runs one).
+	Groups int
 }
 
 // PeerState is the part of s that a node tells its peers.
@@ -93,7 +99,7 @@ func (s PeerState) ReadyLeader() bool { return s.State == StateLeader && s.Ready
 // Fields encodes s, every value a bulk string.
 func (s PeerState) Fields() []Field {
 	u := func(name string, v uint64) Field { return Field{Name: name, Str: strconv.FormatUint(v, 10)} }
-	return []Field{
+	f := []Field{
 		{Name: FieldRaftID, Str: s.ID},
 		{Name: FieldClusterID, Str: s.ClusterID},
 		{Name: FieldRaftState, Str: s.State},
@@ -107,6 +113,10 @@ func (s PeerState) Fields() []Field {
 		u(FieldRaftLogFormat, uint64(s.LogFormat)),
 		u(FieldRaftLogFormatMax, uint64(s.LogFormatMax)),
 	}
+	if s.Groups > 0 {
+		f = append(f, u(FieldRaftGroups, uint64(s.Groups)))
+	}
+	return f
 }
 
 // ParsePeerState decodes what PeerState.Fields encoded, given each field's value text.
@@ -125,6 +135,7 @@ func ParsePeerState(fields map[string]string) (PeerState, error) {
 		AppliedIndex: r.uint(FieldRaftAppliedIndex, 64, 0),
 		LogFormat:    byte(r.uint(FieldRaftLogFormat, 8, uint64(fsm.FormatKeyed))),
 		LogFormatMax: byte(r.uint(FieldRaftLogFormatMax, 8, uint64(fsm.FormatKeyed))),
+		Groups:       int(r.uint(FieldRaftGroups, 16, 0)),
 	}
 	return s, r.err
 }

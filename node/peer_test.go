@@ -78,6 +78,7 @@ func TestPeerRoundTrip(t *testing.T) {
 		{},
 		{ID: "n1", State: StateLeader, Ready: true, LeaderID: "n1", LeaderAddr: "a:1", LogFormat: fsm.FormatCurrent, LogFormatMax: fsm.FormatCurrent},
 		{ID: "n2", ClusterID: "c", State: "Candidate", Term: 1<<64 - 1, LastIndex: 3, CommitIndex: 2, AppliedIndex: 1, LogFormat: 255, LogFormatMax: 255},
+		{ID: "n3", Groups: 4},
 	} {
 		got, err := ParsePeerState(texts(s.Fields()))
 		if err != nil || got != s {

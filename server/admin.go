@@ -220,7 +220,7 @@ func cmdRaft(r *request) {
 	case "pubsub":
 		raftPubSub(r)
 	case "stats":
-		fields := raftInfo(r.s.node.Stats())
+		fields := append(raftInfo(r.s.node.Stats()), infoField{node.FieldRaftGroups, strconv.Itoa(max(len(r.s.groups), 1))})
 		r.w.Map(len(fields))
 		for _, f := range fields {
 			r.w.BulkString(f.name)

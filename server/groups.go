@@ -67,6 +67,23 @@ func (s *Server) slotsMoved() bool {
 	return false
 }
 
+// slotsMovedHere is slotsMoved, and on a node of one group whether group 0's table moved slots
+// away: to groups its cluster added (RAFT GROUPS) before this node was restarted to run them.
+// Its requests on those slots are then refused (errSlotNotRunHere), reads included.
+func (s *Server) slotsMovedHere() bool {
+	if s.grouped() {
+		return s.slotsMoved()
+	}
+	if s.slotsHaveMoved.Load() {
+		return true
+	}
+	if o, ok := s.node.(SlotOwnership); ok && o.Slots().Moved() {
+		s.slotsHaveMoved.Store(true)
+		return true
+	}
+	return false
+}
+
 // slotsOf is group g's ownership of the slots as this node applied it (SlotOwnership), or its
 // default ranges' for a replica that cannot say.
 func (s *Server) slotsOf(g int) fsm.Slots {

@@ -68,7 +68,12 @@ func (r *request) rerouteable() bool {
 func (r *request) reroute() {
 	if !r.s.grouped() {
 		// A node of one group whose cluster planned more (RAFT GROUPS) and moved slots to them
-		// before this node was restarted to run them.
+		// before this node was restarted to run them (or is moving them now).
+		own, _ := r.s.node.(SlotOwnership)
+		if keys := r.cmd.keyArgs(r.clientArgs); own != nil && len(keys) > 0 && own.Slots().Of(fsm.KeySlot(keys[0])).State == fsm.SlotFrozen {
+			r.w.Error(errSlotMoving)
+			return
+		}
 		r.w.Error(errSlotNotRunHere)
 		return
 	}
@@ -153,7 +158,7 @@ func (s *Server) guardFor(keys [][]byte, eval node.Eval) (*slotGuard, node.Eval)
 // guardForSlots is guardFor of a request on the keys of slots (a transaction's may be several
 // slots of one group).
 func (s *Server) guardForSlots(slots []int, eval node.Eval) (*slotGuard, node.Eval) {
-	if !s.grouped() || len(slots) == 0 || !s.slotsMoved() {
+	if len(slots) == 0 || !s.slotsMovedHere() {
 		return nil, eval
 	}
 	g := &slotGuard{slots: slots}
