@@ -31,6 +31,9 @@ func runTests(m *testing.M) int {
 type server struct {
 	addr     string
 	raftlock bool // a raftlock node, not a redis-server
+	// slotted: a cluster of several raft groups, which runs a script only on keys of one hash
+	// slot's group: the scenario sends what the library sends in a Redis Cluster setup.
+	slotted bool
 }
 
 // waitBound bounds every wait of a scenario: a waiter's wake-up, a blocking pop, a lease to
@@ -58,10 +61,23 @@ func onBoth(t *testing.T, scenario func(t *testing.T, s server)) {
 	})
 }
 
-// startFollower starts a 3-node raftlock cluster and returns the client address of a follower
-// once it serves (forwarding to the leader): the library's every connection then goes through
-// a node that is not the leader.
-func startFollower(t *testing.T) string {
+// onAllWithGroups is onBoth, and the scenario once more through a follower of a 3-node cluster
+// of 4 raft groups (subtest "raftlock-4-groups-follower"), in the command sequence of the
+// library's Redis Cluster setup (server.slotted): for a library written for Redis Cluster,
+// whose keys of one lock share a hash slot, so one group serves each lock whole.
+func onAllWithGroups(t *testing.T, scenario func(t *testing.T, s server)) {
+	t.Helper()
+	onBoth(t, scenario)
+	t.Run("raftlock-4-groups-follower", func(t *testing.T) {
+		scenario(t, server{addr: startFollower(t, "--groups", "4"), raftlock: true, slotted: true})
+	})
+}
+
+// startFollower starts a 3-node raftlock cluster (with the extra flags) and returns the client
+// address of a follower once it serves (forwarding to the leader; with several groups, once
+// every group has a leader it knows): the library's every connection then goes through a node
+// that is not the leader.
+func startFollower(t *testing.T, extra ...string) string {
 	t.Helper()
 	addrs, raftAddrs, peers := make([]string, 3), make([]string, 3), make([]string, 3)
 	for i := range addrs {
@@ -69,9 +85,9 @@ func startFollower(t *testing.T) string {
 		peers[i] = fmt.Sprintf("n%d=%s", i+1, raftAddrs[i])
 	}
 	for i := range addrs {
-		if _, err := testutil.Launch(t, fmt.Sprintf("raftlock-n%d", i+1), raftlockBin, "--dir", t.TempDir(),
-			"--addr", addrs[i], "--raft-addr", raftAddrs[i], "--id", fmt.Sprintf("n%d", i+1),
-			"--peers", strings.Join(peers, ",")); err != nil {
+		args := append([]string{"--dir", t.TempDir(), "--addr", addrs[i], "--raft-addr", raftAddrs[i],
+			"--id", fmt.Sprintf("n%d", i+1), "--peers", strings.Join(peers, ",")}, extra...)
+		if _, err := testutil.Launch(t, fmt.Sprintf("raftlock-n%d", i+1), raftlockBin, args...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -88,7 +104,7 @@ func startFollower(t *testing.T) string {
 			n, _ := c.Do(ctx, "DBSIZE") // forwarded: the leader is known and serves
 			c.Close()
 			cancel()
-			if strings.Contains(string(v.Str), "raft_state:Follower") && n.Kind == resp.KindInteger {
+			if strings.Contains(string(v.Str), "raft_state:Follower") && n.Kind == resp.KindInteger && !strings.Contains(string(v.Str), "leader=,") {
 				follower = addr
 				return nil
 			}

@@ -158,7 +158,7 @@ return 1`
 // a waiter giving up moves the one behind it forward; a waiter whose deadline passed is
 // dropped and the next comer acquires; a stranger's unlock; forceUnlock.
 func TestRedissonFairLock(t *testing.T) {
-	onBoth(t, testRedissonFairLock)
+	onAllWithGroups(t, testRedissonFairLock)
 }
 
 func testRedissonFairLock(t *testing.T, s server) {

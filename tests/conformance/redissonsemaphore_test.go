@@ -85,7 +85,7 @@ return have`
 // subscribed to the channel woken by a release and acquiring, more permits than there are
 // refused, releaseIfExists, addPermits, drainPermits, trySetPermits with a time to live.
 func TestRedissonSemaphore(t *testing.T) {
-	onBoth(t, testRedissonSemaphore)
+	onAllWithGroups(t, testRedissonSemaphore)
 }
 
 func testRedissonSemaphore(t *testing.T, s server) {
@@ -182,7 +182,7 @@ return 1`
 // TestRedissonCountDownLatch: trySetCount once (NEW_COUNT_MESSAGE), countDown to zero with
 // the waiter told by ZERO_COUNT_MESSAGE, a countDown past zero, delete.
 func TestRedissonCountDownLatch(t *testing.T) {
-	onBoth(t, testRedissonCountDownLatch)
+	onAllWithGroups(t, testRedissonCountDownLatch)
 }
 
 func testRedissonCountDownLatch(t *testing.T, s server) {
