@@ -20,7 +20,11 @@ import (
 // configuration is peers, and empties the log. id is the node's ID (empty: the one its data dir
 // records); peers must name it. Every other node must be stopped, and stay so until each peer
 // has been recovered with the same peers, or the peers are new and join afterwards.
-func Recover(id string, peers []Peer, st raftnode.Stores, logger *slog.Logger) error {
+//
+// group says which raft group of the node's the stores hold (its number, the groups the node
+// runs and the layout: raftnode.Config's), so that the replay decides slot moves as the
+// running node did; the zero value is a node of one group.
+func Recover(id string, peers []Peer, st raftnode.Stores, group RecoveredGroup, logger *slog.Logger) error {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -45,14 +49,15 @@ func Recover(id string, peers []Peer, st raftnode.Stores, logger *slog.Logger) e
 	self := peers[slices.IndexFunc(peers, func(p Peer) bool { return p.ID == id })]
 	_, trans := raft.NewInmemTransport(raft.ServerAddress(self.RaftAddr))
 	defer trans.Close()
-	f := &recoveryFSM{m: fsm.New()}
+	f := &recoveryFSM{m: fsm.New(), group: group}
+	f.m.SetGroup(group.Group, group.Groups, group.Layout)
 	if err := raft.RecoverCluster(cfg.RaftConfig(), f, st.Log, st.Stable, st.Snapshots, trans, conf); err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
 	if f.bad > 0 {
 		logger.Warn("recover: skipped undecodable log entries, as a running node does", "entries", f.bad)
 	}
-	logger.Info("recovered: the node starts as a member of the new configuration", "node_id", id,
+	logger.Info("recovered: the node starts as a member of the new configuration", "node_id", id, "group", group.Group,
 		"cluster_id", f.m.ClusterID(), "locks", f.m.Len(), "last_token", f.m.LastToken(), "configuration", configString(conf))
 	return nil
 }
@@ -60,8 +65,15 @@ func Recover(id string, peers []Peer, st raftnode.Stores, logger *slog.Logger) e
 // recoveryFSM is the table RecoverCluster replays the log into and snapshots. Unlike
 // the core's FSM it arms no lease timers and tells no one: the node is not running.
 type recoveryFSM struct {
-	m   *fsm.Machine
-	bad int
+	m     *fsm.Machine
+	group RecoveredGroup
+	bad   int
+}
+
+// RecoveredGroup is which of a node's raft groups Recover rewrites: Group of Groups, of a cluster
+// created with Layout (raftnode.Config's fields of the same names).
+type RecoveredGroup struct {
+	Group, Groups, Layout int
 }
 
 func (f *recoveryFSM) Apply(l *raft.Log) interface{} {
@@ -90,6 +102,7 @@ func (f *recoveryFSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("restore lock table: %w", err)
 	}
+	m.SetGroup(f.group.Group, f.group.Groups, f.group.Layout)
 	f.m = m
 	return nil
 }

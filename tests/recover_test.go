@@ -4,17 +4,29 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/fsm"
 )
 
 // TestRecoverLostQuorum: a 3-node cluster with committed locks loses two nodes for good (kill
 // -9, never restarted). `raftlock recover` on the third's dir, with only itself as peer, lets it
 // start alone: it serves, every lock it had committed is there with its owner and token, its
 // cluster ID is the same, and new grants get larger tokens.
+//
+// With two raft groups, and a slot moved from one to the other before the loss, every group is
+// recovered (the move replayed as the node applied it) and the locks of both, moved ones
+// included, are there.
 func TestRecoverLostQuorum(t *testing.T) {
-	c := newCluster(t, 3)
+	t.Run("one group", func(t *testing.T) { recoverLostQuorum(t, 1) })
+	t.Run("two groups", func(t *testing.T) { recoverLostQuorum(t, 2) })
+}
+
+func recoverLostQuorum(t *testing.T, groups int) {
+	c := newCluster(t, 3, "--groups", strconv.Itoa(groups))
 	l := c.leader()
 	cluster := clusterID(t, l.addr)
 	survivor := c.others(l)[0]
@@ -28,6 +40,23 @@ func TestRecoverLostQuorum(t *testing.T) {
 			t.Fatalf("LOCK %s: %v", key, err)
 		}
 		tokens[key], top = tok, max(top, tok)
+	}
+	moved := fsm.KeySlot([]byte("recover/0"))
+	target := 1 - fsm.GroupOfSlot(moved, 2)
+	groupOf := func(key string) int { // the key's group once recover/0's slot moved
+		if slot := fsm.KeySlot([]byte(key)); slot != moved {
+			return fsm.GroupOfSlot(slot, 2)
+		}
+		return target
+	}
+	if groups > 1 {
+		// recover/0's slot moves to the other group.
+		slot := moved
+		if _, err := callWithin(time.Minute, l.addr, "RAFT", "MOVESLOTS", strconv.Itoa(slot), strconv.Itoa(slot), strconv.Itoa(target)); err != nil {
+			t.Fatalf("RAFT MOVESLOTS %d: %v", slot, err)
+		}
+		waitServedBy(t, c.nodes, slot, target, 10*time.Second)
+		sameGroupTables(t, c, groups)
 	}
 	// Every lock is on the survivor (committed on a quorum, applied there) before the loss.
 	c.digests()
@@ -67,6 +96,22 @@ func TestRecoverLostQuorum(t *testing.T) {
 		st, held, err := lockInfo(ctx, rdb, key)
 		if err != nil || !held || st.token != tokens[key] || st.owner != fmt.Sprintf("owner-%d", i) {
 			t.Errorf("LOCKINFO %s after recovery: %+v held=%v, %v; want owner-%d, token %d", key, st, held, err, i, tokens[key])
+		}
+	}
+	// Each key once, in the group that serves it: no group kept a moved key or lost one.
+	if n, err := callInt(n.addr, "DBSIZE"); err != nil || n != keys {
+		t.Errorf("DBSIZE after recovery: %d, %v; want %d", n, err, keys)
+	}
+	if _, err := call(n.addr, "RAFT", "BACKUP"); err != nil {
+		t.Errorf("RAFT BACKUP after recovery (it checks that one group serves each slot): %v", err)
+	}
+	if groups > 1 {
+		// Tokens are per group: the new key's must be above its own group's.
+		top = 0
+		for key, tok := range tokens {
+			if groupOf(key) == groupOf("recover/new") {
+				top = max(top, tok)
+			}
 		}
 	}
 	tok, err := callInt(n.addr, "LOCK", "recover/new", "60000")

@@ -7,8 +7,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
+	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/raftnode"
 	"github.com/raftlock/raftlock/store"
 )
@@ -44,13 +48,49 @@ func runRecover(args []string, stderr io.Writer) error {
 		return fmt.Errorf("recover: %s holds no raftlock data: %w", *dir, err)
 	}
 	logger := newLogger(stderr, *level, "text")
+	rec, found, err := cluster.ReadGroupsRecord(*dir)
+	if err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+	if !found {
+		rec = cluster.GroupsRecord{Groups: 1, Layout: 1}
+	}
 	// pebble locks the directory: a node still running on it makes this fail here.
-	st, err := store.Open(store.Config{Dir: raftDir, Logger: logger})
+	gst, err := store.OpenGroups(store.Config{Dir: raftDir, Logger: logger}, rec.Groups)
 	if err != nil {
 		return fmt.Errorf("recover: open %s (is the node still running?): %w", raftDir, err)
 	}
-	rerr := cluster.Recover(*id, list, raftnode.Stores{Log: st, Stable: st, Snapshots: st.Snapshots(2)}, logger)
-	if err := st.Close(); err != nil && rerr == nil {
+	// Every group the node runs is recovered with the same peers: every node is a member of
+	// every group. A group the node has not run yet (planned, RAFT GROUPS) has no state: its
+	// first start bootstraps it from the record, whose voters are rewritten here too.
+	var rerr error
+	for g := range rec.Groups {
+		st := gst.Store(g)
+		stores := raftnode.Stores{Log: st, Stable: st, Snapshots: st.Snapshots(2)}
+		if has, err := raft.HasExistingState(st, st, stores.Snapshots); err != nil || !has {
+			if rerr = err; err != nil {
+				break
+			}
+			logger.Info("recover: raft group not started on this node yet; it starts with --peers", "group", g)
+			continue
+		}
+		if rerr = cluster.Recover(*id, list, stores, cluster.RecoveredGroup{Group: g, Groups: rec.Groups, Layout: rec.Layout}, logger); rerr != nil {
+			if rec.Groups > 1 {
+				rerr = fmt.Errorf("raft group %d: %w", g, rerr)
+			}
+			break
+		}
+	}
+	if rerr == nil && found && len(rec.Voters) > 0 {
+		rec.Voters = nil
+		for _, p := range list {
+			rec.Voters = append(rec.Voters, fsm.PlanVoter{ID: p.ID, Addr: p.RaftAddr})
+		}
+		// Sorted as a plan's are: every node recovered with these peers records the same list.
+		slices.SortFunc(rec.Voters, func(a, b fsm.PlanVoter) int { return strings.Compare(a.ID, b.ID) })
+		rerr = cluster.WriteGroupsRecord(*dir, rec)
+	}
+	if err := gst.Close(); err != nil && rerr == nil {
 		rerr = fmt.Errorf("recover: close store: %w", err)
 	}
 	return rerr
