@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/fsm"
@@ -49,7 +50,7 @@ func Recover(id string, peers []Peer, st raftnode.Stores, group RecoveredGroup, 
 	self := peers[slices.IndexFunc(peers, func(p Peer) bool { return p.ID == id })]
 	_, trans := raft.NewInmemTransport(raft.ServerAddress(self.RaftAddr))
 	defer trans.Close()
-	f := &recoveryFSM{m: fsm.New(), group: group}
+	f := &recoveryFSM{m: fsm.New(), group: group, voters: planVoters(conf)}
 	f.m.SetGroup(group.Group, group.Groups, group.Layout)
 	if err := raft.RecoverCluster(cfg.RaftConfig(), f, st.Log, st.Stable, st.Snapshots, trans, conf); err != nil {
 		return fmt.Errorf("recover: %w", err)
@@ -67,7 +68,20 @@ func Recover(id string, peers []Peer, st raftnode.Stores, group RecoveredGroup, 
 type recoveryFSM struct {
 	m     *fsm.Machine
 	group RecoveredGroup
-	bad   int
+	// voters replace a groups plan's in the table it snapshots (group 0's): a group the plan
+	// added that a node has not started yet starts with the recovered voters, on every node.
+	voters []fsm.PlanVoter
+	bad    int
+}
+
+// planVoters is conf as a plan's voters, sorted by ID as PlanGroups sorts them.
+func planVoters(conf raft.Configuration) []fsm.PlanVoter {
+	var out []fsm.PlanVoter
+	for _, s := range conf.Servers {
+		out = append(out, fsm.PlanVoter{ID: string(s.ID), Addr: string(s.Address)})
+	}
+	slices.SortFunc(out, func(a, b fsm.PlanVoter) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }
 
 // RecoveredGroup is which of a node's raft groups Recover rewrites: Group of Groups, of a cluster
@@ -93,6 +107,10 @@ func (f *recoveryFSM) Apply(l *raft.Log) interface{} {
 }
 
 func (f *recoveryFSM) Snapshot() (raft.FSMSnapshot, error) {
+	if p, ok := f.m.GroupsPlan(); ok {
+		p.Voters = f.voters
+		f.m.ReplaceGroupsPlan(&p)
+	}
 	return raftnode.TableSnapshot(f.m.Snapshot()), nil
 }
 

@@ -170,6 +170,9 @@ func (s *SlotMover) MoveSlots(ctx context.Context, source, first, last, target i
 // move may run while a node is down: docs/groups.md says what that node does when back).
 func (s *SlotMover) targetRunsEverywhere(ctx context.Context, target int) error {
 	book := s.groups[0]
+	if layout := book.cfg.Core.Layout; layout == 0 || target < layout {
+		return nil // a group the cluster was created with: every node runs it
+	}
 	c, err := book.configuration()
 	if err != nil {
 		return err
@@ -181,6 +184,9 @@ func (s *SlotMover) targetRunsEverywhere(ctx context.Context, target int) error 
 			continue
 		}
 		st, err := book.peerAPI.State(ctx, addr)
+		if errors.As(err, new(*resp.ReplyError)) {
+			return fmt.Errorf("member %s did not say which raft groups it runs (RAFT STATS: %w): a move to group %d waits until it can", id, err, target)
+		}
 		if runs := max(st.Groups, 1); err == nil && runs <= target {
 			return fmt.Errorf("member %s runs %d raft groups, not group %d yet: restart it to run the groups its cluster planned (RAFT GROUPS) before moving slots there", id, runs, target)
 		}

@@ -450,9 +450,11 @@ func (l *groupLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.C
 		return l.mux.base.dialPooled(string(addr), timeout, 0)
 	}
 	sess, err := l.mux.session(string(addr), timeout)
-	if bare && peerRunsOneGroup(err) {
+	if l.mux.base.layout == 1 && peerRunsOneGroup(err) {
 		l.mux.runsOneGroup(string(addr), true)
-		return l.mux.base.dialPooled(string(addr), timeout, 0)
+		if bare {
+			return l.mux.base.dialPooled(string(addr), timeout, 0)
+		}
 	}
 	if err != nil {
 		return nil, err

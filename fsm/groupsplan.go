@@ -101,7 +101,8 @@ func (s *Snapshot) GroupsPlan() (GroupsPlan, bool) {
 }
 
 // ReplaceGroupsPlan sets the table's plan (nil: none), bypassing the log: only for a table a
-// restore writes into a new cluster (cluster.RestoreBackup), whose voters are not the backup's.
+// restore writes into a new cluster (cluster.RestoreBackup) or a recovery rewrites
+// (cluster.Recover), whose voters are not the plan's any more.
 func (m *Machine) ReplaceGroupsPlan(p *GroupsPlan) { m.plan = p }
 
 // applyPlan applies a plan command: taken in group 0 when it grows the groups of the plan

@@ -116,7 +116,7 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 		// Its overlay is its group's table: another group's key is not in it.
 		return errValue("ERR Script attempted to access a non local key in a cluster node script"), nil
 	}
-	if p.s.grouped() && cmd.leader && p.s.slotsMoved() {
+	if cmd.leader && p.s.slotsMovedHere() {
 		// Routing here may be behind the group's table (slotmoves.go): a key the script did
 		// not declare must be in a slot the table serves now, or the script would read a copy
 		// its slot left. While the slot moves the script runs again after the move.
@@ -126,6 +126,13 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 			case fsm.SlotOwned:
 			case fsm.SlotFrozen:
 				return script.Value{}, &node.SlotError{Frozen: true}
+			case fsm.SlotGone:
+				if !p.s.grouped() {
+					// A node of one group, its slot moved to a group it does not run yet: the
+					// script stops with nothing applied and its client is told (reroute).
+					return script.Value{}, &node.SlotError{}
+				}
+				fallthrough
 			default:
 				return errValue("ERR Script attempted to access a non local key in a cluster node script"), nil
 			}

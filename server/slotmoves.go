@@ -149,8 +149,16 @@ type slotGuard struct {
 // guardFor returns the guard of a request of keys (client keys) and eval wrapped by it, or nil
 // and eval as it is when no slot ever moved here (routing by the default ranges is exact).
 func (s *Server) guardFor(keys [][]byte, eval node.Eval) (*slotGuard, node.Eval) {
-	if len(keys) == 0 {
+	if len(keys) == 0 || !s.slotsMovedHere() {
 		return nil, eval
+	}
+	if !s.grouped() {
+		// A node of one group takes keys of any slots in one request: each is checked.
+		slots := make([]int, len(keys))
+		for i, k := range keys {
+			slots[i] = fsm.KeySlot(k)
+		}
+		return s.guardForSlots(slots, eval)
 	}
 	return s.guardForSlots([]int{fsm.KeySlot(keys[0])}, eval)
 }

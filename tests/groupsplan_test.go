@@ -3,6 +3,8 @@ package tests
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -160,7 +162,19 @@ func TestConvertOneGroupToFour(t *testing.T) {
 	}
 	move(1)
 	waitServedBy(t, c.nodes[:2], first1, 1, 10*time.Second)
+	// n3 comes back as a node that missed the plan would (its record gone): one group, with
+	// slots moved away from it. It refuses their keys, reads and pipelines included, and a
+	// backup; it records the plan again, and its next restart runs the four groups.
+	setPhase("n3 back on one group")
+	if err := os.Remove(filepath.Join(c.nodes[2].dir, "groups")); err != nil {
+		t.Fatal(err)
+	}
+	c.restart(c.nodes[2])
+	checkNotRunHere(t, c.nodes[2], heldKeys)
 	setPhase("restarting n3")
+	if err := c.nodes[2].stop(); err != nil {
+		t.Fatalf("stop n3: %v", err)
+	}
 	c.restart(c.nodes[2])
 	testutil.WaitFor(t, 20*time.Second, func() error {
 		if v, err := call(c.nodes[2].addr, "LOCK", heldKeys[1], "1000"); v != nil || err != nil {
@@ -199,7 +213,7 @@ func TestConvertOneGroupToFour(t *testing.T) {
 	}
 	checkSpans(t, spans)
 	t.Logf("locks granted by phase: %v", granted)
-	for _, p := range []string{"one group", "plan", "restarting n1", "restarting n2", "n3 on one group", "moving with n3 down", "restarting n3", "four groups", "moved"} {
+	for _, p := range []string{"one group", "plan", "restarting n1", "restarting n2", "n3 on one group", "moving with n3 down", "n3 back on one group", "restarting n3", "four groups", "moved"} {
 		if granted[p] == 0 {
 			t.Errorf("no lock granted while %s: the cluster did not serve throughout", p)
 		}
@@ -220,6 +234,54 @@ func TestConvertOneGroupToFour(t *testing.T) {
 		}
 	}
 	sameGroupTables(t, c, 4)
+}
+
+// checkNotRunHere checks n, a node of one group whose group 0 moved the slot of heldKeys[1] to
+// group 1 (heldKeys[0]'s stayed): every request on the moved key, forwarded, read locally
+// (READONLY), pipelined, in a script, or with a key group 0 still serves, is refused with the
+// reason, changing nothing; a backup is refused; the plan is recorded again.
+func checkNotRunHere(t *testing.T, n *node, heldKeys []string) {
+	t.Helper()
+	ctx := context.Background()
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		if info, err := infoRaft(n.addr); err != nil || info["raft_groups_planned"] != "4" {
+			return fmt.Errorf("%s: raft_groups_planned %q, %v", n.id, info["raft_groups_planned"], err)
+		}
+		return nil
+	})
+	notRun := func(what string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "does not run yet") {
+			t.Errorf("%s on %s, of one group: %v; want TRYAGAIN ... does not run yet", what, n.id, err)
+		}
+	}
+	moved := heldKeys[1]
+	_, err := call(n.addr, "LOCK", moved, "1000")
+	notRun("LOCK "+moved, err)
+	_, err = call(n.addr, "UNLOCK", moved, "1")
+	notRun("UNLOCK "+moved, err)
+
+	cl := redis.NewClient(&redis.Options{Addr: n.addr, PoolSize: 1, MaxRetries: -1})
+	defer cl.Close()
+	if err := cl.Do(ctx, "READONLY").Err(); err != nil {
+		t.Fatalf("READONLY: %v", err)
+	}
+	notRun("READONLY PTTL "+moved, cl.Do(ctx, "PTTL", moved).Err())
+	notRun("READONLY MGET "+heldKeys[0]+" "+moved, cl.Do(ctx, "MGET", heldKeys[0], moved).Err())
+	cmds, _ := cl.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Do(ctx, "PTTL", heldKeys[0])
+		p.Do(ctx, "PTTL", moved)
+		return nil
+	})
+	if len(cmds) != 2 || cmds[0].Err() != nil {
+		t.Errorf("pipelined PTTL %s: %v", heldKeys[0], cmds)
+	} else {
+		notRun("pipelined PTTL "+moved, cmds[1].Err())
+	}
+	notRun("EVAL reading "+moved, cl.Do(ctx, "EVAL", "return redis.call('pttl', KEYS[1])", "1", moved).Err())
+	if _, err := call(n.addr, "RAFT", "BACKUP"); err == nil || !strings.Contains(err.Error(), "restart it") {
+		t.Errorf("RAFT BACKUP on %s, of one group, with slots moved away: %v; want refused", n.id, err)
+	}
 }
 
 // checkSpans checks every key's locks: no token granted twice, tokens in real-time order, and

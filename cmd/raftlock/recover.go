@@ -67,10 +67,7 @@ func runRecover(args []string, stderr io.Writer) error {
 	for g := range rec.Groups {
 		st := gst.Store(g)
 		stores := raftnode.Stores{Log: st, Stable: st, Snapshots: st.Snapshots(2)}
-		if has, err := raft.HasExistingState(st, st, stores.Snapshots); err != nil || !has {
-			if rerr = err; err != nil {
-				break
-			}
+		if has, err := raft.HasExistingState(st, st, stores.Snapshots); err == nil && !has && g >= rec.Layout {
 			logger.Info("recover: raft group not started on this node yet; it starts with --peers", "group", g)
 			continue
 		}
