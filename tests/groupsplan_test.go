@@ -266,7 +266,13 @@ func checkNotRunHere(t *testing.T, n *node, heldKeys []string) {
 	if err := cl.Do(ctx, "READONLY").Err(); err != nil {
 		t.Fatalf("READONLY: %v", err)
 	}
-	notRun("READONLY PTTL "+moved, cl.Do(ctx, "PTTL", moved).Err())
+	// READONLY reads this node's table, which has the move once it caught up on group 0.
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		if err := cl.Do(ctx, "PTTL", moved).Err(); err == nil || !strings.Contains(err.Error(), "does not run yet") {
+			return fmt.Errorf("READONLY PTTL %s on %s, of one group: %v; want TRYAGAIN ... does not run yet", moved, n.id, err)
+		}
+		return nil
+	})
 	notRun("READONLY MGET "+heldKeys[0]+" "+moved, cl.Do(ctx, "MGET", heldKeys[0], moved).Err())
 	cmds, _ := cl.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.Do(ctx, "PTTL", heldKeys[0])

@@ -409,6 +409,26 @@ func (c *cluster) leader(timeout time.Duration) (*incarnation, error) {
 	return l, err
 }
 
+// dumpDiff says where two table dumps (snapshot bytes) first differ, with the bytes around
+// it, so that a divergence can be told from a dump written in another version.
+func dumpDiff(a, b []byte) string {
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	from := max(i-16, 0)
+	return fmt.Sprintf("(dumps of %d and %d bytes, versions %d and %d, first differ at byte %d: %x | %x)",
+		len(a), len(b), at(a, 4), at(b, 4), i, a[from:min(i+32, len(a))], b[from:min(i+32, len(b))])
+}
+
+// at is b[i], or -1 past its end.
+func at(b []byte, i int) int {
+	if i < len(b) {
+		return int(b[i])
+	}
+	return -1
+}
+
 // converged waits until every node runs, has applied the same index and holds the same table,
 // and returns the digest. Otherwise it says how the nodes differ.
 func (c *cluster) converged(timeout time.Duration) (string, error) {
@@ -416,6 +436,7 @@ func (c *cluster) converged(timeout time.Duration) (string, error) {
 	err := testutil.Poll(timeout, 5*time.Millisecond, func() error {
 		var applied uint64
 		var desc []string
+		var first []byte
 		digest = ""
 		same := true
 		for i, n := range c.nodes {
@@ -430,11 +451,14 @@ func (c *cluster) converged(timeout time.Duration) (string, error) {
 			a := inc.rep.Stats().AppliedIndex
 			d := fmt.Sprintf("%x", sha256.Sum256(buf.Bytes()))[:12]
 			if i == 0 {
-				applied, digest = a, d
+				applied, digest, first = a, d, buf.Bytes()
 			} else if a != applied || d != digest {
 				same = false
 			}
 			desc = append(desc, fmt.Sprintf("%s applied %d digest %s", n.id, a, d))
+			if i > 0 && a == applied && d != digest {
+				desc = append(desc, dumpDiff(first, buf.Bytes()))
+			}
 		}
 		if !same {
 			return fmt.Errorf("nodes differ: %v", desc)
