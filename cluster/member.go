@@ -18,9 +18,10 @@
 //   - Members, LeaderClient, Stats, LeaseNow, Snapshot, Digest, Close: reads and actions the
 //     core has for everyone.
 //
-// Lock order: the core's view lock (taken through ReadTable and ExecTable) nests inside
-// nothing of this package; memberWrites is taken before it, and identityMu and peerState's mu
-// nest inside nothing and guard no call into the core.
+// Lock order: changes (membership changes and groups plans, on a leader) is taken first, then
+// memberWrites, then the core's view lock (taken through ReadTable and ExecTable), which nests
+// inside nothing else of this package; identityMu and peerState's mu nest inside nothing and
+// guard no call into the core.
 package cluster
 
 import (
