@@ -33,7 +33,6 @@ func (n *Member) settledVoters() ([]fsm.PlanVoter, error) {
 	if err != nil {
 		return nil, err
 	}
-	var voters []fsm.PlanVoter
 	for _, s := range c.Servers {
 		if s.Suffrage != raft.Voter {
 			return nil, fmt.Errorf("member %s is not a voter: promote or remove it first, so that every new group starts with the cluster's voters", s.ID)
@@ -41,13 +40,32 @@ func (n *Member) settledVoters() ([]fsm.PlanVoter, error) {
 		if _, member, known := n.committedConf.get(string(s.ID)); !known || !member {
 			return nil, errors.New("a membership change is not committed yet; try again")
 		}
-		voters = append(voters, fsm.PlanVoter{ID: string(s.ID), Addr: string(s.Address)})
 	}
-	if n.committedConf.len() != len(voters) {
+	if n.committedConf.len() != len(c.Servers) {
 		return nil, errors.New("a membership change is not committed yet; try again")
 	}
-	slices.SortFunc(voters, func(a, b fsm.PlanVoter) int { return strings.Compare(a.ID, b.ID) })
-	return voters, nil
+	return planVoters(c), nil
+}
+
+// planVoters is conf as a plan's voters, sorted by ID: every node that derives them from one
+// configuration, in whatever order it lists its servers, holds the same plan.
+func planVoters(conf raft.Configuration) []fsm.PlanVoter {
+	var out []fsm.PlanVoter
+	for _, s := range conf.Servers {
+		out = append(out, fsm.PlanVoter{ID: string(s.ID), Addr: string(s.Address)})
+	}
+	slices.SortFunc(out, func(a, b fsm.PlanVoter) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// PeersAsVoters is peers as a plan's voters, sorted as planVoters sorts them (a groups record a
+// recovery rewrites: cmd/raftlock).
+func PeersAsVoters(peers []Peer) []fsm.PlanVoter {
+	var conf raft.Configuration
+	for _, p := range peers {
+		conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+	}
+	return planVoters(conf)
 }
 
 // PlanGroups commits, on group 0's leader, a plan to run want.Groups raft groups, created with

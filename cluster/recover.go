@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strings"
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/fsm"
@@ -72,16 +71,6 @@ type recoveryFSM struct {
 	// added that a node has not started yet starts with the recovered voters, on every node.
 	voters []fsm.PlanVoter
 	bad    int
-}
-
-// planVoters is conf as a plan's voters, sorted by ID as PlanGroups sorts them.
-func planVoters(conf raft.Configuration) []fsm.PlanVoter {
-	var out []fsm.PlanVoter
-	for _, s := range conf.Servers {
-		out = append(out, fsm.PlanVoter{ID: string(s.ID), Addr: string(s.Address)})
-	}
-	slices.SortFunc(out, func(a, b fsm.PlanVoter) int { return strings.Compare(a.ID, b.ID) })
-	return out
 }
 
 // RecoveredGroup is which of a node's raft groups Recover rewrites: Group of Groups, of a cluster

@@ -289,13 +289,8 @@ func (s *SlotMover) importRange(ctx context.Context, cmd fsm.Command) (fsm.Statu
 	until := time.Now().Add(moveStepTimeout)
 	for {
 		status, err := s.inTarget(ctx, cmd)
-		if err == nil || !noLeaderNow(err) || time.Now().After(until) {
+		if err == nil || !noLeaderNow(err) || time.Now().After(until) || pauseRetry(ctx) != nil {
 			return status, err
-		}
-		select {
-		case <-ctx.Done():
-			return status, err
-		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
@@ -312,16 +307,19 @@ func noLeaderNow(err error) bool {
 
 // released reports whether mv's source released its range: the move went through.
 func (s *SlotMover) released(mv fsm.Move) bool {
-	done := true
-	s.groups[mv.Source].Core().ReadTable(func(m *fsm.Machine) {
-		for slot := mv.First; slot <= mv.Last; slot++ {
-			if r := m.Slots().Of(slot); r.State != fsm.SlotGone || r.Epoch != mv.Epoch || r.Peer != mv.Target {
-				done = false
-				return
-			}
-		}
-	})
+	var done bool
+	s.groups[mv.Source].Core().ReadTable(func(m *fsm.Machine) { done = m.Slots().Decided(mv, fsm.KindReleaseSlots) })
 	return done
+}
+
+// pauseRetry waits moveRetry before a step is tried again, or returns ctx's error.
+func pauseRetry(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(moveRetry):
+		return nil
+	}
 }
 
 // setRunning notes whether this node runs or decides move id now.
@@ -389,11 +387,12 @@ func (s *SlotMover) decide(ctx context.Context, mv fsm.Move) error {
 			return fmt.Errorf("this node no longer leads raft group %d, whose next leader decides the move: %w", mv.Source, err)
 		}
 		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
 		case <-s.stop:
 			return fmt.Errorf("stopping (last: %v)", err)
-		case <-time.After(moveRetry):
+		default:
+		}
+		if perr := pauseRetry(ctx); perr != nil {
+			return fmt.Errorf("%w (last: %v)", perr, err)
 		}
 	}
 }
@@ -455,10 +454,8 @@ func (s *SlotMover) inSource(ctx context.Context, mv fsm.Move, kind fsm.Kind) er
 		case !core.IsLeader():
 			return err
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-time.After(moveRetry):
+		if perr := pauseRetry(ctx); perr != nil {
+			return fmt.Errorf("%w (last: %v)", perr, err)
 		}
 	}
 }
@@ -516,10 +513,8 @@ func (s *SlotMover) probeTarget(ctx context.Context, target int) error {
 		if time.Now().After(wait) {
 			return err
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		if err := pauseRetry(ctx); err != nil {
+			return err
 		}
 	}
 	if _, err := book.peerAPI.call(ctx, addr, moveStepTimeout, "RAFT", "MOVECMD", "PROBE"); err != nil {

@@ -434,15 +434,18 @@ func (m *Machine) applyMove(index uint64, cmd Command) Result {
 }
 
 // decided reports whether mv, no longer in flight here, ended as a step of kind would have
-// ended it: every slot gone to its target at its epoch (a Release), or owned at its epoch (an
-// Unfreeze), so a retried step is a no-op rather than a refusal.
-func (m *Machine) decided(mv Move, kind Kind) bool {
+// ended it (Slots.Decided), so a retried step is a no-op rather than a refusal.
+func (m *Machine) decided(mv Move, kind Kind) bool { return m.slots.Decided(mv, kind) }
+
+// Decided reports whether every slot of mv ended as a step of kind ends it: gone to its target
+// at its epoch (a Release), or owned at its epoch (an Unfreeze).
+func (s Slots) Decided(mv Move, kind Kind) bool {
 	want := SlotRecord{State: SlotGone, Epoch: mv.Epoch, Peer: mv.Target}
 	if kind == KindUnfreezeSlots {
 		want = SlotRecord{State: SlotOwned, Epoch: mv.Epoch}
 	}
 	for slot := mv.First; slot <= mv.Last; slot++ {
-		r := m.slots.Of(slot)
+		r := s.Of(slot)
 		if r.State != want.State || r.Epoch != want.Epoch || r.Peer != want.Peer {
 			return false
 		}

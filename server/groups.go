@@ -53,7 +53,9 @@ func (s *Server) ownerOfSlot(slot int) (g int, frozen bool) {
 }
 
 // slotsMoved reports whether a move ever named a group on this node: until then every slot is
-// where the default ranges put it, and routing needs no look at the tables.
+// where the default ranges put it, and routing needs no look at the tables. On a node of one
+// group it is a move out of group 0 to a group its cluster added (RAFT GROUPS) before this node
+// was restarted to run it: its requests on those slots are then refused (errSlotNotRunHere).
 func (s *Server) slotsMoved() bool {
 	if s.slotsHaveMoved.Load() {
 		return true
@@ -63,23 +65,6 @@ func (s *Server) slotsMoved() bool {
 			s.slotsHaveMoved.Store(true) // a group's records never go back to the default ranges
 			return true
 		}
-	}
-	return false
-}
-
-// slotsMovedHere is slotsMoved, and on a node of one group whether group 0's table moved slots
-// away: to groups its cluster added (RAFT GROUPS) before this node was restarted to run them.
-// Its requests on those slots are then refused (errSlotNotRunHere), reads included.
-func (s *Server) slotsMovedHere() bool {
-	if s.grouped() {
-		return s.slotsMoved()
-	}
-	if s.slotsHaveMoved.Load() {
-		return true
-	}
-	if o, ok := s.node.(SlotOwnership); ok && o.Slots().Moved() {
-		s.slotsHaveMoved.Store(true)
-		return true
 	}
 	return false
 }

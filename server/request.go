@@ -96,7 +96,7 @@ func (r *request) exec(keys [][]byte, eval node.Eval) ([]fsm.Result, error) {
 		return nil, guard.err() // this node's copy of the group no longer serves the keys' slot
 	}
 	var guard *slotGuard
-	if !r.spans && !r.pinned && r.s.slotsMovedHere() {
+	if !r.spans && !r.pinned && r.s.slotsMoved() {
 		guard, eval = r.s.guardFor(r.cmd.keyArgs(r.clientArgs), eval)
 	}
 	res, err := r.home.Exec(r.c.proposeCtx(), keys, eval, r.await)

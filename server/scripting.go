@@ -116,7 +116,7 @@ func (sc scriptCaller) Call(args [][]byte) (script.Value, error) {
 		// Its overlay is its group's table: another group's key is not in it.
 		return errValue("ERR Script attempted to access a non local key in a cluster node script"), nil
 	}
-	if cmd.leader && p.s.slotsMovedHere() {
+	if cmd.leader && p.s.slotsMoved() {
 		// Routing here may be behind the group's table (slotmoves.go): a key the script did
 		// not declare must be in a slot the table serves now, or the script would read a copy
 		// its slot left. While the slot moves the script runs again after the move.

@@ -69,8 +69,7 @@ func (r *request) reroute() {
 	if !r.s.grouped() {
 		// A node of one group whose cluster planned more (RAFT GROUPS) and moved slots to them
 		// before this node was restarted to run them (or is moving them now).
-		own, _ := r.s.node.(SlotOwnership)
-		if keys := r.cmd.keyArgs(r.clientArgs); own != nil && len(keys) > 0 && own.Slots().Of(fsm.KeySlot(keys[0])).State == fsm.SlotFrozen {
+		if keys := r.cmd.keyArgs(r.clientArgs); len(keys) > 0 && r.s.slotsOf(0).Of(fsm.KeySlot(keys[0])).State == fsm.SlotFrozen {
 			r.w.Error(errSlotMoving)
 			return
 		}
@@ -149,7 +148,7 @@ type slotGuard struct {
 // guardFor returns the guard of a request of keys (client keys) and eval wrapped by it, or nil
 // and eval as it is when no slot ever moved here (routing by the default ranges is exact).
 func (s *Server) guardFor(keys [][]byte, eval node.Eval) (*slotGuard, node.Eval) {
-	if len(keys) == 0 || !s.slotsMovedHere() {
+	if len(keys) == 0 || !s.slotsMoved() {
 		return nil, eval
 	}
 	if !s.grouped() {
@@ -166,7 +165,7 @@ func (s *Server) guardFor(keys [][]byte, eval node.Eval) (*slotGuard, node.Eval)
 // guardForSlots is guardFor of a request on the keys of slots (a transaction's may be several
 // slots of one group).
 func (s *Server) guardForSlots(slots []int, eval node.Eval) (*slotGuard, node.Eval) {
-	if len(slots) == 0 || !s.slotsMovedHere() {
+	if len(slots) == 0 || !s.slotsMoved() {
 		return nil, eval
 	}
 	g := &slotGuard{slots: slots}

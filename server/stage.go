@@ -89,7 +89,7 @@ func (c *conn) stage(st *stagedCall, start time.Time) {
 	}
 	st.finish = finish
 	eval = r.touchingWatched(eval)
-	if c.s.slotsMovedHere() {
+	if c.s.slotsMoved() {
 		st.guard, eval = c.s.guardFor(r.cmd.keyArgs(r.clientArgs), eval)
 	}
 	st.unproposed, st.keys, st.eval = true, keys, eval

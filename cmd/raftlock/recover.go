@@ -7,12 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlock/raftlock/cluster"
-	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/raftnode"
 	"github.com/raftlock/raftlock/store"
 )
@@ -79,12 +76,7 @@ func runRecover(args []string, stderr io.Writer) error {
 		}
 	}
 	if rerr == nil && found && len(rec.Voters) > 0 {
-		rec.Voters = nil
-		for _, p := range list {
-			rec.Voters = append(rec.Voters, fsm.PlanVoter{ID: p.ID, Addr: p.RaftAddr})
-		}
-		// Sorted as a plan's are: every node recovered with these peers records the same list.
-		slices.SortFunc(rec.Voters, func(a, b fsm.PlanVoter) int { return strings.Compare(a.ID, b.ID) })
+		rec.Voters = cluster.PeersAsVoters(list) // as group 0's plan now names them
 		rerr = cluster.WriteGroupsRecord(*dir, rec)
 	}
 	if err := gst.Close(); err != nil && rerr == nil {
