@@ -14,6 +14,9 @@ import (
 
 // MemberAddr returns the client address node id advertised, from this node's applied table.
 func (n *Member) MemberAddr(id string) (addr string, ok bool) {
+	if book := n.cfg.AddressBook; book != nil {
+		return book.MemberAddr(id)
+	}
 	n.core.Load().ReadTable(func(m *fsm.Machine) { addr, ok = m.Member(id) })
 	return addr, ok
 }
@@ -105,7 +108,7 @@ func (n *Member) AddServer(ctx context.Context, id, raftAddr, clientAddr string,
 	}
 	n.changes.Lock()
 	defer n.changes.Unlock()
-	if err := n.membersFixed(); err != nil {
+	if err := n.plannedGroupsRun(ctx, ""); err != nil {
 		return 0, err
 	}
 	if !fsm.ValidNodeID(id) {
@@ -182,7 +185,7 @@ func (n *Member) Promote(ctx context.Context, id string) error {
 	}
 	n.changes.Lock()
 	defer n.changes.Unlock()
-	if err := n.membersFixed(); err != nil {
+	if err := n.plannedGroupsRun(ctx, ""); err != nil {
 		return err
 	}
 	c, err := n.configuration()
@@ -226,7 +229,7 @@ func (n *Member) RemoveServer(ctx context.Context, id string, force bool) error 
 	}
 	n.changes.Lock()
 	defer n.changes.Unlock()
-	if err := n.membersFixed(); err != nil {
+	if err := n.plannedGroupsRun(ctx, id); err != nil {
 		return err
 	}
 	c, err := n.configuration()

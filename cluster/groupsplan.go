@@ -12,18 +12,10 @@ import (
 	"github.com/raftlock/raftlock/node"
 )
 
-// errMembersFixed refuses a membership change once the cluster planned several raft groups:
-// every node is a member of every group under the voters the plan named (fsm.GroupsPlan), and a
-// change of group 0 alone would leave the others behind.
-var errMembersFixed = errors.New("the cluster's members are fixed once it runs or plans several raft groups (docs/groups.md)")
-
-// membersFixed is errMembersFixed when group 0's table holds a groups plan, nil otherwise.
-func (n *Member) membersFixed() error {
-	if _, planned := n.core.Load().GroupsPlan(); planned {
-		return errMembersFixed
-	}
-	return nil
-}
+// errPlanNotRun refuses a membership change while a groups plan (RAFT GROUPS) is not run by
+// every member (plannedGroupsRun): a node restarting into it starts the added groups with the
+// plan's voters, and every node must start them with the same ones.
+var errPlanNotRun = errors.New("the cluster's members change only once every member runs the raft groups it planned")
 
 // settledVoters is the leader's configuration as plan voters, sorted by ID: refused while a
 // member is a non-voter or the newest configuration is not the committed one (a change in
@@ -87,8 +79,10 @@ func (n *Member) PlanGroups(ctx context.Context, want fsm.GroupsPlan, running in
 	if want.Groups <= have {
 		return fsm.GroupsPlan{}, fmt.Errorf("the cluster runs or plans %d raft groups already; a plan can only add groups", have)
 	}
-	if planned {
-		// The members are fixed since the first plan, whose voters every added group starts with.
+	if planned && n.plannedGroupsRun(ctx, "") != nil {
+		// A node not yet restarted into the last plan starts every group it added with its
+		// voters, those of this plan too: the members did not change since (AddServer,
+		// Promote and RemoveServer wait for the plan to run), so they are the same.
 		want.Voters = last.Voters
 	} else {
 		voters, err := n.settledVoters()

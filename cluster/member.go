@@ -72,6 +72,11 @@ type Config struct {
 	// loopback, as its operator allowed (--insecure-raft): Stats reports it (INFO raft
 	// raft_insecure:1).
 	InsecureRaft bool
+	// AddressBook, for the member of a raft group other than 0 on a node of several groups, is
+	// the same node's member of group 0, whose member table holds every member's client address
+	// (members announce to group 0 alone, and every node is a member of every group under one
+	// ID): this member's MemberAddr, Members and LeaderClient read their addresses there.
+	AddressBook *Member
 	// MaxMembers bounds the replicated member table (the client addresses members announce):
 	// the leader records no address for a new member past it. Default 1024.
 	MaxMembers int
@@ -335,10 +340,24 @@ func (n *Member) format() byte {
 }
 
 // Members lists the cluster with client addresses (raftnode.Replica.Members).
-func (n *Member) Members() ([]node.Member, error) { return n.core.Load().Members() }
+func (n *Member) Members() ([]node.Member, error) {
+	members, err := n.core.Load().Members()
+	if book := n.cfg.AddressBook; book != nil && err == nil {
+		for i := range members {
+			members[i].ClientAddr, _ = book.MemberAddr(members[i].ID)
+		}
+	}
+	return members, err
+}
 
 // LeaderClient returns the leader's ID and client address (raftnode.Replica.LeaderClient).
-func (n *Member) LeaderClient() (id, clientAddr string) { return n.core.Load().LeaderClient() }
+func (n *Member) LeaderClient() (id, clientAddr string) {
+	id, clientAddr = n.core.Load().LeaderClient()
+	if book := n.cfg.AddressBook; book != nil && id != "" {
+		clientAddr, _ = book.MemberAddr(id)
+	}
+	return id, clientAddr
+}
 
 // Snapshot asks raft for a snapshot now (RAFT SNAPSHOT).
 func (n *Member) Snapshot() error { return n.core.Load().Snapshot() }

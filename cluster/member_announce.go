@@ -29,7 +29,7 @@ import (
 // a non-voter to promote (caughtUp). Tests of the decisions replace it to reach in-memory
 // nodes, which have no client port.
 var askState = func(ctx context.Context, n *Member, addr string) (node.PeerState, error) {
-	return n.peerAPI.State(ctx, addr)
+	return n.peerAPI.StateOf(ctx, addr, n.cfg.Core.Group)
 }
 
 // verifyAnnounced checks, on the leader, that the node at clientAddr answers as member id of

@@ -79,6 +79,9 @@ func (n *Member) wakeMembership() {
 // compares and signals.
 func (n *Member) noteConfiguration(index uint64, c raft.Configuration) {
 	n.committedConf.set(index, c.Servers)
+	if t, ok := n.trans.(*Transport); ok && t.group != nil {
+		t.group.mux.forgetPeers()
+	}
 	in := n.listedIn(c)
 	// A joining node replays older configurations without itself, so only a node that has been
 	// in one can find itself removed. A node that restarts with state was a member (or crashed

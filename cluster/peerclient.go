@@ -55,6 +55,31 @@ func (c *peerClient) State(ctx context.Context, addr string) (node.PeerState, er
 	return s, nil
 }
 
+// AskState asks the node at addr what it says of itself (RAFT STATS) as a node does before it
+// has a Member: a node about to join learns its cluster's raft groups (node.PeerState's
+// Groups, Layout and Planned). tlsConfig, user and password are as Config's ClientTLS,
+// PeerUser and PeerPassword.
+func AskState(ctx context.Context, addr string, tlsConfig *tls.Config, user, password string) (node.PeerState, error) {
+	return newPeerClient(tlsConfig, user, password).State(ctx, addr)
+}
+
+// StateOf asks the node at addr what it says of its member of raft group g (RAFT STATS g; RAFT
+// STATS for group 0, which every release answers).
+func (c *peerClient) StateOf(ctx context.Context, addr string, g int) (node.PeerState, error) {
+	if g == 0 {
+		return c.State(ctx, addr)
+	}
+	f, err := c.fields(ctx, addr, "RAFT", "STATS", strconv.Itoa(g))
+	if err != nil {
+		return node.PeerState{}, err
+	}
+	s, err := node.ParsePeerState(f)
+	if err != nil {
+		return node.PeerState{}, fmt.Errorf("RAFT STATS %d: %w", g, err)
+	}
+	return s, nil
+}
+
 // Members asks the node at addr for the members of its newest configuration (RAFT MEMBERS).
 func (c *peerClient) Members(ctx context.Context, addr string) ([]node.Member, error) {
 	v, err := c.call(ctx, addr, c.question, "RAFT", "MEMBERS")

@@ -90,7 +90,7 @@ func TestPeerClientReadsPinnedReplies(t *testing.T) {
 		want := node.PeerState{
 			ID: "n2", ClusterID: "0123456789abcdef0123456789abcdef", State: "Follower", LeaderID: "n1",
 			LeaderAddr: "10.0.0.1:7001", Term: 7, LastIndex: 1001, CommitIndex: 1000, AppliedIndex: 999,
-			LogFormat: 3, LogFormatMax: 4, Groups: 1,
+			LogFormat: 3, LogFormatMax: 4, Groups: 1, Layout: 1, Planned: 1,
 		}
 		if diff := cmp.Diff(want, st); err != nil || diff != "" {
 			t.Errorf("State: %v (-want +got):\n%s", err, diff)

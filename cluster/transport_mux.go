@@ -65,9 +65,9 @@ type muxLayer struct {
 	// member open their streams on it rather than on a session of their own (one
 	// authenticated connection per pair of nodes).
 	inFrom map[string]*yamux.Session
-	// peerAt caches memberAt: raft reads its configuration on its main loop, and every raft
-	// connection a group opens asks. The members of a cluster of several groups are fixed when
-	// it is created (docs/groups.md), so an address names the same member for the process's life.
+	// peerAt caches memberAt: every raft connection a group opens asks. A configuration change
+	// of any group empties it (forgetPeers), so an address a removed member left and a new one
+	// took names the new one.
 	peerAt map[string]string
 	// oneGroup holds, by address, when a peer last refused a session because it runs one
 	// group (a node not restarted yet while its cluster converts to more, RAFT GROUPS): for
@@ -330,6 +330,13 @@ func (m *muxLayer) memberAt(addr string) string {
 		}
 	}
 	return ""
+}
+
+// forgetPeers empties the memberAt cache: a group's configuration changed.
+func (m *muxLayer) forgetPeers() {
+	m.mu.Lock()
+	clear(m.peerAt)
+	m.mu.Unlock()
 }
 
 func (m *muxLayer) dialSession(addr string, timeout time.Duration) (*yamux.Session, error) {

@@ -106,17 +106,18 @@ func (s *Snapshot) GroupsPlan() (GroupsPlan, bool) {
 func (m *Machine) ReplaceGroupsPlan(p *GroupsPlan) { m.plan = p }
 
 // applyPlan applies a plan command: taken in group 0 when it grows the groups of the plan
-// before it (if any) and keeps its layout and its voters; refused (StatusConflict) otherwise.
-// Later plans keep the first one's voters: a node that learns two plans at once bootstraps
-// every added group with the voters the nodes that learned the first one used. It depends only
-// on replicated state, so every replica decides alike, whatever number of groups each node runs
-// while the cluster converts.
+// before it (if any) and keeps its layout; refused (StatusConflict) otherwise. A later plan's
+// voters are the last one's unless every member ran the last one (cluster.PlanGroups decides,
+// on the leader): a node that learns two plans at once bootstraps every added group with the
+// voters the nodes that learned the first one used. It depends only on replicated state, so
+// every replica decides alike, whatever number of groups each node runs while the cluster
+// converts.
 func (m *Machine) applyPlan(cmd Command) Result {
 	p, err := DecodeGroupsPlan(cmd.Key)
 	if err != nil || m.slots.group != 0 {
 		return Result{Status: StatusConflict}
 	}
-	if m.plan != nil && (p.Groups <= m.plan.Groups || p.Layout != m.plan.Layout || !slices.Equal(p.Voters, m.plan.Voters)) {
+	if m.plan != nil && (p.Groups <= m.plan.Groups || p.Layout != m.plan.Layout) {
 		return Result{Status: StatusConflict}
 	}
 	m.plan = &p

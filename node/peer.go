@@ -54,6 +54,11 @@ const (
 	// FieldRaftGroups is the number of raft groups the node runs (RAFT STATS, and INFO raft on
 	// a node of several): absent from a node that predates groups, which runs one.
 	FieldRaftGroups = "raft_groups"
+	// FieldRaftGroupsLayout is the number of groups the node's cluster was created with, and
+	// FieldRaftGroupsPlanned the number its groups plan (RAFT GROUPS) asks for, or the number it
+	// runs without a plan (RAFT STATS): a node joining a cluster of several groups runs them.
+	FieldRaftGroupsLayout  = "raft_groups_layout"
+	FieldRaftGroupsPlanned = "raft_groups_planned"
 )
 
 // StateLeader is the State of a leader: raft's name for it (raft.Leader.String()).
@@ -79,8 +84,9 @@ type PeerState struct {
 	// before formats were announced, and reads fsm.FormatKeyed only.
 	LogFormat, LogFormatMax byte
 	// Groups is the number of raft groups the node runs; 0 when it does not say (a release
-	// from before groups, which runs one).
-	Groups int
+	// from before groups, which runs one). Layout is the number its cluster was created with,
+	// Planned the number its cluster's groups plan asks for; each 0 when it does not say.
+	Groups, Layout, Planned int
 }
 
 // PeerState is the part of s that a node tells its peers.
@@ -113,8 +119,13 @@ func (s PeerState) Fields() []Field {
 		u(FieldRaftLogFormat, uint64(s.LogFormat)),
 		u(FieldRaftLogFormatMax, uint64(s.LogFormatMax)),
 	}
-	if s.Groups > 0 {
-		f = append(f, u(FieldRaftGroups, uint64(s.Groups)))
+	for _, g := range []struct {
+		name string
+		n    int
+	}{{FieldRaftGroups, s.Groups}, {FieldRaftGroupsLayout, s.Layout}, {FieldRaftGroupsPlanned, s.Planned}} {
+		if g.n > 0 {
+			f = append(f, u(g.name, uint64(g.n)))
+		}
 	}
 	return f
 }
@@ -136,6 +147,8 @@ func ParsePeerState(fields map[string]string) (PeerState, error) {
 		LogFormat:    byte(r.uint(FieldRaftLogFormat, 8, uint64(fsm.FormatKeyed))),
 		LogFormatMax: byte(r.uint(FieldRaftLogFormatMax, 8, uint64(fsm.FormatKeyed))),
 		Groups:       int(r.uint(FieldRaftGroups, 16, 0)),
+		Layout:       int(r.uint(FieldRaftGroupsLayout, 16, 0)),
+		Planned:      int(r.uint(FieldRaftGroupsPlanned, 16, 0)),
 	}
 	return s, r.err
 }

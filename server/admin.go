@@ -41,9 +41,8 @@ func cmdRaft(r *request) {
 		r.w.Error(errNoAdmin)
 		return
 	}
-	if r.s.grouped() && (sub == "add" || sub == "promote" || sub == "remove") {
-		// Every node is a member of every group, and this changes group 0's configuration only.
-		r.w.Error("ERR RAFT " + strings.ToUpper(sub) + " is not supported yet on a cluster of several raft groups: its members are fixed when it is created (docs/groups.md)")
+	group, named, ok := r.groupOption(sub)
+	if !ok {
 		return
 	}
 	if sub == "announce" && !r.s.node.IsLeader() {
@@ -57,24 +56,18 @@ func cmdRaft(r *request) {
 		return
 	}
 	leaderOf := r.s.node
-	if (sub == "readindex" || sub == "snapshot" || sub == "digest") && len(r.args) == 3 {
-		// RAFT READINDEX g (asked of group g's leader by a follower backing up every group),
-		// SNAPSHOT g, DIGEST g: raft group g's.
-		g, err := strconv.Atoi(string(r.args[2]))
-		if err != nil || g < 0 || g >= max(len(r.s.groupAdmins), 1) {
-			r.w.Error(fmt.Sprintf("ERR RAFT %s: no raft group %q on this node (it runs %d)", strings.ToUpper(sub), r.args[2], max(len(r.s.groupAdmins), 1)))
-			return
-		}
-		if g > 0 {
-			admin = r.s.groupAdmins[g]
-			r.home = r.s.groups[g] // where route forwards
-			leaderOf = r.home
-		}
+	if group >= 0 && len(r.s.groupAdmins) > 0 {
+		// The command acts on raft group `group` alone: its administration, and its leader for
+		// what must run on one (route forwards there).
+		admin = r.s.groupAdmins[group]
+		r.home = r.s.groups[group]
+		leaderOf = r.home
 	}
 	if raftOnLeader[sub] && !leaderOf.IsLeader() {
 		r.route(true) // a membership change may apply even if the link fails
 		return
 	}
+	r.args = r.args[:len(r.args)-named] // a GROUP option goes with a forwarded command, not further
 	wrongArgs := func() { r.wrongArgs("raft|" + sub) }
 	switch sub {
 	case "forwarded":
@@ -119,6 +112,10 @@ func cmdRaft(r *request) {
 		r.c.hop.origin.Store(&ctx)
 		r.w.SimpleString("OK")
 	case "members":
+		if len(r.args) > 2 {
+			wrongArgs()
+			return
+		}
 		members, err := admin.Members()
 		if err != nil {
 			r.replyError(err)
@@ -220,7 +217,11 @@ func cmdRaft(r *request) {
 	case "pubsub":
 		raftPubSub(r)
 	case "stats":
-		fields := append(raftInfo(r.s.node.Stats()), infoField{node.FieldRaftGroups, strconv.Itoa(max(len(r.s.groups), 1))})
+		if len(r.args) > 3 {
+			wrongArgs()
+			return
+		}
+		fields := append(raftInfo(leaderOf.Stats()), r.s.groupsFields()...)
 		r.w.Map(len(fields))
 		for _, f := range fields {
 			r.w.BulkString(f.name)
@@ -318,4 +319,56 @@ func cmdDebug(r *request) {
 	}
 	total := r.s.cfg.ShiftClock(time.Duration(ms) * time.Millisecond)
 	r.w.Int(total.Milliseconds())
+}
+
+// groupOption finds the raft group a RAFT subcommand names: the last argument of READINDEX,
+// SNAPSHOT, DIGEST and STATS (RAFT SNAPSHOT 2), or a trailing GROUP g of MEMBERS, ADD, PROMOTE
+// and REMOVE (RAFT ADD n4 addr GROUP 2 is one group's step of the change RAFT ADD makes in
+// every group: cluster.GroupsAdmin). group is -1 when it names none; named is how many
+// arguments the option took, which the command drops once it is not forwarded. ok is false
+// when it names a group this node does not run (the error is written).
+func (r *request) groupOption(sub string) (group, named int, ok bool) {
+	var arg []byte
+	switch sub {
+	case "readindex", "snapshot", "digest", "stats":
+		if len(r.args) != 3 {
+			return -1, 0, true
+		}
+		arg = r.args[2]
+	case "members", "add", "promote", "remove":
+		n := len(r.args)
+		if n < 4 || !is(r.args[n-2], "group") {
+			return -1, 0, true
+		}
+		arg, named = r.args[n-1], 2
+	default:
+		return -1, 0, true
+	}
+	runs := max(len(r.s.groupAdmins), 1)
+	g, err := strconv.Atoi(string(arg))
+	if err != nil || g < 0 || g >= runs {
+		r.w.Error(fmt.Sprintf("ERR RAFT %s: no raft group %q on this node (it runs %d)", strings.ToUpper(sub), appendSanitized(nil, arg, 32), runs))
+		return -1, 0, false
+	}
+	return g, named, true
+}
+
+// groupsFields are RAFT STATS's lines about the node's raft groups: how many it runs, how many
+// its cluster was created with, and how many its groups plan asks for (node.PeerState).
+func (s *Server) groupsFields() []infoField {
+	runs := max(len(s.groups), 1)
+	layout, planned := s.layout, runs
+	if layout == 0 {
+		layout = runs
+	}
+	if p, ok := s.node.(GroupsPlanner); ok {
+		if plan, ok := p.GroupsPlan(); ok {
+			layout, planned = plan.Layout, max(plan.Groups, runs)
+		}
+	}
+	return []infoField{
+		{node.FieldRaftGroups, strconv.Itoa(runs)},
+		{node.FieldRaftGroupsLayout, strconv.Itoa(layout)},
+		{node.FieldRaftGroupsPlanned, strconv.Itoa(planned)},
+	}
 }

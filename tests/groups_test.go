@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,35 +53,7 @@ func waitSpread(t *testing.T, c *cluster, want int) []string {
 	for _, n := range c.nodes {
 		ids = append(ids, n.id)
 	}
-	slices.Sort(ids)
-	var leaders []string
-	testutil.WaitFor(t, 40*time.Second, func() error {
-		var first []string
-		for _, n := range c.live() {
-			ls, err := groupLeaders(n)
-			if err != nil {
-				return err
-			}
-			if first == nil {
-				first = ls
-			} else if strings.Join(ls, ",") != strings.Join(first, ",") {
-				return fmt.Errorf("%s names leaders %v, another node %v", n.id, ls, first)
-			}
-		}
-		distinct := map[string]bool{}
-		for g, l := range first {
-			if l != ids[g%len(ids)] {
-				return fmt.Errorf("group leaders %v: group %d not yet on %s, where the balancer places it", first, g, ids[g%len(ids)])
-			}
-			distinct[l] = true
-		}
-		if len(distinct) != want {
-			return fmt.Errorf("group leaders %v on %d nodes; want %d", first, len(distinct), want)
-		}
-		leaders = first
-		return nil
-	})
-	return leaders
+	return waitSpreadOver(t, c, ids, want)
 }
 
 // TestFourGroupsOnThreeNodes: a 3-node cluster of 4 raft groups spreads the groups' leaders

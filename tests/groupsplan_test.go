@@ -113,8 +113,8 @@ func TestConvertOneGroupToFour(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := call(c.leader().addr, "RAFT", "REMOVE", c.nodes[2].id, "FORCE"); err == nil || !strings.Contains(err.Error(), "fixed") {
-		t.Errorf("RAFT REMOVE after the plan: %v; want refused (members fixed)", err)
+	if _, err := call(c.leader().addr, "RAFT", "REMOVE", c.nodes[2].id, "FORCE"); err == nil || !strings.Contains(err.Error(), "runs 1 of the 4 raft groups the cluster planned") {
+		t.Errorf("RAFT REMOVE after the plan: %v; want refused until every member runs the planned groups", err)
 	}
 
 	// A rolling restart: each node comes back running four groups.
@@ -204,6 +204,15 @@ func TestConvertOneGroupToFour(t *testing.T) {
 		waitServedBy(t, c.nodes, first, g, 10*time.Second)
 	}
 	setPhase("moved")
+	// Once every node runs the plan, the members may change again: a fourth node joins (it
+	// asks its cluster's groups, and starts none of the added groups itself) and becomes a
+	// voter of every group.
+	n4 := c.join(c.nodes[1])
+	waitGroupMembers(t, c.nodes[0], 4, []string{"n1", "n2", "n3", "n4"})
+	if rec, err := os.ReadFile(filepath.Join(n4.dir, "groups")); err != nil || string(rec) != "4\nlayout 1\njoined\n" {
+		t.Errorf("the joined node's groups record: %q, %v; want 4 groups of layout 1, joined", rec, err)
+	}
+	setPhase("n4 joined")
 	time.Sleep(time.Second)
 	close(stop)
 	wg.Wait()
@@ -213,7 +222,7 @@ func TestConvertOneGroupToFour(t *testing.T) {
 	}
 	checkSpans(t, spans)
 	t.Logf("locks granted by phase: %v", granted)
-	for _, p := range []string{"one group", "plan", "restarting n1", "restarting n2", "n3 on one group", "moving with n3 down", "n3 back on one group", "restarting n3", "four groups", "moved"} {
+	for _, p := range []string{"one group", "plan", "restarting n1", "restarting n2", "n3 on one group", "moving with n3 down", "n3 back on one group", "restarting n3", "four groups", "moved", "n4 joined"} {
 		if granted[p] == 0 {
 			t.Errorf("no lock granted while %s: the cluster did not serve throughout", p)
 		}

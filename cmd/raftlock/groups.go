@@ -19,11 +19,14 @@ import (
 )
 
 // resolveGroups returns the raft groups this node runs: what dir records
-// (cluster.ReadGroupsRecord), or for a node without a record, flag (1 when 0), recorded then.
-// hasState reports whether the node has raft state already (a cluster created before groups were
-// recorded runs one). A flag that contradicts the record is refused: a cluster's groups change
-// only through RAFT GROUPS (docs/groups.md), which every node records when it applies it.
-func resolveGroups(dir string, flag int, hasState bool) (cluster.GroupsRecord, error) {
+// (cluster.ReadGroupsRecord), or for a node without a record, flag (1 when 0), or for a node
+// joining a cluster (joining not nil) the cluster's groups, as joining asks a member (the
+// planned ones: the join waits for every member to run them), recorded then. hasState reports
+// whether the node has raft state already (a cluster created before groups were recorded runs
+// one). A flag that contradicts the record is refused: a cluster's groups change only through
+// RAFT GROUPS (docs/groups.md), which every node records when it applies it. A joining node's
+// record names no voters: it starts no group of its own, each group adds it.
+func resolveGroups(dir string, flag int, hasState bool, joining func() (node.PeerState, error)) (cluster.GroupsRecord, error) {
 	rec, found, err := cluster.ReadGroupsRecord(dir)
 	switch {
 	case err != nil:
@@ -44,6 +47,21 @@ func resolveGroups(dir string, flag int, hasState bool) (cluster.GroupsRecord, e
 	}
 	g := max(flag, 1)
 	rec = cluster.GroupsRecord{Groups: g, Layout: g}
+	if joining != nil {
+		st, err := joining()
+		if err != nil {
+			return cluster.GroupsRecord{}, fmt.Errorf("--join: asking the cluster's raft groups: %w", err)
+		}
+		rec.Groups = max(st.Groups, st.Planned, 1)
+		rec.Layout = min(max(st.Layout, 1), rec.Groups)
+		rec.Joined = true
+		switch {
+		case rec.Groups > server.MaxGroups:
+			return cluster.GroupsRecord{}, fmt.Errorf("--join: the cluster runs %d raft groups, more than this binary's %d", rec.Groups, server.MaxGroups)
+		case flag != 0 && flag != rec.Groups:
+			return cluster.GroupsRecord{}, fmt.Errorf("--groups %d: the cluster this node joins runs %d raft groups (a joining node runs its cluster's; --groups may be left out)", flag, rec.Groups)
+		}
+	}
 	if err := cluster.WriteGroupsRecord(dir, rec); err != nil {
 		return cluster.GroupsRecord{}, fmt.Errorf("recording the raft groups: %w", err)
 	}
@@ -92,17 +110,6 @@ func (r *addressedReplica) Leadership() node.Leadership {
 	return l
 }
 
-// groupsAdmin is group 0's administration on a node of several raft groups, whose RAFT BACKUP
-// copies every group (cluster.BackupGroups).
-type groupsAdmin struct {
-	*cluster.Member
-	members []*cluster.Member
-}
-
-func (a *groupsAdmin) Backup(ctx context.Context) ([]byte, error) {
-	return cluster.BackupGroups(ctx, a.members)
-}
-
 // dirHasRaftState reports whether the raft directory holds anything: a node that ran before.
 func dirHasRaftState(dir string) (bool, error) {
 	entries, err := os.ReadDir(dir)
@@ -133,5 +140,27 @@ func (d *diskSiblings) stopAll(err error) {
 	d.mu.Unlock()
 	for _, c := range cores {
 		c.StopForDiskFault(err)
+	}
+}
+
+// askJoinState asks the member at addr what it says of itself (RAFT STATS) for a joining node's
+// resolveGroups, trying again every second while it does not answer (as the join itself does)
+// until ctx ends.
+func askJoinState(ctx context.Context, addr string, ask func(context.Context, string) (node.PeerState, error), log *slog.Logger) (node.PeerState, error) {
+	for try := 0; ; try++ {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := ask(actx, addr)
+		cancel()
+		if err == nil {
+			return st, nil
+		}
+		if try%10 == 0 {
+			log.Warn("join: the member to join through does not say which raft groups the cluster runs yet; retrying", "via", addr, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return st, err
+		case <-time.After(time.Second):
+		}
 	}
 }

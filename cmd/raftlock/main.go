@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/locks"
+	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/ops"
 	"github.com/raftlock/raftlock/raftnode"
 	"github.com/raftlock/raftlock/server"
@@ -99,7 +101,35 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	groupsRec, err := resolveGroups(opts.dir, opts.groups, hadState)
+	clientTLS, raftTLS, err := loadTLS(opts)
+	if err != nil {
+		return err
+	}
+	stopReload := reloadOnHangup(logger, map[string]*certs.Source{"client": clientTLS, "raft": raftTLS})
+	defer stopReload()
+	// The node's certificate on the other end of a node-to-node call on the client port must
+	// name a member (or any node while this one joins): set once the member exists, before it
+	// dials anyone.
+	var self atomic.Pointer[cluster.Member]
+	isPeer := func(id string) error {
+		if m := self.Load(); m != nil {
+			return m.IsPeer(id)
+		}
+		return nil
+	}
+	var peerTLS *tls.Config
+	if clientTLS != nil {
+		peerTLS = clientTLS.PeerConfig(isPeer)
+	}
+	var joining func() (node.PeerState, error)
+	if opts.join != "" {
+		joining = func() (node.PeerState, error) {
+			return askJoinState(ctx, opts.join, func(ctx context.Context, addr string) (node.PeerState, error) {
+				return cluster.AskState(ctx, addr, peerTLS, opts.masterUser, opts.masterAuth)
+			}, logger)
+		}
+	}
+	groupsRec, err := resolveGroups(opts.dir, opts.groups, hadState, joining)
 	if err != nil {
 		return err
 	}
@@ -110,13 +140,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer gst.Close()
 	st := gst.Store(0)
-
-	clientTLS, raftTLS, err := loadTLS(opts)
-	if err != nil {
-		return err
-	}
-	stopReload := reloadOnHangup(logger, map[string]*certs.Source{"client": clientTLS, "raft": raftTLS})
-	defer stopReload()
 	transCfg := cluster.TransportConfig{Bind: opts.raftAddr, Advertise: opts.raftAdvertise, TLS: raftTLS, Logger: logger, Layout: groupsRec.Layout}
 	var transports []*cluster.Transport
 	if groups == 1 {
@@ -156,19 +179,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	ccfg.Core.SnapshotInterval = opts.snapshotInterval
 	ccfg.Core.NoGroupCommit = !opts.groupCommit
 	ccfg.Core.Logger = logger
-	// The node's certificate on the other end of a node-to-node call on the client port must
-	// name a member (or any node while this one joins): set once the member exists, before it
-	// dials anyone.
-	var self atomic.Pointer[cluster.Member]
-	isPeer := func(id string) error {
-		if m := self.Load(); m != nil {
-			return m.IsPeer(id)
-		}
-		return nil
-	}
-	if clientTLS != nil {
-		ccfg.ClientTLS = clientTLS.PeerConfig(isPeer)
-	}
+	ccfg.ClientTLS = peerTLS
 	ccfg.InsecureRaft = raftTLS == nil && opts.insecureRaft
 	ccfg.PeerUser, ccfg.PeerPassword = opts.masterUser, opts.masterAuth
 	policy := locks.New(locks.Config{ApplyTimeout: ccfg.Core.ApplyTimeout, Logger: logger})
@@ -209,13 +220,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	for g := 1; g < groups; g++ {
 		gcfg := ccfg
 		gcfg.ClientAddr = ""
+		gcfg.AddressBook = member
+		// A joining node joins through group 0: the leader adds it to every group
+		// (cluster.GroupsAdmin), so the other groups wait to be contacted.
+		gcfg.Join = ""
 		gcfg.Core.Group = g
 		gcfg.Core.Logger = logger.With("group", g)
 		gcfg.Core.Locks = locks.New(locks.Config{ApplyTimeout: gcfg.Core.ApplyTimeout, Logger: gcfg.Core.Logger})
-		if g >= groupsRec.Layout {
+		if g >= groupsRec.Layout && len(groupsRec.Voters) > 0 {
 			// A group a plan added (RAFT GROUPS): every node starts it with the plan's voters,
-			// one committed list, whatever flags it was first started with.
-			gcfg.Bootstrap, gcfg.Join, gcfg.Peers = true, "", nil
+			// one committed list, whatever flags it was first started with. A node that joined
+			// after the plan records no voters: its groups are added to it.
+			gcfg.Bootstrap, gcfg.Peers = true, nil
 			for _, v := range groupsRec.Voters {
 				gcfg.Peers = append(gcfg.Peers, cluster.Peer{ID: v.ID, RaftAddr: v.Addr})
 			}
@@ -278,11 +294,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	scfg.TLSAuthClientsUser = opts.tlsAuthClientsUser
 	deps := server.Deps{Replica: node, Admin: member, Disk: node, Groups: reps, Layout: groupsRec.Layout}
 	if groups > 1 {
-		admin := &groupsAdmin{Member: member, members: members}
-		deps.Admin = admin
-		deps.GroupAdmins = []server.Admin{admin}
+		deps.Admin = cluster.NewGroupsAdmin(members)
 		deps.Mover = mover
-		for _, m := range members[1:] {
+		for _, m := range members {
 			deps.GroupAdmins = append(deps.GroupAdmins, m)
 		}
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"crypto/tls"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -225,9 +224,6 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	}
 	if o.groups, err = strconv.Atoi(*vals["groups"]); err != nil || o.groups < 0 || o.groups > server.MaxGroups {
 		return options{}, fmt.Errorf("--groups: want 1 to %d raft groups (0: as the data directory records), got %q", server.MaxGroups, *vals["groups"])
-	}
-	if o.groups > 1 && o.join != "" {
-		return options{}, errors.New("--join: a node of a cluster of several raft groups cannot join yet; such a cluster's members are its --peers (docs/groups.md)")
 	}
 	if o.leaderWait, err = time.ParseDuration(*vals["leader-wait"]); err != nil || o.leaderWait < 0 {
 		return options{}, fmt.Errorf("--leader-wait: want a duration such as 1s (0: no wait), got %q", *vals["leader-wait"])

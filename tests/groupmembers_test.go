@@ -1,0 +1,231 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/tests/testutil"
+)
+
+// TestGroupsOntoANewNode grows a 3-node cluster of 4 raft groups onto a fourth machine and then
+// replaces a dead one, while clients on every node lock and unlock keys over all the slots
+// (docs/groups.md, "Onto new nodes"): the new node joins through a follower (--join, no
+// --groups: it asks), becomes a voter of every group, and the balancer hands it the group it
+// prefers; a node killed with kill -9 is then removed from every group by one RAFT REMOVE. No
+// key is held by two clients at once, tokens per key rise in real-time order, a lock held in
+// each group from the start keeps its holder, token and lease, and every group's replicas end
+// equal.
+func TestGroupsOntoANewNode(t *testing.T) {
+	c := newClusterWith(t, 3, &cluster{nodeArgs: func(int) []string { return []string{"--groups", "4"} }})
+	waitSpread(t, c, 3)
+	ctx := context.Background()
+
+	keys := make([]string, 16)
+	for i := range keys {
+		keys[i] = "grow" + strconv.Itoa(i)
+	}
+	plain := redis.NewClient(&redis.Options{Addr: c.nodes[1].addr})
+	defer plain.Close()
+	heldKeys := make([]string, 4) // a lock in each group, held throughout
+	heldTokens := make([]int64, 4)
+	for i := 0; slices.Contains(heldKeys, ""); i++ {
+		k := "growheld" + strconv.Itoa(i)
+		if g := fsm.GroupOfSlot(fsm.KeySlot([]byte(k)), 4); heldKeys[g] == "" {
+			heldKeys[g] = k
+		}
+	}
+	for g, k := range heldKeys {
+		tok, err := plain.Do(ctx, "LOCK", k, "600000").Int64()
+		if err != nil {
+			t.Fatalf("LOCK %s: %v", k, err)
+		}
+		heldTokens[g] = tok
+	}
+
+	var mu sync.Mutex
+	spans := map[string][]heldSpan{}
+	granted := map[string]int{}
+	phase := "three nodes"
+	var failures []string
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	load := func(i int, n *node) {
+		wg.Go(func() {
+			name := "client@" + n.id
+			cl := redis.NewClient(&redis.Options{Addr: n.addr, MaxRetries: -1, DialTimeout: time.Second})
+			defer cl.Close()
+			do := func(args ...any) *redis.Cmd { return cl.Do(ctx, args...) }
+			for j := 0; j < 200_000; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r := lockOnce(do, keys[(i*5+j)%len(keys)], name)
+				if r.lockErr != nil {
+					if !n.Running() {
+						return // this client's node was killed, for good
+					}
+					time.Sleep(20 * time.Millisecond)
+					continue
+				}
+				if !r.held {
+					continue
+				}
+				mu.Lock()
+				spans[r.key] = append(spans[r.key], r.span)
+				granted[phase]++
+				if r.unlockErr == nil && r.unlocked != 1 {
+					failures = append(failures, fmt.Sprintf("%s UNLOCK %s %d: %d (its lock was lost)", name, r.key, r.span.token, r.unlocked))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for i, n := range c.nodes {
+		load(i, n)
+	}
+	setPhase := func(p string) {
+		time.Sleep(time.Second)
+		mu.Lock()
+		phase = p
+		mu.Unlock()
+	}
+
+	setPhase("joining")
+	n4 := c.join(c.nodes[1])
+	if info, err := infoRaft(n4.addr); err != nil || info["raft_groups"] != "4" {
+		t.Fatalf("%s joined without --groups runs raft_groups %q (%v); want 4, asked of its cluster", n4.id, info["raft_groups"], err)
+	}
+	waitGroupMembers(t, c.nodes[0], 4, []string{"n1", "n2", "n3", "n4"})
+	if _, err := call(n4.addr, "RAFT", "MEMBERS", "GROUP", "4"); err == nil || !strings.Contains(err.Error(), "no raft group") {
+		t.Errorf("RAFT MEMBERS GROUP 4 on a node of 4 groups: %v; want refused", err)
+	}
+	load(3, n4)
+	setPhase("four nodes")
+	leaders := waitSpread(t, c, 4)
+	if leaders[3] != n4.id {
+		t.Errorf("group leaders %v: group 3 not on the new node %s", leaders, n4.id)
+	}
+	// The new node leads group 3: a key of that group, written through it, is its own.
+	if _, err := call(n4.addr, "SET", heldKeys[3]+"x", "v"); err != nil {
+		t.Errorf("SET through the new node: %v", err)
+	}
+
+	setPhase("n1 down")
+	c.nodes[0].kill9()
+	setPhase("removing n1")
+	// A dead member is removed without FORCE once the leaders' heartbeats to it fail.
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		_, err := call(c.nodes[1].addr, "RAFT", "REMOVE", "n1")
+		return err
+	})
+	waitGroupMembers(t, c.nodes[1], 4, []string{"n2", "n3", "n4"})
+	setPhase("without n1")
+	waitSpreadOver(t, c, []string{"n2", "n3", "n4"}, 3)
+	time.Sleep(2 * time.Second)
+	close(stop)
+	wg.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("locks granted by phase: %v", granted)
+	for _, p := range []string{"joining", "four nodes", "removing n1", "without n1"} {
+		if granted[p] == 0 {
+			t.Errorf("no lock granted while %s", p)
+		}
+	}
+	for _, f := range failures {
+		t.Error(f)
+	}
+	checkSpans(t, spans)
+	for g, k := range heldKeys {
+		pttl, err := plain.Do(ctx, "PTTL", k).Int64()
+		if err != nil || pttl <= 0 || pttl > 600000 {
+			t.Errorf("held lock %s (group %d): PTTL %d, %v; want its lease left", k, g, pttl, err)
+		}
+		if n, err := plain.Do(ctx, "UNLOCK", k, strconv.FormatInt(heldTokens[g], 10)).Int64(); err != nil || n != 1 {
+			t.Errorf("UNLOCK %s %d (group %d): %d, %v; want 1 (the lock kept its holder)", k, heldTokens[g], g, n, err)
+		}
+	}
+	sameGroupTables(t, c, 4)
+}
+
+// waitGroupMembers waits until n's view of every one of groups raft groups (RAFT MEMBERS GROUP
+// g) lists exactly ids, each a voter, and each group has a leader among them.
+func waitGroupMembers(t *testing.T, n *node, groups int, ids []string) {
+	t.Helper()
+	testutil.WaitFor(t, 60*time.Second, func() error {
+		for g := range groups {
+			v, err := call(n.addr, "RAFT", "MEMBERS", "GROUP", strconv.Itoa(g))
+			if err != nil {
+				return fmt.Errorf("RAFT MEMBERS GROUP %d on %s: %v", g, n.id, err)
+			}
+			var got []string
+			leader := ""
+			for _, item := range v.([]any) {
+				m := map[string]string{}
+				kv := item.([]any)
+				for i := 0; i+1 < len(kv); i += 2 {
+					m[fmt.Sprint(kv[i])] = fmt.Sprint(kv[i+1])
+				}
+				got = append(got, m["id"]+"/"+m["suffrage"])
+				if m["leader"] == "1" {
+					leader = m["id"]
+				}
+			}
+			var want []string
+			for _, id := range ids {
+				want = append(want, id+"/voter")
+			}
+			if !slices.Equal(got, want) || leader == "" {
+				return fmt.Errorf("group %d on %s: members %v, leader %q; want %v", g, n.id, got, leader, want)
+			}
+		}
+		return nil
+	})
+}
+
+// waitSpreadOver is waitSpread for a cluster whose voters are ids (some nodes started were
+// removed): the group leaders are where the balancer places them among ids, on want nodes.
+func waitSpreadOver(t *testing.T, c *cluster, ids []string, want int) []string {
+	t.Helper()
+	ids = slices.Sorted(slices.Values(ids))
+	var leaders []string
+	testutil.WaitFor(t, 40*time.Second, func() error {
+		var first []string
+		for _, n := range c.live() {
+			ls, err := groupLeaders(n)
+			if err != nil {
+				return err
+			}
+			if first == nil {
+				first = ls
+			} else if strings.Join(ls, ",") != strings.Join(first, ",") {
+				return fmt.Errorf("%s names leaders %v, another node %v", n.id, ls, first)
+			}
+		}
+		distinct := map[string]bool{}
+		for g, l := range first {
+			if l != ids[g%len(ids)] {
+				return fmt.Errorf("group leaders %v: group %d not yet on %s, where the balancer places it", first, g, ids[g%len(ids)])
+			}
+			distinct[l] = true
+		}
+		if len(distinct) != want {
+			return fmt.Errorf("group leaders %v on %d nodes; want %d", first, len(distinct), want)
+		}
+		leaders = first
+		return nil
+	})
+	return leaders
+}
