@@ -112,15 +112,14 @@ chaos-short:
 # CHAOS_RACE=0), every fault kind mixed, for CHAOS_DURATION per seed; one summary line per
 # seed. make chaos CHAOS_DURATION=10m SEEDS=1,2,3; CHAOS_NODE_ARGS="--group-commit no" passes
 # flags to every node; CHAOS_FAULTS=kill,pause,... picks the fault kinds (default all).
-# CHAOS_GROUPS=4 runs the nodes with --groups 4 (docs/groups.md) and every fault kind but
-# membership, which several groups refuse, with slot moves among them (slot-move): make chaos
-# CHAOS_NODES=3 CHAOS_GROUPS=4. CHAOS_NOFLOOR=1 builds the nodes with the tag chaos_nofloor,
+# CHAOS_GROUPS=4 runs the nodes with --groups 4 (docs/groups.md) and every fault kind, slot
+# moves among them (slot-move): make chaos CHAOS_NODES=3 CHAOS_GROUPS=4. CHAOS_NOFLOOR=1 builds the nodes with the tag chaos_nofloor,
 # whose slot moves drop the fence floor (a deliberately broken build the token check must catch).
 SEEDS          ?= 1,2,3
 CHAOS_DURATION ?= 10m
 CHAOS_NODES    ?= 5
 CHAOS_GROUPS   ?=
-GROUP_FAULTS   := partition-leader,partition-minority,bridge,pause,kill,kill-all,slow,clock-skew,clock-jump,snapshot-install,disk-fail,disk-full,slot-move
+GROUP_FAULTS   := partition-leader,partition-minority,bridge,pause,kill,kill-all,slow,clock-skew,clock-jump,membership,snapshot-install,disk-fail,disk-full,slot-move
 CHAOS_FAULTS   ?= $(if $(CHAOS_GROUPS),$(GROUP_FAULTS))
 chaos:
 	$(if $(filter 1,$(CHAOS_NOFLOOR)),GOFLAGS=-tags=chaos_nofloor) $(GO) run ./tests/chaos/cmd/raftlock-chaos -duration $(CHAOS_DURATION) -seeds $(SEEDS) -nodes $(CHAOS_NODES) \

@@ -108,7 +108,7 @@ func (n *Member) AddServer(ctx context.Context, id, raftAddr, clientAddr string,
 	}
 	n.changes.Lock()
 	defer n.changes.Unlock()
-	if err := n.plannedGroupsRun(ctx, ""); err != nil {
+	if err := n.plannedGroupsRun(ctx, id); err != nil {
 		return 0, err
 	}
 	if !fsm.ValidNodeID(id) {
@@ -185,7 +185,7 @@ func (n *Member) Promote(ctx context.Context, id string) error {
 	}
 	n.changes.Lock()
 	defer n.changes.Unlock()
-	if err := n.plannedGroupsRun(ctx, ""); err != nil {
+	if err := n.plannedGroupsRun(ctx, id); err != nil {
 		return err
 	}
 	c, err := n.configuration()

@@ -50,14 +50,15 @@ const GroupsFile = "groups"
 
 // GroupsRecord is what GroupsFile records: the groups the node runs, the groups the cluster
 // was created with (Layout), and, for a cluster grown by a plan, the voters the groups the plan
-// added start with (fsm.GroupsPlan), or instead, for a node that joined the cluster (--join)
-// after a plan, Joined: it starts none of them itself, each group's leader adds it. The file is
-// the number of groups on its first line, then "layout L" when L differs, then a "voter ID
-// ADDR" line for each voter, or a "joined" line.
+// added start with (fsm.GroupsPlan), and for a node that joined its cluster (--join) the
+// number of groups the cluster ran then (Joined): it starts none of those itself, each group's
+// leader adds it (a later plan's groups it starts as every node does). The file is the number
+// of groups on its first line, then "layout L" when L differs, then a "voter ID ADDR" line for
+// each voter, and "joined J" for a node that joined.
 type GroupsRecord struct {
 	Groups, Layout int
 	Voters         []fsm.PlanVoter
-	Joined         bool
+	Joined         int
 }
 
 // ReadGroupsRecord reads what dir records; found is false when it records nothing (a node of
@@ -89,13 +90,15 @@ func ReadGroupsRecord(dir string) (rec GroupsRecord, found bool, err error) {
 			}
 		case len(f) == 3 && f[0] == "voter":
 			rec.Voters = append(rec.Voters, fsm.PlanVoter{ID: f[1], Addr: f[2]})
-		case len(f) == 1 && f[0] == "joined":
-			rec.Joined = true
+		case len(f) == 2 && f[0] == "joined":
+			if rec.Joined, err = strconv.Atoi(f[1]); err != nil || rec.Joined < 1 || rec.Joined > g {
+				return bad("a number of groups joined from 1 to the number of groups")
+			}
 		default:
-			return bad("\"layout L\", \"voter ID ADDR\" or \"joined\" lines after the number of groups")
+			return bad("\"layout L\", \"voter ID ADDR\" or \"joined J\" lines after the number of groups")
 		}
 	}
-	if rec.Layout < g && len(rec.Voters) == 0 && !rec.Joined {
+	if rec.Layout < g && len(rec.Voters) == 0 && rec.Joined < g {
 		return bad("the voters of the groups a plan added")
 	}
 	return rec, true, nil
@@ -111,8 +114,8 @@ func WriteGroupsRecord(dir string, rec GroupsRecord) error {
 	for _, v := range rec.Voters {
 		fmt.Fprintf(&b, "voter %s %s\n", v.ID, v.Addr)
 	}
-	if rec.Joined && len(rec.Voters) == 0 {
-		b.WriteString("joined\n")
+	if rec.Joined > 0 {
+		fmt.Fprintf(&b, "joined %d\n", rec.Joined)
 	}
 	return WriteFileAtomic(filepath.Join(dir, GroupsFile), []byte(b.String()))
 }

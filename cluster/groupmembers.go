@@ -224,39 +224,58 @@ func sameMembers(a, b raft.Configuration) bool {
 }
 
 // plannedGroupsRun refuses a membership change while the cluster's groups plan (RAFT GROUPS) is
-// not run by every member (except, for a removal, the one removed): a node that restarts into
-// the plan starts its added groups with the plan's voters, which a change made meanwhile would
-// contradict. It runs on group 0's leader, where the plan is; without a plan it refuses nothing.
+// not run by every member but except (the member the change is about): a node that restarts
+// into the plan starts its added groups with the plan's voters, which a change made meanwhile
+// would contradict. It runs on group 0's leader, where the plan is; without a plan it refuses
+// nothing. Once every member ran the plan it is not asked again: a node never runs fewer groups
+// than it did, and a node joins with the groups planned (cmd/raftlock, Member.join).
 func (n *Member) plannedGroupsRun(ctx context.Context, except string) error {
 	plan, planned := n.core.Load().GroupsPlan()
-	if !planned {
+	if !planned || int64(plan.Groups) <= n.planRun.Load() {
 		return nil
 	}
 	if runs := max(n.cfg.Core.Groups, 1); runs < plan.Groups {
 		return fmt.Errorf("%w: this node runs %d of the %d raft groups the cluster planned (RAFT GROUPS): restart every member into the plan before changing the members (docs/groups.md)",
-			errPlanNotRun, runs, plan.Groups)
+			node.ErrPlanNotRun, runs, plan.Groups)
 	}
 	c, err := n.configuration()
 	if err != nil {
 		return err
 	}
+	var exceptErr error // whether except runs the plan: the answer does not refuse its change
 	for _, s := range c.Servers {
 		id := string(s.ID)
-		if id == n.cfg.Core.ID || id == except {
+		if id == n.cfg.Core.ID {
 			continue
 		}
-		addr, _ := n.MemberAddr(id)
-		if addr == "" {
-			return fmt.Errorf("%w: member %s has not announced its client address, so whether it runs the planned raft groups is not known", errPlanNotRun, id)
+		err := n.runsPlan(ctx, id, plan.Groups)
+		switch {
+		case id == except:
+			exceptErr = err
+		case err != nil:
+			return err
 		}
-		st, err := n.peerAPI.State(ctx, addr)
-		if err != nil {
-			return fmt.Errorf("%w: member %s does not answer at %s (%v): whether it runs the planned raft groups is not known; "+
-				"bring it back, or RAFT REMOVE it first", errPlanNotRun, id, addr, err)
-		}
-		if runs := max(st.Groups, 1); runs < plan.Groups {
-			return fmt.Errorf("%w: member %s runs %d of the %d raft groups the cluster planned (RAFT GROUPS): restart it into the plan first", errPlanNotRun, id, runs, plan.Groups)
-		}
+	}
+	if exceptErr == nil {
+		n.planRun.Store(int64(plan.Groups))
+	}
+	return nil
+}
+
+// runsPlan asks member id (RAFT STATS on its client address) whether it runs groups raft
+// groups; an error says why not, or why it is not known.
+func (n *Member) runsPlan(ctx context.Context, id string, groups int) error {
+	addr, _ := n.MemberAddr(id)
+	if addr == "" {
+		return fmt.Errorf("%w: member %s has not announced its client address, so whether it runs the planned raft groups is not known", node.ErrPlanNotRun, id)
+	}
+	st, err := n.peerAPI.State(ctx, addr)
+	if err != nil {
+		return fmt.Errorf("%w: member %s does not answer at %s (%v): whether it runs the planned raft groups is not known; "+
+			"bring it back, or RAFT REMOVE it", node.ErrPlanNotRun, id, addr, err)
+	}
+	if runs := max(st.Groups, 1); runs < groups {
+		return fmt.Errorf("%w: member %s runs %d of the %d raft groups the cluster planned (RAFT GROUPS): restart it into the plan first", node.ErrPlanNotRun, id, runs, groups)
 	}
 	return nil
 }

@@ -12,11 +12,6 @@ import (
 	"github.com/raftlock/raftlock/node"
 )
 
-// errPlanNotRun refuses a membership change while a groups plan (RAFT GROUPS) is not run by
-// every member (plannedGroupsRun): a node restarting into it starts the added groups with the
-// plan's voters, and every node must start them with the same ones.
-var errPlanNotRun = errors.New("the cluster's members change only once every member runs the raft groups it planned")
-
 // settledVoters is the leader's configuration as plan voters, sorted by ID: refused while a
 // member is a non-voter or the newest configuration is not the committed one (a change in
 // progress).
@@ -79,18 +74,18 @@ func (n *Member) PlanGroups(ctx context.Context, want fsm.GroupsPlan, running in
 	if want.Groups <= have {
 		return fsm.GroupsPlan{}, fmt.Errorf("the cluster runs or plans %d raft groups already; a plan can only add groups", have)
 	}
-	if planned && n.plannedGroupsRun(ctx, "") != nil {
-		// A node not yet restarted into the last plan starts every group it added with its
-		// voters, those of this plan too: the members did not change since (AddServer,
-		// Promote and RemoveServer wait for the plan to run), so they are the same.
-		want.Voters = last.Voters
-	} else {
-		voters, err := n.settledVoters()
-		if err != nil {
-			return fsm.GroupsPlan{}, err
-		}
-		want.Voters = voters
+	voters, err := n.settledVoters()
+	if err != nil {
+		return fsm.GroupsPlan{}, err
 	}
+	if planned {
+		if notRun := n.plannedGroupsRun(ctx, ""); notRun != nil && !slices.Equal(voters, last.Voters) {
+			// A node not yet restarted into the last plan starts every group it added with the
+			// voters of the newest plan it holds: this one's must then be the last one's.
+			return fsm.GroupsPlan{}, fmt.Errorf("the members changed since the last groups plan, and %w", notRun)
+		}
+	}
+	want.Voters = voters
 	cmd := fsm.Command{Kind: fsm.KindPlanGroups, Key: fsm.EncodeGroupsPlan(want)}
 	if err := cmd.Validate(); err != nil {
 		return fsm.GroupsPlan{}, err

@@ -127,6 +127,9 @@ type Member struct {
 	probe storeProbe
 	// committedConf is the newest configuration known to be committed (removal.go).
 	committedConf committedConfig
+	// planRun is the number of groups of the newest groups plan every member was found to run
+	// (plannedGroupsRun), on this node while it led group 0.
+	planRun atomic.Int64
 	// changes serializes, on a leader, the membership changes this node makes (RAFT ADD,
 	// PROMOTE, REMOVE) with the plans of more groups (PlanGroups), whose voters are a
 	// configuration it reads: a plan never names voters a change is replacing.

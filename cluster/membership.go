@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -335,9 +336,11 @@ func (n *Member) join(ctx context.Context) {
 	via := n.cfg.Join
 	var index uint64
 	for {
-		var err error
-		if index, err = n.peerAPI.Add(ctx, via, n.cfg.Core.ID, n.cfg.RaftAddr); err == nil {
-			break
+		err := n.runsClusterGroups(ctx, via)
+		if err == nil {
+			if index, err = n.peerAPI.Add(ctx, via, n.cfg.Core.ID, n.cfg.RaftAddr); err == nil {
+				break
+			}
 		}
 		n.log.Warn("join: adding this node failed; retrying", "via", via, "err", err)
 		if !sleepCtx(ctx, joinRetry) {
@@ -365,6 +368,20 @@ func (n *Member) join(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// runsClusterGroups refuses to join a cluster that runs or plans more raft groups than this
+// node runs: it learned their number when it first started (cmd/raftlock), and a RAFT GROUPS
+// committed since would add it to groups it does not run.
+func (n *Member) runsClusterGroups(ctx context.Context, via string) error {
+	st, err := n.peerAPI.State(ctx, via)
+	if err != nil {
+		return err
+	}
+	if want, runs := max(st.Groups, st.Planned), max(n.cfg.Core.Groups, 1); want > runs {
+		return fmt.Errorf("the cluster runs or plans %d raft groups and this node runs %d: stop it, empty its --dir and start it again with --join, which asks the number again", want, runs)
+	}
+	return nil
 }
 
 // removedByLeader finds, among the members this node knows, one that says it is the ready

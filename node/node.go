@@ -211,6 +211,10 @@ var (
 	// ErrNotMember means an announcement came for a node, or a raft address, that the
 	// committed configuration does not hold.
 	ErrNotMember = errors.New("not a member")
+	// ErrPlanNotRun means a membership change waits for every member to run the raft groups
+	// its cluster planned (RAFT GROUPS): a node restarting into the plan starts the groups it
+	// added with the plan's voters.
+	ErrPlanNotRun = errors.New("the cluster's members change only once every member runs the raft groups it planned")
 	// ErrMemberTable means a member's client address was not recorded: it is too long, or the
 	// replicated member table is full.
 	ErrMemberTable = errors.New("member address refused")

@@ -336,8 +336,10 @@ func (r *request) groupOption(sub string) (group, named int, ok bool) {
 		}
 		arg = r.args[2]
 	case "members", "add", "promote", "remove":
-		n := len(r.args)
-		if n < 4 || !is(r.args[n-2], "group") {
+		// GROUP g after the subcommand's own arguments (MEMBERS none, PROMOTE and REMOVE an ID,
+		// ADD an ID and an address): a node named "group" stays a node.
+		n, own := len(r.args), map[string]int{"members": 0, "promote": 1, "remove": 1, "add": 2}[sub]
+		if n < 2+own+2 || !is(r.args[n-2], "group") {
 			return -1, 0, true
 		}
 		arg, named = r.args[n-1], 2

@@ -56,7 +56,8 @@ func (r *request) replyError(err error) {
 		r.w.Error(errShutdown)
 	case errors.Is(err, node.ErrNoSuchMember), errors.Is(err, node.ErrQuorumAtRisk), errors.Is(err, node.ErrNotCaughtUp),
 		errors.Is(err, node.ErrForeignCluster), errors.Is(err, node.ErrNotMember), errors.Is(err, node.ErrMemberTable),
-		errors.Is(err, node.ErrOlderMembers), errors.Is(err, node.ErrOlderBinary), errors.Is(err, node.ErrLiveVoter):
+		errors.Is(err, node.ErrOlderMembers), errors.Is(err, node.ErrOlderBinary), errors.Is(err, node.ErrLiveVoter),
+		errors.Is(err, node.ErrPlanNotRun):
 		r.w.Error("ERR " + err.Error()) // a refused membership change: the text says why and what to do
 	case errors.As(err, &full):
 		r.w.Error("ERR " + err.Error()) // a bound of the waiters (waiters.go)

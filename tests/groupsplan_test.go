@@ -209,7 +209,7 @@ func TestConvertOneGroupToFour(t *testing.T) {
 	// voter of every group.
 	n4 := c.join(c.nodes[1])
 	waitGroupMembers(t, c.nodes[0], 4, []string{"n1", "n2", "n3", "n4"})
-	if rec, err := os.ReadFile(filepath.Join(n4.dir, "groups")); err != nil || string(rec) != "4\nlayout 1\njoined\n" {
+	if rec, err := os.ReadFile(filepath.Join(n4.dir, "groups")); err != nil || string(rec) != "4\nlayout 1\njoined 4\n" {
 		t.Errorf("the joined node's groups record: %q, %v; want 4 groups of layout 1, joined", rec, err)
 	}
 	setPhase("n4 joined")

@@ -54,8 +54,10 @@ func resolveGroups(dir string, flag int, hasState bool, joining func() (node.Pee
 		}
 		rec.Groups = max(st.Groups, st.Planned, 1)
 		rec.Layout = min(max(st.Layout, 1), rec.Groups)
-		rec.Joined = true
+		rec.Joined = rec.Groups
 		switch {
+		case st.Groups > 1 && st.Layout == 0:
+			return cluster.GroupsRecord{}, fmt.Errorf("--join: the member runs %d raft groups and does not say how many its cluster was created with (an older release): join through a member that runs this one", st.Groups)
 		case rec.Groups > server.MaxGroups:
 			return cluster.GroupsRecord{}, fmt.Errorf("--join: the cluster runs %d raft groups, more than this binary's %d", rec.Groups, server.MaxGroups)
 		case flag != 0 && flag != rec.Groups:
@@ -77,7 +79,7 @@ func recordPlans(dir string, running cluster.GroupsRecord, core *raftnode.Replic
 	defer tick.Stop()
 	for {
 		if plan, ok := core.GroupsPlan(); ok && plan.Groups > recorded {
-			rec := cluster.GroupsRecord{Groups: plan.Groups, Layout: plan.Layout, Voters: plan.Voters}
+			rec := cluster.GroupsRecord{Groups: plan.Groups, Layout: plan.Layout, Voters: plan.Voters, Joined: running.Joined}
 			if err := cluster.WriteGroupsRecord(dir, rec); err != nil {
 				log.Error("cannot record the planned raft groups; retrying", "groups", plan.Groups, "err", err)
 			} else {
@@ -141,6 +143,25 @@ func (d *diskSiblings) stopAll(err error) {
 	for _, c := range cores {
 		c.StopForDiskFault(err)
 	}
+}
+
+// groupStart is how this node starts raft group g should it find no raft state for it (one
+// with state resumes and ignores both): bootstrapped with peers, or not at all (it waits for the
+// group's leader to add it). A group the node joined never starts on its own, whatever its
+// flags say now; a group a plan added starts with the plan's voters on every node, whatever
+// flags each was first started with; any other group as the flags say: a node without --join
+// bootstraps with --peers (alone without them), one with --join waits.
+func groupStart(rec cluster.GroupsRecord, g int, join string, peers []cluster.Peer) (bootstrap bool, with []cluster.Peer) {
+	switch {
+	case g < rec.Joined:
+		return false, nil
+	case g >= rec.Layout && len(rec.Voters) > 0:
+		for _, v := range rec.Voters {
+			with = append(with, cluster.Peer{ID: v.ID, RaftAddr: v.Addr})
+		}
+		return true, with
+	}
+	return join == "", peers
 }
 
 // askJoinState asks the member at addr what it says of itself (RAFT STATS) for a joining node's

@@ -75,10 +75,10 @@ func TestResolveGroupsOfAJoiningNode(t *testing.T) {
 	dir := t.TempDir()
 	converting := func() (node.PeerState, error) { return node.PeerState{Groups: 1, Layout: 1, Planned: 4}, nil }
 	got, err := resolveGroups(dir, 0, false, converting)
-	if err != nil || got.Groups != 4 || got.Layout != 1 || !got.Joined || len(got.Voters) != 0 {
+	if err != nil || got.Groups != 4 || got.Layout != 1 || got.Joined != 4 || len(got.Voters) != 0 {
 		t.Fatalf("joining a cluster planning 4 groups: %+v, %v; want 4 groups, layout 1, joined", got, err)
 	}
-	if back, err := resolveGroups(dir, 0, true, nil); err != nil || back.Groups != 4 || back.Layout != 1 || !back.Joined {
+	if back, err := resolveGroups(dir, 0, true, nil); err != nil || back.Groups != 4 || back.Layout != 1 || back.Joined != 4 {
 		t.Errorf("its record read back at the next start: %+v, %v", back, err)
 	}
 	if _, err := resolveGroups(t.TempDir(), 2, false, converting); err == nil || !strings.Contains(err.Error(), "runs 4 raft groups") {
@@ -91,8 +91,44 @@ func TestResolveGroupsOfAJoiningNode(t *testing.T) {
 	if got, err := resolveGroups(t.TempDir(), 0, false, older); err != nil || got.Groups != 1 || got.Layout != 1 {
 		t.Errorf("joining a node that names no groups: %+v, %v; want one group", got, err)
 	}
+	unsaid := func() (node.PeerState, error) { return node.PeerState{Groups: 4}, nil } // no layout: a release before it was said
+	if _, err := resolveGroups(t.TempDir(), 0, false, unsaid); err == nil {
+		t.Error("joining a node of 4 groups that names no layout: accepted; want refused")
+	}
 	down := func() (node.PeerState, error) { return node.PeerState{}, errors.New("connection refused") }
 	if _, err := resolveGroups(t.TempDir(), 0, false, down); err == nil {
 		t.Error("joining through a member that does not answer: accepted; want an error")
+	}
+}
+
+// TestGroupStart: how a node starts a group it has no state for. A group it joined never
+// starts on its own (a joined node restarted without --join, or with --peers copied from the
+// others, would otherwise lead a group of its own with an empty table); a group a plan added
+// starts with the plan's voters; any other group as --peers and --join say.
+func TestGroupStart(t *testing.T) {
+	peers := []cluster.Peer{{ID: "n1", RaftAddr: "a1"}, {ID: "n2", RaftAddr: "a2"}}
+	voters := []fsm.PlanVoter{{ID: "n1", Addr: "a1"}, {ID: "n2", Addr: "a2"}, {ID: "n3", Addr: "a3"}}
+	for _, tc := range []struct {
+		name      string
+		rec       cluster.GroupsRecord
+		g         int
+		join      string
+		bootstrap bool
+		with      int // peers it bootstraps with
+	}{
+		{"created with --peers", cluster.GroupsRecord{Groups: 4, Layout: 4}, 2, "", true, 2},
+		{"a new node joining", cluster.GroupsRecord{Groups: 4, Layout: 4, Joined: 4}, 0, "n1:6379", false, 0},
+		{"a joined node restarted without --join, group 0", cluster.GroupsRecord{Groups: 4, Layout: 4, Joined: 4}, 0, "", false, 0},
+		{"a joined node restarted without --join, group 3", cluster.GroupsRecord{Groups: 4, Layout: 1, Joined: 4}, 3, "", false, 0},
+		{"a group a plan added", cluster.GroupsRecord{Groups: 4, Layout: 1, Voters: voters}, 2, "", true, 3},
+		{"a group a plan added, on a node with --join", cluster.GroupsRecord{Groups: 4, Layout: 1, Voters: voters}, 2, "n1:6379", true, 3},
+		{"a group a later plan added to a joined node", cluster.GroupsRecord{Groups: 8, Layout: 1, Voters: voters, Joined: 4}, 5, "", true, 3},
+		{"a group the joined node joined, after a later plan", cluster.GroupsRecord{Groups: 8, Layout: 1, Voters: voters, Joined: 4}, 3, "", false, 0},
+		{"an original group of a converted cluster", cluster.GroupsRecord{Groups: 4, Layout: 1, Voters: voters}, 0, "", true, 2},
+	} {
+		bootstrap, with := groupStart(tc.rec, tc.g, tc.join, peers)
+		if bootstrap != tc.bootstrap || len(with) != tc.with {
+			t.Errorf("%s: bootstrap %v with %v; want %v with %d peers", tc.name, bootstrap, with, tc.bootstrap, tc.with)
+		}
 	}
 }

@@ -170,9 +170,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	ccfg.RaftAddr = string(trans.LocalAddr())
 	ccfg.ClientAddr = opts.advertise
 	// A new node bootstraps a cluster (alone, or with --peers) unless it joins one; a node
-	// with data resumes and ignores both.
-	ccfg.Bootstrap = opts.join == ""
-	ccfg.Peers = opts.peers
+	// with data resumes and ignores both (groupStart).
+	ccfg.Bootstrap, ccfg.Peers = groupStart(groupsRec, 0, opts.join, opts.peers)
 	ccfg.Join = opts.join
 	ccfg.Core.SnapshotThreshold = opts.snapshotThreshold
 	ccfg.Core.TrailingLogs = opts.trailingLogs
@@ -227,15 +226,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		gcfg.Core.Group = g
 		gcfg.Core.Logger = logger.With("group", g)
 		gcfg.Core.Locks = locks.New(locks.Config{ApplyTimeout: gcfg.Core.ApplyTimeout, Logger: gcfg.Core.Logger})
-		if g >= groupsRec.Layout && len(groupsRec.Voters) > 0 {
-			// A group a plan added (RAFT GROUPS): every node starts it with the plan's voters,
-			// one committed list, whatever flags it was first started with. A node that joined
-			// after the plan records no voters: its groups are added to it.
-			gcfg.Bootstrap, gcfg.Peers = true, nil
-			for _, v := range groupsRec.Voters {
-				gcfg.Peers = append(gcfg.Peers, cluster.Peer{ID: v.ID, RaftAddr: v.Addr})
-			}
-		}
+		gcfg.Bootstrap, gcfg.Peers = groupStart(groupsRec, g, opts.join, opts.peers)
 		gs := gst.Store(g)
 		m, err := cluster.Start(gcfg, raftnode.Stores{Log: gs, Stable: gs, Snapshots: gs.Snapshots(2), Health: health}, transports[g])
 		if err != nil {

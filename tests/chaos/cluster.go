@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,9 @@ type cluster struct {
 	logf  func(format string, args ...any)
 	// mounted are the node folders with a tmpfs of their own (disk.go), unmounted by stop.
 	mounted []string
+	// groups is the number of raft groups the nodes run (--groups): a membership change
+	// reaches every group, and suffrage reads them all.
+	groups int
 }
 
 // newNode allocates the addresses of node idx and starts its two proxies.
@@ -321,9 +325,14 @@ func (c *cluster) shift(i int, d time.Duration) error {
 // member is one row of RAFT MEMBERS.
 type member struct{ id, suffrage string }
 
-// members asks node i for the membership.
-func (c *cluster) members(i int) ([]member, error) {
-	v, err := query(c.nodes[i].clientAddr, "RAFT", "MEMBERS")
+// members asks node i for the membership of raft group g (RAFT MEMBERS GROUP g; RAFT
+// MEMBERS for group 0).
+func (c *cluster) members(i, g int) ([]member, error) {
+	args := []string{"RAFT", "MEMBERS"}
+	if g > 0 {
+		args = append(args, "GROUP", strconv.Itoa(g))
+	}
+	v, err := query(c.nodes[i].clientAddr, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -351,24 +360,35 @@ func (c *cluster) members(i int) ([]member, error) {
 	return out, nil
 }
 
-// suffrage is id's suffrage as some up node other than id sees it ("" when not a member).
+// suffrage is id's suffrage as some up node other than id sees it ("" when not a member). With
+// several raft groups it is the suffrage id has in every group, or the groups' suffrages
+// joined by "/" while they differ (a membership change is still going from group to group).
 func (c *cluster) suffrage(id int) (string, error) {
 	var last error = errors.New("no other node is up")
+next:
 	for _, n := range c.nodes {
 		if n.idx == id || !n.up() || n.isRemoved() {
 			continue
 		}
-		ms, err := c.members(n.idx)
-		if err != nil {
-			last = err
-			continue
-		}
-		for _, m := range ms {
-			if m.id == c.nodes[id].id {
-				return m.suffrage, nil
+		var each []string
+		for g := range max(c.groups, 1) {
+			ms, err := c.members(n.idx, g)
+			if err != nil {
+				last = err
+				continue next
 			}
+			got := ""
+			for _, m := range ms {
+				if m.id == c.nodes[id].id {
+					got = m.suffrage
+				}
+			}
+			each = append(each, got)
 		}
-		return "", nil
+		if each = slices.Compact(each); len(each) == 1 {
+			return each[0], nil
+		}
+		return strings.Join(each, "/"), nil
 	}
 	return "", last
 }

@@ -154,6 +154,7 @@ func Run(cfg Config) (res Result, err error) {
 	if err != nil {
 		return res, fmt.Errorf("start the cluster (node logs in %s): %w", root, err)
 	}
+	c.groups = groupsOf(cfg.NodeArgs)
 	if len(c.mounted) == 0 {
 		cfg.Faults = slices.DeleteFunc(slices.Clone(cfg.Faults), func(k string) bool { return k == DiskFull })
 		if len(cfg.Faults) == 0 {
