@@ -391,10 +391,10 @@ func (n *Member) runsClusterGroups(ctx context.Context, via string) error {
 func (n *Member) removedByLeader(ctx context.Context, hints map[string]string) (string, bool) {
 	removed := false
 	leader := n.askReadyLeader(ctx, hints, func(addr string) bool {
-		if st, err := n.peerAPI.State(ctx, addr); err != nil || !st.ReadyLeader() {
+		if st, err := n.peerAPI.StateOf(ctx, addr, n.cfg.Core.Group); err != nil || !st.ReadyLeader() {
 			return false
 		}
-		members, err := n.peerAPI.Members(ctx, addr)
+		members, err := n.peerAPI.Members(ctx, addr, n.cfg.Core.Group)
 		if err != nil || len(members) == 0 {
 			return true // the leader, but no usable answer: ask again later
 		}

@@ -80,9 +80,19 @@ func (c *peerClient) StateOf(ctx context.Context, addr string, g int) (node.Peer
 	return s, nil
 }
 
-// Members asks the node at addr for the members of its newest configuration (RAFT MEMBERS).
-func (c *peerClient) Members(ctx context.Context, addr string) ([]node.Member, error) {
-	v, err := c.call(ctx, addr, c.question, "RAFT", "MEMBERS")
+// groupArgs is a RAFT command about raft group g: args, then GROUP g unless g is 0 (which every
+// release answers without it).
+func groupArgs(g int, args ...string) []string {
+	if g == 0 {
+		return args
+	}
+	return append(args, "GROUP", strconv.Itoa(g))
+}
+
+// Members asks the node at addr for the members of the newest configuration of its raft group g
+// (RAFT MEMBERS).
+func (c *peerClient) Members(ctx context.Context, addr string, g int) ([]node.Member, error) {
+	v, err := c.call(ctx, addr, c.question, groupArgs(g, "RAFT", "MEMBERS")...)
 	if err != nil {
 		return nil, err
 	}
@@ -104,8 +114,8 @@ func (c *peerClient) Members(ctx context.Context, addr string) ([]node.Member, e
 
 // Membership asks the node at addr whether member id is in the newest configuration it knows
 // to be committed (RAFT MEMBER id).
-func (c *peerClient) Membership(ctx context.Context, addr, id string) (node.Membership, error) {
-	f, err := c.fields(ctx, addr, "RAFT", "MEMBER", id)
+func (c *peerClient) Membership(ctx context.Context, addr, id string, g int) (node.Membership, error) {
+	f, err := c.fields(ctx, addr, groupArgs(g, "RAFT", "MEMBER", id)...)
 	if err != nil {
 		return node.Membership{}, err
 	}

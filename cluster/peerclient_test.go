@@ -95,7 +95,7 @@ func TestPeerClientReadsPinnedReplies(t *testing.T) {
 		if diff := cmp.Diff(want, st); err != nil || diff != "" {
 			t.Errorf("State: %v (-want +got):\n%s", err, diff)
 		}
-		members, err := c.Members(ctx, addr)
+		members, err := c.Members(ctx, addr, 0)
 		wantMembers := []node.Member{
 			{ID: "n1", RaftAddr: "10.0.0.1:7001", ClientAddr: "10.0.0.1:6379", Voter: true, Leader: true},
 			{ID: "n3", RaftAddr: "10.0.0.3:7001"},
@@ -104,7 +104,7 @@ func TestPeerClientReadsPinnedReplies(t *testing.T) {
 			t.Errorf("Members: %v (-want +got):\n%s", err, diff)
 		}
 		for id, member := range map[string]bool{"n3": true, "n9": false} {
-			m, err := c.Membership(ctx, addr, id)
+			m, err := c.Membership(ctx, addr, id, 0)
 			if want := (node.Membership{LeaderReady: true, Known: true, ConfigIndex: 42, Member: member}); err != nil || m != want {
 				t.Errorf("Membership(%s) = %+v, %v; want %+v", id, m, err, want)
 			}
@@ -128,10 +128,10 @@ func TestPeerClientRefusesOtherReplies(t *testing.T) {
 	if st, err := c.State(ctx, addr); err == nil {
 		t.Errorf("State of an error reply = %+v; want an error", st)
 	}
-	if m, err := c.Members(ctx, addr); err == nil {
+	if m, err := c.Members(ctx, addr, 0); err == nil {
 		t.Errorf("Members of an entry with a name and no value = %+v; want an error", m)
 	}
-	if m, err := c.Membership(ctx, addr, "n1"); err == nil {
+	if m, err := c.Membership(ctx, addr, "n1", 0); err == nil {
 		t.Errorf("Membership of an integer reply = %+v; want an error", m)
 	}
 	if i, err := c.ReadIndex(ctx, addr); err == nil {

@@ -90,7 +90,7 @@ func (n *Member) Membership(id string) node.Membership {
 // askMembership asks the node at addr for its Membership of id (RAFT MEMBER). Tests of the
 // decision replace it to reach in-memory nodes, which have no client port.
 var askMembership = func(ctx context.Context, n *Member, addr, id string) (node.Membership, error) {
-	return n.peerAPI.Membership(ctx, addr, id)
+	return n.peerAPI.Membership(ctx, addr, id, n.cfg.Core.Group)
 }
 
 // removalConfirmed reports whether a ready leader says its committed configuration no longer

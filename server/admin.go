@@ -322,8 +322,8 @@ func cmdDebug(r *request) {
 }
 
 // groupOption finds the raft group a RAFT subcommand names: the last argument of READINDEX,
-// SNAPSHOT, DIGEST and STATS (RAFT SNAPSHOT 2), or a trailing GROUP g of MEMBERS, ADD, PROMOTE
-// and REMOVE (RAFT ADD n4 addr GROUP 2 is one group's step of the change RAFT ADD makes in
+// SNAPSHOT, DIGEST and STATS (RAFT SNAPSHOT 2), or a trailing GROUP g of MEMBERS, MEMBER, ADD,
+// PROMOTE and REMOVE (RAFT ADD n4 addr GROUP 2 is one group's step of the change RAFT ADD makes in
 // every group: cluster.GroupsAdmin). group is -1 when it names none; named is how many
 // arguments the option took, which the command drops once it is not forwarded. ok is false
 // when it names a group this node does not run (the error is written).
@@ -335,10 +335,10 @@ func (r *request) groupOption(sub string) (group, named int, ok bool) {
 			return -1, 0, true
 		}
 		arg = r.args[2]
-	case "members", "add", "promote", "remove":
-		// GROUP g after the subcommand's own arguments (MEMBERS none, PROMOTE and REMOVE an ID,
-		// ADD an ID and an address): a node named "group" stays a node.
-		n, own := len(r.args), map[string]int{"members": 0, "promote": 1, "remove": 1, "add": 2}[sub]
+	case "members", "member", "add", "promote", "remove":
+		// GROUP g after the subcommand's own arguments (MEMBERS none, MEMBER, PROMOTE and
+		// REMOVE an ID, ADD an ID and an address): a node named "group" stays a node.
+		n, own := len(r.args), map[string]int{"members": 0, "member": 1, "promote": 1, "remove": 1, "add": 2}[sub]
 		if n < 2+own+2 || !is(r.args[n-2], "group") {
 			return -1, 0, true
 		}

@@ -20,7 +20,9 @@ import (
 // replaces a dead one, while clients on every node lock and unlock keys over all the slots
 // (docs/groups.md, "Onto new nodes"): the new node joins through a follower (--join, no
 // --groups: it asks), becomes a voter of every group, and the balancer hands it the group it
-// prefers; a node killed with kill -9 is then removed from every group by one RAFT REMOVE. No
+// prefers; a node killed with kill -9 is then removed from every group by one RAFT REMOVE, and a
+// removal cut short after one group (RAFT REMOVE ... GROUP 3) makes the node leave and is
+// finished by RAFT REMOVE again. No
 // key is held by two clients at once, tokens per key rise in real-time order, a lock held in
 // each group from the start keeps its holder, token and lease, and every group's replicas end
 // equal.
@@ -132,6 +134,24 @@ func TestGroupsOntoANewNode(t *testing.T) {
 	waitGroupMembers(t, c.nodes[1], 4, []string{"n2", "n3", "n4"})
 	setPhase("without n1")
 	waitSpreadOver(t, c, []string{"n2", "n3", "n4"}, 3)
+
+	// A removal cut short after its first group: the node leaves at once (a node removed from
+	// any group leaves the cluster), and RAFT REMOVE again finishes the other groups.
+	setPhase("n4 removed from group 3")
+	n4.ExpectExit()
+	if _, err := call(c.nodes[2].addr, "RAFT", "REMOVE", n4.id, "FORCE", "GROUP", "3"); err != nil {
+		t.Fatalf("RAFT REMOVE %s FORCE GROUP 3: %v", n4.id, err)
+	}
+	if err := n4.WaitExit(30 * time.Second); err != nil {
+		t.Errorf("%s, removed from group 3 only: %v; want it to leave the cluster", n4.id, err)
+	}
+	setPhase("finishing n4's removal")
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		_, err := call(c.nodes[2].addr, "RAFT", "REMOVE", n4.id)
+		return err
+	})
+	waitGroupMembers(t, c.nodes[1], 4, []string{"n2", "n3"})
+	setPhase("two nodes")
 	time.Sleep(2 * time.Second)
 	close(stop)
 	wg.Wait()
@@ -139,7 +159,7 @@ func TestGroupsOntoANewNode(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf("locks granted by phase: %v", granted)
-	for _, p := range []string{"joining", "four nodes", "removing n1", "without n1"} {
+	for _, p := range []string{"joining", "four nodes", "removing n1", "without n1", "finishing n4's removal", "two nodes"} {
 		if granted[p] == 0 {
 			t.Errorf("no lock granted while %s", p)
 		}

@@ -145,6 +145,28 @@ func (d *diskSiblings) stopAll(err error) {
 	}
 }
 
+// anyRemoved is closed once this node is removed from any of its groups (or never, once stop
+// closes). A node removed from one group leaves the cluster, as a node of one group does: its
+// replica of that group stops serving for good (cluster.Member's removal), so it must not stay
+// on as a member of the others, where a RAFT PROMOTE that added it back to that group would
+// make it a voter, and perhaps the leader, of a group it no longer serves. A removal that
+// reached some groups only is finished by RAFT REMOVE again; the node rejoins with an empty
+// --dir and --join, as any removed node.
+func anyRemoved(members []*cluster.Member, stop <-chan struct{}) <-chan struct{} {
+	out := make(chan struct{})
+	var once sync.Once
+	for _, m := range members {
+		go func() {
+			select {
+			case <-m.Removed():
+				once.Do(func() { close(out) })
+			case <-stop:
+			}
+		}()
+	}
+	return out
+}
+
 // groupStart is how this node starts raft group g should it find no raft state for it (one
 // with state resumes and ignores both): bootstrapped with peers, or not at all (it waits for the
 // group's leader to add it). A group the node joined never starts on its own, whatever its

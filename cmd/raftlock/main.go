@@ -342,7 +342,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down")
-	case <-member.Removed():
+	case <-anyRemoved(members, stopPlans):
 		logger.Warn("removed from the cluster; shutting down")
 	case err = <-served:
 		logger.Error("client listener failed", "err", err)
