@@ -46,6 +46,11 @@ type identity struct {
 	// send and require the raft handshake (handshake.go): after a restart, before it has
 	// applied its log again, it still knows to send it.
 	Handshake bool `json:"handshake,omitempty"`
+	// Unlisted is set when the node started without state and without bootstrapping (it is to
+	// be added: a --join, or a group its leader adds), and cleared once a configuration listed
+	// it: until then a configuration without it, replayed after a restart, is one from before its
+	// arrival, not its removal.
+	Unlisted bool `json:"unlisted,omitempty"`
 }
 
 // newClusterID returns a random cluster ID: 16 random bytes in hex.
@@ -99,13 +104,16 @@ func (n *Member) checkIdentity(existing bool) (identity, error) {
 		return id, nil
 	}
 	id = identity{NodeID: n.cfg.Core.ID}
-	if existing {
+	switch {
+	case existing:
 		n.log.Info("recording the node identity of a data dir created before identities", "node_id", n.cfg.Core.ID)
-	} else if n.cfg.Bootstrap {
+	case n.cfg.Bootstrap:
 		id.BootstrapFormat = fsm.FormatCurrent
 		if len(n.cfg.Peers) == 0 {
 			id.ClusterID = newClusterID()
 		}
+	default:
+		id.Unlisted = true
 	}
 	return id, saveIdentity(n.stable, id)
 }
@@ -224,7 +232,7 @@ func (n *Member) rememberIdentity(cluster string) error {
 		cluster = *p
 	}
 	err := saveIdentity(n.stable, identity{NodeID: n.cfg.Core.ID, ClusterID: cluster, BootstrapFormat: n.bootstrapFormat,
-		Handshake: n.helloKnown.Load()})
+		Handshake: n.helloKnown.Load(), Unlisted: !n.member.Load()})
 	if err == nil && cluster != "" {
 		n.storedCluster.Store(&cluster)
 	}

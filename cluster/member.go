@@ -242,11 +242,14 @@ func (n *Member) start(st raftnode.Stores) (*raftnode.Replica, identity, error) 
 		return nil, identity{}, fmt.Errorf("inspect raft state: %w", err)
 	}
 	n.hadStateAtStart, n.hadState = existing, existing || n.cfg.Bootstrap
-	n.member.Store(n.hadState)
 	ident, err := n.checkIdentity(existing)
 	if err != nil {
 		return nil, ident, err
 	}
+	// A node with state was a member, unless it has never been listed yet: one added to a
+	// cluster (or a group) and restarted before the configuration that added it reached its
+	// log, which replays only configurations from before its arrival.
+	n.member.Store(n.hadState && !ident.Unlisted)
 	if ident.ClusterID != "" {
 		n.storedCluster.Store(&ident.ClusterID)
 	}

@@ -85,10 +85,14 @@ func (n *Member) noteConfiguration(index uint64, c raft.Configuration) {
 	}
 	in := n.listedIn(c)
 	// A joining node replays older configurations without itself, so only a node that has been
-	// in one can find itself removed. A node that restarts with state was a member (or crashed
-	// mid-join, before it was added: it then stops too and must be started afresh with Join).
-	if in {
-		n.member.Store(true)
+	// in one can find itself removed. A node that restarts with state was a member unless its
+	// identity says it was never listed (start); the first configuration that lists it clears
+	// that, once.
+	if in && !n.member.Swap(true) {
+		if err := n.rememberIdentity(""); err != nil {
+			n.log.Warn("recording that a configuration lists this node failed; a restart before the next try would not know it",
+				"err", err)
+		}
 	}
 	if n.member.Load() && !in {
 		if n.listedByLatestConfiguration() {

@@ -218,3 +218,52 @@ func TestRestartAfterRejoinIgnoresOldRemoval(t *testing.T) {
 		t.Fatalf("%s's committed configuration: member %v, known %v; want it a member", f.id, member, known)
 	}
 }
+
+// TestJoinerRestartedBeforeItsAddition: a node being added that restarts before the
+// configuration adding it reaches its log replays only configurations from before its arrival
+// (its identity says no configuration listed it yet), so it does not take them for its removal;
+// once a configuration listed it, its identity says so.
+func TestJoinerRestartedBeforeItsAddition(t *testing.T) {
+	small := func(c *Config) { c.Core.MaxAppendEntries = 1 } // a catch-up of one entry per round
+	nodes := newCluster(t, 3, small)
+	l := testutil.Leader(t, nodes)
+	for i := range 300 {
+		mustLock(t, l, fmt.Sprintf("k%d", i), "o", 60000)
+	}
+	cfg := testConfig("j1")
+	small(&cfg)
+	j := startNode(t, cfg, newStores())
+	testutil.ConnectAll(append(slices.Clone(nodes), j))
+	added, err := l.AddServer(t.Context(), "j1", string(j.addr), "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if last := j.raft().LastIndex(); last < 2 || last >= added {
+			return fmt.Errorf("j1 holds the log up to %d; want some of it, not its addition at %d", last, added)
+		}
+		return nil
+	})
+	j = restart(t, j)
+	testutil.ConnectAll(append(slices.Clone(nodes), j))
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		if applied := j.raft().AppliedIndex(); applied < added {
+			return fmt.Errorf("j1 applied up to %d, not yet its addition at %d", applied, added)
+		}
+		return nil
+	})
+	select {
+	case <-j.Removed():
+		t.Fatal("j1, restarted while catching up, took a configuration from before its arrival for its removal")
+	default:
+	}
+	// Listed now: its identity says so, so that after another restart a configuration without
+	// it is its removal again.
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		id, _, err := loadIdentity(j.stores.Stable)
+		if err != nil || id.Unlisted {
+			return fmt.Errorf("j1's identity %+v, %v: still unlisted after its addition applied", id, err)
+		}
+		return nil
+	})
+}

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/resp"
 	"github.com/raftlock/raftlock/tests/testutil"
 )
 
@@ -20,7 +22,8 @@ import (
 // replaces a dead one, while clients on every node lock and unlock keys over all the slots
 // (docs/groups.md, "Onto new nodes"): the new node joins through a follower (--join, no
 // --groups: it asks), becomes a voter of every group, and the balancer hands it the group it
-// prefers; a node killed with kill -9 is then removed from every group by one RAFT REMOVE, and a
+// prefers; a node killed with kill -9 is then removed from every group by one RAFT REMOVE; a
+// live node leading groups 0 and 3 removes itself from every group; a fifth node joins; a
 // removal cut short after one group (RAFT REMOVE ... GROUP 3) makes the node leave and is
 // finished by RAFT REMOVE again. No
 // key is held by two clients at once, tokens per key rise in real-time order, a lock held in
@@ -35,7 +38,7 @@ func TestGroupsOntoANewNode(t *testing.T) {
 	for i := range keys {
 		keys[i] = "grow" + strconv.Itoa(i)
 	}
-	plain := redis.NewClient(&redis.Options{Addr: c.nodes[1].addr})
+	plain := redis.NewClient(&redis.Options{Addr: c.nodes[2].addr}) // n3, which stays
 	defer plain.Close()
 	heldKeys := make([]string, 4) // a lock in each group, held throughout
 	heldTokens := make([]int64, 4)
@@ -135,14 +138,35 @@ func TestGroupsOntoANewNode(t *testing.T) {
 	setPhase("without n1")
 	waitSpreadOver(t, c, []string{"n2", "n3", "n4"}, 3)
 
-	// A removal cut short after its first group: the node leaves at once (a node removed from
-	// any group leaves the cluster), and RAFT REMOVE again finishes the other groups.
+	// A live node removed through itself while it leads group 0 and group 3, which the removal
+	// reaches first: it stays up until its removal from group 0, the last.
+	n2 := c.nodes[1]
+	if leaders := waitSpreadOver(t, c, []string{"n2", "n3", "n4"}, 3); leaders[0] != n2.id || leaders[3] != n2.id {
+		t.Fatalf("group leaders %v: want n2 leading groups 0 and 3", leaders)
+	}
+	setPhase("removing n2 through itself")
+	n2.ExpectExit()
+	if v, err := call(n2.addr, "RAFT", "REMOVE", n2.id, "FORCE"); err != nil && !isConnError(err) {
+		t.Errorf("RAFT REMOVE n2 FORCE through n2: %v, %v; want OK (or the link closed as it left)", v, err)
+	}
+	waitGroupMembers(t, c.nodes[2], 4, []string{"n3", "n4"})
+	if err := n2.WaitExit(30 * time.Second); err != nil {
+		t.Errorf("n2, removed: %v; want it to leave", err)
+	}
+	setPhase("joining n5")
+	n5 := c.join(c.nodes[2])
+	waitGroupMembers(t, c.nodes[2], 4, []string{"n3", "n4", "n5"})
+	load(4, n5)
+
+	// A removal cut short after its first group: the node leaves (a node removed from any group
+	// leaves the cluster, once its grace for the removal to reach group 0 ran out), and RAFT
+	// REMOVE again finishes the other groups.
 	setPhase("n4 removed from group 3")
 	n4.ExpectExit()
 	if _, err := call(c.nodes[2].addr, "RAFT", "REMOVE", n4.id, "FORCE", "GROUP", "3"); err != nil {
 		t.Fatalf("RAFT REMOVE %s FORCE GROUP 3: %v", n4.id, err)
 	}
-	if err := n4.WaitExit(30 * time.Second); err != nil {
+	if err := n4.WaitExit(60 * time.Second); err != nil { // after its 20 s of grace
 		t.Errorf("%s, removed from group 3 only: %v; want it to leave the cluster", n4.id, err)
 	}
 	setPhase("finishing n4's removal")
@@ -150,7 +174,7 @@ func TestGroupsOntoANewNode(t *testing.T) {
 		_, err := call(c.nodes[2].addr, "RAFT", "REMOVE", n4.id)
 		return err
 	})
-	waitGroupMembers(t, c.nodes[1], 4, []string{"n2", "n3"})
+	waitGroupMembers(t, c.nodes[2], 4, []string{"n3", "n5"})
 	setPhase("two nodes")
 	time.Sleep(2 * time.Second)
 	close(stop)
@@ -159,7 +183,7 @@ func TestGroupsOntoANewNode(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf("locks granted by phase: %v", granted)
-	for _, p := range []string{"joining", "four nodes", "removing n1", "without n1", "finishing n4's removal", "two nodes"} {
+	for _, p := range []string{"joining", "four nodes", "removing n1", "without n1", "removing n2 through itself", "joining n5", "finishing n4's removal", "two nodes"} {
 		if granted[p] == 0 {
 			t.Errorf("no lock granted while %s", p)
 		}
@@ -248,4 +272,11 @@ func waitSpreadOver(t *testing.T, c *cluster, ids []string, want int) []string {
 		return nil
 	})
 	return leaders
+}
+
+// isConnError reports whether err is the link's failure (the node closed it, or a timeout)
+// rather than the node's error reply.
+func isConnError(err error) bool {
+	var re *resp.ReplyError
+	return err != nil && !errors.As(err, &re)
 }
