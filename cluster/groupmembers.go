@@ -135,20 +135,59 @@ func (a *GroupsAdmin) RemoveServer(ctx context.Context, id string, force bool) e
 	if err := a.plannedGroupsRun(ctx, id); err != nil {
 		return err
 	}
+	c, err := a.configuration()
+	if err != nil {
+		return err
+	}
+	raftAddr := string(c.Servers[slices.IndexFunc(c.Servers, func(s raft.Server) bool { return string(s.ID) == id })].Address)
 	args := []string{"RAFT", "REMOVE", id}
 	if force {
 		args = append(args, "FORCE")
 	}
+	var done []int // the groups this removal took id out of
 	for g := len(a.groups) - 1; g >= 1; g-- {
 		if !listsMember(a.groups[g], id) {
 			continue
 		}
 		err := a.inGroup(ctx, g, args, func(m *Member) error { return m.RemoveServer(ctx, id, force) })
-		if err != nil && !errors.Is(err, node.ErrNoSuchMember) && !strings.Contains(err.Error(), node.ErrNoSuchMember.Error()) {
-			return fmt.Errorf("%s was not removed from raft group %d (nor from group 0; RAFT REMOVE again finishes it): %w", id, g, err)
+		switch {
+		case err == nil:
+			done = append(done, g)
+		case errors.Is(err, node.ErrNoSuchMember), strings.Contains(err.Error(), node.ErrNoSuchMember.Error()):
+		default:
+			return a.undoRemoval(ctx, id, raftAddr, done, fmt.Errorf("%s was not removed from raft group %d: %w", id, g, err))
 		}
 	}
-	return a.Member.RemoveServer(ctx, id, force)
+	if err := a.Member.RemoveServer(ctx, id, force); err != nil {
+		return a.undoRemoval(ctx, id, raftAddr, done, fmt.Errorf("%s was not removed from raft group 0: %w", id, err))
+	}
+	return nil
+}
+
+// undoRemoval adds id back, as a voter once caught up, to the groups a removal that failed
+// (cause) had taken it out of, so that a refused removal leaves the member where it was: a
+// member of every group. What it cannot add back it says: RAFT PROMOTE id, or RAFT REMOVE id
+// again, ends the mixed state.
+func (a *GroupsAdmin) undoRemoval(ctx context.Context, id, raftAddr string, done []int, cause error) error {
+	var left []string
+	for _, g := range done {
+		err := a.inGroup(ctx, g, []string{"RAFT", "ADD", id, raftAddr}, func(m *Member) error {
+			_, err := m.AddServer(ctx, id, raftAddr, "", true)
+			return err
+		})
+		if err != nil {
+			left = append(left, strconv.Itoa(g))
+			a.log.Warn("a refused removal could not add the member back to a group it had left", "member", id, "group", g, "err", err)
+		}
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("%w; it stays out of raft groups %s, which it had left (RAFT PROMOTE %s adds it back, RAFT REMOVE %s again finishes the removal)",
+			cause, strings.Join(left, ", "), id, id)
+	}
+	if len(done) > 0 {
+		return fmt.Errorf("%w; it was added back to the groups it had left", cause)
+	}
+	return cause
 }
 
 // PlanGroups plans more groups (Member.PlanGroups) once every group's configuration is group

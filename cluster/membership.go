@@ -151,8 +151,19 @@ func (n *Member) droppedByLatestConfiguration() bool {
 }
 
 // markRemoved stops this node from serving and closes Removed, once; msg says how it learnt.
+// The member of a raft group other than 0 only says so and counts as no member again: a node
+// leaves its cluster when group 0 removes it (the last group a removal reaches,
+// GroupsAdmin.RemoveServer), and a removal that reached some groups only is undone or finished
+// by repeating it, a RAFT PROMOTE adding it back where it went, so its replica of this group
+// must stay able to serve.
 func (n *Member) markRemoved(msg string, args ...any) {
 	if n.closing.Load() {
+		return
+	}
+	if n.cfg.Core.Group > 0 {
+		if n.member.Swap(false) {
+			n.log.Warn(msg+"; still a member of raft group 0: RAFT REMOVE finishes the removal, RAFT PROMOTE undoes it", args...)
+		}
 		return
 	}
 	n.removeOnce.Do(func() {
@@ -268,7 +279,10 @@ func (n *Member) runMembership() {
 					n.markRemoved("removed from the cluster: the newest configuration the leader replicated to this node over "+
 						"raft no longer lists it, and the leader confirms that the removal committed",
 						"leader", leader, "quiet", quiet.Round(time.Millisecond))
-					return
+					if n.cfg.Core.Group == 0 {
+						return
+					}
+					continue
 				}
 				if !unconfirmedWarned {
 					n.log.Warn("the newest configuration in this node's log no longer lists it, but no ready leader confirms "+

@@ -1,13 +1,11 @@
 package tests
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,87 +22,22 @@ import (
 // --groups: it asks), becomes a voter of every group, and the balancer hands it the group it
 // prefers; a node killed with kill -9 is then removed from every group by one RAFT REMOVE; a
 // live node leading groups 0 and 3 removes itself from every group; a fifth node joins; a
-// removal cut short after one group (RAFT REMOVE ... GROUP 3) makes the node leave and is
-// finished by RAFT REMOVE again. No
+// removal cut short after one group (RAFT REMOVE ... GROUP 3) leaves the node serving the
+// others, RAFT PROMOTE adds it back, and RAFT REMOVE removes it from every group. No
 // key is held by two clients at once, tokens per key rise in real-time order, a lock held in
 // each group from the start keeps its holder, token and lease, and every group's replicas end
 // equal.
 func TestGroupsOntoANewNode(t *testing.T) {
 	c := newClusterWith(t, 3, &cluster{nodeArgs: func(int) []string { return []string{"--groups", "4"} }})
 	waitSpread(t, c, 3)
-	ctx := context.Background()
-
-	keys := make([]string, 16)
-	for i := range keys {
-		keys[i] = "grow" + strconv.Itoa(i)
-	}
 	plain := redis.NewClient(&redis.Options{Addr: c.nodes[2].addr}) // n3, which stays
 	defer plain.Close()
-	heldKeys := make([]string, 4) // a lock in each group, held throughout
-	heldTokens := make([]int64, 4)
-	for i := 0; slices.Contains(heldKeys, ""); i++ {
-		k := "growheld" + strconv.Itoa(i)
-		if g := fsm.GroupOfSlot(fsm.KeySlot([]byte(k)), 4); heldKeys[g] == "" {
-			heldKeys[g] = k
-		}
-	}
-	for g, k := range heldKeys {
-		tok, err := plain.Do(ctx, "LOCK", k, "600000").Int64()
-		if err != nil {
-			t.Fatalf("LOCK %s: %v", k, err)
-		}
-		heldTokens[g] = tok
-	}
-
-	var mu sync.Mutex
-	spans := map[string][]heldSpan{}
-	granted := map[string]int{}
-	phase := "three nodes"
-	var failures []string
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	load := func(i int, n *node) {
-		wg.Go(func() {
-			name := "client@" + n.id
-			cl := redis.NewClient(&redis.Options{Addr: n.addr, MaxRetries: -1, DialTimeout: time.Second})
-			defer cl.Close()
-			do := func(args ...any) *redis.Cmd { return cl.Do(ctx, args...) }
-			for j := 0; j < 200_000; j++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				r := lockOnce(do, keys[(i*5+j)%len(keys)], name)
-				if r.lockErr != nil {
-					if !n.Running() {
-						return // this client's node was killed, for good
-					}
-					time.Sleep(20 * time.Millisecond)
-					continue
-				}
-				if !r.held {
-					continue
-				}
-				mu.Lock()
-				spans[r.key] = append(spans[r.key], r.span)
-				granted[phase]++
-				if r.unlockErr == nil && r.unlocked != 1 {
-					failures = append(failures, fmt.Sprintf("%s UNLOCK %s %d: %d (its lock was lost)", name, r.key, r.span.token, r.unlocked))
-				}
-				mu.Unlock()
-			}
-		})
-	}
+	held := holdOnePerQuarter(t, plain, "growheld") // a lock in each group, held throughout
+	load := newLockLoad("grow", "three nodes")
 	for i, n := range c.nodes {
-		load(i, n)
+		load.start(i, n, true)
 	}
-	setPhase := func(p string) {
-		time.Sleep(time.Second)
-		mu.Lock()
-		phase = p
-		mu.Unlock()
-	}
+	setPhase := load.setPhase
 
 	setPhase("joining")
 	n4 := c.join(c.nodes[1])
@@ -115,15 +48,19 @@ func TestGroupsOntoANewNode(t *testing.T) {
 	if _, err := call(n4.addr, "RAFT", "MEMBERS", "GROUP", "4"); err == nil || !strings.Contains(err.Error(), "no raft group") {
 		t.Errorf("RAFT MEMBERS GROUP 4 on a node of 4 groups: %v; want refused", err)
 	}
-	load(3, n4)
+	load.start(3, n4, true)
 	setPhase("four nodes")
 	leaders := waitSpread(t, c, 4)
 	if leaders[3] != n4.id {
 		t.Errorf("group leaders %v: group 3 not on the new node %s", leaders, n4.id)
 	}
-	// The new node leads group 3: a key of that group, written through it, is its own.
-	if _, err := call(n4.addr, "SET", heldKeys[3]+"x", "v"); err != nil {
-		t.Errorf("SET through the new node: %v", err)
+	// The new node leads group 3 and serves its keys.
+	k := "grow3-"
+	for i := 0; fsm.GroupOfSlot(fsm.KeySlot([]byte(k)), 4) != 3; i++ {
+		k = "grow3-" + strconv.Itoa(i)
+	}
+	if v, err := call(n4.addr, "SET", k, "v"); err != nil || v != "OK" {
+		t.Errorf("SET %s (group 3) through the new node: %v, %v", k, v, err)
 	}
 
 	setPhase("n1 down")
@@ -156,51 +93,43 @@ func TestGroupsOntoANewNode(t *testing.T) {
 	setPhase("joining n5")
 	n5 := c.join(c.nodes[2])
 	waitGroupMembers(t, c.nodes[2], 4, []string{"n3", "n4", "n5"})
-	load(4, n5)
+	load.start(4, n5, true)
 
-	// A removal cut short after its first group: the node leaves (a node removed from any group
-	// leaves the cluster, once its grace for the removal to reach group 0 ran out), and RAFT
-	// REMOVE again finishes the other groups.
+	// A removal cut short after its first group (as one whose next group refused it and could
+	// not be undone would be): the node stays a member of the other groups and keeps serving;
+	// RAFT PROMOTE adds it back where it went, and RAFT REMOVE then removes it from every group.
 	setPhase("n4 removed from group 3")
-	n4.ExpectExit()
 	if _, err := call(c.nodes[2].addr, "RAFT", "REMOVE", n4.id, "FORCE", "GROUP", "3"); err != nil {
 		t.Fatalf("RAFT REMOVE %s FORCE GROUP 3: %v", n4.id, err)
 	}
-	if err := n4.WaitExit(60 * time.Second); err != nil { // after its 20 s of grace
-		t.Errorf("%s, removed from group 3 only: %v; want it to leave the cluster", n4.id, err)
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		if listed, err := groupLists(c.nodes[2], 3, n4.id); err != nil || listed {
+			return fmt.Errorf("group 3 lists %s: %v, %v", n4.id, listed, err)
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second)
+	if !n4.Running() {
+		t.Fatalf("%s, removed from group 3 only, left: want it to stay a member of the others", n4.id)
 	}
-	setPhase("finishing n4's removal")
+	setPhase("n4 added back to group 3")
 	testutil.WaitFor(t, 30*time.Second, func() error {
-		_, err := call(c.nodes[2].addr, "RAFT", "REMOVE", n4.id)
+		_, err := call(c.nodes[2].addr, "RAFT", "PROMOTE", n4.id)
 		return err
 	})
+	waitGroupMembers(t, c.nodes[2], 4, []string{"n3", "n4", "n5"})
+	setPhase("removing n4")
+	n4.ExpectExit()
+	if _, err := call(c.nodes[2].addr, "RAFT", "REMOVE", n4.id, "FORCE"); err != nil {
+		t.Errorf("RAFT REMOVE %s FORCE: %v", n4.id, err)
+	}
+	if err := n4.WaitExit(30 * time.Second); err != nil {
+		t.Errorf("%s, removed: %v; want it to leave", n4.id, err)
+	}
 	waitGroupMembers(t, c.nodes[2], 4, []string{"n3", "n5"})
 	setPhase("two nodes")
-	time.Sleep(2 * time.Second)
-	close(stop)
-	wg.Wait()
-
-	mu.Lock()
-	defer mu.Unlock()
-	t.Logf("locks granted by phase: %v", granted)
-	for _, p := range []string{"joining", "four nodes", "removing n1", "without n1", "removing n2 through itself", "joining n5", "finishing n4's removal", "two nodes"} {
-		if granted[p] == 0 {
-			t.Errorf("no lock granted while %s", p)
-		}
-	}
-	for _, f := range failures {
-		t.Error(f)
-	}
-	checkSpans(t, spans)
-	for g, k := range heldKeys {
-		pttl, err := plain.Do(ctx, "PTTL", k).Int64()
-		if err != nil || pttl <= 0 || pttl > 600000 {
-			t.Errorf("held lock %s (group %d): PTTL %d, %v; want its lease left", k, g, pttl, err)
-		}
-		if n, err := plain.Do(ctx, "UNLOCK", k, strconv.FormatInt(heldTokens[g], 10)).Int64(); err != nil || n != 1 {
-			t.Errorf("UNLOCK %s %d (group %d): %d, %v; want 1 (the lock kept its holder)", k, heldTokens[g], g, n, err)
-		}
-	}
+	load.finish(t, []string{"joining", "four nodes", "removing n1", "without n1", "removing n2 through itself", "joining n5", "n4 removed from group 3", "n4 added back to group 3", "removing n4", "two nodes"})
+	held.check(t, plain)
 	sameGroupTables(t, c, 4)
 }
 
@@ -279,4 +208,21 @@ func waitSpreadOver(t *testing.T, c *cluster, ids []string, want int) []string {
 func isConnError(err error) bool {
 	var re *resp.ReplyError
 	return err != nil && !errors.As(err, &re)
+}
+
+// groupLists reports whether n's view of raft group g's members (RAFT MEMBERS GROUP g) lists id.
+func groupLists(n *node, g int, id string) (bool, error) {
+	v, err := call(n.addr, "RAFT", "MEMBERS", "GROUP", strconv.Itoa(g))
+	if err != nil {
+		return false, err
+	}
+	for _, item := range v.([]any) {
+		kv := item.([]any)
+		for i := 0; i+1 < len(kv); i += 2 {
+			if fmt.Sprint(kv[i]) == "id" && fmt.Sprint(kv[i+1]) == id {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,75 +27,17 @@ import (
 // groups are planned.
 func TestConvertOneGroupToFour(t *testing.T) {
 	c := newCluster(t, 3)
-	ctx := context.Background()
 
-	keys := make([]string, 16) // keys over all four quarters of the slots
-	for i := range keys {
-		keys[i] = "conv" + strconv.Itoa(i)
-	}
 	plain := redis.NewClient(&redis.Options{Addr: c.nodes[0].addr})
 	defer plain.Close()
 	// A lock in each quarter of the slots, held through the conversion and the moves.
-	heldKeys := make([]string, 4)
-	heldTokens := make([]int64, 4)
-	for i := 0; slices.Contains(heldKeys, ""); i++ {
-		k := "convheld" + strconv.Itoa(i)
-		if q := fsm.GroupOfSlot(fsm.KeySlot([]byte(k)), 4); heldKeys[q] == "" {
-			heldKeys[q] = k
-		}
-	}
-	for q, k := range heldKeys {
-		tok, err := plain.Do(ctx, "LOCK", k, "600000").Int64()
-		if err != nil {
-			t.Fatalf("LOCK %s: %v", k, err)
-		}
-		heldTokens[q] = tok
-	}
-
-	var mu sync.Mutex
-	spans := map[string][]heldSpan{}
-	granted := map[string]int{} // locks granted, by the phase they were granted in
-	phase := "one group"
-	var failures []string
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
+	held := holdOnePerQuarter(t, plain, "convheld")
+	heldKeys := held.keys
+	load := newLockLoad("conv", "one group")
 	for i, n := range c.nodes {
-		wg.Go(func() {
-			name := "client@" + n.id
-			cl := redis.NewClient(&redis.Options{Addr: n.addr, MaxRetries: -1, DialTimeout: time.Second})
-			defer cl.Close()
-			do := func(args ...any) *redis.Cmd { return cl.Do(ctx, args...) }
-			for j := 0; j < 200_000; j++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				r := lockOnce(do, keys[(i*5+j)%len(keys)], name)
-				if r.lockErr != nil {
-					// This client's node is restarting: try again once it is back.
-					time.Sleep(20 * time.Millisecond)
-					continue
-				}
-				if !r.held {
-					continue
-				}
-				mu.Lock()
-				spans[r.key] = append(spans[r.key], r.span)
-				granted[phase]++
-				if r.unlockErr == nil && r.unlocked != 1 {
-					failures = append(failures, fmt.Sprintf("%s UNLOCK %s %d: %d (its lock was lost)", name, r.key, r.span.token, r.unlocked))
-				}
-				mu.Unlock()
-			}
-		})
+		load.start(i, n, false) // its node restarts: the client waits for it
 	}
-	setPhase := func(p string) {
-		time.Sleep(time.Second)
-		mu.Lock()
-		phase = p
-		mu.Unlock()
-	}
+	setPhase := load.setPhase
 
 	setPhase("plan")
 	if v, err := call(c.nodes[1].addr, "RAFT", "GROUPS", "4"); err != nil || v != "OK" {
@@ -213,28 +154,8 @@ func TestConvertOneGroupToFour(t *testing.T) {
 		t.Errorf("the joined node's groups record: %q, %v; want 4 groups of layout 1, joined", rec, err)
 	}
 	setPhase("n4 joined")
-	time.Sleep(time.Second)
-	close(stop)
-	wg.Wait()
-
-	for _, f := range failures {
-		t.Error(f)
-	}
-	checkSpans(t, spans)
-	t.Logf("locks granted by phase: %v", granted)
-	for _, p := range []string{"one group", "plan", "restarting n1", "restarting n2", "n3 on one group", "moving with n3 down", "n3 back on one group", "restarting n3", "four groups", "moved", "n4 joined"} {
-		if granted[p] == 0 {
-			t.Errorf("no lock granted while %s: the cluster did not serve throughout", p)
-		}
-	}
-	for q, k := range heldKeys {
-		if ttl, err := plain.PTTL(ctx, k).Result(); err != nil || ttl <= 0 || ttl > 10*time.Minute {
-			t.Errorf("the lease of %s, held through the conversion: %v, %v", k, ttl, err)
-		}
-		if n, err := plain.Do(ctx, "UNLOCK", k, strconv.FormatInt(heldTokens[q], 10)).Int64(); err != nil || n != 1 {
-			t.Errorf("UNLOCK of %s, held through the conversion, with its token %d: %d, %v", k, heldTokens[q], n, err)
-		}
-	}
+	load.finish(t, []string{"one group", "plan", "restarting n1", "restarting n2", "n3 on one group", "moving with n3 down", "n3 back on one group", "restarting n3", "four groups", "moved", "n4 joined"})
+	held.check(t, plain)
 	for g := 1; g < 4; g++ {
 		first, _ := fsm.DefaultSlots(g, 4)
 		info, err := infoRaft(c.nodes[0].addr)

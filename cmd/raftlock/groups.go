@@ -145,44 +145,6 @@ func (d *diskSiblings) stopAll(err error) {
 	}
 }
 
-// anyRemoved is closed once this node is removed from its raft group 0, or from another group
-// and then from group 0 too or removalGrace later (never, once stop closes). A node removed from
-// one group leaves the cluster, as a node of one group does: its replica of that group stops
-// serving for good (cluster.Member's removal), so it must not stay on as a member of the others,
-// where a RAFT PROMOTE that added it back to that group would make it a voter, and perhaps the
-// leader, of a group it no longer serves. The grace lets a removal, which runs group by group
-// and group 0 last (cluster.GroupsAdmin), finish its other groups: this node may be running it,
-// or leading the groups it reaches next. A removal that reached some groups only is finished by
-// RAFT REMOVE again; the node rejoins with an empty --dir and --join, as any removed node.
-func anyRemoved(members []*cluster.Member, stop <-chan struct{}) <-chan struct{} {
-	out := make(chan struct{})
-	var once sync.Once
-	leave := func() { once.Do(func() { close(out) }) }
-	for g, m := range members {
-		go func() {
-			select {
-			case <-m.Removed():
-			case <-stop:
-				return
-			}
-			if g > 0 {
-				select {
-				case <-members[0].Removed():
-				case <-time.After(removalGrace):
-				case <-stop:
-					return
-				}
-			}
-			leave()
-		}()
-	}
-	return out
-}
-
-// removalGrace is how long a node removed from a raft group other than 0 stays up for the
-// removal to reach group 0 (anyRemoved).
-const removalGrace = 20 * time.Second
-
 // groupStart is how this node starts raft group g should it find no raft state for it (one
 // with state resumes and ignores both): bootstrapped with peers, or not at all (it waits for the
 // group's leader to add it). A group the node joined never starts on its own, whatever its

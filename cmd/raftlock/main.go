@@ -342,7 +342,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down")
-	case <-anyRemoved(members, stopPlans):
+	case <-member.Removed(): // group 0's: a removal reaches it last (cluster.GroupsAdmin)
 		logger.Warn("removed from the cluster; shutting down")
 	case err = <-served:
 		logger.Error("client listener failed", "err", err)

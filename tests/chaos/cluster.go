@@ -416,6 +416,29 @@ func (c *cluster) waitSuffrage(i int, want string, timeout time.Duration) error 
 	return fmt.Errorf("%s is %q, not %q, after %v", c.nodes[i].id, got, want, timeout)
 }
 
+// repairSuffrage makes node i a voter of every group again after a removal that reached some
+// groups only, as an operator would (RAFT PROMOTE through a member that is up, for up to 30 s),
+// and says what it did.
+func (c *cluster) repairSuffrage(i int) string {
+	got, err := c.suffrage(i)
+	if err != nil || got == "voter" || got == "" {
+		return ""
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		for _, o := range c.nodes {
+			if o.idx != i && o.up() && !o.isRemoved() {
+				query(o.clientAddr, "RAFT", "PROMOTE", c.nodes[i].id)
+				break
+			}
+		}
+		if now, err := c.suffrage(i); err == nil && now == "voter" {
+			return fmt.Sprintf("; its suffrage was %q, RAFT PROMOTE made it a voter of every group", got)
+		}
+	}
+	now, _ := c.suffrage(i)
+	return fmt.Sprintf("; its suffrage was %q, still %q after 30 s of RAFT PROMOTE", got, now)
+}
+
 // readd starts node i afresh (empty data directory) joining through a member that is up.
 func (c *cluster) readd(i int) error {
 	n := c.nodes[i]

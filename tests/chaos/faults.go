@@ -427,7 +427,13 @@ func (nm *nemesis) membership(rng *rand.Rand) string {
 		if err == nil {
 			nm.violation("membership: RAFT REMOVE %s replied %v, but %v", nd.id, reply, werr)
 		}
-		return fmt.Sprintf("RAFT REMOVE %s via %s: %v %v; still a member", nd.id, c.nodes[via].id, reply, err)
+		desc := fmt.Sprintf("RAFT REMOVE %s via %s: %v %v; still a member", nd.id, c.nodes[via].id, reply, err)
+		if c.groups > 1 {
+			// A refused removal of several groups adds the member back where it had left; what
+			// it could not add back an operator ends with RAFT PROMOTE (docs/groups.md).
+			desc += c.repairSuffrage(i)
+		}
+		return desc
 	}
 	nd.mu.Lock()
 	nd.removed = true
