@@ -129,17 +129,18 @@ func (a *GroupsAdmin) RemoveServer(ctx context.Context, id string, force bool) e
 	}
 	a.changes.Lock()
 	defer a.changes.Unlock()
-	if !listsMember(a.Member, id) {
-		return fmt.Errorf("%w: %s", node.ErrNoSuchMember, id)
-	}
-	if err := a.plannedGroupsRun(ctx, id); err != nil {
-		return err
-	}
 	c, err := a.configuration()
 	if err != nil {
 		return err
 	}
-	raftAddr := string(c.Servers[slices.IndexFunc(c.Servers, func(s raft.Server) bool { return string(s.ID) == id })].Address)
+	i := slices.IndexFunc(c.Servers, func(s raft.Server) bool { return string(s.ID) == id })
+	if i < 0 {
+		return fmt.Errorf("%w: %s", node.ErrNoSuchMember, id)
+	}
+	raftAddr := string(c.Servers[i].Address)
+	if err := a.plannedGroupsRun(ctx, id); err != nil {
+		return err
+	}
 	args := []string{"RAFT", "REMOVE", id}
 	if force {
 		args = append(args, "FORCE")

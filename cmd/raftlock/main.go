@@ -131,6 +131,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	groupsRec, err := resolveGroups(opts.dir, opts.groups, hadState, joining)
 	if err != nil {
+		if ctx.Err() != nil {
+			logger.Info("stopped before the member to join through answered")
+			return nil // stopped (SIGTERM) while it waited: a clean stop
+		}
 		return err
 	}
 	groups := groupsRec.Groups
