@@ -93,15 +93,10 @@ func (a *GroupsAdmin) Promote(ctx context.Context, id string) error {
 	}
 	a.changes.Lock()
 	defer a.changes.Unlock()
-	c, err := a.configuration()
+	raftAddr, err := a.raftAddrOf(id)
 	if err != nil {
 		return err
 	}
-	i := slices.IndexFunc(c.Servers, func(s raft.Server) bool { return string(s.ID) == id })
-	if i < 0 {
-		return fmt.Errorf("%w: %s", node.ErrNoSuchMember, id)
-	}
-	raftAddr := string(c.Servers[i].Address)
 	for g := 1; g < len(a.groups); g++ {
 		if !listsMember(a.groups[g], id) {
 			err := a.inGroup(ctx, g, []string{"RAFT", "ADD", id, raftAddr}, func(m *Member) error {
@@ -129,15 +124,10 @@ func (a *GroupsAdmin) RemoveServer(ctx context.Context, id string, force bool) e
 	}
 	a.changes.Lock()
 	defer a.changes.Unlock()
-	c, err := a.configuration()
+	raftAddr, err := a.raftAddrOf(id)
 	if err != nil {
 		return err
 	}
-	i := slices.IndexFunc(c.Servers, func(s raft.Server) bool { return string(s.ID) == id })
-	if i < 0 {
-		return fmt.Errorf("%w: %s", node.ErrNoSuchMember, id)
-	}
-	raftAddr := string(c.Servers[i].Address)
 	if err := a.plannedGroupsRun(ctx, id); err != nil {
 		return err
 	}
@@ -163,6 +153,20 @@ func (a *GroupsAdmin) RemoveServer(ctx context.Context, id string, force bool) e
 		return a.undoRemoval(ctx, id, raftAddr, done, fmt.Errorf("%s was not removed from raft group 0: %w", id, err))
 	}
 	return nil
+}
+
+// raftAddrOf is member id's raft address in group 0's newest configuration, where a change's
+// other groups take it from.
+func (a *GroupsAdmin) raftAddrOf(id string) (string, error) {
+	c, err := a.configuration()
+	if err != nil {
+		return "", err
+	}
+	i := slices.IndexFunc(c.Servers, func(s raft.Server) bool { return string(s.ID) == id })
+	if i < 0 {
+		return "", fmt.Errorf("%w: %s", node.ErrNoSuchMember, id)
+	}
+	return string(c.Servers[i].Address), nil
 }
 
 // undoRemoval adds id back, as a voter once caught up, to the groups a removal that failed

@@ -83,7 +83,7 @@ func TestGroupsOntoANewNode(t *testing.T) {
 	}
 	setPhase("removing n2 through itself")
 	n2.ExpectExit()
-	if v, err := call(n2.addr, "RAFT", "REMOVE", n2.id, "FORCE"); err != nil && !isConnError(err) {
+	if v, err := callElected(n2.addr, "RAFT", "REMOVE", n2.id, "FORCE"); err != nil && !isConnError(err) {
 		t.Errorf("RAFT REMOVE n2 FORCE through n2: %v, %v; want OK (or the link closed as it left)", v, err)
 	}
 	waitGroupMembers(t, c.nodes[2], 4, []string{"n3", "n4"})
@@ -99,7 +99,7 @@ func TestGroupsOntoANewNode(t *testing.T) {
 	// not be undone would be): the node stays a member of the other groups and keeps serving;
 	// RAFT PROMOTE adds it back where it went, and RAFT REMOVE then removes it from every group.
 	setPhase("n4 removed from group 3")
-	if _, err := call(c.nodes[2].addr, "RAFT", "REMOVE", n4.id, "FORCE", "GROUP", "3"); err != nil {
+	if _, err := callElected(c.nodes[2].addr, "RAFT", "REMOVE", n4.id, "FORCE", "GROUP", "3"); err != nil {
 		t.Fatalf("RAFT REMOVE %s FORCE GROUP 3: %v", n4.id, err)
 	}
 	testutil.WaitFor(t, 20*time.Second, func() error {
@@ -120,7 +120,7 @@ func TestGroupsOntoANewNode(t *testing.T) {
 	waitGroupMembers(t, c.nodes[2], 4, []string{"n3", "n4", "n5"})
 	setPhase("removing n4")
 	n4.ExpectExit()
-	if _, err := call(c.nodes[2].addr, "RAFT", "REMOVE", n4.id, "FORCE"); err != nil {
+	if _, err := callElected(c.nodes[2].addr, "RAFT", "REMOVE", n4.id, "FORCE"); err != nil {
 		t.Errorf("RAFT REMOVE %s FORCE: %v", n4.id, err)
 	}
 	if err := n4.WaitExit(30 * time.Second); err != nil {
@@ -225,4 +225,17 @@ func groupLists(n *node, g int, id string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// callElected is call, sent again for up to 20 s while the reply says the group has no leader
+// right now (CLUSTERDOWN, TRYAGAIN): an election or the balancer's hand-off, which a client
+// is told to wait out.
+func callElected(addr string, args ...string) (any, error) {
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		v, err := call(addr, args...)
+		var re *resp.ReplyError
+		if !errors.As(err, &re) || re.Code() != "CLUSTERDOWN" && re.Code() != "TRYAGAIN" || time.Now().After(deadline) {
+			return v, err
+		}
+	}
 }
