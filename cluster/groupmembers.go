@@ -69,15 +69,7 @@ func (a *GroupsAdmin) AddServer(ctx context.Context, id, raftAddr, clientAddr st
 		return 0, err
 	}
 	for g := 1; g < len(a.groups); g++ {
-		args := []string{"RAFT", "ADD", id, raftAddr}
-		if !voter {
-			args = append(args, "NONVOTER")
-		}
-		err := a.inGroup(ctx, g, args, func(m *Member) error {
-			_, err := m.AddServer(ctx, id, raftAddr, "", voter)
-			return err
-		})
-		if err != nil {
+		if err := a.addIn(ctx, g, id, raftAddr, voter); err != nil {
 			return 0, fmt.Errorf("%s is a member of raft group 0 but not yet of every group (RAFT PROMOTE %s, or RAFT ADD again, finishes it): %w", id, id, err)
 		}
 	}
@@ -99,11 +91,7 @@ func (a *GroupsAdmin) Promote(ctx context.Context, id string) error {
 	}
 	for g := 1; g < len(a.groups); g++ {
 		if !listsMember(a.groups[g], id) {
-			err := a.inGroup(ctx, g, []string{"RAFT", "ADD", id, raftAddr}, func(m *Member) error {
-				_, err := m.AddServer(ctx, id, raftAddr, "", true)
-				return err
-			})
-			if err != nil {
+			if err := a.addIn(ctx, g, id, raftAddr, true); err != nil {
 				return err
 			}
 		}
@@ -176,11 +164,7 @@ func (a *GroupsAdmin) raftAddrOf(id string) (string, error) {
 func (a *GroupsAdmin) undoRemoval(ctx context.Context, id, raftAddr string, done []int, cause error) error {
 	var left []string
 	for _, g := range done {
-		err := a.inGroup(ctx, g, []string{"RAFT", "ADD", id, raftAddr}, func(m *Member) error {
-			_, err := m.AddServer(ctx, id, raftAddr, "", true)
-			return err
-		})
-		if err != nil {
+		if err := a.addIn(ctx, g, id, raftAddr, true); err != nil {
 			left = append(left, strconv.Itoa(g))
 			a.log.Warn("a refused removal could not add the member back to a group it had left", "member", id, "group", g, "err", err)
 		}
@@ -215,6 +199,19 @@ func (a *GroupsAdmin) PlanGroups(ctx context.Context, want fsm.GroupsPlan, runni
 		}
 	}
 	return a.Member.PlanGroups(ctx, want, running)
+}
+
+// addIn adds id at raftAddr to group g as a non-voter, which that group's leader promotes once
+// caught up when voter is set: one group's step of a change (inGroup).
+func (a *GroupsAdmin) addIn(ctx context.Context, g int, id, raftAddr string, voter bool) error {
+	args := []string{"RAFT", "ADD", id, raftAddr}
+	if !voter {
+		args = append(args, "NONVOTER")
+	}
+	return a.inGroup(ctx, g, args, func(m *Member) error {
+		_, err := m.AddServer(ctx, id, raftAddr, "", voter)
+		return err
+	})
 }
 
 // inGroup runs one group's step of a membership change: here when this node leads group g,

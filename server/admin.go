@@ -321,6 +321,9 @@ func cmdDebug(r *request) {
 	r.w.Int(total.Milliseconds())
 }
 
+// groupOptionAfter is how many arguments of its own each subcommand taking GROUP g has before it.
+var groupOptionAfter = map[string]int{"members": 0, "member": 1, "promote": 1, "remove": 1, "add": 2}
+
 // groupOption finds the raft group a RAFT subcommand names: the last argument of READINDEX,
 // SNAPSHOT, DIGEST and STATS (RAFT SNAPSHOT 2), or a trailing GROUP g of MEMBERS, MEMBER, ADD,
 // PROMOTE and REMOVE (RAFT ADD n4 addr GROUP 2 is one group's step of the change RAFT ADD makes in
@@ -338,7 +341,7 @@ func (r *request) groupOption(sub string) (group, named int, ok bool) {
 	case "members", "member", "add", "promote", "remove":
 		// GROUP g after the subcommand's own arguments (MEMBERS none, MEMBER, PROMOTE and
 		// REMOVE an ID, ADD an ID and an address): a node named "group" stays a node.
-		n, own := len(r.args), map[string]int{"members": 0, "member": 1, "promote": 1, "remove": 1, "add": 2}[sub]
+		n, own := len(r.args), groupOptionAfter[sub]
 		if n < 2+own+2 || !is(r.args[n-2], "group") {
 			return -1, 0, true
 		}

@@ -433,8 +433,15 @@ func infoRaft(addr string) (map[string]string, error) {
 }
 
 // members returns RAFT MEMBERS on addr, one map per member (leader is "0" or "1").
-func members(addr string) ([]map[string]string, error) {
-	v, err := call(addr, "RAFT", "MEMBERS")
+func members(addr string) ([]map[string]string, error) { return groupMembers(addr, 0) }
+
+// groupMembers is members of raft group g (RAFT MEMBERS GROUP g; RAFT MEMBERS for group 0).
+func groupMembers(addr string, g int) ([]map[string]string, error) {
+	args := []string{"RAFT", "MEMBERS"}
+	if g > 0 {
+		args = append(args, "GROUP", strconv.Itoa(g))
+	}
+	v, err := call(addr, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -139,18 +139,13 @@ func waitGroupMembers(t *testing.T, n *node, groups int, ids []string) {
 	t.Helper()
 	testutil.WaitFor(t, 60*time.Second, func() error {
 		for g := range groups {
-			v, err := call(n.addr, "RAFT", "MEMBERS", "GROUP", strconv.Itoa(g))
+			ms, err := groupMembers(n.addr, g)
 			if err != nil {
 				return fmt.Errorf("RAFT MEMBERS GROUP %d on %s: %v", g, n.id, err)
 			}
 			var got []string
 			leader := ""
-			for _, item := range v.([]any) {
-				m := map[string]string{}
-				kv := item.([]any)
-				for i := 0; i+1 < len(kv); i += 2 {
-					m[fmt.Sprint(kv[i])] = fmt.Sprint(kv[i+1])
-				}
+			for _, m := range ms {
 				got = append(got, m["id"]+"/"+m["suffrage"])
 				if m["leader"] == "1" {
 					leader = m["id"]
@@ -212,19 +207,8 @@ func isConnError(err error) bool {
 
 // groupLists reports whether n's view of raft group g's members (RAFT MEMBERS GROUP g) lists id.
 func groupLists(n *node, g int, id string) (bool, error) {
-	v, err := call(n.addr, "RAFT", "MEMBERS", "GROUP", strconv.Itoa(g))
-	if err != nil {
-		return false, err
-	}
-	for _, item := range v.([]any) {
-		kv := item.([]any)
-		for i := 0; i+1 < len(kv); i += 2 {
-			if fmt.Sprint(kv[i]) == "id" && fmt.Sprint(kv[i+1]) == id {
-				return true, nil
-			}
-		}
-	}
-	return false, nil
+	ms, err := groupMembers(n.addr, g)
+	return slices.ContainsFunc(ms, func(m map[string]string) bool { return m["id"] == id }), err
 }
 
 // callElected is call, sent again for up to 20 s while the reply says the group has no leader
